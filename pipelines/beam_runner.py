@@ -1,0 +1,104 @@
+"""Choosing and preparing the Beam runner for a bertkit stage.
+
+- Local (the default, `--runner DirectRunner` or none): Beam's FnApiRunner, in process, or
+  with `--direct_num_workers N --direct_running_mode multi_processing` in N worker
+  processes. Beam's own DirectRunner first tries the Prism runner, which downloads a Go
+  binary at run time: impossible offline and slow to start, so bertkit never goes that way.
+- `--runner DataflowRunner`: the project must reach the workers. Unless the user passes
+  `--setup_file`, `--extra_package(s)` or `--sdk_container_image`, bertkit builds its own
+  wheel and ships it with `--extra_package`; the workers pip-install it with its
+  dependencies (apache-beam, pyarrow, blingfire), never torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import (
+    DirectOptions,
+    PipelineOptions,
+    SetupOptions,
+    StandardOptions,
+)
+
+_LOG = logging.getLogger(__name__)
+_LOCAL_RUNNERS = {None, "", "directrunner", "direct", "fnapirunner"}
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def parse_stage_arguments(
+    argv: list[str] | None, options_class: type[PipelineOptions], description: str
+) -> PipelineOptions:
+    """Parse a stage's own flags (with a real --help) and hand every other flag to Beam."""
+    parser = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    options_class._add_argparse_args(parser)
+    parser.parse_known_args(argv)  # validates our flags, prints --help, errors early
+    return PipelineOptions(argv)
+
+
+def is_local(options: PipelineOptions) -> bool:
+    runner = options.view_as(StandardOptions).runner
+    return runner is None or str(runner).lower() in _LOCAL_RUNNERS
+
+
+def make_pipeline(options: PipelineOptions) -> beam.Pipeline:
+    """A Pipeline on the runner the options name, prepared as that runner needs."""
+    if is_local(options):
+        from apache_beam.runners.portability.fn_api_runner import fn_runner
+
+        direct = options.view_as(DirectOptions)
+        if (
+            direct.direct_num_workers
+            and direct.direct_num_workers > 1
+            and (direct.direct_running_mode in (None, "in_memory"))
+        ):
+            raise ValueError(
+                "--direct_num_workers > 1 needs --direct_running_mode multi_processing "
+                "(or multi_threading); in_memory runs one worker"
+            )
+        return beam.Pipeline(runner=fn_runner.FnApiRunner(), options=options)
+    runner = str(options.view_as(StandardOptions).runner).lower()
+    if "dataflow" in runner:
+        ensure_project_shipped(options)
+    return beam.Pipeline(options=options)
+
+
+def ensure_project_shipped(options: PipelineOptions) -> None:
+    """Make sure Dataflow workers can import bertkit: ship a freshly built wheel."""
+    setup = options.view_as(SetupOptions)
+    if setup.setup_file or setup.extra_packages or _has_container_image(options):
+        return
+    wheel = build_wheel(Path(tempfile.mkdtemp(prefix="bertkit-wheel-")))
+    _LOG.info("shipping %s to the Dataflow workers", wheel)
+    setup.extra_packages = [str(wheel)]
+
+
+def _has_container_image(options: PipelineOptions) -> bool:
+    all_options = options.get_all_options()
+    return bool(
+        all_options.get("sdk_container_image") or all_options.get("worker_harness_container_image")
+    )
+
+
+def build_wheel(directory: Path) -> Path:
+    """Build bertkit's wheel from the source tree this module was imported from."""
+    if not (PROJECT_ROOT / "pyproject.toml").exists():
+        raise FileNotFoundError(
+            "bertkit is not running from its source tree, so it cannot build a wheel for the "
+            "Dataflow workers: pass --extra_package path/to/bertkit-*.whl (or --setup_file)"
+        )
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+         "--quiet", "--wheel-dir", str(directory), str(PROJECT_ROOT)],
+        check=True,
+    )  # fmt: skip
+    (wheel,) = directory.glob("bertkit-*.whl")
+    return wheel

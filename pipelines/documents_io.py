@@ -1,0 +1,306 @@
+"""Writing a documents directory: Parquet files, rejects and the manifest.
+
+Layout of `DIR` (schemas in `schemas/`):
+    documents-<unit>-<part>.parquet   zstd Parquet, Document schema, written atomically
+    rejects/rejects-<unit>.jsonl      one Reject per line, only where a unit had rejects
+    manifest.json                     written last, after every unit has finished
+
+Why one file per unit of work and no shuffle of documents: a unit (a dump split, a group of
+book files) is fixed by the inputs alone, so each output file's bytes are too, whatever the
+runner or worker count; and with no GroupByKey over documents, nothing holds more than one
+row group in memory, so RSS stays flat however large the corpus.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import uuid
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import apache_beam as beam
+import pyarrow.parquet as pq
+from apache_beam.io.filesystems import FileSystems
+
+from schemas import (
+    DOCUMENT_SCHEMA,
+    MANIFEST_NAME,
+    REJECTS_DIR,
+    Document,
+    DocumentsManifest,
+    OutputFile,
+    Reject,
+    documents_table,
+)
+
+_LOG = logging.getLogger(__name__)
+_METRICS_NAMESPACE = "bertkit"
+# A row group of ~1000 documents (a few MB) keeps the writer's memory small and lets readers
+# stream; a file rolls over at `max_file_text_bytes` so no single file grows without bound.
+ROWS_PER_GROUP = 1000
+DEFAULT_MAX_FILE_TEXT_BYTES = 256 * 1024 * 1024
+
+
+class OutputDirectoryError(ValueError):
+    """The output directory is not safe to write into."""
+
+
+def join(directory: str, *names: str) -> str:
+    return FileSystems.join(directory, *names)
+
+
+def prepare_output_dir(output_dir: str, overwrite: bool) -> None:
+    """Refuse to mix runs: an existing manifest or documents means an earlier run is there."""
+    existing = [
+        m.path
+        for pattern in ("documents-*.parquet", MANIFEST_NAME, f"{REJECTS_DIR}/*")
+        for m in FileSystems.match([join(output_dir, pattern)])[0].metadata_list
+    ]
+    if existing and not overwrite:
+        raise OutputDirectoryError(
+            f"{output_dir} already holds {len(existing)} files of an earlier run "
+            f"(e.g. {existing[0]}); choose a new --output or pass --overwrite to replace them"
+        )
+    if existing:
+        FileSystems.delete(existing)
+
+
+class _HashingSink:
+    """A binary file wrapper that counts and hashes what is written through it."""
+
+    def __init__(self, sink: Any) -> None:
+        self._sink = sink
+        self.sha256 = hashlib.sha256()
+        self.size = 0
+        self.closed = False
+
+    def write(self, data: bytes) -> int:
+        self.sha256.update(data)
+        self.size += len(data)
+        self._sink.write(data)
+        return len(data)
+
+    def tell(self) -> int:
+        return self.size
+
+    def flush(self) -> None:
+        self._sink.flush()
+
+    def close(self) -> None:
+        if not self.closed:
+            self._sink.close()
+            self.closed = True
+
+
+class DocumentFileWriter:
+    """Writes one unit's documents to `documents-<unit>-<part>.parquet`, atomically.
+
+    Each file is written under a temporary name and renamed when complete, so a reader (or a
+    retried bundle) never sees a partial file. Documents keep their input order.
+    """
+
+    def __init__(
+        self,
+        output_dir: str,
+        unit: str,
+        max_file_text_bytes: int = DEFAULT_MAX_FILE_TEXT_BYTES,
+    ) -> None:
+        self._output_dir = output_dir
+        self._unit = unit
+        self._max_file_text_bytes = max_file_text_bytes
+        self._rows: list[Document] = []
+        self._files: list[OutputFile] = []
+        self._writer: pq.ParquetWriter | None = None
+        self._sink: _HashingSink | None = None
+        self._temp_path = ""
+        self._file_counts = Counter()
+
+    def add(self, document: Document) -> None:
+        self._rows.append(document)
+        self._file_counts["documents"] += 1
+        self._file_counts["sentences"] += len(document.sentences)
+        self._file_counts["text_bytes"] += document.text_bytes()
+        if len(self._rows) >= ROWS_PER_GROUP:
+            self._flush_rows()
+        if self._file_counts["text_bytes"] >= self._max_file_text_bytes:
+            self._finish_file()
+
+    def close(self) -> list[OutputFile]:
+        self._finish_file()
+        return self._files
+
+    def _flush_rows(self) -> None:
+        if not self._rows:
+            return
+        if self._writer is None:
+            self._temp_path = join(self._output_dir, f".tmp-{uuid.uuid4().hex}.parquet")
+            self._sink = _HashingSink(FileSystems.create(self._temp_path))
+            self._writer = pq.ParquetWriter(self._sink, DOCUMENT_SCHEMA, compression="zstd")
+        self._writer.write_table(documents_table(self._rows), row_group_size=ROWS_PER_GROUP)
+        self._rows = []
+
+    def _finish_file(self) -> None:
+        self._flush_rows()
+        if self._writer is None or self._sink is None:
+            return
+        self._writer.close()
+        self._sink.close()
+        name = f"documents-{self._unit}-{len(self._files):04d}.parquet"
+        final_path = join(self._output_dir, name)
+        if FileSystems.exists(final_path):  # a retried bundle: same inputs, same bytes
+            FileSystems.delete([final_path])
+        FileSystems.rename([self._temp_path], [final_path])
+        counts = self._file_counts
+        self._files.append(
+            OutputFile(
+                name=name,
+                documents=counts["documents"],
+                sentences=counts["sentences"],
+                text_bytes=counts["text_bytes"],
+                bytes=self._sink.size,
+                sha256=self._sink.sha256.hexdigest(),
+            )
+        )
+        self._writer, self._sink, self._file_counts = None, None, Counter()
+
+
+@dataclass
+class UnitTally:
+    """What happened to one unit of work; the manifest sums these over all units."""
+
+    unit: str
+    counts: Counter = field(default_factory=Counter)
+    dropped: Counter = field(default_factory=Counter)
+    rejects: list[Reject] = field(default_factory=list)
+    failed_inputs: list[dict[str, str]] = field(default_factory=list)
+
+    def count(self, name: str, amount: int = 1) -> None:
+        self.counts[name] += amount
+
+    def drop(self, reason: str) -> None:
+        self.dropped[reason] += 1
+        beam.metrics.Metrics.counter(_METRICS_NAMESPACE, f"dropped_{reason}").inc()
+
+    def reject(self, reject: Reject) -> None:
+        self.rejects.append(reject)
+        beam.metrics.Metrics.counter(_METRICS_NAMESPACE, f"rejected_{reject.reason}").inc()
+        _LOG.warning("rejected %s (%s): %s", reject.id or reject.input, reject.reason, reject.error)
+
+    def fail_input(self, path: str, error: str, reason: str, position: str) -> None:
+        """A whole input could not be read to its end: a reject, and a non-zero exit later."""
+        self.failed_inputs.append({"input": path, "error": error})
+        self.reject(Reject(id=None, input=path, position=position, reason=reason, error=error))
+        _LOG.error("input not read to its end: %s", error)
+
+
+def finish_unit(output_dir: str, tally: UnitTally, files: list[OutputFile]) -> dict[str, Any]:
+    """Write the unit's rejects and return its summary (a small JSON-able dict)."""
+    rejects_file = None
+    if tally.rejects:
+        rejects_file = f"{REJECTS_DIR}/rejects-{tally.unit}.jsonl"
+        with FileSystems.create(join(output_dir, rejects_file)) as sink:
+            for reject in tally.rejects:
+                sink.write(reject.to_json_line().encode("utf-8"))
+    for output in files:
+        tally.count("documents", output.documents)
+        tally.count("sentences", output.sentences)
+        tally.count("text_bytes", output.text_bytes)
+    return {
+        "unit": tally.unit,
+        "files": [asdict(f) for f in files],
+        "counts": dict(tally.counts),
+        "dropped": dict(tally.dropped),
+        "rejected": dict(Counter(r.reason for r in tally.rejects)),
+        "failed_inputs": tally.failed_inputs,
+        "rejects_file": rejects_file,
+    }
+
+
+def build_manifest(
+    stage: str,
+    inputs: list[dict[str, Any]],
+    config: dict[str, Any],
+    unit_summaries: Iterable[dict[str, Any]],
+) -> DocumentsManifest:
+    """Sum the unit summaries, in unit order, into the directory's manifest."""
+    counts: Counter = Counter()
+    dropped: Counter = Counter()
+    rejected: Counter = Counter()
+    files, failed, rejects_files = [], [], []
+    units = 0
+    for summary in sorted(unit_summaries, key=lambda s: s["unit"]):
+        units += 1
+        counts.update(summary["counts"])
+        dropped.update(summary["dropped"])
+        rejected.update(summary["rejected"])
+        files.extend(OutputFile(**f) for f in summary["files"])
+        failed.extend(summary["failed_inputs"])
+        if summary["rejects_file"]:
+            rejects_files.append(summary["rejects_file"])
+    counts["units"] = units
+    counts["files"] = len(files)
+    counts["rejected"] = sum(rejected.values())
+    return DocumentsManifest(
+        stage=stage,
+        inputs=inputs,
+        config=config,
+        counts=dict(sorted(counts.items())),
+        dropped=dict(sorted(dropped.items())),
+        rejected=dict(sorted(rejected.items())),
+        failed_inputs=failed,
+        files=files,
+        rejects_files=rejects_files,
+    )
+
+
+class WriteManifest(beam.PTransform):
+    """Unit summaries → `DIR/manifest.json`, after every unit has finished."""
+
+    def __init__(
+        self, output_dir: str, stage: str, inputs: list[dict[str, Any]], config: dict[str, Any]
+    ) -> None:
+        super().__init__()
+        self._output_dir = output_dir
+        self._stage = stage
+        self._inputs = inputs
+        self._config = config
+
+    def expand(self, unit_summaries):
+        return (
+            unit_summaries
+            | "CollectSummaries" >> beam.combiners.ToList()
+            | "WriteManifestFile" >> beam.Map(self._write)
+        )
+
+    def _write(self, summaries: list[dict[str, Any]]) -> str:
+        manifest = build_manifest(self._stage, self._inputs, self._config, summaries)
+        path = join(self._output_dir, MANIFEST_NAME)
+        with FileSystems.create(path) as sink:
+            sink.write(manifest.to_json().encode("utf-8"))
+        return path
+
+
+def read_manifest(output_dir: str) -> DocumentsManifest:
+    with FileSystems.open(join(output_dir, MANIFEST_NAME)) as source:
+        return DocumentsManifest.from_json(source.read().decode("utf-8"))
+
+
+def expand_inputs(patterns: list[str]) -> list[dict[str, Any]]:
+    """Glob patterns → the sorted, de-duplicated files they match, with sizes."""
+    found: dict[str, int] = {}
+    for pattern in patterns:
+        matches = FileSystems.match([pattern])[0].metadata_list
+        if not matches:
+            raise FileNotFoundError(f"--input {pattern!r} matches no file")
+        for metadata in matches:
+            found[metadata.path] = metadata.size_in_bytes
+    return [{"path": path, "bytes": found[path]} for path in sorted(found)]
+
+
+def json_config(config: Any) -> dict[str, Any]:
+    """A dataclass config as a JSON-safe dict (for the manifest)."""
+    return json.loads(json.dumps(asdict(config), default=str))

@@ -1,0 +1,286 @@
+"""Extract sentence-split articles from Wikipedia `pages-articles` XML dumps.
+
+Reads .xml.bz2 (single- or multi-stream: with its -index.txt.bz2 beside it, one file is cut
+at stream boundaries across workers), .xml.gz and .xml, from local disk or any filesystem
+Beam knows (gs://, s3://). Keeps main-namespace articles, drops redirects and disambiguation
+pages, turns wikitext into running text (no lists, tables, headers, templates, references)
+and splits it into sentences. Writes DIR/documents-*.parquet (Document schema), DIR/rejects/
+and, last, DIR/manifest.json. Exits 1 if any input could not be read to its end.
+
+    bertkit wikipedia --input 'dumps/enwiki-*-pages-articles-multistream.xml.bz2' --output out/wiki
+    python -m pipelines.wikipedia --input data/wikipedia/*.xml.bz2 --output out/wiki \\
+        --direct_num_workers 2 --direct_running_mode multi_processing
+    python -m pipelines.wikipedia --input gs://bucket/enwiki-*-multistream.xml.bz2 \\
+        --output gs://bucket/documents/wiki --runner DataflowRunner --project P \\
+        --region us-central1 --temp_location gs://bucket/tmp
+
+Flags not listed below go to Beam's PipelineOptions.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+from dataclasses import dataclass
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from pipelines.beam_runner import make_pipeline, parse_stage_arguments
+from pipelines.documents_io import (
+    DEFAULT_MAX_FILE_TEXT_BYTES,
+    DocumentFileWriter,
+    UnitTally,
+    WriteManifest,
+    expand_inputs,
+    finish_unit,
+    json_config,
+    prepare_output_dir,
+    read_manifest,
+)
+from pipelines.sentences import split_paragraphs
+from pipelines.wikidump import DumpReadError, DumpSplit, RawPage, SiteInfo, iter_dump, plan_splits
+from pipelines.wikitext import (
+    DEFAULT_CATEGORY_NAMESPACES,
+    DEFAULT_FILE_NAMESPACES,
+    WikitextError,
+    clean_wikitext,
+)
+from schemas import Document, Reject
+
+_LOG = logging.getLogger(__name__)
+STAGE = "wikipedia"
+
+# A disambiguation page carries one of these templates (or a "… disambiguation" variant:
+# {{Place name disambiguation}}, {{Hospital disambiguation}}, …); its title may also say so.
+_DISAMBIGUATION_TEMPLATE = re.compile(
+    r"\{\{\s*(?:disambiguation|disambig|disamb|dab|dbig|hndis|geodis|numberdis|"
+    r"set index article|sia|[^{}|]*\bdisambiguation)\s*(?:\||\}\})",
+    re.I,
+)
+
+
+class WikipediaOptions(PipelineOptions):
+    @classmethod
+    def _add_argparse_args(cls, parser) -> None:
+        parser.add_argument(
+            "--input",
+            action="append",
+            required=True,
+            help="dump file or glob (repeatable): local, gs://, s3://",
+        )
+        parser.add_argument("--output", required=True, help="output directory")
+        parser.add_argument(
+            "--min_paragraph_words",
+            "--min-paragraph-words",
+            dest="min_paragraph_words",
+            type=int,
+            default=5,
+            help="drop paragraphs with fewer words (captions, leftovers); default 5",
+        )
+        parser.add_argument(
+            "--split_mb",
+            "--split-mb",
+            dest="split_mb",
+            type=int,
+            default=64,
+            help="cut multistream dumps into splits of about this many compressed MB",
+        )
+        parser.add_argument(
+            "--file_mb",
+            "--file-mb",
+            dest="file_mb",
+            type=int,
+            default=DEFAULT_MAX_FILE_TEXT_BYTES >> 20,
+            help="start a new Parquet file after this many MB of text",
+        )
+        parser.add_argument(
+            "--overwrite", action="store_true",
+            help="replace the documents, rejects and manifest of an earlier run in --output",
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class WikipediaConfig:
+    """Everything that shapes the output; recorded in the manifest."""
+
+    min_paragraph_words: int = 5
+    split_bytes: int = 64 << 20
+    max_file_text_bytes: int = DEFAULT_MAX_FILE_TEXT_BYTES
+
+
+@dataclass(frozen=True)
+class PageContext:
+    """What naming and cleaning a page needs from its dump."""
+
+    path: str
+    siteinfo: SiteInfo
+    file_namespaces: frozenset[str] = DEFAULT_FILE_NAMESPACES
+    category_namespaces: frozenset[str] = DEFAULT_CATEGORY_NAMESPACES
+
+    @classmethod
+    def of(cls, path: str, siteinfo: SiteInfo) -> PageContext:
+        return cls(
+            path=path,
+            siteinfo=siteinfo,
+            file_namespaces=DEFAULT_FILE_NAMESPACES | siteinfo.names_of((6, -2)),
+            category_namespaces=DEFAULT_CATEGORY_NAMESPACES | siteinfo.names_of((14,)),
+        )
+
+
+def document_from_page(
+    page: RawPage, context: PageContext, config: WikipediaConfig, tally: UnitTally
+) -> Document | None:
+    """One page → a Document, or None after recording why it was dropped or rejected."""
+    siteinfo, path = context.siteinfo, context.path
+    tally.count("pages")
+    page_ref = f"{siteinfo.dbname}/{page.page_id}" if page.page_id is not None else None
+    where = f"page #{page.ordinal} {page.title!r}"
+    if page.problem:
+        tally.reject(Reject(page_ref, path, where, "malformed_page", page.problem))
+        return None
+    namespace = page.namespace
+    if namespace is None:
+        namespace = siteinfo.namespace_of(page.title)
+    if namespace != 0:
+        tally.drop("not_article_namespace")
+        return None
+    text = page.text or ""
+    if page.redirect or text.lstrip()[:9].upper() == "#REDIRECT":
+        tally.drop("redirect")
+        return None
+    if page.title.endswith("(disambiguation)") or _DISAMBIGUATION_TEMPLATE.search(text):
+        tally.drop("disambiguation")
+        return None
+    tally.count("wikitext_bytes", len(text.encode("utf-8")))
+    try:
+        paragraphs = clean_wikitext(
+            text,
+            min_words=config.min_paragraph_words,
+            file_namespaces=context.file_namespaces,
+            category_namespaces=context.category_namespaces,
+        )
+    except WikitextError as err:
+        tally.reject(Reject(page_ref, path, where, "wikitext_limit", str(err)))
+        return None
+    except Exception as err:  # noqa: BLE001 - a parser bug on one page must not lose the rest
+        tally.reject(
+            Reject(page_ref, path, where, "wikitext_error", f"{type(err).__name__}: {err}")
+        )
+        return None
+    sentences = split_paragraphs(paragraphs)
+    if not sentences:
+        tally.drop("no_running_text")
+        return None
+    return Document(
+        id=page_ref,
+        source=siteinfo.dbname,
+        title=page.title,
+        sentences=tuple(sentences),
+        url=siteinfo.page_url(page.title),
+        revision=page.revision_id,
+    )
+
+
+class _ExtractSplitFn(beam.DoFn):
+    """One dump split → its Parquet files and rejects; yields the split's summary."""
+
+    def __init__(self, output_dir: str, config: WikipediaConfig) -> None:
+        self._output_dir = output_dir
+        self._config = config
+
+    def process(self, numbered_split: tuple[int, DumpSplit]):
+        file_number, split = numbered_split
+        unit = f"{file_number:05d}-{split.number:05d}"
+        tally = UnitTally(unit)
+        writer = DocumentFileWriter(self._output_dir, unit, self._config.max_file_text_bytes)
+        context = PageContext.of(split.path, SiteInfo())
+        try:
+            for item in iter_dump(split):
+                if isinstance(item, SiteInfo):
+                    context = PageContext.of(split.path, item)
+                    continue
+                document = document_from_page(item, context, self._config, tally)
+                if document is not None:
+                    writer.add(document)
+        except DumpReadError as err:
+            tally.fail_input(split.path, str(err), err.reason, err.position)
+        yield finish_unit(self._output_dir, tally, writer.close())
+
+
+def _numbered_splits(numbered_path: tuple[int, str], split_bytes: int):
+    file_number, path = numbered_path
+    return [(file_number, split) for split in plan_splits(path, split_bytes)]
+
+
+class ExtractArticles(beam.PTransform):
+    """Dump paths → documents written under `output_dir`; outputs one summary per split."""
+
+    def __init__(self, paths: list[str], output_dir: str, config: WikipediaConfig) -> None:
+        super().__init__()
+        self._paths = paths
+        self._output_dir = output_dir
+        self._config = config
+
+    def expand(self, pbegin):
+        return (
+            pbegin
+            | "ListDumps" >> beam.Create(list(enumerate(self._paths)))
+            | "PlanSplits" >> beam.FlatMap(_numbered_splits, self._config.split_bytes)
+            # Splits are tiny descriptors: spreading them lets every worker take some.
+            | "SpreadSplits" >> beam.Reshuffle()
+            | "ExtractDocuments" >> beam.ParDo(_ExtractSplitFn(self._output_dir, self._config))
+        )
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Run the stage; return the exit code (1 when an input was not read to its end)."""
+    options = parse_stage_arguments(argv, WikipediaOptions, __doc__)
+    flags = options.view_as(WikipediaOptions)
+    config = WikipediaConfig(
+        min_paragraph_words=flags.min_paragraph_words,
+        split_bytes=flags.split_mb << 20,
+        max_file_text_bytes=flags.file_mb << 20,
+    )
+    inputs = expand_inputs(flags.input)
+    prepare_output_dir(flags.output, flags.overwrite)
+    paths = [item["path"] for item in inputs]
+    with make_pipeline(options) as pipeline:
+        (
+            pipeline
+            | "ExtractArticles" >> ExtractArticles(paths, flags.output, config)
+            | "WriteManifest" >> WriteManifest(flags.output, STAGE, inputs, json_config(config))
+        )
+    return report(flags.output)
+
+
+def report(output_dir: str) -> int:
+    """Print what the run produced; 1 if an input could not be read to its end."""
+    manifest = read_manifest(output_dir)
+    counts = manifest.counts
+    print(
+        f"{output_dir}: {counts.get('documents', 0)} documents, "
+        f"{counts.get('sentences', 0)} sentences, {counts.get('text_bytes', 0)} bytes of text "
+        f"in {counts.get('files', 0)} files; dropped {manifest.dropped or {}}; "
+        f"rejected {manifest.rejected or {}}"
+    )
+    for failure in manifest.failed_inputs:
+        print(f"error: {failure['error']}", file=sys.stderr)
+    if manifest.failed_inputs:
+        print(
+            f"{len(manifest.failed_inputs)} input(s) could not be read to the end; everything "
+            f"read before each fault is kept, details in {output_dir}/rejects/",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> None:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    sys.exit(run(argv))
+
+
+if __name__ == "__main__":
+    main()

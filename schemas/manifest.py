@@ -1,0 +1,52 @@
+"""The manifest of a documents directory (`DIR/manifest.json`), written last.
+
+A directory without a manifest is incomplete: the next stage refuses it. The manifest holds
+no timestamps or host names, so the same inputs and config give the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from schemas.documents import DOCUMENT_SCHEMA_VERSION
+
+MANIFEST_NAME = "manifest.json"
+
+
+@dataclass(frozen=True, slots=True)
+class OutputFile:
+    """One written file, checkable by size and sha256."""
+
+    name: str  # relative to the output directory
+    documents: int
+    sentences: int
+    text_bytes: int  # UTF-8 bytes of the sentences
+    bytes: int  # size of the file itself
+    sha256: str
+
+
+@dataclass(slots=True)
+class DocumentsManifest:
+    stage: str  # "wikipedia" or "books"
+    inputs: list[dict[str, Any]]  # {"path": …, "bytes": …}, sorted by path
+    config: dict[str, Any]
+    counts: dict[str, int]  # documents, sentences, text_bytes, input units, …
+    dropped: dict[str, int]  # drop reason → count (filtered on purpose, not errors)
+    rejected: dict[str, int]  # reject reason → count (see rejects/)
+    failed_inputs: list[dict[str, str]]  # inputs not read to their end: {"input", "error"}
+    files: list[OutputFile]
+    rejects_files: list[str] = field(default_factory=list)
+    record: str = "Document"
+    schema_version: str = DOCUMENT_SCHEMA_VERSION
+    bertkit_version: str = "0.1.0"
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> DocumentsManifest:
+        raw = json.loads(text)
+        raw["files"] = [OutputFile(**f) for f in raw["files"]]
+        return cls(**raw)

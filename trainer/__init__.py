@@ -1,0 +1,1 @@
+"""bertkit's streaming BERT trainer (reads WebDataset shards; see the trainer issue)."""
