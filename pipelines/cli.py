@@ -1,0 +1,43 @@
+"""`bertkit`: one command, a subcommand per stage.
+
+    bertkit demo                      run the whole chain on the embedded real sample
+    bertkit wikipedia --input … --output …   (= python -m pipelines.wikipedia)
+    bertkit books --input … --output …       (= python -m pipelines.books)
+
+`bertkit COMMAND --help` shows a stage's flags; Beam stages pass unknown flags to Beam.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+# Subcommand → module with a `main(argv)`; imported lazily so `bertkit --help` is instant.
+COMMANDS = {
+    "demo": ("pipelines.demo", "run the chain on the embedded real sample"),
+    "wikipedia": ("pipelines.wikipedia", "Wikipedia XML dumps → sentence-split documents"),
+    "books": ("pipelines.books", "book files → sentence-split documents"),
+}
+
+
+def usage() -> str:
+    lines = ["usage: bertkit COMMAND [flags]   (bertkit COMMAND --help for its flags)", ""]
+    lines += [f"  {name:<10} {summary}" for name, (_, summary) in COMMANDS.items()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] in ("-h", "--help", "help"):
+        print(usage())
+        sys.exit(0)
+    command, rest = args[0], args[1:]
+    if command not in COMMANDS:
+        print(f"bertkit: unknown command {command!r}\n\n{usage()}", file=sys.stderr)
+        sys.exit(2)
+    module = importlib.import_module(COMMANDS[command][0])
+    module.main(rest)
+
+
+if __name__ == "__main__":
+    main()

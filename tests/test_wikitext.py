@@ -1,0 +1,147 @@
+"""Every cleaning rule of pipelines.wikitext, on literal wikitext, with exact output."""
+
+import pytest
+
+from pipelines.wikitext import (
+    MAX_TEMPLATE_DEPTH,
+    WikitextError,
+    clean_wikitext,
+    split_template_arguments,
+)
+
+
+def clean(text: str, **kwargs) -> list[str]:
+    return clean_wikitext(text, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("wikitext", "expected"),
+    [
+        # links keep their text; the pipe trick drops the qualifier; link trails join
+        ("A [[Canada|province]] of [[Canada]].", "A province of Canada."),
+        ("Many [[bus]]es ran.", "Many buses ran."),
+        ("See [[Paris, Texas|]] now.", "See Paris now."),
+        ("A [[:Category:Cats|cat list]] here.", "A cat list here."),
+        ("A [[wikt:word|word]] here.", "A word here."),
+        # File/Image links go with their captions, even with links inside
+        ("Text.[[File:X.jpg|thumb|A [[cat]] on a mat]] More.", "Text. More."),
+        ("Text.[[Image:X.png|left]] More.", "Text. More."),
+        # categories and interlanguage links go
+        ("Text here.[[Category:Cats]][[fr:Chat]]", "Text here."),
+        # external links keep their label only
+        ("See [http://example.org the site] now.", "See the site now."),
+        ("See [http://example.org] now.", "See now."),
+        # bold/italic and HTML entities
+        ("'''Alberta''' is ''big'' &amp; cold&nbsp;now.", "Alberta is big & cold now."),
+        # comments, refs (paired and self-closing), nowiki
+        ("A<!-- hidden [[x]] -->b c.", "Ab c."),
+        ('Fact.<ref name="a">{{cite web|url=x}}</ref> More.<ref name=a/> End.', "Fact. More. End."),
+        ("Use <nowiki>[[x]]</nowiki> here.", "Use x here."),
+        # inline HTML keeps its text, <br> is a space
+        ("A <small>small</small> word<br/>here.", "A small word here."),
+        # dropped blocks
+        ("Energy <math>E=mc^2</math> is.", "Energy is."),
+        ("Code <syntaxhighlight lang=c>int x;</syntaxhighlight> ends.", "Code ends."),
+        # templates: text-bearing ones render, others go
+        ("About {{convert|290|km|mi}} south.", "About 290 km south."),
+        ("Motto {{lang|la|Fortis et liber}} here.", "Motto Fortis et liber here."),
+        ("A {{citation needed|date=May 2015}}fact.", "A fact."),
+        # nested templates: inner first
+        ("X {{nowrap|{{convert|5|m}}}} y.", "X 5 m y."),
+        # no empty parentheses left behind, no doubled spaces
+        ("'''Alberta''' ({{IPAc-en|æ|l|ˈ|b}}) is a province.", "Alberta is a province."),
+        ("Alberta ({{IPAc-en|x}}; {{lang-fr|Alberta}}) is.", "Alberta (French: Alberta) is."),
+        ("He was born ({{birth date|1900|1|2}}, {{IPA|x}}) there.", "He was born (January 2, 1900) there."),
+        ("Here  is   text , with space .", "Here is text, with space."),
+        # magic words
+        ("__NOTOC__Text stays.", "Text stays."),
+    ],
+)
+def test_inline_rules(wikitext: str, expected: str) -> None:
+    assert clean(wikitext) == [expected]
+
+
+def test_paragraphs_are_separated_by_blank_lines_and_soft_breaks_join() -> None:
+    assert clean("First line\ncontinues here.\n\nSecond paragraph.") == [
+        "First line continues here.",
+        "Second paragraph.",
+    ]
+
+
+def test_headers_lists_tables_and_rules_are_dropped() -> None:
+    text = (
+        "Intro text.\n"
+        "== History ==\n"
+        "History text.\n"
+        "* a list item\n"
+        "# a numbered item\n"
+        "; term\n"
+        ": indented definition\n"
+        "{| class=wikitable\n"
+        "|-\n"
+        "| cell || cell\n"
+        "{|\n| nested\n|}\n"
+        "|}\n"
+        "----\n"
+        "After the table."
+    )
+    assert clean(text) == ["Intro text.", "History text.", "After the table."]
+
+
+def test_html_tables_are_dropped() -> None:
+    assert clean("Before.<table><tr><td>cell</td></tr></table>After.") == ["Before.After."]
+
+
+def test_infobox_spanning_lines_is_dropped() -> None:
+    text = "{{Infobox country\n| name = X\n| capital = [[Y]]\n}}\n'''X''' is a country."
+    assert clean(text) == ["X is a country."]
+
+
+def test_trailing_sections_and_their_subsections_are_dropped() -> None:
+    text = (
+        "Body.\n"
+        "== See also ==\n* [[Other]]\nSome prose in see also.\n"
+        "== References ==\n{{reflist}}\n=== Sources ===\nBook text.\n"
+        "== Later section ==\nKept again."
+    )
+    assert clean(text) == ["Body.", "Kept again."]
+
+
+def test_unclosed_template_lines_are_dropped_not_leaked() -> None:
+    text = "{{Infobox\n| name = X\n\nGood paragraph here."
+    assert clean(text) == ["Good paragraph here."]
+
+
+def test_min_words_drops_short_paragraphs() -> None:
+    text = "Too short.\n\nThis paragraph has enough words."
+    assert clean(text, min_words=5) == ["This paragraph has enough words."]
+    assert clean(text, min_words=0) == ["Too short.", "This paragraph has enough words."]
+
+
+def test_local_file_namespace_names_are_honoured() -> None:
+    text = "Text.[[Datei:X.jpg|Bild]] More."
+    assert clean(text) == ["Text.Bild More."]  # unknown namespace: a normal link
+    assert clean(text, file_namespaces=frozenset({"file", "datei"})) == ["Text. More."]
+
+
+def test_split_template_arguments_respects_links() -> None:
+    assert split_template_arguments("a|[[b|c]]|d") == ["a", "[[b|c]]", "d"]
+    assert split_template_arguments("a|b") == ["a", "b"]
+
+
+def test_template_nesting_beyond_mediawiki_limit_is_an_error() -> None:
+    depth = MAX_TEMPLATE_DEPTH + 1
+    text = "{{nowrap|" * depth + "x" + "}}" * depth
+    with pytest.raises(WikitextError, match="nested deeper"):
+        clean(text)
+
+
+def test_oversized_page_is_an_error() -> None:
+    with pytest.raises(WikitextError, match="over MediaWiki"):
+        clean("x" * (2 * 1024 * 1024 + 1))
+
+
+def test_unclosed_template_does_not_backtrack_catastrophically() -> None:
+    # With naive nested quantifiers this input takes minutes; possessive ones make it linear.
+    text = "{{a|" + "b{c}" * 20000 + "\n\nGood paragraph here."
+    assert clean(text) == ["Good paragraph here."]
