@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
 from xml.etree import ElementTree
+from xml.parsers.expat import errors as expat_errors
 
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
@@ -123,8 +124,10 @@ def read_stream_offsets(index_path: str) -> list[int]:
     whole English Wikipedia, so holding them is cheap.
     """
     offsets: set[int] = set()
-    with FileSystems.open(index_path, compression_type=CompressionTypes.BZIP2) as handle:
-        for line_number, line in enumerate(handle, start=1):
+    # The index is itself many bz2 streams: decompress it like the dump, then split lines.
+    chunks = _decompressed_chunks(DumpSplit(path=index_path, number=0), _Position(0))
+    for line_number, line in enumerate(_lines(chunks), start=1):
+        if line.strip():
             head, colon, _ = line.partition(b":")
             if not colon or not head.strip().isdigit():
                 raise DumpReadError(
@@ -136,6 +139,16 @@ def read_stream_offsets(index_path: str) -> list[int]:
                 )
             offsets.add(int(head))
     return sorted(offsets)
+
+
+def _lines(chunks: Iterator[bytes]) -> Iterator[bytes]:
+    pending = b""
+    for chunk in chunks:
+        lines = (pending + chunk).split(b"\n")
+        pending = lines.pop()
+        yield from lines
+    if pending:
+        yield pending
 
 
 def plan_splits(path: str, split_bytes: int) -> list[DumpSplit]:
@@ -390,9 +403,10 @@ def _iter_elements(split: DumpSplit) -> Iterator[SiteInfo | RawPage]:
         raise DumpReadError(err.path, err.position, err.error, last_page, err.reason) from err
     except ElementTree.ParseError as err:
         line, column = err.position
+        what = expat_errors.messages.get(err.code, err.msg)
         where = f"XML line {line}, column {column} (of the split starting at byte {split.start})"
         raise DumpReadError(
-            split.path, where, f"malformed XML ({err.msg})", last_page, "malformed_xml"
+            split.path, where, f"malformed XML ({what})", last_page, "malformed_xml"
         ) from err
     except (ValueError, UnicodeDecodeError) as err:
         raise DumpReadError(
