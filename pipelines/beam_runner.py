@@ -17,6 +17,7 @@ import logging
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import apache_beam as beam
@@ -29,6 +30,7 @@ from apache_beam.options.pipeline_options import (
 
 _LOG = logging.getLogger(__name__)
 _LOCAL_RUNNERS = {None, "", "directrunner", "direct", "fnapirunner"}
+REQUIRED_FLAGS = ("input", "output")
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -40,7 +42,12 @@ def parse_stage_arguments(
         description=description, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     options_class._add_argparse_args(parser)
-    parser.parse_known_args(argv)  # validates our flags, prints --help, errors early
+    # Beam parses every PipelineOptions subclass whenever any options object is built, so
+    # the subclasses cannot mark flags required; the stage's own parser checks them here.
+    known, _ = parser.parse_known_args(argv)  # validates our flags, prints --help
+    missing = [f"--{name}" for name in REQUIRED_FLAGS if not getattr(known, name, None)]
+    if missing:
+        parser.error(f"the following arguments are required: {', '.join(missing)}")
     return PipelineOptions(argv)
 
 
@@ -102,3 +109,9 @@ def build_wheel(directory: Path) -> Path:
     )  # fmt: skip
     (wheel,) = directory.glob("bertkit-*.whl")
     return wheel
+
+
+def stage_main(run: Callable[[list[str] | None], int], argv: list[str] | None = None) -> None:
+    """Entry point shared by the Beam stages: logging set up, exit code from `run`."""
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    sys.exit(run(argv))

@@ -42,7 +42,7 @@ def run(argv: list[str] | None = None) -> int:
 
     print(
         f"\nDone. Look inside:\n"
-        f"  cat {wiki_dir}/manifest.json\n"
+        f"  cat {wiki_dir}/_manifest.json\n"
         f'  python -c "import pyarrow.dataset as ds; '
         f"print(ds.dataset('{wiki_dir}').to_table().slice(0, 3).to_pylist())\"\n"
         f'  python -c "import duckdb; print(duckdb.sql(\\"select id, title, len(sentences) '

@@ -2,8 +2,8 @@
 
 Layout of `DIR` (schemas in `schemas/`):
     documents-<unit>-<part>.parquet   zstd Parquet, Document schema, written atomically
-    rejects/rejects-<unit>.jsonl      one Reject per line, only where a unit had rejects
-    manifest.json                     written last, after every unit has finished
+    _rejects/rejects-<unit>.jsonl     one Reject per line, only where a unit had rejects
+    _manifest.json                    written last, after every unit has finished
 
 Why one file per unit of work and no shuffle of documents: a unit (a dump split, a group of
 book files) is fixed by the inputs alone, so each output file's bytes are too, whatever the
@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import sys
 import uuid
 from collections import Counter
 from collections.abc import Iterable
@@ -258,7 +259,7 @@ def build_manifest(
 
 
 class WriteManifest(beam.PTransform):
-    """Unit summaries → `DIR/manifest.json`, after every unit has finished."""
+    """Unit summaries → `DIR/_manifest.json`, after every unit has finished."""
 
     def __init__(
         self, output_dir: str, stage: str, inputs: list[dict[str, Any]], config: dict[str, Any]
@@ -304,3 +305,25 @@ def expand_inputs(patterns: list[str]) -> list[dict[str, Any]]:
 def json_config(config: Any) -> dict[str, Any]:
     """A dataclass config as a JSON-safe dict (for the manifest)."""
     return json.loads(json.dumps(asdict(config), default=str))
+
+
+def report(output_dir: str) -> int:
+    """Print what the run produced; 1 if an input could not be read to its end."""
+    manifest = read_manifest(output_dir)
+    counts = manifest.counts
+    print(
+        f"{output_dir}: {counts.get('documents', 0)} documents, "
+        f"{counts.get('sentences', 0)} sentences, {counts.get('text_bytes', 0)} bytes of text "
+        f"in {counts.get('files', 0)} files; dropped {manifest.dropped or {}}; "
+        f"rejected {manifest.rejected or {}}"
+    )
+    for failure in manifest.failed_inputs:
+        print(f"error: {failure['error']}", file=sys.stderr)
+    if manifest.failed_inputs:
+        print(
+            f"{len(manifest.failed_inputs)} input(s) could not be read to the end; everything "
+            f"read before each fault is kept, details in {output_dir}/_rejects/",
+            file=sys.stderr,
+        )
+        return 1
+    return 0

@@ -4,8 +4,8 @@ Reads .xml.bz2 (single- or multi-stream: with its -index.txt.bz2 beside it, one 
 at stream boundaries across workers), .xml.gz and .xml, from local disk or any filesystem
 Beam knows (gs://, s3://). Keeps main-namespace articles, drops redirects and disambiguation
 pages, turns wikitext into running text (no lists, tables, headers, templates, references)
-and splits it into sentences. Writes DIR/documents-*.parquet (Document schema), DIR/rejects/
-and, last, DIR/manifest.json. Exits 1 if any input could not be read to its end.
+and splits it into sentences. Writes DIR/documents-*.parquet (Document schema), DIR/_rejects/
+and, last, DIR/_manifest.json. Exits 1 if any input could not be read to its end.
 
     bertkit wikipedia --input 'dumps/enwiki-*-pages-articles-multistream.xml.bz2' --output out/wiki
     python -m pipelines.wikipedia --input data/wikipedia/*.xml.bz2 --output out/wiki \\
@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import logging
 import re
-import sys
 from dataclasses import dataclass
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipelines.beam_runner import make_pipeline, parse_stage_arguments
+from pipelines.beam_runner import make_pipeline, parse_stage_arguments, stage_main
 from pipelines.documents_io import (
     DEFAULT_MAX_FILE_TEXT_BYTES,
     DocumentFileWriter,
@@ -37,7 +36,7 @@ from pipelines.documents_io import (
     finish_unit,
     json_config,
     prepare_output_dir,
-    read_manifest,
+    report,
 )
 from pipelines.sentences import split_paragraphs
 from pipelines.wikidump import DumpReadError, DumpSplit, RawPage, SiteInfo, iter_dump, plan_splits
@@ -67,10 +66,9 @@ class WikipediaOptions(PipelineOptions):
         parser.add_argument(
             "--input",
             action="append",
-            required=True,
             help="dump file or glob (repeatable): local, gs://, s3://",
         )
-        parser.add_argument("--output", required=True, help="output directory")
+        parser.add_argument("--output", help="output directory (required)")
         parser.add_argument(
             "--min_paragraph_words",
             "--min-paragraph-words",
@@ -255,31 +253,8 @@ def run(argv: list[str] | None = None) -> int:
     return report(flags.output)
 
 
-def report(output_dir: str) -> int:
-    """Print what the run produced; 1 if an input could not be read to its end."""
-    manifest = read_manifest(output_dir)
-    counts = manifest.counts
-    print(
-        f"{output_dir}: {counts.get('documents', 0)} documents, "
-        f"{counts.get('sentences', 0)} sentences, {counts.get('text_bytes', 0)} bytes of text "
-        f"in {counts.get('files', 0)} files; dropped {manifest.dropped or {}}; "
-        f"rejected {manifest.rejected or {}}"
-    )
-    for failure in manifest.failed_inputs:
-        print(f"error: {failure['error']}", file=sys.stderr)
-    if manifest.failed_inputs:
-        print(
-            f"{len(manifest.failed_inputs)} input(s) could not be read to the end; everything "
-            f"read before each fault is kept, details in {output_dir}/rejects/",
-            file=sys.stderr,
-        )
-        return 1
-    return 0
-
-
 def main(argv: list[str] | None = None) -> None:
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    sys.exit(run(argv))
+    stage_main(run, argv)
 
 
 if __name__ == "__main__":

@@ -44,7 +44,7 @@ DOCUMENT_SCHEMA = pa.schema(
         pa.field(DocumentColumn.TITLE, pa.string(), nullable=False),
         pa.field(
             DocumentColumn.SENTENCES,
-            pa.list_(pa.field("item", pa.string(), nullable=False)),
+            pa.list_(pa.field("element", pa.string(), nullable=False)),  # Parquet's own name,
             nullable=False,
             metadata={"doc": "running text, one sentence per item, in document order"},
         ),

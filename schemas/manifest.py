@@ -1,4 +1,8 @@
-"""The manifest of a documents directory (`DIR/manifest.json`), written last.
+"""The manifest of a documents directory (`DIR/_manifest.json`), written last.
+
+The leading underscore (like Hadoop's `_SUCCESS`, Spark's `_metadata`) is what lets Parquet
+readers take the directory as is: `pyarrow.dataset.dataset(DIR)` and Spark skip `_`- and
+`.`-prefixed names, so neither the manifest nor `_rejects/` is mistaken for data.
 
 A directory without a manifest is incomplete: the next stage refuses it. The manifest holds
 no timestamps or host names, so the same inputs and config give the same bytes.
@@ -12,7 +16,7 @@ from typing import Any
 
 from schemas.documents import DOCUMENT_SCHEMA_VERSION
 
-MANIFEST_NAME = "manifest.json"
+MANIFEST_NAME = "_manifest.json"
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +38,7 @@ class DocumentsManifest:
     config: dict[str, Any]
     counts: dict[str, int]  # documents, sentences, text_bytes, input units, …
     dropped: dict[str, int]  # drop reason → count (filtered on purpose, not errors)
-    rejected: dict[str, int]  # reject reason → count (see rejects/)
+    rejected: dict[str, int]  # reject reason → count (see _rejects/)
     failed_inputs: list[dict[str, str]]  # inputs not read to their end: {"input", "error"}
     files: list[OutputFile]
     rejects_files: list[str] = field(default_factory=list)

@@ -1,7 +1,7 @@
 """The Reject record: a page, book or file that could not be turned into a document.
 
 Rejects are data, not log lines: every stage writes them as JSON lines under
-`DIR/rejects/`, one object per rejected item with exactly these fields, and counts them per
+`DIR/_rejects/`, one object per rejected item with exactly these fields, and counts them per
 reason in its manifest. `pyarrow.json.read_json(path, parse_options=…(explicit_schema=
 REJECT_SCHEMA))` reads them with this schema.
 """
@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 
 import pyarrow as pa
 
-REJECTS_DIR = "rejects"
+REJECTS_DIR = "_rejects"
 
 REJECT_SCHEMA = pa.schema(
     [

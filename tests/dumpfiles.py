@@ -64,7 +64,9 @@ def dump_xml(pages: list[Page], schema: str = "0.11", encoding: str = "utf-8") -
     return header(schema, encoding=encoding) + "".join(page_xml(p) for p in pages) + FOOTER
 
 
-def write_dump(path: Path, pages: list[Page], schema: str = "0.11", encoding: str = "utf-8") -> Path:
+def write_dump(
+    path: Path, pages: list[Page], schema: str = "0.11", encoding: str = "utf-8"
+) -> Path:
     """One dump file, compressed by suffix (.bz2 single stream, .gz, or plain)."""
     data = dump_xml(pages, schema, encoding).encode(encoding)
     if path.suffix == ".bz2":

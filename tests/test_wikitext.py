@@ -26,6 +26,7 @@ def clean(text: str, **kwargs) -> list[str]:
         # File/Image links go with their captions, even with links inside
         ("Text.[[File:X.jpg|thumb|A [[cat]] on a mat]] More.", "Text. More."),
         ("Text.[[Image:X.png|left]] More.", "Text. More."),
+        ("Text.[[File:X.jpg|thumb|Stalin [above] speaks]] More.", "Text. More."),
         # categories and interlanguage links go
         ("Text here.[[Category:Cats]][[fr:Chat]]", "Text here."),
         # external links keep their label only
@@ -51,7 +52,10 @@ def clean(text: str, **kwargs) -> list[str]:
         # no empty parentheses left behind, no doubled spaces
         ("'''Alberta''' ({{IPAc-en|æ|l|ˈ|b}}) is a province.", "Alberta is a province."),
         ("Alberta ({{IPAc-en|x}}; {{lang-fr|Alberta}}) is.", "Alberta (French: Alberta) is."),
-        ("He was born ({{birth date|1900|1|2}}, {{IPA|x}}) there.", "He was born (January 2, 1900) there."),
+        (
+            "He was born ({{birth date|1900|1|2}}, {{IPA|x}}) there.",
+            "He was born (January 2, 1900) there.",
+        ),
         ("Here  is   text , with space .", "Here is text, with space."),
         # magic words
         ("__NOTOC__Text stays.", "Text stays."),

@@ -1,0 +1,326 @@
+"""Extract sentence-split documents from book files.
+
+`--format files` (default): one book per file (.txt, .txt.gz, .txt.bz2). Line endings are
+normalised, Project Gutenberg's header and licence are stripped, hard-wrapped lines are
+reflowed into paragraphs, headings dropped, and paragraphs split into sentences. Bytes that
+are not UTF-8 are decoded as cp1252 (then Latin-1) and the book is counted as such.
+
+`--format lines`: the BookCorpus mirror format, one sentence per line. A blank line ends a
+document; a file without blank lines is cut every `--lines_per_document` lines (the mirrors
+lost the book boundaries; fixed windows are the honest, deterministic choice).
+
+Writes DIR/documents-*.parquet (Document schema), DIR/_rejects/ and, last, DIR/_manifest.json.
+Exits 1 if any input could not be read to its end.
+
+    bertkit books --input 'data/books/*.txt' --output out/books
+    python -m pipelines.books --input 'bookcorpus/*.txt' --format lines --output out/bookcorpus
+
+Flags not listed below go to Beam's PipelineOptions (e.g. --runner DataflowRunner).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import zlib
+from dataclasses import dataclass
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from pipelines.beam_runner import make_pipeline, parse_stage_arguments, stage_main
+from pipelines.booktext import (
+    BookTextError,
+    book_paragraphs,
+    book_title,
+    decode_book,
+    line_documents,
+    strip_gutenberg,
+)
+from pipelines.documents_io import (
+    DEFAULT_MAX_FILE_TEXT_BYTES,
+    DocumentFileWriter,
+    UnitTally,
+    WriteManifest,
+    expand_inputs,
+    finish_unit,
+    json_config,
+    prepare_output_dir,
+    report,
+)
+from pipelines.sentences import split_paragraphs
+from schemas import Document, Reject
+
+STAGE = "books"
+FORMATS = ("files", "lines")
+_COMPRESSED_SUFFIXES = (".gz", ".bz2")
+# A book far beyond any real one (War and Peace is 3.2 MB) is a wrong input, not a book.
+MAX_BOOK_BYTES = 64 << 20
+
+
+class BooksOptions(PipelineOptions):
+    @classmethod
+    def _add_argparse_args(cls, parser) -> None:
+        parser.add_argument(
+            "--input",
+            action="append",
+            help="book file or glob (repeatable): local, gs://, s3://; .txt, .gz, .bz2",
+        )
+        parser.add_argument("--output", help="output directory (required)")
+        parser.add_argument(
+            "--format",
+            choices=FORMATS,
+            default="files",
+            help="files: one book per file; lines: one sentence per line (BookCorpus)",
+        )
+        parser.add_argument(
+            "--min_paragraph_words",
+            "--min-paragraph-words",
+            dest="min_paragraph_words",
+            type=int,
+            default=3,
+            help="drop shorter paragraphs (files format); default 3",
+        )
+        parser.add_argument(
+            "--lines_per_document",
+            "--lines-per-document",
+            dest="lines_per_document",
+            type=int,
+            default=1000,
+            help="lines format, files without blank lines: cut a document every N lines",
+        )
+        parser.add_argument(
+            "--unit_mb",
+            "--unit-mb",
+            dest="unit_mb",
+            type=int,
+            default=64,
+            help="group book files into units of work of about this many MB",
+        )
+        parser.add_argument(
+            "--overwrite", action="store_true",
+            help="replace the documents, rejects and manifest of an earlier run in --output",
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class BooksConfig:
+    """Everything that shapes the output; recorded in the manifest."""
+
+    format: str = "files"
+    min_paragraph_words: int = 3
+    lines_per_document: int = 1000
+    unit_bytes: int = 64 << 20
+    max_file_text_bytes: int = DEFAULT_MAX_FILE_TEXT_BYTES
+
+
+def book_name(path: str, root: str) -> str:
+    """Stable id part of a book file: its path under the inputs' common root, no suffixes.
+
+    '/data/gutenberg/alice29.txt.gz' under '/data' → 'gutenberg/alice29'.
+    """
+    name = (
+        path[len(root) :].lstrip("/")
+        if root and path.startswith(root)
+        else posixpath.basename(path)
+    )
+    for suffix in _COMPRESSED_SUFFIXES:
+        name = name.removesuffix(suffix)
+    return name.removesuffix(".txt")
+
+
+def common_root(paths: list[str]) -> str:
+    """The deepest directory that holds every input (ids stay unique across folders)."""
+    scheme, sep, _ = paths[0].partition("://")
+    prefix = scheme + sep if sep else ""
+    if any(not p.startswith(prefix) for p in paths):
+        return ""
+    directories = [posixpath.dirname(p[len(prefix) :]) for p in paths]
+    return prefix + posixpath.commonpath(directories) if directories[0] else ""
+
+
+def read_book_bytes(path: str) -> bytes:
+    """The file's bytes, decompressed by suffix; raises OSError/EOFError/zlib.error if damaged."""
+    with FileSystems.open(path) as handle:  # AUTO compression: by the file's suffix
+        data = handle.read(MAX_BOOK_BYTES + 1)
+    if len(data) > MAX_BOOK_BYTES:
+        raise ValueError(f"over {MAX_BOOK_BYTES >> 20} MB decompressed: not one book")
+    return data
+
+
+_READ_ERRORS = (OSError, EOFError, zlib.error, ValueError)
+
+
+def _fail_unreadable(tally: UnitTally, path: str, err: BaseException) -> None:
+    message = f"{path}: cannot be read to its end: {type(err).__name__}: {err}"
+    tally.fail_input(path, message, "unreadable_input", "file")
+
+
+def book_document(path: str, name: str, config: BooksConfig, tally: UnitTally) -> Document | None:
+    """One book file → one Document, or None after recording why not."""
+    tally.count("input_files")
+    doc_id = f"books/{name}"
+    try:
+        data = read_book_bytes(path)
+    except _READ_ERRORS as err:
+        tally.fail_input(
+            path, f"{path}: cannot be read to its end: {err}", "unreadable_input", "file"
+        )
+        return None
+    tally.count("input_bytes", len(data))
+    try:
+        decoded = decode_book(data)
+    except BookTextError as err:
+        tally.reject(Reject(doc_id, path, "file", "not_text", str(err)))
+        return None
+    if decoded.used_fallback:
+        tally.count("decoded_with_fallback")
+    body, had_boilerplate = strip_gutenberg(decoded.text)
+    if had_boilerplate:
+        tally.count("gutenberg_boilerplate_removed")
+    sentences = split_paragraphs(book_paragraphs(body, min_words=config.min_paragraph_words))
+    if not sentences:
+        tally.drop("no_running_text")
+        return None
+    title = book_title(decoded.text, fallback=posixpath.basename(name))
+    return Document(id=doc_id, source="books", title=title, sentences=tuple(sentences))
+
+
+def line_file_documents(path: str, name: str, config: BooksConfig, tally: UnitTally):
+    """Stream one BookCorpus-style file (one sentence per line) into Documents."""
+    tally.count("input_files")
+    fallback_lines = 0
+
+    def decoded_lines():
+        nonlocal fallback_lines
+        with FileSystems.open(path) as handle:  # AUTO compression: by the file's suffix
+            for raw in _binary_lines(handle):
+                tally.count("input_bytes", len(raw))
+                try:
+                    yield raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    fallback_lines += 1
+                    yield _decode_with_fallback(raw)
+
+    try:
+        for number, sentences in enumerate(
+            line_documents(decoded_lines(), config.lines_per_document)
+        ):
+            yield Document(
+                id=f"bookcorpus/{name}/{number}",
+                source="bookcorpus",
+                title=f"{posixpath.basename(name)} #{number}",
+                sentences=tuple(sentences),
+            )
+    except _READ_ERRORS as err:
+        tally.fail_input(
+            path, f"{path}: cannot be read to its end: {err}", "unreadable_input", "file"
+        )
+    if fallback_lines:
+        tally.count("lines_decoded_with_fallback", fallback_lines)
+
+
+def _binary_lines(handle, chunk_bytes: int = 1 << 20):
+    """Lines of a binary file-like, read in bounded chunks (a BookCorpus file is GBs)."""
+    pending = b""
+    while chunk := handle.read(chunk_bytes):
+        lines = (pending + chunk).split(b"\n")
+        pending = lines.pop()
+        yield from lines
+    if pending:
+        yield pending
+
+
+def _decode_with_fallback(raw: bytes) -> str:
+    """Decode one line as decode_book would: cp1252, and Latin-1 for cp1252's holes."""
+    try:
+        return raw.decode("cp1252")
+    except UnicodeDecodeError:
+        return raw.decode("latin-1")
+
+
+class _ExtractBooksFn(beam.DoFn):
+    """One unit (a group of book files) → its Parquet files and rejects; yields a summary."""
+
+    def __init__(self, output_dir: str, root: str, config: BooksConfig) -> None:
+        self._output_dir = output_dir
+        self._root = root
+        self._config = config
+
+    def process(self, unit: tuple[int, list[str]]):
+        number, paths = unit
+        tally = UnitTally(f"{number:05d}")
+        writer = DocumentFileWriter(self._output_dir, tally.unit, self._config.max_file_text_bytes)
+        for path in paths:
+            name = book_name(path, self._root)
+            if self._config.format == "lines":
+                for document in line_file_documents(path, name, self._config, tally):
+                    writer.add(document)
+            elif (document := book_document(path, name, self._config, tally)) is not None:
+                writer.add(document)
+        yield finish_unit(self._output_dir, tally, writer.close())
+
+
+def plan_units(inputs: list[dict], unit_bytes: int) -> list[tuple[int, list[str]]]:
+    """Group the sorted input files into units of about `unit_bytes`: fixed by inputs alone."""
+    units: list[tuple[int, list[str]]] = []
+    current: list[str] = []
+    size = 0
+    for item in inputs:
+        if current and size + item["bytes"] > unit_bytes:
+            units.append((len(units), current))
+            current, size = [], 0
+        current.append(item["path"])
+        size += item["bytes"]
+    if current:
+        units.append((len(units), current))
+    return units
+
+
+class ExtractBooks(beam.PTransform):
+    """Book files → documents written under `output_dir`; outputs one summary per unit."""
+
+    def __init__(self, inputs: list[dict], output_dir: str, config: BooksConfig) -> None:
+        super().__init__()
+        self._inputs = inputs
+        self._output_dir = output_dir
+        self._config = config
+
+    def expand(self, pbegin):
+        root = common_root([item["path"] for item in self._inputs])
+        return (
+            pbegin
+            | "PlanUnits" >> beam.Create(plan_units(self._inputs, self._config.unit_bytes))
+            | "SpreadUnits" >> beam.Reshuffle()
+            | "ExtractDocuments"
+            >> beam.ParDo(_ExtractBooksFn(self._output_dir, root, self._config))
+        )
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Run the stage; return the exit code (1 when an input was not read to its end)."""
+    options = parse_stage_arguments(argv, BooksOptions, __doc__)
+    flags = options.view_as(BooksOptions)
+    config = BooksConfig(
+        format=flags.format,
+        min_paragraph_words=flags.min_paragraph_words,
+        lines_per_document=flags.lines_per_document,
+        unit_bytes=flags.unit_mb << 20,
+    )
+    inputs = expand_inputs(flags.input)
+    prepare_output_dir(flags.output, flags.overwrite)
+    with make_pipeline(options) as pipeline:
+        (
+            pipeline
+            | "ExtractBooks" >> ExtractBooks(inputs, flags.output, config)
+            | "WriteManifest" >> WriteManifest(flags.output, STAGE, inputs, json_config(config))
+        )
+    return report(flags.output)
+
+
+def main(argv: list[str] | None = None) -> None:
+    stage_main(run, argv)
+
+
+if __name__ == "__main__":
+    main()

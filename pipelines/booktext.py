@@ -1,0 +1,679 @@
+"""Beam-free helpers that turn raw book files into clean running-text paragraphs.
+
+The BERT pre-training pipeline wraps these pure functions; nothing here imports Beam or
+touches the file system, so every rule can be tested on literal strings.
+
+Typical use for one plain-text book file::
+
+    decoded = decode_book(raw_bytes)              # may raise BookTextError -> record a reject
+    title = book_title(decoded.text, fallback=file_stem)   # before stripping: reads the header
+    body, had_boilerplate = strip_gutenberg(decoded.text)
+    paragraphs = book_paragraphs(body)             # then sentence-split each paragraph
+
+and for a BookCorpus-mirror file (one sentence per line)::
+
+    for sentences in line_documents(line_iterable):
+        ...
+
+Every rule is documented on the function that applies it, together with the reason for it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+__all__ = [
+    "BookTextError",
+    "DecodedBook",
+    "book_paragraphs",
+    "book_title",
+    "decode_book",
+    "line_documents",
+    "strip_gutenberg",
+]
+
+
+class BookTextError(ValueError):
+    """A file that cannot be used as book text; ``str(error)`` is the reject reason."""
+
+
+@dataclass(frozen=True)
+class DecodedBook:
+    """Result of :func:`decode_book`."""
+
+    text: str  # newlines normalised to "\n"
+    encoding: str  # "utf-8", "utf-8-sig", or the fallback actually used ("cp1252", "latin-1")
+    used_fallback: bool  # True when the bytes were not valid UTF-8
+
+
+# --------------------------------------------------------------------------------------
+# decode_book
+# --------------------------------------------------------------------------------------
+
+_SNIFF_BYTES = 8192
+# A real text may contain a stray control character or two, but binary formats (images,
+# archives, PDFs' compressed streams, executables) are full of them.
+_MAX_CONTROL_SHARE = 0.05
+# C0 control bytes that never appear in running text.  TAB, LF, CR are text; FF (0x0C,
+# page break) and SUB (0x1A, the DOS end-of-file mark) are common in old etexts and are
+# tolerated (then cleaned, see below).
+_BINARY_CONTROL_BYTES = (
+    bytes(b for b in range(0x20) if b not in (0x00, 0x09, 0x0A, 0x0C, 0x0D, 0x1A)) + b"\x7f"
+)
+# Clean-up, done on the bytes before decoding (C0 bytes are the same characters in UTF-8,
+# cp1252 and latin-1, and never part of a multi-byte UTF-8 sequence): VT and FF are
+# line/page breaks -> LF; every other C0 control except TAB/LF/CR, and DEL, is deleted.
+# They carry no meaning in book text, and several of them (VT, FF, FS, GS, RS) are line
+# boundaries for str.splitlines(), which would otherwise split lines downstream.
+_CONTROL_MAP = bytes.maketrans(b"\x0b\x0c", b"\n\n")
+_CONTROL_DELETE = bytes(b for b in range(0x20) if b not in (0x09, 0x0A, 0x0B, 0x0C, 0x0D))
+_CONTROL_DELETE += b"\x7f"
+
+
+def decode_book(data: bytes) -> DecodedBook:
+    """Decode the raw bytes of a book file.
+
+    Rules, in order:
+
+    1. Empty input raises ``BookTextError("file is empty")``.
+    2. A UTF-16 byte-order mark (``FF FE`` / ``FE FF``) raises ``BookTextError``
+       ("looks like UTF-16 text ...") - such files are text, but this module handles
+       only UTF-8 and 8-bit encodings, and saying so is more useful than "binary".
+    3. Binary sniffing on the first 8 KiB: any NUL byte raises
+       ``BookTextError("looks binary: N NUL bytes in the first 8 KiB")`` (text never
+       contains NUL; almost every binary format does).  Otherwise, if more than 5% of
+       those bytes are C0 control characters other than TAB/LF/CR/FF/SUB (or DEL), it
+       raises ``"looks binary: N control characters in the first 8 KiB"``.
+    4. UTF-8 is tried first (ASCII is valid UTF-8 and reported as ``"utf-8"``).  A
+       leading UTF-8 BOM is removed and reported as ``"utf-8-sig"``.
+    5. Bytes that are not valid UTF-8 are decoded as cp1252 (Windows-1252: the de-facto
+       encoding of "latin-1" files, and the only one that turns 0x93/0x94 into curly
+       quotes); if cp1252 fails on one of its five undefined bytes (0x81, 0x8D, 0x8F,
+       0x90, 0x9D) the whole file is decoded as latin-1 (ISO-8859-1), which maps every
+       byte and never fails.  ``used_fallback`` is True in both cases; ``encoding``
+       names the codec actually used.
+    6. Newlines: CRLF and lone CR (old Mac files) become LF.
+    7. VT and FF become LF; every other C0 control character except TAB and LF, plus
+       DEL, is deleted (e.g. the trailing DOS end-of-file ``\\x1a`` of old etexts, or
+       a NUL after the first 8 KiB).  C1 characters produced by the latin-1 fallback
+       (U+0080-U+009F) are kept: they are what the bytes say.
+    8. A file with nothing but whitespace left raises
+       ``BookTextError("file has no text: only whitespace and control characters")``.
+    """
+    if not data:
+        raise BookTextError("file is empty")
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise BookTextError(
+            "looks like UTF-16 text (byte-order mark found); only UTF-8 and 8-bit "
+            "encodings are supported"
+        )
+    head = data[:_SNIFF_BYTES]
+    nul = head.count(0)
+    if nul:
+        raise BookTextError(f"looks binary: {nul} NUL bytes in the first 8 KiB")
+    controls = len(head) - len(head.translate(None, _BINARY_CONTROL_BYTES))
+    if controls > _MAX_CONTROL_SHARE * len(head):
+        raise BookTextError(f"looks binary: {controls} control characters in the first 8 KiB")
+
+    data = data.translate(_CONTROL_MAP, _CONTROL_DELETE)
+    if b"\r" in data:
+        data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    has_bom = data.startswith(b"\xef\xbb\xbf")
+    encoding = "utf-8-sig" if has_bom else "utf-8"
+    used_fallback = False
+    try:
+        text = data.decode(encoding)
+    except UnicodeDecodeError:
+        used_fallback = True
+        payload = data[3:] if has_bom else data  # a BOM on non-UTF-8 bytes is a lie; drop it
+        try:
+            encoding = "cp1252"
+            text = payload.decode(encoding)
+        except UnicodeDecodeError:
+            encoding = "latin-1"
+            text = payload.decode(encoding)
+    if not text.strip():
+        raise BookTextError("file has no text: only whitespace and control characters")
+    return DecodedBook(text=text, encoding=encoding, used_fallback=used_fallback)
+
+
+# --------------------------------------------------------------------------------------
+# Project Gutenberg boilerplate
+# --------------------------------------------------------------------------------------
+
+_SP = r"[^\S\n]+"  # spaces inside one line
+# Lines after which the body starts:
+#   *** START OF THE/THIS PROJECT GUTENBERG EBOOK X ***
+#   *END*THE SMALL PRINT! FOR PUBLIC DOMAIN ETEXTS*Ver.04.29.93*END*
+_START_MARKER_RE = re.compile(
+    rf"[^\w\n]*(?:start{_SP}of{_SP}(?:the|this){_SP}project{_SP}gutenberg"
+    rf"|end[^\w\n]*the{_SP}small{_SP}print)",
+    re.IGNORECASE,
+)
+# A START marker whose title wraps onto the next line(s) before its closing "***".
+_WRAPPED_START_RE = re.compile(r"\s*\*{3}\s*start\b.*[^*\s]\s*$", re.IGNORECASE)
+# Lines at which the body ends (the line itself is boilerplate too):
+#   *** END OF THE/THIS PROJECT GUTENBERG EBOOK X ***  /  End of (the) Project Gutenberg's X
+#   *START*THE SMALL PRINT! ...  /  *****SMALL PRINT!*****  (a licence at the end of the file)
+_END_MARKER_RE = re.compile(
+    rf"[^\w\n]*(?:(?P<pg>end{_SP}of{_SP}(?:(?:the|this){_SP})?project{_SP}gutenberg)"
+    rf"|start[^\w\n]*the{_SP}small{_SP}print|small{_SP}print!)",
+    re.IGNORECASE,
+)
+# The modern end marker; start markers after it belong to the licence, not the header.
+_STRONG_END_RE = re.compile(
+    rf"[^\w\n]*end{_SP}of{_SP}(?:the|this){_SP}project{_SP}gutenberg", re.IGNORECASE
+)
+# Every marker line contains one of these words; only such lines are tested (speed).
+_MARKER_WORDS = ("gutenberg", "small")
+_MARKER_WORDS_RE = re.compile(r"gutenberg|small", re.IGNORECASE)
+_GUTENBERG_RE = re.compile(r"project\s+gutenberg", re.IGNORECASE)
+# What the paragraphs of an unmarked old-style header talk about.
+_HEADER_MENTION_RE = re.compile(r"gutenberg|\be-?texts?\b|\be-?books?\b", re.IGNORECASE)
+# Producer credits that follow the header.
+_CREDIT_RE = re.compile(
+    r"""\W*(?:
+        produced\ by | prepared\ by | e-?text\ prepared | e-?book\ prepared
+      | this\ e-?(?:text|book)\ (?:was|is|has\ been)\ (?:prepared|produced|created|transcribed)
+      | transcribed\ (?:from|by) | scanned\ (?:and\ proof(?:ed|read)\ )?by | digitized\ by
+      | html\ version\ by
+    )""",
+    re.IGNORECASE | re.VERBOSE,
+)
+# A run of non-blank lines.
+_BLOCK_RE = re.compile(r"[^\S\n]*\S[^\n]*(?:\n[^\S\n]*\S[^\n]*)*")
+_LEADING_BLANK_LINES_RE = re.compile(r"(?:[^\S\n]*\n)+")
+_HEADER_SCAN_LINES = 250  # an unmarked header must end within this many lines
+_HEADER_GAP = 3  # ... and ends before this many consecutive paragraphs without a mention
+_CREDIT_SCAN_BLOCKS = 5
+
+
+def _line_offset(text: str, n_lines: int) -> int:
+    """Offset just past the first ``n_lines`` lines of ``text`` (or its length)."""
+    pos = -1
+    for _ in range(n_lines):
+        pos = text.find("\n", pos + 1)
+        if pos < 0:
+            return len(text)
+    return pos
+
+
+def _unmarked_header_end(text: str) -> int:
+    """Offset where an old-style header without START marker ends; 0 if there is none."""
+    limit = _line_offset(text, _HEADER_SCAN_LINES)
+    header_end = 0
+    gap = 0
+    for n, m in enumerate(_BLOCK_RE.finditer(text, 0, limit)):
+        if n == 0:
+            if not _GUTENBERG_RE.search(m.group()):
+                return 0
+            header_end = m.end()
+        elif _HEADER_MENTION_RE.search(m.group()):
+            header_end, gap = m.end(), 0
+        else:
+            gap += 1
+            if gap >= _HEADER_GAP:
+                break
+    return header_end
+
+
+def _marker_lines(text: str) -> list[tuple[int, str]]:
+    """``(offset, line)`` of every line containing a marker word, in text order."""
+    low = text.lower()
+    if len(low) == len(text):
+        hits = []
+        for word in _MARKER_WORDS:
+            pos = low.find(word)
+            while pos >= 0:
+                hits.append(pos)
+                pos = low.find(word, pos + 1)
+    else:  # lower() changed some lengths (rare Unicode); offsets would not line up
+        hits = [m.start() for m in _MARKER_WORDS_RE.finditer(text)]
+    starts = sorted({text.rfind("\n", 0, pos) + 1 for pos in hits})
+    lines = []
+    for start in starts:
+        stop = text.find("\n", start)
+        lines.append((start, text[start : stop if stop >= 0 else len(text)]))
+    return lines
+
+
+def _body_span(text: str) -> tuple[int, int, bool, int]:
+    """``(body_start, body_end, found, header_end)`` offsets; rules in strip_gutenberg."""
+    candidates = _marker_lines(text)
+    limit = next((at for at, line in candidates if _STRONG_END_RE.match(line)), len(text))
+    marker = None
+    for at, line in candidates:
+        if at >= limit:
+            break
+        if _START_MARKER_RE.match(line):
+            marker = (at, line)
+    if marker is not None:
+        found = True
+        header_end = begin = marker[0] + len(marker[1])
+        if _WRAPPED_START_RE.match(marker[1]):
+            # "*** START OF THIS PROJECT GUTENBERG EBOOK A VERY\nLONG TITLE ***"
+            pos = begin
+            for _ in range(3):
+                nxt = text.find("\n", pos + 1)
+                nxt = len(text) if nxt < 0 else nxt
+                line = text[pos + 1 : nxt]
+                if not line.strip():
+                    break
+                if line.rstrip().endswith("***"):
+                    header_end = begin = nxt
+                    break
+                pos = nxt
+    else:
+        header_end = begin = _unmarked_header_end(text)
+        found = begin > 0
+    end = len(text)
+    for at, line in candidates:
+        if at < begin:
+            continue
+        m = _END_MARKER_RE.match(line)
+        # A small-print licence only ends the body in the second half of the file, so a
+        # header licence whose closing line is damaged cannot swallow the whole book.
+        if m and (m.group("pg") or 2 * at >= len(text)):
+            end = at
+            found = True
+            break
+    if found:
+        for n, m in enumerate(_BLOCK_RE.finditer(text, begin, end)):
+            if n >= _CREDIT_SCAN_BLOCKS:
+                break
+            if not (_CREDIT_RE.match(m.group()) or _GUTENBERG_RE.search(m.group())):
+                break
+            begin = m.end()
+    return begin, end, found, header_end
+
+
+def strip_gutenberg(text: str) -> tuple[str, bool]:
+    """Remove Project Gutenberg header, licence and trailer; return ``(body, found)``.
+
+    ``text`` must have "\\n" newlines (as produced by :func:`decode_book`).  When no
+    boilerplate is found the text is returned unchanged with ``False`` (non-Gutenberg
+    books such as the Canterbury-corpus Alice and As You Like It are left alone).  All
+    markers match case-insensitively at the start of a line, after optional
+    punctuation/asterisks.  Rules:
+
+    1. Body start - after the last *start marker* that comes before the first
+       ``*** END OF THE/THIS PROJECT GUTENBERG`` line (the last one, because 2000s files
+       can have both a small-print block and a START line in their header):
+
+       * ``*** START OF THE PROJECT GUTENBERG EBOOK TITLE ***`` (modern) and
+         ``*** START OF THIS PROJECT GUTENBERG EBOOK TITLE ***`` (2000s); a marker whose
+         title wraps onto the next line(s) is consumed up to the closing ``***``;
+       * ``*END*THE SMALL PRINT! FOR PUBLIC DOMAIN ETEXTS*Ver.04.29.93*END*`` (1990s: the
+         licence sits in the header and this line closes it).
+
+    2. Old header without a marker (1990s etexts such as ``plrabn12.txt`` and
+       ``lcet10.txt``) - only if the very first paragraph mentions "Project Gutenberg":
+       the header is the leading run of paragraphs up to the last one that mentions
+       Gutenberg / etext / ebook, ending before three consecutive paragraphs that mention
+       none of them, within the first 250 lines.  (A producer's introduction talks about
+       "this etext" every other paragraph; a book's opening does not.)
+    3. Body end - at the first of these lines after the body start (the line and all
+       after it are dropped): ``*** END OF THE/THIS PROJECT GUTENBERG ...``,
+       ``End of (the/this) Project Gutenberg('s) ...`` (also ``*End of ...``), and a
+       licence placed at the end of an old file (``*START*THE SMALL PRINT!``,
+       ``*****SMALL PRINT!``), the latter only in the second half of the text so that
+       a header licence with a damaged closing line cannot swallow the book.
+    4. Producer credits - once boilerplate was found, up to five leading body paragraphs
+       that start with ``Produced by``, ``E-text prepared by``, ``Transcribed from``,
+       ``This etext was prepared by`` (and similar) or mention Project Gutenberg are
+       dropped as well: they are metadata, not book text.
+    5. Leading blank lines and trailing whitespace of the body are removed.
+    """
+    begin, end, found, _ = _body_span(text)
+    if not found:
+        return text, False
+    body = text[begin:end].rstrip()
+    lead = _LEADING_BLANK_LINES_RE.match(body)
+    return (body[lead.end() :] if lead else body), True
+
+
+# --------------------------------------------------------------------------------------
+# book_title
+# --------------------------------------------------------------------------------------
+
+_TITLE_FIELD_RE = re.compile(r"\s*title:\s*(.*?)\s*$", re.IGNORECASE)
+_PG_OF_RE = re.compile(
+    r"project\s+gutenberg(?:'s)?\s+(?:e-?text|e-?book|edition|release)\s+of\s*:?\s*(.*)$",
+    re.IGNORECASE,
+)
+_START_TITLE_RE = re.compile(
+    r"\W*start of (?:the|this) project gutenberg e-?(?:book|text)\s*(.*?)[\s*]*$",
+    re.IGNORECASE,
+)
+_BY_AUTHOR_RE = re.compile(r"(?:,\s*by\s+.*|\s+by\s+(?:[A-Z][\w.'-]*\s*){1,4})$")
+
+
+def _clean_title(raw: str) -> str:
+    title = _BY_AUTHOR_RE.sub("", raw.strip().strip("*").strip())
+    return title.strip().rstrip(",;:").strip()
+
+
+def book_title(text: str, fallback: str) -> str:
+    """Title from a Project Gutenberg header, else ``fallback``.
+
+    Call it on the decoded text *before* :func:`strip_gutenberg` (it reads the header).
+    Only the header is searched - the text before the START / small-print marker, or
+    the unmarked old-style header of rule 2 of :func:`strip_gutenberg` - so a "Title:"
+    line inside a book is never taken for metadata.  In order of preference:
+
+    1. ``Title: ...`` (modern header), joined with its indented continuation lines.
+    2. ``The Project Gutenberg EBook/Etext of TITLE, by AUTHOR`` (also ``...'s``, and
+       ``release of:`` / ``edition of:`` with the title on the next non-blank line, as
+       in ``plrabn12.txt``).
+    3. The title inside ``*** START OF THE PROJECT GUTENBERG EBOOK TITLE ***``.
+
+    A trailing ``, by AUTHOR`` is removed, and so is `` by Name Name`` (1-4 capitalised
+    words ending the line: ``Paradise Lost by John Milton`` -> ``Paradise Lost``).
+    Surrounding ``*``, whitespace and trailing ``,;:`` are stripped; an empty result
+    falls through to the next rule and finally to ``fallback``.
+    """
+    header_end = _body_span(text)[3]
+    header = text[:header_end].split("\n") if header_end else []
+    for i, line in enumerate(header):
+        m = _TITLE_FIELD_RE.match(line)
+        if m and m.group(1):
+            parts = [m.group(1)]
+            for nxt in header[i + 1 :]:
+                if not nxt[:1].isspace() or not nxt.strip():
+                    break
+                parts.append(nxt.strip())
+            title = _clean_title(" ".join(parts))
+            if title:
+                return title
+    for i, line in enumerate(header):
+        m = _PG_OF_RE.search(line)
+        if m:
+            raw = m.group(1).strip(" \t*")
+            if not raw:
+                raw = next((nxt for nxt in header[i + 1 :] if nxt.strip()), "")
+            title = _clean_title(raw)
+            if title:
+                return title
+    for line in header:
+        m = _START_TITLE_RE.match(line)
+        if m:
+            title = _clean_title(m.group(1))
+            if title:
+                return title
+    return fallback
+
+
+# --------------------------------------------------------------------------------------
+# book_paragraphs
+# --------------------------------------------------------------------------------------
+
+_ROMAN = r"[ivxlcdm]+"
+_NUMBER_WORDS = (
+    r"one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen"
+    r"|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty"
+    r"|first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|eleventh|twelfth"
+    r"|last|the\s+first|the\s+last"
+)
+# "CHAPTER I", "Chapter 12. The Return", "BOOK 1", "Book the First", "ACT II",
+# "SCENE III<TAB>A room.", "Part Two: Spring", "STAVE ONE".  After the number: the end,
+# punctuation, or a capitalised title - so "Part one of the plan failed." is no heading.
+_NUMBERED_HEADING_RE = re.compile(
+    rf"""\W*(?i:chapter|chap|book|part|act|scene|canto|stave|volume|vol|section|letter)\.?
+        \s+(?i:{_ROMAN}|\d+|{_NUMBER_WORDS})\b
+        (?:\W*$|\s*[.:\-\u2014]|\s+[\W\d]*[A-Z])""",
+    re.VERBOSE,
+)
+# Front/back-matter headings standing alone.
+_BARE_HEADING_RE = re.compile(
+    r"""\W*(?:prologue|epilogue|preface|foreword|introduction|contents|table\ of\ contents
+        |appendix|index|footnotes|notes|dramatis\ personae|acknowledge?ments|afterword
+        |glossary|bibliography|finis|fin|the\ end)\W*$""",
+    re.IGNORECASE | re.VERBOSE,
+)
+# Heading of a play's cast list: "DRAMATIS PERSONAE", "Persons Represented", ...
+_CAST_HEADING_RE = re.compile(
+    r"\W*(?:dramatis\s+personae|(?:the\s+)?persons\s+(?:represented|of\s+the\s+play)"
+    r"|characters(?:\s+in\s+the\s+play)?)\W*$",
+    re.IGNORECASE,
+)
+_BLANK_LINES_RE = re.compile(r"\n(?:[^\S\n]*\n)+")
+# Line break after "letter-" or "--" and before a letter: joined without a space.
+# (It starts with the literal "-" so that the regex engine can scan for it quickly.)
+_HYPHEN_BREAK_RE = re.compile(r"-(?<=[^\W\d_]-|--)[^\S\n]*\n[^\S\n]*(?=[^\W\d_])")
+_WORD_RE = re.compile(r"\S*[^\W_]\S*")  # a token with at least one letter or digit
+_ALNUM_RE = re.compile(r"[^\W_]")
+_LOWER_RE = re.compile(r"[^\W\d_A-Z\u00c0-\u00de]")  # any lowercase (or caseless) letter
+_SPEAKER_TAG_RE = re.compile(r"([A-Z][^\t]*?)\t[\t ]*(?=\S)")  # "ROSALIND<TAB>", "First Lord<TAB>"
+_SENTENCE_CLOSE_RE = re.compile(r"[.!?][\"'\u2019\u201d)\]]*\s*$")  # line ends a sentence
+_SENTENCE_END = ".!?;:,'\"\u2019\u201d)]}\u2026-\u2014"
+_HEADING_MAX_WORDS = 8  # longest all-caps / title line treated as a heading
+_SPEAKER_MAX_WORDS = 4
+_CAST_MAX_BLOCKS = 80
+_INDENT_TABSIZE = 8
+
+
+def _indent(line: str) -> int:
+    if not line[:1].isspace():
+        return 0
+    expanded = line.expandtabs(_INDENT_TABSIZE)
+    return len(expanded) - len(expanded.lstrip())
+
+
+def _split_first_line_indents(lines: list[str]) -> list[list[str]]:
+    """Split a block at first-line indentation (rule 2 of book_paragraphs)."""
+    indents = [_indent(line) for line in lines]
+    parts: list[list[str]] = []
+    start = 0
+    for i in range(1, len(lines) - 1):
+        if (
+            indents[i] > indents[i - 1]
+            and indents[i + 1] < indents[i]
+            and _SENTENCE_CLOSE_RE.search(lines[i - 1])
+        ):
+            parts.append(lines[start:i])
+            start = i
+    parts.append(lines[start:])
+    return parts
+
+
+def _is_heading_line(line: str) -> bool:
+    """Rule 3: a block's leading line that is a heading or a speaker name."""
+    s = line.strip()
+    return (
+        not _ALNUM_RE.search(s)
+        or (not _LOWER_RE.search(s) and len(s.split()) <= _HEADING_MAX_WORDS)
+        or bool(_NUMBERED_HEADING_RE.match(s))
+        or bool(_BARE_HEADING_RE.match(s))
+    )
+
+
+def book_paragraphs(text: str, min_words: int = 3) -> list[str]:
+    """Reflow hard-wrapped book text into paragraphs of running text.
+
+    ``text`` is a decoded, Gutenberg-stripped body with "\\n" newlines.  Rules, in the
+    order they are applied, and why:
+
+    1. Blocks - one or more blank (whitespace-only) lines separate paragraphs: the
+       paragraph convention of plain-text books.
+    2. First-line indentation - inside a block, a line indented deeper than the lines
+       before and after it starts a new paragraph when the line before it ends a
+       sentence (``.``, ``!`` or ``?``, optionally followed by closing quotes/brackets;
+       tabs count as 8 columns).  Paradise Lost marks verse paragraphs only by a
+       two-space indent, with no blank lines, so without this a whole Book (1,000+
+       lines) would be one paragraph.  Hanging indents (a play's tab-indented
+       continuation lines, an indented note under ``NOTES:``) are not split because the
+       deeper indentation continues, and ballad stanzas that indent every other line
+       are not split because those lines do not end sentences.
+    3. Leading heading lines of a multi-line block are removed: lines without letters
+       or digits, lines with no lowercase letter and at most 8 words (``CHAPTER I``,
+       ``SONG.``, a speaker name such as ``ORLANDO.`` on its own line), and the headings
+       of rules 6d/6e.  They belong to no sentence.
+    4. Plays - a speaker tag, i.e. at most 4 words starting with a capital letter and
+       followed by a TAB at the very start of the block (``ROSALIND<TAB>Dear Celia,``,
+       ``First Lord<TAB>...``: the layout of As You Like It), is removed and the speech
+       kept: the speech is running text, the name is not part of it.  A cast list - the
+       blocks after a single-line ``Dramatis Personae`` / ``Persons Represented`` /
+       ``Characters`` heading, up to the next numbered heading such as ``ACT I`` (at
+       most 80 blocks) - is dropped: it is a table of names, not prose.  Stage
+       directions standing alone are dropped by rule 6b.
+    5. Reflow - leading indentation and trailing space of each line are stripped, lines
+       are joined with one space and every run of whitespace collapses to one space.
+       A word hyphenated across a line break (a letter, ``-``, newline, a letter) is
+       joined with no space and the hyphen kept (``waistcoat-\\npocket`` ->
+       ``waistcoat-pocket``): plain text cannot tell a soft hyphen from a real
+       compound, and keeping it loses nothing.  Likewise an unspaced dash ``--`` at the
+       end of a line joins the next word with no space (``it--\\nonce`` -> ``it--once``),
+       as these texts write dashes unspaced.
+    6. Headings and other non-prose paragraphs are dropped (BERT needs running text):
+
+       a. no letter or digit at all: ``* * *``, ``-----``, ``***  ***``;
+       b. entirely in square brackets: stage directions (``[Exit]``,
+          ``[Enter ORLANDO and ADAM]``), ``[Illustration]``, editorial and transcriber
+          notes, ``[The End]``;
+       c. no lowercase letter and at most 8 words: ``CHAPTER I``, ``THE END``,
+          ``PRESERVATION AND IMAGING``.  Longer all-caps paragraphs are kept: some old
+          etexts are set entirely in capitals and that is still running text;
+       d. a single line that is a numbered heading: ``chapter/chap/book/part/act/scene/
+          canto/stave/volume/vol/section/letter`` + a roman, arabic or spelled-out
+          number, then nothing, punctuation or a capitalised title
+          (``Chapter 12. The Return``, ``SCENE II<TAB>Lawn before the Duke's palace.``,
+          ``Book I``) - but not ``Part one of the plan failed.``;
+       e. a front/back-matter word standing alone: ``Preface``, ``Contents``,
+          ``Epilogue``, ``Notes``, ``Dramatis Personae``, ``The End``, ``Finis`` ...;
+       f. a chapter title: a paragraph that is a single source line of at most 8 words
+          and does not end in sentence punctuation (``.!?;:,``, a closing quote or
+          bracket, an ellipsis or a dash), e.g. ``Down the Rabbit-Hole``.
+
+    7. ``min_words`` - paragraphs with fewer than ``min_words`` words (tokens that
+       contain a letter or digit) are dropped: two-word fragments carry no sentence
+       structure worth learning.  (This also drops one- and two-word speeches of a play
+       such as ``Alas!``.)
+
+    So prose gives one paragraph per paragraph; verse gives one paragraph per stanza or
+    verse paragraph (its line structure is lost, acceptable for sentence-level
+    pre-training data; a poem with no blank lines or indents, like the later Books of
+    Paradise Lost, yields very long paragraphs); a play gives one paragraph per speech,
+    without speaker names, stage directions and cast list.
+    """
+    out: list[str] = []
+    cast_blocks = 0  # > 0 while skipping a cast list (rule 4)
+    for chunk in _BLANK_LINES_RE.split(text):
+        lines = chunk.split("\n")
+        # Only the first/last chunk can start/end with a blank line.
+        while lines and not lines[-1].strip():
+            lines.pop()
+        start = 0
+        while start < len(lines) and not lines[start].strip():
+            start += 1
+        if start == len(lines):
+            continue
+        if start:
+            lines = lines[start:]
+        first = lines[0].strip()
+        if cast_blocks:
+            cast_blocks -= 1
+            if not _NUMBERED_HEADING_RE.match(first):
+                continue
+            cast_blocks = 0
+        if len(lines) == 1 and _CAST_HEADING_RE.match(first):
+            cast_blocks = _CAST_MAX_BLOCKS
+            continue
+        if len(lines) > 2 and ("\n " in chunk or "\n\t" in chunk):
+            blocks = _split_first_line_indents(lines)
+        else:
+            blocks = [lines]
+        for block in blocks:
+            para = _block_paragraph(block, min_words)
+            if para is not None:
+                out.append(para)
+    return out
+
+
+def _block_paragraph(lines: list[str], min_words: int) -> str | None:
+    """Rules 3-7 of book_paragraphs for one block; None when it is dropped."""
+    start = 0
+    while start < len(lines) - 1 and _is_heading_line(lines[start]):
+        start += 1
+    if start:
+        lines = lines[start:]
+    single = len(lines) == 1
+    first = lines[0].strip()
+    if single and (_NUMBERED_HEADING_RE.match(first) or _BARE_HEADING_RE.match(first)):
+        return None
+    tag = _SPEAKER_TAG_RE.match(lines[0])
+    if tag and len(tag.group(1).split()) <= _SPEAKER_MAX_WORDS:
+        lines = [lines[0][tag.end() :], *lines[1:]]
+    joined = "\n".join(lines)
+    if "-" in joined:
+        joined = _HYPHEN_BREAK_RE.sub("-", joined)
+    para = " ".join(joined.split())
+    if not para:
+        return None
+    # Count words only as far as any rule needs to look.
+    need = max(min_words, _HEADING_MAX_WORDS + 1)
+    words = 0
+    for _ in _WORD_RE.finditer(para):
+        words += 1
+        if words >= need:
+            break
+    if words == 0:  # 6a
+        return None
+    if para[0] == "[" and para.find("]") == len(para) - 1:  # 6b
+        return None
+    if words <= _HEADING_MAX_WORDS and not _LOWER_RE.search(para):  # 6c
+        return None
+    if _BARE_HEADING_RE.match(para):  # 6e (also after reflow)
+        return None
+    if single and words <= _HEADING_MAX_WORDS and para[-1] not in _SENTENCE_END:  # 6f
+        return None
+    if words < min_words:  # 7
+        return None
+    return para
+
+
+# --------------------------------------------------------------------------------------
+# line_documents
+# --------------------------------------------------------------------------------------
+
+
+def line_documents(lines: Iterable[str], max_lines: int = 1000) -> Iterator[list[str]]:
+    """Group a one-sentence-per-line file (BookCorpus mirror format) into documents.
+
+    Rules:
+
+    1. Each line is stripped (lines may keep the ``"\\n"`` of file iteration); a
+       whitespace-only line is blank.
+    2. A blank line ends the current document (a run of blank lines counts once).
+    3. No document holds more than ``max_lines`` sentences: after ``max_lines``
+       non-blank lines the document is cut and counting restarts.  BookCorpus mirrors
+       lost the book boundaries, so a file without blank lines is one stream of
+       sentences; fixed windows are the honest, deterministic choice (a cut depends only
+       on line counts, never on content).  The cap applies to every document, so a
+       streaming caller never holds an unbounded document.
+    4. Empty documents are never yielded.
+
+    Lazy: ``lines`` is consumed as documents are requested.  Raises ``ValueError`` at
+    call time if ``max_lines < 1``.
+    """
+    if max_lines < 1:
+        raise ValueError(f"max_lines must be >= 1, got {max_lines}")
+    return _line_documents(lines, max_lines)
+
+
+def _line_documents(lines: Iterable[str], max_lines: int) -> Iterator[list[str]]:
+    doc: list[str] = []
+    for line in lines:
+        sentence = line.strip()
+        if not sentence:
+            if doc:
+                yield doc
+                doc = []
+            continue
+        doc.append(sentence)
+        if len(doc) >= max_lines:
+            yield doc
+            doc = []
+    if doc:
+        yield doc

@@ -1,0 +1,228 @@
+"""The Wikipedia stage: page → document rules, the transform, and whole runs."""
+
+import json
+from pathlib import Path
+
+import apache_beam as beam
+import duckdb
+import pyarrow.dataset as ds
+import pytest
+from apache_beam.testing.util import assert_that, equal_to
+
+from pipelines import wikipedia
+from pipelines.documents_io import UnitTally, read_manifest
+from pipelines.wikidump import RawPage, SiteInfo
+from pipelines.wikipedia import ExtractArticles, PageContext, WikipediaConfig, document_from_page
+from schemas import DOCUMENT_SCHEMA, MANIFEST_NAME, REJECTS_DIR, Document
+from tests.dumpfiles import Page, article, write_dump, write_multistream
+
+SITE = SiteInfo(dbname="enwiki", base_url="https://en.wikipedia.org/wiki/")
+CONTEXT = PageContext.of("dump.xml", SITE)
+
+
+def raw(text: str, title: str = "Alberta", **fields) -> RawPage:
+    values = dict(page_id=717, title=title, namespace=0, redirect=False, revision_id=5,
+                  text=text, ordinal=1)  # fmt: skip
+    values.update(fields)
+    return RawPage(**values)
+
+
+def test_article_becomes_a_sentence_split_document() -> None:
+    tally = UnitTally("u")
+    page = raw("'''Alberta''' is a province of [[Canada]]. It is west of Saskatchewan.")
+    document = document_from_page(page, CONTEXT, WikipediaConfig(min_paragraph_words=0), tally)
+    assert document == Document(
+        id="enwiki/717",
+        source="enwiki",
+        title="Alberta",
+        sentences=("Alberta is a province of Canada.", "It is west of Saskatchewan."),
+        url="https://en.wikipedia.org/wiki/Alberta",
+        revision=5,
+    )
+
+
+@pytest.mark.parametrize(
+    ("page", "reason"),
+    [
+        (raw("#REDIRECT [[Canada]]", redirect=True), "redirect"),
+        (raw("#redirect [[Canada]]"), "redirect"),
+        (raw("Talk text here.", namespace=1), "not_article_namespace"),
+        (raw("'''Ada''' may be:\n* x\n{{disambiguation}}", title="Ada"), "disambiguation"),
+        (raw("'''Aa''' may be:\n{{geodis}}", title="Aa River"), "disambiguation"),
+        (raw("text", title="Austin (disambiguation)"), "disambiguation"),
+        (raw("== List ==\n* only\n* a list"), "no_running_text"),
+    ],
+)
+def test_dropped_pages_are_counted_by_reason(page: RawPage, reason: str) -> None:
+    tally = UnitTally("u")
+    assert document_from_page(page, CONTEXT, WikipediaConfig(), tally) is None
+    assert dict(tally.dropped) == {reason: 1} and tally.rejects == []
+
+
+def test_page_that_breaks_the_parser_is_rejected_with_reason() -> None:
+    tally = UnitTally("u")
+    nested = "{{nowrap|" * 50 + "x" + "}}" * 50
+    assert document_from_page(raw(nested), CONTEXT, WikipediaConfig(), tally) is None
+    (reject,) = tally.rejects
+    assert (reject.id, reject.input, reject.position, reject.reason) == (
+        "enwiki/717", "dump.xml", "page #1 'Alberta'", "wikitext_limit",
+    )  # fmt: skip
+    assert "nested deeper than MediaWiki's 40" in reject.error
+
+
+def test_malformed_page_is_rejected() -> None:
+    tally = UnitTally("u")
+    page = raw("x", page_id=None, problem="page id 'two' is not an integer")
+    assert document_from_page(page, CONTEXT, WikipediaConfig(), tally) is None
+    assert [(r.id, r.reason) for r in tally.rejects] == [(None, "malformed_page")]
+
+
+def test_extract_articles_transform(tmp_path, test_pipeline) -> None:
+    pages = [article(1), Page(2, "R", "#REDIRECT [[Article 1]]", redirect="Article 1"), article(3)]
+    dump = write_dump(tmp_path / "testwiki.xml.bz2", pages)
+    out = tmp_path / "out"
+    wikitext_bytes = len(pages[0].text) + len(pages[2].text)
+    with test_pipeline as pipeline:
+        summaries = pipeline | ExtractArticles([str(dump)], str(out), WikipediaConfig())
+        assert_that(
+            summaries | beam.Map(lambda s: (s["unit"], s["counts"], s["dropped"], s["rejected"])),
+            equal_to([("00000-00000",
+                       {"pages": 3, "wikitext_bytes": wikitext_bytes, "documents": 2,
+                        "sentences": 2, "text_bytes": wikitext_bytes - 4 * len("'''")},
+                       {"redirect": 1}, {})]),
+        )  # fmt: skip
+    table = ds.dataset(out).to_table()
+    assert table.schema.equals(DOCUMENT_SCHEMA, check_metadata=True)
+    assert table.column("id").to_pylist() == ["testwiki/1", "testwiki/3"]
+
+
+def run_stage(*args: str) -> int:
+    return wikipedia.run([*args])
+
+
+@pytest.fixture(scope="module")
+def sample_run(tmp_path_factory) -> Path:
+    (dump,) = (Path(__file__).resolve().parent.parent / "data" / "wikipedia").glob("*.bz2")
+    out = tmp_path_factory.mktemp("sample") / "wiki"
+    assert run_stage("--input", str(dump), "--output", str(out)) == 0
+    return out
+
+
+def test_real_sample_end_to_end(sample_run: Path) -> None:
+    # 206 pages: 100 redirects (99 main-namespace + 1 in ns 4), 106 articles, of which 8 are
+    # disambiguation pages and "List of anthropologists" holds only lists: 97 documents.
+    manifest = read_manifest(str(sample_run))
+    assert manifest.counts["pages"] == 206
+    assert manifest.counts["documents"] == 97
+    assert manifest.dropped == {
+        "disambiguation": 8, "no_running_text": 1, "not_article_namespace": 1, "redirect": 99,
+    }  # fmt: skip
+    assert manifest.rejected == {} and manifest.failed_inputs == []
+    table = ds.dataset(sample_run).to_table()  # the directory reads as is
+    assert table.num_rows == 97
+    assert (
+        sum(len(s) for s in table.column("sentences").to_pylist()) == manifest.counts["sentences"]
+    )
+    documents = {row["id"]: row for row in table.to_pylist()}
+    anarchism = documents["enwiki/12"]
+    assert anarchism["title"] == "Anarchism"
+    assert anarchism["url"] == "https://en.wikipedia.org/wiki/Anarchism"
+    assert anarchism["sentences"][0] == (
+        "Anarchism is a political philosophy that advocates self-governed societies based on "
+        "voluntary institutions."
+    )
+    alberta = documents["enwiki/717"]["sentences"]
+    assert alberta[0] == "Alberta is a western province of Canada."  # no "Alberta () is"
+    assert "About 290 km south of the capital is Calgary, the largest city in Alberta." in alberta
+
+
+def test_real_sample_has_no_markup_left(sample_run: Path) -> None:
+    sentences = [
+        s for row in ds.dataset(sample_run).to_table().to_pylist() for s in row["sentences"]
+    ]
+    for artefact in ("()", "( )", "{{", "}}", "[[", "]]", "''", "<ref", "&nbsp;", "&amp;", "  "):
+        assert not [s for s in sentences if artefact in s], artefact
+    assert not [s for s in sentences if s.startswith(("File:", "Image:", "Category:", "*", "|"))]
+
+
+def test_duckdb_reads_the_directory(sample_run: Path) -> None:
+    count = duckdb.sql(f"select count(*) from read_parquet('{sample_run}/*.parquet')").fetchall()
+    assert count == [(97,)]
+
+
+def test_manifest_checksums_match_the_files(sample_run: Path) -> None:
+    import hashlib
+
+    manifest = read_manifest(str(sample_run))
+    for output in manifest.files:
+        data = (sample_run / output.name).read_bytes()
+        assert (len(data), hashlib.sha256(data).hexdigest()) == (output.bytes, output.sha256)
+
+
+def test_output_directory_of_an_earlier_run_is_refused(sample_run: Path, sample_dump) -> None:
+    with pytest.raises(ValueError, match="pass --overwrite"):
+        run_stage("--input", str(sample_dump), "--output", str(sample_run))
+
+
+def test_bad_inputs_are_reported_and_good_documents_kept(tmp_path: Path) -> None:
+    write_dump(tmp_path / "good.xml.bz2", [article(i) for i in range(1, 4)])
+    xml = write_dump(tmp_path / "tmp.xml", [article(i) for i in range(10, 14)]).read_text()
+    (tmp_path / "tmp.xml").unlink()
+    malformed = tmp_path / "malformed.xml"
+    malformed.write_text(xml.replace("<title>Article 12</title>", "<title>Article 12</tit>"))
+    nested = "{{nowrap|" * 50 + "x" + "}}" * 50
+    write_dump(tmp_path / "breaking.xml", [article(20), Page(21, "Deep", nested)])
+    truncated = tmp_path / "truncated.xml.bz2"
+    big = write_dump(tmp_path / "big.xml.bz2", [article(i, words=1500) for i in range(100, 400)])
+    truncated.write_bytes(big.read_bytes()[: int(big.stat().st_size * 0.7)])
+    big.unlink()
+    out = tmp_path / "out"
+
+    code = run_stage("--input", str(tmp_path / "*.xml*"), "--output", str(out))
+
+    assert code == 1  # two inputs could not be read to their end
+    manifest = read_manifest(str(out))
+    assert sorted(Path(f["input"]).name for f in manifest.failed_inputs) == [
+        "malformed.xml", "truncated.xml.bz2",
+    ]  # fmt: skip
+    assert manifest.rejected == {"malformed_xml": 1, "truncated_input": 1, "wikitext_limit": 1}
+    ids = set(ds.dataset(out).to_table().column("id").to_pylist())
+    assert {"testwiki/1", "testwiki/2", "testwiki/3", "testwiki/20"} <= ids
+    assert {"testwiki/10", "testwiki/11"} <= ids  # before the XML fault
+    assert "testwiki/12" not in ids and "testwiki/21" not in ids
+    assert len([i for i in ids if int(i.split("/")[1]) >= 100]) > 100  # before the truncation
+    rejects = [
+        json.loads(line)
+        for path in sorted((out / REJECTS_DIR).glob("*.jsonl"))
+        for line in path.read_text().splitlines()
+    ]
+    by_reason = {r["reason"]: r for r in rejects}
+    assert by_reason["wikitext_limit"]["id"] == "testwiki/21"
+    assert by_reason["malformed_xml"]["position"].startswith("XML line")
+    assert "last good page: #2 id=11" in by_reason["malformed_xml"]["error"]
+    assert by_reason["truncated_input"]["input"].endswith("truncated.xml.bz2")
+
+
+def test_no_matching_input_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="matches no file"):
+        run_stage("--input", str(tmp_path / "none-*.xml.bz2"), "--output", str(tmp_path / "o"))
+
+
+def file_digests(directory: Path) -> dict[str, str]:
+    return {f.name: f.sha256 for f in read_manifest(str(directory)).files}
+
+
+def test_multiprocessing_runner_gives_the_same_bytes(tmp_path: Path) -> None:
+    pages = [article(i, words=40) for i in range(1, 61)]
+    dump = write_multistream(tmp_path, "testwiki-20260101-pages-articles", pages, per_stream=5)
+    common = ["--input", str(dump), "--split_mb", "0"]  # every stream its own split
+    assert run_stage(*common, "--output", str(tmp_path / "a")) == 0
+    assert run_stage(
+        *common, "--output", str(tmp_path / "b"),
+        "--direct_num_workers", "2", "--direct_running_mode", "multi_processing",
+    ) == 0  # fmt: skip
+    assert file_digests(tmp_path / "a") == file_digests(tmp_path / "b")
+    assert len(file_digests(tmp_path / "a")) == 12  # 12 page streams → 12 files
+    manifest_a = (tmp_path / "a" / MANIFEST_NAME).read_text()
+    assert manifest_a == (tmp_path / "b" / MANIFEST_NAME).read_text()
+    assert ds.dataset(tmp_path / "b").to_table().num_rows == 60
