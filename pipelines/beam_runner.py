@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import (
     DirectOptions,
     PipelineOptions,
@@ -34,6 +35,43 @@ REQUIRED_FLAGS = ("input", "output")
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
+class DocumentStageOptions(PipelineOptions):
+    """Flags every documents stage shares.
+
+    Beam builds one parser from every direct PipelineOptions subclass, so two stages may not
+    both define --input: the shared flags live here, each stage's own in its module.
+    """
+
+    @classmethod
+    def _add_argparse_args(cls, parser) -> None:
+        parser.add_argument(
+            "--input",
+            action="append",
+            help="input file or glob (repeatable): local, gs://, s3:// (required)",
+        )
+        parser.add_argument("--output", help="output directory (required)")
+        parser.add_argument(
+            "--min_paragraph_words",
+            "--min-paragraph-words",
+            dest="min_paragraph_words",
+            type=int,
+            default=None,
+            help="drop paragraphs with fewer words (Wikipedia: 5, books: 3)",
+        )
+        parser.add_argument(
+            "--file_mb",
+            "--file-mb",
+            dest="file_mb",
+            type=int,
+            default=256,
+            help="start a new Parquet file after this many MB of text (default 256)",
+        )
+        parser.add_argument(
+            "--overwrite", action="store_true",
+            help="replace the documents, rejects and manifest of an earlier run in --output",
+        )  # fmt: skip
+
+
 def parse_stage_arguments(
     argv: list[str] | None, options_class: type[PipelineOptions], description: str
 ) -> PipelineOptions:
@@ -41,6 +79,7 @@ def parse_stage_arguments(
     parser = argparse.ArgumentParser(
         description=description, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    DocumentStageOptions._add_argparse_args(parser)
     options_class._add_argparse_args(parser)
     # Beam parses every PipelineOptions subclass whenever any options object is built, so
     # the subclasses cannot mark flags required; the stage's own parser checks them here.
@@ -48,7 +87,11 @@ def parse_stage_arguments(
     missing = [f"--{name}" for name in REQUIRED_FLAGS if not getattr(known, name, None)]
     if missing:
         parser.error(f"the following arguments are required: {', '.join(missing)}")
-    return PipelineOptions(argv)
+    options = PipelineOptions(argv)
+    # The driver lists inputs and reads manifests itself: give its filesystems (s3://
+    # endpoint and keys, GCS project) the same options the workers get.
+    FileSystems.set_options(options)
+    return options
 
 
 def is_local(options: PipelineOptions) -> bool:

@@ -21,14 +21,17 @@ Flags not listed below go to Beam's PipelineOptions (e.g. --runner DataflowRunne
 from __future__ import annotations
 
 import posixpath
-import zlib
 from dataclasses import dataclass
 
 import apache_beam as beam
-from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipelines.beam_runner import make_pipeline, parse_stage_arguments, stage_main
+from pipelines.beam_runner import (
+    DocumentStageOptions,
+    make_pipeline,
+    parse_stage_arguments,
+    stage_main,
+)
 from pipelines.booktext import (
     BookTextError,
     book_paragraphs,
@@ -37,6 +40,7 @@ from pipelines.booktext import (
     line_documents,
     strip_gutenberg,
 )
+from pipelines.compressed_io import InputReadError, decompressed_chunks, lines
 from pipelines.documents_io import (
     DEFAULT_MAX_FILE_TEXT_BYTES,
     DocumentFileWriter,
@@ -59,27 +63,15 @@ MAX_BOOK_BYTES = 64 << 20
 
 
 class BooksOptions(PipelineOptions):
+    """Flags of this stage only; the shared ones are in DocumentStageOptions."""
+
     @classmethod
     def _add_argparse_args(cls, parser) -> None:
-        parser.add_argument(
-            "--input",
-            action="append",
-            help="book file or glob (repeatable): local, gs://, s3://; .txt, .gz, .bz2",
-        )
-        parser.add_argument("--output", help="output directory (required)")
         parser.add_argument(
             "--format",
             choices=FORMATS,
             default="files",
             help="files: one book per file; lines: one sentence per line (BookCorpus)",
-        )
-        parser.add_argument(
-            "--min_paragraph_words",
-            "--min-paragraph-words",
-            dest="min_paragraph_words",
-            type=int,
-            default=3,
-            help="drop shorter paragraphs (files format); default 3",
         )
         parser.add_argument(
             "--lines_per_document",
@@ -90,16 +82,8 @@ class BooksOptions(PipelineOptions):
             help="lines format, files without blank lines: cut a document every N lines",
         )
         parser.add_argument(
-            "--unit_mb",
-            "--unit-mb",
-            dest="unit_mb",
-            type=int,
-            default=64,
+            "--unit_mb", "--unit-mb", dest="unit_mb", type=int, default=64,
             help="group book files into units of work of about this many MB",
-        )
-        parser.add_argument(
-            "--overwrite", action="store_true",
-            help="replace the documents, rejects and manifest of an earlier run in --output",
         )  # fmt: skip
 
 
@@ -140,20 +124,28 @@ def common_root(paths: list[str]) -> str:
 
 
 def read_book_bytes(path: str) -> bytes:
-    """The file's bytes, decompressed by suffix; raises OSError/EOFError/zlib.error if damaged."""
-    with FileSystems.open(path) as handle:  # AUTO compression: by the file's suffix
-        data = handle.read(MAX_BOOK_BYTES + 1)
-    if len(data) > MAX_BOOK_BYTES:
-        raise ValueError(f"over {MAX_BOOK_BYTES >> 20} MB decompressed: not one book")
-    return data
+    """The file's bytes, decompressed by suffix; InputReadError if damaged or too large."""
+    chunks, size = [], 0
+    for chunk in decompressed_chunks(path):
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > MAX_BOOK_BYTES:
+            raise InputReadError(
+                path, f"byte {size}", f"over {MAX_BOOK_BYTES >> 20} MB: not one book "
+                "(use --format lines for corpus files)", "too_large",
+            )  # fmt: skip
+    return b"".join(chunks)
 
 
-_READ_ERRORS = (OSError, EOFError, zlib.error, ValueError)
+# Damaged compression (InputReadError) or a file that vanished or cannot be opened (OSError).
+_READ_ERRORS = (InputReadError, OSError)
 
 
 def _fail_unreadable(tally: UnitTally, path: str, err: BaseException) -> None:
-    message = f"{path}: cannot be read to its end: {type(err).__name__}: {err}"
-    tally.fail_input(path, message, "unreadable_input", "file")
+    if isinstance(err, InputReadError):
+        tally.fail_input(path, f"cannot be read to its end: {err}", err.reason, err.position)
+    else:
+        tally.fail_input(path, f"{path}: cannot be read: {err}", "unreadable_input", "file")
 
 
 def book_document(path: str, name: str, config: BooksConfig, tally: UnitTally) -> Document | None:
@@ -163,9 +155,7 @@ def book_document(path: str, name: str, config: BooksConfig, tally: UnitTally) -
     try:
         data = read_book_bytes(path)
     except _READ_ERRORS as err:
-        tally.fail_input(
-            path, f"{path}: cannot be read to its end: {err}", "unreadable_input", "file"
-        )
+        _fail_unreadable(tally, path, err)
         return None
     tally.count("input_bytes", len(data))
     try:
@@ -193,14 +183,13 @@ def line_file_documents(path: str, name: str, config: BooksConfig, tally: UnitTa
 
     def decoded_lines():
         nonlocal fallback_lines
-        with FileSystems.open(path) as handle:  # AUTO compression: by the file's suffix
-            for raw in _binary_lines(handle):
-                tally.count("input_bytes", len(raw))
-                try:
-                    yield raw.decode("utf-8")
-                except UnicodeDecodeError:
-                    fallback_lines += 1
-                    yield _decode_with_fallback(raw)
+        for raw in lines(decompressed_chunks(path)):
+            tally.count("input_bytes", len(raw) + 1)
+            try:
+                yield raw.decode("utf-8")
+            except UnicodeDecodeError:
+                fallback_lines += 1
+                yield _decode_with_fallback(raw)
 
     try:
         for number, sentences in enumerate(
@@ -213,22 +202,9 @@ def line_file_documents(path: str, name: str, config: BooksConfig, tally: UnitTa
                 sentences=tuple(sentences),
             )
     except _READ_ERRORS as err:
-        tally.fail_input(
-            path, f"{path}: cannot be read to its end: {err}", "unreadable_input", "file"
-        )
+        _fail_unreadable(tally, path, err)
     if fallback_lines:
         tally.count("lines_decoded_with_fallback", fallback_lines)
-
-
-def _binary_lines(handle, chunk_bytes: int = 1 << 20):
-    """Lines of a binary file-like, read in bounded chunks (a BookCorpus file is GBs)."""
-    pending = b""
-    while chunk := handle.read(chunk_bytes):
-        lines = (pending + chunk).split(b"\n")
-        pending = lines.pop()
-        yield from lines
-    if pending:
-        yield pending
 
 
 def _decode_with_fallback(raw: bytes) -> str:
@@ -300,12 +276,16 @@ class ExtractBooks(beam.PTransform):
 def run(argv: list[str] | None = None) -> int:
     """Run the stage; return the exit code (1 when an input was not read to its end)."""
     options = parse_stage_arguments(argv, BooksOptions, __doc__)
-    flags = options.view_as(BooksOptions)
+    flags = options.view_as(DocumentStageOptions)
+    books_flags = options.view_as(BooksOptions)
     config = BooksConfig(
-        format=flags.format,
-        min_paragraph_words=flags.min_paragraph_words,
-        lines_per_document=flags.lines_per_document,
-        unit_bytes=flags.unit_mb << 20,
+        format=books_flags.format,
+        min_paragraph_words=flags.min_paragraph_words
+        if flags.min_paragraph_words is not None
+        else BooksConfig.min_paragraph_words,
+        lines_per_document=books_flags.lines_per_document,
+        unit_bytes=books_flags.unit_mb << 20,
+        max_file_text_bytes=flags.file_mb << 20,
     )
     inputs = expand_inputs(flags.input)
     prepare_output_dir(flags.output, flags.overwrite)

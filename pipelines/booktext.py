@@ -443,13 +443,13 @@ _BLANK_LINES_RE = re.compile(r"\n(?:[^\S\n]*\n)+")
 # (It starts with the literal "-" so that the regex engine can scan for it quickly.)
 _HYPHEN_BREAK_RE = re.compile(r"-(?<=[^\W\d_]-|--)[^\S\n]*\n[^\S\n]*(?=[^\W\d_])")
 _WORD_RE = re.compile(r"\S*[^\W_]\S*")  # a token with at least one letter or digit
-_ALNUM_RE = re.compile(r"[^\W_]")
-_LOWER_RE = re.compile(r"[^\W\d_A-Z\u00c0-\u00de]")  # any lowercase (or caseless) letter
-_SPEAKER_TAG_RE = re.compile(r"([A-Z][^\t]*?)\t[\t ]*(?=\S)")  # "ROSALIND<TAB>", "First Lord<TAB>"
+_LETTER_RE = re.compile(r"[^\W\d_]")
+# A speaker tag: 1-4 capitalised words (or all caps) and a TAB: "ROSALIND<TAB>",
+# "First Lord<TAB>", "A Lord<TAB>".
+_SPEAKER_TAG_RE = re.compile(r"[A-Z]\S*(?: [A-Z(]\S*){0,3}\t[\t ]*(?=\S)")
 _SENTENCE_CLOSE_RE = re.compile(r"[.!?][\"'\u2019\u201d)\]]*\s*$")  # line ends a sentence
-_SENTENCE_END = ".!?;:,'\"\u2019\u201d)]}\u2026-\u2014"
+_SENTENCE_END = ".!?;:,'\"\u2019\u201d)]}\u2026-\u2014\u3002\uff01\uff1f"
 _HEADING_MAX_WORDS = 8  # longest all-caps / title line treated as a heading
-_SPEAKER_MAX_WORDS = 4
 _CAST_MAX_BLOCKS = 80
 _INDENT_TABSIZE = 8
 
@@ -482,8 +482,8 @@ def _is_heading_line(line: str) -> bool:
     """Rule 3: a block's leading line that is a heading or a speaker name."""
     s = line.strip()
     return (
-        not _ALNUM_RE.search(s)
-        or (not _LOWER_RE.search(s) and len(s.split()) <= _HEADING_MAX_WORDS)
+        not _LETTER_RE.search(s)
+        or (s.isupper() and len(s.split()) <= _HEADING_MAX_WORDS)
         or bool(_NUMBERED_HEADING_RE.match(s))
         or bool(_BARE_HEADING_RE.match(s))
     )
@@ -507,12 +507,14 @@ def book_paragraphs(text: str, min_words: int = 3) -> list[str]:
        deeper indentation continues, and ballad stanzas that indent every other line
        are not split because those lines do not end sentences.
     3. Leading heading lines of a multi-line block are removed: lines without letters
-       or digits, lines with no lowercase letter and at most 8 words (``CHAPTER I``,
-       ``SONG.``, a speaker name such as ``ORLANDO.`` on its own line), and the headings
-       of rules 6d/6e.  They belong to no sentence.
-    4. Plays - a speaker tag, i.e. at most 4 words starting with a capital letter and
-       followed by a TAB at the very start of the block (``ROSALIND<TAB>Dear Celia,``,
-       ``First Lord<TAB>...``: the layout of As You Like It), is removed and the speech
+       (``* * *``, ``+++++``, line counters such as ``00021053`` in Paradise Lost),
+       all-caps lines of at most 8 words (``CHAPTER I``, ``SONG.``, a speaker name such
+       as ``ORLANDO.`` on its own line), and the headings of rules 6d/6e.  They belong
+       to no sentence.
+    4. Plays - a speaker tag, i.e. 1-4 words that each start with a capital letter,
+       separated by single spaces and followed by a TAB at the very start of the block
+       (``ROSALIND<TAB>Dear Celia,``, ``First Lord<TAB>...``, ``A Lord<TAB>...``: the
+       layout of As You Like It; ``She ran<TAB>...`` is no tag), is removed and the speech
        kept: the speech is running text, the name is not part of it.  A cast list - the
        blocks after a single-line ``Dramatis Personae`` / ``Persons Represented`` /
        ``Characters`` heading, up to the next numbered heading such as ``ACT I`` (at
@@ -529,12 +531,13 @@ def book_paragraphs(text: str, min_words: int = 3) -> list[str]:
     6. Headings and other non-prose paragraphs are dropped (BERT needs running text):
 
        a. no letter or digit at all: ``* * *``, ``-----``, ``***  ***``;
-       b. entirely in square brackets: stage directions (``[Exit]``,
+       b. one square-bracketed span and nothing else: stage directions (``[Exit]``,
           ``[Enter ORLANDO and ADAM]``), ``[Illustration]``, editorial and transcriber
-          notes, ``[The End]``;
-       c. no lowercase letter and at most 8 words: ``CHAPTER I``, ``THE END``,
-          ``PRESERVATION AND IMAGING``.  Longer all-caps paragraphs are kept: some old
-          etexts are set entirely in capitals and that is still running text;
+          notes, ``[The End]`` (``[Aside] Speech text. [Exit]`` is kept);
+       c. all-caps (every cased letter upper case, ``str.isupper``) and at most 8
+          words: ``CHAPTER I``, ``THE END``, ``PRESERVATION AND IMAGING``.  Longer
+          all-caps paragraphs are kept: some old etexts are set entirely in capitals and
+          that is still running text;
        d. a single line that is a numbered heading: ``chapter/chap/book/part/act/scene/
           canto/stave/volume/vol/section/letter`` + a roman, arabic or spelled-out
           number, then nothing, punctuation or a capitalised title
@@ -603,7 +606,7 @@ def _block_paragraph(lines: list[str], min_words: int) -> str | None:
     if single and (_NUMBERED_HEADING_RE.match(first) or _BARE_HEADING_RE.match(first)):
         return None
     tag = _SPEAKER_TAG_RE.match(lines[0])
-    if tag and len(tag.group(1).split()) <= _SPEAKER_MAX_WORDS:
+    if tag:
         lines = [lines[0][tag.end() :], *lines[1:]]
     joined = "\n".join(lines)
     if "-" in joined:
@@ -622,7 +625,7 @@ def _block_paragraph(lines: list[str], min_words: int) -> str | None:
         return None
     if para[0] == "[" and para.find("]") == len(para) - 1:  # 6b
         return None
-    if words <= _HEADING_MAX_WORDS and not _LOWER_RE.search(para):  # 6c
+    if words <= _HEADING_MAX_WORDS and para.isupper():  # 6c
         return None
     if _BARE_HEADING_RE.match(para):  # 6e (also after reflow)
         return None

@@ -18,21 +18,17 @@ before the fault has been yielded.
 
 from __future__ import annotations
 
-import bz2
 import codecs
 import re
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import BinaryIO
 from xml.etree import ElementTree
 from xml.parsers.expat import errors as expat_errors
 
-from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-# 1 MiB reads keep memory flat and amortise Python overhead; one bz2 block is ≤ 900 kB.
-_CHUNK_BYTES = 1 << 20
+from pipelines.compressed_io import InputReadError, Position, decompressed_chunks, lines
+
 _MULTISTREAM_SUFFIX = "-multistream.xml.bz2"
 _INDEX_SUFFIX = "-multistream-index.txt.bz2"
 # Pages of a split that does not start at byte 0 have no root element: give them one.
@@ -41,18 +37,15 @@ _SYNTHETIC_ROOT_CLOSE = b"</mediawiki>"
 _XML_DECLARATION = re.compile(rb"^\s*<\?xml[^>]*?encoding\s*=\s*[\"']([A-Za-z0-9._-]+)[\"']")
 
 
-class DumpReadError(Exception):
+class DumpReadError(InputReadError):
     """A dump file could not be read to its end. Pages before the fault were yielded."""
 
     def __init__(
         self, path: str, position: str, error: str, last_page: str | None, reason: str
     ) -> None:
+        super().__init__(path, position, error, reason)
         after = f"; last good page: {last_page}" if last_page else "; no page was read"
-        super().__init__(f"{path}: {error} at {position}{after}")
-        self.reason = reason  # a stable code: truncated_input, corrupt_input, malformed_xml, …
-        self.path = path
-        self.position = position
-        self.error = error
+        self.args = (f"{self.args[0]}{after}",)
         self.last_page = last_page
 
 
@@ -125,8 +118,7 @@ def read_stream_offsets(index_path: str) -> list[int]:
     """
     offsets: set[int] = set()
     # The index is itself many bz2 streams: decompress it like the dump, then split lines.
-    chunks = _decompressed_chunks(DumpSplit(path=index_path, number=0), _Position(0))
-    for line_number, line in enumerate(_lines(chunks), start=1):
+    for line_number, line in enumerate(lines(decompressed_chunks(index_path)), start=1):
         if line.strip():
             head, colon, _ = line.partition(b":")
             if not colon or not head.strip().isdigit():
@@ -139,16 +131,6 @@ def read_stream_offsets(index_path: str) -> list[int]:
                 )
             offsets.add(int(head))
     return sorted(offsets)
-
-
-def _lines(chunks: Iterator[bytes]) -> Iterator[bytes]:
-    pending = b""
-    for chunk in chunks:
-        lines = (pending + chunk).split(b"\n")
-        pending = lines.pop()
-        yield from lines
-    if pending:
-        yield pending
 
 
 def plan_splits(path: str, split_bytes: int) -> list[DumpSplit]:
@@ -195,133 +177,6 @@ def iter_dump(split: DumpSplit) -> Iterator[SiteInfo | RawPage]:
     yield from _iter_elements(split)
 
 
-# --- bytes -----------------------------------------------------------------------------------
-
-
-def _open_raw(path: str) -> BinaryIO:
-    # UNCOMPRESSED: we decompress ourselves, to know the compressed offset of a fault and to
-    # read many concatenated bz2 streams from an arbitrary start offset.
-    return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
-
-
-class _Position:
-    """Compressed byte offset reached so far, for error messages."""
-
-    def __init__(self, offset: int) -> None:
-        self.offset = offset
-
-
-def _decompressed_chunks(split: DumpSplit, position: _Position) -> Iterator[bytes]:
-    """The split's bytes, decompressed by file type, in chunks of bounded size."""
-    path = split.path
-    remaining = None if split.end is None else split.end - split.start
-    with _open_raw(path) as handle:
-        if split.start:
-            handle.seek(split.start)
-        raw_chunks = _raw_chunks(handle, remaining, position)
-        if path.endswith(".bz2"):
-            yield from _bunzip_streams(raw_chunks, position, path, split.start)
-        elif path.endswith(".gz"):
-            yield from _gunzip_members(raw_chunks, position, path)
-        else:
-            yield from raw_chunks
-
-
-def _raw_chunks(handle: BinaryIO, remaining: int | None, position: _Position) -> Iterator[bytes]:
-    while remaining is None or remaining > 0:
-        size = _CHUNK_BYTES if remaining is None else min(_CHUNK_BYTES, remaining)
-        chunk = handle.read(size)
-        if not chunk:
-            return
-        if remaining is not None:
-            remaining -= len(chunk)
-        yield chunk
-        position.offset += len(chunk)
-
-
-def _bunzip_streams(
-    raw_chunks: Iterator[bytes], position: _Position, path: str, start: int
-) -> Iterator[bytes]:
-    """Decompress concatenated bz2 streams (multistream dumps are hundreds of thousands)."""
-    decompressor = bz2.BZ2Decompressor()
-    in_stream = False
-    first = True
-    for chunk in raw_chunks:
-        if first and not chunk.startswith(b"BZh"):
-            raise DumpReadError(
-                path,
-                f"byte {start}",
-                "no bz2 stream starts here (is the index for this file?)",
-                None,
-                "bad_index",
-            )
-        first = False
-        data = chunk
-        while data:
-            try:
-                out = decompressor.decompress(data)
-            except OSError as err:  # "Invalid data stream"
-                raise DumpReadError(
-                    path,
-                    f"compressed byte ~{position.offset}",
-                    f"corrupt bz2 data ({err})",
-                    None,
-                    "corrupt_input",
-                ) from err
-            in_stream = True
-            if out:
-                yield out
-            if decompressor.eof:
-                data = decompressor.unused_data
-                decompressor = bz2.BZ2Decompressor()
-                in_stream = False
-            else:
-                data = b""
-    if in_stream:
-        raise DumpReadError(
-            path,
-            f"compressed byte {position.offset}",
-            "the bz2 data ends inside a stream (the file is truncated)",
-            None,
-            "truncated_input",
-        )
-
-
-def _gunzip_members(raw_chunks: Iterator[bytes], position: _Position, path: str) -> Iterator[bytes]:
-    decompressor = zlib.decompressobj(wbits=47)  # 32 + 15: gzip or zlib header
-    in_member = False
-    for chunk in raw_chunks:
-        data = chunk
-        while data:
-            try:
-                out = decompressor.decompress(data)
-            except zlib.error as err:
-                raise DumpReadError(
-                    path,
-                    f"compressed byte ~{position.offset}",
-                    f"corrupt gzip data ({err})",
-                    None,
-                    "corrupt_input",
-                ) from err
-            in_member = True
-            if out:
-                yield out
-            if decompressor.eof:
-                data = decompressor.unused_data
-                decompressor = zlib.decompressobj(wbits=47)
-                in_member = False
-            else:
-                data = b""
-    if in_member:
-        raise DumpReadError(
-            path,
-            f"compressed byte {position.offset}",
-            "the gzip data ends inside a member (the file is truncated)",
-            None,
-            "truncated_input",
-        )
-
-
 def _as_utf8(chunks: Iterator[bytes]) -> Iterator[bytes]:
     """Transcode to UTF-8 when the XML declaration (or a BOM) names another encoding.
 
@@ -364,7 +219,7 @@ def _iter_elements(split: DumpSplit) -> Iterator[SiteInfo | RawPage]:
     (`root.clear()`), so the tree never holds more than one page.
     """
     parser = ElementTree.XMLPullParser(events=("start", "end"))
-    position = _Position(split.start)
+    position = Position(split.start)
     root: ElementTree.Element | None = None
     ordinal = 0
     last_page: str | None = None
@@ -372,7 +227,7 @@ def _iter_elements(split: DumpSplit) -> Iterator[SiteInfo | RawPage]:
     if split.start:
         parser.feed(_SYNTHETIC_ROOT_OPEN)
     try:
-        for chunk in _as_utf8(_decompressed_chunks(split, position)):
+        for chunk in _as_utf8(decompressed_chunks(split.path, split.start, split.end, position)):
             parser.feed(chunk)
             for event, element in parser.read_events():
                 if event == "start":
@@ -399,7 +254,7 @@ def _iter_elements(split: DumpSplit) -> Iterator[SiteInfo | RawPage]:
             parser.feed(_SYNTHETIC_ROOT_CLOSE)
             parser.read_events()
         parser.close()
-    except DumpReadError as err:
+    except InputReadError as err:
         raise DumpReadError(err.path, err.position, err.error, last_page, err.reason) from err
     except ElementTree.ParseError as err:
         line, column = err.position

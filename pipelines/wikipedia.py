@@ -26,7 +26,12 @@ from dataclasses import dataclass
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipelines.beam_runner import make_pipeline, parse_stage_arguments, stage_main
+from pipelines.beam_runner import (
+    DocumentStageOptions,
+    make_pipeline,
+    parse_stage_arguments,
+    stage_main,
+)
 from pipelines.documents_io import (
     DEFAULT_MAX_FILE_TEXT_BYTES,
     DocumentFileWriter,
@@ -61,41 +66,13 @@ _DISAMBIGUATION_TEMPLATE = re.compile(
 
 
 class WikipediaOptions(PipelineOptions):
+    """Flags of this stage only; the shared ones are in DocumentStageOptions."""
+
     @classmethod
     def _add_argparse_args(cls, parser) -> None:
         parser.add_argument(
-            "--input",
-            action="append",
-            help="dump file or glob (repeatable): local, gs://, s3://",
-        )
-        parser.add_argument("--output", help="output directory (required)")
-        parser.add_argument(
-            "--min_paragraph_words",
-            "--min-paragraph-words",
-            dest="min_paragraph_words",
-            type=int,
-            default=5,
-            help="drop paragraphs with fewer words (captions, leftovers); default 5",
-        )
-        parser.add_argument(
-            "--split_mb",
-            "--split-mb",
-            dest="split_mb",
-            type=int,
-            default=64,
+            "--split_mb", "--split-mb", dest="split_mb", type=int, default=64,
             help="cut multistream dumps into splits of about this many compressed MB",
-        )
-        parser.add_argument(
-            "--file_mb",
-            "--file-mb",
-            dest="file_mb",
-            type=int,
-            default=DEFAULT_MAX_FILE_TEXT_BYTES >> 20,
-            help="start a new Parquet file after this many MB of text",
-        )
-        parser.add_argument(
-            "--overwrite", action="store_true",
-            help="replace the documents, rejects and manifest of an earlier run in --output",
         )  # fmt: skip
 
 
@@ -235,10 +212,12 @@ class ExtractArticles(beam.PTransform):
 def run(argv: list[str] | None = None) -> int:
     """Run the stage; return the exit code (1 when an input was not read to its end)."""
     options = parse_stage_arguments(argv, WikipediaOptions, __doc__)
-    flags = options.view_as(WikipediaOptions)
+    flags = options.view_as(DocumentStageOptions)
     config = WikipediaConfig(
-        min_paragraph_words=flags.min_paragraph_words,
-        split_bytes=flags.split_mb << 20,
+        min_paragraph_words=flags.min_paragraph_words
+        if flags.min_paragraph_words is not None
+        else WikipediaConfig.min_paragraph_words,
+        split_bytes=options.view_as(WikipediaOptions).split_mb << 20,
         max_file_text_bytes=flags.file_mb << 20,
     )
     inputs = expand_inputs(flags.input)

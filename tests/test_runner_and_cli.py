@@ -32,7 +32,9 @@ def test_wheel_for_dataflow_workers_holds_the_packages(tmp_path) -> None:
     metadata = next(n for n in names if n.endswith("METADATA"))
     requirements = zipfile.ZipFile(wheel).read(metadata).decode()
     assert "Requires-Dist: blingfire" in requirements
-    torch_lines = [line for line in requirements.splitlines() if line.startswith("Requires-Dist: torch")]
+    torch_lines = [
+        line for line in requirements.splitlines() if line.startswith("Requires-Dist: torch")
+    ]
     assert torch_lines == ['Requires-Dist: torch>=2.4; extra == "train"']  # never on workers
 
 

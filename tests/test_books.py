@@ -1,0 +1,150 @@
+"""The books stage: the transform, the real sample, the lines format and bad files."""
+
+import bz2
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+import apache_beam as beam
+import pyarrow.dataset as ds
+import pytest
+from apache_beam.testing.util import assert_that, equal_to
+
+from pipelines import books
+from pipelines.books import BooksConfig, ExtractBooks, book_name, common_root, plan_units
+from pipelines.documents_io import expand_inputs, read_manifest
+from schemas import REJECTS_DIR
+
+STORY = (
+    "The river ran north past the old town,\nwhere the railway had been built early.\n\n"
+    "In winter the lake froze over\nand people crossed it on foot.\n"
+)
+
+
+def documents(directory: Path) -> dict[str, dict]:
+    return {row["id"]: row for row in ds.dataset(directory).to_table().to_pylist()}
+
+
+def test_extract_books_transform(tmp_path: Path, test_pipeline) -> None:
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "story.txt").write_text(STORY)
+    (tmp_path / "in" / "empty.txt").write_bytes(b"")
+    inputs = expand_inputs([str(tmp_path / "in" / "*.txt")])
+    with test_pipeline as pipeline:
+        summaries = pipeline | ExtractBooks(inputs, str(tmp_path / "out"), BooksConfig())
+        assert_that(
+            summaries | beam.Map(lambda s: (s["counts"]["documents"], s["rejected"])),
+            equal_to([(1, {"not_text": 1})]),
+        )
+    (story,) = documents(tmp_path / "out").values()
+    assert story["id"] == "books/story"
+    assert story["sentences"] == [
+        "The river ran north past the old town, where the railway had been built early.",
+        "In winter the lake froze over and people crossed it on foot.",
+    ]
+
+
+def test_real_books_end_to_end(tmp_path: Path, books_dir: Path) -> None:
+    out = tmp_path / "out"
+    assert books.run(["--input", str(books_dir / "*.txt"), "--output", str(out)]) == 0
+    manifest = read_manifest(str(out))
+    assert manifest.counts["documents"] == 4
+    assert manifest.counts["gutenberg_boilerplate_removed"] == 2  # plrabn12 and lcet10
+    assert manifest.rejected == {} and manifest.dropped == {}
+    docs = documents(out)
+    assert sorted(docs) == ["books/alice29", "books/asyoulik", "books/lcet10", "books/plrabn12"]
+    assert docs["books/plrabn12"]["title"] == "Paradise Lost"
+    assert docs["books/alice29"]["sentences"][0].startswith(
+        "Alice was beginning to get very tired of sitting by her sister on the bank"
+    )
+    assert docs["books/asyoulik"]["sentences"][0].startswith("As I remember, Adam")
+    text = " ".join(s for d in docs.values() for s in d["sentences"])
+    assert "Project Gutenberg" not in text and "SMALL PRINT" not in text
+    assert "\r" not in text and "  " not in text
+
+
+def test_compressed_books_give_the_same_document(tmp_path: Path, books_dir: Path) -> None:
+    data = (books_dir / "alice29.txt").read_bytes()
+    for folder, name, payload in [("plain", "alice29.txt", data),
+                                  ("gz", "alice29.txt.gz", gzip.compress(data)),
+                                  ("bz2", "alice29.txt.bz2", bz2.compress(data))]:  # fmt: skip
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / name).write_bytes(payload)
+    out = tmp_path / "out"
+    assert books.run(["--input", str(tmp_path / "*" / "alice29.txt*"), "--output", str(out)]) == 0
+    docs = documents(out)
+    assert sorted(docs) == ["books/bz2/alice29", "books/gz/alice29", "books/plain/alice29"]
+    assert docs["books/gz/alice29"]["sentences"] == docs["books/plain/alice29"]["sentences"]
+    assert docs["books/bz2/alice29"]["sentences"] == docs["books/plain/alice29"]["sentences"]
+
+
+def test_bad_book_files(tmp_path: Path, books_dir: Path) -> None:
+    (tmp_path / "empty.txt").write_bytes(b"")
+    (tmp_path / "binary.txt").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" * 10)
+    (tmp_path / "latin.txt").write_bytes(b"\x93Caf\xe9 au lait\x94 was served to the guests.\n")
+    truncated = gzip.compress((books_dir / "alice29.txt").read_bytes())
+    (tmp_path / "cut.txt.gz").write_bytes(truncated[: len(truncated) // 2])
+    shutil.copy(books_dir / "alice29.txt", tmp_path / "alice29.txt")
+    out = tmp_path / "out"
+
+    code = books.run(["--input", str(tmp_path / "*.txt*"), "--output", str(out)])
+
+    assert code == 1  # the truncated .gz could not be read to its end
+    manifest = read_manifest(str(out))
+    assert manifest.rejected == {"not_text": 2, "truncated_input": 1}
+    assert manifest.counts["decoded_with_fallback"] == 1
+    assert [Path(f["input"]).name for f in manifest.failed_inputs] == ["cut.txt.gz"]
+    docs = documents(out)
+    assert sorted(docs) == ["books/alice29", "books/latin"]
+    assert docs["books/latin"]["sentences"] == ["“Café au lait” was served to the guests."]
+    rejects = {
+        Path(r["input"]).name: r
+        for path in (out / REJECTS_DIR).glob("*.jsonl")
+        for r in map(json.loads, path.read_text().splitlines())
+    }
+    assert rejects["empty.txt"]["error"] == "file is empty"
+    assert rejects["binary.txt"]["error"].startswith("looks binary")
+    assert "cannot be read to its end" in rejects["cut.txt.gz"]["error"]
+    assert "the gzip data ends inside a member" in rejects["cut.txt.gz"]["error"]
+    assert rejects["cut.txt.gz"]["position"].startswith("compressed byte ")
+
+
+def test_lines_format(tmp_path: Path) -> None:
+    (tmp_path / "with_blanks.txt").write_text("First book one.\nFirst book two.\n\nSecond book.\n")
+    (tmp_path / "no_blanks.txt").write_text("".join(f"Sentence {i}.\n" for i in range(5)))
+    out = tmp_path / "out"
+    args = ["--input", str(tmp_path / "*.txt"), "--output", str(out), "--format", "lines"]
+    assert books.run([*args, "--lines_per_document", "2"]) == 0
+    docs = {k: v["sentences"] for k, v in documents(out).items()}
+    assert docs == {
+        "bookcorpus/with_blanks/0": ["First book one.", "First book two."],
+        "bookcorpus/with_blanks/1": ["Second book."],
+        "bookcorpus/no_blanks/0": ["Sentence 0.", "Sentence 1."],
+        "bookcorpus/no_blanks/1": ["Sentence 2.", "Sentence 3."],
+        "bookcorpus/no_blanks/2": ["Sentence 4."],
+    }
+
+
+@pytest.mark.parametrize(
+    ("path", "root", "name"),
+    [
+        ("/data/gutenberg/alice29.txt.gz", "/data", "gutenberg/alice29"),
+        ("/data/alice29.txt", "/data", "alice29"),
+        ("gs://bucket/books/a.txt.bz2", "gs://bucket", "books/a"),
+    ],
+)
+def test_book_names(path: str, root: str, name: str) -> None:
+    assert book_name(path, root) == name
+
+
+def test_common_root_keeps_the_scheme() -> None:
+    assert common_root(["gs://b/x/1.txt", "gs://b/y/2.txt"]) == "gs://b"
+    assert common_root(["/d/a.txt"]) == "/d"
+
+
+def test_units_are_fixed_by_the_inputs() -> None:
+    inputs = [{"path": f"/b/{i}.txt", "bytes": 40} for i in range(5)]
+    assert plan_units(inputs, unit_bytes=100) == [
+        (0, ["/b/0.txt", "/b/1.txt"]), (1, ["/b/2.txt", "/b/3.txt"]), (2, ["/b/4.txt"]),
+    ]  # fmt: skip

@@ -1,0 +1,692 @@
+"""Tests for pipelines.booktext: exact values on literal inputs, then the real sample books."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import re
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from pipelines.booktext import (
+    BookTextError,
+    DecodedBook,
+    book_paragraphs,
+    book_title,
+    decode_book,
+    line_documents,
+    strip_gutenberg,
+)
+
+BOOKS_DIR = Path(__file__).resolve().parent.parent / "data" / "books"
+
+
+# --------------------------------------------------------------------------------------
+# decode_book
+# --------------------------------------------------------------------------------------
+
+
+def test_decode_utf8() -> None:
+    assert decode_book("café – “quoted”".encode()) == DecodedBook(
+        text="café – “quoted”", encoding="utf-8", used_fallback=False
+    )
+
+
+def test_decode_ascii_reports_utf8() -> None:
+    assert decode_book(b"plain ascii") == DecodedBook("plain ascii", "utf-8", False)
+
+
+def test_decode_strips_utf8_bom() -> None:
+    assert decode_book(b"\xef\xbb\xbfhello") == DecodedBook("hello", "utf-8-sig", False)
+
+
+def test_decode_cp1252_smart_quotes() -> None:
+    assert decode_book(b"\x93hi\x94") == DecodedBook("\u201chi\u201d", "cp1252", True)
+
+
+def test_decode_cp1252_when_not_utf8() -> None:
+    # 0xE9 alone is invalid UTF-8; cp1252 gives e-acute, 0x85 the ellipsis.
+    assert decode_book(b"caf\xe9\x85") == DecodedBook("café…", "cp1252", True)
+
+
+def test_decode_latin1_when_cp1252_undefined() -> None:
+    # 0x81 is undefined in cp1252, so the whole file is latin-1 (0x93 stays a C1 char).
+    assert decode_book(b"\x81abc \xe9 \x93") == DecodedBook("\x81abc é \x93", "latin-1", True)
+
+
+def test_decode_bom_on_invalid_utf8_falls_back_without_bom() -> None:
+    assert decode_book(b"\xef\xbb\xbfcaf\xe9") == DecodedBook("café", "cp1252", True)
+
+
+def test_decode_newlines_crlf_and_cr() -> None:
+    assert decode_book(b"a\r\nb\rc\nd\r\n\r\ne").text == "a\nb\nc\nd\n\ne"
+
+
+def test_decode_newlines_in_fallback_encoding() -> None:
+    assert decode_book(b"\x93a\x94\r\nb\rc") == DecodedBook("\u201ca\u201d\nb\nc", "cp1252", True)
+
+
+def test_decode_cleans_control_characters() -> None:
+    # FF/VT are page/line breaks; SUB (DOS EOF), ESC, DEL are dropped; TAB is kept.
+    data = b"page one\x0cpage\ttwo\x0bthree\x1b\x7f" + b" words" * 20 + b"\r\n\x1a"
+    assert decode_book(data).text == "page one\npage\ttwo\nthree" + " words" * 20 + "\n"
+
+
+def test_decode_empty_raises() -> None:
+    with pytest.raises(BookTextError, match=r"^file is empty$"):
+        decode_book(b"")
+
+
+def test_decode_error_is_a_value_error() -> None:
+    assert issubclass(BookTextError, ValueError)
+
+
+def test_decode_nul_bytes_raise_with_count() -> None:
+    with pytest.raises(BookTextError) as info:
+        decode_book(b"PK\x03\x04\x14\x00\x00\x00text")
+    assert str(info.value) == "looks binary: 3 NUL bytes in the first 8 KiB"
+
+
+def test_decode_nul_after_first_8kib_is_dropped_not_rejected() -> None:
+    assert decode_book(b"a" * 9000 + b"\x00b").text == "a" * 9000 + "b"
+
+
+def test_decode_many_control_characters_raise() -> None:
+    with pytest.raises(BookTextError) as info:
+        decode_book(bytes(range(1, 9)) * 10 + b"x" * 20)
+    assert str(info.value) == "looks binary: 80 control characters in the first 8 KiB"
+
+
+def test_decode_few_control_characters_accepted() -> None:
+    assert decode_book(b"\x01" + b"x" * 99).text == "x" * 99
+
+
+def test_decode_utf16_bom_rejected_with_reason() -> None:
+    with pytest.raises(BookTextError, match=r"^looks like UTF-16 text"):
+        decode_book("hello".encode("utf-16"))
+
+
+def test_decode_whitespace_only_rejected() -> None:
+    with pytest.raises(BookTextError) as info:
+        decode_book(b" \r\n\t\x1a\r\n")
+    assert str(info.value) == "file has no text: only whitespace and control characters"
+
+
+def test_decoded_book_is_frozen() -> None:
+    book = decode_book(b"x")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        book.text = "y"  # type: ignore[misc]
+
+
+# --------------------------------------------------------------------------------------
+# strip_gutenberg
+# --------------------------------------------------------------------------------------
+
+MODERN = """\
+The Project Gutenberg eBook of Pride and Prejudice, by Jane Austen
+
+This ebook is for the use of anyone anywhere in the United States and
+most other parts of the world at no cost and with almost no restrictions
+whatsoever.
+
+Title: Pride and Prejudice
+
+Author: Jane Austen
+
+*** START OF THE PROJECT GUTENBERG EBOOK PRIDE AND PREJUDICE ***
+
+Produced by Anonymous Volunteers
+
+
+It is a truth universally acknowledged, that a single man in
+possession of a good fortune, must be in want of a wife.
+
+However little known the feelings or views of such a man may be.
+
+*** END OF THE PROJECT GUTENBERG EBOOK PRIDE AND PREJUDICE ***
+
+Updated editions will replace the previous one.
+*** START: FULL LICENSE ***
+*** START OF THE PROJECT GUTENBERG LICENSE ***
+THE FULL PROJECT GUTENBERG LICENSE
+"""
+
+MODERN_BODY = """\
+It is a truth universally acknowledged, that a single man in
+possession of a good fortune, must be in want of a wife.
+
+However little known the feelings or views of such a man may be."""
+
+
+def test_strip_modern_format() -> None:
+    # Header, producer credit, END marker and licence (with its START line) all removed.
+    assert strip_gutenberg(MODERN) == (MODERN_BODY, True)
+
+
+def test_strip_this_ebook_with_wrapped_start_marker() -> None:
+    text = (
+        "Title: A Very Long Title\n\n"
+        "*** START OF THIS PROJECT GUTENBERG EBOOK A VERY LONG TITLE WITH A\n"
+        "SUBTITLE ***\n\n"
+        "It was a dark and stormy night.\n\n"
+        "*** END OF THIS PROJECT GUTENBERG EBOOK A VERY LONG TITLE ***\n"
+        "licence text\n"
+    )
+    assert strip_gutenberg(text) == ("It was a dark and stormy night.", True)
+
+
+OLD_SMALL_PRINT = """\
+**The Project Gutenberg Etext of The Time Machine, by H. G. Wells**
+*This is a Project Gutenberg Etext, Details Below*
+
+**Welcome To The World of Free Plain Vanilla Electronic Texts**
+
+*****SMALL PRINT!*****
+THIS ETEXT IS PROVIDED AS-IS.
+*END*THE SMALL PRINT! FOR PUBLIC DOMAIN ETEXTS*Ver.04.29.93*END*
+
+The Time Traveller (for so it will be convenient to speak of him)
+was expounding a recondite matter to us.
+
+End of Project Gutenberg's The Time Machine, by H. G. Wells
+"""
+
+
+def test_strip_old_small_print_and_end_of_trailer() -> None:
+    assert strip_gutenberg(OLD_SMALL_PRINT) == (
+        "The Time Traveller (for so it will be convenient to speak of him)\n"
+        "was expounding a recondite matter to us.",
+        True,
+    )
+
+
+@pytest.mark.parametrize(
+    "trailer",
+    [
+        "End of the Project Gutenberg EBook of Emma, by Jane Austen",
+        "End of Project Gutenberg's Emma, by Jane Austen",
+        "*End of The Project Gutenberg Etext of Emma",
+        "End of this Project Gutenberg Etext of Emma.",
+        "*** END OF THE PROJECT GUTENBERG EBOOK EMMA ***",
+        "***END OF THE PROJECT GUTENBERG EBOOK EMMA***",
+    ],
+)
+def test_strip_end_trailer_variants(trailer: str) -> None:
+    text = (
+        "*** START OF THE PROJECT GUTENBERG EBOOK EMMA ***\n"
+        "Emma Woodhouse, handsome, clever, and rich.\n\n"
+        f"{trailer}\nlicence\n"
+    )
+    assert strip_gutenberg(text) == ("Emma Woodhouse, handsome, clever, and rich.", True)
+
+
+OLD_UNMARKED = """\
+
+This is the February 1992 Project Gutenberg release of:
+
+Paradise Lost by John Milton
+
+The oldest etext known to Project Gutenberg (ca. 1964-1965)
+
+Introduction  (one page)
+
+This etext was originally created in 1964-1965.
+
+To give you an estimation of the difference in the original and
+what we have today: the original was probably entered on cards.
+
+This is the second version of Paradise Lost released by Project
+Gutenberg.
+
+Paradise Lost
+
+Book I
+
+Of Man's first disobedience, and the fruit
+Of that forbidden tree whose mortal taste
+
+[The End]
+"""
+
+
+def test_strip_old_header_without_marker() -> None:
+    # Rule 2: the header runs to the last paragraph mentioning Gutenberg/etext.
+    assert strip_gutenberg(OLD_UNMARKED) == (
+        "Paradise Lost\n\nBook I\n\n"
+        "Of Man's first disobedience, and the fruit\n"
+        "Of that forbidden tree whose mortal taste\n\n[The End]",
+        True,
+    )
+
+
+def test_strip_old_header_needs_gutenberg_in_first_paragraph() -> None:
+    text = "A Preface\n\nThis etext is mine.\n\nThe story starts here, in earnest.\n"
+    assert strip_gutenberg(text) == (text, False)
+
+
+def test_strip_one_line_header_and_star_trailer() -> None:
+    text = (
+        "\nThe Project Gutenberg Etext of LOC WORKSHOP ON ELECTRONIC TEXTS\n\n\n"
+        "                WORKSHOP ON ELECTRONIC TEXTS\n\n"
+        "Acknowledgements\n\nI would like to thank Carl.\n\n\n"
+        "*End of The Project Gutenberg Etext of LOC WORKSHOP ON ELECTRONIC ETEXTS\n"
+    )
+    assert strip_gutenberg(text) == (
+        "                WORKSHOP ON ELECTRONIC TEXTS\n\n"
+        "Acknowledgements\n\nI would like to thank Carl.",
+        True,
+    )
+
+
+def test_strip_small_print_licence_at_end_of_file() -> None:
+    text = (
+        "*** START OF THE PROJECT GUTENBERG EBOOK X ***\n"
+        "Line one of the book.\nLine two of the book.\nLine three of the book.\n"
+        "*START*THE SMALL PRINT! FOR PUBLIC DOMAIN ETEXTS*\nlicence\n"
+    )
+    assert strip_gutenberg(text) == (
+        "Line one of the book.\nLine two of the book.\nLine three of the book.",
+        True,
+    )
+
+
+def test_strip_small_print_in_first_half_does_not_end_body() -> None:
+    # A header licence whose closing *END* line is damaged must not swallow the book.
+    text = (
+        "*** START OF THE PROJECT GUTENBERG EBOOK X ***\n"
+        "*****SMALL PRINT!*****\n" + "The body goes on and on.\n" * 10
+    )
+    body, found = strip_gutenberg(text)
+    assert found
+    assert body.startswith("*****SMALL PRINT!*****\nThe body goes on")
+    assert body.endswith("on and on.")
+
+
+def test_strip_producer_credits() -> None:
+    text = (
+        "*** START OF THE PROJECT GUTENBERG EBOOK X ***\n\n"
+        "E-text prepared by Jane Doe\nand the Online Distributed Proofreading Team\n\n"
+        "Transcribed from the 1897 Macmillan edition by David Price.\n\n"
+        "This is the book proper, with its first sentence.\n"
+        "*** END OF THE PROJECT GUTENBERG EBOOK X ***\n"
+    )
+    assert strip_gutenberg(text) == ("This is the book proper, with its first sentence.", True)
+
+
+def test_strip_without_boilerplate_returns_text_unchanged() -> None:
+    text = "\n\n  CHAPTER I\n\nA story that mentions gutenberg in passing.\n"
+    body, found = strip_gutenberg(text)
+    assert found is False
+    assert body is text
+
+
+# --------------------------------------------------------------------------------------
+# book_title
+# --------------------------------------------------------------------------------------
+
+
+def test_title_field_with_continuation() -> None:
+    text = (
+        "The Project Gutenberg EBook of Something Else, by Nobody\n\n"
+        "Title: The Adventures of Tom Sawyer,\n       Complete\n\nAuthor: Mark Twain\n\n"
+        "*** START OF THE PROJECT GUTENBERG EBOOK TOM SAWYER ***\nText.\n"
+    )
+    assert book_title(text, "fallback") == "The Adventures of Tom Sawyer, Complete"
+
+
+def test_title_field_modern() -> None:
+    assert book_title(MODERN, "x") == "Pride and Prejudice"
+
+
+def test_title_from_gutenberg_etext_of_line() -> None:
+    assert book_title(OLD_SMALL_PRINT, "x") == "The Time Machine"
+
+
+def test_title_from_release_of_line_drops_by_author() -> None:
+    assert book_title(OLD_UNMARKED, "x") == "Paradise Lost"
+
+
+def test_title_from_start_marker() -> None:
+    text = "*** START OF THE PROJECT GUTENBERG EBOOK ALICE'S ADVENTURES IN WONDERLAND ***\nText.\n"
+    assert book_title(text, "x") == "ALICE'S ADVENTURES IN WONDERLAND"
+
+
+def test_title_fallback_without_header() -> None:
+    assert book_title("Just a story.\n\nTitle: not metadata\n", "alice29") == "alice29"
+
+
+def test_title_line_inside_body_is_ignored() -> None:
+    text = (
+        "*** START OF THE PROJECT GUTENBERG EBOOK X ***\n"
+        "Title: Inside The Book\n"
+        "*** END OF THE PROJECT GUTENBERG EBOOK X ***\n"
+    )
+    assert book_title(text, "fb") == "X"
+
+
+# --------------------------------------------------------------------------------------
+# book_paragraphs
+# --------------------------------------------------------------------------------------
+
+
+def test_reflow_joins_lines_and_collapses_whitespace() -> None:
+    text = "  Alice was beginning   to get\nvery tired of sitting.\n\n\n \t \nShe ran\tacross the field.\n"
+    assert book_paragraphs(text) == [
+        "Alice was beginning to get very tired of sitting.",
+        "She ran across the field.",
+    ]
+
+
+def test_reflow_hyphen_across_line_break_kept_without_space() -> None:
+    text = "It took a watch out of its waistcoat-\npocket, and some-  \n  thing else.\n"
+    assert book_paragraphs(text) == [
+        "It took a watch out of its waistcoat-pocket, and some-thing else."
+    ]
+
+
+def test_reflow_hyphen_rule_needs_letters_on_both_sides() -> None:
+    text = "The war of 1914-\n1918 ended, as did the year -\nthen peace.\n"
+    assert book_paragraphs(text) == ["The war of 1914- 1918 ended, as did the year - then peace."]
+
+
+def test_reflow_unspaced_dash_at_line_end() -> None:
+    assert book_paragraphs("crashed around it--\nonce more the shriek.\n") == [
+        "crashed around it--once more the shriek."
+    ]
+
+
+@pytest.mark.parametrize(
+    "heading",
+    [
+        "CHAPTER I.",
+        "CHAPTER XII",
+        "BOOK 1",
+        "Book the First",
+        "Chapter 12. The Return of the Native Son",
+        "PART TWO: THE LONG SEASON OF WINTER",
+        "* * * * * * *",
+        "-----",
+        "***   ***   ***   ******   ***   ***   ***",
+        "THE END",
+        "The End.",
+        "[The End]",
+        "[Illustration: The Queen of Hearts]",
+        "PRESERVATION AND IMAGING",
+        "Preface",
+        "Down the Rabbit-Hole",
+        "A Caucus-Race and a Long Tale",
+        "SCENE II\tLawn before the Duke's palace.",
+        "ACT I",
+    ],
+)
+def test_headings_dropped(heading: str) -> None:
+    text = f"{heading}\n\nIt was a bright cold day in April.\n"
+    assert book_paragraphs(text) == ["It was a bright cold day in April."]
+
+
+def test_heading_line_leading_a_block_is_removed() -> None:
+    assert book_paragraphs("CHAPTER I\nIt was a dark night, and cold.\n") == [
+        "It was a dark night, and cold."
+    ]
+
+
+def test_numbered_words_in_prose_are_not_headings() -> None:
+    text = "Part one of the plan failed.\n\nBook two was better than the first.\n"
+    assert book_paragraphs(text) == [
+        "Part one of the plan failed.",
+        "Book two was better than the first.",
+    ]
+
+
+def test_long_all_caps_paragraph_kept() -> None:
+    text = "THE ORIGINAL WAS IN CAPITALS ONLY AND SO WERE ALL THE OTHER ETEXTS OF THE TIME.\n"
+    assert book_paragraphs(text) == [text.strip()]
+
+
+def test_min_words() -> None:
+    text = "Yes, sir.\n\nAlas!\n\nNo, truly, my lord.\n"
+    assert book_paragraphs(text) == ["No, truly, my lord."]
+    assert book_paragraphs(text, min_words=2) == ["Yes, sir.", "No, truly, my lord."]
+    assert book_paragraphs(text, min_words=1) == ["Yes, sir.", "Alas!", "No, truly, my lord."]
+    assert book_paragraphs(text, min_words=5) == []
+
+
+def test_words_need_a_letter_or_digit() -> None:
+    assert book_paragraphs("-- ... a b\n") == []  # 2 words at min_words=3
+
+
+def test_play_speaker_tags_stage_directions_and_cast_list() -> None:
+    text = (
+        "\tAS YOU LIKE IT\n\n\n\tDRAMATIS PERSONAE\n\n\n"
+        "DUKE SENIOR\tliving in banishment.\n\n"
+        "AMIENS\t|\n\t|  lords attending on the banished duke.\nJAQUES\t|\n\n"
+        "ACT I\n\n\n"
+        "SCENE II\tLawn before the Duke's palace.\n\n\n"
+        "\t[Enter CELIA and ROSALIND]\n\n"
+        "CELIA\tI pray thee, Rosalind, sweet my coz, be merry.\n\n"
+        "ROSALIND\tDear Celia, I show more mirth than I am mistress of;\n"
+        "\tand would you yet I were merrier?\n\n"
+        "CORIN\t                  Else are they very wretched.\n\n"
+        "First Lord\tHe saw her bed-time, my good lord.\n\n"
+        "\tSONG.\nAMIENS\tUnder the greenwood tree\n\tWho loves to lie with me,\n\n"
+        "ORLANDO.\nAs I remember, Adam, it was upon this fashion.\n\n"
+        "\t[Exeunt]\n"
+    )
+    assert book_paragraphs(text) == [
+        "I pray thee, Rosalind, sweet my coz, be merry.",
+        "Dear Celia, I show more mirth than I am mistress of; and would you yet I were merrier?",
+        "Else are they very wretched.",
+        "He saw her bed-time, my good lord.",
+        "Under the greenwood tree Who loves to lie with me,",
+        "As I remember, Adam, it was upon this fashion.",
+    ]
+
+
+def test_verse_paragraphs_split_at_first_line_indent() -> None:
+    text = (
+        "Of Man's first disobedience, and the fruit\n"
+        "And justify the ways of God to men.\n"
+        "  Say first--for Heaven hides nothing from thy view,\n"
+        "Nor the deep tract of Hell--say first what cause\n"
+    )
+    assert book_paragraphs(text) == [
+        "Of Man's first disobedience, and the fruit And justify the ways of God to men.",
+        "Say first--for Heaven hides nothing from thy view, Nor the deep tract of Hell--say "
+        "first what cause",
+    ]
+
+
+def test_ballad_stanza_with_alternating_indent_stays_whole() -> None:
+    text = (
+        "            `How doth the little crocodile\n"
+        "              Improve his shining tail,\n"
+        "            And pour the waters of the Nile\n"
+        "              On every golden scale!\n"
+    )
+    assert book_paragraphs(text) == [
+        "`How doth the little crocodile Improve his shining tail, And pour the waters of the "
+        "Nile On every golden scale!"
+    ]
+
+
+def test_letterless_leading_line_removed() -> None:
+    # plrabn12 has stray line counters such as "     00021053" before a verse paragraph.
+    text = "     00021053  \nThou, therefore, whom thou only canst redeem,\nTheir nature also.\n"
+    assert book_paragraphs(text) == [
+        "Thou, therefore, whom thou only canst redeem, Their nature also."
+    ]
+
+
+def test_non_latin_all_caps_heading_dropped() -> None:
+    assert book_paragraphs("ГЛАВА ПЕРВАЯ\n\nОн пришёл домой поздно вечером.\n") == [
+        "Он пришёл домой поздно вечером."
+    ]
+
+
+def test_hanging_indent_is_not_split() -> None:
+    text = "NOTES:\n     (1)  In this document, the phrase is used.\n     It means any text.\n"
+    assert book_paragraphs(text) == ["(1) In this document, the phrase is used. It means any text."]
+
+
+def test_paragraphs_of_empty_text() -> None:
+    assert book_paragraphs("") == []
+    assert book_paragraphs(" \n\n\t\n") == []
+
+
+# --------------------------------------------------------------------------------------
+# line_documents
+# --------------------------------------------------------------------------------------
+
+
+def test_line_documents_blank_lines_end_documents() -> None:
+    lines = ["\n", "First sentence.\n", "  Second one.  \n", "\n", " \t\n", "Third.\n", "\n"]
+    assert list(line_documents(lines)) == [["First sentence.", "Second one."], ["Third."]]
+
+
+def test_line_documents_without_blank_lines_cut_every_max_lines() -> None:
+    lines = [f"s{i}" for i in range(5)]
+    assert list(line_documents(lines, max_lines=2)) == [["s0", "s1"], ["s2", "s3"], ["s4"]]
+
+
+def test_line_documents_exact_multiple_yields_no_empty_document() -> None:
+    lines = ["a", "b", "c", "d", ""]
+    assert list(line_documents(lines, max_lines=2)) == [["a", "b"], ["c", "d"]]
+
+
+def test_line_documents_cap_also_applies_between_blank_lines() -> None:
+    lines = ["a", "b", "c", "", "d"]
+    assert list(line_documents(lines, max_lines=2)) == [["a", "b"], ["c"], ["d"]]
+
+
+def test_line_documents_default_window_is_1000() -> None:
+    docs = list(line_documents(f"sentence {i}\n" for i in range(2500)))
+    assert [len(d) for d in docs] == [1000, 1000, 500]
+    assert docs[1][0] == "sentence 1000"
+
+
+def test_line_documents_from_file_object_is_lazy() -> None:
+    stream = io.StringIO("one\ntwo\n\nthree\n")
+    docs = line_documents(stream)
+    assert next(docs) == ["one", "two"]
+    assert stream.readline() == "three\n"  # the rest was not read yet
+
+
+def test_line_documents_empty_input() -> None:
+    assert list(line_documents([])) == []
+    assert list(line_documents(["", "  ", "\n"])) == []
+
+
+def test_line_documents_rejects_bad_max_lines() -> None:
+    with pytest.raises(ValueError, match="max_lines"):
+        line_documents(["a"], max_lines=0)
+
+
+# --------------------------------------------------------------------------------------
+# Real sample books (data/books/)
+# --------------------------------------------------------------------------------------
+
+BOOKS = ["alice29", "asyoulik", "plrabn12", "lcet10"]
+
+
+@cache
+def _book(name: str) -> tuple[DecodedBook, str, bool, list[str]]:
+    decoded = decode_book((BOOKS_DIR / f"{name}.txt").read_bytes())
+    body, found = strip_gutenberg(decoded.text)
+    return decoded, body, found, book_paragraphs(body)
+
+
+@pytest.mark.parametrize("name", BOOKS)
+def test_real_books_decode_as_utf8(name: str) -> None:
+    decoded = _book(name)[0]
+    assert (decoded.encoding, decoded.used_fallback) == ("utf-8", False)
+    assert "\r" not in decoded.text
+    assert "\x1a" not in decoded.text  # alice29 and plrabn12 end with a DOS EOF byte
+
+
+@pytest.mark.parametrize(
+    ("name", "found", "title", "count"),
+    [
+        ("alice29", False, "alice29", 786),
+        ("asyoulik", False, "asyoulik", 820),
+        ("plrabn12", True, "Paradise Lost", 53),
+        ("lcet10", True, "LOC WORKSHOP ON ELECTRONIC TEXTS", 792),
+    ],
+)
+def test_real_books_facts(name: str, found: bool, title: str, count: int) -> None:
+    decoded, _, was_found, paragraphs = _book(name)
+    assert was_found is found
+    assert book_title(decoded.text, name) == title
+    assert len(paragraphs) == count
+
+
+@pytest.mark.parametrize("name", BOOKS)
+def test_real_books_paragraphs_are_clean(name: str) -> None:
+    body, paragraphs = _book(name)[1], _book(name)[3]
+    assert "project gutenberg" not in body.lower()
+    for para in paragraphs:
+        assert para == " ".join(para.split())  # one line, single spaces, stripped
+        assert "project gutenberg" not in para.lower()
+        assert "small print" not in para.lower()
+        assert not re.search(r"\be-?texts?\b", para, re.IGNORECASE)
+        assert not (para.startswith("[") and para.endswith("]"))
+        assert len(para.split()) >= 3
+
+
+def test_alice_first_and_last_paragraphs() -> None:
+    paragraphs = _book("alice29")[3]
+    assert paragraphs[0] == (
+        "Alice was beginning to get very tired of sitting by her sister on the bank, and of "
+        "having nothing to do: once or twice she had peeped into the book her sister was "
+        "reading, but it had no pictures or conversations in it, `and what is the use of a "
+        "book,' thought Alice `without pictures or conversation?'"
+    )
+    assert paragraphs[1].startswith("So she was considering in her own mind")
+    assert paragraphs[-1].startswith("Lastly, she pictured to herself")
+    assert paragraphs[-1].endswith("remembering her own child-life, and the happy summer days.")
+    assert "TOOK A WATCH OUT OF ITS WAISTCOAT-POCKET, and looked at it" in paragraphs[2]
+    # Chapter headings and chapter titles are gone; "Who Stole the Tarts?" ends with "?"
+    # and is kept as a (short) sentence.
+    assert not any(p.startswith(("CHAPTER", "Down the Rabbit-Hole")) for p in paragraphs)
+
+
+def test_play_paragraphs_are_speeches() -> None:
+    body, paragraphs = _book("asyoulik")[1], _book("asyoulik")[3]
+    assert body.startswith("\tAS YOU LIKE IT\n")
+    # The cast list and the ACT/SCENE headings are gone; the first speech comes first.
+    assert paragraphs[0].startswith(
+        "As I remember, Adam, it was upon this fashion bequeathed me by will"
+    )
+    assert paragraphs[1] == "Yonder comes my master, your brother."
+    assert paragraphs[-1].startswith("It is not the fashion to see the lady the epilogue;")
+    assert paragraphs[-1].endswith("when I make curtsy, bid me farewell.")
+    speakers = re.compile(r"^(ORLANDO|ROSALIND|CELIA|ADAM|DUKE SENIOR|TOUCHSTONE|CORIN)\b")
+    assert not any(speakers.match(p) for p in paragraphs)
+    assert "living in banishment." not in paragraphs
+
+
+def test_paradise_lost_body_and_verse_paragraphs() -> None:
+    _, body, _, paragraphs = _book("plrabn12")
+    assert body.startswith("Paradise Lost \n")
+    assert body.endswith("Through Eden took their solitary way. \n \n[The End]")
+    assert paragraphs[0].startswith(
+        "Of Man's first disobedience, and the fruit Of that forbidden tree whose mortal taste"
+    )
+    assert paragraphs[0].endswith(
+        "I may assert Eternal Providence, And justify the ways of God to men."
+    )
+    assert paragraphs[1].startswith("Say first--for Heaven hides nothing from thy view,")
+    assert paragraphs[-1].endswith("Through Eden took their solitary way.")
+    assert not any(p.startswith("Book ") and len(p.split()) < 3 for p in paragraphs)
+
+
+def test_lcet10_body_bounds() -> None:
+    _, body, _, paragraphs = _book("lcet10")
+    assert body.startswith("                      WORKSHOP ON ELECTRONIC TEXTS\n")
+    assert body.endswith("[A few of the italics (when used for emphasis) were replaced by CAPS mh]")
+    assert "End of The Project Gutenberg" not in body
+    assert "INTRODUCTION" not in paragraphs
+    assert paragraphs[-1].startswith(
+        "Note: This file has been edited for use on computer networks."
+    )
