@@ -32,21 +32,18 @@ def run(argv: list[str] | None = None) -> int:
     wiki_dir, books_dir = output / "documents" / "wikipedia", output / "documents" / "books"
 
     print(f"1/2 Wikipedia: {WIKIPEDIA_SAMPLE} → {wiki_dir}")
-    wiki_dir.mkdir(parents=True, exist_ok=True)
     code = wikipedia.run(
         ["--input", str(WIKIPEDIA_SAMPLE), "--output", str(wiki_dir), "--overwrite"]
     )
     print(f"2/2 Books: {BOOKS_SAMPLE} → {books_dir}")
-    books_dir.mkdir(parents=True, exist_ok=True)
     code |= books.run(["--input", str(BOOKS_SAMPLE), "--output", str(books_dir), "--overwrite"])
 
     print(
-        f"\nDone. Look inside:\n"
+        "\nDone. Look inside:\n"
         f"  cat {wiki_dir}/_manifest.json\n"
+        f"  python -c \"import pyarrow.dataset as ds; print(ds.dataset('{wiki_dir}').schema)\"\n"
         f'  python -c "import pyarrow.dataset as ds; '
-        f"print(ds.dataset('{wiki_dir}').to_table().slice(0, 3).to_pylist())\"\n"
-        f'  python -c "import duckdb; print(duckdb.sql(\\"select id, title, len(sentences) '
-        f"from '{books_dir}/*.parquet'\\\"))\""
+        f"print(ds.dataset('{books_dir}').to_table(columns=['id', 'title']))\""
     )
     return code
 

@@ -73,3 +73,14 @@ def test_missing_required_flag_names_it() -> None:
     )  # fmt: skip
     assert result.returncode == 2
     assert "the following arguments are required: --output" in result.stderr
+
+
+def test_demo_runs_both_stages_on_the_embedded_sample(tmp_path, capsys) -> None:
+    from pipelines import demo
+    from pipelines.documents_io import read_manifest
+
+    assert demo.run(["--output", str(tmp_path)]) == 0
+    documents = tmp_path / "documents"
+    assert read_manifest(str(documents / "wikipedia")).counts["documents"] == 97
+    assert read_manifest(str(documents / "books")).counts["documents"] == 4
+    assert "Look inside" in capsys.readouterr().out
