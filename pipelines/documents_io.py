@@ -40,9 +40,11 @@ from schemas import (
 
 _LOG = logging.getLogger(__name__)
 _METRICS_NAMESPACE = "bertkit"
-# A row group of ~1000 documents (a few MB) keeps the writer's memory small and lets readers
-# stream; a file rolls over at `max_file_text_bytes` so no single file grows without bound.
+# A row group holds at most 1000 documents or 8 MB of text, whichever comes first: the
+# writer's memory stays flat (Wikipedia articles average ~25 kB of text, books ~500 kB) and
+# readers can stream. A file rolls over at `max_file_text_bytes`.
 ROWS_PER_GROUP = 1000
+ROW_GROUP_TEXT_BYTES = 8 << 20
 DEFAULT_MAX_FILE_TEXT_BYTES = 256 * 1024 * 1024
 
 
@@ -114,6 +116,7 @@ class DocumentFileWriter:
         self._unit = unit
         self._max_file_text_bytes = max_file_text_bytes
         self._rows: list[Document] = []
+        self._row_text_bytes = 0
         self._files: list[OutputFile] = []
         self._writer: pq.ParquetWriter | None = None
         self._sink: _HashingSink | None = None
@@ -121,11 +124,13 @@ class DocumentFileWriter:
         self._file_counts = Counter()
 
     def add(self, document: Document) -> None:
+        text_bytes = document.text_bytes()
         self._rows.append(document)
+        self._row_text_bytes += text_bytes
         self._file_counts["documents"] += 1
         self._file_counts["sentences"] += len(document.sentences)
-        self._file_counts["text_bytes"] += document.text_bytes()
-        if len(self._rows) >= ROWS_PER_GROUP:
+        self._file_counts["text_bytes"] += text_bytes
+        if len(self._rows) >= ROWS_PER_GROUP or self._row_text_bytes >= ROW_GROUP_TEXT_BYTES:
             self._flush_rows()
         if self._file_counts["text_bytes"] >= self._max_file_text_bytes:
             self._finish_file()
@@ -143,6 +148,7 @@ class DocumentFileWriter:
             self._writer = pq.ParquetWriter(self._sink, DOCUMENT_SCHEMA, compression="zstd")
         self._writer.write_table(documents_table(self._rows), row_group_size=ROWS_PER_GROUP)
         self._rows = []
+        self._row_text_bytes = 0
 
     def _finish_file(self) -> None:
         self._flush_rows()

@@ -88,13 +88,17 @@ _HTML_TAG = re.compile(
     r"sup|time|tt|u|ul|var|wbr|h[1-6]|hr|caption|tbody|thead|tr|td|th)\b[^>]*>",
     re.I,
 )
-_SPACES = re.compile(r"[ \t\u00a0\u2009\u200a\u202f\u3000]+")
-_EMPTY_BRACKETS = re.compile(r"\s*\((?:\s|[,;:.–—-])*\)|\s*\[(?:\s|[,;:])*\]")
-_BRACKET_LEAD = re.compile(r"\(\s*[,;:]+\s*")  # "(; French: …)" → "(French: …)"
-_BRACKET_TRAIL = re.compile(r"\s*[,;:]+\s*\)")  # "(born 1900, )" → "(born 1900)"
+# The tidy-up runs on all paragraphs at once, one per line: no pattern may cross a "\n".
+# Each pattern starts with a literal or a rare character where it can: a leading " *" would
+# make the regex engine try every space of the text (this made tidying 2/3 of the time).
+_ODD_SPACES = ("\t", "\u00a0", "\u2009", "\u200a", "\u202f", "\u3000")
+_SPACE_RUN = re.compile(r"  +")
+_PARENTHESES = re.compile(r"\(([^()\n]*)\)")
+_EMPTY_SQUARE_BRACKETS = re.compile(r"\[[ ,;:]*\]")
 _SPACE_BEFORE_PUNCT = re.compile(r" +([,.;:!?)\]%])")
+_SPACED_PUNCT = (" ,", " .", " ;", " :", " !", " ?", " )", " ]", " %")
 _SPACE_AFTER_OPEN = re.compile(r"([(\[]) +")
-_DOUBLED_PUNCT = re.compile(r"([,;])(?:\s*[,;])+")
+_DOUBLED_PUNCT = re.compile(r"([,;])(?: *[,;])+")
 
 
 def clean_wikitext(
@@ -133,10 +137,14 @@ def clean_wikitext(
                 break
     if "__" in text:
         text = _MAGIC_WORD.sub("", text)
-    # 4. Lines: headers, lists, tables and trailing sections go; paragraphs are assembled.
+    # 4. Lines: headers, lists, tables and trailing sections go; paragraphs are assembled,
+    # then tidied all at once, one per line (one regex pass per rule, not one per paragraph).
+    raw_paragraphs = list(_paragraph_lines(text))
+    if not raw_paragraphs:
+        return []
     paragraphs = []
-    for raw in _paragraph_lines(text):
-        paragraph = _tidy_inline(raw)
+    for paragraph in _tidy_inline("\n".join(raw_paragraphs)).split("\n"):
+        paragraph = paragraph.strip()
         if paragraph and (min_words <= 1 or len(paragraph.split()) >= min_words):
             paragraphs.append(paragraph)
     return paragraphs
@@ -277,12 +285,28 @@ def _tidy_inline(text: str) -> str:
         text = html.unescape(text)
     if "[" in text or "]" in text:  # what an unclosed link left
         text = text.replace("[[", "").replace("]]", "")
-    text = _SPACES.sub(" ", text)
-    if "(" in text or "[" in text:
-        text = _EMPTY_BRACKETS.sub("", text)
-        text = _BRACKET_LEAD.sub("(", text)
-        text = _BRACKET_TRAIL.sub(")", text)
+    if "(" in text:
+        text = _PARENTHESES.sub(_tidy_parenthetical, text)
+    if "[" in text:
+        text = _EMPTY_SQUARE_BRACKETS.sub("", text)
+    for odd_space in _ODD_SPACES:
+        if odd_space in text:
+            text = text.replace(odd_space, " ")
+    if "  " in text:
+        text = _SPACE_RUN.sub(" ", text)
+    if "( " in text or "[ " in text:
         text = _SPACE_AFTER_OPEN.sub(r"\1", text)
-    text = _SPACE_BEFORE_PUNCT.sub(r"\1", text)
-    text = _DOUBLED_PUNCT.sub(r"\1", text)
-    return text.strip()
+    if any(spaced in text for spaced in _SPACED_PUNCT):
+        text = _SPACE_BEFORE_PUNCT.sub(r"\1", text)
+    return _DOUBLED_PUNCT.sub(r"\1", text)
+
+
+def _tidy_parenthetical(match: re.Match[str]) -> str:
+    """What removed markup left inside "( … )": "( )" → "", "(; French: x, )" → "(French: x)"."""
+    inner = match.group(1)
+    trimmed = inner.strip(" ,;:.–—-")
+    if not trimmed:
+        return ""
+    if trimmed is inner or (inner[:1] not in " ,;:" and inner[-1:] not in " ,;:"):
+        return match.group(0)
+    return f"({inner.strip(' ,;:')})"
