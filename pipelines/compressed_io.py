@@ -12,6 +12,7 @@ byte before the fault has been yielded.
 from __future__ import annotations
 
 import bz2
+import itertools
 import zlib
 from collections.abc import Iterator
 from typing import BinaryIO
@@ -87,23 +88,37 @@ def _bunzip_streams(
     raw_chunks: Iterator[bytes], position: Position, path: str, start: int
 ) -> Iterator[bytes]:
     """Decompress concatenated bz2 streams (multistream dumps hold hundreds of thousands)."""
-    decompressor = bz2.BZ2Decompressor()
+    first = next(raw_chunks, b"")
+    if first and not first.startswith(b"BZh"):
+        raise InputReadError(
+            path, f"byte {start}", "no bz2 stream starts here (is the index for this file?)",
+            "bad_index" if start else "corrupt_input",
+        )  # fmt: skip
+    chunks = itertools.chain([first], raw_chunks)
+    yield from _decompress_concatenated(chunks, position, path, bz2.BZ2Decompressor, "bz2")
+
+
+def _gunzip_members(raw_chunks: Iterator[bytes], position: Position, path: str) -> Iterator[bytes]:
+    def new_decompressor():
+        return zlib.decompressobj(wbits=47)  # 32 + 15: a gzip or zlib header
+
+    yield from _decompress_concatenated(raw_chunks, position, path, new_decompressor, "gzip")
+
+
+def _decompress_concatenated(
+    raw_chunks: Iterator[bytes], position: Position, path: str, new_decompressor, kind: str
+) -> Iterator[bytes]:
+    """Decompress back-to-back streams (bz2) or members (gzip); raise on corrupt or cut data."""
+    decompressor = new_decompressor()
     in_stream = False
-    first = True
     for chunk in raw_chunks:
-        if first and not chunk.startswith(b"BZh"):
-            raise InputReadError(
-                path, f"byte {start}", "no bz2 stream starts here (is the index for this file?)",
-                "bad_index" if start else "corrupt_input",
-            )  # fmt: skip
-        first = False
         data = chunk
         while data:
             try:
                 out = decompressor.decompress(data)
-            except OSError as err:  # "Invalid data stream"
+            except (OSError, zlib.error) as err:  # bz2: "Invalid data stream"
                 raise InputReadError(
-                    path, f"compressed byte ~{position.offset}", f"corrupt bz2 data ({err})",
+                    path, f"compressed byte ~{position.offset}", f"corrupt {kind} data ({err})",
                     "corrupt_input",
                 ) from err  # fmt: skip
             in_stream = True
@@ -111,41 +126,12 @@ def _bunzip_streams(
                 yield out
             if decompressor.eof:
                 data = decompressor.unused_data
-                decompressor = bz2.BZ2Decompressor()
+                decompressor = new_decompressor()
                 in_stream = False
             else:
                 data = b""
     if in_stream:
         raise InputReadError(
             path, f"compressed byte {position.offset}",
-            "the bz2 data ends inside a stream (the file is truncated)", "truncated_input",
-        )  # fmt: skip
-
-
-def _gunzip_members(raw_chunks: Iterator[bytes], position: Position, path: str) -> Iterator[bytes]:
-    decompressor = zlib.decompressobj(wbits=47)  # 32 + 15: a gzip or zlib header
-    in_member = False
-    for chunk in raw_chunks:
-        data = chunk
-        while data:
-            try:
-                out = decompressor.decompress(data)
-            except zlib.error as err:
-                raise InputReadError(
-                    path, f"compressed byte ~{position.offset}", f"corrupt gzip data ({err})",
-                    "corrupt_input",
-                ) from err  # fmt: skip
-            in_member = True
-            if out:
-                yield out
-            if decompressor.eof:
-                data = decompressor.unused_data
-                decompressor = zlib.decompressobj(wbits=47)
-                in_member = False
-            else:
-                data = b""
-    if in_member:
-        raise InputReadError(
-            path, f"compressed byte {position.offset}",
-            "the gzip data ends inside a member (the file is truncated)", "truncated_input",
+            f"the {kind} data ends inside a stream (the file is truncated)", "truncated_input",
         )  # fmt: skip

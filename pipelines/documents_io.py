@@ -26,7 +26,9 @@ from typing import Any
 import apache_beam as beam
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import PipelineOptions
 
+from pipelines.beam_runner import make_pipeline
 from schemas import (
     DOCUMENT_SCHEMA,
     MANIFEST_NAME,
@@ -333,3 +335,21 @@ def report(output_dir: str) -> int:
         )
         return 1
     return 0
+
+
+def run_documents_pipeline(
+    options: PipelineOptions,
+    stage: str,
+    extract: beam.PTransform,
+    inputs: list[dict[str, Any]],
+    config: Any,
+    output_dir: str,
+) -> int:
+    """Run `extract` (inputs → unit summaries) then the manifest; return the exit code."""
+    with make_pipeline(options) as pipeline:
+        (
+            pipeline
+            | f"Extract{stage.title()}" >> extract
+            | "WriteManifest" >> WriteManifest(output_dir, stage, inputs, json_config(config))
+        )
+    return report(output_dir)

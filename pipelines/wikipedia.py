@@ -28,7 +28,6 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.beam_runner import (
     DocumentStageOptions,
-    make_pipeline,
     parse_stage_arguments,
     stage_main,
 )
@@ -36,12 +35,10 @@ from pipelines.documents_io import (
     DEFAULT_MAX_FILE_TEXT_BYTES,
     DocumentFileWriter,
     UnitTally,
-    WriteManifest,
     expand_inputs,
     finish_unit,
-    json_config,
     prepare_output_dir,
-    report,
+    run_documents_pipeline,
 )
 from pipelines.sentences import split_paragraphs
 from pipelines.wikidump import DumpReadError, DumpSplit, RawPage, SiteInfo, iter_dump, plan_splits
@@ -223,13 +220,8 @@ def run(argv: list[str] | None = None) -> int:
     inputs = expand_inputs(flags.input)
     prepare_output_dir(flags.output, flags.overwrite)
     paths = [item["path"] for item in inputs]
-    with make_pipeline(options) as pipeline:
-        (
-            pipeline
-            | "ExtractArticles" >> ExtractArticles(paths, flags.output, config)
-            | "WriteManifest" >> WriteManifest(flags.output, STAGE, inputs, json_config(config))
-        )
-    return report(flags.output)
+    extract = ExtractArticles(paths, flags.output, config)
+    return run_documents_pipeline(options, STAGE, extract, inputs, config, flags.output)
 
 
 def main(argv: list[str] | None = None) -> None:
