@@ -47,7 +47,41 @@ def split_sentences(paragraph: str) -> list[str]:
     if length < 0 or length > len(buffer):
         raise SentenceSplitError(f"blingfire failed ({length}) on: {paragraph[:80]!r}…")
     text = ctypes.string_at(buffer, length).rstrip(b"\0").decode("utf-8")
-    return [s for s in (part.strip() for part in text.split("\n")) if s]
+    return _rejoin_false_breaks([s for s in (part.strip() for part in text.split("\n")) if s])
+
+
+# blingfire breaks after a title before a name ("Dr. | Samuel Jutzi") and after initials
+# ("H. | N. | Abrams"). None of these ends a sentence in running text, so the next sentence
+# is joined back on: 28 such breaks in the enwiki sample's 18,006 blingfire sentences.
+_NEVER_FINAL = frozenset(
+    {"dr.", "mr.", "mrs.", "ms.", "prof.", "st.", "mt.", "ft.", "gen.", "gov.", "sen.",
+     "rep.", "rev.", "capt.", "lt.", "col.", "sgt.", "v.", "vs.", "no.", "nos.", "fig.",
+     "vol.", "pp.", "ca.", "brig.", "maj.", "adm."}
+)  # fmt: skip
+
+
+def _is_false_break(sentence: str) -> bool:
+    words = sentence.split()
+    last = words[-1].lstrip("\"'(“‘").lower()
+    if last in _NEVER_FINAL:
+        return True
+    # A "sentence" made only of initials ("L.", "H. N.") is a break inside a name.
+    return all(len(w) == 2 and w[0].isupper() and w[1] == "." for w in words)
+
+
+def _rejoin_false_breaks(sentences: list[str]) -> list[str]:
+    joined: list[str] = []
+    carry = ""
+    for sentence in sentences:
+        sentence = f"{carry} {sentence}" if carry else sentence
+        carry = ""
+        if _is_false_break(sentence):
+            carry = sentence
+        else:
+            joined.append(sentence)
+    if carry:
+        joined.append(carry)
+    return joined
 
 
 def split_paragraphs(paragraphs: Iterable[str]) -> list[str]:
