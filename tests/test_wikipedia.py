@@ -226,3 +226,32 @@ def test_multiprocessing_runner_gives_the_same_bytes(tmp_path: Path) -> None:
     manifest_a = (tmp_path / "a" / MANIFEST_NAME).read_text()
     assert manifest_a == (tmp_path / "b" / MANIFEST_NAME).read_text()
     assert ds.dataset(tmp_path / "b").to_table().num_rows == 60
+
+
+def test_write_manifest_transform_sums_units_in_order(tmp_path: Path, test_pipeline) -> None:
+    from pipelines.documents_io import WriteManifest
+
+    def summary(unit: str, documents: int, dropped: dict, rejected: dict) -> dict:
+        file = {"name": f"documents-{unit}-0000.parquet", "documents": documents,
+                "sentences": 2 * documents, "text_bytes": 10 * documents, "bytes": 100,
+                "sha256": unit * 4}  # fmt: skip
+        return {"unit": unit, "files": [file], "counts": {"documents": documents},
+                "dropped": dropped, "rejected": rejected, "failed_inputs": [],
+                "rejects_file": f"_rejects/rejects-{unit}.jsonl" if rejected else None}  # fmt: skip
+
+    inputs = [{"path": "a.xml", "bytes": 5}]
+    with test_pipeline as pipeline:
+        _ = (
+            pipeline
+            | beam.Create([summary("00001", 3, {"redirect": 2}, {"malformed_page": 1}),
+                           summary("00000", 4, {"redirect": 1}, {})])  # fmt: skip
+            | WriteManifest(str(tmp_path), "wikipedia", inputs, {"min_paragraph_words": 5})
+        )
+    manifest = read_manifest(str(tmp_path))
+    assert [f.name for f in manifest.files] == [
+        "documents-00000-0000.parquet", "documents-00001-0000.parquet",
+    ]  # fmt: skip
+    assert manifest.counts == {"documents": 7, "files": 2, "rejected": 1, "units": 2}
+    assert manifest.dropped == {"redirect": 3} and manifest.rejected == {"malformed_page": 1}
+    assert manifest.rejects_files == ["_rejects/rejects-00001.jsonl"]
+    assert (manifest.stage, manifest.inputs) == ("wikipedia", inputs)
