@@ -243,8 +243,12 @@ def test_write_manifest_transform_sums_units_in_order(tmp_path: Path, test_pipel
     with test_pipeline as pipeline:
         _ = (
             pipeline
-            | beam.Create([summary("00001", 3, {"redirect": 2}, {"malformed_page": 1}),
-                           summary("00000", 4, {"redirect": 1}, {})])  # fmt: skip
+            | beam.Create(
+                [
+                    summary("00001", 3, {"redirect": 2}, {"malformed_page": 1}),
+                    summary("00000", 4, {"redirect": 1}, {}),
+                ]
+            )
             | WriteManifest(str(tmp_path), "wikipedia", inputs, {"min_paragraph_words": 5})
         )
     manifest = read_manifest(str(tmp_path))
