@@ -22,6 +22,7 @@ import codecs
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from urllib.parse import quote
 from xml.etree import ElementTree
 from xml.parsers.expat import errors as expat_errors
 
@@ -58,8 +59,6 @@ class SiteInfo:
     namespaces: dict[int, str] = field(default_factory=dict)  # key → canonical name
 
     def page_url(self, title: str) -> str | None:
-        from urllib.parse import quote
-
         if not self.base_url:
             return None
         return self.base_url + quote(title.replace(" ", "_"), safe="/:(),'!*;@$&+=")
@@ -108,6 +107,10 @@ def index_path_for(path: str) -> str | None:
     if path.endswith(_MULTISTREAM_SUFFIX):
         return path[: -len(_MULTISTREAM_SUFFIX)] + _INDEX_SUFFIX
     return None
+
+
+def is_multistream_index(path: str) -> bool:
+    return path.endswith(_INDEX_SUFFIX)
 
 
 def read_stream_offsets(index_path: str) -> list[int]:

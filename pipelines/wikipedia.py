@@ -41,7 +41,15 @@ from pipelines.documents_io import (
     run_documents_pipeline,
 )
 from pipelines.sentences import split_paragraphs
-from pipelines.wikidump import DumpReadError, DumpSplit, RawPage, SiteInfo, iter_dump, plan_splits
+from pipelines.wikidump import (
+    DumpReadError,
+    DumpSplit,
+    RawPage,
+    SiteInfo,
+    is_multistream_index,
+    iter_dump,
+    plan_splits,
+)
 from pipelines.wikitext import (
     DEFAULT_CATEGORY_NAMESPACES,
     DEFAULT_FILE_NAMESPACES,
@@ -217,7 +225,9 @@ def run(argv: list[str] | None = None) -> int:
         split_bytes=options.view_as(WikipediaOptions).split_mb << 20,
         max_file_text_bytes=flags.file_mb << 20,
     )
-    inputs = expand_inputs(flags.input)
+    # A glob like 'dumps/*.bz2' also matches the multistream index beside its dump: the
+    # index is read through its dump, never as a dump itself.
+    inputs = [i for i in expand_inputs(flags.input) if not is_multistream_index(i["path"])]
     prepare_output_dir(flags.output, flags.overwrite)
     paths = [item["path"] for item in inputs]
     extract = ExtractArticles(paths, flags.output, config)
