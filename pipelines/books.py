@@ -176,12 +176,17 @@ def book_document(path: str, name: str, config: BooksConfig, tally: UnitTally) -
 def line_file_documents(path: str, name: str, config: BooksConfig, tally: UnitTally):
     """Stream one BookCorpus-style file (one sentence per line) into Documents."""
     tally.count("input_files")
-    fallback_lines = 0
+    fallback_lines = input_bytes = 0
+
+    def counted(chunks):
+        nonlocal input_bytes
+        for chunk in chunks:
+            input_bytes += len(chunk)
+            yield chunk
 
     def decoded_lines():
         nonlocal fallback_lines
-        for raw in lines(decompressed_chunks(path)):
-            tally.count("input_bytes", len(raw) + 1)
+        for raw in lines(counted(decompressed_chunks(path))):
             try:
                 yield raw.decode("utf-8")
             except UnicodeDecodeError:
@@ -200,6 +205,7 @@ def line_file_documents(path: str, name: str, config: BooksConfig, tally: UnitTa
             )
     except _READ_ERRORS as err:
         _fail_unreadable(tally, path, err)
+    tally.count("input_bytes", input_bytes)
     if fallback_lines:
         tally.count("lines_decoded_with_fallback", fallback_lines)
 

@@ -304,9 +304,7 @@ def _tidy_inline(text: str) -> str:
 def _tidy_parenthetical(match: re.Match[str]) -> str:
     """What removed markup left inside "( … )": "( )" → "", "(; French: x, )" → "(French: x)"."""
     inner = match.group(1)
-    trimmed = inner.strip(" ,;:.–—-")
-    if not trimmed:
+    if not inner.strip(" ,;:.–—-"):
         return ""
-    if trimmed is inner or (inner[:1] not in " ,;:" and inner[-1:] not in " ,;:"):
-        return match.group(0)
-    return f"({inner.strip(' ,;:')})"
+    cleaned = inner.strip(" ,;:")
+    return match.group(0) if cleaned == inner else f"({cleaned})"

@@ -14,6 +14,7 @@ from pipelines.documents_io import UnitTally, read_manifest
 from pipelines.wikidump import RawPage, SiteInfo
 from pipelines.wikipedia import ExtractArticles, PageContext, WikipediaConfig, document_from_page
 from schemas import DOCUMENT_SCHEMA, MANIFEST_NAME, REJECTS_DIR, Document
+from schemas.documents import documents_from_table
 from tests.dumpfiles import Page, article, write_dump, write_multistream
 
 SITE = SiteInfo(dbname="enwiki", base_url="https://en.wikipedia.org/wiki/")
@@ -93,7 +94,16 @@ def test_extract_articles_transform(tmp_path, test_pipeline) -> None:
         )  # fmt: skip
     table = ds.dataset(out).to_table()
     assert table.schema.equals(DOCUMENT_SCHEMA, check_metadata=True)
-    assert table.column("id").to_pylist() == ["testwiki/1", "testwiki/3"]
+    # Writer then reader: the rows read back as the same Document records.
+    assert [d.id for d in documents_from_table(table)] == ["testwiki/1", "testwiki/3"]
+    assert documents_from_table(table)[0] == Document(
+        id="testwiki/1",
+        source="testwiki",
+        title="Article 1",
+        sentences=(pages[0].text.replace("'''", ""),),
+        url="https://test.example.org/wiki/Article_1",
+        revision=10,
+    )
 
 
 def run_stage(*args: str) -> int:
