@@ -31,16 +31,28 @@ from apache_beam.options.pipeline_options import (
 
 _LOG = logging.getLogger(__name__)
 _LOCAL_RUNNERS = {None, "", "directrunner", "direct", "fnapirunner"}
-REQUIRED_FLAGS = ("input", "output")
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
-class DocumentStageOptions(PipelineOptions):
-    """Flags every documents stage shares.
+class OutputOptions(PipelineOptions):
+    """--output and --overwrite, shared by every Beam stage.
 
     Beam builds one parser from every direct PipelineOptions subclass, so two stages may not
-    both define --input: the shared flags live here, each stage's own in its module.
+    both define a flag: the shared ones live here and in DocumentStageOptions, each stage's
+    own in its module.
     """
+
+    @classmethod
+    def _add_argparse_args(cls, parser) -> None:
+        parser.add_argument("--output", help="output directory (required)")
+        parser.add_argument(
+            "--overwrite", action="store_true",
+            help="replace the outputs and manifest of an earlier run in --output",
+        )  # fmt: skip
+
+
+class DocumentStageOptions(PipelineOptions):
+    """Flags the documents stages (wikipedia, books) share."""
 
     @classmethod
     def _add_argparse_args(cls, parser) -> None:
@@ -49,7 +61,6 @@ class DocumentStageOptions(PipelineOptions):
             action="append",
             help="input file or glob (repeatable): local, gs://, s3:// (required)",
         )
-        parser.add_argument("--output", help="output directory (required)")
         parser.add_argument(
             "--min_paragraph_words",
             "--min-paragraph-words",
@@ -66,25 +77,24 @@ class DocumentStageOptions(PipelineOptions):
             default=256,
             help="start a new Parquet file after this many MB of text (default 256)",
         )
-        parser.add_argument(
-            "--overwrite", action="store_true",
-            help="replace the documents, rejects and manifest of an earlier run in --output",
-        )  # fmt: skip
 
 
 def parse_stage_arguments(
-    argv: list[str] | None, options_class: type[PipelineOptions], description: str
+    argv: list[str] | None,
+    options_classes: tuple[type[PipelineOptions], ...],
+    description: str,
+    required: tuple[str, ...] = ("input", "output"),
 ) -> PipelineOptions:
     """Parse a stage's own flags (with a real --help) and hand every other flag to Beam."""
     parser = argparse.ArgumentParser(
         description=description, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    DocumentStageOptions._add_argparse_args(parser)
-    options_class._add_argparse_args(parser)
+    for options_class in (OutputOptions, *options_classes):
+        options_class._add_argparse_args(parser)
     # Beam parses every PipelineOptions subclass whenever any options object is built, so
     # the subclasses cannot mark flags required; the stage's own parser checks them here.
     known, _ = parser.parse_known_args(argv)  # validates our flags, prints --help
-    missing = [f"--{name}" for name in REQUIRED_FLAGS if not getattr(known, name, None)]
+    missing = [f"--{name}" for name in required if getattr(known, name, None) in (None, [])]
     if missing:
         parser.error(f"the following arguments are required: {', '.join(missing)}")
     options = PipelineOptions(argv)

@@ -28,6 +28,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.beam_runner import (
     DocumentStageOptions,
+    OutputOptions,
     parse_stage_arguments,
     stage_main,
 )
@@ -278,8 +279,9 @@ class ExtractBooks(beam.PTransform):
 
 def run(argv: list[str] | None = None) -> int:
     """Run the stage; return the exit code (1 when an input was not read to its end)."""
-    options = parse_stage_arguments(argv, BooksOptions, __doc__)
+    options = parse_stage_arguments(argv, (DocumentStageOptions, BooksOptions), __doc__)
     flags = options.view_as(DocumentStageOptions)
+    output = options.view_as(OutputOptions)
     books_flags = options.view_as(BooksOptions)
     config = BooksConfig(
         format=books_flags.format,
@@ -291,9 +293,9 @@ def run(argv: list[str] | None = None) -> int:
         max_file_text_bytes=flags.file_mb << 20,
     )
     inputs = expand_inputs(flags.input)
-    prepare_output_dir(flags.output, flags.overwrite)
-    extract = ExtractBooks(inputs, flags.output, config)
-    return run_documents_pipeline(options, STAGE, extract, inputs, config, flags.output)
+    prepare_output_dir(output.output, output.overwrite)
+    extract = ExtractBooks(inputs, output.output, config)
+    return run_documents_pipeline(options, STAGE, extract, inputs, config, output.output)
 
 
 def main(argv: list[str] | None = None) -> None:

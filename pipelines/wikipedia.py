@@ -28,6 +28,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.beam_runner import (
     DocumentStageOptions,
+    OutputOptions,
     parse_stage_arguments,
     stage_main,
 )
@@ -216,8 +217,9 @@ class ExtractArticles(beam.PTransform):
 
 def run(argv: list[str] | None = None) -> int:
     """Run the stage; return the exit code (1 when an input was not read to its end)."""
-    options = parse_stage_arguments(argv, WikipediaOptions, __doc__)
+    options = parse_stage_arguments(argv, (DocumentStageOptions, WikipediaOptions), __doc__)
     flags = options.view_as(DocumentStageOptions)
+    output = options.view_as(OutputOptions)
     config = WikipediaConfig(
         min_paragraph_words=flags.min_paragraph_words
         if flags.min_paragraph_words is not None
@@ -228,10 +230,10 @@ def run(argv: list[str] | None = None) -> int:
     # A glob like 'dumps/*.bz2' also matches the multistream index beside its dump: the
     # index is read through its dump, never as a dump itself.
     inputs = [i for i in expand_inputs(flags.input) if not is_multistream_index(i["path"])]
-    prepare_output_dir(flags.output, flags.overwrite)
+    prepare_output_dir(output.output, output.overwrite)
     paths = [item["path"] for item in inputs]
-    extract = ExtractArticles(paths, flags.output, config)
-    return run_documents_pipeline(options, STAGE, extract, inputs, config, flags.output)
+    extract = ExtractArticles(paths, output.output, config)
+    return run_documents_pipeline(options, STAGE, extract, inputs, config, output.output)
 
 
 def main(argv: list[str] | None = None) -> None:

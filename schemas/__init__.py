@@ -12,20 +12,46 @@ from schemas.documents import (
     DocumentColumn,
     documents_table,
 )
+from schemas.examples import (
+    EXAMPLE_MEMBER,
+    EXAMPLES_SCHEMA_VERSION,
+    PRETRAINING_EXAMPLE_SCHEMA,
+    SHARDS_MANIFEST_NAME,
+    ExampleColumn,
+    PretrainingExample,
+    examples_table,
+)
 from schemas.manifest import MANIFEST_NAME, DocumentsManifest, OutputFile
 from schemas.rejects import REJECT_SCHEMA, REJECTS_DIR, Reject
+from schemas.shards import SequenceOutput, ShardInfo, ShardsManifest, SplitShards
+from schemas.vocab import TOKENIZER_FILE, VOCAB_FILE, VOCAB_METADATA_FILE, VocabMetadata
 
 __all__ = [
     "DOCUMENTS_FILE_GLOB",
     "DOCUMENT_SCHEMA",
     "DOCUMENT_SCHEMA_VERSION",
+    "EXAMPLES_SCHEMA_VERSION",
+    "EXAMPLE_MEMBER",
     "MANIFEST_NAME",
+    "PRETRAINING_EXAMPLE_SCHEMA",
     "REJECTS_DIR",
     "REJECT_SCHEMA",
+    "SHARDS_MANIFEST_NAME",
+    "TOKENIZER_FILE",
+    "VOCAB_FILE",
+    "VOCAB_METADATA_FILE",
     "Document",
     "DocumentColumn",
     "DocumentsManifest",
+    "ExampleColumn",
     "OutputFile",
+    "PretrainingExample",
     "Reject",
+    "SequenceOutput",
+    "ShardInfo",
+    "ShardsManifest",
+    "SplitShards",
+    "VocabMetadata",
     "documents_table",
+    "examples_table",
 ]

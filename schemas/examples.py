@@ -1,0 +1,239 @@
+"""The PretrainingExample record and how it is laid out in WebDataset shards.
+
+A shard is a plain tar file of samples; a sample is one tar member, `<key>.example.bin`,
+holding one PretrainingExample in a packed little-endian layout (no pickle, no padding):
+
+    header (18 bytes)  magic b"BKX1", id width (2 or 4 bytes), next_sentence_label,
+                       dupe pass, number of tokens, segment-A length, number of
+                       predictions, bytes of doc_a, bytes of doc_b
+    input_ids          n_tokens × id width        [CLS] A [SEP] B [SEP], masks applied
+    masked_lm_positions n_predictions × uint16    ascending
+    masked_lm_ids      n_predictions × id width   the original tokens at those positions
+    doc_a, doc_b       UTF-8                      provenance: the documents A and B came from
+
+One member per sample is what makes decoding fast: webdataset reads ~23k samples/s per core
+from one packed member against ~1.7k from five. Segment ids are not stored: they are 0 for
+the first `segment_a_length` tokens ([CLS] A [SEP]) and 1 after. The id width is the
+smallest the vocabulary allows (2 bytes up to 65,536 ids), so an example at 128 tokens takes
+~300 bytes against ~1.4 KB in Google's padded TFRecords.
+
+`PRETRAINING_EXAMPLE_SCHEMA` is the Arrow view of a decoded sample: what `bertkit inspect
+--schema` prints, what `examples_table` builds and what the trainer's decoder yields.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+EXAMPLES_SCHEMA_VERSION = "1.0"
+EXAMPLE_MEMBER = "example.bin"  # the tar member suffix: `<key>.example.bin`
+SHARDS_MANIFEST_NAME = "manifest.json"
+SPLITS = ("train", "heldout")
+NOT_NEXT = 1  # next_sentence_label: 0 = IsNext, 1 = NotNext (Google's and HF's convention)
+IS_NEXT = 0
+
+_MAGIC = b"BKX1"
+_HEADER = struct.Struct("<4sBBHHHHHH")
+_ID_DTYPES = {2: np.dtype("<u2"), 4: np.dtype("<u4")}
+_POSITION_DTYPE = np.dtype("<u2")
+
+
+class ExampleColumn:
+    """Column names of the PretrainingExample schema."""
+
+    KEY = "key"
+    INPUT_IDS = "input_ids"
+    SEGMENT_IDS = "segment_ids"
+    MASKED_LM_POSITIONS = "masked_lm_positions"
+    MASKED_LM_IDS = "masked_lm_ids"
+    NEXT_SENTENCE_LABEL = "next_sentence_label"
+    DOC_A = "doc_a"
+    DOC_B = "doc_b"
+    DUPE_PASS = "dupe_pass"
+
+
+# The five fields `bertkit inspect --json` prints, Google's feature names.
+TRAINING_FIELDS = (
+    ExampleColumn.INPUT_IDS,
+    ExampleColumn.SEGMENT_IDS,
+    ExampleColumn.MASKED_LM_POSITIONS,
+    ExampleColumn.MASKED_LM_IDS,
+    ExampleColumn.NEXT_SENTENCE_LABEL,
+)
+
+PRETRAINING_EXAMPLE_SCHEMA = pa.schema(
+    [
+        pa.field(
+            ExampleColumn.KEY,
+            pa.string(),
+            nullable=False,
+            metadata={"doc": "WebDataset __key__: the sample's position in its split, 12 digits"},
+        ),
+        pa.field(
+            ExampleColumn.INPUT_IDS,
+            pa.list_(pa.int32()),
+            nullable=False,
+            metadata={"doc": "[CLS] A [SEP] B [SEP], unpadded, masked tokens replaced"},
+        ),
+        pa.field(
+            ExampleColumn.SEGMENT_IDS,
+            pa.list_(pa.int8()),
+            nullable=False,
+            metadata={"doc": "0 for [CLS] A [SEP], 1 for B [SEP]; stored as A's length"},
+        ),
+        pa.field(
+            ExampleColumn.MASKED_LM_POSITIONS,
+            pa.list_(pa.int32()),
+            nullable=False,
+            metadata={"doc": "positions of the predicted tokens, ascending"},
+        ),
+        pa.field(
+            ExampleColumn.MASKED_LM_IDS,
+            pa.list_(pa.int32()),
+            nullable=False,
+            metadata={"doc": "original token ids at masked_lm_positions (the MLM labels)"},
+        ),
+        pa.field(
+            ExampleColumn.NEXT_SENTENCE_LABEL,
+            pa.int8(),
+            nullable=False,
+            metadata={"doc": "0 = IsNext (B follows A), 1 = NotNext (B from another document)"},
+        ),
+        pa.field(ExampleColumn.DOC_A, pa.string(), False, {"doc": "id of A's document"}),
+        pa.field(ExampleColumn.DOC_B, pa.string(), False, {"doc": "id of B's document"}),
+        pa.field(
+            ExampleColumn.DUPE_PASS,
+            pa.int16(),
+            nullable=False,
+            metadata={"doc": "which of the --dupe-factor passes over the corpus made it"},
+        ),
+    ],
+    metadata={
+        "bertkit.record": "PretrainingExample",
+        "bertkit.schema_version": EXAMPLES_SCHEMA_VERSION,
+    },
+)
+
+
+class ExampleDecodeError(ValueError):
+    """A sample's bytes are not a PretrainingExample."""
+
+
+def id_width_for_vocab(vocab_size: int) -> int:
+    """Bytes per token id: 2 while every id fits in uint16, else 4."""
+    return 2 if vocab_size <= 1 << 16 else 4
+
+
+def seq_dir(max_seq_length: int) -> str:
+    return f"seq{max_seq_length}"
+
+
+def shard_name(index: int) -> str:
+    return f"shard-{index:06d}.tar"
+
+
+def sample_key(position: int) -> str:
+    return f"{position:012d}"
+
+
+@dataclass(slots=True)
+class PretrainingExample:
+    input_ids: np.ndarray  # (n_tokens,) unsigned ints
+    segment_a_length: int  # tokens with segment id 0: [CLS] A [SEP]
+    masked_lm_positions: np.ndarray  # (n_predictions,) ascending
+    masked_lm_ids: np.ndarray  # (n_predictions,)
+    next_sentence_label: int
+    doc_a: str
+    doc_b: str
+    dupe_pass: int
+    key: str = ""  # the WebDataset __key__, set when read from a shard
+
+    @property
+    def segment_ids(self) -> np.ndarray:
+        segments = np.ones(len(self.input_ids), dtype=np.int8)
+        segments[: self.segment_a_length] = 0
+        return segments
+
+    def encode(self, id_width: int) -> bytes:
+        dtype = _ID_DTYPES[id_width]
+        doc_a = self.doc_a.encode("utf-8")
+        doc_b = self.doc_b.encode("utf-8")
+        header = _HEADER.pack(
+            _MAGIC,
+            id_width,
+            self.next_sentence_label,
+            self.dupe_pass,
+            len(self.input_ids),
+            self.segment_a_length,
+            len(self.masked_lm_positions),
+            len(doc_a),
+            len(doc_b),
+        )
+        return b"".join(
+            (
+                header,
+                np.asarray(self.input_ids, dtype=dtype).tobytes(),
+                np.asarray(self.masked_lm_positions, dtype=_POSITION_DTYPE).tobytes(),
+                np.asarray(self.masked_lm_ids, dtype=dtype).tobytes(),
+                doc_a,
+                doc_b,
+            )
+        )
+
+    @classmethod
+    def decode(cls, data: bytes, key: str = "") -> PretrainingExample:
+        if len(data) < _HEADER.size or data[:4] != _MAGIC:
+            raise ExampleDecodeError(
+                f"sample {key or '?'}: not a bertkit PretrainingExample "
+                f"(starts {bytes(data[:4])!r}, expected {_MAGIC!r})"
+            )
+        _magic, width, label, dupe_pass, n_tokens, a_length, n_pred, n_doc_a, n_doc_b = (
+            _HEADER.unpack_from(data)
+        )
+        dtype = _ID_DTYPES.get(width)
+        expected = _HEADER.size + n_tokens * width + n_pred * (2 + width) + n_doc_a + n_doc_b
+        if dtype is None or len(data) != expected:
+            raise ExampleDecodeError(
+                f"sample {key or '?'}: {len(data)} bytes, header says {expected} "
+                f"(id width {width}); the sample is truncated or corrupt"
+            )
+        offset = _HEADER.size
+        input_ids = np.frombuffer(data, dtype=dtype, count=n_tokens, offset=offset)
+        offset += n_tokens * width
+        positions = np.frombuffer(data, dtype=_POSITION_DTYPE, count=n_pred, offset=offset)
+        offset += n_pred * 2
+        masked_ids = np.frombuffer(data, dtype=dtype, count=n_pred, offset=offset)
+        offset += n_pred * width
+        doc_a = bytes(data[offset : offset + n_doc_a]).decode("utf-8")
+        doc_b = bytes(data[offset + n_doc_a : offset + n_doc_a + n_doc_b]).decode("utf-8")
+        return cls(input_ids, a_length, positions, masked_ids, label, doc_a, doc_b, dupe_pass, key)
+
+    def training_fields(self) -> dict[str, list[int] | int]:
+        """The five fields a BERT trainer consumes, as plain ints (`inspect --json`)."""
+        return {
+            ExampleColumn.INPUT_IDS: self.input_ids.tolist(),
+            ExampleColumn.SEGMENT_IDS: self.segment_ids.tolist(),
+            ExampleColumn.MASKED_LM_POSITIONS: self.masked_lm_positions.tolist(),
+            ExampleColumn.MASKED_LM_IDS: self.masked_lm_ids.tolist(),
+            ExampleColumn.NEXT_SENTENCE_LABEL: int(self.next_sentence_label),
+        }
+
+
+def examples_table(examples: Iterable[PretrainingExample]) -> pa.Table:
+    """Decoded examples as an Arrow table of PRETRAINING_EXAMPLE_SCHEMA."""
+    rows = [
+        {
+            ExampleColumn.KEY: e.key,
+            **e.training_fields(),
+            ExampleColumn.DOC_A: e.doc_a,
+            ExampleColumn.DOC_B: e.doc_b,
+            ExampleColumn.DUPE_PASS: e.dupe_pass,
+        }
+        for e in examples
+    ]
+    return pa.Table.from_pylist(rows, schema=PRETRAINING_EXAMPLE_SCHEMA)

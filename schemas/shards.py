@@ -1,0 +1,93 @@
+"""The manifest of a shards directory (`DIR/manifest.json`), written last.
+
+Layout of `DIR` (`bertkit examples`):
+    seq128/train/shard-000000.tar …    WebDataset shards (schemas/examples.py), balanced
+    seq128/heldout/shard-000000.tar …  held-out documents' examples
+    seq512/…                           one tree per --max-seq-length
+    _rejects/rejects-*.jsonl           documents or instances that made no example, and why
+    manifest.json                      this record
+
+A reader checks `schema_version`, `vocab.sha256` and `max_seq_length` before it trusts a
+shard, and a shard's sha256 before it trusts its bytes. Holds no timestamps or host names:
+the same inputs and flags give the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from schemas.examples import EXAMPLE_MEMBER, EXAMPLES_SCHEMA_VERSION
+
+
+@dataclass(frozen=True, slots=True)
+class ShardInfo:
+    path: str  # relative to the manifest's directory, e.g. "seq128/train/shard-000000.tar"
+    samples: int
+    bytes: int
+    sha256: str
+    first_key: str  # keys are positions in the split: shard i holds first_key … + samples - 1
+
+
+@dataclass(slots=True)
+class SplitShards:
+    samples: int
+    not_next: int  # examples with next_sentence_label = 1
+    tokens: int  # sum of input lengths
+    predictions: int  # sum of masked_lm_positions lengths
+    shards: list[ShardInfo]
+
+
+@dataclass(slots=True)
+class SequenceOutput:
+    max_seq_length: int
+    max_predictions_per_seq: int
+    splits: dict[str, SplitShards]  # "train", "heldout"
+
+
+@dataclass(slots=True)
+class ShardsManifest:
+    vocab: dict[str, Any]  # {"path", "sha256", "size", "cased"}
+    inputs: list[dict[str, Any]]  # documents directories: {"path", "manifest_sha256", …}
+    config: dict[str, Any]  # every flag, resolved
+    layout: dict[str, Any]  # derived sizes: partner groups, partitions, buckets, id width
+    deviations: list[str]  # where the algorithm deliberately differs from Google's
+    counts: dict[str, int]  # documents, sentences, tokens, per split, …
+    dropped: dict[str, int]  # reason → count (filtered on purpose, e.g. empty sentences)
+    rejected: dict[str, int]  # reason → count (see _rejects/)
+    outputs: dict[str, SequenceOutput]  # "seq128" → …
+    rejects_files: list[str] = field(default_factory=list)
+    member: str = EXAMPLE_MEMBER
+    record: str = "PretrainingExample"
+    schema_version: str = EXAMPLES_SCHEMA_VERSION
+    bertkit_version: str = "0.1.0"
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> ShardsManifest:
+        raw = json.loads(text)
+        raw["outputs"] = {
+            name: SequenceOutput(
+                max_seq_length=out["max_seq_length"],
+                max_predictions_per_seq=out["max_predictions_per_seq"],
+                splits={
+                    split: SplitShards(
+                        **{**shards, "shards": [ShardInfo(**s) for s in shards["shards"]]}
+                    )
+                    for split, shards in out["splits"].items()
+                },
+            )
+            for name, out in raw["outputs"].items()
+        }
+        return cls(**raw)
+
+    def all_shards(self) -> list[ShardInfo]:
+        return [
+            shard
+            for out in self.outputs.values()
+            for split in out.splits.values()
+            for shard in split.shards
+        ]

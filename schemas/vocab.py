@@ -1,0 +1,59 @@
+"""The vocabulary directory (`bertkit vocab`): file names and the metadata record.
+
+Layout of `DIR`:
+    vocab.txt        one WordPiece token per line, line number = id ([PAD] = 0): Google's format
+    tokenizer.json   the HF `tokenizers` pipeline (BERT normalizer, pre-tokenizer, WordPiece)
+    vocab.json       VocabMetadata: settings, the sample trained on, sha256 of vocab.txt
+
+The example stage records `vocab_sha256` in its shards manifest, and the trainer refuses
+shards made with another vocabulary.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from typing import Any
+
+VOCAB_SCHEMA_VERSION = "1.0"
+VOCAB_FILE = "vocab.txt"
+TOKENIZER_FILE = "tokenizer.json"
+VOCAB_METADATA_FILE = "vocab.json"
+
+PAD_TOKEN = "[PAD]"
+UNK_TOKEN = "[UNK]"
+CLS_TOKEN = "[CLS]"
+SEP_TOKEN = "[SEP]"
+MASK_TOKEN = "[MASK]"
+SPECIAL_TOKENS = (PAD_TOKEN, UNK_TOKEN, CLS_TOKEN, SEP_TOKEN, MASK_TOKEN)
+CONTINUATION_PREFIX = "##"
+# Google's FullTokenizer: a word longer than this becomes one [UNK].
+MAX_INPUT_CHARS_PER_WORD = 200
+
+
+def unused_token(index: int) -> str:
+    """The reserved slot `[unusedN]` (Google's vocabularies reserve 994 of them)."""
+    return f"[unused{index}]"
+
+
+@dataclass(slots=True)
+class VocabMetadata:
+    vocab_size: int  # lines in vocab.txt
+    cased: bool  # False: lower-cased and accents stripped (BERT uncased)
+    num_unused: int  # [unused0] … [unusedN-1] reserved slots
+    special_tokens: dict[str, int]  # token → id
+    sample: dict[str, Any]  # how the training sample was drawn and how big it was
+    inputs: list[dict[str, Any]]  # documents directories and their manifests' sha256
+    config: dict[str, Any]  # every flag
+    vocab_sha256: str  # sha256 of vocab.txt's bytes
+    tokenizer_sha256: str  # sha256 of tokenizer.json's bytes
+    record: str = "Vocabulary"
+    schema_version: str = VOCAB_SCHEMA_VERSION
+    bertkit_version: str = "0.1.0"
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> VocabMetadata:
+        return cls(**json.loads(text))
