@@ -3,6 +3,9 @@
     bertkit demo                      run the whole chain on the embedded real sample
     bertkit wikipedia --input … --output …   (= python -m pipelines.wikipedia)
     bertkit books --input … --output …       (= python -m pipelines.books)
+    bertkit vocab --documents DIR … --output DIR          (= python -m pipelines.vocab)
+    bertkit examples --documents DIR … --vocab DIR --output DIR   (= python -m pipelines.examples)
+    bertkit inspect PATH_OR_URL [--schema] [--show N] [--json N] [--stats]
 
 `bertkit COMMAND --help` shows a stage's flags; Beam stages pass unknown flags to Beam.
 """
@@ -17,6 +20,11 @@ COMMANDS = {
     "demo": ("pipelines.demo", "run the chain on the embedded real sample"),
     "wikipedia": ("pipelines.wikipedia", "Wikipedia XML dumps → sentence-split documents"),
     "books": ("pipelines.books", "book files → sentence-split documents"),
+    "inspect": (
+        "pipelines.inspect",
+        "look inside documents, shards or a manifest, local or remote",
+    ),
+    "examples": ("pipelines.examples", "documents → masked sentence pairs in WebDataset shards"),
 }
 
 
