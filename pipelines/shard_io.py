@@ -118,17 +118,19 @@ def iter_tar_samples(stream: BinaryIO, name: str) -> Iterator[tuple[str, bytes]]
 
 
 class _HashingReader:
-    """Passes reads through and hashes every byte, to check a shard as it streams."""
+    """Passes reads through, hashing every byte and keeping the last two tar blocks."""
 
     def __init__(self, stream: BinaryIO) -> None:
         self._stream = stream
         self.sha256 = hashlib.sha256()
         self.bytes = 0
+        self.tail = b""
 
     def read(self, size: int = -1) -> bytes:
         data = self._stream.read(size)
         self.sha256.update(data)
         self.bytes += len(data)
+        self.tail = (self.tail + data)[-len(_END_OF_ARCHIVE) :]
         return data
 
     def drain(self) -> None:
@@ -141,17 +143,30 @@ def read_shard_samples(
 ) -> Iterator[tuple[str, bytes]]:
     """Samples of one shard; with `expected`, a wrong size or sha256 raises at the end.
 
-    The check runs as the shard streams, so a reader that must not train on a bad shard
-    should consume the whole shard before using its samples (inspect does).
+    The checks run as the shard streams, so a reader that must not train on a bad shard
+    should consume the whole shard before using its samples (inspect does). Without
+    `expected`, a shard must still end with the end-of-archive blocks the writer puts
+    there: Python's tarfile takes a shard cut at a member boundary, or inside a member's
+    header, for a complete archive that ends there.
     """
     reader = _HashingReader(stream)
     count = 0
+    key = None
     for key, data in iter_tar_samples(reader, name):  # type: ignore[arg-type]
         count += 1
         yield key, data
     reader.drain()
-    if expected is None:
-        return
+    if expected is not None:
+        _check_against(expected, reader, count, name)
+    if reader.bytes % _BLOCK or reader.tail != _END_OF_ARCHIVE:
+        after = f"after sample {key}" if key else "before its first sample"
+        raise ShardReadError(
+            f"{name}: ends after {reader.bytes:,} bytes without the tar end-of-archive blocks, "
+            f"{after}; the shard is truncated: rebuild it or restore it from the source"
+        )
+
+
+def _check_against(expected: ShardInfo, reader: _HashingReader, count: int, name: str) -> None:
     digest = reader.sha256.hexdigest()
     if digest != expected.sha256 or reader.bytes != expected.bytes or count != expected.samples:
         raise ShardReadError(

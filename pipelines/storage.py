@@ -1,0 +1,256 @@
+"""Reading bertkit artifacts from local paths and URLs: s3://, gs://, http(s)://.
+
+Used by `bertkit inspect`, which must read what the stages wrote wherever it was published,
+including plain HTTP servers that cannot list a directory: so a directory is only ever found
+through its manifest, never by listing, and `locate` decides what a target is from its name:
+
+    …/shard-000000.tar                  a shard
+    …/manifest.json, …/_manifest.json   a shards or a documents manifest
+    anything else                       a directory: DIR/manifest.json, then DIR/_manifest.json
+
+Local paths are opened with `open()`, so they need nothing beyond the core install; URLs go
+through smart_open (the `train` extra). s3:// uses boto3's default client, which honours the
+standard environment (`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`, `AWS_PROFILE`, …); gs:// needs
+google-cloud-storage (the `gcp` extra).
+
+    python -c "from pipelines import storage; print(storage.locate('s3://bucket/shards'))"
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import posixpath
+import shutil
+import tempfile
+from dataclasses import dataclass
+from typing import Any, BinaryIO, Literal
+
+from schemas.examples import SHARDS_MANIFEST_NAME
+from schemas.manifest import MANIFEST_NAME
+
+_LOG = logging.getLogger(__name__)
+
+REMOTE_SCHEMES = ("s3", "gs", "http", "https")
+SHARD_SUFFIX = ".tar"
+_FILE_SCHEME = "file://"
+# 1 MiB copies keep memory flat when a file must be spooled to disk (see `open_seekable`).
+_COPY_BYTES = 1 << 20
+
+TargetKind = Literal["shard", "shards", "documents"]
+
+
+class StorageError(OSError):
+    """A file or URL could not be opened for a reason other than its absence."""
+
+
+@dataclass(frozen=True, slots=True)
+class Location:
+    """What a target is, decided from its name and which manifest exists.
+
+    `url` is the shard itself, or the directory a manifest describes; `manifest_url` is the
+    manifest (None for a single shard).
+    """
+
+    kind: TargetKind
+    url: str
+    manifest_url: str | None
+
+
+def scheme(url: str) -> str:
+    """`s3`, `gs`, `http`, `https`, or "" for a local path."""
+    head, separator, _ = url.partition("://")
+    return head.lower() if separator and head.lower() in REMOTE_SCHEMES else ""
+
+
+def is_remote(url: str) -> bool:
+    return bool(scheme(url))
+
+
+def _local_path(url: str) -> str:
+    return url[len(_FILE_SCHEME) :] if url.startswith(_FILE_SCHEME) else url
+
+
+def join(base: str, relative: str) -> str:
+    """`base`/`relative` for a local path or a URL (always `/` in URLs)."""
+    if is_remote(base):
+        return f"{base.rstrip('/')}/{relative.lstrip('/')}"
+    return os.path.join(_local_path(base), relative)
+
+
+def parent(url: str) -> str:
+    """The directory holding `url`: `s3://b/a/x.tar` → `s3://b/a`."""
+    if is_remote(url):
+        head, _, path = url.partition("://")
+        return f"{head}://{posixpath.dirname(path.rstrip('/'))}"
+    return os.path.dirname(os.path.normpath(_local_path(url)))
+
+
+def basename(url: str) -> str:
+    return posixpath.basename(url.rstrip("/")) if is_remote(url) else os.path.basename(url)
+
+
+def open_binary(url: str) -> BinaryIO:
+    """Open a local path or a URL for reading bytes.
+
+    Raises FileNotFoundError when the file (or bucket) does not exist, StorageError when it
+    exists but cannot be read (no credentials, no network, a missing extra).
+    """
+    kind = scheme(url)
+    if not kind:
+        return open(_local_path(url), "rb")  # the caller closes it
+    if kind == "gs":
+        _require_gcs()
+    smart_open = _smart_open()
+    try:
+        return smart_open.open(url, "rb")
+    except FileNotFoundError:
+        raise
+    except _credentials_errors() as error:
+        raise StorageError(
+            f"{url}: no credentials for {kind}:// ({error}); set them the usual way "
+            "(AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE for s3://, "
+            "GOOGLE_APPLICATION_CREDENTIALS or `gcloud auth application-default login` "
+            "for gs://)"
+        ) from error
+    except _gcs_not_found() as error:
+        raise FileNotFoundError(f"{url}: not found ({error})") from error
+    except OSError as error:  # smart_open wraps S3 ClientErrors; requests' errors are OSErrors
+        if _is_not_found(error):
+            raise FileNotFoundError(f"{url}: not found ({error})") from error
+        raise StorageError(f"{url}: cannot be read: {error}") from error
+
+
+def read_bytes(url: str) -> bytes:
+    with open_binary(url) as source:
+        return source.read()
+
+
+def read_text(url: str) -> str:
+    return read_bytes(url).decode("utf-8")
+
+
+def exists(url: str) -> bool:
+    """Whether `url` names a readable file (never a directory: HTTP cannot tell them apart)."""
+    if not is_remote(url):
+        return os.path.isfile(_local_path(url))
+    try:
+        with open_binary(url):
+            return True
+    except FileNotFoundError:
+        return False
+
+
+def open_seekable(url: str) -> BinaryIO:
+    """A seekable file for random-access readers (Parquet reads its footer first).
+
+    Local files, S3 and GCS objects seek with ranged reads. An HTTP server that ignores Range
+    requests (Python's http.server, some static hosts) cannot, so its file is spooled to a
+    temporary file on disk first, streamed in 1 MiB copies: memory stays flat either way.
+    """
+    source = open_binary(url)
+    if not is_remote(url):
+        return source
+    try:
+        if source.seekable():
+            source.seek(-1, io.SEEK_END)  # a ranged read: the server shows whether it can
+            source.seek(0)
+            return source
+    except io.UnsupportedOperation:
+        pass
+    except OSError as error:
+        source.close()
+        raise StorageError(f"{url}: cannot be read: {error}") from error
+    source.close()
+    _LOG.info("%s: the server does not answer Range requests; copying to a temporary file", url)
+    spooled = tempfile.TemporaryFile()  # noqa: SIM115 (returned: the caller closes it)
+    with open_binary(url) as source:
+        shutil.copyfileobj(source, spooled, _COPY_BYTES)
+    spooled.seek(0)
+    return spooled  # type: ignore[return-value]
+
+
+def locate(path_or_url: str) -> Location:
+    """Decide what a target is; FileNotFoundError, with what was tried, if it is not there."""
+    target = path_or_url.rstrip("/") if len(path_or_url) > 1 else path_or_url
+    name = basename(target)
+    if name.endswith(SHARD_SUFFIX):
+        if not exists(target):
+            raise FileNotFoundError(f"{path_or_url}: no such shard")
+        return Location("shard", target, None)
+    if name in (SHARDS_MANIFEST_NAME, MANIFEST_NAME):
+        if not exists(target):
+            raise FileNotFoundError(f"{path_or_url}: no such manifest")
+        kind: TargetKind = "shards" if name == SHARDS_MANIFEST_NAME else "documents"
+        return Location(kind, parent(target), target)
+    if not is_remote(target) and not os.path.isdir(_local_path(target)):
+        raise FileNotFoundError(
+            f"{path_or_url}: no such file or directory; give a shards or documents directory, "
+            f"its {SHARDS_MANIFEST_NAME} / {MANIFEST_NAME}, or a shard-*{SHARD_SUFFIX}"
+        )
+    for manifest_name, kind in ((SHARDS_MANIFEST_NAME, "shards"), (MANIFEST_NAME, "documents")):
+        manifest_url = join(target, manifest_name)
+        if exists(manifest_url):
+            return Location(kind, target, manifest_url)  # type: ignore[arg-type]
+    raise FileNotFoundError(
+        f"{path_or_url}: neither {SHARDS_MANIFEST_NAME} (a shards directory) nor "
+        f"{MANIFEST_NAME} (a documents directory) is there. A directory without its manifest "
+        "is incomplete, since every stage writes it last: rerun the stage that makes it, or "
+        f"give a single shard-*{SHARD_SUFFIX}"
+    )
+
+
+def _smart_open() -> Any:
+    try:
+        import smart_open
+    except ImportError as error:
+        raise StorageError(
+            "reading URLs needs smart_open: pip install 'bertkit[train]' (or smart-open)"
+        ) from error
+    return smart_open
+
+
+def _require_gcs() -> None:
+    try:
+        import google.cloud.storage  # noqa: F401 (only checks that it is installed)
+    except ImportError as error:
+        raise StorageError(
+            "gs:// URLs need google-cloud-storage, which is not installed: "
+            "pip install 'bertkit[gcp]'"
+        ) from error
+
+
+def _is_not_found(error: OSError) -> bool:
+    backend = getattr(error, "backend_error", None)  # smart_open's S3 ClientError
+    if backend is not None:
+        code = str(getattr(backend, "response", {}).get("Error", {}).get("Code", ""))
+        return code in ("NoSuchKey", "NoSuchBucket", "404", "NotFound")
+    response = getattr(error, "response", None)  # requests.HTTPError
+    return getattr(response, "status_code", None) in (404, 410)
+
+
+def _credentials_errors() -> tuple[type[Exception], ...]:
+    """Missing-credential errors of the installed cloud clients: expected in the field."""
+    errors: list[type[Exception]] = []
+    try:
+        from botocore.exceptions import NoCredentialsError, PartialCredentialsError
+
+        errors += [NoCredentialsError, PartialCredentialsError]
+    except ImportError:
+        pass
+    try:
+        from google.auth.exceptions import DefaultCredentialsError
+
+        errors.append(DefaultCredentialsError)
+    except ImportError:
+        pass
+    return tuple(errors)
+
+
+def _gcs_not_found() -> tuple[type[Exception], ...]:
+    try:
+        from google.api_core.exceptions import NotFound
+    except ImportError:
+        return ()
+    return (NotFound,)

@@ -1,0 +1,491 @@
+"""`bertkit inspect` on literal shards and a literal vocabulary, locally, over HTTP and S3.
+
+The shards are written with the real writer (`pipelines.shard_io.write_shard`) from three
+hand-made examples, so every figure below is worked out by hand:
+
+    train   #0 IsNext   [CLS] the [MASK]→cat sat [SEP] | on {dog→the} {mat} . [SEP]
+            #1 NotNext  [CLS] the dog ran [SEP] | the [MASK]→cat . [SEP]
+    heldout #0 IsNext   [CLS] the cat [SEP] | on {the} mat [SEP]
+
+train: 2 examples, 19 tokens, NotNext 1 (0.5), 4 predictions ([MASK] 2, kept 1, random 1).
+The documents test runs the books stage on the embedded real sample (4 books).
+"""
+
+import hashlib
+import http.server
+import json
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from functools import partial
+from pathlib import Path
+
+import boto3
+import numpy as np
+import pytest
+
+from pipelines import books, cli, storage
+from pipelines.inspect import example_stats, iter_examples, open_target, shard_refs
+from pipelines.shard_io import write_shard
+from schemas.documents import DOCUMENT_SCHEMA
+from schemas.examples import (
+    PRETRAINING_EXAMPLE_SCHEMA,
+    SHARDS_MANIFEST_NAME,
+    PretrainingExample,
+    sample_key,
+)
+from schemas.manifest import MANIFEST_NAME, DocumentsManifest
+from schemas.shards import SequenceOutput, ShardsManifest, SplitShards
+from schemas.vocab import VOCAB_FILE
+from tests.conftest import DATA_DIR
+from tests.test_object_storage import free_port
+
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat",
+         "dog", "ran", "."]  # fmt: skip
+MASK_ID = VOCAB.index("[MASK]")
+TRAIN_SHARD = "seq128/train/shard-000000.tar"
+HELDOUT_SHARD = "seq128/heldout/shard-000000.tar"
+
+
+def example(ids, a_length, positions, originals, label, doc_a, doc_b, dupe_pass):
+    return PretrainingExample(
+        np.array(ids, dtype=np.uint16), a_length, np.array(positions, dtype=np.uint16),
+        np.array(originals, dtype=np.uint16), label, doc_a, doc_b, dupe_pass,
+    )  # fmt: skip
+
+
+TRAIN = [
+    example([2, 5, 4, 7, 3, 8, 10, 9, 12, 3], 5, [2, 6, 7], [6, 5, 9], 0, "books/a", "books/a", 0),
+    example([2, 5, 10, 11, 3, 5, 4, 12, 3], 5, [6], [6], 1, "books/a", "books/b", 1),
+]
+HELDOUT = [example([2, 5, 6, 3, 8, 5, 9, 3], 4, [5], [5], 0, "books/c", "books/c", 0)]
+
+JSON_LINES = [
+    '{"input_ids":[2,5,4,7,3,8,10,9,12,3],"segment_ids":[0,0,0,0,0,1,1,1,1,1],'
+    '"masked_lm_positions":[2,6,7],"masked_lm_ids":[6,5,9],"next_sentence_label":0}',
+    '{"input_ids":[2,5,10,11,3,5,4,12,3],"segment_ids":[0,0,0,0,0,1,1,1,1],'
+    '"masked_lm_positions":[6],"masked_lm_ids":[6],"next_sentence_label":1}',
+    '{"input_ids":[2,5,6,3,8,5,9,3],"segment_ids":[0,0,0,0,1,1,1,1],'
+    '"masked_lm_positions":[5],"masked_lm_ids":[5],"next_sentence_label":0}',
+]
+
+TRAIN_STATS = [
+    "examples 2 in 1 shard",
+    "  seq128/train     2 examples in 1 shard, NotNext 1, 19 tokens, 4 predictions",
+    "length (tokens per example): min 9, max 10, mean 9.5",
+    "         1–16         2  ██████████████████████████████",
+    "        17–32         0",
+    "        33–48         0",
+    "        49–64         0",
+    "        65–80         0",
+    "        81–96         0",
+    "       97–112         0",
+    "      113–128         0",
+    "next sentence: NotNext 1 of 2 (0.500), IsNext 1",
+    "predictions per example: mean 2.00, min 1, max 3; 0.211 of tokens (4 of 19)",
+    "masked positions 4: [MASK] 2 (0.500), kept 1 (0.250), random 1 (0.250)",
+    "checked against the manifest: every shard's sha256 and every split's counts",
+]
+
+
+def write_vocab(directory: Path, tokens: list[str] = VOCAB) -> str:
+    directory.mkdir(parents=True, exist_ok=True)
+    data = "".join(f"{token}\n" for token in tokens).encode()
+    (directory / VOCAB_FILE).write_bytes(data)
+    return hashlib.sha256(data).hexdigest()
+
+
+def write_shards(root: Path, vocab_path: str, vocab_sha256: str) -> Path:
+    """root/shards: two shards and their manifest, the layout `bertkit examples` writes."""
+    shards = root / "shards"
+    for split in ("train", "heldout"):
+        (shards / "seq128" / split).mkdir(parents=True)
+    train = write_shard(
+        str(shards), TRAIN_SHARD, [(sample_key(i), e.encode(2)) for i, e in enumerate(TRAIN)]
+    )
+    heldout = write_shard(
+        str(shards), HELDOUT_SHARD, [(sample_key(i), e.encode(2)) for i, e in enumerate(HELDOUT)]
+    )
+    manifest = ShardsManifest(
+        vocab={"path": vocab_path, "sha256": vocab_sha256, "size": len(VOCAB), "cased": False},
+        inputs=[], config={"max_seq_length": [128]}, layout={"id_width": 2}, deviations=[],
+        counts={"examples": 3}, dropped={}, rejected={},
+        outputs={"seq128": SequenceOutput(128, 20, {
+            "train": SplitShards(samples=2, not_next=1, tokens=19, predictions=4, shards=[train]),
+            "heldout": SplitShards(samples=1, not_next=0, tokens=8, predictions=1,
+                                   shards=[heldout]),
+        })},
+    )  # fmt: skip
+    (shards / SHARDS_MANIFEST_NAME).write_text(manifest.to_json())
+    return shards
+
+
+@pytest.fixture
+def shards_dir(tmp_path: Path) -> Path:
+    vocab_dir = tmp_path / "vocab"
+    return write_shards(tmp_path, str(vocab_dir), write_vocab(vocab_dir))
+
+
+def inspect(capsys, *args: str) -> tuple[int, list[str], str]:
+    """Run `bertkit inspect ARGS`: exit code, stdout lines, stderr."""
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["inspect", *args])
+    captured = capsys.readouterr()
+    return exited.value.code, captured.out.splitlines(), captured.err
+
+
+# --------------------------------------------------------------------------- local shards
+
+
+def test_json_lines_are_the_five_training_fields(shards_dir: Path, capsys) -> None:
+    code, lines, _ = inspect(capsys, str(shards_dir), "--json", "10")
+    assert code == 0
+    assert lines == JSON_LINES  # train before heldout, unpadded, Google's feature names
+    assert (
+        inspect(capsys, str(shards_dir / SHARDS_MANIFEST_NAME), "--json", "1")[1] == JSON_LINES[:1]
+    )
+    assert (
+        inspect(capsys, str(shards_dir), "--json", "5", "--split", "heldout")[1] == JSON_LINES[2:]
+    )
+
+
+def test_stats_of_a_split_are_exact(shards_dir: Path, capsys) -> None:
+    code, lines, _ = inspect(capsys, str(shards_dir), "--stats", "--seq", "128", "--split", "train")
+    assert code == 0
+    assert lines[lines.index("examples 2 in 1 shard") :] == TRAIN_STATS
+    assert (
+        "  train    2 examples in 1 shard (3,072 bytes), NotNext 1, 19 tokens, 4 predictions"
+        in lines
+    )
+
+
+def test_stats_of_the_whole_directory(shards_dir: Path, capsys) -> None:
+    code, lines, _ = inspect(capsys, str(shards_dir), "--stats")
+    assert code == 0
+    assert "examples 3 in 2 shards" in lines
+    assert "  seq128/heldout   1 example in 1 shard, NotNext 0, 8 tokens, 1 prediction" in lines
+    assert "next sentence: NotNext 1 of 3 (0.333), IsNext 2" in lines
+    assert "masked positions 5: [MASK] 2 (0.400), kept 2 (0.400), random 1 (0.200)" in lines
+
+
+def test_show_marks_masked_tokens_and_segments(shards_dir: Path, capsys) -> None:
+    code, lines, _ = inspect(capsys, str(shards_dir), "--show", "2")
+    assert code == 0
+    assert lines[0].startswith("vocabulary ") and lines[0].endswith(
+        "(13 tokens, sha256 matches the manifest)"
+    )
+    assert lines[1:] == [
+        "seq128/train #000000000000  IsNext  doc_a books/a  doc_b books/a  dupe_pass 0  "
+        "(10 tokens: A 5, B 5; 3 predicted)",
+        "  A  [CLS] the [MASK]→cat sat [SEP]",
+        "  B  on {dog→the} {mat} . [SEP]",
+        "seq128/train #000000000001  NotNext  doc_a books/a  doc_b books/b  dupe_pass 1  "
+        "(9 tokens: A 5, B 4; 1 predicted)",
+        "  A  [CLS] the dog ran [SEP]",
+        "  B  the [MASK]→cat . [SEP]",
+    ]
+
+
+def test_show_without_a_vocabulary_prints_ids(tmp_path: Path, capsys) -> None:
+    shards = write_shards(tmp_path, str(tmp_path / "gone"), "0" * 64)
+    code, lines, _ = inspect(capsys, str(shards), "--show", "1", "--stats")
+    assert code == 0
+    assert lines[0].startswith("no vocabulary: the manifest's")
+    assert "  A  2 5 {4→6} 7 3" in lines and "  B  8 {10→5} {9} 12 3" in lines
+    assert any(line.startswith("masked positions 5: kept 2 (0.400), replaced 3") for line in lines)
+
+
+def test_schema_prints_fields_docs_and_versions(shards_dir: Path, capsys) -> None:
+    code, lines, _ = inspect(capsys, str(shards_dir), "--schema")
+    assert code == 0
+    assert lines[:2] == [
+        "record PretrainingExample, schema version 1.0 (this bertkit)",
+        "manifest: record PretrainingExample, schema version 1.0, written by bertkit 0.1.0",
+    ]
+    assert [line.split()[0] for line in lines[2:]] == PRETRAINING_EXAMPLE_SCHEMA.names
+    assert any("0 = IsNext (B follows A), 1 = NotNext" in line for line in lines)
+
+
+def test_summary_of_a_shards_directory(shards_dir: Path, capsys) -> None:
+    code, lines, _ = inspect(capsys, str(shards_dir))
+    sha = hashlib.sha256((shards_dir.parent / "vocab" / VOCAB_FILE).read_bytes()).hexdigest()
+    assert code == 0
+    assert lines == [
+        f"shards directory {shards_dir} (manifest.json)",
+        "record PretrainingExample, schema version 1.0, written by bertkit 0.1.0",
+        f"vocab: sha256 {sha}, path {shards_dir.parent / 'vocab'}, size 13, cased False",
+        "seq128: max 20 predictions per sequence",
+        "  train    2 examples in 1 shard (3,072 bytes), NotNext 1, 19 tokens, 4 predictions",
+        "  heldout  1 example in 1 shard (2,048 bytes), NotNext 0, 8 tokens, 1 prediction",
+        "total: 3 examples in 2 shards, 5,120 bytes",
+        "rejected: none; dropped: none",
+    ]
+
+
+def test_a_single_shard_is_checked_against_the_manifest_above_it(
+    shards_dir: Path, tmp_path: Path, capsys
+) -> None:
+    shard = shards_dir / TRAIN_SHARD
+    code, lines, _ = inspect(capsys, str(shard))
+    assert code == 0
+    assert lines[1].startswith(f"listed in {shards_dir / SHARDS_MANIFEST_NAME} as {TRAIN_SHARD}")
+    assert lines[-1] == "read: 2 samples, the tar is complete; matches the manifest"
+    assert inspect(capsys, str(shard), "--json", "9")[1] == JSON_LINES[:2]
+    alone = tmp_path / "alone" / "shard-000007.tar"  # no manifest anywhere above it
+    alone.parent.mkdir()
+    shutil.copy(shard, alone)
+    code, lines, _ = inspect(capsys, str(alone), "--show", "1", "--vocab", str(tmp_path / "vocab"))
+    assert code == 0
+    assert lines[0].endswith("(13 tokens, not checked: no manifest)")
+    assert lines[1].startswith("shard #000000000000  IsNext")
+    code, _, err = inspect(capsys, str(alone), "--split", "train")
+    assert code == 1 and "--seq and --split choose shards of a manifest" in err
+
+
+def test_library_api(shards_dir: Path) -> None:
+    target = open_target(str(shards_dir))
+    assert [s.label for s in shard_refs(target)] == ["seq128/train", "seq128/heldout"]
+    stats = example_stats(iter_examples(str(shards_dir), seq=128, split="train"), MASK_ID, 32)
+    assert stats["examples"] == 2 and stats["not_next_ratio"] == 0.5
+    assert stats["length_histogram"] == [(1, 16, 2), (17, 32, 0)]
+    assert stats["predictions"] == {"total": 4, "mean": 2.0, "min": 1, "max": 3,
+                                    "per_token": 4 / 19}  # fmt: skip
+    assert stats["masked"] == {"mask": 2, "keep": 1, "random": 1, "replaced": None,
+                               "mask_ratio": 0.5, "keep_ratio": 0.25, "random_ratio": 0.25}  # fmt: skip
+    assert [e.key for e in iter_examples(target, limit=2)] == [sample_key(0), sample_key(1)]
+
+
+# --------------------------------------------------------------------------- damage
+
+
+def test_a_tampered_shard_fails_after_printing_what_was_read(shards_dir: Path, capsys) -> None:
+    shard = shards_dir / TRAIN_SHARD
+    data = bytearray(shard.read_bytes())
+    data[512 + 18] ^= 0x01  # first token id of the first sample: still decodes, wrong sha256
+    shard.write_bytes(bytes(data))
+    code, lines, err = inspect(capsys, str(shards_dir), "--json", "5")
+    assert code == 1
+    assert lines[1:] == JSON_LINES[1:2]  # the train shard was printed, heldout never reached
+    assert err.startswith(f"bertkit inspect: error: {shard}: does not match the manifest")
+    assert "Traceback" not in err
+    code, lines, err = inspect(capsys, str(shards_dir), "--stats", "--split", "train")
+    assert code == 1 and f"{shard}: does not match the manifest" in err
+    assert "statistics of what was read before the error:" in lines
+    code, lines, _ = inspect(capsys, str(shards_dir), "--json", "5", "--no-verify")
+    assert code == 0 and len(lines) == 3
+
+
+def test_a_truncated_shard_names_the_shard(shards_dir: Path, capsys) -> None:
+    shard = shards_dir / TRAIN_SHARD
+    full = shard.read_bytes()
+    shard.write_bytes(full[:1100])  # inside the second sample's data
+    code, lines, err = inspect(capsys, str(shard), "--json", "5", "--no-verify")
+    assert code == 1
+    assert lines == JSON_LINES[:1]
+    assert f"{shard}: " in err and "truncated" in err
+    shard.write_bytes(full[:1024])  # cut exactly after the first sample: tarfile sees no fault
+    code, lines, err = inspect(capsys, str(shard), "--json", "5", "--no-verify")
+    assert code == 1 and lines == JSON_LINES[:1]
+    assert err == (
+        f"bertkit inspect: error: {shard}: ends after 1,024 bytes without the tar end-of-archive "
+        "blocks, after sample 000000000000; the shard is truncated: rebuild it or restore it "
+        "from the source\n"
+    )
+    code, _, err = inspect(capsys, str(shard))  # through the manifest: the size is wrong too
+    assert code == 1 and f"{shard}: does not match the manifest: 1 samples, 1024 bytes" in err
+
+
+def test_a_different_vocabulary_is_refused(shards_dir: Path, tmp_path: Path, capsys) -> None:
+    other = tmp_path / "other-vocab"
+    write_vocab(other, [*VOCAB[:5], "a", "kitten", *VOCAB[7:]])
+    code, lines, err = inspect(capsys, str(shards_dir), "--show", "1", "--vocab", str(other))
+    assert code == 1 and lines == []
+    assert f"{other / VOCAB_FILE}: sha256" in err and "was made with vocab sha256" in err
+    (tmp_path / "vocab" / VOCAB_FILE).write_text("[PAD]\n")  # the manifest's own, changed
+    assert inspect(capsys, str(shards_dir), "--stats")[0] == 1
+
+
+def test_a_missing_target_is_one_clear_line(tmp_path: Path, capsys) -> None:
+    code, lines, err = inspect(capsys, str(tmp_path / "nowhere"))
+    assert code == 1 and lines == []
+    assert err == f"bertkit inspect: error: {tmp_path / 'nowhere'}: no such file or directory; " \
+        "give a shards or documents directory, its manifest.json / _manifest.json, or a shard-*.tar\n"  # fmt: skip
+    code, _, err = inspect(capsys, str(tmp_path))  # a directory without a manifest
+    assert code == 1 and "neither manifest.json (a shards directory) nor _manifest.json" in err
+
+
+def test_gs_without_the_gcp_extra_says_what_to_install(capsys) -> None:
+    try:
+        import google.cloud.storage  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("google-cloud-storage is installed")
+    code, _, err = inspect(capsys, "gs://bucket/shards")
+    assert code == 1 and "pip install 'bertkit[gcp]'" in err
+
+
+def test_storage_paths() -> None:
+    assert storage.join("s3://b/shards/", "seq128/x.tar") == "s3://b/shards/seq128/x.tar"
+    assert storage.parent("https://h/a/b/manifest.json") == "https://h/a/b"
+    assert storage.basename("gs://b/a/shard-000001.tar") == "shard-000001.tar"
+    assert storage.scheme("HTTP://h/x") == "http" and storage.scheme("/data/x") == ""
+
+
+# --------------------------------------------------------------------------- documents
+
+
+@pytest.fixture(scope="module")
+def books_documents(tmp_path_factory) -> Path:
+    """The books stage run once on the embedded sample (conftest's `books_dir`)."""
+    out = tmp_path_factory.mktemp("documents") / "books"
+    assert books.run(["--input", str(DATA_DIR / "books" / "*.txt"), "--output", str(out)]) == 0
+    return out
+
+
+def test_documents_stats_match_their_manifest(books_documents: Path, capsys) -> None:
+    manifest = DocumentsManifest.from_json((books_documents / MANIFEST_NAME).read_text())
+    counts = manifest.counts
+    code, lines, _ = inspect(capsys, str(books_documents), "--stats")
+    assert code == 0
+    read = (f"read:     {counts['documents']} documents, {counts['sentences']:,} sentences, "
+            f"{counts['text_bytes']:,} text bytes in 1 file")  # fmt: skip
+    assert (
+        read in lines
+        and read == "read:     4 documents, 6,536 sentences, 1,101,436 text bytes in 1 file"
+    )
+    assert lines[-1] == "checked against the manifest: every file's size and counts"
+    assert "sentences per document: mean 1634.0, min 1,229, max 2,409" in lines
+
+
+def test_documents_show_json_and_schema(books_documents: Path, capsys) -> None:
+    code, lines, _ = inspect(capsys, str(books_documents), "--json", "2")
+    assert code == 0
+    rows = [json.loads(line) for line in lines]
+    assert [list(r) for r in rows] == [DOCUMENT_SCHEMA.names] * 2
+    assert [r["id"] for r in rows] == ["books/alice29", "books/asyoulik"]
+    assert rows[0]["sentences"][0].startswith("Alice was beginning to get very tired")
+    code, lines, _ = inspect(capsys, str(books_documents), "--show", "1", "--schema")
+    assert code == 0
+    assert [line.split()[0] for line in lines[2:8]] == DOCUMENT_SCHEMA.names
+    assert "documents-00000-0000.parquet: same schema" in lines
+    assert "books/alice29  'alice29'  (books, 1,229 sentences, 139,951 bytes)" in lines
+    assert lines[-1] == "       … 1,226 more"
+
+
+# --------------------------------------------------------------------------- over HTTP
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format, *args) -> None:  # the test output stays readable
+        pass
+
+
+@pytest.fixture
+def http_root(tmp_path: Path, monkeypatch):
+    """A plain HTTP server on loopback serving tmp_path: no listing used, no Range support."""
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    handler = partial(_QuietHandler, directory=str(tmp_path))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_shards_over_http(shards_dir: Path, http_root: str, capsys) -> None:
+    local = inspect(capsys, str(shards_dir), "--stats")[1]
+    code, lines, _ = inspect(capsys, f"{http_root}/shards/", "--json", "10")
+    assert code == 0 and lines == JSON_LINES
+    code, lines, _ = inspect(capsys, f"{http_root}/shards/{SHARDS_MANIFEST_NAME}", "--stats")
+    assert code == 0
+    assert (
+        lines[1:] == local[1:]
+        and lines[0] == f"shards directory {http_root}/shards (manifest.json)"
+    )
+    code, lines, _ = inspect(capsys, f"{http_root}/shards/{TRAIN_SHARD}", "--show", "1",
+                             "--vocab", f"{http_root}/vocab")  # fmt: skip
+    assert code == 0 and "  B  on {dog→the} {mat} . [SEP]" in lines
+    code, _, err = inspect(capsys, f"{http_root}/missing")
+    assert code == 1 and "neither manifest.json" in err
+
+
+def test_tampered_shard_over_http(shards_dir: Path, http_root: str, capsys) -> None:
+    shard = shards_dir / HELDOUT_SHARD
+    shard.write_bytes(shard.read_bytes()[:-1024])  # drop the end-of-archive blocks
+    code, lines, err = inspect(capsys, f"{http_root}/shards", "--json", "10")
+    assert code == 1 and lines == JSON_LINES  # all three were read; the size is wrong
+    assert f"{http_root}/shards/{HELDOUT_SHARD}: " in err
+
+
+def test_documents_over_http_without_range_requests(
+    books_documents: Path, tmp_path: Path, http_root: str, capsys
+) -> None:
+    shutil.copytree(books_documents, tmp_path / "books")
+    local = inspect(capsys, str(books_documents), "--stats")[1]
+    code, lines, _ = inspect(capsys, f"{http_root}/books", "--stats")
+    assert code == 0 and lines == local
+    assert json.loads(inspect(capsys, f"{http_root}/books", "--json", "1")[1][0])["id"] == (
+        "books/alice29"
+    )
+
+
+# --------------------------------------------------------------------------- over S3
+
+BUCKET = "artifacts"
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint():
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    endpoint = f"http://127.0.0.1:{port}"
+    client = boto3.client(
+        "s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test",
+        region_name="us-east-1",
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while True:  # bounded wait for the server to answer
+        try:
+            client.create_bucket(Bucket=BUCKET)
+            break
+        except Exception:
+            if time.monotonic() > deadline:
+                server.kill()
+                raise
+            time.sleep(0.2)
+    yield endpoint, client
+    server.terminate()
+    server.wait(timeout=10)
+
+
+def test_shards_and_documents_over_s3(
+    s3_endpoint, shards_dir: Path, books_documents: Path, monkeypatch, capsys
+) -> None:
+    endpoint, client = s3_endpoint
+    # smart_open's default boto3 client reads the standard variables, as on a real machine.
+    for name, value in [("AWS_ENDPOINT_URL", endpoint), ("AWS_ACCESS_KEY_ID", "test"),
+                        ("AWS_SECRET_ACCESS_KEY", "test"), ("AWS_DEFAULT_REGION", "us-east-1"),
+                        ("NO_PROXY", "127.0.0.1,localhost")]:  # fmt: skip
+        monkeypatch.setenv(name, value)
+    for root, prefix in ((shards_dir, "shards"), (books_documents, "books")):
+        for path in root.rglob("*"):
+            if path.is_file():
+                client.upload_file(str(path), BUCKET, f"{prefix}/{path.relative_to(root)}")
+    code, lines, _ = inspect(capsys, f"s3://{BUCKET}/shards", "--json", "10")
+    assert code == 0 and lines == JSON_LINES
+    code, lines, _ = inspect(capsys, f"s3://{BUCKET}/shards/{SHARDS_MANIFEST_NAME}", "--stats",
+                             "--split", "train")  # fmt: skip
+    assert code == 0 and lines[lines.index("examples 2 in 1 shard") :] == TRAIN_STATS
+    code, lines, _ = inspect(capsys, f"s3://{BUCKET}/books", "--stats")
+    assert code == 0
+    assert "read:     4 documents, 6,536 sentences, 1,101,436 text bytes in 1 file" in lines
+    code, _, err = inspect(capsys, f"s3://{BUCKET}/nothing/shard-000000.tar")
+    assert code == 1 and f"s3://{BUCKET}/nothing/shard-000000.tar: no such shard" in err
