@@ -91,3 +91,38 @@ def test_multistream_splits_read_with_ranged_s3_reads(s3_server, tmp_path: Path)
     assert code == 0
     manifest = read_manifest(f"s3://{BUCKET}/out/multi")
     assert manifest.counts["documents"] == 20 and manifest.counts["units"] == 6
+
+
+def upload_tree(client, local: Path, prefix: str) -> str:
+    for path in sorted(p for p in local.rglob("*") if p.is_file()):
+        client.upload_file(str(path), BUCKET, f"{prefix}/{path.relative_to(local)}")
+    return f"s3://{BUCKET}/{prefix}"
+
+
+def test_examples_from_and_to_s3_give_the_same_shards_as_local(
+    s3_server, sample_documents, sample_vocab, tmp_path
+) -> None:
+    from pipelines import examples
+    from schemas import ShardsManifest
+
+    endpoint, client = s3_server
+    documents = [upload_tree(client, d, f"examples-in/{d.name}") for d in sample_documents]
+    vocab = upload_tree(client, sample_vocab, "examples-in/vocab")
+    flags = ["--dupe-factor", "1", "--samples-per-shard", "3000", "--heldout-fraction", "0.05"]
+    local = tmp_path / "local"
+    assert examples.run(
+        ["--documents", *map(str, sample_documents), "--vocab", str(sample_vocab),
+         "--output", str(local), *flags]
+    ) == 0  # fmt: skip
+    assert examples.run(
+        ["--documents", *documents, "--vocab", vocab, "--output", f"s3://{BUCKET}/shards",
+         *flags, *s3_flags(endpoint)]
+    ) == 0  # fmt: skip
+    body = client.get_object(Bucket=BUCKET, Key="shards/manifest.json")["Body"].read()
+    remote = ShardsManifest.from_json(body.decode())
+    expected = ShardsManifest.from_json((local / "manifest.json").read_text())
+    assert remote.all_shards() == expected.all_shards() and len(expected.all_shards()) >= 3
+    assert remote.counts == expected.counts
+    keys = {o["Key"] for o in client.list_objects_v2(Bucket=BUCKET, Prefix="shards/")["Contents"]}
+    # The shards and the manifest, nothing else: the spill files under _work are removed.
+    assert keys == {"shards/manifest.json"} | {f"shards/{s.path}" for s in expected.all_shards()}
