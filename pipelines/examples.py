@@ -35,6 +35,7 @@ import sys
 from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
+from itertools import chain
 from typing import Any
 
 import apache_beam as beam
@@ -45,7 +46,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.beam_runner import OutputOptions, make_pipeline, parse_stage_arguments, stage_main
 from pipelines.draws import document_stream, stable_hash64, unit_fraction
-from pipelines.masking import MaskingConfig, mask_tokens
+from pipelines.masking import MaskingConfig, mask_batch
 from pipelines.pairs import create_pairs, pair_input_ids
 from pipelines.shard_io import write_shard
 from pipelines.spill import (
@@ -440,7 +441,7 @@ class _TokenizeDocumentsFn(beam.DoFn):
                         tally.counts["documents_with_one_sentence"] += 1
                     lengths = np.fromiter((len(p) for p in kept), dtype=np.uint32, count=len(kept))
                     tokens = np.fromiter(
-                        (t for p in kept for t in p), dtype=np.uint32, count=int(lengths.sum())
+                        chain.from_iterable(kept), dtype=np.uint32, count=int(lengths.sum())
                     )
                     tally.counts["tokens"] += len(tokens)
                     yield TokenizedDocument(doc_id, tokens, lengths)
@@ -550,9 +551,17 @@ class _PairAndMaskFn(beam.DoFn):
         output = f"{seq_dir(length)}/{split}"
         buckets = self._layout.buckets[output]
         counts = tally.counts
-        for pair in pairs:
-            input_ids, a_length = pair_input_ids(pair, self._cls, self._sep)
-            masked = mask_tokens(input_ids, (0, a_length - 1, len(input_ids) - 1), masking, rng)
+        inputs = [pair_input_ids(pair, self._cls, self._sep) for pair in pairs]
+        masked_inputs = mask_batch(
+            [ids for ids, _ in inputs],
+            [(0, a_length - 1, len(ids) - 1) for ids, a_length in inputs],
+            masking,
+            rng,
+        )
+        sort_keys = (rng.uniforms(len(pairs)) * 2**53).astype(np.int64).tolist()
+        for pair, (input_ids, a_length), masked, sort_key in zip(
+            pairs, inputs, masked_inputs, sort_keys, strict=True
+        ):
             partner_id = (
                 members[pair.partner + (pair.partner >= index)].id
                 if pair.is_random_next
@@ -563,7 +572,6 @@ class _PairAndMaskFn(beam.DoFn):
                 masked.input_ids, a_length, masked.positions, masked.labels, label,
                 document_id, partner_id, dupe_pass,
             ).encode(self._layout.id_width)  # fmt: skip
-            sort_key = int(rng.random() * 2**53)
             bucket_key = f"{output}/b{sort_key % buckets:05d}"
             writer.add(bucket_key, pack_example(sort_key, example))
             bucket_counts[bucket_key] += 1

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 
@@ -71,23 +72,66 @@ def mask_tokens(
 
     `special_positions` are the [CLS] and [SEP] positions (never predicted).
     """
-    ids = np.asarray(input_ids, dtype=np.int64)
-    count = num_to_predict(len(ids), config)
-    candidates = np.ones(len(ids), dtype=bool)
-    candidates[list(special_positions)] = False
     if config.is_continuation is not None:
-        return _mask_whole_words(ids, candidates, count, config, rng)
-    positions = np.flatnonzero(candidates)
-    chosen = np.sort(positions[rng.permutation(len(positions))[:count]])
-    masked, randomised = _replacements(rng.uniforms(len(chosen)), rng, config)
-    labels = ids[chosen]
-    output = ids.copy()
-    output[chosen[masked]] = config.mask_id
-    random_ids = config.replaceable_ids[
-        (rng.uniforms(int(randomised.sum())) * len(config.replaceable_ids)).astype(np.int64)
+        ids = np.asarray(input_ids, dtype=np.int64)
+        candidates = np.ones(len(ids), dtype=bool)
+        candidates[list(special_positions)] = False
+        return _mask_whole_words(ids, candidates, num_to_predict(len(ids), config), config, rng)
+    (masked,) = mask_batch([input_ids], [special_positions], config, rng)
+    return masked
+
+
+def mask_batch(
+    inputs: Sequence[Sequence[int]],
+    special_positions: Sequence[Sequence[int]],
+    config: MaskingConfig,
+    rng: RandomStream,
+) -> list[MaskedInput]:
+    """`mask_tokens` for many inputs at once (whole-word masking goes one input at a time).
+
+    One document's examples are masked together with a handful of numpy calls, not a few
+    per example: each position gets a uniform key ([CLS]/[SEP] an impossible one) and an
+    input's predictions are its positions with the smallest keys, which is a uniformly
+    random choice, as Google's shuffle-then-take-the-first is.
+    """
+    if config.is_continuation is not None:
+        return [
+            mask_tokens(i, s, config, rng) for i, s in zip(inputs, special_positions, strict=True)
+        ]
+    lengths = np.fromiter((len(i) for i in inputs), dtype=np.int64, count=len(inputs))
+    starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+    flat = np.fromiter(chain.from_iterable(inputs), dtype=np.int64, count=int(lengths.sum()))
+    keys = rng.uniforms(len(flat))
+    specials = [
+        start + p for start, s in zip(starts.tolist(), special_positions, strict=True) for p in s
     ]
-    output[chosen[randomised]] = random_ids
-    return MaskedInput(output, chosen, labels)
+    keys[specials] = 2.0  # above every uniform: chosen only if nothing else is left
+    candidates = lengths - np.fromiter((len(s) for s in special_positions), np.int64, len(inputs))
+    # Python's round (half to even), as Google's; np.round rounds half to even too.
+    counts = np.minimum(
+        np.minimum(
+            config.max_predictions, np.maximum(1, np.round(lengths * config.masked_lm_prob))
+        ),
+        candidates,
+    ).astype(np.int64)
+    owner = np.repeat(np.arange(len(inputs)), lengths)
+    order = np.lexsort((keys, owner))  # by input, then by key
+    rank = np.arange(len(flat)) - starts[owner[order]]
+    chosen = np.sort(order[rank < counts[owner[order]]])
+    masked, randomised = _replacements(rng.uniforms(len(chosen)), rng, config)
+    labels = flat[chosen]
+    output = flat.copy()
+    output[chosen[masked]] = config.mask_id
+    draws = rng.uniforms(int(randomised.sum())) * len(config.replaceable_ids)
+    output[chosen[randomised]] = config.replaceable_ids[draws.astype(np.int64)]
+    ends = np.cumsum(counts)
+    bounds = zip(
+        starts.tolist(), lengths.tolist(), (ends - counts).tolist(), ends.tolist(), strict=True
+    )
+    return [
+        MaskedInput(output[start : start + length], chosen[first:last] - start, labels[first:last])
+        for start, length, first, last in bounds
+    ]
 
 
 def word_spans(

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from pipelines.draws import RandomStream, document_stream, stable_hash64, unit_fraction
-from pipelines.masking import MaskingConfig, mask_tokens, num_to_predict, word_spans
+from pipelines.masking import MaskingConfig, mask_batch, mask_tokens, num_to_predict, word_spans
 from pipelines.pairs import SentencePair, create_pairs, pair_input_ids, target_length, truncate_pair
 
 CLS, SEP, MASK = 2, 3, 4
@@ -58,7 +58,7 @@ def test_is_next_pair_gathers_a_chunk_splits_it_and_truncates_from_random_ends()
     # target 7 (0.5 ≥ short prob); the chunk fills at sentence 4 (10 tokens); A ends after
     # sentence randint(1, 3) = 1 + int(0.4 * 3) = 2; 0.7 → IsNext, B = [6, 7, 8, 9, 10];
     # trim 10 → 7: B is not shorter, 0.2 → front; A longer, 0.9 → back; B, 0.1 → front.
-    rng = Scripted([0.5, 0.4, 0.7, 0.2, 0.9, 0.1])
+    rng = Scripted([0.5, 0.4, 0.7], uniforms=[[0.2, 0.9, 0.1]])
     pairs = create_pairs(document, [[[99]]], max_seq_length=10, short_seq_prob=0.1, rng=rng)
     assert pairs == [SentencePair([1, 2, 3, 4], [8, 9, 10], False, -1)]
     rng.assert_used_up()
@@ -103,8 +103,30 @@ def test_without_partners_a_chunk_that_needs_one_makes_no_pair():
 
 def test_truncate_pair_takes_from_the_longer_side():
     a, b = [1, 2, 3, 4], [5, 6]
-    truncate_pair(a, b, 4, Scripted([0.6, 0.4]))  # A longer: back, then A (3 > 2): front
+    truncate_pair(a, b, 4, Scripted(uniforms=[[0.6, 0.4]]))  # A longer: back; A (3 > 2): front
     assert (a, b) == ([2, 3], [5, 6])
+
+
+def test_truncate_pair_matches_google_s_token_by_token_loop():
+    def google(a, b, max_num_tokens, draws):  # create_pretraining_data.truncate_seq_pair
+        draws = list(draws)
+        while len(a) + len(b) > max_num_tokens:
+            trunc = a if len(a) > len(b) else b
+            if draws.pop(0) < 0.5:
+                del trunc[0]
+            else:
+                trunc.pop()
+        return a, b
+
+    generator = np.random.default_rng(0)
+    for _ in range(300):
+        la, lb, limit = generator.integers(1, 40, size=3)
+        a, b = list(range(la)), list(range(100, 100 + lb))
+        excess = max(0, la + lb - max(2, limit))
+        draws = generator.random(excess).tolist()
+        expected = google(list(a), list(b), max(2, limit), draws)
+        truncate_pair(a, b, max(2, limit), Scripted(uniforms=[draws] if excess else []))
+        assert (a, b) == expected
 
 
 def test_pair_input_ids_and_segment_a_length():
@@ -137,10 +159,11 @@ def test_number_of_predictions_counts_cls_and_sep_and_is_capped():
 
 def test_masking_80_10_10_on_scripted_draws():
     ids = [CLS, 10, 11, 12, SEP, 13, 14, SEP]
-    # 2 predictions (round(8 × 0.25)); candidates 1 2 3 5 6 in the order of the permutation
-    # → 6 and 1; choice draws 0.5 (< 0.8: [MASK]) and 0.9; for the second, 0.7 ≥ 0.5 →
-    # random: replaceable[int(0.5 × 10)] = 15.
-    rng = Scripted(permutations=[[4, 0, 2, 1, 3]], uniforms=[[0.5, 0.9], [0.1, 0.7], [0.5]])
+    # 2 predictions (round(8 × 0.25)); the keys of candidates 1 2 3 5 6 are .3 .8 .7 .6 .1
+    # ([CLS]/[SEP] keys are ignored) → the two smallest: 6 and 1; choice draws 0.5 (< 0.8:
+    # [MASK]) and 0.9; for the second, 0.7 ≥ 0.5 → random: replaceable[int(0.5 × 10)] = 15.
+    keys = [0.0, 0.3, 0.8, 0.7, 0.0, 0.6, 0.1, 0.0]
+    rng = Scripted(uniforms=[keys, [0.5, 0.9], [0.1, 0.7], [0.5]])
     masked = mask_tokens(ids, (0, 4, 7), _config(0.25), rng)
     assert masked.input_ids.tolist() == [CLS, MASK, 11, 12, SEP, 13, 15, SEP]
     assert masked.positions.tolist() == [1, 6]
@@ -150,10 +173,27 @@ def test_masking_80_10_10_on_scripted_draws():
 
 def test_kept_token_is_predicted_but_unchanged():
     ids = [CLS, 10, 11, SEP, 12, SEP]
-    rng = Scripted(permutations=[[1, 0, 2]], uniforms=[[0.85], [0.2], []])
+    rng = Scripted(uniforms=[[0.0, 0.5, 0.2, 0.0, 0.9, 0.0], [0.85], [0.2], []])
     masked = mask_tokens(ids, (0, 3, 5), _config(0.1), rng)
     assert masked.input_ids.tolist() == ids
     assert (masked.positions.tolist(), masked.labels.tolist()) == ([2], [11])
+
+
+def test_mask_batch_chooses_within_each_input():
+    inputs = [[CLS, 10, 11, SEP, 12, SEP], [CLS, 13, SEP, 14, SEP]]
+    # One prediction each (round(1.2), round(1.0)); keys: the first input's smallest
+    # candidate key is .4 (position 2), the second's .2 (position 3); choice draws 0.1
+    # (mask) and 0.95 then 0.3 (< 0.5: kept); no random replacement.
+    keys = [*(0, 0.9, 0.4, 0, 0.5, 0), *(0, 0.3, 0, 0.2, 0)]  # first input, second input
+    rng = Scripted(uniforms=[keys, [0.1, 0.95], [0.0, 0.3], []])
+    first, second = mask_batch(inputs, [(0, 3, 5), (0, 2, 4)], _config(0.2), rng)
+    assert (first.input_ids.tolist(), first.positions.tolist(), first.labels.tolist()) == (
+        [CLS, 10, MASK, SEP, 12, SEP], [2], [11],
+    )  # fmt: skip
+    assert (second.input_ids.tolist(), second.positions.tolist(), second.labels.tolist()) == (
+        [CLS, 13, SEP, 14, SEP], [3], [14],
+    )  # fmt: skip
+    rng.assert_used_up()
 
 
 def test_word_spans_join_continuation_pieces_but_never_across_sep():
