@@ -20,6 +20,7 @@ COMMANDS = {
     "demo": ("pipelines.demo", "run the chain on the embedded real sample"),
     "wikipedia": ("pipelines.wikipedia", "Wikipedia XML dumps → sentence-split documents"),
     "books": ("pipelines.books", "book files → sentence-split documents"),
+    "vocab": ("pipelines.vocab", "documents → WordPiece vocabulary (vocab.txt, tokenizer.json)"),
     "inspect": (
         "pipelines.inspect",
         "look inside documents, shards or a manifest, local or remote",

@@ -1,0 +1,806 @@
+"""Train a BERT WordPiece vocabulary on a sample of documents: `bertkit vocab`.
+
+    bertkit vocab --documents out/demo/documents/wikipedia out/demo/documents/books \\
+        --output out/demo/vocab --vocab-size 8000
+    # = python -m pipelines.vocab …; remote directories take Beam's filesystem flags:
+    bertkit vocab --documents gs://corpus/wiki gs://corpus/books --output gs://corpus/vocab
+
+Reads one or more documents directories (written by `bertkit wikipedia` / `bertkit books`,
+each finished with its `_manifest.json`) and writes to --output:
+    vocab.txt        one token per line, line number = id: Google's format
+    tokenizer.json   the HF `tokenizers` pipeline for that vocabulary
+    vocab.json       settings, the sample trained on, the inputs' manifest sha256s, written last
+
+Vocabulary layout: [PAD] = 0, then [unused0] … [unusedN-1] (--num-unused), [UNK], [CLS],
+[SEP], [MASK], the alphabet (single characters, by code point), the continuation pieces
+`##c`, then the learned pieces in the order the trainer merged them.
+
+The text is normalised as Google's BERT does (control characters removed, CJK characters
+split, lower-cased and accents stripped unless --cased), split on whitespace and punctuation
+and cut into WordPiece pieces, greedy longest match first; a word with no match, or over 200
+characters, is one [UNK].
+
+The sample: each document is kept when a hash of (--seed, its id) falls under
+sample-mb / total text bytes of the manifests, so the same inputs and flags give the same
+sample, with at most --sample-mb MB of text. Only one Parquet row group is in memory at a
+time; the sample is read twice (once to count characters, once to train).
+
+The same inputs and flags give byte-identical vocab.txt and tokenizer.json. HF's trainer
+alone does not (its ids of `##c` pieces follow Rust HashMap order, and ids break ties between
+merges of equal count): bertkit fixes the alphabet and the ids of every single-character
+piece before the trainer starts.
+
+A correct run on the demo's documents (`bertkit demo`) reads 101 documents, 24,513
+sentences, 3,627,333 bytes of text, keeps 340 characters (uncased) and takes ~2.5 s for the
+full 30,522 tokens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import sys
+import uuid
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from itertools import pairwise
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import PipelineOptions
+from tokenizers import (
+    AddedToken,
+    Tokenizer,
+    decoders,
+    models,
+    normalizers,
+    pre_tokenizers,
+    processors,
+    trainers,
+)
+
+from schemas.documents import DOCUMENT_SCHEMA_VERSION, DOCUMENTS_FILE_GLOB, DocumentColumn
+from schemas.manifest import MANIFEST_NAME, DocumentsManifest
+from schemas.vocab import (
+    CLS_TOKEN,
+    CONTINUATION_PREFIX,
+    MASK_TOKEN,
+    MAX_INPUT_CHARS_PER_WORD,
+    PAD_TOKEN,
+    SEP_TOKEN,
+    SPECIAL_TOKENS,
+    TOKENIZER_FILE,
+    UNK_TOKEN,
+    VOCAB_FILE,
+    VOCAB_METADATA_FILE,
+    VOCAB_SCHEMA_VERSION,
+    VocabMetadata,
+    unused_token,
+)
+
+_LOG = logging.getLogger(__name__)
+DEFAULT_VOCAB_SIZE = 30522  # BERT-base's vocabulary size
+# Sentences per batch handed to the trainer: big enough to amortise the Python → Rust call,
+# small enough that a batch is a few hundred kB.
+TRAIN_BATCH_SENTENCES = 1000
+_MIB = 1 << 20
+
+
+class VocabError(ValueError):
+    """Bad input, flags or vocabulary directory; the message says what to do."""
+
+
+@dataclass(frozen=True, slots=True)
+class VocabConfig:
+    """Every flag of `bertkit vocab` (recorded in vocab.json)."""
+
+    documents: tuple[str, ...]
+    output: str
+    vocab_size: int = DEFAULT_VOCAB_SIZE
+    cased: bool = False
+    num_unused: int = 0
+    sample_mb: float = 1024.0
+    seed: int = 0
+    limit_alphabet: int = 1000
+    min_frequency: int = 2
+    overwrite: bool = False
+
+    def validate(self) -> None:
+        """Stop before any work on flags that cannot give a vocabulary."""
+        if not self.documents:
+            raise VocabError("no documents directory given: pass --documents DIR [DIR …]")
+        if self.sample_mb <= 0:
+            raise VocabError(f"--sample-mb must be positive, got {self.sample_mb}")
+        if self.num_unused < 0:
+            raise VocabError(f"--num-unused must be 0 or more, got {self.num_unused}")
+        if self.limit_alphabet < 1:
+            raise VocabError(f"--limit-alphabet must be 1 or more, got {self.limit_alphabet}")
+        if self.min_frequency < 1:
+            raise VocabError(f"--min-frequency must be 1 or more, got {self.min_frequency}")
+        reserved = len(SPECIAL_TOKENS) + self.num_unused
+        if self.vocab_size <= reserved:
+            raise VocabError(
+                f"--vocab-size {self.vocab_size} leaves no room after the {reserved} special "
+                "and unused tokens: raise --vocab-size or lower --num-unused"
+            )
+
+
+def reserved_tokens(num_unused: int) -> list[str]:
+    """The vocabulary's first ids: [PAD], the unused slots, [UNK], [CLS], [SEP], [MASK]."""
+    # Google's vocabularies put [unused0..98] right after [PAD] and the rest after [MASK];
+    # keeping every unused slot in one run after [PAD] keeps the ids of the four others
+    # predictable (num_unused + 1 …).
+    return [PAD_TOKEN, *(unused_token(i) for i in range(num_unused)), *SPECIAL_TOKENS[1:]]
+
+
+# --- The tokenizer pipeline ----------------------------------------------------------------
+
+
+def bert_normalizer(cased: bool) -> normalizers.Normalizer:
+    """Google's BasicTokenizer text cleanup: control characters out, CJK split, and unless
+    cased, lower-case then strip accents (NFD, drop combining marks)."""
+    return normalizers.BertNormalizer(
+        clean_text=True, handle_chinese_chars=True, strip_accents=not cased, lowercase=not cased
+    )
+
+
+def build_tokenizer(tokens: Sequence[str], cased: bool) -> Tokenizer:
+    """A BERT WordPiece tokenizer for `tokens` (id = position), Google FullTokenizer semantics.
+
+    The special tokens and unused slots are registered as special added tokens, so
+    `decode(..., skip_special_tokens=True)` drops them. Google's tokenizer treats "[MASK]"
+    typed in the text as text; set `tokenizer.encode_special_tokens = True` (`load_vocab`
+    does) for the same behaviour, since tokenizers does not store that flag in the JSON.
+    One known difference remains: Python's `str.lower()` (Google's) writes a word-final
+    capital sigma as "ς", tokenizers as "σ".
+    """
+    vocab = {token: index for index, token in enumerate(tokens)}
+    if len(vocab) != len(tokens):
+        repeated = next(t for t, n in Counter(tokens).items() if n > 1)
+        raise VocabError(f"token {repeated!r} appears twice in the vocabulary")
+    missing = [t for t in SPECIAL_TOKENS if t not in vocab]
+    if missing:
+        raise VocabError(f"the vocabulary lacks the special tokens {missing}")
+    tokenizer = Tokenizer(
+        models.WordPiece(
+            vocab,
+            unk_token=UNK_TOKEN,
+            max_input_chars_per_word=MAX_INPUT_CHARS_PER_WORD,
+            continuing_subword_prefix=CONTINUATION_PREFIX,
+        )
+    )
+    tokenizer.normalizer = bert_normalizer(cased)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.decoder = decoders.WordPiece(prefix=CONTINUATION_PREFIX)
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single=f"{CLS_TOKEN} $A {SEP_TOKEN}",
+        pair=f"{CLS_TOKEN} $A {SEP_TOKEN} $B:1 {SEP_TOKEN}:1",
+        special_tokens=[(CLS_TOKEN, vocab[CLS_TOKEN]), (SEP_TOKEN, vocab[SEP_TOKEN])],
+    )
+    # In id order, so tokenizer.json lists them the same way every time.
+    special = [t for t in tokens if t in SPECIAL_TOKENS or _is_unused(t)]
+    tokenizer.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in special])
+    return tokenizer
+
+
+def _is_unused(token: str) -> bool:
+    return token.startswith("[unused") and token.endswith("]") and token[7:-1].isdigit()
+
+
+# --- Documents directories and the sample --------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentsInput:
+    """One documents directory, as its manifest describes it."""
+
+    directory: str
+    manifest: DocumentsManifest
+    manifest_sha256: str
+
+    @property
+    def text_bytes(self) -> int:
+        return sum(f.text_bytes for f in self.manifest.files)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "path": self.directory,
+            "stage": self.manifest.stage,
+            "manifest_sha256": self.manifest_sha256,
+            "documents": sum(f.documents for f in self.manifest.files),
+            "text_bytes": self.text_bytes,
+        }
+
+
+def read_documents_input(directory: str) -> DocumentsInput:
+    """Read and check a documents directory's manifest, and that its files are all there."""
+    manifest_path = FileSystems.join(directory, MANIFEST_NAME)
+    if not FileSystems.exists(manifest_path):
+        present = FileSystems.match([FileSystems.join(directory, "*")])[0].metadata_list
+        state = "is empty or does not exist" if not present else "has no " + MANIFEST_NAME
+        raise VocabError(
+            f"documents directory {directory} {state}: it is not a finished documents "
+            f"directory; run `bertkit wikipedia` or `bertkit books` with --output {directory} "
+            "(the manifest is written last, when the stage has finished)"
+        )
+    with FileSystems.open(manifest_path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        raw = f.read()
+    try:
+        manifest = DocumentsManifest.from_json(raw.decode("utf-8"))
+    except (ValueError, TypeError, KeyError) as err:
+        raise VocabError(f"{manifest_path} is not a documents manifest: {err}") from err
+    major = DOCUMENT_SCHEMA_VERSION.split(".")[0]
+    if manifest.record != "Document" or manifest.schema_version.split(".")[0] != major:
+        raise VocabError(
+            f"{manifest_path} describes {manifest.record} records, schema "
+            f"{manifest.schema_version}; this bertkit reads Document schema "
+            f"{DOCUMENT_SCHEMA_VERSION}: rerun the documents stage with this version"
+        )
+    # One listing per directory (not one request per file) checks the files are complete.
+    listing = FileSystems.match([FileSystems.join(directory, DOCUMENTS_FILE_GLOB)])[0]
+    sizes = {m.path.rsplit("/", 1)[-1]: m.size_in_bytes for m in listing.metadata_list}
+    for output in manifest.files:
+        if sizes.get(output.name) != output.bytes:
+            found = "missing" if output.name not in sizes else f"{sizes[output.name]} bytes"
+            raise VocabError(
+                f"{FileSystems.join(directory, output.name)} is {found}, its manifest says "
+                f"{output.bytes} bytes: the directory was changed after it was written; "
+                "rerun the documents stage"
+            )
+    return DocumentsInput(directory, manifest, hashlib.sha256(raw).hexdigest())
+
+
+def document_hash(seed: int, document_id: str) -> float:
+    """A uniform number in [0, 1) fixed by (seed, id): the sample's coin for one document."""
+    digest = hashlib.blake2b(
+        document_id.encode("utf-8"), digest_size=8, key=str(seed).encode("ascii")
+    ).digest()
+    return int.from_bytes(digest, "big") / 2**64
+
+
+@dataclass(slots=True)
+class SampleStats:
+    """What one pass over the sample read; identical for every pass."""
+
+    documents: int = 0
+    sentences: int = 0
+    text_bytes: int = 0
+    # Documents whose coin said yes but that would have taken the sample past its budget.
+    over_budget: int = 0
+
+
+@dataclass(slots=True)
+class DocumentSample:
+    """The deterministic training sample drawn from documents directories.
+
+    Directories are read in sorted order, files in manifest order, row group by row group,
+    so the sample (and the documents cut by the budget) does not depend on flag order.
+    """
+
+    inputs: list[DocumentsInput]
+    sample_mb: float
+    seed: int
+    stats: SampleStats = field(default_factory=SampleStats)
+
+    @classmethod
+    def open(cls, documents_dirs: Sequence[str], sample_mb: float, seed: int) -> DocumentSample:
+        directories = sorted(d.rstrip("/") or d for d in documents_dirs)
+        for first, second in pairwise(directories):
+            if first == second:
+                raise VocabError(f"--documents names {first} twice: pass each directory once")
+        return cls([read_documents_input(d) for d in directories], sample_mb, seed)
+
+    @property
+    def total_text_bytes(self) -> int:
+        return sum(i.text_bytes for i in self.inputs)
+
+    @property
+    def budget_bytes(self) -> int:
+        return int(self.sample_mb * _MIB)
+
+    @property
+    def fraction(self) -> float:
+        """The share of documents (by the hash) to keep; 1.0 reads everything."""
+        return min(1.0, self.budget_bytes / max(1, self.total_text_bytes))
+
+    def documents(self) -> Iterator[list[str]]:
+        """The sentences of each sampled document; resets and fills `stats`."""
+        self.stats = stats = SampleStats()
+        fraction, budget = self.fraction, self.budget_bytes
+        for ids, sentences in self._row_groups():
+            for row, document_id in enumerate(ids):
+                if fraction < 1.0 and document_hash(self.seed, document_id) >= fraction:
+                    continue
+                document = sentences[row].as_py()
+                size = sum(len(s.encode("utf-8")) for s in document)
+                # The coin gives about `budget` bytes on average; this makes it a bound.
+                if stats.text_bytes + size > budget:
+                    stats.over_budget += 1
+                    continue
+                stats.documents += 1
+                stats.sentences += len(document)
+                stats.text_bytes += size
+                yield document
+
+    def _row_groups(self) -> Iterator[tuple[list[str], pa.ChunkedArray]]:
+        """(ids, sentences) of one Parquet row group at a time: ≤ 8 MB of text in memory."""
+        columns = [DocumentColumn.ID, DocumentColumn.SENTENCES]
+        for documents_input in self.inputs:
+            for output in documents_input.manifest.files:
+                path = FileSystems.join(documents_input.directory, output.name)
+                with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+                    parquet = pq.ParquetFile(f)
+                    for group in range(parquet.num_row_groups):
+                        table = parquet.read_row_group(group, columns=columns)
+                        ids = table.column(DocumentColumn.ID).to_pylist()
+                        yield ids, table.column(DocumentColumn.SENTENCES)
+
+    def batches(self, batch_sentences: int = TRAIN_BATCH_SENTENCES) -> Iterator[list[str]]:
+        """The sampled sentences in batches, as `Tokenizer.train_from_iterator` takes them."""
+        batch: list[str] = []
+        for document in self.documents():
+            batch.extend(document)
+            if len(batch) >= batch_sentences:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
+
+    def describe(self) -> dict[str, Any]:
+        """The sample's recipe and size, for vocab.json (after a full pass)."""
+        return {
+            "seed": self.seed,
+            "sample_mb": self.sample_mb,
+            "selection": "blake2b-64(key=str(seed), document id) / 2**64 < fraction",
+            "fraction": self.fraction,
+            "budget_bytes": self.budget_bytes,
+            "total_text_bytes": self.total_text_bytes,
+            "documents": self.stats.documents,
+            "sentences": self.stats.sentences,
+            "text_bytes": self.stats.text_bytes,
+            "over_budget_documents": self.stats.over_budget,
+        }
+
+
+def iter_sample_texts(
+    documents_dirs: Sequence[str], sample_mb: float, seed: int = 0
+) -> Iterator[list[str]]:
+    """Batches of the sentences `bertkit vocab` trains on: the same sample, for benchmarks."""
+    return DocumentSample.open(documents_dirs, sample_mb, seed).batches()
+
+
+# --- The alphabet ---------------------------------------------------------------------------
+
+
+def count_characters(batches: Iterator[list[str]]) -> Counter[str]:
+    """Raw character counts of the text (~30 MB/s; normalised afterwards, per character)."""
+    counts: Counter[str] = Counter()
+    for batch in batches:
+        counts.update("".join(batch))
+    return counts
+
+
+def choose_alphabet(raw_counts: Counter[str], cased: bool, limit: int) -> list[str]:
+    """The `limit` most frequent characters of the normalised, pre-tokenized text.
+
+    Each distinct raw character goes through the normaliser on its own: BertNormalizer works
+    character by character (lower-casing, NFD then dropping marks, CJK spacing), so this
+    counts what the trainer will see. Whitespace, which the pre-tokenizer drops, is not a
+    character of any word. Ties are broken by the character, never by hash order, which is
+    what makes HF's own `limit_alphabet` cut unrepeatable.
+    """
+    normalizer, pre_tokenizer = bert_normalizer(cased), pre_tokenizers.BertPreTokenizer()
+    counts: Counter[str] = Counter()
+    for raw, count in raw_counts.items():
+        for char in normalizer.normalize_str(raw):
+            counts[char] += count
+    kept = [c for c in counts if pre_tokenizer.pre_tokenize_str(c)]  # drops whitespace
+    kept.sort(key=lambda c: (-counts[c], c))
+    return sorted(kept[:limit])
+
+
+def continuation_alphabet(alphabet: Sequence[str], cased: bool) -> list[str]:
+    """The characters that can follow another inside a word, sorted.
+
+    Punctuation and CJK characters are always words of their own (the pre-tokenizer and the
+    normaliser split them off whatever surrounds them), so they never need a `##c` piece.
+    """
+    normalizer, pre_tokenizer = bert_normalizer(cased), pre_tokenizers.BertPreTokenizer()
+    return [
+        c
+        for c in alphabet
+        if len(pre_tokenizer.pre_tokenize_str(normalizer.normalize_str("a" + c))) == 1
+    ]
+
+
+# --- Training -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TrainedVocab:
+    """The trainer's result: tokens in id order, and how many ids were fixed before it ran."""
+
+    tokens: list[str]
+    alphabet: int  # single characters
+    continuations: int  # `##c` pieces
+    fixed: int  # special and unused tokens, alphabet, continuations: ids 0 … fixed-1
+
+    @property
+    def learned(self) -> int:
+        return len(self.tokens) - self.fixed
+
+
+def train_vocab(sample: DocumentSample, config: VocabConfig) -> TrainedVocab:
+    """Train WordPiece on the sample; the same sample and config give the same tokens."""
+    alphabet = choose_alphabet(
+        count_characters(sample.batches()), config.cased, config.limit_alphabet
+    )
+    if not alphabet:
+        raise VocabError(
+            f"the sample of {', '.join(config.documents)} holds no text: check the documents "
+            "directories or raise --sample-mb"
+        )
+    continuations = [CONTINUATION_PREFIX + c for c in continuation_alphabet(alphabet, config.cased)]
+    # Every id below `fixed` is decided here, not by the trainer. HF's trainer gives `##c`
+    # pieces ids in Rust HashMap order (random per process), and ids break ties between
+    # merges of equal count, so without this the vocabulary changes from run to run. It also
+    # adds these as *added* special tokens to the Tokenizer it trains: that Tokenizer would
+    # match "##e" in raw text, so it is never saved; `build_tokenizer` makes a clean one.
+    fixed = [*reserved_tokens(config.num_unused), *alphabet, *continuations]
+    if config.vocab_size <= len(fixed):
+        raise VocabError(
+            f"--vocab-size {config.vocab_size} leaves no room for learned pieces: the special "
+            f"tokens, {len(alphabet)} characters and {len(continuations)} continuation pieces "
+            f"take {len(fixed)} ids; raise --vocab-size or lower --limit-alphabet"
+        )
+    trainer = trainers.WordPieceTrainer(
+        vocab_size=config.vocab_size,
+        min_frequency=config.min_frequency,
+        special_tokens=fixed,
+        # The trainer keeps exactly this alphabet: it counts every initial character as
+        # seen infinitely often, and drops the rest to fit the limit.
+        initial_alphabet=alphabet,
+        limit_alphabet=len(alphabet),
+        continuing_subword_prefix=CONTINUATION_PREFIX,
+        show_progress=False,
+    )
+    tokenizer = Tokenizer(models.WordPiece(unk_token=UNK_TOKEN))
+    tokenizer.normalizer = bert_normalizer(config.cased)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.train_from_iterator(sample.batches(), trainer=trainer)
+
+    vocab = tokenizer.get_vocab(with_added_tokens=False)
+    tokens = sorted(vocab, key=vocab.__getitem__)
+    if [vocab[t] for t in tokens] != list(range(len(tokens))) or tokens[: len(fixed)] != fixed:
+        raise RuntimeError(
+            "tokenizers' trainer did not keep the fixed ids (a tokenizers version bertkit "
+            "was not tested with?): pin tokenizers from constraints.txt"
+        )
+    stray = [t for t in tokens[len(fixed) :] if t.startswith(CONTINUATION_PREFIX) and len(t) == 3]
+    if stray:
+        raise RuntimeError(
+            f"the trainer made continuation pieces {stray[:5]} with unfixed ids, so the "
+            "vocabulary would not be repeatable: please report this with the input"
+        )
+    return TrainedVocab(tokens, len(alphabet), len(continuations), len(fixed))
+
+
+# --- Writing --------------------------------------------------------------------------------
+
+
+def check_vocab_output(output_dir: str, overwrite: bool) -> None:
+    """Refuse a non-empty --output unless --overwrite (checked before any work)."""
+    existing = FileSystems.match([FileSystems.join(output_dir, "*")])[0].metadata_list
+    if existing and not overwrite:
+        raise VocabError(
+            f"{output_dir} is not empty (e.g. {existing[0].path}); choose a new --output or "
+            "pass --overwrite to replace the vocabulary files in it"
+        )
+
+
+def write_atomically(output_dir: str, name: str, data: bytes) -> None:
+    """Write under a temporary name, then rename: readers never see a partial file."""
+    final_path = FileSystems.join(output_dir, name)
+    temp_path = FileSystems.join(output_dir, f".tmp-{uuid.uuid4().hex}-{name}")
+    with FileSystems.create(temp_path) as sink:
+        sink.write(data)
+    if FileSystems.exists(final_path):
+        FileSystems.delete([final_path])
+    FileSystems.rename([temp_path], [final_path])
+
+
+def vocab_txt_bytes(tokens: Sequence[str]) -> bytes:
+    return "".join(f"{t}\n" for t in tokens).encode("utf-8")
+
+
+def write_vocab(
+    sample: DocumentSample, config: VocabConfig, trained: TrainedVocab
+) -> VocabMetadata:
+    """Write vocab.txt, tokenizer.json and, last, vocab.json; return the metadata."""
+    tokens = trained.tokens
+    vocab_bytes = vocab_txt_bytes(tokens)
+    tokenizer_bytes = build_tokenizer(tokens, config.cased).to_str(pretty=True).encode("utf-8")
+    # An earlier run's vocab.json goes first: a run that dies half-way then leaves a
+    # directory that `load_vocab` refuses, never a new vocab.txt under old metadata.
+    metadata_path = FileSystems.join(config.output, VOCAB_METADATA_FILE)
+    if FileSystems.exists(metadata_path):
+        FileSystems.delete([metadata_path])
+    write_atomically(config.output, VOCAB_FILE, vocab_bytes)
+    write_atomically(config.output, TOKENIZER_FILE, tokenizer_bytes)
+    metadata = VocabMetadata(
+        vocab_size=len(tokens),
+        cased=config.cased,
+        num_unused=config.num_unused,
+        special_tokens={t: tokens.index(t) for t in SPECIAL_TOKENS},
+        sample={
+            **sample.describe(),
+            "alphabet": trained.alphabet,
+            "continuation_pieces": trained.continuations,
+            "learned_tokens": trained.learned,
+        },
+        inputs=[i.summary() for i in sample.inputs],
+        config=json.loads(json.dumps(asdict(config))),
+        vocab_sha256=hashlib.sha256(vocab_bytes).hexdigest(),
+        tokenizer_sha256=hashlib.sha256(tokenizer_bytes).hexdigest(),
+    )
+    write_atomically(config.output, VOCAB_METADATA_FILE, metadata.to_json().encode("utf-8"))
+    return metadata
+
+
+# --- Loading --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class Vocabulary:
+    """A trained vocabulary, as the example stage and the trainer use it."""
+
+    tokenizer: Tokenizer  # encode_special_tokens = True: "[MASK]" in text is text
+    tokens: list[str]  # id → token
+    sha256: str  # of vocab.txt
+    cased: bool
+    metadata: VocabMetadata
+    pad_id: int
+    unk_id: int
+    cls_id: int
+    sep_id: int
+    mask_id: int
+    special_ids: frozenset[int]  # [PAD] [UNK] [CLS] [SEP] [MASK] and every [unusedN]
+    replaceable_ids: np.ndarray  # sorted int64: the MLM random-replacement pool
+    is_continuation: np.ndarray  # bool per id: a `##` piece (whole-word masking)
+
+    @property
+    def size(self) -> int:
+        return len(self.tokens)
+
+    @classmethod
+    def from_tokens(
+        cls, tokens: Sequence[str], metadata: VocabMetadata, tokenizer: Tokenizer | None = None
+    ) -> Vocabulary:
+        """Build from an id-ordered token list (a tokenizer is built unless one is given)."""
+        tokens = list(tokens)
+        if tokenizer is None:
+            tokenizer = build_tokenizer(tokens, metadata.cased)
+        tokenizer.encode_special_tokens = True  # Google: special tokens are never in the text
+        ids = {t: i for i, t in enumerate(tokens)}
+        special = frozenset(i for i, t in enumerate(tokens) if t in SPECIAL_TOKENS or _is_unused(t))
+        return cls(
+            tokenizer=tokenizer,
+            tokens=tokens,
+            sha256=metadata.vocab_sha256,
+            cased=metadata.cased,
+            metadata=metadata,
+            pad_id=ids[PAD_TOKEN],
+            unk_id=ids[UNK_TOKEN],
+            cls_id=ids[CLS_TOKEN],
+            sep_id=ids[SEP_TOKEN],
+            mask_id=ids[MASK_TOKEN],
+            special_ids=special,
+            replaceable_ids=np.array(
+                [i for i in range(len(tokens)) if i not in special], dtype=np.int64
+            ),
+            is_continuation=np.array(
+                [t.startswith(CONTINUATION_PREFIX) and len(t) > 2 for t in tokens], dtype=bool
+            ),
+        )
+
+
+def _read_bytes(path: str) -> bytes:
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as source:
+        return source.read()
+
+
+def load_vocab(directory: str) -> Vocabulary:
+    """Load and check a `bertkit vocab` output directory (local, gs://, s3://)."""
+    paths = {
+        name: FileSystems.join(directory, name)
+        for name in (VOCAB_METADATA_FILE, VOCAB_FILE, TOKENIZER_FILE)
+    }
+    for path in paths.values():
+        if not FileSystems.exists(path):
+            raise VocabError(
+                f"no vocabulary at {directory}: {path} is missing; run "
+                f"`bertkit vocab --documents DIR … --output {directory}` first"
+            )
+    try:
+        metadata = VocabMetadata.from_json(_read_bytes(paths[VOCAB_METADATA_FILE]).decode("utf-8"))
+    except (ValueError, TypeError) as err:
+        raise VocabError(f"{paths[VOCAB_METADATA_FILE]} is not vocabulary metadata: {err}") from err
+    major = VOCAB_SCHEMA_VERSION.split(".")[0]
+    if metadata.record != "Vocabulary" or metadata.schema_version.split(".")[0] != major:
+        raise VocabError(
+            f"{paths[VOCAB_METADATA_FILE]} is a {metadata.record} record, schema "
+            f"{metadata.schema_version}; this bertkit reads Vocabulary schema "
+            f"{VOCAB_SCHEMA_VERSION}: rerun `bertkit vocab`"
+        )
+    vocab_bytes = _read_bytes(paths[VOCAB_FILE])
+    if hashlib.sha256(vocab_bytes).hexdigest() != metadata.vocab_sha256:
+        raise VocabError(
+            f"{paths[VOCAB_FILE]} was modified after training: its sha256 differs from the one "
+            f"in {VOCAB_METADATA_FILE}; restore it or rerun `bertkit vocab`"
+        )
+    tokenizer_bytes = _read_bytes(paths[TOKENIZER_FILE])
+    if hashlib.sha256(tokenizer_bytes).hexdigest() != metadata.tokenizer_sha256:
+        raise VocabError(
+            f"{paths[TOKENIZER_FILE]} was modified after training: its sha256 differs from the "
+            f"one in {VOCAB_METADATA_FILE}; restore it or rerun `bertkit vocab`"
+        )
+    tokens = vocab_bytes.decode("utf-8").split("\n")[:-1]  # not splitlines: U+2028 is a token
+    tokenizer = Tokenizer.from_str(tokenizer_bytes.decode("utf-8"))
+    check_agreement(tokens, tokenizer, metadata.cased, directory)
+    return Vocabulary.from_tokens(tokens, metadata, tokenizer)
+
+
+def load_vocab_txt(path: str, cased: bool) -> Vocabulary:
+    """A plain Google-style vocab.txt (e.g. BERT-base's), with the tokenizer built from it.
+
+    Google's files say nothing about case: pass `cased` as the model was trained (the
+    `uncased_L-12_H-768_A-12` vocabulary wants cased=False).
+    """
+    if not FileSystems.exists(path):
+        raise VocabError(f"{path} does not exist: give the path of a vocab.txt")
+    vocab_bytes = _read_bytes(path)
+    tokens = vocab_bytes.decode("utf-8").split("\n")
+    if tokens and tokens[-1] == "":
+        tokens.pop()
+    # Google's reader strips each line; a stray "\r" (a file saved on Windows) would
+    # otherwise become part of every token.
+    tokens = [t.strip() for t in tokens]
+    tokenizer = build_tokenizer(tokens, cased)
+    metadata = VocabMetadata(
+        vocab_size=len(tokens),
+        cased=cased,
+        num_unused=sum(1 for t in tokens if _is_unused(t)),
+        special_tokens={t: tokens.index(t) for t in SPECIAL_TOKENS},
+        sample={},
+        inputs=[{"path": path}],
+        config={"vocab_txt": path, "cased": cased},
+        vocab_sha256=hashlib.sha256(vocab_bytes).hexdigest(),
+        tokenizer_sha256=hashlib.sha256(tokenizer.to_str(pretty=True).encode("utf-8")).hexdigest(),
+    )
+    return Vocabulary.from_tokens(tokens, metadata, tokenizer)
+
+
+def check_agreement(tokens: list[str], tokenizer: Tokenizer, cased: bool, where: str) -> None:
+    """vocab.txt, tokenizer.json and vocab.json must describe the same vocabulary."""
+    actual = tokenizer.get_vocab(with_added_tokens=True)
+    if actual != {t: i for i, t in enumerate(tokens)}:
+        in_json = sorted(actual, key=actual.__getitem__)
+        pairs = zip(tokens, in_json, strict=False)  # the shorter list ends the comparison
+        first = next((i for i, (a, b) in enumerate(pairs) if a != b), None)
+        difference = (
+            f"id {first} is {tokens[first]!r} in {VOCAB_FILE} but {in_json[first]!r} in "
+            f"{TOKENIZER_FILE}"
+            if first is not None
+            else f"{len(tokens)} and {len(actual)} tokens"
+        )
+        raise VocabError(
+            f"{VOCAB_FILE} and {TOKENIZER_FILE} in {where} disagree: {difference}; they come "
+            "from different runs: rerun `bertkit vocab`"
+        )
+    normalizer = json.loads(tokenizer.to_str()).get("normalizer") or {}
+    if normalizer.get("lowercase") is not (not cased):
+        raise VocabError(
+            f"{TOKENIZER_FILE} in {where} {'lower-cases' if not cased else 'keeps case'} "
+            f"but {VOCAB_METADATA_FILE} says cased={cased}: rerun `bertkit vocab`"
+        )
+
+
+# --- The command ----------------------------------------------------------------------------
+
+
+def parse_config(argv: list[str] | None) -> VocabConfig:
+    """Our flags → VocabConfig; any other flag must be a Beam filesystem flag (s3, GCS)."""
+    parser = argparse.ArgumentParser(
+        prog="bertkit vocab",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    # fmt: off
+    parser.add_argument("--documents", nargs="+", action="extend", required=True, metavar="DIR",
+                        help="documents directories (local, gs://, s3://), each with its manifest")
+    parser.add_argument("--output", required=True, help="vocabulary directory to write")
+    parser.add_argument("--vocab-size", type=int, default=DEFAULT_VOCAB_SIZE,
+                        help=f"tokens in vocab.txt, all included (default {DEFAULT_VOCAB_SIZE})")
+    parser.add_argument("--cased", action="store_true",
+                        help="keep case and accents (default: lower-case and strip accents)")
+    parser.add_argument("--num-unused", type=int, default=0,
+                        help="[unusedN] slots reserved after [PAD] (default 0; Google's: 994)")
+    parser.add_argument("--sample-mb", type=float, default=1024.0,
+                        help="train on at most this many MiB of text (default 1024)")
+    parser.add_argument("--seed", type=int, default=0, help="picks the sample (default 0)")
+    parser.add_argument("--limit-alphabet", type=int, default=1000,
+                        help="keep the N most frequent characters (default 1000)")
+    parser.add_argument("--min-frequency", type=int, default=2,
+                        help="merge only pairs seen at least this often (default 2)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace the vocabulary files of an earlier run in --output")
+    # fmt: on
+    args, rest = parser.parse_known_args(argv)
+    # The rest configures Beam's filesystems (--s3_endpoint_url, --project, …). A flag Beam
+    # does not know either is a typo: say so rather than ignore it.
+    beam_options = PipelineOptions(rest)
+    known = beam_options.get_all_options(retain_unknown_options=False)
+    unknown = [
+        f"--{name}"
+        for name in beam_options.get_all_options(retain_unknown_options=True)
+        if name not in known
+    ]
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    FileSystems.set_options(beam_options)
+    config = VocabConfig(
+        documents=tuple(args.documents),
+        output=args.output,
+        vocab_size=args.vocab_size,
+        cased=args.cased,
+        num_unused=args.num_unused,
+        sample_mb=args.sample_mb,
+        seed=args.seed,
+        limit_alphabet=args.limit_alphabet,
+        min_frequency=args.min_frequency,
+        overwrite=args.overwrite,
+    )
+    config.validate()
+    return config
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Train and write the vocabulary; return the exit code. Raises VocabError on bad input."""
+    config = parse_config(argv)
+    sample = DocumentSample.open(config.documents, config.sample_mb, config.seed)
+    check_vocab_output(config.output, config.overwrite)
+    metadata = write_vocab(sample, config, train_vocab(sample, config))
+    if metadata.vocab_size < config.vocab_size:
+        _LOG.warning(
+            "the sample ran out of pairs seen --min-frequency %d times: %d tokens, not %d",
+            config.min_frequency, metadata.vocab_size, config.vocab_size,
+        )  # fmt: skip
+    drawn = metadata.sample
+    print(
+        f"{config.output}: {metadata.vocab_size} tokens ({drawn['alphabet']} characters, "
+        f"{drawn['learned_tokens']} learned) from {drawn['documents']} documents, "
+        f"{drawn['sentences']} sentences, {drawn['text_bytes']} bytes of text "
+        f"(of {drawn['total_text_bytes']}); vocab.txt sha256 {metadata.vocab_sha256[:16]}…"
+    )
+    return 0
+
+
+def main(argv: list[str] | None = None) -> None:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        code = run(argv)
+    except VocabError as err:
+        print(f"bertkit vocab: error: {err}", file=sys.stderr)
+        code = 2
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()
