@@ -25,12 +25,14 @@ from typing import Any
 
 import apache_beam as beam
 import pyarrow.parquet as pq
-from apache_beam.io.filesystems import FileSystems
+from apache_beam.io.filesystems import CompressionTypes, FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.beam_runner import make_pipeline
 from schemas import (
     DOCUMENT_SCHEMA,
+    DOCUMENT_SCHEMA_VERSION,
+    DOCUMENTS_FILE_GLOB,
     MANIFEST_NAME,
     REJECTS_DIR,
     Document,
@@ -291,6 +293,70 @@ class WriteManifest(beam.PTransform):
         with FileSystems.create(path) as sink:
             sink.write(manifest.to_json().encode("utf-8"))
         return path
+
+
+class DocumentsInputError(ValueError):
+    """A documents directory the next stage cannot read: no manifest, or changed files."""
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentsInput:
+    """One documents directory, as its manifest describes it."""
+
+    directory: str
+    manifest: DocumentsManifest
+    manifest_sha256: str
+
+    @property
+    def text_bytes(self) -> int:
+        return sum(f.text_bytes for f in self.manifest.files)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "path": self.directory,
+            "stage": self.manifest.stage,
+            "manifest_sha256": self.manifest_sha256,
+            "documents": sum(f.documents for f in self.manifest.files),
+            "text_bytes": self.text_bytes,
+        }
+
+
+def read_documents_input(directory: str) -> DocumentsInput:
+    """Read and check a documents directory's manifest, and that its files are all there."""
+    manifest_path = FileSystems.join(directory, MANIFEST_NAME)
+    if not FileSystems.exists(manifest_path):
+        present = FileSystems.match([FileSystems.join(directory, "*")])[0].metadata_list
+        state = "is empty or does not exist" if not present else "has no " + MANIFEST_NAME
+        raise DocumentsInputError(
+            f"documents directory {directory} {state}: it is not a finished documents "
+            f"directory; run `bertkit wikipedia` or `bertkit books` with --output {directory} "
+            "(the manifest is written last, when the stage has finished)"
+        )
+    with FileSystems.open(manifest_path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        raw = f.read()
+    try:
+        manifest = DocumentsManifest.from_json(raw.decode("utf-8"))
+    except (ValueError, TypeError, KeyError) as err:
+        raise DocumentsInputError(f"{manifest_path} is not a documents manifest: {err}") from err
+    major = DOCUMENT_SCHEMA_VERSION.split(".")[0]
+    if manifest.record != "Document" or manifest.schema_version.split(".")[0] != major:
+        raise DocumentsInputError(
+            f"{manifest_path} describes {manifest.record} records, schema "
+            f"{manifest.schema_version}; this bertkit reads Document schema "
+            f"{DOCUMENT_SCHEMA_VERSION}: rerun the documents stage with this version"
+        )
+    # One listing per directory (not one request per file) checks the files are complete.
+    listing = FileSystems.match([FileSystems.join(directory, DOCUMENTS_FILE_GLOB)])[0]
+    sizes = {m.path.rsplit("/", 1)[-1]: m.size_in_bytes for m in listing.metadata_list}
+    for output in manifest.files:
+        if sizes.get(output.name) != output.bytes:
+            found = "missing" if output.name not in sizes else f"{sizes[output.name]} bytes"
+            raise DocumentsInputError(
+                f"{FileSystems.join(directory, output.name)} is {found}, its manifest says "
+                f"{output.bytes} bytes: the directory was changed after it was written; "
+                "rerun the documents stage"
+            )
+    return DocumentsInput(directory, manifest, hashlib.sha256(raw).hexdigest())
 
 
 def read_manifest(output_dir: str) -> DocumentsManifest:

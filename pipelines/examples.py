@@ -45,6 +45,7 @@ from apache_beam.io.filesystems import CompressionTypes, FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.beam_runner import OutputOptions, make_pipeline, parse_stage_arguments, stage_main
+from pipelines.documents_io import DocumentsInput, read_documents_input
 from pipelines.draws import document_stream, stable_hash64, unit_fraction
 from pipelines.masking import MaskingConfig, mask_batch
 from pipelines.pairs import create_pairs, pair_input_ids
@@ -61,12 +62,10 @@ from pipelines.spill import (
 )
 from pipelines.vocab import Vocabulary, load_vocab
 from schemas import (
-    DOCUMENT_SCHEMA_VERSION,
     MANIFEST_NAME,
     REJECTS_DIR,
     SHARDS_MANIFEST_NAME,
     DocumentColumn,
-    DocumentsManifest,
     PretrainingExample,
     Reject,
 )
@@ -258,35 +257,17 @@ def validate(config: ExamplesConfig) -> None:
 # --- inputs -----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class DocumentsInput:
-    directory: str
-    manifest: DocumentsManifest
-    manifest_sha256: str
-
-
 def read_documents_inputs(directories: Sequence[str]) -> list[DocumentsInput]:
     """Each documents directory's manifest, checked; the stage refuses what it cannot use."""
-    import hashlib
-
     inputs = []
     for directory in directories:
-        path = FileSystems.join(directory, MANIFEST_NAME)
-        if not FileSystems.exists(path):
+        documents_input = read_documents_input(directory)
+        if not documents_input.manifest.counts.get("documents"):
             raise ExamplesConfigError(
-                f"{directory} has no {MANIFEST_NAME}: it is not a finished documents directory "
-                "(run `bertkit wikipedia` or `bertkit books` into it first)"
+                f"{directory} holds no documents (see its {MANIFEST_NAME}): nothing to make "
+                "examples from"
             )
-        raw = read_file(path)
-        manifest = DocumentsManifest.from_json(raw.decode("utf-8"))
-        if manifest.schema_version.split(".")[0] != DOCUMENT_SCHEMA_VERSION.split(".")[0]:
-            raise ExamplesConfigError(
-                f"{path}: documents schema {manifest.schema_version}, this bertkit reads "
-                f"{DOCUMENT_SCHEMA_VERSION}: re-extract the documents with this version"
-            )
-        if not manifest.files or not manifest.counts.get("documents"):
-            raise ExamplesConfigError(f"{directory} holds no documents (see {path})")
-        inputs.append(DocumentsInput(directory, manifest, hashlib.sha256(raw).hexdigest()))
+        inputs.append(documents_input)
     return inputs
 
 

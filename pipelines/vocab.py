@@ -66,8 +66,8 @@ from tokenizers import (
     trainers,
 )
 
-from schemas.documents import DOCUMENT_SCHEMA_VERSION, DOCUMENTS_FILE_GLOB, DocumentColumn
-from schemas.manifest import MANIFEST_NAME, DocumentsManifest
+from pipelines.documents_io import DocumentsInput, DocumentsInputError, read_documents_input
+from schemas.documents import DocumentColumn
 from schemas.vocab import (
     CLS_TOKEN,
     CONTINUATION_PREFIX,
@@ -195,66 +195,6 @@ def _is_unused(token: str) -> bool:
 
 
 # --- Documents directories and the sample --------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class DocumentsInput:
-    """One documents directory, as its manifest describes it."""
-
-    directory: str
-    manifest: DocumentsManifest
-    manifest_sha256: str
-
-    @property
-    def text_bytes(self) -> int:
-        return sum(f.text_bytes for f in self.manifest.files)
-
-    def summary(self) -> dict[str, Any]:
-        return {
-            "path": self.directory,
-            "stage": self.manifest.stage,
-            "manifest_sha256": self.manifest_sha256,
-            "documents": sum(f.documents for f in self.manifest.files),
-            "text_bytes": self.text_bytes,
-        }
-
-
-def read_documents_input(directory: str) -> DocumentsInput:
-    """Read and check a documents directory's manifest, and that its files are all there."""
-    manifest_path = FileSystems.join(directory, MANIFEST_NAME)
-    if not FileSystems.exists(manifest_path):
-        present = FileSystems.match([FileSystems.join(directory, "*")])[0].metadata_list
-        state = "is empty or does not exist" if not present else "has no " + MANIFEST_NAME
-        raise VocabError(
-            f"documents directory {directory} {state}: it is not a finished documents "
-            f"directory; run `bertkit wikipedia` or `bertkit books` with --output {directory} "
-            "(the manifest is written last, when the stage has finished)"
-        )
-    with FileSystems.open(manifest_path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-        raw = f.read()
-    try:
-        manifest = DocumentsManifest.from_json(raw.decode("utf-8"))
-    except (ValueError, TypeError, KeyError) as err:
-        raise VocabError(f"{manifest_path} is not a documents manifest: {err}") from err
-    major = DOCUMENT_SCHEMA_VERSION.split(".")[0]
-    if manifest.record != "Document" or manifest.schema_version.split(".")[0] != major:
-        raise VocabError(
-            f"{manifest_path} describes {manifest.record} records, schema "
-            f"{manifest.schema_version}; this bertkit reads Document schema "
-            f"{DOCUMENT_SCHEMA_VERSION}: rerun the documents stage with this version"
-        )
-    # One listing per directory (not one request per file) checks the files are complete.
-    listing = FileSystems.match([FileSystems.join(directory, DOCUMENTS_FILE_GLOB)])[0]
-    sizes = {m.path.rsplit("/", 1)[-1]: m.size_in_bytes for m in listing.metadata_list}
-    for output in manifest.files:
-        if sizes.get(output.name) != output.bytes:
-            found = "missing" if output.name not in sizes else f"{sizes[output.name]} bytes"
-            raise VocabError(
-                f"{FileSystems.join(directory, output.name)} is {found}, its manifest says "
-                f"{output.bytes} bytes: the directory was changed after it was written; "
-                "rerun the documents stage"
-            )
-    return DocumentsInput(directory, manifest, hashlib.sha256(raw).hexdigest())
 
 
 def document_hash(seed: int, document_id: str) -> float:
@@ -796,7 +736,7 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         code = run(argv)
-    except VocabError as err:
+    except (VocabError, DocumentsInputError) as err:
         print(f"bertkit vocab: error: {err}", file=sys.stderr)
         code = 2
     sys.exit(code)

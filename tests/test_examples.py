@@ -405,7 +405,7 @@ def test_documents_directory_without_a_manifest_is_refused(tmp_path, sample_voca
     empty.mkdir()
     assert run_examples([empty], sample_vocab, tmp_path / "out") == 2
     error = capsys.readouterr().err
-    assert str(empty) in error and "_manifest.json" in error
+    assert f"documents directory {empty} is empty" in error and "bertkit wikipedia" in error
 
 
 def test_flag_lists_must_match_and_output_must_be_new(

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from pipelines import books, cli, vocab, wikipedia
+from pipelines.documents_io import DocumentsInputError
 from pipelines.vocab import (
     DocumentSample,
     VocabError,
@@ -191,10 +192,12 @@ def test_iter_sample_texts_gives_the_sampled_sentences_in_batches(documents_dirs
 def test_documents_directory_without_manifest_is_refused(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
-    with pytest.raises(VocabError, match=rf"{empty} is empty or does not exist.*bertkit wiki"):
+    with pytest.raises(
+        DocumentsInputError, match=rf"{empty} is empty or does not exist.*bertkit wiki"
+    ):
         vocab.run(["--documents", str(empty), "--output", str(tmp_path / "v")])
     (empty / "documents-00000-0000.parquet").write_bytes(b"PAR1")
-    with pytest.raises(VocabError, match=rf"{empty} has no {MANIFEST_NAME}"):
+    with pytest.raises(DocumentsInputError, match=rf"{empty} has no {MANIFEST_NAME}"):
         vocab.run(["--documents", str(empty), "--output", str(tmp_path / "v")])
 
 
@@ -202,7 +205,9 @@ def test_documents_directory_missing_a_file_is_refused(documents_dirs, tmp_path:
     wiki = shutil.copytree(documents_dirs[0], tmp_path / "wiki")
     (parquet,) = wiki.glob("documents-*.parquet")
     parquet.unlink()
-    with pytest.raises(VocabError, match=rf"{parquet.name} is missing.*rerun the documents"):
+    with pytest.raises(
+        DocumentsInputError, match=rf"{parquet.name} is missing.*rerun the documents"
+    ):
         vocab.run(["--documents", str(wiki), "--output", str(tmp_path / "v")])
 
 
