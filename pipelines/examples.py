@@ -79,6 +79,9 @@ WORK_DIR = "_work"
 # an example costs its ids plus ~60 bytes of predictions, header and provenance.
 _BYTES_PER_TOKEN_ESTIMATE = 4.6
 _EXAMPLE_OVERHEAD_ESTIMATE = 60
+# A tokenizers Encoding holds ids, strings and offsets: ~100 bytes a token. Tokenizing ~4,000
+# sentences per call keeps that near 10 MB and still feeds every tokenizer thread.
+TOKENIZE_BATCH_SENTENCES = 4096
 
 DEVIATIONS = [
     "NotNext partner: drawn from a random group of documents of the whole corpus, regrouped "
@@ -145,15 +148,15 @@ class ExamplesOptions(PipelineOptions):
         flag(
             "work-partition-mb",
             type=int,
-            default=256,
-            help="tokens held by one pairing step (default 256)",
+            default=64,
+            help="MB of token ids one pairing step holds (default 64)",
         )
-        flag("bucket-mb", type=int, default=256, help="examples sorted at once (default 256)")
+        flag("bucket-mb", type=int, default=64, help="MB of examples sorted at once (default 64)")
         flag(
             "spill-budget-mb",
             type=int,
-            default=64,
-            help="buffered spill records per step before a file is written (default 64)",
+            default=32,
+            help="MB of spill records a step buffers before writing a file (default 32)",
         )
 
 
@@ -172,9 +175,9 @@ class ExamplesConfig:
     heldout_fraction: float = 0.01
     samples_per_shard: int = 50_000
     partner_group_docs: int = 1000
-    work_partition_mb: int = 256
-    bucket_mb: int = 256
-    spill_budget_mb: int = 64
+    work_partition_mb: int = 64
+    bucket_mb: int = 64
+    spill_budget_mb: int = 32
 
     @property
     def work_dir(self) -> str:
@@ -386,7 +389,6 @@ class _TokenizeDocumentsFn(beam.DoFn):
         yield beam.pvalue.TaggedOutput(SUMMARY, tally.summary(config.output, name))
 
     def _read_tokenized(self, path: str, tally: Tally) -> Iterator[TokenizedDocument]:
-        tokenizer = self._vocab.tokenizer
         with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as source:
             parquet = pq.ParquetFile(source)
             columns = [DocumentColumn.ID, DocumentColumn.SENTENCES]
@@ -394,38 +396,51 @@ class _TokenizeDocumentsFn(beam.DoFn):
                 table = parquet.read_row_group(row_group, columns=columns)
                 ids = table.column(DocumentColumn.ID).to_pylist()
                 sentences = table.column(DocumentColumn.SENTENCES).to_pylist()
-                flat = [s for doc in sentences for s in doc]
-                encoded = tokenizer.encode_batch_fast(flat, add_special_tokens=False)
-                cursor = 0
+                batch: list[tuple[str, list[str]]] = []
+                batched = 0
                 for doc_id, doc_sentences in zip(ids, sentences, strict=True):
-                    pieces = [e.ids for e in encoded[cursor : cursor + len(doc_sentences)]]
-                    cursor += len(doc_sentences)
-                    tally.counts["documents"] += 1
-                    tally.counts["sentences"] += len(doc_sentences)
-                    kept = [p for p in pieces if p]
-                    if len(kept) < len(pieces):
-                        # Google's script skips these too ("if tokens:").
-                        tally.drop("sentence_without_tokens", len(pieces) - len(kept))
-                    if not kept:
-                        tally.reject(
-                            Reject(
-                                id=doc_id,
-                                input=path,
-                                position=f"row group {row_group}",
-                                reason="document_without_tokens",
-                                error=f"{doc_id}: none of its {len(pieces)} sentences has a "
-                                "token after BERT normalization (control characters only?)",
-                            )
-                        )
-                        continue
-                    if len(kept) == 1:
-                        tally.counts["documents_with_one_sentence"] += 1
-                    lengths = np.fromiter((len(p) for p in kept), dtype=np.uint32, count=len(kept))
-                    tokens = np.fromiter(
-                        chain.from_iterable(kept), dtype=np.uint32, count=int(lengths.sum())
+                    batch.append((doc_id, doc_sentences))
+                    batched += len(doc_sentences)
+                    if batched >= TOKENIZE_BATCH_SENTENCES:
+                        yield from self._tokenize(batch, path, row_group, tally)
+                        batch, batched = [], 0
+                yield from self._tokenize(batch, path, row_group, tally)
+
+    def _tokenize(
+        self, batch: list[tuple[str, list[str]]], path: str, row_group: int, tally: Tally
+    ) -> Iterator[TokenizedDocument]:
+        flat = [sentence for _, doc_sentences in batch for sentence in doc_sentences]
+        encoded = self._vocab.tokenizer.encode_batch_fast(flat, add_special_tokens=False)
+        cursor = 0
+        for doc_id, doc_sentences in batch:
+            pieces = [e.ids for e in encoded[cursor : cursor + len(doc_sentences)]]
+            cursor += len(doc_sentences)
+            tally.counts["documents"] += 1
+            tally.counts["sentences"] += len(doc_sentences)
+            kept = [p for p in pieces if p]
+            if len(kept) < len(pieces):
+                # Google's script skips these too ("if tokens:").
+                tally.drop("sentence_without_tokens", len(pieces) - len(kept))
+            if not kept:
+                tally.reject(
+                    Reject(
+                        id=doc_id,
+                        input=path,
+                        position=f"row group {row_group}",
+                        reason="document_without_tokens",
+                        error=f"{doc_id}: none of its {len(pieces)} sentences has a token "
+                        "after BERT normalization (control characters only?)",
                     )
-                    tally.counts["tokens"] += len(tokens)
-                    yield TokenizedDocument(doc_id, tokens, lengths)
+                )
+                continue
+            if len(kept) == 1:
+                tally.counts["documents_with_one_sentence"] += 1
+            lengths = np.fromiter((len(p) for p in kept), dtype=np.uint32, count=len(kept))
+            tokens = np.fromiter(
+                chain.from_iterable(kept), dtype=np.uint32, count=int(lengths.sum())
+            )
+            tally.counts["tokens"] += len(tokens)
+            yield TokenizedDocument(doc_id, tokens, lengths)
 
 
 # --- step 2: pairs and masks per partner group --------------------------------------------
@@ -434,7 +449,7 @@ class _TokenizeDocumentsFn(beam.DoFn):
 class _Others(Sequence):
     """The documents of a group but one, without copying the list per document."""
 
-    def __init__(self, documents: list[list[list[int]]], skip: int) -> None:
+    def __init__(self, documents: list, skip: int) -> None:
         self._documents = documents
         self._skip = skip
 
@@ -486,7 +501,7 @@ class _PairAndMaskFn(beam.DoFn):
         bucket_counts: Counter = Counter()
         for group in sorted(groups):
             members = sorted(groups[group], key=lambda d: d.id)
-            sentences = [m.sentences() for m in members]  # Python lists: one group at a time
+            lengths = [m.sentence_lengths.tolist() for m in members]
             if len(members) == 1:
                 tally.reject(
                     Reject(
@@ -499,12 +514,11 @@ class _PairAndMaskFn(beam.DoFn):
                         "(the split has too few documents)",
                     )
                 )
-            for index, member in enumerate(members):
-                partners = _Others(sentences, index)
+            for index in range(len(members)):
                 for length in config.max_seq_lengths:
                     self._make_examples(
-                        member.id, sentences[index], partners, members, index, dupe_pass,
-                        length, split, writer, tally, bucket_counts,
+                        members, lengths, index, dupe_pass, length, split, writer, tally,
+                        bucket_counts,
                     )  # fmt: skip
         yield from writer.close()
         for bucket_key, count in sorted(bucket_counts.items()):
@@ -513,10 +527,8 @@ class _PairAndMaskFn(beam.DoFn):
 
     def _make_examples(
         self,
-        document_id: str,
-        document: list[list[int]],
-        partners: _Others,
         members: list[TokenizedDocument],
+        lengths: list[list[int]],
         index: int,
         dupe_pass: int,
         length: int,
@@ -525,33 +537,42 @@ class _PairAndMaskFn(beam.DoFn):
         tally: Tally,
         bucket_counts: Counter,
     ) -> None:
+        """One document's examples in one pass at one length, spilled to their buckets."""
         config = self._config
-        rng = document_stream(config.seed, document_id, dupe_pass, length)
-        pairs = create_pairs(document, partners, length, config.short_seq_prob, rng)
-        masking = self._masking[length]
-        output = f"{seq_dir(length)}/{split}"
-        buckets = self._layout.buckets[output]
-        counts = tally.counts
-        inputs = [pair_input_ids(pair, self._cls, self._sep) for pair in pairs]
+        document = members[index]
+        others = _Others(members, index)
+        rng = document_stream(config.seed, document.id, dupe_pass, length)
+        pairs = create_pairs(
+            lengths[index], _Others(lengths, index), length, config.short_seq_prob, rng
+        )
+        inputs = [
+            pair_input_ids(
+                pair,
+                document.tokens,
+                others[pair.partner].tokens if pair.is_random_next else None,
+                self._cls,
+                self._sep,
+            )
+            for pair in pairs
+        ]
         masked_inputs = mask_batch(
             [ids for ids, _ in inputs],
             [(0, a_length - 1, len(ids) - 1) for ids, a_length in inputs],
-            masking,
+            self._masking[length],
             rng,
         )
         sort_keys = (rng.uniforms(len(pairs)) * 2**53).astype(np.int64).tolist()
+        output = f"{seq_dir(length)}/{split}"
+        buckets = self._layout.buckets[output]
+        counts = tally.counts
         for pair, (input_ids, a_length), masked, sort_key in zip(
             pairs, inputs, masked_inputs, sort_keys, strict=True
         ):
-            partner_id = (
-                members[pair.partner + (pair.partner >= index)].id
-                if pair.is_random_next
-                else document_id
-            )
             label = NOT_NEXT if pair.is_random_next else 0
             example = PretrainingExample(
                 masked.input_ids, a_length, masked.positions, masked.labels, label,
-                document_id, partner_id, dupe_pass,
+                document.id, others[pair.partner].id if pair.is_random_next else document.id,
+                dupe_pass,
             ).encode(self._layout.id_width)  # fmt: skip
             bucket_key = f"{output}/b{sort_key % buckets:05d}"
             writer.add(bucket_key, pack_example(sort_key, example))

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import chain
 
 import numpy as np
 
@@ -100,7 +99,7 @@ def mask_batch(
         ]
     lengths = np.fromiter((len(i) for i in inputs), dtype=np.int64, count=len(inputs))
     starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
-    flat = np.fromiter(chain.from_iterable(inputs), dtype=np.int64, count=int(lengths.sum()))
+    flat = np.concatenate([np.asarray(i, dtype=np.int64) for i in inputs])
     keys = rng.uniforms(len(flat))
     specials = [
         start + p for start, s in zip(starts.tolist(), special_positions, strict=True) for p in s

@@ -31,19 +31,29 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import accumulate
+
+import numpy as np
 
 from pipelines.draws import RandomStream
 
-# A document is its sentences, each a list of token ids.
-Document = Sequence[Sequence[int]]
+# Pairs are made from sentence lengths alone and come out as token ranges: no token is
+# touched in Python, and a document is its token ids in one array plus its sentence
+# lengths (the spill record's layout).
+SentenceLengths = Sequence[int]
 
 
 @dataclass(slots=True)
 class SentencePair:
-    tokens_a: list[int]
-    tokens_b: list[int]
-    is_random_next: bool
+    a_start: int  # A = the document's tokens [a_start, a_end)
+    a_end: int
+    b_start: int  # B = tokens [b_start, b_end) of the partner, or of the document itself
+    b_end: int
     partner: int  # index into `partners` of B's document; -1 when B follows A
+
+    @property
+    def is_random_next(self) -> bool:
+        return self.partner >= 0
 
 
 def target_length(max_num_tokens: int, short_seq_prob: float, rng: RandomStream) -> int:
@@ -53,81 +63,101 @@ def target_length(max_num_tokens: int, short_seq_prob: float, rng: RandomStream)
     return max_num_tokens
 
 
-def truncate_pair(
-    tokens_a: list[int], tokens_b: list[int], max_num_tokens: int, rng: RandomStream
-) -> None:
-    """Step 5, in place: drop a token from the longer side's front or back until it fits.
+def truncation_cuts(
+    len_a: int, len_b: int, max_num_tokens: int, rng: RandomStream
+) -> tuple[int, int, int, int]:
+    """Step 5: how many tokens to drop from (A's front, A's back, B's front, B's back).
 
     Google's loop takes one token at a time from the longer side (B on a tie), from the front
     or the back at random ("to add more randomness and avoid biases"). Which side loses each
     token depends on the lengths alone: first the longer side down to the other's length,
-    then B, A, B, A, … So the front/back draws are taken in one block and the cuts made in
-    two slices, with the same result as the loop.
+    then B, A, B, A, … So the front/back draws are taken in one block, with the same result
+    as the loop (tested against it).
     """
-    excess = len(tokens_a) + len(tokens_b) - max_num_tokens
+    excess = len_a + len_b - max_num_tokens
     if excess <= 0:
-        return
-    draws = rng.uniforms(excess).tolist()
-    lead = min(excess, abs(len(tokens_a) - len(tokens_b)))
-    a_longer = len(tokens_a) > len(tokens_b)
-    cuts = {True: [0, 0], False: [0, 0]}  # side is A → [from front, from back]
-    for k, draw in enumerate(draws):
+        return 0, 0, 0, 0
+    lead = min(excess, abs(len_a - len_b))
+    a_longer = len_a > len_b
+    cuts = [0, 0, 0, 0]  # A front, A back, B front, B back
+    for k, draw in enumerate(rng.uniforms(excess).tolist()):
         from_a = a_longer if k < lead else (k - lead) % 2 == 1
-        cuts[from_a][0 if draw < 0.5 else 1] += 1
-    for tokens, (front, back) in ((tokens_a, cuts[True]), (tokens_b, cuts[False])):
-        tokens[:] = tokens[front : len(tokens) - back]
+        cuts[(0 if from_a else 2) + (0 if draw < 0.5 else 1)] += 1
+    return cuts[0], cuts[1], cuts[2], cuts[3]
 
 
 def create_pairs(
-    document: Document,
-    partners: Sequence[Document],
+    document: SentenceLengths,
+    partners: Sequence[SentenceLengths],
     max_seq_length: int,
     short_seq_prob: float,
     rng: RandomStream,
 ) -> list[SentencePair]:
     """All sentence pairs one pass makes from `document` (steps 1 to 5 above).
 
-    `partners` are the candidate documents for a random next; with none, a chunk that needs
-    one makes no pair (the caller counts it): that happens only for a corpus, or held-out
-    split, of a single document.
+    `document` and each of `partners` are sentence lengths in tokens (each ≥ 1); pairs come
+    back as token ranges. `partners` are the candidate documents for a random next; with
+    none, a chunk that needs one makes no pair (the caller counts it): that happens only
+    for a corpus, or held-out split, of a single document.
     """
     max_num_tokens = max_seq_length - 3
     target = target_length(max_num_tokens, short_seq_prob, rng)
+    starts = [0, *accumulate(document)]  # token offset of each sentence, and the end
     pairs: list[SentencePair] = []
-    chunk: list[Sequence[int]] = []
-    chunk_length = 0
+    first = 0  # the chunk is sentences first … i
     i = 0
     while i < len(document):
-        sentence = document[i]
-        chunk.append(sentence)
-        chunk_length += len(sentence)
-        if i == len(document) - 1 or chunk_length >= target:
-            a_end = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
-            tokens_a = [token for sentence in chunk[:a_end] for token in sentence]
-            tokens_b: list[int] = []
+        if i == len(document) - 1 or starts[i + 1] - starts[first] >= target:
+            size = i - first + 1
+            a_end = rng.randint(1, size - 1) if size >= 2 else 1
+            a_start, a_stop = starts[first], starts[first + a_end]
             partner = -1
-            if len(chunk) == 1 or rng.random() < 0.5:
+            b_start = b_stop = 0
+            if size == 1 or rng.random() < 0.5:
                 if partners:
                     partner = rng.randint(0, len(partners) - 1)
                     other = partners[partner]
-                    target_b = target - len(tokens_a)
-                    for j in range(rng.randint(0, len(other) - 1), len(other)):
-                        tokens_b.extend(other[j])
-                        if len(tokens_b) >= target_b:
+                    target_b = target - (a_stop - a_start)
+                    j = rng.randint(0, len(other) - 1)
+                    b_start = sum(other[:j])
+                    b_stop = b_start
+                    for length in other[j:]:
+                        b_stop += length
+                        if b_stop - b_start >= target_b:
                             break
                 # The chunk's sentences after A were not used: they start the next chunk.
-                i -= len(chunk) - a_end
+                i = first + a_end - 1
             else:
-                tokens_b = [token for sentence in chunk[a_end:] for token in sentence]
-            if tokens_b:
-                truncate_pair(tokens_a, tokens_b, max_num_tokens, rng)
-                pairs.append(SentencePair(tokens_a, tokens_b, partner >= 0, partner))
-            chunk = []
-            chunk_length = 0
+                b_start, b_stop = a_stop, starts[i + 1]
+            if b_stop > b_start:
+                cut = truncation_cuts(a_stop - a_start, b_stop - b_start, max_num_tokens, rng)
+                pairs.append(
+                    SentencePair(
+                        a_start + cut[0],
+                        a_stop - cut[1],
+                        b_start + cut[2],
+                        b_stop - cut[3],
+                        partner,
+                    )
+                )
+            first = i + 1
         i += 1
     return pairs
 
 
-def pair_input_ids(pair: SentencePair, cls_id: int, sep_id: int) -> tuple[list[int], int]:
-    """`[CLS] A [SEP] B [SEP]` and the length of segment 0 (`[CLS] A [SEP]`)."""
-    return [cls_id, *pair.tokens_a, sep_id, *pair.tokens_b, sep_id], len(pair.tokens_a) + 2
+def pair_input_ids(
+    pair: SentencePair, document: np.ndarray, partner: np.ndarray | None, cls_id: int, sep_id: int
+) -> tuple[np.ndarray, int]:
+    """`[CLS] A [SEP] B [SEP]` (int64) and the length of segment 0 (`[CLS] A [SEP]`).
+
+    `document` and `partner` are token id arrays; `partner` is B's document for a random next.
+    """
+    a = document[pair.a_start : pair.a_end]
+    b = (partner if pair.is_random_next else document)[pair.b_start : pair.b_end]
+    ids = np.empty(len(a) + len(b) + 3, dtype=np.int64)
+    ids[0] = cls_id
+    ids[1 : 1 + len(a)] = a
+    ids[1 + len(a)] = sep_id
+    ids[2 + len(a) : -1] = b
+    ids[-1] = sep_id
+    return ids, len(a) + 2

@@ -80,12 +80,6 @@ class TokenizedDocument:
     tokens: np.ndarray  # all token ids, sentence after sentence
     sentence_lengths: np.ndarray  # tokens per sentence, each ≥ 1
 
-    def sentences(self) -> list[list[int]]:
-        bounds = np.cumsum(self.sentence_lengths).tolist()
-        tokens = self.tokens.tolist()
-        starts = [0, *bounds[:-1]]
-        return [tokens[a:b] for a, b in zip(starts, bounds, strict=True)]
-
 
 def pack_document(document: TokenizedDocument, id_width: int) -> bytes:
     raw_id = document.id.encode("utf-8")

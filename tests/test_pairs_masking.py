@@ -12,7 +12,13 @@ import pytest
 
 from pipelines.draws import RandomStream, document_stream, stable_hash64, unit_fraction
 from pipelines.masking import MaskingConfig, mask_batch, mask_tokens, num_to_predict, word_spans
-from pipelines.pairs import SentencePair, create_pairs, pair_input_ids, target_length, truncate_pair
+from pipelines.pairs import (
+    SentencePair,
+    create_pairs,
+    pair_input_ids,
+    target_length,
+    truncation_cuts,
+)
 
 CLS, SEP, MASK = 2, 3, 4
 
@@ -46,6 +52,28 @@ class Scripted(RandomStream):
 # --- pairs ------------------------------------------------------------------------------
 
 
+def pairs_as_tokens(document, partners, rng, max_seq_length=10, short_seq_prob=0.1):
+    """create_pairs on token lists: its token ranges turned back into (A, B, random, partner)."""
+    flat = [t for sentence in document for t in sentence]
+    other_flat = [[t for sentence in p for t in sentence] for p in partners]
+    pairs = create_pairs(
+        [len(s) for s in document],
+        [[len(s) for s in p] for p in partners],
+        max_seq_length,
+        short_seq_prob,
+        rng,
+    )
+    return [
+        (
+            flat[p.a_start : p.a_end],
+            (other_flat[p.partner] if p.is_random_next else flat)[p.b_start : p.b_end],
+            p.is_random_next,
+            p.partner,
+        )
+        for p in pairs
+    ]
+
+
 def test_target_length_is_the_maximum_unless_a_short_draw():
     assert target_length(125, 0.1, Scripted([0.1])) == 125  # 0.1 is not < 0.1
     short = Scripted([0.05, 0.5])
@@ -59,8 +87,7 @@ def test_is_next_pair_gathers_a_chunk_splits_it_and_truncates_from_random_ends()
     # sentence randint(1, 3) = 1 + int(0.4 * 3) = 2; 0.7 → IsNext, B = [6, 7, 8, 9, 10];
     # trim 10 → 7: B is not shorter, 0.2 → front; A longer, 0.9 → back; B, 0.1 → front.
     rng = Scripted([0.5, 0.4, 0.7], uniforms=[[0.2, 0.9, 0.1]])
-    pairs = create_pairs(document, [[[99]]], max_seq_length=10, short_seq_prob=0.1, rng=rng)
-    assert pairs == [SentencePair([1, 2, 3, 4], [8, 9, 10], False, -1)]
+    assert pairs_as_tokens(document, [[[99]]], rng) == [([1, 2, 3, 4], [8, 9, 10], False, -1)]
     rng.assert_used_up()
 
 
@@ -72,10 +99,9 @@ def test_random_next_takes_b_from_a_partner_and_puts_unused_sentences_back():
     # randint(0, 1) = 0, until 7 - 3 = 4 tokens (the partner ends first: 3 tokens);
     # sentences 2 and 3 go back: the next chunk is [4, 5] [6, 7], split after 1, 0.8 → IsNext.
     rng = Scripted([0.9, 0.1, 0.3, 0.6, 0.2, 0.5, 0.8])
-    pairs = create_pairs(document, partners, max_seq_length=10, short_seq_prob=0.1, rng=rng)
-    assert pairs == [
-        SentencePair([1, 2, 3], [30, 31, 32], True, 1),
-        SentencePair([4, 5], [6, 7], False, -1),
+    assert pairs_as_tokens(document, partners, rng) == [
+        ([1, 2, 3], [30, 31, 32], True, 1),
+        ([4, 5], [6, 7], False, -1),
     ]
     rng.assert_used_up()
 
@@ -84,15 +110,13 @@ def test_one_sentence_chunk_is_always_random_next_without_the_coin_flip():
     # short target: randint(2, 7) = 2 + int(0.0 * 6) = 2; one sentence fills it; no 0.5 draw;
     # partner randint(0, 0), start randint(0, 0); B stops once it reaches 2 - 2 = 0 tokens.
     rng = Scripted([0.05, 0.0, 0.7, 0.3])
-    pairs = create_pairs([[1, 2]], [[[9], [8]]], max_seq_length=10, short_seq_prob=0.1, rng=rng)
-    assert pairs == [SentencePair([1, 2], [9], True, 0)]
+    assert pairs_as_tokens([[1, 2]], [[[9], [8]]], rng) == [([1, 2], [9], True, 0)]
     rng.assert_used_up()
 
 
 def test_one_token_document_still_makes_a_pair():
     rng = Scripted([0.5, 0.0, 0.0])
-    pairs = create_pairs([[7]], [[[9, 9]]], max_seq_length=8, short_seq_prob=0.1, rng=rng)
-    assert pairs == [SentencePair([7], [9, 9], True, 0)]
+    assert pairs_as_tokens([[7]], [[[9, 9]]], rng, max_seq_length=8) == [([7], [9, 9], True, 0)]
 
 
 def test_without_partners_a_chunk_that_needs_one_makes_no_pair():
@@ -101,13 +125,13 @@ def test_without_partners_a_chunk_that_needs_one_makes_no_pair():
     )
 
 
-def test_truncate_pair_takes_from_the_longer_side():
-    a, b = [1, 2, 3, 4], [5, 6]
-    truncate_pair(a, b, 4, Scripted(uniforms=[[0.6, 0.4]]))  # A longer: back; A (3 > 2): front
-    assert (a, b) == ([2, 3], [5, 6])
+def test_truncation_takes_from_the_longer_side():
+    # A longer: 0.6 → back; A (3 > 2) again: 0.4 → front.
+    assert truncation_cuts(4, 2, 4, Scripted(uniforms=[[0.6, 0.4]])) == (1, 1, 0, 0)
+    assert truncation_cuts(4, 2, 6, Scripted()) == (0, 0, 0, 0)  # fits: no draw
 
 
-def test_truncate_pair_matches_google_s_token_by_token_loop():
+def test_truncation_matches_google_s_token_by_token_loop():
     def google(a, b, max_num_tokens, draws):  # create_pretraining_data.truncate_seq_pair
         draws = list(draws)
         while len(a) + len(b) > max_num_tokens:
@@ -125,13 +149,18 @@ def test_truncate_pair_matches_google_s_token_by_token_loop():
         excess = max(0, la + lb - max(2, limit))
         draws = generator.random(excess).tolist()
         expected = google(list(a), list(b), max(2, limit), draws)
-        truncate_pair(a, b, max(2, limit), Scripted(uniforms=[draws] if excess else []))
-        assert (a, b) == expected
+        a_front, a_back, b_front, b_back = truncation_cuts(
+            len(a), len(b), max(2, limit), Scripted(uniforms=[draws] if excess else [])
+        )
+        assert (a[a_front : len(a) - a_back], b[b_front : len(b) - b_back]) == expected
 
 
 def test_pair_input_ids_and_segment_a_length():
-    ids, a_length = pair_input_ids(SentencePair([7, 8], [9], False, -1), CLS, SEP)
-    assert (ids, a_length) == ([CLS, 7, 8, SEP, 9, SEP], 4)
+    document, partner = np.array([5, 6, 7, 8, 9]), np.array([40, 41, 42])
+    ids, a_length = pair_input_ids(SentencePair(2, 4, 4, 5, -1), document, None, CLS, SEP)
+    assert (ids.tolist(), a_length) == ([CLS, 7, 8, SEP, 9, SEP], 4)
+    ids, a_length = pair_input_ids(SentencePair(0, 1, 1, 3, 0), document, partner, CLS, SEP)
+    assert (ids.tolist(), a_length) == ([CLS, 5, SEP, 41, 42, SEP], 3)
 
 
 # --- masking ----------------------------------------------------------------------------
