@@ -41,6 +41,7 @@ import argparse
 import hashlib
 import json
 import logging
+import re
 import sys
 import uuid
 from collections import Counter
@@ -319,11 +320,26 @@ def iter_sample_texts(
 # --- The alphabet ---------------------------------------------------------------------------
 
 
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+
+
 def count_characters(batches: Iterator[list[str]]) -> Counter[str]:
-    """Raw character counts of the text (~30 MB/s; normalised afterwards, per character)."""
+    """Raw character counts of the text (normalised afterwards, per character).
+
+    ASCII is counted as bytes with numpy (a byte below 0x80 is always a whole character in
+    UTF-8) and only the rest one by one: ~10× faster than `Counter(text)` on English, which
+    keeps this extra pass over the sample to a fraction of the training time.
+    """
+    ascii_counts = np.zeros(128, dtype=np.int64)
     counts: Counter[str] = Counter()
     for batch in batches:
-        counts.update("".join(batch))
+        text = "".join(batch)
+        raw = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+        ascii_counts += np.bincount(raw, minlength=256)[:128]
+        counts.update(_NON_ASCII.findall(text))
+    for code, count in enumerate(ascii_counts.tolist()):
+        if count:
+            counts[chr(code)] = count
     return counts
 
 

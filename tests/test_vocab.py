@@ -372,3 +372,13 @@ def test_documents_from_s3_give_the_same_vocabulary(s3_server, trained, document
 
 def test_vocab_is_a_bertkit_command() -> None:
     assert cli.COMMANDS["vocab"][0] == "pipelines.vocab"
+
+
+def test_character_counts_equal_a_plain_counter_on_mixed_scripts():
+    from collections import Counter
+
+    from pipelines.vocab import count_characters
+
+    batches = [["héllo wörld ∑ 中文", "abc\x00\u2028 naïve"], ["Ωmega ß 🙂"]]
+    text = "".join(s for batch in batches for s in batch)
+    assert count_characters(iter(batches)) == Counter(text)
