@@ -1,7 +1,13 @@
 """Shared fixtures: the embedded real sample and a local Beam runner that never downloads."""
 
+import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
+from typing import Any, NamedTuple
 
+import boto3
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.portability.fn_api_runner import fn_runner
@@ -52,3 +58,57 @@ def sample_vocab(tmp_path_factory, sample_documents) -> Path:
         vocab.run(["--documents", *documents, "--output", str(output), "--vocab-size", "8000"]) == 0
     )
     return output
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class S3Server(NamedTuple):
+    """A real S3 endpoint (moto's server) on loopback, and a boto3 client for it."""
+
+    endpoint: str
+    client: Any
+
+    def bucket(self, name: str) -> str:
+        """Create the bucket unless an earlier test module did."""
+        existing = {b["Name"] for b in self.client.list_buckets()["Buckets"]}
+        if name not in existing:
+            self.client.create_bucket(Bucket=name)
+        return name
+
+
+def s3_flags(endpoint: str) -> list[str]:
+    """Beam's s3:// filesystem flags for the loopback server."""
+    return ["--s3_endpoint_url", endpoint, "--s3_access_key_id", "test",
+            "--s3_secret_access_key", "test", "--s3_region_name", "us-east-1"]  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """moto's S3 server, started once per session; modules create their own buckets."""
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    endpoint = f"http://127.0.0.1:{port}"
+    client = boto3.client(
+        "s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test",
+        region_name="us-east-1",
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while True:  # bounded wait for the server to answer
+        try:
+            client.list_buckets()
+            break
+        except Exception:
+            if time.monotonic() > deadline:
+                server.kill()
+                raise
+            time.sleep(0.2)
+    yield S3Server(endpoint, client)
+    server.terminate()
+    server.wait(timeout=10)

@@ -15,18 +15,14 @@ import hashlib
 import http.server
 import json
 import shutil
-import subprocess
-import sys
 import threading
-import time
 from functools import partial
 from pathlib import Path
 
-import boto3
 import numpy as np
 import pytest
 
-from pipelines import books, cli, storage
+from pipelines import cli, storage
 from pipelines.inspect import example_stats, iter_examples, open_target, shard_refs
 from pipelines.shard_io import write_shard
 from schemas.documents import DOCUMENT_SCHEMA
@@ -39,8 +35,6 @@ from schemas.examples import (
 from schemas.manifest import MANIFEST_NAME, DocumentsManifest
 from schemas.shards import SequenceOutput, ShardsManifest, SplitShards
 from schemas.vocab import VOCAB_FILE
-from tests.conftest import DATA_DIR
-from tests.test_object_storage import free_port
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat",
          "dog", "ran", "."]  # fmt: skip
@@ -339,11 +333,9 @@ def test_storage_paths() -> None:
 
 
 @pytest.fixture(scope="module")
-def books_documents(tmp_path_factory) -> Path:
-    """The books stage run once on the embedded sample (conftest's `books_dir`)."""
-    out = tmp_path_factory.mktemp("documents") / "books"
-    assert books.run(["--input", str(DATA_DIR / "books" / "*.txt"), "--output", str(out)]) == 0
-    return out
+def books_documents(sample_documents) -> Path:
+    """The books stage's output on the embedded sample (extracted once, in conftest)."""
+    return sample_documents[1]
 
 
 def test_documents_stats_match_their_manifest(books_documents: Path, capsys) -> None:
@@ -440,30 +432,10 @@ BUCKET = "artifacts"
 
 
 @pytest.fixture(scope="module")
-def s3_endpoint():
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    endpoint = f"http://127.0.0.1:{port}"
-    client = boto3.client(
-        "s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test",
-        region_name="us-east-1",
-    )  # fmt: skip
-    deadline = time.monotonic() + 30
-    while True:  # bounded wait for the server to answer
-        try:
-            client.create_bucket(Bucket=BUCKET)
-            break
-        except Exception:
-            if time.monotonic() > deadline:
-                server.kill()
-                raise
-            time.sleep(0.2)
-    yield endpoint, client
-    server.terminate()
-    server.wait(timeout=10)
+def s3_endpoint(s3_server):
+    """The session's S3 server (conftest), with this module's bucket."""
+    s3_server.bucket(BUCKET)
+    return s3_server
 
 
 def test_shards_and_documents_over_s3(

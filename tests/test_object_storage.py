@@ -4,58 +4,23 @@ moto's server speaks the S3 protocol over HTTP on 127.0.0.1; Beam's s3:// filesy
 it exactly as to AWS (list, ranged reads with seek, multipart writes, rename, delete).
 """
 
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
-import boto3
 import pytest
 
 from pipelines import wikipedia
 from pipelines.documents_io import read_manifest
+from tests.conftest import s3_flags
 from tests.dumpfiles import article, write_multistream
 
 BUCKET = "corpus"
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
-def s3_server():
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    endpoint = f"http://127.0.0.1:{port}"
-    client = boto3.client(
-        "s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test",
-        region_name="us-east-1",
-    )  # fmt: skip
-    deadline = time.monotonic() + 30
-    while True:  # bounded wait for the server to answer
-        try:
-            client.create_bucket(Bucket=BUCKET)
-            break
-        except Exception:
-            if time.monotonic() > deadline:
-                server.kill()
-                raise
-            time.sleep(0.2)
-    yield endpoint, client
-    server.terminate()
-    server.wait(timeout=10)
-
-
-def s3_flags(endpoint: str) -> list[str]:
-    return ["--s3_endpoint_url", endpoint, "--s3_access_key_id", "test",
-            "--s3_secret_access_key", "test", "--s3_region_name", "us-east-1"]  # fmt: skip
+def s3_server(s3_server):
+    """The session's S3 server, with this module's bucket."""
+    s3_server.bucket(BUCKET)
+    return s3_server
 
 
 def test_sample_dump_from_s3_gives_the_same_bytes_as_local(

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipelines import books, cli, vocab, wikipedia
+from pipelines import cli, vocab
 from pipelines.documents_io import DocumentsInputError
 from pipelines.vocab import (
     DocumentSample,
@@ -33,9 +33,7 @@ from pipelines.vocab import (
 )
 from schemas.manifest import MANIFEST_NAME
 from schemas.vocab import TOKENIZER_FILE, VOCAB_FILE, VOCAB_METADATA_FILE
-from tests import test_object_storage
-
-s3_server = test_object_storage.s3_server  # a real S3 server (moto) on loopback
+from tests.conftest import s3_flags
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 PROJECT_ROOT = DATA_DIR.parent
@@ -147,14 +145,9 @@ def test_only_characters_that_can_continue_a_word_get_a_continuation_piece() -> 
 
 
 @pytest.fixture(scope="session")
-def documents_dirs(tmp_path_factory) -> tuple[str, str]:
-    """The real sample extracted once: 97 Wikipedia documents and 4 books."""
-    root = tmp_path_factory.mktemp("documents")
-    wiki, book = root / "wikipedia", root / "books"
-    dump = str(DATA_DIR / "wikipedia" / "*.xml.bz2")
-    assert wikipedia.run(["--input", dump, "--output", str(wiki)]) == 0
-    assert books.run(["--input", str(DATA_DIR / "books" / "*.txt"), "--output", str(book)]) == 0
-    return str(wiki), str(book)
+def documents_dirs(sample_documents) -> tuple[str, str]:
+    """The real sample extracted once (conftest): 97 Wikipedia documents and 4 books."""
+    return tuple(str(d) for d in sample_documents)
 
 
 def test_document_hash_is_pinned() -> None:
@@ -354,11 +347,12 @@ def test_same_flags_give_byte_identical_files_across_processes(documents_dirs, t
 
 def test_documents_from_s3_give_the_same_vocabulary(s3_server, trained, documents_dirs) -> None:
     endpoint, client = s3_server
+    s3_server.bucket("corpus")
     for directory in map(Path, documents_dirs):
         for file in directory.iterdir():
             client.upload_file(str(file), "corpus", f"documents/{directory.name}/{file.name}")
     remote = ["s3://corpus/documents/wikipedia", "s3://corpus/documents/books"]
-    flags = test_object_storage.s3_flags(endpoint)
+    flags = s3_flags(endpoint)
     out = "s3://corpus/vocab"
     assert vocab.run(train_command(remote, out, "--num-unused", "3", *flags)[1:]) == 0
     listing = client.list_objects_v2(Bucket="corpus", Prefix="vocab/")["Contents"]
