@@ -192,9 +192,9 @@ class UnitTally:
     def count(self, name: str, amount: int = 1) -> None:
         self.counts[name] += amount
 
-    def drop(self, reason: str) -> None:
-        self.dropped[reason] += 1
-        beam.metrics.Metrics.counter(_METRICS_NAMESPACE, f"dropped_{reason}").inc()
+    def drop(self, reason: str, amount: int = 1) -> None:
+        self.dropped[reason] += amount
+        beam.metrics.Metrics.counter(_METRICS_NAMESPACE, f"dropped_{reason}").inc(amount)
 
     def reject(self, reject: Reject) -> None:
         self.rejects.append(reject)

@@ -67,10 +67,6 @@ class RandomStream:
     def permutation(self, count: int) -> np.ndarray:
         return self.generator.permutation(count)
 
-    def sort_key(self) -> int:
-        """A 63-bit integer: an example's place in the global shuffle."""
-        return int(self.generator.integers(0, 2**63, dtype=np.int64))
-
 
 def document_stream(
     seed: int, document_id: str, dupe_pass: int, max_seq_length: int

@@ -34,7 +34,7 @@ import math
 import sys
 from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from itertools import chain
 from typing import Any
 
@@ -45,7 +45,7 @@ from apache_beam.io.filesystems import CompressionTypes, FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.beam_runner import OutputOptions, make_pipeline, parse_stage_arguments, stage_main
-from pipelines.documents_io import DocumentsInput, read_documents_input
+from pipelines.documents_io import DocumentsInput, UnitTally, finish_unit, read_documents_input
 from pipelines.draws import document_stream, stable_hash64, unit_fraction
 from pipelines.masking import MaskingConfig, mask_batch
 from pipelines.pairs import create_pairs, pair_input_ids
@@ -73,7 +73,6 @@ from schemas.examples import NOT_NEXT, SPLITS, id_width_for_vocab, sample_key, s
 from schemas.shards import SequenceOutput, ShardInfo, ShardsManifest, SplitShards
 
 _LOG = logging.getLogger(__name__)
-_METRICS_NAMESPACE = "bertkit"
 WORK_DIR = "_work"
 # Planning estimates: BERT's uncased WordPiece makes ~1 token per 4.6 bytes of English text;
 # an example costs its ids plus ~60 bytes of predictions, header and provenance.
@@ -327,37 +326,6 @@ def split_of(document_id: str, heldout_fraction: float) -> str:
 # --- step 1: tokenize and scatter to partner groups ---------------------------------------
 
 
-@dataclass(slots=True)
-class Tally:
-    """Counts of one unit of work; the manifest sums them."""
-
-    counts: Counter = field(default_factory=Counter)
-    dropped: Counter = field(default_factory=Counter)
-    rejects: list[Reject] = field(default_factory=list)
-
-    def drop(self, reason: str, amount: int = 1) -> None:
-        self.dropped[reason] += amount
-        beam.metrics.Metrics.counter(_METRICS_NAMESPACE, f"dropped_{reason}").inc(amount)
-
-    def reject(self, reject: Reject) -> None:
-        self.rejects.append(reject)
-        beam.metrics.Metrics.counter(_METRICS_NAMESPACE, f"rejected_{reject.reason}").inc()
-        _LOG.warning("rejected %s (%s): %s", reject.id, reject.reason, reject.error)
-
-    def summary(self, output_dir: str, unit: str) -> dict[str, Any]:
-        rejects_file = None
-        if self.rejects:
-            rejects_file = f"{REJECTS_DIR}/rejects-{unit}.jsonl"
-            lines = "".join(r.to_json_line() for r in self.rejects)
-            write_file(FileSystems.join(output_dir, rejects_file), lines.encode("utf-8"))
-        return {
-            "counts": dict(self.counts),
-            "dropped": dict(self.dropped),
-            "rejected": dict(Counter(r.reason for r in self.rejects)),
-            "rejects_file": rejects_file,
-        }
-
-
 SUMMARY = "summary"
 
 
@@ -373,7 +341,7 @@ class _TokenizeDocumentsFn(beam.DoFn):
     def process(self, unit: tuple[str, str]) -> Iterator[Any]:
         name, path = unit
         config, layout = self._config, self._layout
-        tally = Tally()
+        tally = UnitTally(name)
         writer = SpillWriter(
             FileSystems.join(config.work_dir, "documents"), name, config.spill_budget_mb << 20
         )
@@ -386,9 +354,9 @@ class _TokenizeDocumentsFn(beam.DoFn):
                 partition = layout.partition_of(split, group)
                 writer.add(f"{split}/p{dupe_pass:05d}/q{partition:05d}", record)
         yield from writer.close()
-        yield beam.pvalue.TaggedOutput(SUMMARY, tally.summary(config.output, name))
+        yield beam.pvalue.TaggedOutput(SUMMARY, finish_unit(config.output, tally, []))
 
-    def _read_tokenized(self, path: str, tally: Tally) -> Iterator[TokenizedDocument]:
+    def _read_tokenized(self, path: str, tally: UnitTally) -> Iterator[TokenizedDocument]:
         with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as source:
             parquet = pq.ParquetFile(source)
             columns = [DocumentColumn.ID, DocumentColumn.SENTENCES]
@@ -407,7 +375,7 @@ class _TokenizeDocumentsFn(beam.DoFn):
                 yield from self._tokenize(batch, path, row_group, tally)
 
     def _tokenize(
-        self, batch: list[tuple[str, list[str]]], path: str, row_group: int, tally: Tally
+        self, batch: list[tuple[str, list[str]]], path: str, row_group: int, tally: UnitTally
     ) -> Iterator[TokenizedDocument]:
         flat = [sentence for _, doc_sentences in batch for sentence in doc_sentences]
         encoded = self._vocab.tokenizer.encode_batch_fast(flat, add_special_tokens=False)
@@ -497,7 +465,7 @@ class _PairAndMaskFn(beam.DoFn):
         writer = SpillWriter(
             FileSystems.join(config.work_dir, "examples"), unit, config.spill_budget_mb << 20
         )
-        tally = Tally()
+        tally = UnitTally(unit)
         bucket_counts: Counter = Counter()
         for group in sorted(groups):
             members = sorted(groups[group], key=lambda d: d.id)
@@ -523,7 +491,7 @@ class _PairAndMaskFn(beam.DoFn):
         yield from writer.close()
         for bucket_key, count in sorted(bucket_counts.items()):
             yield beam.pvalue.TaggedOutput(BUCKET_COUNTS, (bucket_key, count))
-        yield beam.pvalue.TaggedOutput(SUMMARY, tally.summary(config.output, unit))
+        yield beam.pvalue.TaggedOutput(SUMMARY, finish_unit(config.output, tally, []))
 
     def _make_examples(
         self,
@@ -534,7 +502,7 @@ class _PairAndMaskFn(beam.DoFn):
         length: int,
         split: str,
         writer: SpillWriter,
-        tally: Tally,
+        tally: UnitTally,
         bucket_counts: Counter,
     ) -> None:
         """One document's examples in one pass at one length, spilled to their buckets."""
