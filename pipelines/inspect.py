@@ -30,7 +30,7 @@ import json
 import os
 import sys
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -960,22 +960,40 @@ def _print_shards_stats(
         note = f"{vocab.url} has no {MASK_TOKEN}"
     _print_lines(format_summary(target))
     stats = ShardsStats(ExampleStats(mask_id, _max_seq_length(target, args.seq)))
+    result = _collect_and_print(
+        stats,
+        lambda: collect_shards_stats(target, stats, args.seq, args.split, args.verify),
+        lambda result: format_example_stats(result, note),
+    )
+    if args.verify:
+        _check_counts(manifest_mismatches(target, result), "the shards directory", "rebuild it")
+        if target.manifest is not None:
+            print("checked against the manifest: every shard's sha256 and every split's counts")
+    return 0
+
+
+def _collect_and_print(
+    stats: ShardsStats | DocumentStats,
+    collect: Callable[[], None],
+    render: Callable[[dict[str, Any]], Iterable[str]],
+) -> dict[str, Any]:
+    """Run `collect` into `stats` and print the result, even when a file turns out damaged."""
     try:
-        collect_shards_stats(target, stats, args.seq, args.split, args.verify)
-    finally:  # what was read is printed even when a shard turns out damaged
+        collect()
+    finally:  # what was read is printed before the error propagates
         result = stats.result()
         if not stats.complete:
             print("statistics of what was read before the error:")
-        _print_lines(format_example_stats(result, note))
-    problems = manifest_mismatches(target, result) if args.verify else []
+        _print_lines(render(result))
+    return result
+
+
+def _check_counts(problems: list[str], what: str, remedy: str) -> None:
     if problems:
         raise InspectError(
-            "what was read differs from the manifest: " + "; ".join(problems) + "; the shards "
-            "directory was changed after writing: rebuild it"
+            "what was read differs from the manifest: " + "; ".join(problems) + f"; {what} "
+            f"was changed after writing: {remedy}"
         )
-    if args.verify and target.manifest is not None:
-        print("checked against the manifest: every shard's sha256 and every split's counts")
-    return 0
 
 
 def _run_documents(target: Target, args: argparse.Namespace) -> int:
@@ -1003,20 +1021,13 @@ def _run_documents(target: Target, args: argparse.Namespace) -> int:
             _print_lines(format_document(row))
     if args.stats:
         stats = DocumentStats()
-        try:
-            collect_document_stats(target, stats, args.verify)
-        finally:
-            result = stats.result()
-            if not stats.complete:
-                print("statistics of what was read before the error:")
-            _print_lines(format_document_stats(result, manifest))
-        problems = document_mismatches(manifest, result) if args.verify else []
-        if problems:
-            raise InspectError(
-                "what was read differs from the manifest: " + "; ".join(problems) + "; the "
-                "directory was changed after writing: rerun the stage"
-            )
+        result = _collect_and_print(
+            stats,
+            lambda: collect_document_stats(target, stats, args.verify),
+            lambda result: format_document_stats(result, manifest),
+        )
         if args.verify:
+            _check_counts(document_mismatches(manifest, result), "the directory", "rerun the stage")
             print("checked against the manifest: every file's size and counts")
     return 0
 
