@@ -29,6 +29,7 @@ from apache_beam.io.filesystems import CompressionTypes, FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.beam_runner import make_pipeline
+from pipelines.filesystem import clear_earlier_run
 from schemas import (
     DOCUMENT_SCHEMA,
     DOCUMENT_SCHEMA_VERSION,
@@ -52,28 +53,15 @@ ROW_GROUP_TEXT_BYTES = 8 << 20
 DEFAULT_MAX_FILE_TEXT_BYTES = 256 * 1024 * 1024
 
 
-class OutputDirectoryError(ValueError):
-    """The output directory is not safe to write into."""
-
-
 def join(directory: str, *names: str) -> str:
     return FileSystems.join(directory, *names)
 
 
 def prepare_output_dir(output_dir: str, overwrite: bool) -> None:
     """Refuse to mix runs: an existing manifest or documents means an earlier run is there."""
-    existing = [
-        m.path
-        for pattern in ("documents-*.parquet", MANIFEST_NAME, f"{REJECTS_DIR}/*")
-        for m in FileSystems.match([join(output_dir, pattern)])[0].metadata_list
-    ]
-    if existing and not overwrite:
-        raise OutputDirectoryError(
-            f"{output_dir} already holds {len(existing)} files of an earlier run "
-            f"(e.g. {existing[0]}); choose a new --output or pass --overwrite to replace them"
-        )
-    if existing:
-        FileSystems.delete(existing)
+    clear_earlier_run(
+        output_dir, ("documents-*.parquet", MANIFEST_NAME, f"{REJECTS_DIR}/*"), overwrite
+    )
 
 
 class _HashingSink:

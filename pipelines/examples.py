@@ -47,6 +47,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from pipelines.beam_runner import OutputOptions, make_pipeline, parse_stage_arguments, stage_main
 from pipelines.documents_io import DocumentsInput, UnitTally, finish_unit, read_documents_input
 from pipelines.draws import document_stream, stable_hash64, unit_fraction
+from pipelines.filesystem import clear_earlier_run, read_file, write_file
 from pipelines.masking import MaskingConfig, mask_batch
 from pipelines.pairs import create_pairs, pair_input_ids
 from pipelines.shard_io import write_shard
@@ -55,10 +56,8 @@ from pipelines.spill import (
     TokenizedDocument,
     pack_document,
     pack_example,
-    read_file,
     unpack_documents,
     unpack_examples,
-    write_file,
 )
 from pipelines.vocab import Vocabulary, load_vocab
 from schemas import (
@@ -751,21 +750,6 @@ def build_manifest(
     )
 
 
-def prepare_output_dir(output: str, overwrite: bool) -> None:
-    existing = [
-        m.path
-        for pattern in (SHARDS_MANIFEST_NAME, "seq*/*/*", f"{REJECTS_DIR}/*", f"{WORK_DIR}/**")
-        for m in FileSystems.match([FileSystems.join(output, pattern)])[0].metadata_list
-    ]
-    if existing and not overwrite:
-        raise ExamplesConfigError(
-            f"{output} already holds {len(existing)} files of an earlier run (e.g. "
-            f"{existing[0]}); choose a new --output or pass --overwrite to replace them"
-        )
-    if existing:
-        FileSystems.delete(existing)
-
-
 def remove_work_dir(config: ExamplesConfig) -> None:
     leftovers = FileSystems.match([FileSystems.join(config.work_dir, "**")])[0].metadata_list
     if leftovers:
@@ -791,7 +775,8 @@ def run(argv: list[str] | None = None) -> int:
         config = config_from_flags(options.view_as(ExamplesOptions), output.output)
         vocab = load_vocab(config.vocab)
         inputs = read_documents_inputs(config.documents)
-        prepare_output_dir(config.output, output.overwrite)
+        patterns = (SHARDS_MANIFEST_NAME, "seq*/*/*", f"{REJECTS_DIR}/*", f"{WORK_DIR}/**")
+        clear_earlier_run(config.output, patterns, output.overwrite)
     except (ExamplesConfigError, ValueError, OSError) as error:
         print(f"bertkit examples: {error}", file=sys.stderr)
         return 2

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import hashlib
 import tarfile
-import uuid
 from collections.abc import Iterable, Iterator
 from typing import BinaryIO
 
 from apache_beam.io.filesystems import FileSystems
 
+from pipelines.filesystem import write_atomically
 from schemas.examples import EXAMPLE_MEMBER
 from schemas.shards import ShardInfo
 
@@ -72,11 +72,7 @@ def tar_bytes(samples: Iterable[tuple[str, bytes]]) -> bytes:
 def write_shard(directory: str, relative_path: str, samples: list[tuple[str, bytes]]) -> ShardInfo:
     """Write one shard atomically and describe it for the manifest."""
     data = tar_bytes(samples)
-    final = FileSystems.join(directory, relative_path)
-    temporary = f"{final}.tmp-{uuid.uuid4().hex}"
-    with FileSystems.create(temporary) as sink:
-        sink.write(data)
-    FileSystems.rename([temporary], [final])
+    write_atomically(FileSystems.join(directory, relative_path), data)
     return ShardInfo(
         path=relative_path,
         samples=len(samples),

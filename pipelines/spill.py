@@ -20,21 +20,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
-from apache_beam.io.filesystems import CompressionTypes, FileSystems
+from apache_beam.io.filesystems import FileSystems
+
+from pipelines.filesystem import write_file
 
 _ID_DTYPES = {2: np.dtype("<u2"), 4: np.dtype("<u4")}
 _DOC_HEADER = struct.Struct("<IHIIB")  # record bytes, id bytes, sentences, tokens, id width
 _EXAMPLE_HEADER = struct.Struct("<QI")  # sort key, example bytes
-
-
-def read_file(path: str) -> bytes:
-    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as source:
-        return source.read()
-
-
-def write_file(path: str, data: bytes) -> None:
-    with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as sink:
-        sink.write(data)
 
 
 class SpillWriter:

@@ -43,7 +43,6 @@ import json
 import logging
 import re
 import sys
-import uuid
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
@@ -68,6 +67,7 @@ from tokenizers import (
 )
 
 from pipelines.documents_io import DocumentsInput, DocumentsInputError, read_documents_input
+from pipelines.filesystem import read_file, write_atomically
 from schemas.documents import DocumentColumn
 from schemas.vocab import (
     CLS_TOKEN,
@@ -461,17 +461,6 @@ def check_vocab_output(output_dir: str, overwrite: bool) -> None:
         )
 
 
-def write_atomically(output_dir: str, name: str, data: bytes) -> None:
-    """Write under a temporary name, then rename: readers never see a partial file."""
-    final_path = FileSystems.join(output_dir, name)
-    temp_path = FileSystems.join(output_dir, f".tmp-{uuid.uuid4().hex}-{name}")
-    with FileSystems.create(temp_path) as sink:
-        sink.write(data)
-    if FileSystems.exists(final_path):
-        FileSystems.delete([final_path])
-    FileSystems.rename([temp_path], [final_path])
-
-
 def vocab_txt_bytes(tokens: Sequence[str]) -> bytes:
     return "".join(f"{t}\n" for t in tokens).encode("utf-8")
 
@@ -488,8 +477,8 @@ def write_vocab(
     metadata_path = FileSystems.join(config.output, VOCAB_METADATA_FILE)
     if FileSystems.exists(metadata_path):
         FileSystems.delete([metadata_path])
-    write_atomically(config.output, VOCAB_FILE, vocab_bytes)
-    write_atomically(config.output, TOKENIZER_FILE, tokenizer_bytes)
+    write_atomically(FileSystems.join(config.output, VOCAB_FILE), vocab_bytes)
+    write_atomically(FileSystems.join(config.output, TOKENIZER_FILE), tokenizer_bytes)
     metadata = VocabMetadata(
         vocab_size=len(tokens),
         cased=config.cased,
@@ -506,7 +495,9 @@ def write_vocab(
         vocab_sha256=hashlib.sha256(vocab_bytes).hexdigest(),
         tokenizer_sha256=hashlib.sha256(tokenizer_bytes).hexdigest(),
     )
-    write_atomically(config.output, VOCAB_METADATA_FILE, metadata.to_json().encode("utf-8"))
+    write_atomically(
+        FileSystems.join(config.output, VOCAB_METADATA_FILE), metadata.to_json().encode("utf-8")
+    )
     return metadata
 
 
@@ -567,11 +558,6 @@ class Vocabulary:
         )
 
 
-def _read_bytes(path: str) -> bytes:
-    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as source:
-        return source.read()
-
-
 def load_vocab(directory: str) -> Vocabulary:
     """Load and check a `bertkit vocab` output directory (local, gs://, s3://)."""
     paths = {
@@ -585,7 +571,7 @@ def load_vocab(directory: str) -> Vocabulary:
                 f"`bertkit vocab --documents DIR … --output {directory}` first"
             )
     try:
-        metadata = VocabMetadata.from_json(_read_bytes(paths[VOCAB_METADATA_FILE]).decode("utf-8"))
+        metadata = VocabMetadata.from_json(read_file(paths[VOCAB_METADATA_FILE]).decode("utf-8"))
     except (ValueError, TypeError) as err:
         raise VocabError(f"{paths[VOCAB_METADATA_FILE]} is not vocabulary metadata: {err}") from err
     major = VOCAB_SCHEMA_VERSION.split(".")[0]
@@ -595,13 +581,13 @@ def load_vocab(directory: str) -> Vocabulary:
             f"{metadata.schema_version}; this bertkit reads Vocabulary schema "
             f"{VOCAB_SCHEMA_VERSION}: rerun `bertkit vocab`"
         )
-    vocab_bytes = _read_bytes(paths[VOCAB_FILE])
+    vocab_bytes = read_file(paths[VOCAB_FILE])
     if hashlib.sha256(vocab_bytes).hexdigest() != metadata.vocab_sha256:
         raise VocabError(
             f"{paths[VOCAB_FILE]} was modified after training: its sha256 differs from the one "
             f"in {VOCAB_METADATA_FILE}; restore it or rerun `bertkit vocab`"
         )
-    tokenizer_bytes = _read_bytes(paths[TOKENIZER_FILE])
+    tokenizer_bytes = read_file(paths[TOKENIZER_FILE])
     if hashlib.sha256(tokenizer_bytes).hexdigest() != metadata.tokenizer_sha256:
         raise VocabError(
             f"{paths[TOKENIZER_FILE]} was modified after training: its sha256 differs from the "
@@ -621,7 +607,7 @@ def load_vocab_txt(path: str, cased: bool) -> Vocabulary:
     """
     if not FileSystems.exists(path):
         raise VocabError(f"{path} does not exist: give the path of a vocab.txt")
-    vocab_bytes = _read_bytes(path)
+    vocab_bytes = read_file(path)
     tokens = vocab_bytes.decode("utf-8").split("\n")
     if tokens and tokens[-1] == "":
         tokens.pop()

@@ -20,8 +20,9 @@ import webdataset as wds
 from apache_beam.testing.util import assert_that, equal_to
 
 from pipelines import examples
+from pipelines.filesystem import write_file
 from pipelines.shard_io import read_shard_samples
-from pipelines.spill import pack_example, write_file
+from pipelines.spill import pack_example
 from pipelines.vocab import load_vocab
 from schemas import (
     EXAMPLE_MEMBER,

@@ -46,7 +46,9 @@ def test_a_shard_cut_anywhere_is_an_error_naming_it(cut):
 def test_a_changed_byte_fails_the_manifest_check(tmp_path):
     info = write_shard(str(tmp_path), "s.tar", SAMPLES)
     data = bytearray((tmp_path / "s.tar").read_bytes())
-    data[600] ^= 1  # in the padding after the first sample: tar still reads, the sha256 does not match
+    data[600] ^= (
+        1  # in the padding after the first sample: tar still reads, the sha256 does not match
+    )
     with pytest.raises(ShardReadError, match="does not match the manifest"):
         list(read_shard_samples(io.BytesIO(bytes(data)), "s.tar", info))
     assert list(read_shard_samples(io.BytesIO(tar_bytes(SAMPLES)), "s.tar", info)) == SAMPLES
