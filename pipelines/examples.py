@@ -777,7 +777,7 @@ def run(argv: list[str] | None = None) -> int:
         inputs = read_documents_inputs(config.documents)
         patterns = (SHARDS_MANIFEST_NAME, "seq*/*/*", f"{REJECTS_DIR}/*", f"{WORK_DIR}/**")
         clear_earlier_run(config.output, patterns, output.overwrite)
-    except (ExamplesConfigError, ValueError, OSError) as error:
+    except (ValueError, OSError) as error:  # ExamplesConfigError, VocabError, … are ValueErrors
         print(f"bertkit examples: {error}", file=sys.stderr)
         return 2
     return run_examples(options, config, vocab, inputs)
