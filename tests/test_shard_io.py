@@ -8,7 +8,13 @@ import tarfile
 
 import pytest
 
-from pipelines.shard_io import ShardReadError, read_shard_samples, tar_bytes, write_shard
+from pipelines.shard_io import (
+    ShardReadError,
+    iter_tar_samples,
+    read_shard_samples,
+    tar_bytes,
+    write_shard,
+)
 
 SAMPLES = [("000000000000", b"first"), ("000000000001", b"x" * 600)]
 
@@ -52,3 +58,35 @@ def test_a_changed_byte_fails_the_manifest_check(tmp_path):
     with pytest.raises(ShardReadError, match="does not match the manifest"):
         list(read_shard_samples(io.BytesIO(bytes(data)), "s.tar", info))
     assert list(read_shard_samples(io.BytesIO(tar_bytes(SAMPLES)), "s.tar", info)) == SAMPLES
+
+
+@pytest.mark.parametrize("chunk", [1, 511, 512, 700, 1 << 20])
+def test_reader_takes_any_read_size(chunk):
+    # Reads that end inside a header, a payload or its padding give the same samples.
+    samples = [(f"{i:012d}", bytes([i]) * (i * 97)) for i in range(12)]
+    data = tar_bytes(samples)
+    assert list(iter_tar_samples(io.BytesIO(data), "s.tar", chunk_bytes=chunk)) == samples
+
+
+def test_reader_skips_pax_headers_and_refuses_foreign_members():
+    pax = io.BytesIO()
+    with tarfile.open(fileobj=pax, mode="w", format=tarfile.PAX_FORMAT) as archive:
+        info = tarfile.TarInfo("000000000000.example.bin")
+        info.size, info.pax_headers = 3, {"comment": "é"}  # a non-ASCII field forces a pax header
+        archive.addfile(info, io.BytesIO(b"abc"))
+        other = tarfile.TarInfo("000000000001.txt")
+        other.size = 1
+        archive.addfile(other, io.BytesIO(b"x"))
+    stream = iter_tar_samples(io.BytesIO(pax.getvalue()), "p.tar")
+    assert next(stream) == ("000000000000", b"abc")
+    with pytest.raises(ShardReadError, match=r"p\.tar: member '000000000001\.txt' is not a bertkit"):
+        next(stream)
+
+
+def test_reader_refuses_a_damaged_header():
+    data = bytearray(tar_bytes(SAMPLES))
+    data[1024 + 10] ^= 0xFF  # the second member's name: its header checksum no longer adds up
+    stream = iter_tar_samples(io.BytesIO(bytes(data)), "d.tar")
+    assert next(stream) == SAMPLES[0]
+    with pytest.raises(ShardReadError, match=r"d\.tar: bad tar header checksum after sample 000000000000"):
+        next(stream)

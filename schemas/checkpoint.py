@@ -1,0 +1,46 @@
+"""The trainer's checkpoint file: `CHECKPOINT_DIR/step-00001000.pt`, one per save.
+
+Written with `torch.save` (temp file + rename) and read with `torch.load(weights_only=True)`,
+so it holds only tensors and plain containers of str/int/float/bool/None: no pickled classes.
+
+    format             CHECKPOINT_FORMAT
+    step               optimizer steps taken
+    model_config       trainer.model.BertConfig as a dict (asdict)
+    model              the model's state_dict (unwrapped from DDP and torch.compile)
+    optimizer          the optimizer's state_dict (absent in an export-only checkpoint)
+    scheduler          the LR scheduler's state_dict
+    data_position      trainer.data.DataPosition as a dict: epoch, batches consumed per worker
+    rng                {"torch": ByteTensor, "cuda": [ByteTensor per device] | None}
+    train_config       trainer.train.TrainConfig as a dict: every flag, resolved
+    data               {"manifest", "schema_version", "max_seq_length", "samples_per_epoch"}
+    vocab              the shards manifest's vocab record: {"path", "sha256", "size", "cased"}
+    world_size         processes in the run that wrote it (resume needs the same)
+    num_workers        loader workers per process (resume needs the same)
+
+`latest` in the same directory names the newest complete checkpoint file (written after it).
+"""
+
+from __future__ import annotations
+
+CHECKPOINT_FORMAT = "bertkit-checkpoint-1"
+LATEST_FILE = "latest"
+
+
+def checkpoint_name(step: int) -> str:
+    return f"step-{step:08d}.pt"
+
+
+class CheckpointKey:
+    FORMAT = "format"
+    STEP = "step"
+    MODEL_CONFIG = "model_config"
+    MODEL = "model"
+    OPTIMIZER = "optimizer"
+    SCHEDULER = "scheduler"
+    DATA_POSITION = "data_position"
+    RNG = "rng"
+    TRAIN_CONFIG = "train_config"
+    DATA = "data"
+    VOCAB = "vocab"
+    WORLD_SIZE = "world_size"
+    NUM_WORKERS = "num_workers"
