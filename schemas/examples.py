@@ -28,6 +28,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -41,8 +42,9 @@ IS_NEXT = 0
 
 _MAGIC = b"BKX1"
 _HEADER = struct.Struct("<4sBBHHHHHH")
+HEADER_BYTES = _HEADER.size
 _ID_DTYPES = {2: np.dtype("<u2"), 4: np.dtype("<u4")}
-_POSITION_DTYPE = np.dtype("<u2")
+POSITION_DTYPE = np.dtype("<u2")
 
 
 class ExampleColumn:
@@ -126,6 +128,48 @@ class ExampleDecodeError(ValueError):
     """A sample's bytes are not a PretrainingExample."""
 
 
+class ExampleHeader(NamedTuple):
+    """The fixed-size front of a packed sample; what the trainer's collate reads."""
+
+    id_dtype: np.dtype
+    next_sentence_label: int
+    dupe_pass: int
+    n_tokens: int
+    segment_a_length: int
+    n_predictions: int
+    n_doc_a: int
+    n_doc_b: int
+
+    # Byte offsets of the arrays after the header.
+    @property
+    def positions_offset(self) -> int:
+        return HEADER_BYTES + self.n_tokens * self.id_dtype.itemsize
+
+    @property
+    def labels_offset(self) -> int:
+        return self.positions_offset + self.n_predictions * POSITION_DTYPE.itemsize
+
+
+def read_header(data: bytes, key: str = "") -> ExampleHeader:
+    """Parse and check a sample's header: ExampleDecodeError unless its sizes add up."""
+    if len(data) < _HEADER.size or data[:4] != _MAGIC:
+        raise ExampleDecodeError(
+            f"sample {key or '?'}: not a bertkit PretrainingExample "
+            f"(starts {bytes(data[:4])!r}, expected {_MAGIC!r})"
+        )
+    _magic, width, label, dupe_pass, n_tokens, a_length, n_pred, n_doc_a, n_doc_b = (
+        _HEADER.unpack_from(data)
+    )
+    dtype = _ID_DTYPES.get(width)
+    expected = _HEADER.size + n_tokens * width + n_pred * (2 + width) + n_doc_a + n_doc_b
+    if dtype is None or len(data) != expected:
+        raise ExampleDecodeError(
+            f"sample {key or '?'}: {len(data)} bytes, header says {expected} "
+            f"(id width {width}); the sample is truncated or corrupt"
+        )
+    return ExampleHeader(dtype, label, dupe_pass, n_tokens, a_length, n_pred, n_doc_a, n_doc_b)
+
+
 def id_width_for_vocab(vocab_size: int) -> int:
     """Bytes per token id: 2 while every id fits in uint16, else 4."""
     return 2 if vocab_size <= 1 << 16 else 4
@@ -180,7 +224,7 @@ class PretrainingExample:
             (
                 header,
                 np.asarray(self.input_ids, dtype=dtype).tobytes(),
-                np.asarray(self.masked_lm_positions, dtype=_POSITION_DTYPE).tobytes(),
+                np.asarray(self.masked_lm_positions, dtype=POSITION_DTYPE).tobytes(),
                 np.asarray(self.masked_lm_ids, dtype=dtype).tobytes(),
                 doc_a,
                 doc_b,
@@ -189,31 +233,30 @@ class PretrainingExample:
 
     @classmethod
     def decode(cls, data: bytes, key: str = "") -> PretrainingExample:
-        if len(data) < _HEADER.size or data[:4] != _MAGIC:
-            raise ExampleDecodeError(
-                f"sample {key or '?'}: not a bertkit PretrainingExample "
-                f"(starts {bytes(data[:4])!r}, expected {_MAGIC!r})"
-            )
-        _magic, width, label, dupe_pass, n_tokens, a_length, n_pred, n_doc_a, n_doc_b = (
-            _HEADER.unpack_from(data)
+        header = read_header(data, key)
+        dtype = header.id_dtype
+        input_ids = np.frombuffer(data, dtype=dtype, count=header.n_tokens, offset=HEADER_BYTES)
+        positions = np.frombuffer(
+            data, dtype=POSITION_DTYPE, count=header.n_predictions, offset=header.positions_offset
         )
-        dtype = _ID_DTYPES.get(width)
-        expected = _HEADER.size + n_tokens * width + n_pred * (2 + width) + n_doc_a + n_doc_b
-        if dtype is None or len(data) != expected:
-            raise ExampleDecodeError(
-                f"sample {key or '?'}: {len(data)} bytes, header says {expected} "
-                f"(id width {width}); the sample is truncated or corrupt"
-            )
-        offset = _HEADER.size
-        input_ids = np.frombuffer(data, dtype=dtype, count=n_tokens, offset=offset)
-        offset += n_tokens * width
-        positions = np.frombuffer(data, dtype=_POSITION_DTYPE, count=n_pred, offset=offset)
-        offset += n_pred * 2
-        masked_ids = np.frombuffer(data, dtype=dtype, count=n_pred, offset=offset)
-        offset += n_pred * width
-        doc_a = bytes(data[offset : offset + n_doc_a]).decode("utf-8")
-        doc_b = bytes(data[offset + n_doc_a : offset + n_doc_a + n_doc_b]).decode("utf-8")
-        return cls(input_ids, a_length, positions, masked_ids, label, doc_a, doc_b, dupe_pass, key)
+        masked_ids = np.frombuffer(
+            data, dtype=dtype, count=header.n_predictions, offset=header.labels_offset
+        )
+        offset = header.labels_offset + header.n_predictions * dtype.itemsize
+        doc_a = bytes(data[offset : offset + header.n_doc_a]).decode("utf-8")
+        offset += header.n_doc_a
+        doc_b = bytes(data[offset : offset + header.n_doc_b]).decode("utf-8")
+        return cls(
+            input_ids,
+            header.segment_a_length,
+            positions,
+            masked_ids,
+            header.next_sentence_label,
+            doc_a,
+            doc_b,
+            header.dupe_pass,
+            key,
+        )
 
     def training_fields(self) -> dict[str, list[int] | int]:
         """The five fields a BERT trainer consumes, as plain ints (`inspect --json`)."""

@@ -1,0 +1,332 @@
+"""The trainer's input pipeline: plan, read, shuffle, collate, resume, and remote shards."""
+
+from __future__ import annotations
+
+import http.server
+import threading
+from collections import Counter
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+import pytest
+import torch
+
+from pipelines.shard_io import ShardReadError, write_shard
+from schemas.batch import IGNORE_INDEX, BatchField
+from schemas.examples import SHARDS_MANIFEST_NAME, PretrainingExample, sample_key
+from schemas.shards import SequenceOutput, ShardsManifest, SplitShards
+from trainer.data import (
+    DataConfigError,
+    DataPosition,
+    LoaderConfig,
+    PretrainingLoader,
+    RawSample,
+    RetryPolicy,
+    Segment,
+    ShardEntry,
+    check_source,
+    collate,
+    decode_samples,
+    open_source,
+    split_by_node,
+    split_by_worker,
+    worker_batches,
+)
+
+# Five shards of uneven sizes: 35 samples, keys 0 … 34 in order.
+SHARD_SIZES = [7, 3, 11, 5, 9]
+VOCAB_SHA = "ab" * 32
+
+
+def make_example(index: int) -> PretrainingExample:
+    """Sample `index`: its tokens encode the index, so a batch tells which samples it holds."""
+    a = [5 + index % 7] * (1 + index % 3)
+    b = [6 + index % 5] * (1 + index % 4)
+    ids = np.array([2, *a, 3, *b, 3], dtype=np.uint16)
+    return PretrainingExample(
+        input_ids=ids, segment_a_length=len(a) + 2,
+        masked_lm_positions=np.array([1], dtype=np.uint16),
+        masked_lm_ids=np.array([100 + index], dtype=np.uint16),
+        next_sentence_label=index % 2, doc_a=f"d{index}", doc_b=f"d{index}", dupe_pass=0,
+    )  # fmt: skip
+
+
+def write_uneven_shards(root: Path, sizes: list[int] = SHARD_SIZES) -> Path:
+    """root/shards with a manifest, laid out as `bertkit examples` writes it."""
+    shards_dir = root / "shards"
+    (shards_dir / "seq128" / "train").mkdir(parents=True)
+    infos, first = [], 0
+    for number, size in enumerate(sizes):
+        samples = [(sample_key(i), make_example(i).encode(2)) for i in range(first, first + size)]
+        infos.append(write_shard(str(shards_dir), f"seq128/train/shard-{number:06d}.tar", samples))
+        first += size
+    manifest = ShardsManifest(
+        vocab={"path": "vocab", "sha256": VOCAB_SHA, "size": 200, "cased": False}, inputs=[],
+        config={}, layout={}, deviations=[], counts={}, dropped={}, rejected={},
+        outputs={"seq128": SequenceOutput(128, 20, {
+            "train": SplitShards(samples=first, not_next=0, tokens=0, predictions=0,
+                                 shards=infos)})},
+    )  # fmt: skip
+    (shards_dir / SHARDS_MANIFEST_NAME).write_text(manifest.to_json())
+    return shards_dir
+
+
+def indices(batches) -> list[int]:
+    return [int(i) for batch in batches for i in batch[BatchField.SAMPLE_INDEX]]
+
+
+# --------------------------------------------------------------------------- the plan
+
+
+def test_split_by_node_gives_every_rank_the_same_full_batches():
+    shards = [ShardEntry(f"s{i}", n) for i, n in enumerate(SHARD_SIZES)]
+    # 35 samples, 2 ranks, batch 4: 4 batches each (32 samples), the last 3 dropped.
+    rank0, batches0 = split_by_node(shards, 0, 2, 4, drop_last=True)
+    rank1, batches1 = split_by_node(shards, 1, 2, 4, drop_last=True)
+    assert (batches0, batches1) == (4, 4)
+    assert rank0 == [Segment(shards[0], 0, 7), Segment(shards[1], 0, 3), Segment(shards[2], 0, 6)]
+    assert rank1 == [Segment(shards[2], 6, 5), Segment(shards[3], 0, 5), Segment(shards[4], 0, 6)]
+    # Evaluation reads everything: 18 + 17 samples, 5 batches each (the last ones short).
+    eval0, eval_batches0 = split_by_node(shards, 0, 2, 4, drop_last=False)
+    eval1, eval_batches1 = split_by_node(shards, 1, 2, 4, drop_last=False)
+    assert (sum(s.take for s in eval0), sum(s.take for s in eval1)) == (18, 17)
+    assert (eval_batches0, eval_batches1) == (5, 5)
+
+
+def test_split_by_worker_takes_contiguous_batch_ranges():
+    shards = [ShardEntry(f"s{i}", n) for i, n in enumerate(SHARD_SIZES)]
+    segments, batches = split_by_node(shards, 0, 1, 4, drop_last=True)  # 8 batches, 32 samples
+    assert worker_batches(batches, 3) == [3, 3, 2]
+    parts = [split_by_worker(segments, batches, w, 3, 4) for w in range(3)]
+    assert [n for _, n in parts] == [3, 3, 2]
+    assert parts[1][0] == [Segment(shards[2], 2, 9), Segment(shards[3], 0, 3)]  # samples 12 … 23
+    assert sum(s.take for segments, _ in parts for s in segments) == 32
+
+
+# --------------------------------------------------------------------------- collate
+
+
+def test_collate_pads_to_a_multiple_of_8_with_exact_values():
+    raw = [make_example(4), make_example(11)]
+    decoded = list(decode_samples(RawSample(i, e.encode(2), "s") for i, e in zip([4, 11], raw, strict=True)))
+    batch = collate(decoded)
+    # example 4: [CLS] 9 9 [SEP] 10 [SEP], 6 tokens; example 11: [CLS] 9 9 9 [SEP] 7 7 7 7 [SEP],
+    # 10 tokens → both padded to 16, the next multiple of 8.
+    assert batch[BatchField.INPUT_IDS].tolist() == [
+        [2, 9, 9, 3, 10, 3] + [0] * 10,
+        [2, 9, 9, 9, 3, 7, 7, 7, 7, 3] + [0] * 6,
+    ]
+    assert batch[BatchField.TOKEN_TYPE_IDS].tolist() == [
+        [0, 0, 0, 0, 1, 1] + [0] * 10,
+        [0] * 5 + [1] * 5 + [0] * 6,
+    ]
+    assert batch[BatchField.ATTENTION_MASK].tolist() == [
+        [True] * 6 + [False] * 10,
+        [True] * 10 + [False] * 6,
+    ]
+    assert batch[BatchField.MASKED_POSITIONS].tolist() == [[1] + [0] * 7, [1] + [0] * 7]
+    assert batch[BatchField.MASKED_LABELS].tolist() == [
+        [104] + [IGNORE_INDEX] * 7,
+        [111] + [IGNORE_INDEX] * 7,
+    ]
+    assert batch[BatchField.NEXT_SENTENCE_LABELS].tolist() == [0, 1]
+    assert batch[BatchField.SAMPLE_INDEX].tolist() == [4, 11]
+    assert all(t.dtype in (torch.int64, torch.bool) for t in batch.values())
+
+
+# --------------------------------------------------------------------------- every sample once
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_two_ranks_read_every_sample_once_per_epoch(tmp_path, workers):
+    source = open_source(str(write_uneven_shards(tmp_path)))
+    assert source.samples == 35 and source.max_seq_length == 128
+    seen: list[int] = []
+    for rank in range(2):
+        config = LoaderConfig(4, rank=rank, world_size=2, num_workers=workers, shuffle_buffer=5)
+        loader = PretrainingLoader(source, config)
+        assert loader.batches_per_epoch == 4
+        batches = list(loader.epoch(DataPosition(epoch=0)))
+        assert len(batches) == 4 and all(len(b[BatchField.SAMPLE_INDEX]) == 4 for b in batches)
+        seen += indices(batches)
+    assert len(seen) == 32 and len(set(seen)) == 32  # 3 of 35 dropped: less than one batch
+    # The labels travel with their sample: masked_labels = 100 + index.
+    again = PretrainingLoader(source, LoaderConfig(4, world_size=2, num_workers=workers))
+    batch = next(again.epoch(DataPosition()))
+    assert (batch[BatchField.MASKED_LABELS][:, 0] - 100).tolist() == batch[
+        BatchField.SAMPLE_INDEX
+    ].tolist()
+
+
+def test_epochs_are_shuffled_differently_and_deterministically(tmp_path):
+    source = open_source(str(write_uneven_shards(tmp_path)))
+    config = LoaderConfig(5, shuffle_buffer=8)
+    epoch0 = indices(PretrainingLoader(source, config).epoch(DataPosition(0)))
+    epoch1 = indices(PretrainingLoader(source, config).epoch(DataPosition(1)))
+    assert epoch0 == indices(PretrainingLoader(source, config).epoch(DataPosition(0)))
+    assert epoch0 != epoch1 and len(epoch0) == len(epoch1) == 35
+    unshuffled = LoaderConfig(5, shuffle=False)
+    assert indices(PretrainingLoader(source, unshuffled).epoch(DataPosition(0))) == list(range(35))
+
+
+@pytest.mark.parametrize("stop_after", [1, 3, 4])
+def test_resume_mid_epoch_repeats_and_skips_nothing(tmp_path, stop_after):
+    source = open_source(str(write_uneven_shards(tmp_path)))
+    config = LoaderConfig(3, num_workers=2, shuffle_buffer=6)
+    loader = PretrainingLoader(source, config)
+    full = [indices([b]) for b in loader.epoch(DataPosition(0))]
+    assert len(full) == 11
+    interrupted = PretrainingLoader(source, config)
+    first = []
+    for batch in interrupted.epoch(DataPosition(0)):
+        first.append(indices([batch]))
+        if len(first) == stop_after:
+            break
+    position = interrupted.position
+    assert position == DataPosition(0, stop_after)
+    rest = [indices([b]) for b in PretrainingLoader(source, config).epoch(position)]
+    assert first + rest == full
+
+
+def test_batches_run_epoch_after_epoch_and_resume_across_the_boundary(tmp_path):
+    source = open_source(str(write_uneven_shards(tmp_path)))
+    loader = PretrainingLoader(source, LoaderConfig(10, num_workers=0))  # 3 batches per epoch
+    stream = loader.batches(DataPosition(0, 2))
+    next(stream)
+    assert loader.position == DataPosition(0, 3)
+    next(stream)
+    assert loader.position == DataPosition(1, 1)
+
+
+# --------------------------------------------------------------------------- checks and errors
+
+
+def test_check_source_refuses_what_the_model_cannot_take(tmp_path):
+    source = open_source(str(write_uneven_shards(tmp_path)))
+    check_source(source, max_position_embeddings=512, vocab_size=200, vocab_sha256=VOCAB_SHA)
+    with pytest.raises(DataConfigError, match="examples of up to 128 tokens, the model has 64"):
+        check_source(source, 64, 200, None)
+    with pytest.raises(DataConfigError, match="vocabulary has 200 tokens, the model 100"):
+        check_source(source, 512, 100, None)
+    with pytest.raises(DataConfigError, match=f"vocabulary sha256 {VOCAB_SHA}, the model was"):
+        check_source(source, 512, 200, "cd" * 32)
+
+
+def test_manifest_of_another_schema_or_length_is_refused(tmp_path):
+    shards_dir = write_uneven_shards(tmp_path)
+    with pytest.raises(DataConfigError, match=r"no shards for --max-seq-length 512 \(it has \[128\]"):
+        open_source(str(shards_dir), max_seq_length=512)
+    manifest = shards_dir / SHARDS_MANIFEST_NAME
+    manifest.write_text(manifest.read_text().replace('"schema_version": "1.0"', '"schema_version": "2.0"'))
+    with pytest.raises(DataConfigError, match=r"shards schema 2\.0, this trainer reads 1\.0"):
+        open_source(str(shards_dir))
+
+
+def test_a_changed_shard_stops_the_epoch_naming_it(tmp_path):
+    shards_dir = write_uneven_shards(tmp_path)
+    shard = shards_dir / "seq128/train/shard-000001.tar"
+    data = bytearray(shard.read_bytes())
+    data[600] ^= 1  # padding: the tar still parses, the checksum does not match
+    shard.write_bytes(bytes(data))
+    loader = PretrainingLoader(open_source(str(shards_dir)), LoaderConfig(5, shuffle=False))
+    with pytest.raises(ShardReadError, match=r"shard-000001\.tar: sha256 .* the manifest says"):
+        list(loader.epoch(DataPosition()))
+
+
+def test_brace_patterns_find_the_manifest_or_count(tmp_path):
+    shards_dir = write_uneven_shards(tmp_path)
+    pattern = str(shards_dir / "seq128/train/shard-{000000..000004}.tar")
+    source = open_source(pattern)
+    assert [s.samples for s in source.shards] == SHARD_SIZES
+    assert source.shards[0].sha256 is not None and source.max_seq_length == 128
+    (shards_dir / SHARDS_MANIFEST_NAME).unlink()
+    counted = open_source(pattern)
+    assert [s.samples for s in counted.shards] == SHARD_SIZES and counted.manifest is None
+
+
+# --------------------------------------------------------------------------- remote shards
+
+
+class _FlakyHandler(http.server.SimpleHTTPRequestHandler):
+    """Serves files; the first GET of each shard fails with 503, the second is cut short."""
+
+    attempts: ClassVar[Counter[str]] = Counter()
+    broken = False
+
+    def do_GET(self) -> None:
+        if self.path.endswith(".tar"):
+            type(self).attempts[self.path] += 1
+            attempt = self.attempts[self.path]
+            if self.broken or attempt == 1:
+                self.send_error(503, "try again")
+                return
+            if attempt == 2:
+                body = Path(self.translate_path(self.path)).read_bytes()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body[: len(body) // 2])  # then the connection closes
+                self.close_connection = True
+                return
+        super().do_GET()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def flaky_server(tmp_path, monkeypatch):
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    shards_dir = write_uneven_shards(tmp_path)
+    _FlakyHandler.attempts = Counter()
+    _FlakyHandler.broken = False
+
+    def handler(*args, **kwargs):
+        return _FlakyHandler(*args, directory=str(tmp_path), **kwargs)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/{shards_dir.name}", shards_dir
+    server.shutdown()
+
+
+def test_http_shards_survive_a_503_and_a_dropped_connection(flaky_server):
+    url, shards_dir = flaky_server
+    policy = RetryPolicy(attempts=4, backoff_s=0.01)
+    remote = PretrainingLoader(
+        open_source(url), LoaderConfig(5, num_workers=2, shuffle_buffer=7, retry=policy)
+    )
+    local = PretrainingLoader(open_source(str(shards_dir)), LoaderConfig(5, num_workers=2, shuffle_buffer=7))
+    assert indices(remote.epoch(DataPosition())) == indices(local.epoch(DataPosition()))
+    # Every shard got a 503, then a body cut in half, then was read on from where it broke.
+    assert len(_FlakyHandler.attempts) == 5 and min(_FlakyHandler.attempts.values()) >= 3
+
+
+def test_http_shard_that_keeps_failing_is_named(flaky_server):
+    url, _ = flaky_server
+    _FlakyHandler.broken = True
+    loader = PretrainingLoader(
+        open_source(url),
+        LoaderConfig(5, shuffle=False, retry=RetryPolicy(attempts=3, backoff_s=0.01)),
+    )
+    with pytest.raises(ShardReadError, match=r"shard-000000\.tar: could not (open|read) it after 3 attempts"):
+        list(loader.epoch(DataPosition()))
+
+
+def test_s3_shards_stream_from_a_real_server(tmp_path, s3_server, monkeypatch):
+    for name, value in [("AWS_ENDPOINT_URL", s3_server.endpoint), ("AWS_ACCESS_KEY_ID", "test"),
+                        ("AWS_SECRET_ACCESS_KEY", "test"), ("AWS_DEFAULT_REGION", "us-east-1")]:  # fmt: skip
+        monkeypatch.setenv(name, value)
+    bucket = s3_server.bucket("trainer-data")
+    shards_dir = write_uneven_shards(tmp_path)
+    for path in shards_dir.rglob("*"):
+        if path.is_file():
+            key = f"shards/{path.relative_to(shards_dir)}"
+            s3_server.client.put_object(Bucket=bucket, Key=key, Body=path.read_bytes())
+    config = LoaderConfig(4, world_size=2, rank=1, num_workers=2)
+    remote = PretrainingLoader(open_source(f"s3://{bucket}/shards"), config)
+    local = PretrainingLoader(open_source(str(shards_dir)), config)
+    assert indices(remote.epoch(DataPosition(3))) == indices(local.epoch(DataPosition(3)))
+    pattern = f"s3://{bucket}/shards/seq128/train/shard-{{000000..000004}}.tar"
+    assert open_source(pattern).samples == 35

@@ -1,0 +1,744 @@
+"""Streaming input: WebDataset shards from a disk or a URL → collated BERT batches.
+
+The stages, each a small function, in the order a sample goes through them:
+
+    open_source(spec)        the shard list: a manifest (a shards directory, its
+                             manifest.json, local or a URL) or a brace pattern of shards
+    epoch_shards             shard order, shuffled per epoch from (seed, epoch)
+    split_by_node            this rank's contiguous range of the epoch's sample stream
+    split_by_worker          this loader worker's contiguous range of the rank's batches
+    read_samples             stream the range's shards (own ustar reader, sha256 checked,
+                             transient errors retried with backoff)
+    shuffle_samples          a seeded shuffle buffer
+    decode_samples           check each sample's header (schemas/examples.py)
+    collate                  pad to a multiple of 8 → the tensors of schemas/batch.py
+
+**Every rank gets exactly the same number of batches.** The sample counts come from the
+manifest (or, for shards without one, from one counting pass), so the plan needs no
+communication: an epoch is the concatenation of the shuffled shards, N samples; rank r takes
+samples [r·n·B, (r+1)·n·B) with n = N // (world·B) batches each, so the last N mod (world·B)
+samples of the epoch's order are dropped (fewer than one global batch; different samples each
+epoch, since the shard order changes). A shard that straddles two ranks' ranges is read by
+both, each keeping its part. DDP never waits on a rank that ran out (webdataset #188 #225).
+
+**Workers.** Rank batch i comes from worker i mod K, as its (i // K)-th batch: worker w reads
+one contiguous part of the rank's range (so the bytes each worker reads are disjoint), and
+torch's DataLoader hands batches out round-robin in exactly that order.
+
+**Resume.** `DataPosition(epoch, batches)` is all the state: the batches this rank consumed in
+the epoch. On resume each worker replays its stream up to its share of those batches without
+decoding them (the shuffle buffer is seeded, so the replay is exact) and the DataLoader's
+round-robin is rotated to start at worker `batches mod K`. The same world size, worker count,
+batch size, seed and shards give the same batches, so a resumed run sees no sample twice and
+skips none (tests/test_data.py checks the sample keys).
+
+    python -m trainer.data out/demo/shards --batch-size 32   # print a few batches' shapes
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import random
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any, BinaryIO
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+
+from pipelines import storage
+from pipelines.draws import stable_hash64
+from pipelines.shard_io import ShardReadError, iter_tar_samples
+from schemas.batch import IGNORE_INDEX, PAD_MULTIPLE, BatchField
+from schemas.examples import (
+    EXAMPLES_SCHEMA_VERSION,
+    HEADER_BYTES,
+    POSITION_DTYPE,
+    SHARDS_MANIFEST_NAME,
+    ExampleDecodeError,
+    ExampleHeader,
+    read_header,
+    seq_dir,
+)
+from schemas.shards import ShardsManifest, SplitShards
+
+_LOG = logging.getLogger(__name__)
+
+
+class DataConfigError(ValueError):
+    """The shards cannot feed this run: wrong schema, vocabulary or sequence length."""
+
+
+# --------------------------------------------------------------------------- the shard list
+
+
+@dataclass(frozen=True, slots=True)
+class ShardEntry:
+    url: str
+    samples: int
+    sha256: str | None = None  # from the manifest; None for a shard found by pattern only
+    bytes: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DataSource:
+    """What a run reads: the shards of one split of one sequence length, with counts."""
+
+    shards: tuple[ShardEntry, ...]
+    max_seq_length: int | None  # from the manifest; None for a bare shard list
+    split: str
+    manifest: ShardsManifest | None = None
+    manifest_url: str | None = None
+
+    @property
+    def samples(self) -> int:
+        return sum(shard.samples for shard in self.shards)
+
+
+def open_source(
+    spec: str, split: str = "train", max_seq_length: int | None = None
+) -> DataSource:
+    """Resolve `spec` into shards with sample counts.
+
+    `spec` is a shards directory or its manifest.json (local path or URL: the manifest's
+    counts and checksums are used), or a list of shard URLs with brace patterns
+    (`s3://b/shards/seq128/train/shard-{000000..000099}.tar`, as webdataset expands them),
+    whose manifest is looked for at the usual place, three levels up; shards without one are
+    counted by reading them once.
+    """
+    from webdataset.shardlists import expand_urls  # the brace expansion webdataset users know
+
+    if spec.endswith(".tar") or "{" in spec or "::" in spec:
+        urls = expand_urls(spec)
+        return _source_from_urls(urls, split, max_seq_length)
+    location = storage.locate(spec)
+    if location.kind != "shards":
+        raise DataConfigError(
+            f"{spec}: a {location.kind} directory, not shards; give the output of "
+            "`bertkit examples` (its directory or manifest.json) or shard URLs"
+        )
+    assert location.manifest_url is not None
+    manifest = _read_manifest(location.manifest_url)
+    output = _choose_output(manifest, location.manifest_url, max_seq_length)
+    shards = _split_shards(manifest, location.manifest_url, output, split)
+    entries = tuple(
+        ShardEntry(storage.join(location.url, s.path), s.samples, s.sha256, s.bytes)
+        for s in shards.shards
+    )
+    length = manifest.outputs[output].max_seq_length
+    return DataSource(entries, length, split, manifest, location.manifest_url)
+
+
+def _read_manifest(url: str) -> ShardsManifest:
+    try:
+        manifest = ShardsManifest.from_json(storage.read_text(url))
+    except (json.JSONDecodeError, KeyError, TypeError) as error:
+        raise DataConfigError(
+            f"{url}: not a bertkit shards manifest ({type(error).__name__}: {error})"
+        ) from error
+    if manifest.schema_version.split(".")[0] != EXAMPLES_SCHEMA_VERSION.split(".")[0]:
+        raise DataConfigError(
+            f"{url}: shards schema {manifest.schema_version}, this trainer reads "
+            f"{EXAMPLES_SCHEMA_VERSION}; rebuild the shards with this bertkit's "
+            "`bertkit examples`"
+        )
+    return manifest
+
+
+def _choose_output(manifest: ShardsManifest, url: str, max_seq_length: int | None) -> str:
+    lengths = sorted(out.max_seq_length for out in manifest.outputs.values())
+    if max_seq_length is None:
+        if len(lengths) != 1:
+            raise DataConfigError(
+                f"{url} has shards for sequence lengths {lengths}; choose one with "
+                "--max-seq-length"
+            )
+        max_seq_length = lengths[0]
+    name = seq_dir(max_seq_length)
+    if name not in manifest.outputs:
+        raise DataConfigError(
+            f"{url} has no shards for --max-seq-length {max_seq_length} (it has {lengths}); "
+            f"rebuild with `bertkit examples --max-seq-length {max_seq_length}` or pick one "
+            "it has"
+        )
+    return name
+
+
+def _split_shards(manifest: ShardsManifest, url: str, output: str, split: str) -> SplitShards:
+    splits = manifest.outputs[output].splits
+    if split not in splits or not splits[split].shards:
+        raise DataConfigError(f"{url}: no {split} shards under {output}")
+    return splits[split]
+
+
+def _source_from_urls(
+    urls: list[str], split: str, max_seq_length: int | None
+) -> DataSource:
+    """Shards named one by one: counts from their manifest if it is where bertkit puts it."""
+    if not urls:
+        raise DataConfigError("the shard pattern expands to no URL")
+    root = storage.parent(storage.parent(storage.parent(urls[0])))
+    manifest_url = storage.join(root, SHARDS_MANIFEST_NAME)
+    manifest = _read_manifest(manifest_url) if storage.exists(manifest_url) else None
+    known = {}
+    length = None
+    if manifest is not None:
+        for name, output in manifest.outputs.items():
+            for split_name, shards in output.splits.items():
+                for info in shards.shards:
+                    known[storage.join(root, info.path)] = (info, name, split_name)
+    entries = []
+    for url in urls:
+        if url in known:
+            info, output_name, _ = known[url]
+            entries.append(ShardEntry(url, info.samples, info.sha256, info.bytes))
+            length = manifest.outputs[output_name].max_seq_length  # type: ignore[union-attr]
+        else:
+            _LOG.warning("%s: not in a manifest; counting its samples by reading it", url)
+            with _open_with_retries(url, RetryPolicy()) as stream:
+                count = sum(1 for _ in iter_tar_samples(stream, url))
+            entries.append(ShardEntry(url, count))
+    if max_seq_length is not None and length is not None and length != max_seq_length:
+        raise DataConfigError(
+            f"{urls[0]}: shards of max_seq_length {length}, the run asks for {max_seq_length}"
+        )
+    return DataSource(tuple(entries), length, split, manifest, manifest_url if manifest else None)
+
+
+def check_source(
+    source: DataSource, max_position_embeddings: int, vocab_size: int, vocab_sha256: str | None
+) -> None:
+    """Refuse shards the model cannot take, before any step runs."""
+    where = source.manifest_url or source.shards[0].url
+    if source.max_seq_length is not None and source.max_seq_length > max_position_embeddings:
+        raise DataConfigError(
+            f"{where}: examples of up to {source.max_seq_length} tokens, the model has "
+            f"{max_position_embeddings} positions; use shards of at most that length"
+        )
+    if source.manifest is None:
+        return
+    vocab = source.manifest.vocab
+    if vocab.get("size") is not None and vocab["size"] > vocab_size:
+        raise DataConfigError(
+            f"{where}: the shards' vocabulary has {vocab['size']} tokens, the model "
+            f"{vocab_size}; train with the shards' vocabulary"
+        )
+    if vocab_sha256 is not None and vocab.get("sha256") != vocab_sha256:
+        raise DataConfigError(
+            f"{where}: the shards were made with vocabulary sha256 {vocab.get('sha256')}, "
+            f"the model was trained with {vocab_sha256}; token ids would mean different "
+            "words. Rebuild the shards with the model's vocabulary, or start a new model"
+        )
+
+
+# --------------------------------------------------------------------------- the epoch plan
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """Samples [skip, skip + take) of one shard, in its stored order."""
+
+    shard: ShardEntry
+    skip: int
+    take: int
+
+    @property
+    def whole(self) -> bool:
+        return self.skip == 0 and self.take == self.shard.samples
+
+
+def epoch_shards(shards: Iterable[ShardEntry], seed: int, epoch: int, shuffle: bool) -> list:
+    """Stage 1: the shard order of an epoch, a permutation drawn from (seed, epoch)."""
+    order = list(shards)
+    if shuffle:
+        random.Random(stable_hash64(f"shards:{seed}:{epoch}")).shuffle(order)
+    return order
+
+
+def _slice(shards: list[ShardEntry], start: int, stop: int) -> list[Segment]:
+    """Samples [start, stop) of the concatenated shards, as per-shard segments."""
+    segments = []
+    offset = 0
+    for shard in shards:
+        lo, hi = max(start, offset), min(stop, offset + shard.samples)
+        if lo < hi:
+            segments.append(Segment(shard, lo - offset, hi - lo))
+        offset += shard.samples
+        if offset >= stop:
+            break
+    return segments
+
+
+def _resegment(segments: list[Segment], start: int, stop: int) -> list[Segment]:
+    """Samples [start, stop) of a list of segments, as segments."""
+    result = []
+    offset = 0
+    for segment in segments:
+        lo, hi = max(start, offset), min(stop, offset + segment.take)
+        if lo < hi:
+            result.append(Segment(segment.shard, segment.skip + lo - offset, hi - lo))
+        offset += segment.take
+    return result
+
+
+def rank_batches(samples: int, world_size: int, batch_size: int, drop_last: bool) -> list[int]:
+    """Batches per rank: equal when dropping the tail, else within one of each other."""
+    if drop_last:
+        return [samples // (world_size * batch_size)] * world_size
+    per_rank = [samples // world_size + (r < samples % world_size) for r in range(world_size)]
+    return [math.ceil(n / batch_size) for n in per_rank]
+
+
+def split_by_node(
+    shards: list[ShardEntry], rank: int, world_size: int, batch_size: int, drop_last: bool
+) -> tuple[list[Segment], int]:
+    """Stage 2: this rank's contiguous range of the epoch's samples, and its batch count.
+
+    With `drop_last` (training) every rank gets exactly the same number of full batches;
+    without it (evaluation) every sample is read once and the ranks differ by at most one.
+    """
+    total = sum(shard.samples for shard in shards)
+    if drop_last:
+        per_rank = (total // (world_size * batch_size)) * batch_size
+        start, stop = rank * per_rank, (rank + 1) * per_rank
+    else:
+        base, extra = divmod(total, world_size)
+        start = rank * base + min(rank, extra)
+        stop = start + base + (rank < extra)
+    batches = rank_batches(total, world_size, batch_size, drop_last)[rank]
+    return _slice(shards, start, stop), batches
+
+
+def worker_batches(batches: int, workers: int) -> list[int]:
+    """How many of a rank's batches each worker makes: worker w makes batches i ≡ w (mod K)."""
+    return [batches // workers + (w < batches % workers) for w in range(workers)]
+
+
+def split_by_worker(
+    segments: list[Segment], batches: int, worker: int, workers: int, batch_size: int
+) -> tuple[list[Segment], int]:
+    """Stage 3: this worker's contiguous part of the rank's samples, and its batch count."""
+    counts = worker_batches(batches, workers)
+    rank_samples = sum(segment.take for segment in segments)
+    start = sum(counts[:worker]) * batch_size
+    stop = min(start + counts[worker] * batch_size, rank_samples)
+    return _resegment(segments, start, stop), counts[worker]
+
+
+# --------------------------------------------------------------------------- reading
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Transient read errors (a dropped connection, a 5xx, a timeout) are retried this way."""
+
+    attempts: int = 5
+    backoff_s: float = 1.0  # doubled after each failure
+    max_backoff_s: float = 30.0
+
+
+def _transient_errors() -> tuple[type[BaseException], ...]:
+    errors: list[type[BaseException]] = [OSError]
+    try:
+        from botocore.exceptions import BotoCoreError
+
+        errors.append(BotoCoreError)
+    except ImportError:
+        pass
+    try:
+        from urllib3.exceptions import HTTPError
+
+        errors.append(HTTPError)
+    except ImportError:
+        pass
+    return tuple(errors)
+
+
+_TRANSIENT = _transient_errors()
+
+
+def _open_with_retries(url: str, policy: RetryPolicy) -> BinaryIO:
+    return _retry(lambda: storage.open_binary(url), url, policy, "open")
+
+
+def _retry(action: Callable[[], Any], url: str, policy: RetryPolicy, what: str) -> Any:
+    delay = policy.backoff_s
+    for attempt in range(1, policy.attempts + 1):
+        try:
+            return action()
+        except (FileNotFoundError, ShardReadError):
+            raise  # not transient: retrying cannot help
+        except _TRANSIENT as error:
+            if attempt == policy.attempts:
+                raise ShardReadError(
+                    f"{url}: could not {what} it after {policy.attempts} attempts "
+                    f"({type(error).__name__}: {error}); check the storage and the network, "
+                    "then resume from the last checkpoint"
+                ) from error
+            _LOG.warning(
+                "%s: %s failed (%s: %s); retry %d of %d in %.1f s",
+                url, what, type(error).__name__, error, attempt, policy.attempts - 1, delay,
+            )  # fmt: skip
+            time.sleep(delay)
+            delay = min(delay * 2, policy.max_backoff_s)
+    raise AssertionError("unreachable")
+
+
+class _ResumingStream:
+    """A read-only stream that reopens its URL after a transient error and reads on.
+
+    A broken connection surfaces as an exception or as an early end of the stream; with the
+    manifest's byte count both are caught. After reopening, the bytes already delivered are
+    skipped (by seeking where the stream can, else by reading), so the caller sees one
+    unbroken stream.
+    """
+
+    def __init__(self, url: str, size: int | None, policy: RetryPolicy) -> None:
+        self._url, self._size, self._policy = url, size, policy
+        self._stream: BinaryIO | None = None
+        self.position = 0
+
+    def _reopen(self) -> BinaryIO:
+        if self._stream is not None:
+            self._stream.close()
+        stream = storage.open_binary(self._url)
+        if self.position:
+            if stream.seekable():
+                stream.seek(self.position)
+            else:
+                left = self.position
+                while left:
+                    skipped = stream.read(min(left, 1 << 20))
+                    if not skipped:
+                        raise ConnectionError(f"ended after {self.position - left} bytes")
+                    left -= len(skipped)
+        self._stream = stream
+        return stream
+
+    def read(self, size: int = -1) -> bytes:
+        def attempt() -> bytes:
+            stream = self._stream or self._reopen()
+            try:
+                data = stream.read(size)
+                if not data and self._size is not None and self.position < self._size:
+                    raise ConnectionError(
+                        f"the stream ended after {self.position:,} of {self._size:,} bytes"
+                    )
+            except BaseException:
+                self._stream = None  # reopen on the next attempt
+                raise
+            return data
+
+        data = _retry(attempt, self._url, self._policy, "read")
+        self.position += len(data)
+        return data
+
+    def close(self) -> None:
+        if self._stream is not None:
+            self._stream.close()
+            self._stream = None
+
+    def __enter__(self) -> _ResumingStream:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+
+class _Sha256Check:
+    def __init__(self, stream: _ResumingStream) -> None:
+        import hashlib
+
+        self._stream = stream
+        self.sha256 = hashlib.sha256()
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._stream.read(size)
+        self.sha256.update(data)
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class RawSample:
+    index: int  # the sample's key: its position in its split
+    data: bytes
+    shard: str
+
+
+def read_samples(
+    segments: Iterable[Segment], policy: RetryPolicy, verify: bool = True
+) -> Iterator[RawSample]:
+    """Stage 4: stream the segments' samples; a whole shard is checked against its sha256."""
+    for segment in segments:
+        shard = segment.shard
+        check = verify and segment.whole and shard.sha256 is not None
+        with _ResumingStream(shard.url, shard.bytes, policy) as stream:
+            source: Any = _Sha256Check(stream) if check else stream
+            members = iter_tar_samples(source, shard.url)
+            stop = segment.skip + segment.take
+            count = 0
+            for key, data in members:
+                if count >= segment.skip:
+                    yield RawSample(int(key), data, shard.url)
+                count += 1
+                if count == stop and not check:
+                    break
+            if count < stop:
+                raise ShardReadError(
+                    f"{shard.url}: {count} samples, the manifest says {shard.samples}; the "
+                    "shard was changed after the manifest was written: rebuild it"
+                )
+            if check and source.sha256.hexdigest() != shard.sha256:
+                raise ShardReadError(
+                    f"{shard.url}: sha256 {source.sha256.hexdigest()[:16]}…, the manifest "
+                    f"says {shard.sha256[:16]}…; the shard was changed or damaged after "
+                    "writing: rebuild it or restore it from the source"
+                )
+
+
+def shuffle_samples(
+    samples: Iterable[RawSample], buffer_size: int, rng: random.Random
+) -> Iterator[RawSample]:
+    """Stage 5: a shuffle buffer; every sample comes out once, in a seeded order."""
+    if buffer_size <= 1:
+        yield from samples
+        return
+    buffer: list[RawSample] = []
+    draw = rng.random
+    for sample in samples:
+        if len(buffer) < buffer_size:
+            buffer.append(sample)
+            continue
+        slot = int(draw() * buffer_size)
+        yield buffer[slot]
+        buffer[slot] = sample
+    rng.shuffle(buffer)
+    yield from buffer
+
+
+def decode_samples(samples: Iterable[RawSample]) -> Iterator[tuple[RawSample, ExampleHeader]]:
+    """Stage 6: each sample's header, checked; a bad sample stops the run naming its shard."""
+    for sample in samples:
+        try:
+            yield sample, read_header(sample.data, f"{sample.index:012d}")
+        except ExampleDecodeError as error:
+            raise ShardReadError(f"{sample.shard}: {error}") from error
+
+
+def collate(decoded: list[tuple[RawSample, ExampleHeader]]) -> dict[str, torch.Tensor]:
+    """Stage 7: a list of decoded samples → the padded tensors of schemas/batch.py."""
+    size = len(decoded)
+    headers = [header for _, header in decoded]
+    lengths = np.fromiter((h.n_tokens for h in headers), dtype=np.int64, count=size)
+    a_lengths = np.fromiter((h.segment_a_length for h in headers), dtype=np.int64, count=size)
+    n_preds = np.fromiter((h.n_predictions for h in headers), dtype=np.int64, count=size)
+    width = _round_up(int(lengths.max()), PAD_MULTIPLE)
+    slots = _round_up(max(int(n_preds.max()), 1), PAD_MULTIPLE)
+    input_ids = np.zeros((size, width), dtype=np.int64)  # [PAD] = 0 (schemas/vocab.py)
+    positions = np.zeros((size, slots), dtype=np.int64)
+    labels = np.full((size, slots), IGNORE_INDEX, dtype=np.int64)
+    for row, (sample, header) in enumerate(decoded):
+        data, dtype = sample.data, header.id_dtype
+        n, p = header.n_tokens, header.n_predictions
+        input_ids[row, :n] = np.frombuffer(data, dtype, n, HEADER_BYTES)
+        positions[row, :p] = np.frombuffer(data, POSITION_DTYPE, p, header.positions_offset)
+        labels[row, :p] = np.frombuffer(data, dtype, p, header.labels_offset)
+    columns = np.arange(width)
+    attention = columns < lengths[:, None]  # (B, L) True on real tokens
+    token_types = (columns >= a_lengths[:, None]) & attention  # 1 for B [SEP], 0 elsewhere
+    nsp = np.fromiter((h.next_sentence_label for h in headers), dtype=np.int64, count=size)
+    index = np.fromiter((s.index for s, _ in decoded), dtype=np.int64, count=size)
+    return {
+        BatchField.INPUT_IDS: torch.from_numpy(input_ids),
+        BatchField.TOKEN_TYPE_IDS: torch.from_numpy(token_types.astype(np.int64)),
+        BatchField.ATTENTION_MASK: torch.from_numpy(attention),
+        BatchField.MASKED_POSITIONS: torch.from_numpy(positions),
+        BatchField.MASKED_LABELS: torch.from_numpy(labels),
+        BatchField.NEXT_SENTENCE_LABELS: torch.from_numpy(nsp),
+        BatchField.SAMPLE_INDEX: torch.from_numpy(index),
+    }
+
+
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+def batch_samples(
+    decoded: Iterable[tuple[RawSample, ExampleHeader]], batch_size: int, batches: int
+) -> Iterator[list[tuple[RawSample, ExampleHeader]]]:
+    """Stage 8: groups of `batch_size` (the last one short only when not dropping)."""
+    group: list[tuple[RawSample, ExampleHeader]] = []
+    made = 0
+    for item in decoded:
+        group.append(item)
+        if len(group) == batch_size:
+            yield group
+            made += 1
+            group = []
+            if made == batches:
+                return
+    if group and made < batches:
+        yield group
+
+
+# --------------------------------------------------------------------------- the loader
+
+
+@dataclass(slots=True)
+class DataPosition:
+    """Where a rank is in its input: the epoch and the batches consumed in it."""
+
+    epoch: int = 0
+    batches: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, int]) -> DataPosition:
+        return cls(int(raw["epoch"]), int(raw["batches"]))
+
+
+@dataclass(frozen=True, slots=True)
+class LoaderConfig:
+    batch_size: int
+    rank: int = 0
+    world_size: int = 1
+    num_workers: int = 0
+    seed: int = 12345
+    shuffle: bool = True
+    shuffle_buffer: int = 10_000  # samples per worker; ~4 MB at 128 tokens
+    drop_last: bool = True
+    verify: bool = True
+    pin_memory: bool = False
+    prefetch_factor: int = 4
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+
+def worker_stream(
+    source: DataSource, config: LoaderConfig, epoch: int, worker: int, workers: int,
+    skip_batches: int = 0,
+) -> Iterator[dict[str, torch.Tensor]]:  # fmt: skip
+    """One worker's batches of one epoch, the stages chained; the first `skip_batches` are
+    replayed without decoding (resume)."""
+    shards = epoch_shards(source.shards, config.seed, epoch, config.shuffle)
+    rank_segments, batches = split_by_node(
+        shards, config.rank, config.world_size, config.batch_size, config.drop_last
+    )
+    segments, my_batches = split_by_worker(
+        rank_segments, batches, worker, workers, config.batch_size
+    )
+    rng = random.Random(stable_hash64(f"buffer:{config.seed}:{epoch}:{config.rank}:{worker}"))
+    samples = read_samples(segments, config.retry, config.verify)
+    if config.shuffle:
+        samples = shuffle_samples(samples, config.shuffle_buffer, rng)
+    for _ in range(skip_batches * config.batch_size):
+        if next(samples, None) is None:
+            return
+    groups = batch_samples(decode_samples(samples), config.batch_size, my_batches - skip_batches)
+    for group in groups:
+        yield collate(group)
+
+
+class _EpochDataset(IterableDataset):
+    """The DataLoader's view of one epoch: each worker process runs `worker_stream`."""
+
+    def __init__(self, source: DataSource, config: LoaderConfig, position: DataPosition) -> None:
+        self.source, self.config, self.position = source, config, position
+
+    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
+        info = get_worker_info()
+        workers = info.num_workers if info is not None else 1
+        physical = info.id if info is not None else 0
+        # Rotate so the DataLoader's round-robin, which starts at physical worker 0, resumes
+        # at the logical worker the next batch is due from.
+        done = self.position.batches
+        logical = (physical + done) % workers
+        skip = max(0, -(-(done - logical) // workers))  # batches i < done with i ≡ logical
+        yield from worker_stream(
+            self.source, self.config, self.position.epoch, logical, workers, skip
+        )
+
+
+class PretrainingLoader:
+    """Batches for one rank, epoch after epoch, with the position to resume from.
+
+        source = open_source("s3://bucket/shards")
+        loader = PretrainingLoader(source, LoaderConfig(256, rank, world_size))
+        for batch in loader.batches(DataPosition()):   # infinite; loader.position after each
+            ...
+    """
+
+    def __init__(self, source: DataSource, config: LoaderConfig) -> None:
+        if config.batch_size < 1:
+            raise DataConfigError("--batch-size must be at least 1")
+        self.source, self.config = source, config
+        self.batches_per_epoch = rank_batches(
+            source.samples, config.world_size, config.batch_size, config.drop_last
+        )[config.rank]
+        if self.batches_per_epoch == 0:
+            raise DataConfigError(
+                f"{source.manifest_url or source.shards[0].url}: {source.samples} {source.split} "
+                f"samples make no full batch of {config.batch_size} on each of "
+                f"{config.world_size} ranks; use a smaller batch or more data"
+            )
+        self.position = DataPosition()
+
+    def epoch(self, position: DataPosition) -> Iterator[dict[str, torch.Tensor]]:
+        """The rest of one epoch from `position`; `self.position` follows each batch."""
+        self.position = DataPosition(position.epoch, position.batches)
+        if position.batches >= self.batches_per_epoch:
+            return
+        workers = self.config.num_workers
+        dataset = _EpochDataset(self.source, self.config, self.position)
+        if workers == 0:
+            batches: Iterable[dict[str, torch.Tensor]] = dataset
+        else:
+            batches = DataLoader(
+                dataset,
+                batch_size=None,
+                num_workers=workers,
+                pin_memory=self.config.pin_memory,
+                prefetch_factor=self.config.prefetch_factor,
+                persistent_workers=False,
+            )
+        for batch in batches:
+            self.position = DataPosition(position.epoch, self.position.batches + 1)
+            yield batch
+
+    def batches(self, position: DataPosition) -> Iterator[dict[str, torch.Tensor]]:
+        """Epoch after epoch without end, starting at `position`."""
+        while True:
+            yield from self.epoch(position)
+            position = DataPosition(self.position.epoch + 1, 0)
+            self.position = position
+
+
+def _main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("shards", help="shards directory, manifest.json or shard URL pattern")
+    parser.add_argument("--split", default="train")
+    parser.add_argument("--max-seq-length", type=int)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--num-workers", type=int, default=0)
+    parser.add_argument("--batches", type=int, default=3, help="how many to print")
+    args = parser.parse_args(argv)
+    source = open_source(args.shards, args.split, args.max_seq_length)
+    loader = PretrainingLoader(source, LoaderConfig(args.batch_size, num_workers=args.num_workers))
+    print(f"{len(source.shards)} shards, {source.samples:,} samples, "
+          f"{loader.batches_per_epoch:,} batches per epoch")  # fmt: skip
+    for number, batch in enumerate(loader.epoch(DataPosition())):
+        print({name: tuple(tensor.shape) for name, tensor in batch.items()})
+        if number + 1 == args.batches:
+            break
+
+
+if __name__ == "__main__":
+    _main()
