@@ -6,6 +6,8 @@
     bertkit vocab --documents DIR … --output DIR          (= python -m pipelines.vocab)
     bertkit examples --documents DIR … --vocab DIR --output DIR   (= python -m pipelines.examples)
     bertkit inspect PATH_OR_URL [--schema] [--show N] [--json N] [--stats]
+    bertkit train --shards DIR_OR_URL --output DIR …      (= python -m trainer.train)
+    bertkit export-hf CHECKPOINT --output DIR             (= python -m trainer.export)
 
 `bertkit COMMAND --help` shows a stage's flags; Beam stages pass unknown flags to Beam.
 """
@@ -26,6 +28,8 @@ COMMANDS = {
         "look inside documents, shards or a manifest, local or remote",
     ),
     "examples": ("pipelines.examples", "documents → masked sentence pairs in WebDataset shards"),
+    "train": ("trainer.train", "shards (local or URL) → a trained BERT (torchrun for many GPUs)"),
+    "export-hf": ("trainer.export", "trainer checkpoint → HF BertForPreTraining directory"),
 }
 
 

@@ -18,9 +18,6 @@ import hashlib
 from collections.abc import Iterable, Iterator
 from typing import BinaryIO
 
-from apache_beam.io.filesystems import FileSystems
-
-from pipelines.filesystem import write_atomically
 from schemas.examples import EXAMPLE_MEMBER
 from schemas.shards import ShardInfo
 
@@ -76,6 +73,12 @@ def tar_bytes(samples: Iterable[tuple[str, bytes]]) -> bytes:
 
 def write_shard(directory: str, relative_path: str, samples: list[tuple[str, bytes]]) -> ShardInfo:
     """Write one shard atomically and describe it for the manifest."""
+    # Beam's filesystems (any path a pipeline writes to), imported here so that the trainer,
+    # which only reads shards, does not pay Beam's ~0.6 s import in every loader process.
+    from apache_beam.io.filesystems import FileSystems
+
+    from pipelines.filesystem import write_atomically
+
     data = tar_bytes(samples)
     write_atomically(FileSystems.join(directory, relative_path), data)
     return ShardInfo(

@@ -1,0 +1,114 @@
+"""Checkpoints: atomic writes (temp file + rename), a `latest` pointer, the last K kept.
+
+The layout of a checkpoint file is in schemas/checkpoint.py. A crash mid-write leaves a
+`.tmp-*` file that no reader looks at; `latest` is rewritten (atomically too) only after the
+checkpoint it names is complete, so `--resume` and `bertkit export-hf DIR` always find a
+whole one.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import uuid
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from schemas.checkpoint import CHECKPOINT_FORMAT, LATEST_FILE, CheckpointKey, checkpoint_name
+from trainer.model import BertConfig, BertForPreTraining
+
+
+class CheckpointError(ValueError):
+    """A checkpoint cannot be found, read or used."""
+
+
+def save_checkpoint(directory: Path, step: int, payload: dict[str, Any], keep: int) -> Path:
+    """Write `step-NNNNNNNN.pt`, point `latest` at it, delete all but the newest `keep`."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / checkpoint_name(step)
+    temporary = directory / f".tmp-{uuid.uuid4().hex}-{path.name}"
+    torch.save(payload, temporary)
+    os.replace(temporary, path)
+    pointer = directory / f".tmp-{uuid.uuid4().hex}-{LATEST_FILE}"
+    pointer.write_text(path.name + "\n", encoding="utf-8")
+    os.replace(pointer, directory / LATEST_FILE)
+    for old in sorted(directory.glob("step-*.pt"))[:-keep] if keep > 0 else []:
+        old.unlink()
+    return path
+
+
+def latest_checkpoint(directory: Path) -> Path | None:
+    """The checkpoint `latest` names, or None when the directory holds none yet."""
+    pointer = directory / LATEST_FILE
+    if not pointer.is_file():
+        return None
+    path = directory / pointer.read_text(encoding="utf-8").strip()
+    return path if path.is_file() else None
+
+
+def resolve_checkpoint(path: str | Path) -> Path:
+    """A checkpoint file, or the one a checkpoint directory's `latest` file names."""
+    path = Path(path)
+    if path.is_dir():
+        latest = path / LATEST_FILE
+        if not latest.is_file():
+            raise CheckpointError(
+                f"{path} is a directory without a `{LATEST_FILE}` file, so it holds no complete "
+                "checkpoint: pass a checkpoint file (step-NNNNNNNN.pt) instead"
+            )
+        name = latest.read_text(encoding="utf-8").strip()
+        path = path / name
+        if not name or not path.is_file():
+            raise CheckpointError(
+                f"{latest} names {name!r}, which is not a file in {path.parent}: pass a "
+                "checkpoint file (step-NNNNNNNN.pt) instead"
+            )
+        return path
+    if not path.is_file():
+        raise CheckpointError(f"{path} does not exist: pass a checkpoint file or directory")
+    return path
+
+
+def load_checkpoint(path: Path) -> dict[str, Any]:
+    """Read a checkpoint file (tensors and plain containers only) and check its format."""
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    # What torch.load raises on a file that is not a torch.save archive, or one cut short.
+    except (pickle.UnpicklingError, RuntimeError, EOFError, KeyError, ValueError) as err:
+        raise CheckpointError(
+            f"{path} is not a bertkit checkpoint (torch.load: {type(err).__name__}: "
+            f"{str(err)[:200]}); pass a step-NNNNNNNN.pt file written by the trainer"
+        ) from err
+    found = checkpoint.get(CheckpointKey.FORMAT) if isinstance(checkpoint, dict) else None
+    if found != CHECKPOINT_FORMAT:
+        what = f"format {found!r}" if found is not None else f"a {type(checkpoint).__name__}"
+        raise CheckpointError(
+            f"{path} is {what}, not a {CHECKPOINT_FORMAT!r} checkpoint: pass a checkpoint "
+            "written by this bertkit's trainer"
+        )
+    for key in (CheckpointKey.MODEL_CONFIG, CheckpointKey.MODEL, CheckpointKey.VOCAB):
+        if key not in checkpoint:
+            raise CheckpointError(f"{path} lacks the checkpoint's {key!r} entry: it is damaged")
+    return checkpoint
+
+
+def model_from_checkpoint(checkpoint: dict[str, Any], where: str | Path) -> BertForPreTraining:
+    """Rebuild the model from `model_config` and load `model` into it, strictly."""
+    try:
+        config = BertConfig(**checkpoint[CheckpointKey.MODEL_CONFIG])
+    except (TypeError, ValueError) as err:
+        raise CheckpointError(
+            f"{where}: its model_config does not make a trainer.model.BertConfig ({err}); it "
+            "was written by another bertkit version"
+        ) from err
+    model = BertForPreTraining(config)
+    try:
+        model.load_state_dict(checkpoint[CheckpointKey.MODEL], strict=True)
+    except RuntimeError as err:
+        raise CheckpointError(
+            f"{where}: its weights do not fit the model its model_config describes ({err}); it "
+            "was written by another bertkit version"
+        ) from err
+    return model.eval()

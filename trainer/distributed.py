@@ -1,0 +1,74 @@
+"""Rank-aware helpers, in one place: who am I, which device, and the few collectives used.
+
+`torchrun` (or any launcher that sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT) starts
+one process per GPU, on one node or many; a plain `python -m trainer.train` is world size 1
+and needs no process group. NCCL on CUDA, Gloo on CPU (the tests run 2 Gloo processes).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass(frozen=True, slots=True)
+class Distributed:
+    rank: int
+    world_size: int
+    local_rank: int
+    device: torch.device
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def active(self) -> bool:
+        return self.world_size > 1
+
+
+def setup(device: str = "auto") -> Distributed:
+    """Join the process group that the launcher's environment describes, if any."""
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    use_cuda = torch.cuda.is_available() if device == "auto" else device == "cuda"
+    if use_cuda:
+        torch.cuda.set_device(local_rank)
+        chosen = torch.device("cuda", local_rank)
+    else:
+        chosen = torch.device("cpu")
+    if world_size > 1 and not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if use_cuda else "gloo")
+    return Distributed(rank, world_size, local_rank, chosen)
+
+
+def teardown(env: Distributed) -> None:
+    if env.active and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def all_reduce_sum(env: Distributed, values: torch.Tensor) -> torch.Tensor:
+    """Sum a small float64 tensor over ranks (a no-op in a single process)."""
+    if env.active:
+        values = values.to(env.device)
+        dist.all_reduce(values, op=dist.ReduceOp.SUM)
+    return values.cpu()
+
+
+def gather_tensors(env: Distributed, tensor: torch.Tensor) -> list[torch.Tensor]:
+    """Every rank's copy of a same-shaped tensor (on rank order); used for RNG states."""
+    if not env.active:
+        return [tensor]
+    moved = tensor.to(env.device)
+    parts = [torch.empty_like(moved) for _ in range(env.world_size)]
+    dist.all_gather(parts, moved)
+    return [part.cpu() for part in parts]
+
+
+def barrier(env: Distributed) -> None:
+    if env.active:
+        dist.barrier()

@@ -1,0 +1,352 @@
+"""BERT for pre-training (masked LM + next sentence prediction), the model `trainer` trains.
+
+The architecture is Google's BERT, as HF's `BertForPreTraining` implements it, so a
+checkpoint exports to HF with a rename (`hf_state_dict`, `bertkit export-hf`) and gives the
+same logits there: post-LayerNorm encoder layers, exact (erf) GELU, learned position and
+token type embeddings, a tanh pooler on [CLS], an MLM head whose decoder is tied to the
+word embeddings, and a 2-way NSP head.
+
+Two departures from HF's code, neither visible in the weights:
+- Q, K and V are one Linear (3·H outputs: Q rows, then K, then V), one matmul instead of
+  three; the export splits it back into HF's query / key / value.
+- The MLM head runs only on the predicted positions (`masked_positions` where
+  `masked_labels != IGNORE_INDEX`): ~20 of 128 tokens, and the decoder (V × H) is the
+  biggest matmul in the model. `prediction_scores` runs it on every position, as HF does.
+
+Attention is `torch.nn.functional.scaled_dot_product_attention` with a boolean padding
+mask, so it picks the fused kernel (flash / memory-efficient) the device offers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from schemas.batch import IGNORE_INDEX
+
+
+@dataclass(frozen=True)
+class BertConfig:
+    """The model's shape and regularisation; field names and defaults are HF's BertConfig."""
+
+    vocab_size: int
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    hidden_dropout_prob: float = 0.1
+    attention_probs_dropout_prob: float = 0.1
+    layer_norm_eps: float = 1e-12
+    initializer_range: float = 0.02
+    pad_token_id: int = 0
+
+    def __post_init__(self) -> None:
+        sizes = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                 "intermediate_size", "max_position_embeddings", "type_vocab_size")  # fmt: skip
+        for name in sizes:
+            if getattr(self, name) < 1:
+                raise ValueError(f"BertConfig.{name} must be 1 or more, got {getattr(self, name)}")
+        if self.hidden_size % self.num_attention_heads:
+            raise ValueError(
+                f"hidden_size {self.hidden_size} is not a multiple of num_attention_heads "
+                f"{self.num_attention_heads}: each head takes hidden_size / heads features; "
+                "pick sizes that divide"
+            )
+        if not 0 <= self.pad_token_id < self.vocab_size:
+            raise ValueError(
+                f"pad_token_id {self.pad_token_id} is not an id of a {self.vocab_size}-token "
+                "vocabulary"
+            )
+
+    @property
+    def head_size(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+
+# name → (layers, hidden, heads). tiny … medium are Google's smaller BERTs (Turc et al. 2019,
+# "Well-Read Students Learn Better"); every size has intermediate = 4 × hidden.
+MODEL_SIZES: dict[str, tuple[int, int, int]] = {
+    "tiny": (2, 128, 2),
+    "mini": (4, 256, 4),
+    "small": (4, 512, 8),
+    "medium": (8, 512, 8),
+    "base": (12, 768, 12),
+    "large": (24, 1024, 16),
+}
+
+
+def config_for(name: str, vocab_size: int, **overrides: float) -> BertConfig:
+    """The BertConfig of a named size (MODEL_SIZES) for a vocabulary; `overrides` set fields."""
+    if name not in MODEL_SIZES:
+        raise ValueError(f"unknown model size {name!r}: choose one of {', '.join(MODEL_SIZES)}")
+    layers, hidden, heads = MODEL_SIZES[name]
+    fields = {
+        "vocab_size": vocab_size,
+        "hidden_size": hidden,
+        "num_hidden_layers": layers,
+        "num_attention_heads": heads,
+        "intermediate_size": 4 * hidden,
+    }
+    return BertConfig(**{**fields, **overrides})
+
+
+class PreTrainingOutput(NamedTuple):
+    """What `BertForPreTraining.forward` returns. N = valid predictions in the batch."""
+
+    loss: Tensor  # () mlm_loss + nsp_loss, or mlm_loss alone without NSP labels
+    mlm_loss: Tensor  # () mean cross-entropy over the N predictions
+    nsp_loss: Tensor | None  # () mean cross-entropy over the B pairs; None without labels
+    mlm_logits: Tensor  # (N, V)
+    nsp_logits: Tensor  # (B, 2)
+    mlm_correct: Tensor  # () int64: predictions whose argmax is the label
+    mlm_count: Tensor  # () int64: N
+    nsp_correct: Tensor | None  # () int64; None without NSP labels
+
+
+class BertEmbeddings(nn.Module):
+    """word + position + token type embeddings, then LayerNorm and dropout."""
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        # padding_idx as HF: the [PAD] row starts at zero and the lookup never updates it
+        # (the tied MLM decoder still does).
+        self.word_embeddings = nn.Embedding(
+            config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id
+        )
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
+        self.layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, input_ids: Tensor, token_type_ids: Tensor) -> Tensor:
+        # input_ids, token_type_ids (B, L) → (B, L, H); positions (L,) broadcast over B.
+        positions = torch.arange(input_ids.shape[1], device=input_ids.device)
+        embedded = (
+            self.word_embeddings(input_ids)
+            + self.position_embeddings(positions)
+            + self.token_type_embeddings(token_type_ids)
+        )
+        return self.dropout(self.layer_norm(embedded))
+
+
+class BertLayer(nn.Module):
+    """One post-LN encoder layer: x = LN(x + attention(x)); x = LN(x + FFN(x))."""
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        hidden = config.hidden_size
+        self.num_heads = config.num_attention_heads
+        self.head_size = config.head_size
+        self.attention_dropout = config.attention_probs_dropout_prob
+        self.qkv = nn.Linear(hidden, 3 * hidden)  # rows: Q (H), K (H), V (H)
+        self.attention_output = nn.Linear(hidden, hidden)
+        self.attention_norm = nn.LayerNorm(hidden, eps=config.layer_norm_eps)
+        self.intermediate = nn.Linear(hidden, config.intermediate_size)
+        self.output = nn.Linear(config.intermediate_size, hidden)
+        self.output_norm = nn.LayerNorm(hidden, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, hidden: Tensor, attention_mask: Tensor) -> Tensor:
+        # hidden (B, L, H); attention_mask (B, 1, 1, L) bool, True = a key to attend to.
+        batch, length, width = hidden.shape
+        # (B, L, 3H) → (B, L, 3, heads, d) → (3, B, heads, L, d)
+        qkv = self.qkv(hidden).view(batch, length, 3, self.num_heads, self.head_size)
+        query, key, value = qkv.permute(2, 0, 3, 1, 4).unbind(0)
+        context = F.scaled_dot_product_attention(
+            query, key, value,
+            attn_mask=attention_mask,
+            dropout_p=self.attention_dropout if self.training else 0.0,
+        )  # fmt: skip
+        # (B, heads, L, d) → (B, L, H)
+        context = context.transpose(1, 2).reshape(batch, length, width)
+        hidden = self.attention_norm(hidden + self.dropout(self.attention_output(context)))
+        # F.gelu's default is the exact erf form: HF's "gelu", Google's `gelu`.
+        feed_forward = self.output(F.gelu(self.intermediate(hidden)))
+        return self.output_norm(hidden + self.dropout(feed_forward))
+
+
+class BertForPreTraining(nn.Module):
+    """The BERT encoder with the pooler, the MLM head and the NSP head."""
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.config = config
+        hidden = config.hidden_size
+        self.embeddings = BertEmbeddings(config)
+        self.layers = nn.ModuleList(BertLayer(config) for _ in range(config.num_hidden_layers))
+        self.pooler = nn.Linear(hidden, hidden)
+        self.mlm_transform = nn.Linear(hidden, hidden)
+        self.mlm_norm = nn.LayerNorm(hidden, eps=config.layer_norm_eps)
+        # The decoder's weight IS the word embedding matrix (V, H); its bias is its own.
+        # It appears twice in state_dict(), once in parameters().
+        self.decoder = nn.Linear(hidden, config.vocab_size)
+        self.decoder.weight = self.embeddings.word_embeddings.weight
+        self.nsp = nn.Linear(hidden, 2)
+        self.apply(self._init_weights)
+
+    def _init_weights(self, module: nn.Module) -> None:
+        """BERT's init, as HF's BertPreTrainedModel: N(0, initializer_range) weights, zero
+        biases, LayerNorm (1, 0), the [PAD] embedding row zero."""
+        std = self.config.initializer_range
+        if isinstance(module, nn.Linear):
+            # The decoder's weight is the word embeddings, initialised as an Embedding.
+            if module is not self.decoder:
+                nn.init.normal_(module.weight, mean=0.0, std=std)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=std)
+            if module.padding_idx is not None:
+                with torch.no_grad():
+                    module.weight[module.padding_idx].zero_()
+        elif isinstance(module, nn.LayerNorm):
+            nn.init.ones_(module.weight)
+            nn.init.zeros_(module.bias)
+
+    def encode(
+        self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        """The encoder: (sequence output (B, L, H), pooled [CLS] output (B, H))."""
+        # (B, L) → (B, 1, 1, L): one row of keys, broadcast over heads and queries. Padded
+        # queries still attend to the real keys, so no row is all-masked (no NaN).
+        mask = attention_mask.to(torch.bool)[:, None, None, :]
+        hidden = self.embeddings(input_ids, token_type_ids)
+        for layer in self.layers:
+            hidden = layer(hidden, mask)
+        pooled = torch.tanh(self.pooler(hidden[:, 0]))
+        return hidden, pooled
+
+    def _mlm_scores(self, hidden: Tensor) -> Tensor:
+        # (…, H) → (…, V)
+        transformed = self.mlm_norm(F.gelu(self.mlm_transform(hidden)))
+        return self.decoder(transformed)
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        token_type_ids: Tensor,
+        attention_mask: Tensor,
+        masked_positions: Tensor,
+        masked_labels: Tensor,
+        next_sentence_labels: Tensor | None = None,
+    ) -> PreTrainingOutput:
+        """Losses and logits on a collated batch (schemas/batch.py; argument names are its
+        MODEL_INPUTS). The MLM head runs on the N valid predictions only."""
+        hidden, pooled = self.encode(input_ids, token_type_ids, attention_mask)
+        batch, length, width = hidden.shape
+        # masked_positions (B, P) → row indices into hidden flattened to (B·L, H); keep the
+        # N predictions whose label is real → (N, H) → logits (N, V).
+        rows = masked_positions + torch.arange(batch, device=hidden.device)[:, None] * length
+        valid = masked_labels != IGNORE_INDEX
+        labels = masked_labels[valid]  # (N,)
+        mlm_logits = self._mlm_scores(hidden.reshape(batch * length, width)[rows[valid]])
+        mlm_count = valid.sum()
+        # Summed, then divided by max(N, 1): a batch without predictions gives 0, not NaN.
+        mlm_loss = F.cross_entropy(mlm_logits.float(), labels, reduction="sum")
+        mlm_loss = mlm_loss / mlm_count.clamp(min=1)
+        mlm_correct = (mlm_logits.argmax(dim=-1) == labels).sum()
+        nsp_logits = self.nsp(pooled)  # (B, 2)
+        if next_sentence_labels is None:
+            return PreTrainingOutput(
+                mlm_loss, mlm_loss, None, mlm_logits, nsp_logits, mlm_correct, mlm_count, None
+            )
+        nsp_loss = F.cross_entropy(nsp_logits.float(), next_sentence_labels)
+        nsp_correct = (nsp_logits.argmax(dim=-1) == next_sentence_labels).sum()
+        return PreTrainingOutput(
+            mlm_loss + nsp_loss,
+            mlm_loss,
+            nsp_loss,
+            mlm_logits,
+            nsp_logits,
+            mlm_correct,
+            mlm_count,
+            nsp_correct,
+        )
+
+    def prediction_scores(
+        self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        """HF's two outputs: MLM scores at every position (B, L, V) and NSP scores (B, 2)."""
+        hidden, pooled = self.encode(input_ids, token_type_ids, attention_mask)
+        return self._mlm_scores(hidden), self.nsp(pooled)
+
+
+def parameter_count(model: nn.Module) -> int:
+    """Parameters of `model`, each tensor once (the tied decoder weight is the embeddings)."""
+    # parameters() already yields a shared tensor once.
+    return sum(p.numel() for p in model.parameters())
+
+
+def flops_per_sequence(config: BertConfig, seq_len: int, predictions: int) -> float:
+    """Training FLOPs for one sequence: 3 × the forward pass (backward ≈ 2 × forward).
+
+    Matmuls only, 2 FLOPs per multiply-add; embedding lookups, biases, LayerNorm, softmax
+    and GELU are left out (< 1 % at BERT sizes). With L = seq_len, H, I = intermediate,
+    V = vocab, n = layers and P = predictions:
+
+        per layer     2·L·(3H² + H² + 2·H·I)     Q/K/V, attention output, FFN in and out
+                      + 2·2·L²·H                 scores Q·Kᵀ and context (scores)·V
+        pooler + NSP  2·(H² + 2H)                on [CLS] only
+        MLM head      2·P·(H² + V·H)             transform and decoder, predictions only
+
+        flops = 3 · (n · per layer + pooler + NSP + MLM head)
+    """
+    hidden, inner, length = config.hidden_size, config.intermediate_size, seq_len
+    per_layer = 2 * length * (4 * hidden * hidden + 2 * hidden * inner) + 4 * length**2 * hidden
+    heads = 2 * (hidden * hidden + 2 * hidden)
+    mlm = 2 * predictions * (hidden * hidden + config.vocab_size * hidden)
+    return 3.0 * (config.num_hidden_layers * per_layer + heads + mlm)
+
+
+def hf_state_dict(model: BertForPreTraining) -> dict[str, Tensor]:
+    """The weights under HF `BertForPreTraining`'s names, as its save_pretrained writes them.
+
+    Every tensor is a detached contiguous copy that shares memory with no other (safetensors
+    refuses shared tensors). Like save_pretrained, it leaves out the tied
+    `cls.predictions.decoder.weight` (= word embeddings) and `.decoder.bias`
+    (= `cls.predictions.bias`): from_pretrained ties them back.
+    """
+    hf: dict[str, Tensor] = {}
+
+    def put(name: str, tensor: Tensor) -> None:
+        hf[name] = tensor.detach().clone().contiguous()
+
+    def put_linear(name: str, linear: nn.Linear) -> None:
+        put(f"{name}.weight", linear.weight)
+        put(f"{name}.bias", linear.bias)
+
+    def put_norm(name: str, norm: nn.LayerNorm) -> None:
+        put(f"{name}.weight", norm.weight)
+        put(f"{name}.bias", norm.bias)
+
+    embeddings = model.embeddings
+    put("bert.embeddings.word_embeddings.weight", embeddings.word_embeddings.weight)
+    put("bert.embeddings.position_embeddings.weight", embeddings.position_embeddings.weight)
+    put("bert.embeddings.token_type_embeddings.weight", embeddings.token_type_embeddings.weight)
+    put_norm("bert.embeddings.LayerNorm", embeddings.layer_norm)
+    for index, layer in enumerate(model.layers):
+        prefix = f"bert.encoder.layer.{index}"
+        # qkv (3H, H) / (3H,) → query, key, value (H, H) / (H,) each, in that order.
+        weights = layer.qkv.weight.chunk(3, dim=0)
+        biases = layer.qkv.bias.chunk(3, dim=0)
+        for part, weight, bias in zip(("query", "key", "value"), weights, biases, strict=True):
+            put(f"{prefix}.attention.self.{part}.weight", weight)
+            put(f"{prefix}.attention.self.{part}.bias", bias)
+        put_linear(f"{prefix}.attention.output.dense", layer.attention_output)
+        put_norm(f"{prefix}.attention.output.LayerNorm", layer.attention_norm)
+        put_linear(f"{prefix}.intermediate.dense", layer.intermediate)
+        put_linear(f"{prefix}.output.dense", layer.output)
+        put_norm(f"{prefix}.output.LayerNorm", layer.output_norm)
+    put_linear("bert.pooler.dense", model.pooler)
+    put_linear("cls.predictions.transform.dense", model.mlm_transform)
+    put_norm("cls.predictions.transform.LayerNorm", model.mlm_norm)
+    put("cls.predictions.bias", model.decoder.bias)
+    put_linear("cls.seq_relationship", model.nsp)
+    return hf
+
