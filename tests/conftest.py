@@ -60,6 +60,22 @@ def sample_vocab(tmp_path_factory, sample_documents) -> Path:
     return output
 
 
+@pytest.fixture(scope="session")
+def sample_shards(tmp_path_factory, sample_documents, sample_vocab) -> Path:
+    """The real sample's examples at 128 (dupe factor 2, 5 % held out), once per session:
+    ~16,000 train and ~600 held-out examples in shards of 2,000."""
+    from pipelines import examples
+
+    output = tmp_path_factory.mktemp("sample-shards") / "shards"
+    documents = [str(d) for d in sample_documents]
+    assert examples.run(
+        ["--documents", *documents, "--vocab", str(sample_vocab), "--output", str(output),
+         "--max-seq-length", "128", "--dupe-factor", "2", "--heldout-fraction", "0.05",
+         "--samples-per-shard", "2000"]
+    ) == 0  # fmt: skip
+    return output
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

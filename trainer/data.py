@@ -706,6 +706,9 @@ class PretrainingLoader:
                 pin_memory=self.config.pin_memory,
                 prefetch_factor=self.config.prefetch_factor,
                 persistent_workers=False,
+                # Its own generator: a DataLoader draws a base seed when it starts, and from
+                # the global generator that would shift dropout's draws after a resume.
+                generator=torch.Generator().manual_seed(self.config.seed),
             )
         for batch in batches:
             self.position = DataPosition(position.epoch, self.position.batches + 1)

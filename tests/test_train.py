@@ -1,0 +1,150 @@
+"""`bertkit train` on the real sample: learning, exact resume, 2-process DDP, phase 2, errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from schemas.checkpoint import LATEST_FILE, CheckpointKey
+from tests.conftest import free_port
+from tests.test_data import write_uneven_shards
+from trainer import train
+from trainer.checkpoint import latest_checkpoint
+from trainer.export import export_hf
+from trainer.metrics import METRICS_FILE
+
+TINY = ["--model", "tiny", "--micro-batch-size", "16", "--lr", "2e-3", "--log-every", "1",
+        "--eval-batches", "4", "--no-tensorboard"]  # fmt: skip
+
+
+def metrics(run_dir: Path, kind: str = "train") -> dict[int, dict]:
+    """step → the last record of that kind (a resumed run appends)."""
+    records = {}
+    for line in (run_dir / METRICS_FILE).read_text().splitlines():
+        record = json.loads(line)
+        if record["kind"] == kind:
+            records[record["step"]] = record
+    return records
+
+
+def run_train(*args: str) -> int:
+    return train.run([*TINY, *args])
+
+
+def test_loss_goes_down_on_the_real_sample_and_the_checkpoint_exports(sample_shards, tmp_path):
+    run_dir = tmp_path / "run"
+    code = run_train("--shards", str(sample_shards), "--output", str(run_dir),
+                     "--max-steps", "60", "--warmup-steps", "6", "--eval-every", "30",
+                     "--checkpoint-every", "30", "--keep-checkpoints", "1")  # fmt: skip
+    assert code == 0
+    train_log = metrics(run_dir)
+    assert sorted(train_log) == list(range(1, 61))
+    first = sum(train_log[s]["mlm_loss"] for s in range(1, 6)) / 5
+    last = sum(train_log[s]["mlm_loss"] for s in range(56, 61)) / 5
+    # ln(8000) ≈ 9.0 at the start; a tiny model learns the frequent tokens within 60 steps.
+    assert first > 8.5 and last < first - 1.5, (first, last)
+    evals = metrics(run_dir, "eval")
+    assert sorted(evals) == [30, 60] and evals[60]["mlm_loss"] < evals[30]["mlm_loss"]
+    assert evals[60]["predictions"] > 0 and 0 <= evals[60]["nsp_accuracy"] <= 1
+    assert all(train_log[60][k] is not None for k in ("seq_per_s", "tokens_per_s", "lr"))
+    checkpoints = sorted(p.name for p in (run_dir / "checkpoints").iterdir())
+    assert checkpoints == [LATEST_FILE, "step-00000060.pt"]  # --keep-checkpoints 1
+    exported = export_hf(run_dir / "checkpoints", tmp_path / "hf")
+    assert any(name.endswith("model.safetensors") for name in exported)
+
+
+def test_resume_gives_the_losses_of_an_uninterrupted_run(sample_shards, tmp_path):
+    common = ["--shards", str(sample_shards), "--max-steps", "8", "--warmup-steps", "2",
+              "--num-workers", "2", "--shuffle-buffer", "500", "--eval-every", "0",
+              "--checkpoint-every", "100"]  # fmt: skip
+    whole, parts = tmp_path / "whole", tmp_path / "parts"
+    assert run_train(*common, "--output", str(whole)) == 0
+    assert run_train(*common, "--output", str(parts), "--stop-at-step", "3") == 0
+    assert latest_checkpoint(parts / "checkpoints").name == "step-00000003.pt"
+    assert run_train(*common, "--output", str(parts), "--resume") == 0
+    expected, resumed = metrics(whole), metrics(parts)
+    assert sorted(resumed) == list(range(1, 9))
+    # Dropout, data order and the optimizer all continue where they stopped: equal losses.
+    assert [resumed[s]["loss"] for s in range(1, 9)] == [expected[s]["loss"] for s in range(1, 9)]
+    a = torch.load(latest_checkpoint(whole / "checkpoints"), weights_only=True)
+    b = torch.load(latest_checkpoint(parts / "checkpoints"), weights_only=True)
+    assert a[CheckpointKey.DATA_POSITION] == b[CheckpointKey.DATA_POSITION] == {
+        "epoch": 0, "batches": 8}  # fmt: skip
+    for name, tensor in a[CheckpointKey.MODEL].items():
+        assert torch.equal(tensor, b[CheckpointKey.MODEL][name]), name
+
+
+def test_resume_refuses_another_input_setup(sample_shards, tmp_path, capsys):
+    common = ["--shards", str(sample_shards), "--output", str(tmp_path / "r"),
+              "--max-steps", "4", "--warmup-steps", "1", "--eval-every", "0", "--num-workers", "0"]
+    assert run_train(*common, "--resume") == 2
+    assert "--resume: no checkpoint in" in capsys.readouterr().err
+    assert run_train(*common, "--stop-at-step", "2") == 0
+    assert train.run([*TINY, *common, "--resume", "--micro-batch-size", "8"]) == 2
+    assert "--micro-batch-size 16, now 8" in capsys.readouterr().err
+
+
+def test_phase_two_starts_from_weights_and_checks_the_vocabulary(sample_shards, tmp_path, capsys):
+    phase1 = tmp_path / "phase1"
+    assert run_train("--shards", str(sample_shards), "--output", str(phase1), "--max-steps", "2",
+                     "--warmup-steps", "1", "--num-workers", "0", "--eval-every", "0") == 0  # fmt: skip
+    phase2 = tmp_path / "phase2"
+    assert run_train("--shards", str(sample_shards), "--output", str(phase2), "--max-steps", "2",
+                     "--warmup-steps", "1", "--num-workers", "0", "--eval-every", "0",
+                     "--init-checkpoint", str(phase1 / "checkpoints")) == 0  # fmt: skip
+    start = torch.load(latest_checkpoint(phase1 / "checkpoints"), weights_only=True)
+    after = torch.load(latest_checkpoint(phase2 / "checkpoints"), weights_only=True)
+    assert after[CheckpointKey.STEP] == 2  # a new run: its own steps, optimizer and schedule
+    assert after[CheckpointKey.MODEL_CONFIG] == start[CheckpointKey.MODEL_CONFIG]
+    other = write_uneven_shards(tmp_path / "other")  # made with another vocabulary
+    assert run_train("--shards", str(other), "--output", str(tmp_path / "bad"), "--max-steps", "1",
+                     "--warmup-steps", "0", "--init-checkpoint", str(phase1 / "checkpoints")) == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert "the shards were made with vocabulary sha256 abab" in err and "token ids" in err
+
+
+def test_two_gloo_processes_train_in_step(sample_shards, tmp_path):
+    run_dir = tmp_path / "ddp"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path.cwd())}
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+        "--master-addr", "127.0.0.1", "--master-port", str(free_port()), "-m", "trainer.train",
+        *TINY, "--shards", str(sample_shards), "--output", str(run_dir), "--max-steps", "6",
+        "--warmup-steps", "1", "--global-batch-size", "64", "--num-workers", "1",
+        "--eval-every", "3", "--checkpoint-every", "3",
+    ]  # fmt: skip
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    checkpoint = torch.load(latest_checkpoint(run_dir / "checkpoints"), weights_only=True)
+    assert checkpoint[CheckpointKey.WORLD_SIZE] == 2
+    # 64 sequences per step = 2 processes × 2 micro-batches of 16: 12 batches per rank.
+    assert checkpoint[CheckpointKey.DATA_POSITION] == {"epoch": 0, "batches": 12}
+    assert len(checkpoint[CheckpointKey.RNG]["torch"]) == 2  # each rank's dropout state
+    assert sorted(metrics(run_dir)) == list(range(1, 7))
+    assert sorted(metrics(run_dir, "eval")) == [3, 6]
+    # 4 held-out batches of 16 on each rank, summed over both.
+    assert metrics(run_dir, "eval")[6]["sequences"] == 2 * 4 * 16
+    # Resuming a 2-process run with one process is refused, naming both.
+    one = train.run([*TINY, "--shards", str(sample_shards), "--output", str(run_dir),
+                     "--max-steps", "6", "--global-batch-size", "64", "--num-workers", "1",
+                     "--resume"])  # fmt: skip
+    assert one == 2
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--model", "huge"], "--model 'huge': one of tiny, mini"),
+        (["--global-batch-size", "24"], "not a multiple of --micro-batch-size × processes = 16"),
+        (["--warmup-steps", "50", "--max-steps", "10"], "--warmup-steps must not exceed"),
+    ],
+)
+def test_bad_flags_stop_before_work(sample_shards, tmp_path, capsys, flags, message):
+    assert run_train("--shards", str(sample_shards), "--output", str(tmp_path), *flags) == 2
+    assert message in capsys.readouterr().err
