@@ -287,6 +287,19 @@ def print_table(headers: list[str], rows: list[list[str]], left: tuple[int, ...]
         )
 
 
+def print_markdown_table(headers: list[str], rows: list[list[str]], left: int = 1) -> None:
+    """A markdown table padded to its widest cells: the first `left` columns (text)
+    left-aligned, the rest (numbers) right-aligned."""
+    widths = [max(len(cell) for cell in column) for column in zip(headers, *rows, strict=True)]
+    rules = [("-" * w if i < left else "-" * (w - 1) + ":") for i, w in enumerate(widths)]
+    for line in [headers, rules, *rows]:
+        cells = [
+            c.ljust(w) if i < left else c.rjust(w)
+            for i, (c, w) in enumerate(zip(line, widths, strict=True))
+        ]
+        print("| " + " | ".join(cells) + " |")
+
+
 def importlib_version(package: str) -> str | None:
     try:
         return importlib.metadata.version(package)

@@ -1,0 +1,538 @@
+"""Benchmark the trainer's input pipeline: samples per CPU-second (per core) and per wall-second.
+
+    python bench/loader.py                                   # out/demo/shards, 3 repeats
+    python bench/loader.py --repeats 1 --limit-samples 20000 # a quick look
+    python bench/loader.py --no-s3 --json bench/.work/loader-results.json
+
+What is measured: the shards' train split read, decoded and collated into the batch tensors of
+schemas/batch.py (padded to a multiple of 8), in this one process, with no loader workers
+(num_workers=0). CPU is this process's own user+sys time (time.process_time), so samples per
+CPU-second is the rate of one core; wall time is beside it. Set-up (opening the source,
+starting the S3 server, uploading) is outside the timed region. Every row runs once per
+repeat, the rows interleaved, so a change of load on the machine hits them all alike; the
+table shows the medians. The rows:
+
+  bertkit local    trainer.data: open_source(DIR) → PretrainingLoader(LoaderConfig(B)).epoch
+                   (shuffled shard order, 10,000-sample shuffle buffer, sha256 of every whole
+                   shard checked, drop_last): what `bertkit train` runs per loader worker
+  bertkit S3       the same shards (manifest included) uploaded to moto's S3 server on
+                   loopback (`python -m moto.server`, started here), read as
+                   open_source("s3://BUCKET/shards") through smart_open and boto3. The server
+                   is another process on the same cores: its CPU-s is shown apart and is not
+                   in the loader's figure (on real S3 it runs on someone else's machines), but
+                   it competes for the cores, so the wall figures pay for it
+  webdataset       plain webdataset as a user would write it for shards with one packed
+                   member: WebDataset(paths, shardshuffle=False)
+                   .map(PretrainingExample.decode of "example.bin") .batched(B, a
+                   straightforward collate to the same tensors); no sample shuffle, no
+                   checksum
+  reader: bertkit  pipelines.shard_io.iter_tar_samples over the local shards: tar members'
+                   bytes only, no decode, no collate (the reader's share of the first row)
+  reader: tarfile  Python's tarfile in stream mode ("r|"), each member's bytes read: what
+                   webdataset's reader is built on
+
+Targets (the loader issue): bertkit local ≥ 50,000 samples per CPU-second, and bertkit over
+S3 ≥ 80 % of bertkit local, per CPU-second of the loader process (wall-second ratio shown
+too). Other work on the machine (tests running beside) slows every row; the load average in
+the results says how much. A full run over the demo's 40,685 samples takes well under a
+minute on 2 cores; --limit-samples caps each row's samples for a quicker look.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tarfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+# Run as a script: `measure` from bench/, `trainer`, `pipelines` and `schemas` from the root.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parent.parent))
+
+import measure
+import numpy as np
+import torch
+from measure import CLOCK_TICKS, fmt, importlib_version, read_proc_stat
+
+from pipelines.shard_io import iter_tar_samples
+from schemas.batch import IGNORE_INDEX, PAD_MULTIPLE, BatchField
+from schemas.examples import EXAMPLE_MEMBER, PretrainingExample
+from trainer.data import DataPosition, DataSource, LoaderConfig, PretrainingLoader, open_source
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_SHARDS = REPO_ROOT / "out" / "demo" / "shards"
+SPLIT = "train"
+BUCKET = "bertkit-bench"
+S3_PREFIX = "shards"
+
+LOCAL_TARGET_PER_CPU_S = 50_000.0
+S3_TARGET_RATIO = 0.8
+
+ROW_LOCAL = "bertkit local"
+ROW_S3 = "bertkit S3 (moto)"
+ROW_WDS = "webdataset"
+ROW_READER = "reader: bertkit"
+ROW_TARFILE = "reader: tarfile"
+
+
+# --------------------------------------------------------------------------- the rows
+
+
+def take_batches(batches: Iterator[dict[str, torch.Tensor]], limit: int | None) -> int:
+    """Samples in the batches, consumed until `limit` samples (all of them without one)."""
+    samples = 0
+    with contextlib.closing(batches):  # type: ignore[type-var]
+        for batch in batches:
+            samples += len(batch[BatchField.INPUT_IDS])
+            if limit is not None and samples >= limit:
+                break
+    return samples
+
+
+def bertkit_rows(source: DataSource, batch_size: int, limit: int | None) -> int:
+    loader = PretrainingLoader(source, LoaderConfig(batch_size, num_workers=0, shuffle=True))
+    return take_batches(loader.epoch(DataPosition()), limit)
+
+
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+def collate_examples(examples: list[PretrainingExample]) -> dict[str, torch.Tensor]:
+    """The baseline's collate: decoded examples → the same tensors as trainer.data.collate."""
+    size = len(examples)
+    width = _round_up(max(len(e.input_ids) for e in examples), PAD_MULTIPLE)
+    slots = _round_up(max(max(len(e.masked_lm_positions) for e in examples), 1), PAD_MULTIPLE)
+    input_ids = np.zeros((size, width), dtype=np.int64)
+    token_types = np.zeros((size, width), dtype=np.int64)
+    attention = np.zeros((size, width), dtype=bool)
+    positions = np.zeros((size, slots), dtype=np.int64)
+    labels = np.full((size, slots), IGNORE_INDEX, dtype=np.int64)
+    for row, example in enumerate(examples):
+        n, p = len(example.input_ids), len(example.masked_lm_positions)
+        input_ids[row, :n] = example.input_ids
+        token_types[row, example.segment_a_length : n] = 1
+        attention[row, :n] = True
+        positions[row, :p] = example.masked_lm_positions
+        labels[row, :p] = example.masked_lm_ids
+    nsp = np.array([e.next_sentence_label for e in examples], dtype=np.int64)
+    index = np.array([int(e.key) for e in examples], dtype=np.int64)
+    return {
+        BatchField.INPUT_IDS: torch.from_numpy(input_ids),
+        BatchField.TOKEN_TYPE_IDS: torch.from_numpy(token_types),
+        BatchField.ATTENTION_MASK: torch.from_numpy(attention),
+        BatchField.MASKED_POSITIONS: torch.from_numpy(positions),
+        BatchField.MASKED_LABELS: torch.from_numpy(labels),
+        BatchField.NEXT_SENTENCE_LABELS: torch.from_numpy(nsp),
+        BatchField.SAMPLE_INDEX: torch.from_numpy(index),
+    }
+
+
+def decode_wds_sample(sample: dict[str, Any]) -> PretrainingExample:
+    return PretrainingExample.decode(sample[EXAMPLE_MEMBER], sample["__key__"])
+
+
+def webdataset_rows(paths: list[str], batch_size: int, limit: int | None) -> int:
+    import webdataset
+
+    dataset = (
+        webdataset.WebDataset(paths, shardshuffle=False)
+        .map(decode_wds_sample)
+        .batched(batch_size, collation_fn=collate_examples, partial=False)
+    )
+    return take_batches(iter(dataset), limit)
+
+
+def reader_rows(paths: list[str], limit: int | None) -> int:
+    samples = 0
+    for path in paths:
+        with open(path, "rb") as stream:
+            for _key, _data in iter_tar_samples(stream, path):
+                samples += 1
+                if limit is not None and samples >= limit:
+                    return samples
+    return samples
+
+
+def tarfile_rows(paths: list[str], limit: int | None) -> int:
+    samples = 0
+    for path in paths:
+        with tarfile.open(path, mode="r|") as archive:
+            for member in archive:
+                if not member.isfile():
+                    continue
+                archive.extractfile(member).read()  # type: ignore[union-attr]
+                samples += 1
+                if limit is not None and samples >= limit:
+                    return samples
+    return samples
+
+
+# --------------------------------------------------------------------------- moto's S3 server
+
+
+@dataclass
+class MotoServer:
+    process: subprocess.Popen
+    endpoint: str
+
+    def cpu_s(self) -> float:
+        """The server's user+sys CPU time so far (all its threads)."""
+        stat = read_proc_stat(self.process.pid)
+        return stat.cpu_ticks / CLOCK_TICKS if stat else 0.0
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_moto(shards: Path) -> tuple[MotoServer, str]:
+    """Start moto's S3 server on loopback, upload the shards directory, point boto3 at it.
+
+    Returns the server and the s3:// URL of the uploaded shards directory.
+    """
+    import boto3
+
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    server = MotoServer(process, f"http://127.0.0.1:{port}")
+    # smart_open's boto3 clients read these: every s3:// URL now goes to the loopback server.
+    os.environ.update(
+        AWS_ENDPOINT_URL=server.endpoint,
+        AWS_ACCESS_KEY_ID="test",
+        AWS_SECRET_ACCESS_KEY="test",
+        AWS_DEFAULT_REGION="us-east-1",
+    )
+    client = boto3.client("s3")
+    deadline = time.monotonic() + 30
+    while True:  # bounded wait for the server to answer
+        try:
+            client.list_buckets()
+            break
+        except Exception:
+            if time.monotonic() > deadline or process.poll() is not None:
+                server.stop()
+                raise
+            time.sleep(0.2)
+    client.create_bucket(Bucket=BUCKET)
+    for path in sorted(shards.rglob("*")):
+        if path.is_file():
+            key = f"{S3_PREFIX}/{path.relative_to(shards).as_posix()}"
+            client.upload_file(str(path), BUCKET, key)
+    return server, f"s3://{BUCKET}/{S3_PREFIX}"
+
+
+# --------------------------------------------------------------------------- measuring
+
+
+@dataclass
+class Run:
+    samples: int
+    cpu_s: float
+    wall_s: float
+    server_cpu_s: float | None = None
+
+
+@dataclass
+class RowSummary:
+    """Medians over the repeats of one row."""
+
+    row: str
+    ok: bool
+    samples: int | None = None
+    cpu_s: float | None = None
+    wall_s: float | None = None
+    per_cpu_s: float | None = None
+    per_wall_s: float | None = None
+    server_cpu_s: float | None = None
+    error: str | None = None
+    runs: list[dict[str, Any]] = field(default_factory=list)
+
+
+def measure_row(action: Callable[[], int], server: MotoServer | None = None) -> Run:
+    gc.collect()  # garbage of the previous row is not this row's work
+    server_before = server.cpu_s() if server else None
+    cpu, wall = time.process_time(), time.perf_counter()
+    samples = action()
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    server_cpu = server.cpu_s() - server_before if server and server_before is not None else None
+    return Run(samples, cpu, wall, server_cpu)
+
+
+def summarise(row: str, runs: list[Run], error: str | None) -> RowSummary:
+    raw = [asdict(run) for run in runs]
+    if error is not None or not runs:
+        return RowSummary(row, ok=False, error=error, runs=raw)
+    servers = [run.server_cpu_s for run in runs if run.server_cpu_s is not None]
+    return RowSummary(
+        row,
+        ok=True,
+        samples=runs[-1].samples,
+        cpu_s=statistics.median(run.cpu_s for run in runs),
+        wall_s=statistics.median(run.wall_s for run in runs),
+        per_cpu_s=statistics.median(run.samples / run.cpu_s for run in runs if run.cpu_s > 0),
+        per_wall_s=statistics.median(run.samples / run.wall_s for run in runs),
+        server_cpu_s=statistics.median(servers) if servers else None,
+        runs=raw,
+    )
+
+
+def describe(run: Run) -> str:
+    server = f"  server {run.server_cpu_s:5.2f} CPU-s" if run.server_cpu_s is not None else ""
+    return (
+        f"{run.samples:7,d} samples  cpu {run.cpu_s:6.2f} s  wall {run.wall_s:6.2f} s  "
+        f"{run.samples / run.cpu_s if run.cpu_s else 0:9,.0f}/CPU-s  "
+        f"{run.samples / run.wall_s:9,.0f}/wall-s{server}"
+    )
+
+
+# --------------------------------------------------------------------------- reporting
+
+
+def ratio(value: float | None, reference: float | None) -> float | None:
+    return value / reference if value and reference else None
+
+
+def print_results(summaries: dict[str, RowSummary], batch_size: int) -> None:
+    local = summaries.get(ROW_LOCAL)
+    ref_cpu = local.per_cpu_s if local else None
+    ref_wall = local.per_wall_s if local else None
+    print(
+        f"\nInput pipeline, batch {batch_size}, one process, no workers (median of repeats; "
+        "CPU = this process only)"
+    )
+    headers = ["row", "samples", "CPU s", "wall s", "samples/CPU-s", "samples/wall-s",
+               "vs local CPU", "vs local wall", "server CPU s"]  # fmt: skip
+    rows = []
+    for summary in summaries.values():
+        if not summary.ok:
+            rows.append([summary.row, "FAILED", *["n/a"] * (len(headers) - 2)])
+            continue
+        cpu_ratio, wall_ratio = (
+            ratio(summary.per_cpu_s, ref_cpu),
+            ratio(summary.per_wall_s, ref_wall),
+        )
+        rows.append(
+            [
+                summary.row,
+                fmt(summary.samples, ",d"),
+                fmt(summary.cpu_s, ".2f"),
+                fmt(summary.wall_s, ".2f"),
+                fmt(summary.per_cpu_s, ",.0f"),
+                fmt(summary.per_wall_s, ",.0f"),
+                fmt(cpu_ratio, ".2f") + ("×" if cpu_ratio else ""),
+                fmt(wall_ratio, ".2f") + ("×" if wall_ratio else ""),
+                fmt(summary.server_cpu_s, ".2f") if summary.server_cpu_s is not None else "",
+            ]
+        )
+    measure.print_markdown_table(headers, rows)
+    for summary in summaries.values():
+        if not summary.ok:
+            print(f"{summary.row}: {summary.error}")
+
+
+def verdicts(summaries: dict[str, RowSummary]) -> dict[str, Any]:
+    local, s3 = summaries.get(ROW_LOCAL), summaries.get(ROW_S3)
+    local_rate = local.per_cpu_s if local and local.ok else None
+    s3_ok = s3 is not None and s3.ok
+    cpu_ratio = ratio(s3.per_cpu_s, local_rate) if s3_ok else None  # type: ignore[union-attr]
+    wall_ratio = (
+        ratio(s3.per_wall_s, local.per_wall_s) if s3_ok and local else None  # type: ignore[union-attr]
+    )
+    wds = summaries.get(ROW_WDS)
+    return {
+        "local_per_cpu_s": local_rate,
+        "local_target_per_cpu_s": LOCAL_TARGET_PER_CPU_S,
+        "local_met": local_rate is not None and local_rate >= LOCAL_TARGET_PER_CPU_S,
+        "s3_over_local_per_cpu_s": cpu_ratio,
+        "s3_over_local_per_wall_s": wall_ratio,
+        "s3_target_ratio": S3_TARGET_RATIO,
+        "s3_met_cpu": cpu_ratio is not None and cpu_ratio >= S3_TARGET_RATIO,
+        "s3_met_wall": wall_ratio is not None and wall_ratio >= S3_TARGET_RATIO,
+        "bertkit_over_webdataset_per_cpu_s": ratio(local_rate, wds.per_cpu_s)
+        if wds and wds.ok
+        else None,
+    }
+
+
+def verdict_word(measured: bool, met: bool) -> str:
+    return "not measured" if not measured else ("MET" if met else "NOT MET")
+
+
+def print_verdicts(result: dict[str, Any]) -> None:
+    rate = result["local_per_cpu_s"]
+    print(
+        f"target local: ≥ {LOCAL_TARGET_PER_CPU_S:,.0f} samples/CPU-s -> "
+        f"{verdict_word(rate is not None, result['local_met'])} ({fmt(rate, ',.0f')})"
+    )
+    cpu_ratio, wall_ratio = result["s3_over_local_per_cpu_s"], result["s3_over_local_per_wall_s"]
+    print(
+        f"target S3: ≥ {S3_TARGET_RATIO:.0%} of local per CPU-s of the loader process -> "
+        f"{verdict_word(cpu_ratio is not None, result['s3_met_cpu'])} "
+        f"({fmt(cpu_ratio, '.2f')}×); per wall-s (server on the same cores) -> "
+        f"{verdict_word(wall_ratio is not None, result['s3_met_wall'])} ({fmt(wall_ratio, '.2f')}×)"
+    )
+    versus = result["bertkit_over_webdataset_per_cpu_s"]
+    if versus is not None:
+        print(f"bertkit local / plain webdataset, per CPU-s: {versus:.2f}×")
+
+
+# --------------------------------------------------------------------------- main
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--shards", type=Path, default=DEFAULT_SHARDS, help="shards directory (default: the demo's)"
+    )
+    parser.add_argument("--repeats", type=int, default=3, help="runs of every row (median)")
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument(
+        "--limit-samples", type=int, help="stop each row after this many samples (default: all)"
+    )
+    parser.add_argument("--no-s3", action="store_true", help="skip the moto S3 row")
+    parser.add_argument("--json", type=Path, help="write the results here")
+    args = parser.parse_args(argv)
+    if args.repeats < 1 or args.batch_size < 1:
+        parser.error("--repeats and --batch-size must be at least 1")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    shards: Path = args.shards.resolve()
+    if not (shards / "manifest.json").exists():
+        print(
+            f"no shards at {shards} (no manifest.json). Make the demo's with `bertkit demo` "
+            "(writes out/demo/shards), or give --shards DIR",
+            file=sys.stderr,
+        )
+        return 2
+    torch.set_num_threads(1)  # one core: nothing here should use torch's thread pool anyway
+    local = open_source(str(shards), SPLIT)
+    paths = [shard.url for shard in local.shards]
+    limit = args.limit_samples
+    print(
+        f"{shards}: {len(paths)} {SPLIT} shards, {local.samples:,} samples, seq "
+        f"{local.max_seq_length}; batch {args.batch_size}"
+        + (f", at most {limit:,} samples per row" if limit else ""),
+        flush=True,
+    )
+
+    server: MotoServer | None = None
+    s3_source: DataSource | None = None
+    s3_error: str | None = None
+    if not args.no_s3:
+        try:
+            started = time.perf_counter()
+            server, s3_url = start_moto(shards)
+            s3_source = open_source(s3_url, SPLIT)
+            print(
+                f"moto S3 server at {server.endpoint} (pid {server.process.pid}), shards "
+                f"uploaded to {s3_url} in {time.perf_counter() - started:.1f} s",
+                flush=True,
+            )
+        except Exception as error:  # noqa: BLE001 - the other rows still run
+            s3_error = f"moto S3 set-up failed: {type(error).__name__}: {error}"
+            print(s3_error, flush=True)
+
+    actions: dict[str, Callable[[], int]] = {
+        ROW_LOCAL: lambda: bertkit_rows(local, args.batch_size, limit),
+    }
+    if not args.no_s3 and s3_source is not None:
+        actions[ROW_S3] = lambda: bertkit_rows(s3_source, args.batch_size, limit)  # type: ignore[arg-type]
+    actions[ROW_WDS] = lambda: webdataset_rows(paths, args.batch_size, limit)
+    actions[ROW_READER] = lambda: reader_rows(paths, limit)
+    actions[ROW_TARFILE] = lambda: tarfile_rows(paths, limit)
+
+    runs: dict[str, list[Run]] = {row: [] for row in actions}
+    errors: dict[str, str | None] = dict.fromkeys(actions)
+    try:
+        for repeat in range(1, args.repeats + 1):
+            for row, action in actions.items():
+                if errors[row] is not None:
+                    continue  # a failing row will fail again
+                try:
+                    run = measure_row(action, server if row == ROW_S3 else None)
+                except Exception as error:  # noqa: BLE001 - report it, run the rest
+                    errors[row] = f"{type(error).__name__}: {error}"
+                    print(f"  {row:<18} run {repeat}/{args.repeats}: FAILED {errors[row]}")
+                    continue
+                runs[row].append(run)
+                print(f"  {row:<18} run {repeat}/{args.repeats}: {describe(run)}", flush=True)
+    finally:
+        if server is not None:
+            server.stop()
+
+    summaries = {row: summarise(row, runs[row], errors[row]) for row in actions}
+    if s3_error is not None:
+        summaries[ROW_S3] = RowSummary(ROW_S3, ok=False, error=s3_error)
+    print_results(summaries, args.batch_size)
+    result = verdicts(summaries)
+    print_verdicts(result)
+    if args.json:
+        write_results(args, local, summaries, result)
+    return 0 if all(summary.ok for summary in summaries.values()) else 1
+
+
+def write_results(
+    args: argparse.Namespace,
+    source: DataSource,
+    summaries: dict[str, RowSummary],
+    result: dict[str, Any],
+) -> None:
+    results = {
+        "machine": measure.machine_description(
+            torch=importlib_version("torch"),
+            webdataset=importlib_version("webdataset"),
+            moto=importlib_version("moto"),
+            smart_open=importlib_version("smart_open"),
+            boto3=importlib_version("boto3"),
+        ),
+        "config": {
+            "shards": str(args.shards),
+            "split": SPLIT,
+            "samples_in_split": source.samples,
+            "max_seq_length": source.max_seq_length,
+            "batch_size": args.batch_size,
+            "repeats": args.repeats,
+            "limit_samples": args.limit_samples,
+            "loader": asdict(LoaderConfig(args.batch_size, num_workers=0)),
+        },
+        "rows": {row: asdict(summary) for row, summary in summaries.items()},
+        "targets": result,
+    }
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+    print(f"\nresults: {args.json}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,550 @@
+"""Benchmark the training step: sequences/s, tokens/s, model TFLOP/s and MFU of trainer.model.
+
+    python bench/train_step.py                         # CPU: tiny and mini; CUDA: base (+ compiled)
+    python bench/train_step.py --model large --steps 50 --repeats 5   # on a GPU: base and large
+    python bench/train_step.py --synthetic             # no shards needed (random batches)
+    python bench/train_step.py --model tiny --steps 5 --repeats 1 --json bench/.work/step.json
+
+What is timed: the step `bertkit train` does for one micro-batch, without the data loading:
+forward of BertForPreTraining on a collated batch (MODEL_INPUTS), backward, gradient clipping
+at 1.0, AdamW step, zero_grad. On CUDA as the trainer runs there: bf16 autocast, fused AdamW,
+and with torch.compile the batches padded to --seq (one shape, one graph); on CPU fp32. The
+trainer's per-step `.item()` reads of the losses (its logging sums) are not done here, so the
+GPU may run ahead of the host within a timing window, as it would with lighter logging.
+
+The batches are real: --batches batches of --batch sequences taken once from the shards'
+train split through trainer.data's loader (shuffled, padded to a multiple of 8), moved to the
+device up front and cycled, so reading and host-to-device copies are not measured. With
+--synthetic (or for a --seq the shards lack) they are random instead: ids uniform over the
+vocabulary, every sequence full length (no padding), 15 % of positions predicted; the output
+says which. After --warmup steps (compilation happens there), --repeats windows of --steps
+steps are timed, with torch.cuda.synchronize() before and after each; the table shows the
+medians over the windows.
+
+Model FLOPs per batch are trainer.model.flops_per_sequence on the batch's padded length with
+its real predictions (trainer.train's accounting: padding the model computes counts, as in
+the trainer's MFU); tokens/s counts real (unpadded) tokens. MFU = achieved model FLOP/s ÷
+trainer.metrics.peak_flops(device, "bf16" on CUDA, "fp32" on CPU), or ÷ --peak-tflops; a CPU
+has no table entry, so its MFU is "n/a" without --peak-tflops. On a CPU that other work keeps
+busy, torch's default of one OpenMP thread per core can be ~9× slower than --threads 1 (seen
+on a 2-core machine at load 3: the threads spin waiting for each other); the output prints
+the threads and the load average.
+
+Default rows: on CPU tiny and mini at --seq 128, batch 32, eager; on CUDA BERT-base at 128,
+batch 256, eager and compiled (--model large adds large; --no-compile drops the compiled rows).
+The target (the loader issue): ≥ 45 % MFU for BERT-base on an H100. With the demo's shards
+the vocabulary is theirs (8,000 tokens; BERT's is 30,522, --synthetic's default), which makes
+the MLM decoder smaller than a real run's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+# Run as a script: `measure` from bench/, `trainer` and `schemas` from the repository root.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parent.parent))
+
+import measure
+import torch
+from measure import fmt, importlib_version
+
+from schemas.batch import IGNORE_INDEX, MODEL_INPUTS, PAD_MULTIPLE, BatchField
+from trainer.data import DataConfigError, DataPosition, LoaderConfig, PretrainingLoader, open_source
+from trainer.metrics import peak_flops
+from trainer.model import MODEL_SIZES, BertConfig, BertForPreTraining, config_for, parameter_count
+from trainer.optim import build_optimizer
+from trainer.train import _batch_flops as batch_flops  # the trainer's own FLOPs accounting
+from trainer.train import _to_device as to_device  # its padding for torch.compile
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_SHARDS = REPO_ROOT / "out" / "demo" / "shards"
+BERT_VOCAB_SIZE = 30522  # BERT's uncased WordPiece vocabulary: --synthetic's default
+MASKED_FRACTION = 0.15
+CLIP_GRAD_NORM = 1.0  # the trainer's default
+MFU_TARGET = 0.45  # BERT-base, seq 128, H100
+TARGET_MODEL = "base"
+
+
+# --------------------------------------------------------------------------- batches
+
+
+@dataclass
+class Batches:
+    """The cached batches (on the CPU) and where they came from."""
+
+    batches: list[dict[str, torch.Tensor]]
+    vocab_size: int
+    synthetic: bool
+    description: str
+
+
+def real_batches(shards: Path, seq: int, batch: int, count: int) -> Batches:
+    source = open_source(str(shards), "train", seq)
+    if source.manifest is None:
+        raise DataConfigError(f"{shards}: no manifest, so no vocabulary size")
+    loader = PretrainingLoader(source, LoaderConfig(batch, num_workers=0))
+    batches = []
+    with contextlib.closing(loader.epoch(DataPosition())) as epoch:  # type: ignore[type-var]
+        for collated in epoch:
+            batches.append(collated)
+            if len(batches) == count:
+                break
+    vocab = int(source.manifest.vocab["size"])
+    return Batches(
+        batches,
+        vocab,
+        synthetic=False,
+        description=f"real shards: {shards} seq{seq} train split, {len(batches)} batches of "
+        f"{batch} cached and cycled (vocabulary {vocab:,} tokens)",
+    )
+
+
+def synthetic_batches(seq: int, batch: int, count: int, vocab: int, seed: int = 0) -> Batches:
+    """Random batches: ids uniform over the vocabulary, full length, 15 % positions predicted."""
+    generator = torch.Generator().manual_seed(seed)
+    predictions = max(1, round(MASKED_FRACTION * seq))
+    slots = -(-predictions // PAD_MULTIPLE) * PAD_MULTIPLE
+    batches = []
+    for index in range(count):
+        input_ids = torch.randint(1, vocab, (batch, seq), generator=generator)
+        token_types = torch.zeros(batch, seq, dtype=torch.int64)
+        token_types[:, seq // 2 :] = 1
+        # Positions 1 … seq-1 (never [CLS]), ascending, distinct within a row.
+        chosen = torch.rand(batch, seq - 1, generator=generator).argsort(dim=1)[:, :predictions]
+        positions = torch.zeros(batch, slots, dtype=torch.int64)
+        positions[:, :predictions] = chosen.sort(dim=1).values + 1
+        labels = torch.full((batch, slots), IGNORE_INDEX, dtype=torch.int64)
+        labels[:, :predictions] = torch.randint(1, vocab, (batch, predictions), generator=generator)
+        batches.append(
+            {
+                BatchField.INPUT_IDS: input_ids,
+                BatchField.TOKEN_TYPE_IDS: token_types,
+                BatchField.ATTENTION_MASK: torch.ones(batch, seq, dtype=torch.bool),
+                BatchField.MASKED_POSITIONS: positions,
+                BatchField.MASKED_LABELS: labels,
+                BatchField.NEXT_SENTENCE_LABELS: torch.randint(0, 2, (batch,), generator=generator),
+                BatchField.SAMPLE_INDEX: torch.arange(index * batch, (index + 1) * batch),
+            }
+        )
+    return Batches(
+        batches,
+        vocab,
+        synthetic=True,
+        description=f"SYNTHETIC batches (no shards read): {count} of {batch}, random ids over "
+        f"{vocab:,} tokens, every sequence {seq} tokens, {predictions} predictions each",
+    )
+
+
+# --------------------------------------------------------------------------- one row
+
+
+@dataclass(frozen=True)
+class RowSpec:
+    model: str
+    compiled: bool
+
+
+@dataclass
+class Window:
+    steps: int
+    seconds: float
+    sequences: int
+    tokens: int  # real tokens (attention mask), as the trainer's meter counts them
+    flops: float
+
+    def rates(self, peak: float | None) -> dict[str, float | None]:
+        flops_per_s = self.flops / self.seconds
+        return {
+            "step_ms": 1000 * self.seconds / self.steps,
+            "seq_per_s": self.sequences / self.seconds,
+            "tokens_per_s": self.tokens / self.seconds,
+            "model_tflops": flops_per_s / 1e12,
+            "mfu": flops_per_s / peak if peak else None,
+        }
+
+
+@dataclass
+class RowResult:
+    model: str
+    compiled: bool
+    ok: bool
+    parameters: int | None = None
+    batch: int | None = None
+    mean_length: float | None = None  # padded length the model computed on
+    predictions_per_seq: float | None = None
+    warmup_s: float | None = None  # includes compilation
+    peak_memory_gib: float | None = None
+    medians: dict[str, float | None] = field(default_factory=dict)
+    windows: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def run_row(
+    spec: RowSpec, data: Batches, args: argparse.Namespace, device: torch.device, peak: float | None
+) -> RowResult:
+    torch.manual_seed(0)
+    config: BertConfig = config_for(spec.model, data.vocab_size)
+    if config.max_position_embeddings < args.seq:
+        config = config_for(spec.model, data.vocab_size, max_position_embeddings=args.seq)
+    model = BertForPreTraining(config).to(device)
+    model.train()
+    cuda = device.type == "cuda"
+    optimizer = build_optimizer(model, "adamw", args.lr, fused=cuda)
+    forward = torch.compile(model) if spec.compiled else model
+    autocast = (
+        torch.autocast(device_type="cuda", dtype=torch.bfloat16)
+        if cuda
+        else contextlib.nullcontext()
+    )
+    pad_to = args.seq if spec.compiled else None
+    # Per batch, computed once on the CPU: FLOPs, sequences and real tokens; then the tensors
+    # go to the device, so neither the counting nor the copies are in the timed windows.
+    prepared = [to_device(dict(b), torch.device("cpu"), pad_to) for b in data.batches]
+    counts = [
+        (
+            batch_flops(config, b),
+            len(b[BatchField.INPUT_IDS]),
+            int(b[BatchField.ATTENTION_MASK].sum()),
+        )
+        for b in prepared
+    ]
+    lengths = [b[BatchField.INPUT_IDS].shape[1] for b in prepared]
+    predictions = [int((b[BatchField.MASKED_LABELS] != IGNORE_INDEX).sum()) for b in prepared]
+    sequences = sum(len(b[BatchField.INPUT_IDS]) for b in prepared)
+    on_device = [to_device(b, device, None) for b in prepared]
+
+    def step(index: int) -> None:
+        batch = on_device[index % len(on_device)]
+        with autocast:
+            out = forward(**{name: batch[name] for name in MODEL_INPUTS})
+        out.loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP_GRAD_NORM)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(device)
+    index = 0
+    started = time.perf_counter()
+    for _ in range(args.warmup):
+        step(index)
+        index += 1
+    synchronize(device)
+    warmup_s = time.perf_counter() - started
+    windows = []
+    for _ in range(args.repeats):
+        first = index
+        synchronize(device)
+        started = time.perf_counter()
+        for _ in range(args.steps):
+            step(index)
+            index += 1
+        synchronize(device)
+        seconds = time.perf_counter() - started
+        done = [counts[i % len(counts)] for i in range(first, index)]
+        windows.append(
+            Window(
+                args.steps,
+                seconds,
+                sequences=sum(c[1] for c in done),
+                tokens=sum(c[2] for c in done),
+                flops=sum(c[0] for c in done),
+            )
+        )
+    rates = [window.rates(peak) for window in windows]
+    medians = {
+        key: (statistics.median(r[key] for r in rates) if rates[0][key] is not None else None)  # type: ignore[type-var]
+        for key in rates[0]
+    }
+    return RowResult(
+        spec.model,
+        spec.compiled,
+        ok=True,
+        parameters=parameter_count(model),
+        batch=len(prepared[0][BatchField.INPUT_IDS]),
+        mean_length=statistics.fmean(lengths),
+        predictions_per_seq=sum(predictions) / sequences,
+        warmup_s=warmup_s,
+        peak_memory_gib=torch.cuda.max_memory_allocated(device) / 2**30 if cuda else None,
+        medians=medians,
+        windows=[{**asdict(w), **w.rates(peak)} for w in windows],
+    )
+
+
+# --------------------------------------------------------------------------- reporting
+
+
+def print_results(results: list[RowResult], device: torch.device) -> None:
+    headers = ["model", "mode", "params M", "batch", "padded len", "preds/seq", "warmup s",
+               "step ms", "seq/s", "tokens/s", "model TFLOP/s", "MFU"]  # fmt: skip
+    if device.type == "cuda":
+        headers.append("peak mem GiB")
+    rows = []
+    for result in results:
+        mode = "compiled" if result.compiled else "eager"
+        if not result.ok:
+            rows.append([result.model, mode, "FAILED", *["n/a"] * (len(headers) - 3)])
+            continue
+        m = result.medians
+        row = [
+            result.model,
+            mode,
+            fmt(result.parameters / 1e6 if result.parameters else None, ".1f"),
+            fmt(result.batch, "d"),
+            fmt(result.mean_length, ".1f"),
+            fmt(result.predictions_per_seq, ".1f"),
+            fmt(result.warmup_s, ".1f"),
+            fmt(m["step_ms"], ".1f"),
+            fmt(m["seq_per_s"], ",.0f"),
+            fmt(m["tokens_per_s"], ",.0f"),
+            fmt(m["model_tflops"], ".3g"),
+            fmt(m["mfu"] * 100 if m["mfu"] is not None else None, ".1f")
+            + ("%" if m["mfu"] is not None else ""),
+        ]
+        if device.type == "cuda":
+            row.append(fmt(result.peak_memory_gib, ".1f"))
+        rows.append(row)
+    measure.print_markdown_table(headers, rows, left=2)
+    for result in results:
+        if not result.ok:
+            print(f"{result.model} ({'compiled' if result.compiled else 'eager'}): {result.error}")
+
+
+def target_verdict(
+    results: list[RowResult], device: torch.device, device_name: str, seq: int
+) -> dict[str, Any]:
+    base = [r for r in results if r.ok and r.model == TARGET_MODEL and r.medians.get("mfu")]
+    best = max(base, key=lambda r: r.medians["mfu"] or 0.0, default=None)
+    mfu = best.medians["mfu"] if best else None
+    on_h100 = device.type == "cuda" and "H100" in device_name.upper()
+    if mfu is None:
+        note = (
+            f"not measured: needs a {TARGET_MODEL} row with a known peak (a GPU in the table "
+            "or --peak-tflops)"
+        )
+    else:
+        verdict = "MET" if mfu >= MFU_TARGET else "NOT MET"
+        mode = "compiled" if best and best.compiled else "eager"
+        note = f"{verdict} ({mfu:.1%}, {TARGET_MODEL} {mode}, seq {seq})"
+        if not on_h100:
+            note += f"; the target is stated for an H100, this is {device_name}"
+    return {"target_mfu": MFU_TARGET, "model": TARGET_MODEL, "best_mfu": mfu, "verdict": note}
+
+
+# --------------------------------------------------------------------------- main
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--model",
+        help="model sizes, comma-separated (default: tiny,mini on CPU, base on CUDA; on CUDA "
+        f"base is always measured, the target is stated for it); one of {', '.join(MODEL_SIZES)}",
+    )
+    parser.add_argument("--seq", type=int, default=128, help="which seqN shards (default 128)")
+    parser.add_argument("--batch", type=int, help="sequences per step (default 32 CPU, 256 CUDA)")
+    parser.add_argument("--steps", type=int, default=20, help="steps per timing window")
+    parser.add_argument("--warmup", type=int, default=5, help="untimed steps first (compiles)")
+    parser.add_argument("--repeats", type=int, default=3, help="timing windows (median)")
+    parser.add_argument("--batches", type=int, default=8, help="distinct batches to cycle")
+    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    parser.add_argument(
+        "--compile",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="add torch.compile rows (default: on CUDA yes, on CPU no)",
+    )
+    parser.add_argument("--peak-tflops", type=float, help="the device's peak, for MFU")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        help="torch CPU threads (default: torch's, one per core); on a machine that is busy "
+        "with other work, 1 avoids OpenMP threads spinning on cores they do not get",
+    )
+    parser.add_argument("--lr", type=float, default=1e-4)
+    parser.add_argument("--shards", type=Path, default=DEFAULT_SHARDS)
+    parser.add_argument(
+        "--synthetic", action="store_true", help="random batches instead of the shards'"
+    )
+    parser.add_argument(
+        "--vocab-size", type=int, default=BERT_VOCAB_SIZE, help="--synthetic's vocabulary"
+    )
+    parser.add_argument("--json", type=Path, help="write the results here")
+    args = parser.parse_args(argv)
+    for name in ("seq", "steps", "repeats", "batches"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be at least 1")
+    if args.threads is not None and args.threads < 1:
+        parser.error("--threads must be at least 1")
+    if args.warmup < 0 or (args.batch is not None and args.batch < 1):
+        parser.error("--warmup must be 0 or more, --batch at least 1")
+    return args
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: no CUDA device is available")
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    return torch.device(name)
+
+
+def describe_device(device: torch.device) -> str:
+    if device.type == "cuda":
+        return f"{torch.cuda.get_device_name(device)} (torch {torch.__version__}, bf16 autocast)"
+    cpu = measure.machine_description()["cpu"]
+    load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
+    return (
+        f"CPU: {cpu}, {torch.get_num_threads()} torch threads of {os.cpu_count()} cores, load "
+        f"average {load} (torch {torch.__version__}, fp32)"
+    )
+
+
+def row_specs(args: argparse.Namespace, device: torch.device) -> list[RowSpec]:
+    cuda = device.type == "cuda"
+    if args.model:
+        models = [m.strip() for m in args.model.split(",") if m.strip()]
+        if cuda and TARGET_MODEL not in models:
+            models.insert(0, TARGET_MODEL)
+    else:
+        models = [TARGET_MODEL] if cuda else ["tiny", "mini"]
+    unknown = [m for m in models if m not in MODEL_SIZES]
+    if unknown:
+        raise SystemExit(f"--model {','.join(unknown)}: choose from {', '.join(MODEL_SIZES)}")
+    compile_rows = cuda if args.compile is None else args.compile
+    modes = [False, True] if compile_rows else [False]
+    return [RowSpec(model, compiled) for model in models for compiled in modes]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    device = resolve_device(args.device)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    cuda = device.type == "cuda"
+    batch = args.batch or (256 if cuda else 32)
+    dtype = "bf16" if cuda else "fp32"
+    peak = peak_flops(device, dtype, args.peak_tflops)
+    specs = row_specs(args, device)
+    device_name = (
+        torch.cuda.get_device_name(device) if cuda else measure.machine_description()["cpu"]
+    )
+
+    if args.synthetic:
+        data = synthetic_batches(args.seq, batch, args.batches, args.vocab_size)
+    elif not (args.shards / "manifest.json").exists():
+        print(
+            f"no shards at {args.shards}: make them with `bertkit demo` (writes out/demo/shards) "
+            "or give --shards DIR; or run with --synthetic (random batches, no shards needed)",
+            file=sys.stderr,
+        )
+        return 2
+    else:
+        try:
+            data = real_batches(args.shards, args.seq, batch, args.batches)
+        except DataConfigError as error:
+            print(f"{error}\nrun with --synthetic to use random batches", file=sys.stderr)
+            return 2
+
+    print(f"device: {describe_device(device)}")
+    print(f"data: {data.description}")
+    source = "--peak-tflops" if args.peak_tflops else "trainer.metrics table"
+    print(
+        f"peak: {fmt(peak / 1e12 if peak else None, ',.1f')} TFLOP/s {dtype}"
+        + (f" ({source})" if peak else " (none known: MFU n/a; give --peak-tflops)")
+    )
+    print(
+        f"timing: {args.warmup} warmup steps, then {args.repeats} windows of {args.steps} "
+        "steps (median)",
+        flush=True,
+    )
+
+    results: list[RowResult] = []
+    for spec in specs:
+        mode = "compiled" if spec.compiled else "eager"
+        try:
+            result = run_row(spec, data, args, device, peak)
+        except Exception as error:  # noqa: BLE001 - an OOM or a compile failure: run the rest
+            first_line = str(error).splitlines()[0] if str(error) else ""
+            message = f"{type(error).__name__}: {first_line}"
+            result = RowResult(spec.model, spec.compiled, ok=False, error=message)
+        if spec.compiled:
+            torch._dynamo.reset()  # drop the graphs (and what they hold) of this row's model
+        if cuda:
+            torch.cuda.empty_cache()
+        results.append(result)
+        if result.ok:
+            m = result.medians
+            print(
+                f"  {spec.model:<6} {mode:<8} {fmt(m['step_ms'], '8.1f')} ms/step  "
+                f"{fmt(m['seq_per_s'], ',.0f')} seq/s  {fmt(m['model_tflops'], '.3g')} TFLOP/s",
+                flush=True,
+            )
+        else:
+            print(f"  {spec.model:<6} {mode:<8} FAILED {result.error}", flush=True)
+
+    print(f"\nTraining step, seq {args.seq} ({'synthetic' if data.synthetic else 'real'} batches)")
+    print_results(results, device)
+    verdict = target_verdict(results, device, device_name, args.seq)
+    print(
+        f"target: ≥ {MFU_TARGET:.0%} MFU for BERT-{TARGET_MODEL} on an H100 -> {verdict['verdict']}"
+    )
+    if args.json:
+        write_results(args, device_name, batch, dtype, peak, data, results, verdict)
+    return 0 if all(r.ok for r in results) else 1
+
+
+def write_results(
+    args: argparse.Namespace,
+    device_name: str,
+    batch: int,
+    dtype: str,
+    peak: float | None,
+    data: Batches,
+    results: list[RowResult],
+    verdict: dict[str, Any],
+) -> None:
+    payload = {
+        "machine": measure.machine_description(torch=importlib_version("torch")),
+        "device": device_name,
+        "config": {
+            "seq": args.seq,
+            "batch": batch,
+            "steps": args.steps,
+            "warmup": args.warmup,
+            "repeats": args.repeats,
+            "batches": args.batches,
+            "dtype": dtype,
+            "torch_threads": torch.get_num_threads(),
+            "peak_flops": peak,
+            "synthetic": data.synthetic,
+            "data": data.description,
+            "vocab_size": data.vocab_size,
+        },
+        "rows": [asdict(r) for r in results],
+        "target": verdict,
+    }
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+    print(f"\nresults: {args.json}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
