@@ -63,8 +63,7 @@ from trainer.data import DataConfigError, DataPosition, LoaderConfig, Pretrainin
 from trainer.metrics import peak_flops
 from trainer.model import MODEL_SIZES, BertConfig, BertForPreTraining, config_for, parameter_count
 from trainer.optim import build_optimizer
-from trainer.train import _batch_flops as batch_flops  # the trainer's own FLOPs accounting
-from trainer.train import _to_device as to_device  # its padding for torch.compile
+from trainer.train import batch_flops, to_device  # the trainer's FLOPs and compile padding
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_SHARDS = REPO_ROOT / "out" / "demo" / "shards"

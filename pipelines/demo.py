@@ -2,17 +2,22 @@
 
 The chain: the enwiki sample dump → `bertkit wikipedia` and the four public-domain books →
 `bertkit books` (Parquet documents) → `bertkit vocab` (WordPiece) → `bertkit examples`
-(masked sentence pairs in WebDataset shards). A correct run reports 97 Wikipedia documents
-(of 206 pages: 100 redirects, 8 disambiguation pages, 1 talk-namespace page and the
-list-only "List of anthropologists" are dropped), 4 books, an 8,000-token vocabulary and
-about 40,000 training examples at 128 tokens (NotNext ≈ 0.53, 18 predictions per example).
+(masked sentence pairs in WebDataset shards) → `bertkit train` (a tiny BERT, on the CPU, a
+few minutes) → held-out evaluation against the unigram baseline → `bertkit export-hf`.
 
-    bertkit demo [--output out/demo]
+A correct run reports 97 Wikipedia documents (of 206 pages: 100 redirects, 8 disambiguation
+pages, 1 talk-namespace page and the list-only "List of anthropologists" are dropped), 4
+books, an 8,000-token vocabulary, about 40,000 training examples at 128 tokens (NotNext ≈
+0.53, 18 predictions per example), and a held-out MLM accuracy of ~0.12 after 1,200 steps
+(~3 minutes) against 0.048 for always predicting the most frequently masked token (",").
+
+    bertkit demo [--output out/demo] [--train-steps 1200]
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 from pathlib import Path
 
@@ -29,31 +34,47 @@ def run(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--output", default="out/demo", help="where to write (replaced)")
+    parser.add_argument(
+        "--train-steps", type=int, default=1200, help="tiny-BERT steps of 32 (0: no training)"
+    )
     args = parser.parse_args(argv)
     output = Path(args.output)
     wiki_dir, books_dir = output / "documents" / "wikipedia", output / "documents" / "books"
 
     vocab_dir, shards_dir = output / "vocab", output / "shards"
+    run_dir, hf_dir = output / "run", output / "hf"
     documents = [str(wiki_dir), str(books_dir)]
 
-    print(f"1/4 Wikipedia: {WIKIPEDIA_SAMPLE} → {wiki_dir}")
+    print(f"1/6 Wikipedia: {WIKIPEDIA_SAMPLE} → {wiki_dir}")
     code = wikipedia.run(
         ["--input", str(WIKIPEDIA_SAMPLE), "--output", str(wiki_dir), "--overwrite"]
     )
-    print(f"2/4 Books: {BOOKS_SAMPLE} → {books_dir}")
+    print(f"2/6 Books: {BOOKS_SAMPLE} → {books_dir}")
     code |= books.run(["--input", str(BOOKS_SAMPLE), "--output", str(books_dir), "--overwrite"])
     # 8,000 tokens: the 3.6 MB sample has too few pairs seen twice to fill BERT's 30,522.
-    print(f"3/4 Vocabulary: documents → {vocab_dir}")
+    print(f"3/6 Vocabulary: documents → {vocab_dir}")
     code |= vocab.run(
         ["--documents", *documents, "--output", str(vocab_dir), "--vocab-size", "8000",
          "--overwrite"]
     )  # fmt: skip
-    print(f"4/4 Examples: documents → {shards_dir}")
+    print(f"4/6 Examples: documents → {shards_dir}")
     code |= examples.run(
         ["--documents", *documents, "--vocab", str(vocab_dir), "--output", str(shards_dir),
          "--max-seq-length", "128", "--dupe-factor", "5", "--heldout-fraction", "0.05",
          "--samples-per-shard", "10000", "--overwrite"]
     )  # fmt: skip
+
+    trained = False
+    if code == 0 and args.train_steps > 0:
+        print(f"5/6 Training a tiny BERT on the CPU ({args.train_steps} steps of 32): "
+              f"{shards_dir} → {run_dir}")  # fmt: skip
+        code |= _train(shards_dir, run_dir, args.train_steps)
+        if code == 0:
+            print(f"6/6 Export for transformers: {run_dir}/checkpoints → {hf_dir}")
+            code |= _export(run_dir, hf_dir)
+            trained = code == 0
+            if trained:
+                _report(shards_dir, run_dir)
 
     print(
         "\nDone. Look inside:\n"
@@ -65,7 +86,67 @@ def run(argv: list[str] | None = None) -> int:
         f"  bertkit inspect {books_dir} --show 1\n"
         f"  head -30 {vocab_dir}/vocab.txt"
     )
+    if trained:
+        print(
+            f"  tail -2 {run_dir}/metrics.jsonl            # the last metrics, JSON lines\n"
+            f"  tensorboard --logdir {run_dir}/tensorboard\n"
+            f"  python -c \"from transformers import pipeline; "
+            f"print(pipeline('fill-mask', '{hf_dir}')('the river flows into the [MASK].'))\""
+        )
     return code
+
+
+def _train(shards_dir: Path, run_dir: Path, steps: int) -> int:
+    """A tiny BERT (2 layers, 128 wide) on 2 cores: ~240 sequences/s, ~3 min for 1,200 steps.
+
+    Tuned for a short run on 40,000 examples (measured on the sample): lr 1e-3 leaves the
+    unigram plateau by step 300, where 5e-3 stays on it (always ","); no dropout, since the
+    run sees each example about once; no loader worker, since the loader (~95,000
+    samples/s) needs under 1 % of a core here and a worker process would take one of the
+    two cores from the model.
+    """
+    from trainer import train  # lazily: torch is the `train` extra
+
+    if run_dir.exists():
+        shutil.rmtree(run_dir)
+    return train.run(
+        ["--shards", str(shards_dir), "--output", str(run_dir), "--model", "tiny",
+         "--micro-batch-size", "32", "--max-steps", str(steps), "--lr", "1e-3",
+         "--warmup-steps", str(max(steps // 12, 1)), "--dropout", "0",
+         "--eval-every", str(max(steps // 4, 1)), "--eval-batches", "0", "--log-every", "100",
+         "--num-workers", "0", "--checkpoint-every", str(steps)]
+    )  # fmt: skip
+
+
+def _export(run_dir: Path, hf_dir: Path) -> int:
+    from trainer import export
+
+    return export.run([str(run_dir / "checkpoints"), "--output", str(hf_dir), "--overwrite"])
+
+
+def _report(shards_dir: Path, run_dir: Path) -> None:
+    """The held-out MLM accuracy next to the unigram baseline it has to beat."""
+    import json
+
+    from trainer.data import open_source
+    from trainer.evaluate import unigram_baseline
+    from trainer.metrics import METRICS_FILE
+
+    evals = [
+        record
+        for record in map(json.loads, (run_dir / METRICS_FILE).read_text().splitlines())
+        if record["kind"] == "eval"
+    ]
+    token, baseline = unigram_baseline(
+        open_source(str(shards_dir), "train"), open_source(str(shards_dir), "heldout")
+    )
+    word = (shards_dir.parent / "vocab" / "vocab.txt").read_text().splitlines()[token]
+    accuracy = evals[-1]["mlm_accuracy"]
+    print(
+        f"Held-out MLM accuracy {accuracy:.3f} after {evals[-1]['step']} steps, against "
+        f"{baseline:.3f} for always predicting {word!r} (the unigram baseline): "
+        f"{accuracy / max(baseline, 1e-9):.1f}×; NSP accuracy {evals[-1]['nsp_accuracy']:.3f}"
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

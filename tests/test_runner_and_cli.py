@@ -75,12 +75,17 @@ def test_missing_required_flag_names_it() -> None:
     assert "the following arguments are required: --output" in result.stderr
 
 
-def test_demo_runs_both_stages_on_the_embedded_sample(tmp_path, capsys) -> None:
+def test_demo_runs_the_whole_chain_on_the_embedded_sample(tmp_path, capsys) -> None:
     from pipelines import demo
     from pipelines.documents_io import read_manifest
 
-    assert demo.run(["--output", str(tmp_path)]) == 0
+    # 20 training steps instead of 1,200: the chain, not the accuracy (tests/test_train.py).
+    assert demo.run(["--output", str(tmp_path), "--train-steps", "20"]) == 0
     documents = tmp_path / "documents"
     assert read_manifest(str(documents / "wikipedia")).counts["documents"] == 97
     assert read_manifest(str(documents / "books")).counts["documents"] == 4
-    assert "Look inside" in capsys.readouterr().out
+    assert (tmp_path / "run" / "checkpoints" / "step-00000020.pt").is_file()
+    assert (tmp_path / "hf" / "model.safetensors").is_file()
+    out = capsys.readouterr().out
+    assert "Look inside" in out and "(the unigram baseline)" in out
+    assert "for always predicting ','" in out  # the most frequently masked token

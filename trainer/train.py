@@ -30,6 +30,7 @@ import argparse
 import contextlib
 import logging
 import math
+import os
 import sys
 import time
 from dataclasses import MISSING, asdict, dataclass, fields
@@ -201,7 +202,7 @@ def _autocast(config: TrainConfig, device: torch.device) -> contextlib.AbstractC
     return contextlib.nullcontext()
 
 
-def _batch_flops(model_config: BertConfig, batch: dict[str, torch.Tensor]) -> float:
+def batch_flops(model_config: BertConfig, batch: dict[str, torch.Tensor]) -> float:
     """Training FLOPs of one micro-batch as collated: padded length, its real predictions."""
     sequences, length = batch[BatchField.INPUT_IDS].shape
     predictions = int((batch[BatchField.MASKED_LABELS] >= 0).sum())
@@ -228,6 +229,11 @@ def _train(config: TrainConfig, env: distributed.Distributed) -> dict[str, Any]:
     checkpoints = output / "checkpoints"
     accumulation = accumulation_steps(config, env.world_size)
     torch.manual_seed(config.seed + env.rank)  # dropout differs per rank, reproducibly
+    if env.device.type == "cpu" and "OMP_NUM_THREADS" not in os.environ:
+        # Leave the loader workers their cores: with torch's default (every core) and a
+        # worker beside it, a tiny model's step was 9× slower on 2 cores (OpenMP threads
+        # spin-wait on each other while a worker holds one).
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) - config.num_workers))
 
     # The data, checked against the model before any step runs.
     source = open_source(config.shards, "train", config.max_seq_length)
@@ -306,25 +312,25 @@ def _train(config: TrainConfig, env: distributed.Distributed) -> dict[str, Any]:
     last_train: dict[str, Any] = {}
     last_eval: EvalResult | None = None
     stop = min(config.max_steps, config.stop_at_step or config.max_steps)
-    # loss, mlm loss, nsp loss, mlm correct, predictions, nsp correct, sequences, micro-batches
-    sums = torch.zeros(8, dtype=torch.float64)
+    # loss, mlm loss, nsp loss, mlm correct, predictions, nsp correct, sequences, micro-batches,
+    # summed on the device: reading them every step would make the GPU wait for the CPU.
+    sums = torch.zeros(8, dtype=torch.float64, device=env.device)
+    one = torch.ones((), dtype=torch.float64, device=env.device)
     while step < stop:
         for micro in range(accumulation):
-            batch = _to_device(next(batches), env.device, pad_to)
+            batch = to_device(next(batches), env.device, pad_to)
             sync = micro == accumulation - 1 or not env.active
             with (contextlib.nullcontext() if sync else wrapped.no_sync()), autocast:
                 out = forward(**{name: batch[name] for name in MODEL_INPUTS})
             (out.loss / accumulation).backward()
-            sums += torch.tensor(
-                [out.loss.item(), out.mlm_loss.item(), out.nsp_loss.item(),
-                 out.mlm_correct.item(), out.mlm_count.item(), out.nsp_correct.item(),
-                 len(batch[BatchField.NEXT_SENTENCE_LABELS]), 1],
-                dtype=torch.float64,
-            )  # fmt: skip
+            sequences = one * len(batch[BatchField.NEXT_SENTENCE_LABELS])
+            parts = (out.loss, out.mlm_loss, out.nsp_loss, out.mlm_correct, out.mlm_count,
+                     out.nsp_correct, sequences, one)  # fmt: skip
+            sums += torch.stack([part.detach().to(torch.float64) for part in parts])
             meter.update(
                 len(batch[BatchField.INPUT_IDS]),
                 int(batch[BatchField.ATTENTION_MASK].sum()),
-                _batch_flops(model_config, batch) * env.world_size,
+                batch_flops(model_config, batch) * env.world_size,
             )
         grad_norm = (
             torch.nn.utils.clip_grad_norm_(model.parameters(), config.clip_grad_norm)
@@ -339,7 +345,7 @@ def _train(config: TrainConfig, env: distributed.Distributed) -> dict[str, Any]:
         if step % config.log_every == 0 or step == stop:
             if env.device.type == "cuda":
                 torch.cuda.synchronize(env.device)
-            total = distributed.all_reduce_sum(env, sums)
+            total = distributed.all_reduce_sum(env, sums.clone())
             loss, mlm, nsp, correct, preds, nsp_ok, seqs, micros = total.tolist()
             last_train = {
                 "loss": loss / micros, "mlm_loss": mlm / micros, "nsp_loss": nsp / micros,
@@ -394,7 +400,7 @@ def _heldout_source(config: TrainConfig, source: DataSource) -> DataSource | Non
     return open_source(source.manifest_url, "heldout", source.max_seq_length)
 
 
-def _to_device(
+def to_device(
     batch: dict[str, torch.Tensor], device: torch.device, pad_to: int | None
 ) -> dict[str, torch.Tensor]:
     if pad_to is not None:  # torch.compile: one shape, so one graph
@@ -466,7 +472,7 @@ def run(argv: list[str] | None = None) -> int:
     except (ValueError, FileNotFoundError, OSError) as error:  # Data/CheckpointError too
         print(f"bertkit train: error: {error}", file=sys.stderr)
         return 2
-    if int(__import__("os").environ.get("RANK", "0")) == 0:
+    if int(os.environ.get("RANK", "0")) == 0:
         minutes = (time.monotonic() - started) / 60
         print(f"trained {result['step']} steps in {minutes:.1f} min → {config.output}")
         if result["eval"]:
