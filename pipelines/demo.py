@@ -89,7 +89,8 @@ def run(argv: list[str] | None = None) -> int:
     if trained:
         print(
             f"  tail -2 {run_dir}/metrics.jsonl            # the last metrics, JSON lines\n"
-            f"  tensorboard --logdir {run_dir}/tensorboard\n"
+            f"  tensorboard --logdir {run_dir}\n"
+            "  # with transformers installed (the dev extra, or pip install transformers):\n"
             f"  python -c \"from transformers import pipeline; "
             f"print(pipeline('fill-mask', '{hf_dir}')('the river flows into the [MASK].'))\""
         )

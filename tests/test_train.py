@@ -102,6 +102,9 @@ def test_phase_two_starts_from_weights_and_checks_the_vocabulary(sample_shards, 
     after = torch.load(latest_checkpoint(phase2 / "checkpoints"), weights_only=True)
     assert after[CheckpointKey.STEP] == 2  # a new run: its own steps, optimizer and schedule
     assert after[CheckpointKey.MODEL_CONFIG] == start[CheckpointKey.MODEL_CONFIG]
+    assert run_train("--shards", str(sample_shards), "--output", str(tmp_path / "mini"),
+                     "--init-checkpoint", str(phase1 / "checkpoints"), "--model", "mini") == 2  # fmt: skip
+    assert "the checkpoint holds a tiny model, --model is mini" in capsys.readouterr().err
     other = write_uneven_shards(tmp_path / "other")  # made with another vocabulary
     assert run_train("--shards", str(other), "--output", str(tmp_path / "bad"), "--max-steps", "1",
                      "--warmup-steps", "0", "--init-checkpoint", str(phase1 / "checkpoints")) == 2  # fmt: skip

@@ -15,7 +15,7 @@
 Shards are streamed (trainer/data.py), never downloaded first. The loop, top to bottom:
 micro-batches are accumulated to the global batch (DDP syncs gradients on the last one only),
 gradients are clipped, the optimizer and the warmup/decay schedule step. Every --log-every
-steps the metrics go to OUTPUT/metrics.jsonl, TensorBoard (OUTPUT/tensorboard) and the
+steps the metrics go to OUTPUT/metrics.jsonl, TensorBoard (event files in OUTPUT) and the
 progress line; every --eval-every steps the held-out split is evaluated; every
 --checkpoint-every steps (and at the end) OUTPUT/checkpoints/step-NNNNNNNN.pt is written.
 
@@ -72,7 +72,7 @@ class TrainConfig:
     """Every flag of `bertkit train`; the checkpoint stores it resolved."""
 
     shards: str  # shards directory, its manifest.json, or a shard URL pattern
-    output: str  # run directory: checkpoints/, metrics.jsonl, tensorboard/
+    output: str  # run directory: checkpoints/, metrics.jsonl, TensorBoard events
     model: str = "base"  # tiny, mini, small, medium, base, large
     max_seq_length: int | None = None  # which seqN shards (required if several)
     micro_batch_size: int = 32  # sequences per process per forward pass
@@ -251,6 +251,12 @@ def _train(config: TrainConfig, env: distributed.Distributed) -> dict[str, Any]:
         init = resumed
     elif config.init_checkpoint:
         init = load_checkpoint(resolve_checkpoint(config.init_checkpoint))
+    if init is not None and init[CheckpointKey.TRAIN_CONFIG].get("model") != config.model:
+        raise ValueError(
+            f"the checkpoint holds a {init[CheckpointKey.TRAIN_CONFIG].get('model')} model, "
+            f"--model is {config.model}: pass --model "
+            f"{init[CheckpointKey.TRAIN_CONFIG].get('model')}"
+        )
     model_config = _model_config(
         config, vocab_size, init[CheckpointKey.MODEL_CONFIG] if init else None
     )
