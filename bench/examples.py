@@ -831,9 +831,7 @@ def write_results(
             "vocab": {"ratio_required": VOCAB_TARGET_RATIO, **vocab_ratios(vocab)},
         },
     }
-    path = args.workdir / "examples-results.json"
-    path.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
-    print(f"\nresults: {path}")
+    measure.write_results(args.workdir / "examples-results.json", results)
 
 
 if __name__ == "__main__":

@@ -719,9 +719,7 @@ def write_results(
             "verdict": verdict(summaries[args.target_mb]),
         },
     }
-    path = args.workdir / "extract-results.json"
-    path.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
-    print(f"\nresults: {path}")
+    measure.write_results(args.workdir / "extract-results.json", results)
 
 
 if __name__ == "__main__":

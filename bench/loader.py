@@ -43,7 +43,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
-import json
 import os
 import statistics
 import subprocess
@@ -67,6 +66,7 @@ from measure import CLOCK_TICKS, fmt, importlib_version, read_proc_stat
 from pipelines.shard_io import iter_tar_samples
 from schemas.batch import IGNORE_INDEX, PAD_MULTIPLE, BatchField
 from schemas.examples import EXAMPLE_MEMBER, PretrainingExample
+from tests.s3server import start_s3_server, stop_server  # the moto server the tests use
 from trainer.data import DataPosition, DataSource, LoaderConfig, PretrainingLoader, open_source
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -192,20 +192,7 @@ class MotoServer:
         return stat.cpu_ticks / CLOCK_TICKS if stat else 0.0
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        stop_server(self.process)
 
 
 def start_moto(shards: Path) -> tuple[MotoServer, str]:
@@ -213,32 +200,15 @@ def start_moto(shards: Path) -> tuple[MotoServer, str]:
 
     Returns the server and the s3:// URL of the uploaded shards directory.
     """
-    import boto3
-
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    server = MotoServer(process, f"http://127.0.0.1:{port}")
+    process, endpoint, client = start_s3_server()
+    server = MotoServer(process, endpoint)
     # smart_open's boto3 clients read these: every s3:// URL now goes to the loopback server.
     os.environ.update(
-        AWS_ENDPOINT_URL=server.endpoint,
+        AWS_ENDPOINT_URL=endpoint,
         AWS_ACCESS_KEY_ID="test",
         AWS_SECRET_ACCESS_KEY="test",
         AWS_DEFAULT_REGION="us-east-1",
     )
-    client = boto3.client("s3")
-    deadline = time.monotonic() + 30
-    while True:  # bounded wait for the server to answer
-        try:
-            client.list_buckets()
-            break
-        except Exception:
-            if time.monotonic() > deadline or process.poll() is not None:
-                server.stop()
-                raise
-            time.sleep(0.2)
     client.create_bucket(Bucket=BUCKET)
     for path in sorted(shards.rglob("*")):
         if path.is_file():
@@ -529,9 +499,7 @@ def write_results(
         "rows": {row: asdict(summary) for row, summary in summaries.items()},
         "targets": result,
     }
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
-    print(f"\nresults: {args.json}")
+    measure.write_results(args.json, results)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.metadata
+import json
 import os
 import platform
 import signal
@@ -305,6 +306,13 @@ def importlib_version(package: str) -> str | None:
         return importlib.metadata.version(package)
     except importlib.metadata.PackageNotFoundError:
         return None
+
+
+def write_results(path: Path, results: dict[str, Any]) -> None:
+    """A benchmark's results as JSON (parents created), and where they went."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+    print(f"\nresults: {path}")
 
 
 def machine_description(**versions: str | None) -> dict[str, Any]:

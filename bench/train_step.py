@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import statistics
 import sys
@@ -540,9 +539,7 @@ def write_results(
         "rows": [asdict(r) for r in results],
         "target": verdict,
     }
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
-    print(f"\nresults: {args.json}")
+    measure.write_results(args.json, payload)
 
 
 if __name__ == "__main__":

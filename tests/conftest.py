@@ -1,17 +1,14 @@
 """Shared fixtures: the embedded real sample and a local Beam runner that never downloads."""
 
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import boto3
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.portability.fn_api_runner import fn_runner
 from apache_beam.testing.test_pipeline import TestPipeline
+
+from tests.s3server import start_s3_server, stop_server
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 
@@ -76,12 +73,6 @@ def sample_shards(tmp_path_factory, sample_documents, sample_vocab) -> Path:
     return output
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 class S3Server(NamedTuple):
     """A real S3 endpoint (moto's server) on loopback, and a boto3 client for it."""
 
@@ -105,26 +96,6 @@ def s3_flags(endpoint: str) -> list[str]:
 @pytest.fixture(scope="session")
 def s3_server():
     """moto's S3 server, started once per session; modules create their own buckets."""
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    endpoint = f"http://127.0.0.1:{port}"
-    client = boto3.client(
-        "s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test",
-        region_name="us-east-1",
-    )  # fmt: skip
-    deadline = time.monotonic() + 30
-    while True:  # bounded wait for the server to answer
-        try:
-            client.list_buckets()
-            break
-        except Exception:
-            if time.monotonic() > deadline:
-                server.kill()
-                raise
-            time.sleep(0.2)
+    server, endpoint, client = start_s3_server()
     yield S3Server(endpoint, client)
-    server.terminate()
-    server.wait(timeout=10)
+    stop_server(server)

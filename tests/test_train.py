@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from schemas.checkpoint import LATEST_FILE, CheckpointKey
-from tests.conftest import free_port
+from tests.s3server import free_port
 from tests.test_data import write_uneven_shards
 from trainer import train
 from trainer.checkpoint import latest_checkpoint

@@ -260,20 +260,6 @@ def epoch_shards(shards: Iterable[ShardEntry], seed: int, epoch: int, shuffle: b
     return order
 
 
-def _slice(shards: list[ShardEntry], start: int, stop: int) -> list[Segment]:
-    """Samples [start, stop) of the concatenated shards, as per-shard segments."""
-    segments = []
-    offset = 0
-    for shard in shards:
-        lo, hi = max(start, offset), min(stop, offset + shard.samples)
-        if lo < hi:
-            segments.append(Segment(shard, lo - offset, hi - lo))
-        offset += shard.samples
-        if offset >= stop:
-            break
-    return segments
-
-
 def _resegment(segments: list[Segment], start: int, stop: int) -> list[Segment]:
     """Samples [start, stop) of a list of segments, as segments."""
     result = []
@@ -311,7 +297,8 @@ def split_by_node(
         start = rank * base + min(rank, extra)
         stop = start + base + (rank < extra)
     batches = rank_batches(total, world_size, batch_size, drop_last)[rank]
-    return _slice(shards, start, stop), batches
+    whole = [Segment(shard, 0, shard.samples) for shard in shards]
+    return _resegment(whole, start, stop), batches
 
 
 def worker_batches(batches: int, workers: int) -> list[int]:

@@ -1,0 +1,52 @@
+"""A real S3 endpoint for tests and benchmarks: moto's server on loopback, in its own process."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from typing import Any
+
+import boto3
+
+# moto accepts any credentials; these are what the clients and AWS_* variables use.
+CREDENTIALS = {"aws_access_key_id": "test", "aws_secret_access_key": "test",
+               "region_name": "us-east-1"}  # fmt: skip
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_s3_server(timeout_s: float = 30) -> tuple[subprocess.Popen, str, Any]:
+    """(process, endpoint URL, boto3 client) once the server answers; it is killed if it
+    does not within `timeout_s`."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    endpoint = f"http://127.0.0.1:{port}"
+    client = boto3.client("s3", endpoint_url=endpoint, **CREDENTIALS)
+    deadline = time.monotonic() + timeout_s
+    while True:  # bounded wait for the server to answer
+        try:
+            client.list_buckets()
+            return process, endpoint, client
+        except Exception:
+            if time.monotonic() > deadline or process.poll() is not None:
+                stop_server(process)
+                raise
+            time.sleep(0.2)
+
+
+def stop_server(process: subprocess.Popen) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
