@@ -330,3 +330,13 @@ def test_s3_shards_stream_from_a_real_server(tmp_path, s3_server, monkeypatch):
     assert indices(remote.epoch(DataPosition(3))) == indices(local.epoch(DataPosition(3)))
     pattern = f"s3://{bucket}/shards/seq128/train/shard-{{000000..000004}}.tar"
     assert open_source(pattern).samples == 35
+
+
+def test_unigram_baseline_counts_the_masked_labels(tmp_path):
+    from trainer.evaluate import masked_label_counts, unigram_baseline
+
+    source = open_source(str(write_uneven_shards(tmp_path)))
+    counts = masked_label_counts(source)
+    assert counts == Counter({100 + i: 1 for i in range(35)})  # one label per sample: 100 + key
+    # A tie in the train counts goes to the smallest id; it is 1 of the 35 held-out labels.
+    assert unigram_baseline(source, source) == (100, 1 / 35)

@@ -38,6 +38,7 @@ skips none (tests/test_data.py checks the sample keys).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import logging
 import math
@@ -439,8 +440,6 @@ class _ResumingStream:
 
 class _Sha256Check:
     def __init__(self, stream: _ResumingStream) -> None:
-        import hashlib
-
         self._stream = stream
         self.sha256 = hashlib.sha256()
 

@@ -17,11 +17,17 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from pipelines import storage
-from pipelines.shard_io import iter_tar_samples
 from schemas.batch import MODEL_INPUTS, BatchField
-from schemas.examples import read_header
-from trainer.data import DataPosition, DataSource, LoaderConfig, PretrainingLoader
+from trainer.data import (
+    DataPosition,
+    DataSource,
+    LoaderConfig,
+    PretrainingLoader,
+    RetryPolicy,
+    Segment,
+    decode_samples,
+    read_samples,
+)
 from trainer.distributed import Distributed, all_reduce_sum
 from trainer.model import BertForPreTraining
 
@@ -88,21 +94,16 @@ def evaluate(
     )
 
 
-def masked_label_counts(source: DataSource, limit: int | None = None) -> Counter[int]:
-    """How often each token id is a masked_lm label in `source` (headers and labels only)."""
+def masked_label_counts(source: DataSource) -> Counter[int]:
+    """How often each token id is a masked_lm label in `source`, read as the loader reads
+    (retries, sha256 checks, header checks); the ids are not decoded, only the labels."""
     counts: Counter[int] = Counter()
-    seen = 0
-    for shard in source.shards:
-        with storage.open_binary(shard.url) as stream:
-            for key, data in iter_tar_samples(stream, shard.url):
-                header = read_header(data, key)
-                labels = np.frombuffer(
-                    data, header.id_dtype, header.n_predictions, header.labels_offset
-                )
-                counts.update(labels.tolist())
-                seen += 1
-                if limit is not None and seen >= limit:
-                    return counts
+    segments = [Segment(shard, 0, shard.samples) for shard in source.shards]
+    for sample, header in decode_samples(read_samples(segments, RetryPolicy())):
+        labels = np.frombuffer(
+            sample.data, header.id_dtype, header.n_predictions, header.labels_offset
+        )
+        counts.update(labels.tolist())
     return counts
 
 
