@@ -324,7 +324,14 @@ def _train(config: TrainConfig, env: distributed.Distributed) -> dict[str, Any]:
     one = torch.ones((), dtype=torch.float64, device=env.device)
     while step < stop:
         for micro in range(accumulation):
-            batch = to_device(next(batches), env.device, pad_to)
+            host_batch = next(batches)
+            # Counted on the host copy: the same sums on the device would stall the GPU.
+            meter.update(
+                len(host_batch[BatchField.INPUT_IDS]),
+                int(host_batch[BatchField.ATTENTION_MASK].sum()),
+                batch_flops(model_config, host_batch) * env.world_size,
+            )
+            batch = to_device(host_batch, env.device, pad_to)
             sync = micro == accumulation - 1 or not env.active
             with (contextlib.nullcontext() if sync else wrapped.no_sync()), autocast:
                 out = forward(**{name: batch[name] for name in MODEL_INPUTS})
@@ -333,11 +340,6 @@ def _train(config: TrainConfig, env: distributed.Distributed) -> dict[str, Any]:
             parts = (out.loss, out.mlm_loss, out.nsp_loss, out.mlm_correct, out.mlm_count,
                      out.nsp_correct, sequences, one)  # fmt: skip
             sums += torch.stack([part.detach().to(torch.float64) for part in parts])
-            meter.update(
-                len(batch[BatchField.INPUT_IDS]),
-                int(batch[BatchField.ATTENTION_MASK].sum()),
-                batch_flops(model_config, batch) * env.world_size,
-            )
         grad_norm = (
             torch.nn.utils.clip_grad_norm_(model.parameters(), config.clip_grad_norm)
             if config.clip_grad_norm > 0
