@@ -426,7 +426,7 @@ def bertkit_bytes(output: Path) -> dict[str, float] | None:
     manifest_path = output / "manifest.json"
     if not manifest_path.exists():
         return None
-    from pipelines.shard_io import read_shard_samples  # lazily: pulls in Beam and numpy
+    from pipelines.io.shards import read_shard_samples  # lazily: pulls in Beam and numpy
     from schemas.examples import PretrainingExample
 
     splits = json.loads(manifest_path.read_text())["outputs"][f"seq{MAX_SEQ_LENGTH}"]["splits"]

@@ -26,7 +26,7 @@ table shows the medians. The rows:
                    .map(PretrainingExample.decode of "example.bin") .batched(B, a
                    straightforward collate to the same tensors); no sample shuffle, no
                    checksum
-  reader: bertkit  pipelines.shard_io.iter_tar_samples over the local shards: tar members'
+  reader: bertkit  pipelines.io.shards.iter_tar_samples over the local shards: tar members'
                    bytes only, no decode, no collate (the reader's share of the first row)
   reader: tarfile  Python's tarfile in stream mode ("r|"), each member's bytes read: what
                    webdataset's reader is built on
@@ -63,7 +63,7 @@ import numpy as np
 import torch
 from measure import CLOCK_TICKS, fmt, importlib_version, read_proc_stat
 
-from pipelines.shard_io import iter_tar_samples
+from pipelines.io.shards import iter_tar_samples
 from schemas.batch import IGNORE_INDEX, PAD_MULTIPLE, BatchField
 from schemas.examples import EXAMPLE_MEMBER, PretrainingExample
 from tests.s3server import start_s3_server, stop_server  # the moto server the tests use

@@ -131,11 +131,11 @@ def scaled_documents(
 
 class DocumentsDirectoryWriter:
     """Writes one documents directory: Parquet files of ≤ FILE_TEXT_BYTES of text, then the
-    manifest. Row groups follow pipelines/documents_io.py (≤ 1000 documents or 8 MiB of
+    manifest. Row groups follow pipelines/beam/documents.py (≤ 1000 documents or 8 MiB of
     text), so the example stage reads these files exactly as it reads extracted ones."""
 
     def __init__(self, directory: Path) -> None:
-        from pipelines.documents_io import ROW_GROUP_TEXT_BYTES, ROWS_PER_GROUP
+        from pipelines.beam.documents import ROW_GROUP_TEXT_BYTES, ROWS_PER_GROUP
 
         self.directory = directory
         self.files: list[OutputFile] = []

@@ -26,22 +26,7 @@ from dataclasses import dataclass
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipelines.beam_runner import (
-    DocumentStageOptions,
-    OutputOptions,
-    parse_stage_arguments,
-    stage_main,
-)
-from pipelines.booktext import (
-    BookTextError,
-    book_paragraphs,
-    book_title,
-    decode_book,
-    line_documents,
-    strip_gutenberg,
-)
-from pipelines.compressed_io import InputReadError, decompressed_chunks, lines
-from pipelines.documents_io import (
+from pipelines.beam.documents import (
     DEFAULT_MAX_FILE_TEXT_BYTES,
     DocumentFileWriter,
     UnitTally,
@@ -50,7 +35,22 @@ from pipelines.documents_io import (
     prepare_output_dir,
     run_documents_pipeline,
 )
-from pipelines.sentences import split_paragraphs
+from pipelines.beam.runner import (
+    DocumentStageOptions,
+    OutputOptions,
+    parse_stage_arguments,
+    stage_main,
+)
+from pipelines.io.compressed import InputReadError, decompressed_chunks, lines
+from pipelines.text.booktext import (
+    BookTextError,
+    book_paragraphs,
+    book_title,
+    decode_book,
+    line_documents,
+    strip_gutenberg,
+)
+from pipelines.text.sentences import split_paragraphs
 from schemas import Document, Reject
 
 STAGE = "books"

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from pipelines import books, examples, vocab, wikipedia
-from pipelines.beam_runner import PROJECT_ROOT
+from pipelines.beam.runner import PROJECT_ROOT
 
 SAMPLE_DIR = PROJECT_ROOT / "data"
 WIKIPEDIA_SAMPLE = SAMPLE_DIR / "wikipedia" / "*.xml.bz2"

@@ -7,8 +7,8 @@
 DataflowRunner --project P --region R --temp_location gs://…`, or `--direct_num_workers 4
 --direct_running_mode multi_processing` locally.)
 
-google-research/bert's `create_pretraining_data.py` algorithm (pipelines/pairs.py,
-pipelines/masking.py) with its flag names and defaults, made parallel and streaming:
+google-research/bert's `create_pretraining_data.py` algorithm (pipelines/bert/pairs.py,
+pipelines/bert/masking.py) with its flag names and defaults, made parallel and streaming:
 
 1. TokenizeDocuments: each documents file is read row group by row group and tokenized
    once; held-out documents are chosen by a hash of their id (`--heldout-fraction`); for
@@ -22,7 +22,7 @@ pipelines/masking.py) with its flag names and defaults, made parallel and stream
    is written last.
 
 Documents and examples move between steps through spill files under `OUTPUT/_work` (see
-pipelines/spill.py), not through Beam's shuffle, so every worker's memory is bounded by a
+pipelines/beam/spill.py), not through Beam's shuffle, so every worker's memory is bounded by a
 flag (`--work-partition-mb`, `--bucket-mb`, `--spill-budget-mb`) however large the corpus.
 """
 
@@ -44,14 +44,10 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystems import CompressionTypes, FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipelines.beam_runner import OutputOptions, make_pipeline, parse_stage_arguments, stage_main
-from pipelines.documents_io import DocumentsInput, UnitTally, finish_unit, read_documents_input
-from pipelines.draws import document_stream, stable_hash64, unit_fraction
-from pipelines.filesystem import clear_earlier_run, read_file, write_file
-from pipelines.masking import MaskingConfig, mask_batch
-from pipelines.pairs import create_pairs, pair_input_ids
-from pipelines.shard_io import write_shard
-from pipelines.spill import (
+from pipelines.beam.documents import DocumentsInput, UnitTally, finish_unit, read_documents_input
+from pipelines.beam.files import clear_earlier_run, read_file, write_file
+from pipelines.beam.runner import OutputOptions, make_pipeline, parse_stage_arguments, stage_main
+from pipelines.beam.spill import (
     SpillWriter,
     TokenizedDocument,
     pack_document,
@@ -59,6 +55,10 @@ from pipelines.spill import (
     unpack_documents,
     unpack_examples,
 )
+from pipelines.bert.draws import document_stream, stable_hash64, unit_fraction
+from pipelines.bert.masking import MaskingConfig, mask_batch
+from pipelines.bert.pairs import create_pairs, pair_input_ids
+from pipelines.io.shards import write_shard
 from pipelines.vocab import Vocabulary, load_vocab
 from schemas import (
     MANIFEST_NAME,

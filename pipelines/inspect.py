@@ -39,8 +39,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipelines import storage
-from pipelines.shard_io import ShardReadError, read_shard_samples
+from pipelines.io import storage
+from pipelines.io.shards import ShardReadError, read_shard_samples
 from schemas.documents import DOCUMENT_SCHEMA, DOCUMENT_SCHEMA_VERSION, DocumentColumn
 from schemas.examples import (
     EXAMPLES_SCHEMA_VERSION,
@@ -60,7 +60,7 @@ LENGTH_BUCKET = 16  # tokens per bar of the example-length histogram
 _BAR_WIDTH = 30
 _SHOW_SENTENCES = 3  # sentences printed per document by --show
 _SHOW_SENTENCE_CHARS = 160
-# A tar file ends with two zero blocks of 512 bytes (POSIX; pipelines/shard_io.py writes them).
+# A tar file ends with two zero blocks of 512 bytes (POSIX; pipelines/io/shards.py writes them).
 _READ_BATCH_ROWS = 256  # documents per Arrow batch; row groups hold ≤ 1000 (documents_io)
 
 

@@ -66,8 +66,8 @@ from tokenizers import (
     trainers,
 )
 
-from pipelines.documents_io import DocumentsInput, DocumentsInputError, read_documents_input
-from pipelines.filesystem import read_file, write_atomically
+from pipelines.beam.documents import DocumentsInput, DocumentsInputError, read_documents_input
+from pipelines.beam.files import read_file, write_atomically
 from schemas.documents import DocumentColumn
 from schemas.vocab import (
     CLS_TOKEN,

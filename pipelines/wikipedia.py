@@ -26,13 +26,7 @@ from dataclasses import dataclass
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipelines.beam_runner import (
-    DocumentStageOptions,
-    OutputOptions,
-    parse_stage_arguments,
-    stage_main,
-)
-from pipelines.documents_io import (
+from pipelines.beam.documents import (
     DEFAULT_MAX_FILE_TEXT_BYTES,
     DocumentFileWriter,
     UnitTally,
@@ -41,8 +35,14 @@ from pipelines.documents_io import (
     prepare_output_dir,
     run_documents_pipeline,
 )
-from pipelines.sentences import split_paragraphs
-from pipelines.wikidump import (
+from pipelines.beam.runner import (
+    DocumentStageOptions,
+    OutputOptions,
+    parse_stage_arguments,
+    stage_main,
+)
+from pipelines.text.sentences import split_paragraphs
+from pipelines.text.wikidump import (
     DumpReadError,
     DumpSplit,
     RawPage,
@@ -51,7 +51,7 @@ from pipelines.wikidump import (
     iter_dump,
     plan_splits,
 )
-from pipelines.wikitext import (
+from pipelines.text.wikitext import (
     DEFAULT_CATEGORY_NAMESPACES,
     DEFAULT_FILE_NAMESPACES,
     WikitextError,

@@ -12,8 +12,8 @@ import pytest
 from apache_beam.testing.util import assert_that, equal_to
 
 from pipelines import books
+from pipelines.beam.documents import expand_inputs, read_manifest
 from pipelines.books import BooksConfig, ExtractBooks, book_name, common_root, plan_units
-from pipelines.documents_io import expand_inputs, read_manifest
 from schemas import REJECTS_DIR
 
 STORY = (

@@ -1,4 +1,4 @@
-"""Tests for pipelines.booktext: exact values on literal inputs, then the real sample books."""
+"""Tests for pipelines.text.booktext: exact values on literal inputs, then the real sample books."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.booktext import (
+from pipelines.text.booktext import (
     BookTextError,
     DecodedBook,
     book_paragraphs,

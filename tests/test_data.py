@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from pipelines.shard_io import ShardReadError, write_shard
+from pipelines.io.shards import ShardReadError, write_shard
 from schemas.batch import IGNORE_INDEX, BatchField
 from schemas.examples import SHARDS_MANIFEST_NAME, PretrainingExample, sample_key
 from schemas.shards import SequenceOutput, ShardsManifest, SplitShards

@@ -20,9 +20,9 @@ import webdataset as wds
 from apache_beam.testing.util import assert_that, equal_to
 
 from pipelines import examples
-from pipelines.filesystem import write_file
-from pipelines.shard_io import read_shard_samples
-from pipelines.spill import pack_example
+from pipelines.beam.files import write_file
+from pipelines.beam.spill import pack_example
+from pipelines.io.shards import read_shard_samples
 from pipelines.vocab import load_vocab
 from schemas import (
     EXAMPLE_MEMBER,

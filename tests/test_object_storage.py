@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pipelines import wikipedia
-from pipelines.documents_io import read_manifest
+from pipelines.beam.documents import read_manifest
 from tests.conftest import s3_flags
 from tests.dumpfiles import article, write_multistream
 

@@ -1,8 +1,8 @@
 """Google's pair and masking steps, each with exact values.
 
 The draws are scripted (`Scripted` hands out the listed values in order), so every expected
-value below can be followed by hand through the steps of pipelines/pairs.py and
-pipelines/masking.py, and a test fails if a step draws more, fewer or other values.
+value below can be followed by hand through the steps of pipelines/bert/pairs.py and
+pipelines/bert/masking.py, and a test fails if a step draws more, fewer or other values.
 """
 
 from __future__ import annotations
@@ -10,9 +10,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipelines.draws import RandomStream, document_stream, stable_hash64, unit_fraction
-from pipelines.masking import MaskingConfig, mask_batch, mask_tokens, num_to_predict, word_spans
-from pipelines.pairs import (
+from pipelines.bert.draws import RandomStream, document_stream, stable_hash64, unit_fraction
+from pipelines.bert.masking import (
+    MaskingConfig,
+    mask_batch,
+    mask_tokens,
+    num_to_predict,
+    word_spans,
+)
+from pipelines.bert.pairs import (
     SentencePair,
     create_pairs,
     pair_input_ids,

@@ -9,7 +9,7 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
 from pipelines import cli
-from pipelines.beam_runner import build_wheel, ensure_project_shipped, is_local, make_pipeline
+from pipelines.beam.runner import build_wheel, ensure_project_shipped, is_local, make_pipeline
 
 
 def test_local_runner_is_fnapi_not_prism() -> None:
@@ -28,7 +28,7 @@ def test_wheel_for_dataflow_workers_holds_the_packages(tmp_path) -> None:
     wheel = build_wheel(tmp_path)
     names = zipfile.ZipFile(wheel).namelist()
     for module in ("schemas/documents.py", "pipelines/wikipedia.py", "pipelines/books.py",
-                   "pipelines/wikitext.py", "trainer/__init__.py"):  # fmt: skip
+                   "pipelines/text/wikitext.py", "trainer/__init__.py"):  # fmt: skip
         assert module in names
     metadata = next(n for n in names if n.endswith("METADATA"))
     requirements = zipfile.ZipFile(wheel).read(metadata).decode()
@@ -95,7 +95,7 @@ DEMO_SHA256 = {
 
 def test_demo_runs_the_whole_chain_on_the_embedded_sample(tmp_path, capsys) -> None:
     from pipelines import demo
-    from pipelines.documents_io import read_manifest
+    from pipelines.beam.documents import read_manifest
 
     # 20 training steps instead of 1,200: the chain, not the accuracy (tests/test_train.py).
     assert demo.run(["--output", str(tmp_path), "--train-steps", "20"]) == 0

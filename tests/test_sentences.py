@@ -3,7 +3,7 @@
 import blingfire
 import pytest
 
-from pipelines.sentences import split_paragraphs, split_sentences
+from pipelines.text.sentences import split_paragraphs, split_sentences
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ import tarfile
 
 import pytest
 
-from pipelines.shard_io import (
+from pipelines.io.shards import (
     ShardReadError,
     iter_tar_samples,
     read_shard_samples,

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from pipelines import cli, vocab
-from pipelines.documents_io import DocumentsInputError
+from pipelines.beam.documents import DocumentsInputError
 from pipelines.vocab import (
     DocumentSample,
     VocabError,

@@ -5,7 +5,7 @@ import gzip
 
 import pytest
 
-from pipelines.wikidump import (
+from pipelines.text.wikidump import (
     DumpReadError,
     DumpSplit,
     RawPage,

@@ -10,8 +10,8 @@ import pytest
 from apache_beam.testing.util import assert_that, equal_to
 
 from pipelines import wikipedia
-from pipelines.documents_io import UnitTally, read_manifest
-from pipelines.wikidump import RawPage, SiteInfo
+from pipelines.beam.documents import UnitTally, read_manifest
+from pipelines.text.wikidump import RawPage, SiteInfo
 from pipelines.wikipedia import ExtractArticles, PageContext, WikipediaConfig, document_from_page
 from schemas import DOCUMENT_SCHEMA, MANIFEST_NAME, REJECTS_DIR, Document
 from schemas.documents import documents_from_table
@@ -240,7 +240,7 @@ def test_multiprocessing_runner_gives_the_same_bytes(tmp_path: Path) -> None:
 
 
 def test_write_manifest_transform_sums_units_in_order(tmp_path: Path, test_pipeline) -> None:
-    from pipelines.documents_io import WriteManifest
+    from pipelines.beam.documents import WriteManifest
 
     def summary(unit: str, documents: int, dropped: dict, rejected: dict) -> dict:
         file = {"name": f"documents-{unit}-0000.parquet", "documents": documents,

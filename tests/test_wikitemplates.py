@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines.wikitemplates import (
+from pipelines.text.wikitemplates import (
     LANGUAGE_NAMES,
     PARSER_FUNCTION_NAMES,
     TEMPLATE_RENDERERS,

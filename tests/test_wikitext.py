@@ -1,8 +1,8 @@
-"""Every cleaning rule of pipelines.wikitext, on literal wikitext, with exact output."""
+"""Every cleaning rule of pipelines.text.wikitext, on literal wikitext, with exact output."""
 
 import pytest
 
-from pipelines.wikitext import (
+from pipelines.text.wikitext import (
     MAX_TEMPLATE_DEPTH,
     WikitextError,
     clean_wikitext,

@@ -52,9 +52,9 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from pipelines import storage
-from pipelines.draws import stable_hash64
-from pipelines.shard_io import ShardReadError, iter_tar_samples
+from pipelines.bert.draws import stable_hash64
+from pipelines.io import storage
+from pipelines.io.shards import ShardReadError, iter_tar_samples
 from schemas.batch import IGNORE_INDEX, PAD_MULTIPLE, BatchField
 from schemas.examples import (
     EXAMPLES_SCHEMA_VERSION,

@@ -41,7 +41,7 @@ from apache_beam.io.filesystems import FileSystems
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from pipelines.filesystem import read_file
+from pipelines.beam.files import read_file
 from pipelines.vocab import VocabError, Vocabulary, load_vocab
 from schemas.checkpoint import CheckpointKey
 from schemas.vocab import (

@@ -77,7 +77,7 @@ def write_shard(directory: str, relative_path: str, samples: list[tuple[str, byt
     # which only reads shards, does not pay Beam's ~0.6 s import in every loader process.
     from apache_beam.io.filesystems import FileSystems
 
-    from pipelines.filesystem import write_atomically
+    from pipelines.beam.files import write_atomically
 
     data = tar_bytes(samples)
     write_atomically(FileSystems.join(directory, relative_path), data)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipelines.draws import RandomStream
+from pipelines.bert.draws import RandomStream
 
 MASK_PROB = 0.8
 KEEP_PROB_OF_REST = 0.5  # of the remaining 20 %: half kept, half random

@@ -28,7 +28,7 @@ from xml.parsers.expat import errors as expat_errors
 
 from apache_beam.io.filesystems import FileSystems
 
-from pipelines.compressed_io import InputReadError, Position, decompressed_chunks, lines
+from pipelines.io.compressed import InputReadError, Position, decompressed_chunks, lines
 
 _MULTISTREAM_SUFFIX = "-multistream.xml.bz2"
 _INDEX_SUFFIX = "-multistream-index.txt.bz2"

@@ -31,7 +31,7 @@ from apache_beam.options.pipeline_options import (
 
 _LOG = logging.getLogger(__name__)
 _LOCAL_RUNNERS = {None, "", "directrunner", "direct", "fnapirunner"}
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parents[2]  # pipelines/beam/runner.py → the checkout
 
 
 class OutputOptions(PipelineOptions):

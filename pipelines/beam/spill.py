@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from apache_beam.io.filesystems import FileSystems
 
-from pipelines.filesystem import write_file
+from pipelines.beam.files import write_file
 
 _ID_DTYPES = {2: np.dtype("<u2"), 4: np.dtype("<u4")}
 _DOC_HEADER = struct.Struct("<IHIIB")  # record bytes, id bytes, sentences, tokens, id width

@@ -13,7 +13,7 @@ through smart_open (the `train` extra). s3:// uses boto3's default client, which
 standard environment (`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`, `AWS_PROFILE`, …); gs:// needs
 google-cloud-storage (the `gcp` extra).
 
-    python -c "from pipelines import storage; print(storage.locate('s3://bucket/shards'))"
+    python -c "from pipelines.io import storage; print(storage.locate('s3://bucket/shards'))"
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@
   File/Image/Media links with their captions, Category and interlanguage links, headers,
   list/definition/indented lines, horizontal rules, magic words, and whole trailing sections
   (References, See also, External links, Notes, Further reading, Bibliography, …);
-- rendered: the text-bearing templates of `pipelines.wikitemplates` ({{convert|10|km}} →
+- rendered: the text-bearing templates of `pipelines.text.wikitemplates` ({{convert|10|km}} →
   "10 km", {{lang|fr|texte}} → "texte", dates, …), internal links → their label, external
   links → their label, bold/italic markup removed, HTML entities resolved;
 - tidied: no "()" (or "(; )") left where a pronunciation or template was removed, no doubled
@@ -26,7 +26,7 @@ import html
 import re
 from collections.abc import Iterable
 
-from pipelines.wikitemplates import render_template
+from pipelines.text.wikitemplates import render_template
 
 # MediaWiki's own limits: $wgMaxArticleSize (2 MiB) and the template expansion depth (40).
 # A page beyond them does not render on Wikipedia either, so it is rejected, not guessed at.

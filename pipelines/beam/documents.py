@@ -28,8 +28,8 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystems import CompressionTypes, FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipelines.beam_runner import make_pipeline
-from pipelines.filesystem import clear_earlier_run
+from pipelines.beam.files import clear_earlier_run
+from pipelines.beam.runner import make_pipeline
 from schemas import (
     DOCUMENT_SCHEMA,
     DOCUMENT_SCHEMA_VERSION,

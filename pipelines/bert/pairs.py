@@ -35,7 +35,7 @@ from itertools import accumulate
 
 import numpy as np
 
-from pipelines.draws import RandomStream
+from pipelines.bert.draws import RandomStream
 
 # Pairs are made from sentence lengths alone and come out as token ranges: no token is
 # touched in Python, and a document is its token ids in one array plus its sentence

@@ -1,0 +1,2 @@
+"""Beam-free text → text: Wikipedia dumps and wikitext, book files, sentence splitting.
+Pure functions over strings and byte chunks, tested on literal input."""
