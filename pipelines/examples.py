@@ -47,6 +47,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from pipelines.beam.documents import DocumentsInput, UnitTally, finish_unit, read_documents_input
 from pipelines.beam.files import clear_earlier_run, read_file, write_file
 from pipelines.beam.runner import OutputOptions, make_pipeline, parse_stage_arguments, stage_main
+from pipelines.beam.shards import write_shard
 from pipelines.beam.spill import (
     SpillWriter,
     TokenizedDocument,
@@ -55,10 +56,10 @@ from pipelines.beam.spill import (
     unpack_documents,
     unpack_examples,
 )
-from pipelines.bert.draws import document_stream, stable_hash64, unit_fraction
+from pipelines.bert.draws import document_stream
 from pipelines.bert.masking import MaskingConfig, mask_batch
 from pipelines.bert.pairs import create_pairs, pair_input_ids
-from pipelines.io.shards import write_shard
+from pipelines.io.hashing import stable_hash64, unit_fraction
 from pipelines.vocab import Vocabulary, load_vocab
 from schemas import (
     MANIFEST_NAME,

@@ -7,6 +7,9 @@ Layout of `DIR` (`bertkit examples`):
     _rejects/rejects-*.jsonl           documents or instances that made no example, and why
     manifest.json                      this record
 
+A shard's path names its place: `DIR/seqN/SPLIT/shard-*.tar` is listed in `DIR/manifest.json`
+as `seqN/SPLIT/shard-*.tar` (`SHARD_DEPTH` levels below the manifest; `shards_by_path`).
+
 A reader checks `schema_version`, `vocab.sha256` and `max_seq_length` before it trusts a
 shard, and a shard's sha256 before it trusts its bytes. Holds no timestamps or host names:
 the same inputs and flags give the same bytes.
@@ -19,6 +22,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from schemas.examples import EXAMPLE_MEMBER, EXAMPLES_SCHEMA_VERSION
+
+SHARD_DEPTH = 3  # seqN/SPLIT/shard-NNNNNN.tar: a shard's manifest is three levels up
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +88,15 @@ class ShardsManifest:
             for name, out in raw["outputs"].items()
         }
         return cls(**raw)
+
+    def shards_by_path(self) -> dict[str, tuple[str, str, ShardInfo]]:
+        """Relative shard path → (output name, split, info), for finding a shard named alone."""
+        return {
+            info.path: (name, split, info)
+            for name, output in self.outputs.items()
+            for split, shards in output.splits.items()
+            for info in shards.shards
+        }
 
     def all_shards(self) -> list[ShardInfo]:
         return [

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from pipelines.io.shards import ShardReadError, write_shard
+from pipelines.beam.shards import write_shard
+from pipelines.io.shards import ShardReadError
 from schemas.batch import IGNORE_INDEX, BatchField
 from schemas.examples import SHARDS_MANIFEST_NAME, PretrainingExample, sample_key
 from schemas.shards import SequenceOutput, ShardsManifest, SplitShards
@@ -219,7 +220,7 @@ def test_manifest_of_another_schema_or_length_is_refused(tmp_path):
         open_source(str(shards_dir), max_seq_length=512)
     manifest = shards_dir / SHARDS_MANIFEST_NAME
     manifest.write_text(manifest.read_text().replace('"schema_version": "1.0"', '"schema_version": "2.0"'))
-    with pytest.raises(DataConfigError, match=r"shards schema 2\.0, this trainer reads 1\.0"):
+    with pytest.raises(DataConfigError, match=r"PretrainingExample record at schema 2\.0, this bertkit reads PretrainingExample schema 1\.0"):
         open_source(str(shards_dir))
 
 
@@ -230,7 +231,7 @@ def test_a_changed_shard_stops_the_epoch_naming_it(tmp_path):
     data[600] ^= 1  # padding: the tar still parses, the checksum does not match
     shard.write_bytes(bytes(data))
     loader = PretrainingLoader(open_source(str(shards_dir)), LoaderConfig(5, shuffle=False))
-    with pytest.raises(ShardReadError, match=r"shard-000001\.tar: sha256 .* the manifest says"):
+    with pytest.raises(ShardReadError, match=r"shard-000001\.tar: does not match the manifest: .* sha256"):
         list(loader.epoch(DataPosition()))
 
 

@@ -1,6 +1,6 @@
 """`bertkit inspect` on literal shards and a literal vocabulary, locally, over HTTP and S3.
 
-The shards are written with the real writer (`pipelines.io.shards.write_shard`) from three
+The shards are written with the real writer (`pipelines.beam.shards.write_shard`) from three
 hand-made examples, so every figure below is worked out by hand:
 
     train   #0 IsNext   [CLS] the [MASK]→cat sat [SEP] | on {dog→the} {mat} . [SEP]
@@ -23,9 +23,9 @@ import numpy as np
 import pytest
 
 from pipelines import cli
+from pipelines.beam.shards import write_shard
 from pipelines.inspect import example_stats, iter_examples, open_target, shard_refs
 from pipelines.io import storage
-from pipelines.io.shards import write_shard
 from schemas.documents import DOCUMENT_SCHEMA
 from schemas.examples import (
     PRETRAINING_EXAMPLE_SCHEMA,

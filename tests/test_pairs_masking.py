@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipelines.bert.draws import RandomStream, document_stream, stable_hash64, unit_fraction
+from pipelines.bert.draws import RandomStream, document_stream
 from pipelines.bert.masking import (
     MaskingConfig,
     mask_batch,
@@ -25,6 +25,7 @@ from pipelines.bert.pairs import (
     target_length,
     truncation_cuts,
 )
+from pipelines.io.hashing import stable_hash64, unit_fraction
 
 CLS, SEP, MASK = 2, 3, 4
 

@@ -8,12 +8,12 @@ import tarfile
 
 import pytest
 
+from pipelines.beam.shards import write_shard
 from pipelines.io.shards import (
     ShardReadError,
     iter_tar_samples,
     read_shard_samples,
     tar_bytes,
-    write_shard,
 )
 
 SAMPLES = [("000000000000", b"first"), ("000000000001", b"x" * 600)]

@@ -38,35 +38,34 @@ skips none (tests/test_data.py checks the sample keys).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import logging
 import math
 import random
-import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from pipelines.bert.draws import stable_hash64
 from pipelines.io import storage
-from pipelines.io.shards import ShardReadError, iter_tar_samples
+from pipelines.io.hashing import HashingStream, stable_hash64
+from pipelines.io.retry import ResumingStream, RetryPolicy, open_with_retries
+from pipelines.io.shards import ShardReadError, check_shard, iter_tar_samples
 from schemas.batch import IGNORE_INDEX, PAD_MULTIPLE, BatchField
 from schemas.examples import (
     EXAMPLES_SCHEMA_VERSION,
     HEADER_BYTES,
     POSITION_DTYPE,
-    SHARDS_MANIFEST_NAME,
     ExampleDecodeError,
     ExampleHeader,
     read_header,
     seq_dir,
 )
 from schemas.shards import ShardsManifest, SplitShards
+from schemas.versions import version_problem
 
 _LOG = logging.getLogger(__name__)
 
@@ -101,9 +100,7 @@ class DataSource:
         return sum(shard.samples for shard in self.shards)
 
 
-def open_source(
-    spec: str, split: str = "train", max_seq_length: int | None = None
-) -> DataSource:
+def open_source(spec: str, split: str = "train", max_seq_length: int | None = None) -> DataSource:
     """Resolve `spec` into shards with sample counts.
 
     `spec` is a shards directory or its manifest.json (local path or URL: the manifest's
@@ -142,12 +139,12 @@ def _read_manifest(url: str) -> ShardsManifest:
         raise DataConfigError(
             f"{url}: not a bertkit shards manifest ({type(error).__name__}: {error})"
         ) from error
-    if manifest.schema_version.split(".")[0] != EXAMPLES_SCHEMA_VERSION.split(".")[0]:
-        raise DataConfigError(
-            f"{url}: shards schema {manifest.schema_version}, this trainer reads "
-            f"{EXAMPLES_SCHEMA_VERSION}; rebuild the shards with this bertkit's "
-            "`bertkit examples`"
-        )
+    problem = version_problem(
+        url, manifest.record, manifest.schema_version, "PretrainingExample",
+        EXAMPLES_SCHEMA_VERSION, "rebuild the shards with this bertkit's `bertkit examples`",
+    )  # fmt: skip
+    if problem:
+        raise DataConfigError(problem)
     return manifest
 
 
@@ -156,8 +153,7 @@ def _choose_output(manifest: ShardsManifest, url: str, max_seq_length: int | Non
     if max_seq_length is None:
         if len(lengths) != 1:
             raise DataConfigError(
-                f"{url} has shards for sequence lengths {lengths}; choose one with "
-                "--max-seq-length"
+                f"{url} has shards for sequence lengths {lengths}; choose one with --max-seq-length"
             )
         max_seq_length = lengths[0]
     name = seq_dir(max_seq_length)
@@ -177,31 +173,25 @@ def _split_shards(manifest: ShardsManifest, url: str, output: str, split: str) -
     return splits[split]
 
 
-def _source_from_urls(
-    urls: list[str], split: str, max_seq_length: int | None
-) -> DataSource:
+def _source_from_urls(urls: list[str], split: str, max_seq_length: int | None) -> DataSource:
     """Shards named one by one: counts from their manifest if it is where bertkit puts it."""
     if not urls:
         raise DataConfigError("the shard pattern expands to no URL")
-    root = storage.parent(storage.parent(storage.parent(urls[0])))
-    manifest_url = storage.join(root, SHARDS_MANIFEST_NAME)
+    manifest_url, _ = storage.shard_manifest(urls[0])
     manifest = _read_manifest(manifest_url) if storage.exists(manifest_url) else None
-    known = {}
-    length = None
-    if manifest is not None:
-        for name, output in manifest.outputs.items():
-            for split_name, shards in output.splits.items():
-                for info in shards.shards:
-                    known[storage.join(root, info.path)] = (info, name, split_name)
+    listed = manifest.shards_by_path() if manifest is not None else {}
     entries = []
+    length = None
     for url in urls:
-        if url in known:
-            info, output_name, _ = known[url]
+        url_manifest, relative = storage.shard_manifest(url)
+        found = listed.get(relative) if url_manifest == manifest_url else None
+        if found is not None:
+            output_name, _, info = found
             entries.append(ShardEntry(url, info.samples, info.sha256, info.bytes))
             length = manifest.outputs[output_name].max_seq_length  # type: ignore[union-attr]
         else:
             _LOG.warning("%s: not in a manifest; counting its samples by reading it", url)
-            with _open_with_retries(url, RetryPolicy()) as stream:
+            with open_with_retries(url, RetryPolicy()) as stream:
                 count = sum(1 for _ in iter_tar_samples(stream, url))
             entries.append(ShardEntry(url, count))
     if max_seq_length is not None and length is not None and length != max_seq_length:
@@ -322,134 +312,6 @@ def split_by_worker(
 
 
 @dataclass(frozen=True, slots=True)
-class RetryPolicy:
-    """Transient read errors (a dropped connection, a 5xx, a timeout) are retried this way."""
-
-    attempts: int = 5
-    backoff_s: float = 1.0  # doubled after each failure
-    max_backoff_s: float = 30.0
-
-
-def _transient_errors() -> tuple[type[BaseException], ...]:
-    errors: list[type[BaseException]] = [OSError]
-    try:
-        from botocore.exceptions import BotoCoreError
-
-        errors.append(BotoCoreError)
-    except ImportError:
-        pass
-    try:
-        from urllib3.exceptions import HTTPError
-
-        errors.append(HTTPError)
-    except ImportError:
-        pass
-    return tuple(errors)
-
-
-_TRANSIENT = _transient_errors()
-
-
-def _open_with_retries(url: str, policy: RetryPolicy) -> BinaryIO:
-    return _retry(lambda: storage.open_binary(url), url, policy, "open")
-
-
-def _retry(action: Callable[[], Any], url: str, policy: RetryPolicy, what: str) -> Any:
-    delay = policy.backoff_s
-    for attempt in range(1, policy.attempts + 1):
-        try:
-            return action()
-        except (FileNotFoundError, ShardReadError):
-            raise  # not transient: retrying cannot help
-        except _TRANSIENT as error:
-            if attempt == policy.attempts:
-                raise ShardReadError(
-                    f"{url}: could not {what} it after {policy.attempts} attempts "
-                    f"({type(error).__name__}: {error}); check the storage and the network, "
-                    "then resume from the last checkpoint"
-                ) from error
-            _LOG.warning(
-                "%s: %s failed (%s: %s); retry %d of %d in %.1f s",
-                url, what, type(error).__name__, error, attempt, policy.attempts - 1, delay,
-            )  # fmt: skip
-            time.sleep(delay)
-            delay = min(delay * 2, policy.max_backoff_s)
-    raise AssertionError("unreachable")
-
-
-class _ResumingStream:
-    """A read-only stream that reopens its URL after a transient error and reads on.
-
-    A broken connection surfaces as an exception or as an early end of the stream; with the
-    manifest's byte count both are caught. After reopening, the bytes already delivered are
-    skipped (by seeking where the stream can, else by reading), so the caller sees one
-    unbroken stream.
-    """
-
-    def __init__(self, url: str, size: int | None, policy: RetryPolicy) -> None:
-        self._url, self._size, self._policy = url, size, policy
-        self._stream: BinaryIO | None = None
-        self.position = 0
-
-    def _reopen(self) -> BinaryIO:
-        if self._stream is not None:
-            self._stream.close()
-        stream = storage.open_binary(self._url)
-        if self.position:
-            if stream.seekable():
-                stream.seek(self.position)
-            else:
-                left = self.position
-                while left:
-                    skipped = stream.read(min(left, 1 << 20))
-                    if not skipped:
-                        raise ConnectionError(f"ended after {self.position - left} bytes")
-                    left -= len(skipped)
-        self._stream = stream
-        return stream
-
-    def read(self, size: int = -1) -> bytes:
-        def attempt() -> bytes:
-            stream = self._stream or self._reopen()
-            try:
-                data = stream.read(size)
-                if not data and self._size is not None and self.position < self._size:
-                    raise ConnectionError(
-                        f"the stream ended after {self.position:,} of {self._size:,} bytes"
-                    )
-            except BaseException:
-                self._stream = None  # reopen on the next attempt
-                raise
-            return data
-
-        data = _retry(attempt, self._url, self._policy, "read")
-        self.position += len(data)
-        return data
-
-    def close(self) -> None:
-        if self._stream is not None:
-            self._stream.close()
-            self._stream = None
-
-    def __enter__(self) -> _ResumingStream:
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.close()
-
-
-class _Sha256Check:
-    def __init__(self, stream: _ResumingStream) -> None:
-        self._stream = stream
-        self.sha256 = hashlib.sha256()
-
-    def read(self, size: int = -1) -> bytes:
-        data = self._stream.read(size)
-        self.sha256.update(data)
-        return data
-
-
-@dataclass(frozen=True, slots=True)
 class RawSample:
     index: int  # the sample's key: its position in its split
     data: bytes
@@ -463,12 +325,11 @@ def read_samples(
     for segment in segments:
         shard = segment.shard
         check = verify and segment.whole and shard.sha256 is not None
-        with _ResumingStream(shard.url, shard.bytes, policy) as stream:
-            source: Any = _Sha256Check(stream) if check else stream
-            members = iter_tar_samples(source, shard.url)
+        with ResumingStream(shard.url, shard.bytes, policy) as stream:
+            source: Any = HashingStream(stream) if check else stream
             stop = segment.skip + segment.take
             count = 0
-            for key, data in members:
+            for key, data in iter_tar_samples(source, shard.url):
                 if count >= segment.skip:
                     yield RawSample(int(key), data, shard.url)
                 count += 1
@@ -479,12 +340,9 @@ def read_samples(
                     f"{shard.url}: {count} samples, the manifest says {shard.samples}; the "
                     "shard was changed after the manifest was written: rebuild it"
                 )
-            if check and source.sha256.hexdigest() != shard.sha256:
-                raise ShardReadError(
-                    f"{shard.url}: sha256 {source.sha256.hexdigest()[:16]}…, the manifest "
-                    f"says {shard.sha256[:16]}…; the shard was changed or damaged after "
-                    "writing: rebuild it or restore it from the source"
-                )
+            if check:
+                source.drain()
+                check_shard(shard.url, shard, count, source)
 
 
 def shuffle_samples(
@@ -654,10 +512,10 @@ class _EpochDataset(IterableDataset):
 class PretrainingLoader:
     """Batches for one rank, epoch after epoch, with the position to resume from.
 
-        source = open_source("s3://bucket/shards")
-        loader = PretrainingLoader(source, LoaderConfig(256, rank, world_size))
-        for batch in loader.batches(DataPosition()):   # infinite; loader.position after each
-            ...
+    source = open_source("s3://bucket/shards")
+    loader = PretrainingLoader(source, LoaderConfig(256, rank, world_size))
+    for batch in loader.batches(DataPosition()):   # infinite; loader.position after each
+        ...
     """
 
     def __init__(self, source: DataSource, config: LoaderConfig) -> None:

@@ -10,26 +10,11 @@ stable hashes of the document id, not draws.
 
 from __future__ import annotations
 
-import hashlib
-
 import numpy as np
 
+from pipelines.io.hashing import stable_hash
+
 _BLOCK = 256  # uniforms drawn at once: a numpy scalar draw costs ~0.3 µs, a buffered one ~0.05
-
-
-def stable_hash(*parts: object, bits: int = 64) -> int:
-    """A hash of the parts' text, the same on every machine and Python version."""
-    text = "\x1f".join(str(p) for p in parts).encode("utf-8")
-    return int.from_bytes(hashlib.blake2b(text, digest_size=bits // 8).digest(), "little")
-
-
-def stable_hash64(*parts: object) -> int:
-    return stable_hash(*parts, bits=64)
-
-
-def unit_fraction(*parts: object) -> float:
-    """A stable hash of the parts mapped to [0, 1): for fraction-based selections."""
-    return stable_hash64(*parts) / 2**64
 
 
 class RandomStream:

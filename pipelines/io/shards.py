@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Iterator
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
+from pipelines.io.hashing import HashingStream
 from schemas.examples import EXAMPLE_MEMBER
 from schemas.shards import ShardInfo
 
@@ -71,23 +72,18 @@ def tar_bytes(samples: Iterable[tuple[str, bytes]]) -> bytes:
     return b"".join(parts)
 
 
-def write_shard(directory: str, relative_path: str, samples: list[tuple[str, bytes]]) -> ShardInfo:
-    """Write one shard atomically and describe it for the manifest."""
-    # Beam's filesystems (any path a pipeline writes to), imported here so that the trainer,
-    # which only reads shards, does not pay Beam's ~0.6 s import in every loader process.
-    from apache_beam.io.filesystems import FileSystems
-
-    from pipelines.beam.files import write_atomically
-
+def encode_shard(relative_path: str, samples: list[tuple[str, bytes]]) -> tuple[bytes, ShardInfo]:
+    """A shard's tar bytes and its manifest entry (writing it is the caller's: see
+    `pipelines.beam.shards.write_shard`)."""
     data = tar_bytes(samples)
-    write_atomically(FileSystems.join(directory, relative_path), data)
-    return ShardInfo(
+    info = ShardInfo(
         path=relative_path,
         samples=len(samples),
         bytes=len(data),
         sha256=hashlib.sha256(data).hexdigest(),
         first_key=samples[0][0] if samples else "",
     )
+    return data, info
 
 
 def iter_tar_samples(
@@ -191,25 +187,6 @@ def _parse_header(header: bytes, name: str, last_key: str | None) -> tuple[str, 
     return member, size, header[156:157]
 
 
-class _HashingReader:
-    """Passes reads through, hashing every byte."""
-
-    def __init__(self, stream: BinaryIO) -> None:
-        self._stream = stream
-        self.sha256 = hashlib.sha256()
-        self.bytes = 0
-
-    def read(self, size: int = -1) -> bytes:
-        data = self._stream.read(size)
-        self.sha256.update(data)
-        self.bytes += len(data)
-        return data
-
-    def drain(self) -> None:
-        while self.read(1 << 20):
-            pass
-
-
 def read_shard_samples(
     stream: BinaryIO, name: str, expected: ShardInfo | None = None
 ) -> Iterator[tuple[str, bytes]]:
@@ -219,22 +196,32 @@ def read_shard_samples(
     should consume the whole shard before using its samples (inspect does). Without
     `expected`, a shard must still end with the end-of-archive blocks the writer puts there.
     """
-    reader = _HashingReader(stream)
+    reader = HashingStream(stream)
     count = 0
-    key = None
     for key, data in iter_tar_samples(reader, name):  # type: ignore[arg-type]
         count += 1
         yield key, data
     reader.drain()
     if expected is not None:
-        _check_against(expected, reader, count, name)
+        check_shard(name, expected, count, reader)
 
 
-def _check_against(expected: ShardInfo, reader: _HashingReader, count: int, name: str) -> None:
-    digest = reader.sha256.hexdigest()
-    if digest != expected.sha256 or reader.bytes != expected.bytes or count != expected.samples:
+class ExpectedShard(Protocol):
+    """What a manifest records of a shard (`ShardInfo`, or the trainer's shard entry)."""
+
+    samples: int
+    bytes: int | None
+    sha256: str | None
+
+
+def check_shard(name: str, expected: ExpectedShard, samples: int, read: HashingStream) -> None:
+    """The one check of a whole shard against its manifest: samples, bytes and sha256."""
+    digest = read.hexdigest()
+    size_ok = expected.bytes is None or read.bytes == expected.bytes
+    if digest != expected.sha256 or not size_ok or samples != expected.samples:
         raise ShardReadError(
-            f"{name}: does not match the manifest: {count} samples, {reader.bytes} bytes, "
+            f"{name}: does not match the manifest: {samples} samples, {read.bytes} bytes, "
             f"sha256 {digest[:16]}… against {expected.samples} samples, {expected.bytes} bytes, "
-            f"sha256 {expected.sha256[:16]}…; the shard was changed or damaged after writing"
+            f"sha256 {(expected.sha256 or '')[:16]}…; the shard was changed or damaged after "
+            "writing: rebuild it or restore it from the source"
         )

@@ -29,6 +29,7 @@ from typing import Any, BinaryIO, Literal
 
 from schemas.examples import SHARDS_MANIFEST_NAME
 from schemas.manifest import MANIFEST_NAME
+from schemas.shards import SHARD_DEPTH
 
 _LOG = logging.getLogger(__name__)
 
@@ -199,6 +200,19 @@ def locate(path_or_url: str) -> Location:
         "is incomplete, since every stage writes it last: rerun the stage that makes it, or "
         f"give a single shard-*{SHARD_SUFFIX}"
     )
+
+
+def shard_manifest(shard_url: str) -> tuple[str, str]:
+    """Where the manifest listing a shard would be, and the shard's path relative to it.
+
+    `…/out/seq128/train/shard-000000.tar` → `…/out/manifest.json`, `seq128/train/shard-000000.tar`
+    """
+    names = []
+    directory = shard_url
+    for _ in range(SHARD_DEPTH):
+        names.append(basename(directory))
+        directory = parent(directory)
+    return join(directory, SHARDS_MANIFEST_NAME), "/".join(reversed(names))
 
 
 # One boto3 client per process and S3 environment: smart_open makes a new client for every

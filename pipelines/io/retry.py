@@ -1,0 +1,138 @@
+"""Reading from storage that sometimes fails: retries with backoff, and streams that resume.
+
+A shard streamed from object storage or HTTP meets dropped connections, 5xx answers and
+timeouts over a long run. `RetryPolicy` says how often and how patiently to try again;
+`ResumingStream` reopens its URL after a transient error and reads on from the byte where it
+broke, so the caller sees one unbroken stream; errors that retrying cannot mend (a missing
+file, a corrupt shard) go straight through.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+from pipelines.io import storage
+from pipelines.io.shards import ShardReadError
+
+_LOG = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Transient read errors (a dropped connection, a 5xx, a timeout) are retried this way."""
+
+    attempts: int = 5
+    backoff_s: float = 1.0  # doubled after each failure
+    max_backoff_s: float = 30.0
+
+
+def _transient_errors() -> tuple[type[BaseException], ...]:
+    errors: list[type[BaseException]] = [OSError]
+    try:
+        from botocore.exceptions import BotoCoreError
+
+        errors.append(BotoCoreError)
+    except ImportError:
+        pass
+    try:
+        from urllib3.exceptions import HTTPError
+
+        errors.append(HTTPError)
+    except ImportError:
+        pass
+    return tuple(errors)
+
+
+_TRANSIENT = _transient_errors()
+
+
+def open_with_retries(url: str, policy: RetryPolicy) -> BinaryIO:
+    return retry(lambda: storage.open_binary(url), url, policy, "open")
+
+
+def retry(action: Callable[[], Any], url: str, policy: RetryPolicy, what: str) -> Any:
+    delay = policy.backoff_s
+    for attempt in range(1, policy.attempts + 1):
+        try:
+            return action()
+        except (FileNotFoundError, ShardReadError):
+            raise  # not transient: retrying cannot help
+        except _TRANSIENT as error:
+            if attempt == policy.attempts:
+                raise ShardReadError(
+                    f"{url}: could not {what} it after {policy.attempts} attempts "
+                    f"({type(error).__name__}: {error}); check the storage and the network, "
+                    "then resume from the last checkpoint"
+                ) from error
+            _LOG.warning(
+                "%s: %s failed (%s: %s); retry %d of %d in %.1f s",
+                url, what, type(error).__name__, error, attempt, policy.attempts - 1, delay,
+            )  # fmt: skip
+            time.sleep(delay)
+            delay = min(delay * 2, policy.max_backoff_s)
+    raise AssertionError("unreachable")
+
+
+class ResumingStream:
+    """A read-only stream that reopens its URL after a transient error and reads on.
+
+    A broken connection surfaces as an exception or as an early end of the stream; with the
+    manifest's byte count both are caught. After reopening, the bytes already delivered are
+    skipped (by seeking where the stream can, else by reading), so the caller sees one
+    unbroken stream.
+    """
+
+    def __init__(self, url: str, size: int | None, policy: RetryPolicy) -> None:
+        self._url, self._size, self._policy = url, size, policy
+        self._stream: BinaryIO | None = None
+        self.position = 0
+
+    def _reopen(self) -> BinaryIO:
+        if self._stream is not None:
+            self._stream.close()
+        stream = storage.open_binary(self._url)
+        if self.position:
+            if stream.seekable():
+                stream.seek(self.position)
+            else:
+                left = self.position
+                while left:
+                    skipped = stream.read(min(left, 1 << 20))
+                    if not skipped:
+                        raise ConnectionError(f"ended after {self.position - left} bytes")
+                    left -= len(skipped)
+        self._stream = stream
+        return stream
+
+    def read(self, size: int = -1) -> bytes:
+        def attempt() -> bytes:
+            stream = self._stream or self._reopen()
+            try:
+                data = stream.read(size)
+                if not data and self._size is not None and self.position < self._size:
+                    raise ConnectionError(
+                        f"the stream ended after {self.position:,} of {self._size:,} bytes"
+                    )
+            except BaseException:
+                self._stream = None  # reopen on the next attempt
+                raise
+            return data
+
+        data = retry(attempt, self._url, self._policy, "read")
+        self.position += len(data)
+        return data
+
+    def close(self) -> None:
+        if self._stream is not None:
+            self._stream.close()
+            self._stream = None
+
+    def __enter__(self) -> ResumingStream:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
