@@ -1,22 +1,24 @@
 """Benchmark the trainer's input pipeline: samples per CPU-second (per core) and per wall-second.
 
-    python bench/loader.py                                   # out/demo/shards, 3 repeats
-    python bench/loader.py --repeats 1 --limit-samples 20000 # a quick look
-    python bench/loader.py --no-s3 --json bench/.work/loader-results.json
+    python -m bench.loader                                    # out/demo/shards, 3 repeats
+    python -m bench.loader --repeats 1 --limit-samples 20000  # a quick look
+    python -m bench.loader --no-s3 --json bench/.work/loader-results.json
+    python -m bench.loader --shards DIR                       # other shards than the demo's
 
-What is measured: the shards' train split read, decoded and collated into the batch tensors of
-schemas/batch.py (padded to a multiple of 8), in this one process, with no loader workers
-(num_workers=0). CPU is this process's own user+sys time (time.process_time), so samples per
-CPU-second is the rate of one core; wall time is beside it. Set-up (opening the source,
-starting the S3 server, uploading) is outside the timed region. Every row runs once per
-repeat, the rows interleaved, so a change of load on the machine hits them all alike; the
+Run from the repository root, after `bertkit demo` (which writes out/demo/shards) or with
+--shards. What is measured: the shards' train split read, decoded and collated into the batch
+tensors of schemas/batch.py (padded to a multiple of 8), in this one process, with no loader
+workers (num_workers=0). CPU is this process's own user+sys time (time.process_time), so
+samples per CPU-second is the rate of one core; wall time is beside it. Set-up (opening the
+source, starting the S3 server, uploading) is outside the timed region. Every row runs once
+per repeat, the rows interleaved, so a change of load on the machine hits them all alike; the
 table shows the medians. The rows:
 
   bertkit local    trainer.data: open_source(DIR) → PretrainingLoader(LoaderConfig(B)).epoch
                    (shuffled shard order, 10,000-sample shuffle buffer, sha256 of every whole
                    shard checked, drop_last): what `bertkit train` runs per loader worker
   bertkit S3       the same shards (manifest included) uploaded to moto's S3 server on
-                   loopback (`python -m moto.server`, started here), read as
+                   loopback (bench.s3server, `python -m moto.server`, started here), read as
                    open_source("s3://BUCKET/shards") through smart_open and boto3. The server
                    is another process on the same cores: its CPU-s is shown apart and is not
                    in the loader's figure (on real S3 it runs on someone else's machines), but
@@ -34,8 +36,7 @@ table shows the medians. The rows:
 Targets (the loader issue): bertkit local ≥ 50,000 samples per CPU-second, and bertkit over
 S3 ≥ 80 % of bertkit local, per CPU-second of the loader process (wall-second ratio shown
 too). Other work on the machine (tests running beside) slows every row; the load average in
-the results says how much. A full run over the demo's 40,685 samples takes well under a
-minute on 2 cores; --limit-samples caps each row's samples for a quicker look.
+the results says how much. --limit-samples caps each row's samples for a quicker look.
 """
 
 from __future__ import annotations
@@ -54,23 +55,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-# Run as a script: `measure` from bench/, `trainer`, `pipelines` and `schemas` from the root.
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(1, str(Path(__file__).resolve().parent.parent))
-
-import measure
 import numpy as np
 import torch
-from measure import CLOCK_TICKS, fmt, importlib_version, read_proc_stat
 
+from bench import measure
+from bench.measure import CLOCK_TICKS, DEMO_OUTPUT, fmt, importlib_version, read_proc_stat
+from bench.s3server import client_environment, start_s3_server, stop_server
 from pipelines.io.shards import iter_tar_samples
 from schemas.batch import IGNORE_INDEX, PAD_MULTIPLE, BatchField
 from schemas.examples import EXAMPLE_MEMBER, PretrainingExample
-from tests.s3server import start_s3_server, stop_server  # the moto server the tests use
 from trainer.data import DataPosition, DataSource, LoaderConfig, PretrainingLoader, open_source
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_SHARDS = REPO_ROOT / "out" / "demo" / "shards"
+DEFAULT_SHARDS = DEMO_OUTPUT / "shards"
 SPLIT = "train"
 BUCKET = "bertkit-bench"
 S3_PREFIX = "shards"
@@ -203,12 +199,7 @@ def start_moto(shards: Path) -> tuple[MotoServer, str]:
     process, endpoint, client = start_s3_server()
     server = MotoServer(process, endpoint)
     # smart_open's boto3 clients read these: every s3:// URL now goes to the loopback server.
-    os.environ.update(
-        AWS_ENDPOINT_URL=endpoint,
-        AWS_ACCESS_KEY_ID="test",
-        AWS_SECRET_ACCESS_KEY="test",
-        AWS_DEFAULT_REGION="us-east-1",
-    )
+    os.environ.update(client_environment(endpoint))
     client.create_bucket(Bucket=BUCKET)
     for path in sorted(shards.rglob("*")):
         if path.is_file():
@@ -376,9 +367,7 @@ def print_verdicts(result: dict[str, Any]) -> None:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = measure.argument_parser("bench.loader", __doc__)
     parser.add_argument(
         "--shards", type=Path, default=DEFAULT_SHARDS, help="shards directory (default: the demo's)"
     )

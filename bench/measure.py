@@ -1,8 +1,9 @@
 """Measuring a command in a fresh child process: CPU time, wall time and peak RSS of its tree.
 
-Shared by the benchmarks (bench/extract.py, bench/examples.py); not a command of its own.
+Shared by the benchmarks that time whole commands (bench.extract, bench.examples); not a
+command of its own.
 
-    from measure import measure_command
+    from bench.measure import measure_command
     run = measure_command([python, "-m", "pipelines.examples", ...], cwd, log_path, 3600)
     run.cpu_s, run.wall_s, run.peak_rss_mib     # user+sys of the whole tree, seconds, MiB
 
@@ -17,12 +18,15 @@ never waited for. ru_maxrss counts only when it is above the launcher's own peak
 trusted_maxrss_kib), so a launcher should import little before it measures. A run past its
 timeout has its whole process group killed.
 
-Also here: the small helpers every benchmark's report uses (the project's Python, log tails,
-number formatting, tables, the machine description), so no benchmark copies them.
+Also here: the paths and units every benchmark shares (the repository, the work directory,
+the demo's output, decimal MB) and the small helpers every benchmark's report uses (the
+project's Python, log tails, number formatting, tables, the machine description, writing the
+results), so no benchmark copies them.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import importlib.metadata
 import json
@@ -38,6 +42,11 @@ from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# Scaled inputs, throwaway venvs, tool outputs, logs and results (ignored by git).
+DEFAULT_WORKDIR = REPO_ROOT / "bench" / ".work"
+DEMO_OUTPUT = REPO_ROOT / "out" / "demo"  # what `bertkit demo` writes by default
+MB = 1_000_000  # decimal megabytes everywhere in the benchmarks
+
 POLL_INTERVAL_S = 0.05
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -255,6 +264,15 @@ def measure_command(
 
 # --------------------------------------------------------------------------------------
 # Helpers the reports share
+
+
+def argument_parser(module: str, doc: str | None) -> argparse.ArgumentParser:
+    """A benchmark's parser: `python -m MODULE` in its usage, its docstring as the help."""
+    return argparse.ArgumentParser(
+        prog=f"python -m {module}",
+        description=doc,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
 
 
 def repo_python() -> str:

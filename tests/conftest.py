@@ -8,7 +8,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.portability.fn_api_runner import fn_runner
 from apache_beam.testing.test_pipeline import TestPipeline
 
-from tests.s3server import start_s3_server, stop_server
+from bench.s3server import start_s3_server, stop_server
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 

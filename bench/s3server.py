@@ -1,4 +1,9 @@
-"""A real S3 endpoint for tests and benchmarks: moto's server on loopback, in its own process."""
+"""A real S3 endpoint for benchmarks and tests: moto's server on loopback, in its own process.
+
+bench.loader reads shards from it (the "bertkit S3" row), and the tests' s3_server fixture
+(tests/conftest.py) starts it once per session: bench owns it because tests may import bench,
+but bench never imports tests. Not a command of its own.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +18,17 @@ import boto3
 # moto accepts any credentials; these are what the clients and AWS_* variables use.
 CREDENTIALS = {"aws_access_key_id": "test", "aws_secret_access_key": "test",
                "region_name": "us-east-1"}  # fmt: skip
+
+
+def client_environment(endpoint: str) -> dict[str, str]:
+    """AWS_* variables that send every boto3 client made without arguments (smart_open's)
+    to the server, with its credentials."""
+    return {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ACCESS_KEY_ID": CREDENTIALS["aws_access_key_id"],
+        "AWS_SECRET_ACCESS_KEY": CREDENTIALS["aws_secret_access_key"],
+        "AWS_DEFAULT_REGION": CREDENTIALS["region_name"],
+    }
 
 
 def free_port() -> int:
