@@ -1,9 +1,12 @@
 """Benchmark the training step: sequences/s, tokens/s, model TFLOP/s and MFU of trainer.model.
 
-    python bench/train_step.py                         # CPU: tiny and mini; CUDA: base (+ compiled)
-    python bench/train_step.py --model large --steps 50 --repeats 5   # on a GPU: base and large
-    python bench/train_step.py --synthetic             # no shards needed (random batches)
-    python bench/train_step.py --model tiny --steps 5 --repeats 1 --json bench/.work/step.json
+    python -m bench.train_step                    # CPU: tiny and mini; CUDA: base (+ compiled)
+    python -m bench.train_step --model large --steps 50 --repeats 5  # on a GPU: base and large
+    python -m bench.train_step --synthetic        # no shards needed (random batches)
+    python -m bench.train_step --model tiny --steps 5 --repeats 1 --json bench/.work/step.json
+
+Run from the repository root, after `bertkit demo` (which writes out/demo/shards), or with
+--shards DIR or --synthetic.
 
 What is timed: the step `bertkit train` does for one micro-batch, without the data loading:
 forward of BertForPreTraining on a collated batch (MODEL_INPUTS), backward, gradient clipping
@@ -26,9 +29,9 @@ its real predictions (trainer.train's accounting: padding the model computes cou
 the trainer's MFU); tokens/s counts real (unpadded) tokens. MFU = achieved model FLOP/s ÷
 trainer.metrics.peak_flops(device, "bf16" on CUDA, "fp32" on CPU), or ÷ --peak-tflops; a CPU
 has no table entry, so its MFU is "n/a" without --peak-tflops. On a CPU that other work keeps
-busy, torch's default of one OpenMP thread per core can be ~9× slower than --threads 1 (seen
-on a 2-core machine at load 3: the threads spin waiting for each other); the output prints
-the threads and the load average.
+busy, torch's default of one OpenMP thread per core can be many times slower than --threads 1
+(the threads spin waiting for each other on cores they do not get); the output prints the
+threads and the load average.
 
 Default rows: on CPU tiny and mini at --seq 128, batch 32, eager; on CUDA BERT-base at 128,
 batch 256, eager and compiled (--model large adds large; --no-compile drops the compiled rows).
@@ -49,14 +52,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-# Run as a script: `measure` from bench/, `trainer` and `schemas` from the repository root.
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(1, str(Path(__file__).resolve().parent.parent))
-
-import measure
 import torch
-from measure import fmt, importlib_version
 
+from bench import measure
+from bench.measure import DEMO_OUTPUT, fmt, importlib_version
 from schemas.batch import IGNORE_INDEX, MODEL_INPUTS, PAD_MULTIPLE, BatchField
 from trainer.data import DataConfigError, DataPosition, LoaderConfig, PretrainingLoader, open_source
 from trainer.metrics import peak_flops
@@ -64,8 +63,7 @@ from trainer.model import MODEL_SIZES, BertConfig, BertForPreTraining, config_fo
 from trainer.optim import build_optimizer
 from trainer.train import batch_flops, to_device  # the trainer's FLOPs and compile padding
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_SHARDS = REPO_ROOT / "out" / "demo" / "shards"
+DEFAULT_SHARDS = DEMO_OUTPUT / "shards"
 BERT_VOCAB_SIZE = 30522  # BERT's uncased WordPiece vocabulary: --synthetic's default
 MASKED_FRACTION = 0.15
 CLIP_GRAD_NORM = 1.0  # the trainer's default
@@ -348,9 +346,7 @@ def target_verdict(
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = measure.argument_parser("bench.train_step", __doc__)
     parser.add_argument(
         "--model",
         help="model sizes, comma-separated (default: tiny,mini on CPU, base on CUDA; on CUDA "
