@@ -41,11 +41,10 @@ from typing import Any
 import apache_beam as beam
 import numpy as np
 import pyarrow.parquet as pq
-from apache_beam.io.filesystems import CompressionTypes, FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from pipelines.beam import files
 from pipelines.beam.documents import DocumentsInput, UnitTally, finish_unit, read_documents_input
-from pipelines.beam.files import clear_earlier_run, read_file, write_file
 from pipelines.beam.runner import OutputOptions, make_pipeline, parse_stage_arguments, stage_main
 from pipelines.beam.shards import write_shard
 from pipelines.beam.spill import (
@@ -60,7 +59,7 @@ from pipelines.bert.draws import document_stream
 from pipelines.bert.masking import MaskingConfig, mask_batch
 from pipelines.bert.pairs import create_pairs, pair_input_ids
 from pipelines.io.hashing import stable_hash64, unit_fraction
-from pipelines.vocab import Vocabulary, load_vocab
+from pipelines.io.vocabulary import Vocabulary, load_vocab
 from schemas import (
     MANIFEST_NAME,
     REJECTS_DIR,
@@ -180,7 +179,7 @@ class ExamplesConfig:
 
     @property
     def work_dir(self) -> str:
-        return FileSystems.join(self.output, WORK_DIR)
+        return files.join(self.output, WORK_DIR)
 
 
 class ExamplesConfigError(ValueError):
@@ -336,14 +335,14 @@ class _TokenizeDocumentsFn(beam.DoFn):
         self._vocab: Vocabulary | None = None
 
     def setup(self) -> None:
-        self._vocab = load_vocab(self._config.vocab)
+        self._vocab = load_vocab(self._config.vocab, files.READER)
 
     def process(self, unit: tuple[str, str]) -> Iterator[Any]:
         name, path = unit
         config, layout = self._config, self._layout
         tally = UnitTally(name)
         writer = SpillWriter(
-            FileSystems.join(config.work_dir, "documents"), name, config.spill_budget_mb << 20
+            files.join(config.work_dir, "documents"), name, config.spill_budget_mb << 20
         )
         for document in self._read_tokenized(path, tally):
             split = split_of(document.id, config.heldout_fraction)
@@ -357,7 +356,7 @@ class _TokenizeDocumentsFn(beam.DoFn):
         yield beam.pvalue.TaggedOutput(SUMMARY, finish_unit(config.output, tally, []))
 
     def _read_tokenized(self, path: str, tally: UnitTally) -> Iterator[TokenizedDocument]:
-        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as source:
+        with files.open_raw(path) as source:
             parquet = pq.ParquetFile(source)
             columns = [DocumentColumn.ID, DocumentColumn.SENTENCES]
             for row_group in range(parquet.num_row_groups):
@@ -437,7 +436,7 @@ class _PairAndMaskFn(beam.DoFn):
         self._layout = layout
 
     def setup(self) -> None:
-        vocab = load_vocab(self._config.vocab)
+        vocab = load_vocab(self._config.vocab, files.READER)
         self._cls, self._sep = vocab.cls_id, vocab.sep_id
         self._masking = {
             length: MaskingConfig(
@@ -459,11 +458,11 @@ class _PairAndMaskFn(beam.DoFn):
         config, layout = self._config, self._layout
         groups: dict[int, list[TokenizedDocument]] = defaultdict(list)
         for path in sorted(paths):
-            for document in unpack_documents(read_file(path), path):
+            for document in unpack_documents(files.read_file(path), path):
                 groups[layout.group_of(config.seed, dupe_pass, split, document.id)].append(document)
         unit = key.replace("/", "-")
         writer = SpillWriter(
-            FileSystems.join(config.work_dir, "examples"), unit, config.spill_budget_mb << 20
+            files.join(config.work_dir, "examples"), unit, config.spill_budget_mb << 20
         )
         tally = UnitTally(unit)
         bucket_counts: Counter = Counter()
@@ -580,7 +579,9 @@ class _OrderBucketFn(beam.DoFn):
         }
         total = sum(siblings.values())
         start = sum(n for b, n in siblings.items() if b < bucket)
-        records = [r for path in sorted(paths) for r in unpack_examples(read_file(path), path)]
+        records = [
+            r for path in sorted(paths) for r in unpack_examples(files.read_file(path), path)
+        ]
         records.sort()  # by place, then bytes: a total order
         end = start + len(records)
         for index, (low, high) in enumerate(
@@ -594,10 +595,8 @@ class _OrderBucketFn(beam.DoFn):
             if (first, last) == (low, high):
                 yield asdict(write_shard(self._config.output, relative, samples))
             else:
-                piece = FileSystems.join(
-                    self._config.work_dir, "pieces", relative, f"b{bucket:05d}.bin"
-                )
-                write_file(piece, b"".join(pack_example(int(k), data) for k, data in samples))
+                piece = files.join(self._config.work_dir, "pieces", relative, f"b{bucket:05d}.bin")
+                files.write_file(piece, b"".join(pack_example(int(k), data) for k, data in samples))
                 yield beam.pvalue.TaggedOutput(PIECES, (relative, piece))
 
 
@@ -612,7 +611,7 @@ class _JoinPiecesFn(beam.DoFn):
         samples = [
             (sample_key(position), data)
             for path in sorted(paths)
-            for position, data in unpack_examples(read_file(path), path)
+            for position, data in unpack_examples(files.read_file(path), path)
         ]
         samples.sort()
         yield asdict(write_shard(self._config.output, relative, samples))
@@ -752,16 +751,14 @@ def build_manifest(
 
 
 def remove_work_dir(config: ExamplesConfig) -> None:
-    leftovers = FileSystems.match([FileSystems.join(config.work_dir, "**")])[0].metadata_list
-    if leftovers:
-        FileSystems.delete([m.path for m in leftovers])
-    if FileSystems.exists(config.work_dir):
-        FileSystems.delete([config.work_dir])
+    files.delete(files.match(files.join(config.work_dir, "**")))
+    if files.exists(config.work_dir):
+        files.delete([config.work_dir])
 
 
 def plan_units(inputs: list[DocumentsInput]) -> list[tuple[str, str]]:
     return [
-        (f"d{d:03d}-f{f:05d}", FileSystems.join(i.directory, output.name))
+        (f"d{d:03d}-f{f:05d}", files.join(i.directory, output.name))
         for d, i in enumerate(inputs)
         for f, output in enumerate(i.manifest.files)
     ]
@@ -774,10 +771,10 @@ def run(argv: list[str] | None = None) -> int:
     output = options.view_as(OutputOptions)
     try:
         config = config_from_flags(options.view_as(ExamplesOptions), output.output)
-        vocab = load_vocab(config.vocab)
+        vocab = load_vocab(config.vocab, files.READER)
         inputs = read_documents_inputs(config.documents)
         patterns = (SHARDS_MANIFEST_NAME, "seq*/*/*", f"{REJECTS_DIR}/*", f"{WORK_DIR}/**")
-        clear_earlier_run(config.output, patterns, output.overwrite)
+        files.clear_earlier_run(config.output, patterns, output.overwrite)
     except (ValueError, OSError) as error:  # ExamplesConfigError, VocabError, … are ValueErrors
         print(f"bertkit examples: {error}", file=sys.stderr)
         return 2
@@ -791,13 +788,13 @@ def run_examples(
     inputs: list[DocumentsInput],
 ) -> int:
     layout = plan_layout(config, inputs, vocab.size)
-    manifest_path = FileSystems.join(config.output, SHARDS_MANIFEST_NAME)
+    manifest_path = files.join(config.output, SHARDS_MANIFEST_NAME)
 
     def write_manifest(
         _: Any, shards: list[dict[str, Any]], summaries: list[dict[str, Any]]
     ) -> str:
         manifest = build_manifest(config, layout, vocab, inputs, shards, summaries)
-        write_file(manifest_path, manifest.to_json().encode("utf-8"))
+        files.write_file(manifest_path, manifest.to_json().encode("utf-8"))
         remove_work_dir(config)
         return manifest_path
 
@@ -820,7 +817,7 @@ def run_examples(
 
 
 def report(manifest_path: str) -> int:
-    manifest = ShardsManifest.from_json(read_file(manifest_path).decode("utf-8"))
+    manifest = ShardsManifest.from_json(files.read_file(manifest_path).decode("utf-8"))
     for name, out in manifest.outputs.items():
         for split, shards in out.splits.items():
             ratio = shards.not_next / shards.samples if shards.samples else 0.0

@@ -52,36 +52,27 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 from tokenizers import (
-    AddedToken,
     Tokenizer,
-    decoders,
     models,
-    normalizers,
     pre_tokenizers,
-    processors,
     trainers,
 )
 
+from pipelines.beam import files
 from pipelines.beam.documents import DocumentsInput, DocumentsInputError, read_documents_input
-from pipelines.beam.files import read_file, write_atomically
+from pipelines.io.hashing import keyed_fraction
+from pipelines.io.vocabulary import VocabError, bert_normalizer, build_tokenizer, vocab_txt_bytes
 from schemas.documents import DocumentColumn
 from schemas.vocab import (
-    CLS_TOKEN,
     CONTINUATION_PREFIX,
-    MASK_TOKEN,
-    MAX_INPUT_CHARS_PER_WORD,
     PAD_TOKEN,
-    SEP_TOKEN,
     SPECIAL_TOKENS,
     TOKENIZER_FILE,
     UNK_TOKEN,
     VOCAB_FILE,
     VOCAB_METADATA_FILE,
-    VOCAB_SCHEMA_VERSION,
     VocabMetadata,
     unused_token,
 )
@@ -92,10 +83,6 @@ DEFAULT_VOCAB_SIZE = 30522  # BERT-base's vocabulary size
 # small enough that a batch is a few hundred kB.
 TRAIN_BATCH_SENTENCES = 1000
 _MIB = 1 << 20
-
-
-class VocabError(ValueError):
-    """Bad input, flags or vocabulary directory; the message says what to do."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,66 +131,12 @@ def reserved_tokens(num_unused: int) -> list[str]:
 # --- The tokenizer pipeline ----------------------------------------------------------------
 
 
-def bert_normalizer(cased: bool) -> normalizers.Normalizer:
-    """Google's BasicTokenizer text cleanup: control characters out, CJK split, and unless
-    cased, lower-case then strip accents (NFD, drop combining marks)."""
-    return normalizers.BertNormalizer(
-        clean_text=True, handle_chinese_chars=True, strip_accents=not cased, lowercase=not cased
-    )
-
-
-def build_tokenizer(tokens: Sequence[str], cased: bool) -> Tokenizer:
-    """A BERT WordPiece tokenizer for `tokens` (id = position), Google FullTokenizer semantics.
-
-    The special tokens and unused slots are registered as special added tokens, so
-    `decode(..., skip_special_tokens=True)` drops them. Google's tokenizer treats "[MASK]"
-    typed in the text as text; set `tokenizer.encode_special_tokens = True` (`load_vocab`
-    does) for the same behaviour, since tokenizers does not store that flag in the JSON.
-    One known difference remains: Python's `str.lower()` (Google's) writes a word-final
-    capital sigma as "ς", tokenizers as "σ".
-    """
-    vocab = {token: index for index, token in enumerate(tokens)}
-    if len(vocab) != len(tokens):
-        repeated = next(t for t, n in Counter(tokens).items() if n > 1)
-        raise VocabError(f"token {repeated!r} appears twice in the vocabulary")
-    missing = [t for t in SPECIAL_TOKENS if t not in vocab]
-    if missing:
-        raise VocabError(f"the vocabulary lacks the special tokens {missing}")
-    tokenizer = Tokenizer(
-        models.WordPiece(
-            vocab,
-            unk_token=UNK_TOKEN,
-            max_input_chars_per_word=MAX_INPUT_CHARS_PER_WORD,
-            continuing_subword_prefix=CONTINUATION_PREFIX,
-        )
-    )
-    tokenizer.normalizer = bert_normalizer(cased)
-    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tokenizer.decoder = decoders.WordPiece(prefix=CONTINUATION_PREFIX)
-    tokenizer.post_processor = processors.TemplateProcessing(
-        single=f"{CLS_TOKEN} $A {SEP_TOKEN}",
-        pair=f"{CLS_TOKEN} $A {SEP_TOKEN} $B:1 {SEP_TOKEN}:1",
-        special_tokens=[(CLS_TOKEN, vocab[CLS_TOKEN]), (SEP_TOKEN, vocab[SEP_TOKEN])],
-    )
-    # In id order, so tokenizer.json lists them the same way every time.
-    special = [t for t in tokens if t in SPECIAL_TOKENS or _is_unused(t)]
-    tokenizer.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in special])
-    return tokenizer
-
-
-def _is_unused(token: str) -> bool:
-    return token.startswith("[unused") and token.endswith("]") and token[7:-1].isdigit()
-
-
 # --- Documents directories and the sample --------------------------------------------------
 
 
 def document_hash(seed: int, document_id: str) -> float:
     """A uniform number in [0, 1) fixed by (seed, id): the sample's coin for one document."""
-    digest = hashlib.blake2b(
-        document_id.encode("utf-8"), digest_size=8, key=str(seed).encode("ascii")
-    ).digest()
-    return int.from_bytes(digest, "big") / 2**64
+    return keyed_fraction(str(seed), document_id)
 
 
 @dataclass(slots=True)
@@ -275,8 +208,8 @@ class DocumentSample:
         columns = [DocumentColumn.ID, DocumentColumn.SENTENCES]
         for documents_input in self.inputs:
             for output in documents_input.manifest.files:
-                path = FileSystems.join(documents_input.directory, output.name)
-                with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+                path = files.join(documents_input.directory, output.name)
+                with files.open_raw(path) as f:
                     parquet = pq.ParquetFile(f)
                     for group in range(parquet.num_row_groups):
                         table = parquet.read_row_group(group, columns=columns)
@@ -451,20 +384,6 @@ def train_vocab(sample: DocumentSample, config: VocabConfig) -> TrainedVocab:
 # --- Writing --------------------------------------------------------------------------------
 
 
-def check_vocab_output(output_dir: str, overwrite: bool) -> None:
-    """Refuse a non-empty --output unless --overwrite (checked before any work)."""
-    existing = FileSystems.match([FileSystems.join(output_dir, "*")])[0].metadata_list
-    if existing and not overwrite:
-        raise VocabError(
-            f"{output_dir} is not empty (e.g. {existing[0].path}); choose a new --output or "
-            "pass --overwrite to replace the vocabulary files in it"
-        )
-
-
-def vocab_txt_bytes(tokens: Sequence[str]) -> bytes:
-    return "".join(f"{t}\n" for t in tokens).encode("utf-8")
-
-
 def write_vocab(
     sample: DocumentSample, config: VocabConfig, trained: TrainedVocab
 ) -> VocabMetadata:
@@ -474,11 +393,9 @@ def write_vocab(
     tokenizer_bytes = build_tokenizer(tokens, config.cased).to_str(pretty=True).encode("utf-8")
     # An earlier run's vocab.json goes first: a run that dies half-way then leaves a
     # directory that `load_vocab` refuses, never a new vocab.txt under old metadata.
-    metadata_path = FileSystems.join(config.output, VOCAB_METADATA_FILE)
-    if FileSystems.exists(metadata_path):
-        FileSystems.delete([metadata_path])
-    write_atomically(FileSystems.join(config.output, VOCAB_FILE), vocab_bytes)
-    write_atomically(FileSystems.join(config.output, TOKENIZER_FILE), tokenizer_bytes)
+    files.delete(files.match(files.join(config.output, VOCAB_METADATA_FILE)))
+    files.write_atomically(files.join(config.output, VOCAB_FILE), vocab_bytes)
+    files.write_atomically(files.join(config.output, TOKENIZER_FILE), tokenizer_bytes)
     metadata = VocabMetadata(
         vocab_size=len(tokens),
         cased=config.cased,
@@ -495,163 +412,10 @@ def write_vocab(
         vocab_sha256=hashlib.sha256(vocab_bytes).hexdigest(),
         tokenizer_sha256=hashlib.sha256(tokenizer_bytes).hexdigest(),
     )
-    write_atomically(
-        FileSystems.join(config.output, VOCAB_METADATA_FILE), metadata.to_json().encode("utf-8")
+    files.write_atomically(
+        files.join(config.output, VOCAB_METADATA_FILE), metadata.to_json().encode("utf-8")
     )
     return metadata
-
-
-# --- Loading --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, eq=False)
-class Vocabulary:
-    """A trained vocabulary, as the example stage and the trainer use it."""
-
-    tokenizer: Tokenizer  # encode_special_tokens = True: "[MASK]" in text is text
-    tokens: list[str]  # id → token
-    sha256: str  # of vocab.txt
-    cased: bool
-    metadata: VocabMetadata
-    pad_id: int
-    unk_id: int
-    cls_id: int
-    sep_id: int
-    mask_id: int
-    special_ids: frozenset[int]  # [PAD] [UNK] [CLS] [SEP] [MASK] and every [unusedN]
-    replaceable_ids: np.ndarray  # sorted int64: the MLM random-replacement pool
-    is_continuation: np.ndarray  # bool per id: a `##` piece (whole-word masking)
-
-    @property
-    def size(self) -> int:
-        return len(self.tokens)
-
-    @classmethod
-    def from_tokens(
-        cls, tokens: Sequence[str], metadata: VocabMetadata, tokenizer: Tokenizer | None = None
-    ) -> Vocabulary:
-        """Build from an id-ordered token list (a tokenizer is built unless one is given)."""
-        tokens = list(tokens)
-        if tokenizer is None:
-            tokenizer = build_tokenizer(tokens, metadata.cased)
-        tokenizer.encode_special_tokens = True  # Google: special tokens are never in the text
-        ids = {t: i for i, t in enumerate(tokens)}
-        special = frozenset(i for i, t in enumerate(tokens) if t in SPECIAL_TOKENS or _is_unused(t))
-        return cls(
-            tokenizer=tokenizer,
-            tokens=tokens,
-            sha256=metadata.vocab_sha256,
-            cased=metadata.cased,
-            metadata=metadata,
-            pad_id=ids[PAD_TOKEN],
-            unk_id=ids[UNK_TOKEN],
-            cls_id=ids[CLS_TOKEN],
-            sep_id=ids[SEP_TOKEN],
-            mask_id=ids[MASK_TOKEN],
-            special_ids=special,
-            replaceable_ids=np.array(
-                [i for i in range(len(tokens)) if i not in special], dtype=np.int64
-            ),
-            is_continuation=np.array(
-                [t.startswith(CONTINUATION_PREFIX) and len(t) > 2 for t in tokens], dtype=bool
-            ),
-        )
-
-
-def load_vocab(directory: str) -> Vocabulary:
-    """Load and check a `bertkit vocab` output directory (local, gs://, s3://)."""
-    paths = {
-        name: FileSystems.join(directory, name)
-        for name in (VOCAB_METADATA_FILE, VOCAB_FILE, TOKENIZER_FILE)
-    }
-    for path in paths.values():
-        if not FileSystems.exists(path):
-            raise VocabError(
-                f"no vocabulary at {directory}: {path} is missing; run "
-                f"`bertkit vocab --documents DIR … --output {directory}` first"
-            )
-    try:
-        metadata = VocabMetadata.from_json(read_file(paths[VOCAB_METADATA_FILE]).decode("utf-8"))
-    except (ValueError, TypeError) as err:
-        raise VocabError(f"{paths[VOCAB_METADATA_FILE]} is not vocabulary metadata: {err}") from err
-    major = VOCAB_SCHEMA_VERSION.split(".")[0]
-    if metadata.record != "Vocabulary" or metadata.schema_version.split(".")[0] != major:
-        raise VocabError(
-            f"{paths[VOCAB_METADATA_FILE]} is a {metadata.record} record, schema "
-            f"{metadata.schema_version}; this bertkit reads Vocabulary schema "
-            f"{VOCAB_SCHEMA_VERSION}: rerun `bertkit vocab`"
-        )
-    vocab_bytes = read_file(paths[VOCAB_FILE])
-    if hashlib.sha256(vocab_bytes).hexdigest() != metadata.vocab_sha256:
-        raise VocabError(
-            f"{paths[VOCAB_FILE]} was modified after training: its sha256 differs from the one "
-            f"in {VOCAB_METADATA_FILE}; restore it or rerun `bertkit vocab`"
-        )
-    tokenizer_bytes = read_file(paths[TOKENIZER_FILE])
-    if hashlib.sha256(tokenizer_bytes).hexdigest() != metadata.tokenizer_sha256:
-        raise VocabError(
-            f"{paths[TOKENIZER_FILE]} was modified after training: its sha256 differs from the "
-            f"one in {VOCAB_METADATA_FILE}; restore it or rerun `bertkit vocab`"
-        )
-    tokens = vocab_bytes.decode("utf-8").split("\n")[:-1]  # not splitlines: U+2028 is a token
-    tokenizer = Tokenizer.from_str(tokenizer_bytes.decode("utf-8"))
-    check_agreement(tokens, tokenizer, metadata.cased, directory)
-    return Vocabulary.from_tokens(tokens, metadata, tokenizer)
-
-
-def load_vocab_txt(path: str, cased: bool) -> Vocabulary:
-    """A plain Google-style vocab.txt (e.g. BERT-base's), with the tokenizer built from it.
-
-    Google's files say nothing about case: pass `cased` as the model was trained (the
-    `uncased_L-12_H-768_A-12` vocabulary wants cased=False).
-    """
-    if not FileSystems.exists(path):
-        raise VocabError(f"{path} does not exist: give the path of a vocab.txt")
-    vocab_bytes = read_file(path)
-    tokens = vocab_bytes.decode("utf-8").split("\n")
-    if tokens and tokens[-1] == "":
-        tokens.pop()
-    # Google's reader strips each line; a stray "\r" (a file saved on Windows) would
-    # otherwise become part of every token.
-    tokens = [t.strip() for t in tokens]
-    tokenizer = build_tokenizer(tokens, cased)
-    metadata = VocabMetadata(
-        vocab_size=len(tokens),
-        cased=cased,
-        num_unused=sum(1 for t in tokens if _is_unused(t)),
-        special_tokens={t: tokens.index(t) for t in SPECIAL_TOKENS},
-        sample={},
-        inputs=[{"path": path}],
-        config={"vocab_txt": path, "cased": cased},
-        vocab_sha256=hashlib.sha256(vocab_bytes).hexdigest(),
-        tokenizer_sha256=hashlib.sha256(tokenizer.to_str(pretty=True).encode("utf-8")).hexdigest(),
-    )
-    return Vocabulary.from_tokens(tokens, metadata, tokenizer)
-
-
-def check_agreement(tokens: list[str], tokenizer: Tokenizer, cased: bool, where: str) -> None:
-    """vocab.txt, tokenizer.json and vocab.json must describe the same vocabulary."""
-    actual = tokenizer.get_vocab(with_added_tokens=True)
-    if actual != {t: i for i, t in enumerate(tokens)}:
-        in_json = sorted(actual, key=actual.__getitem__)
-        pairs = zip(tokens, in_json, strict=False)  # the shorter list ends the comparison
-        first = next((i for i, (a, b) in enumerate(pairs) if a != b), None)
-        difference = (
-            f"id {first} is {tokens[first]!r} in {VOCAB_FILE} but {in_json[first]!r} in "
-            f"{TOKENIZER_FILE}"
-            if first is not None
-            else f"{len(tokens)} and {len(actual)} tokens"
-        )
-        raise VocabError(
-            f"{VOCAB_FILE} and {TOKENIZER_FILE} in {where} disagree: {difference}; they come "
-            "from different runs: rerun `bertkit vocab`"
-        )
-    normalizer = json.loads(tokenizer.to_str()).get("normalizer") or {}
-    if normalizer.get("lowercase") is not (not cased):
-        raise VocabError(
-            f"{TOKENIZER_FILE} in {where} {'lower-cases' if not cased else 'keeps case'} "
-            f"but {VOCAB_METADATA_FILE} says cased={cased}: rerun `bertkit vocab`"
-        )
 
 
 # --- The command ----------------------------------------------------------------------------
@@ -696,7 +460,7 @@ def parse_config(argv: list[str] | None) -> VocabConfig:
     ]
     if unknown:
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
-    FileSystems.set_options(beam_options)
+    files.configure(beam_options)
     config = VocabConfig(
         documents=tuple(args.documents),
         output=args.output,
@@ -717,7 +481,7 @@ def run(argv: list[str] | None = None) -> int:
     """Train and write the vocabulary; return the exit code. Raises VocabError on bad input."""
     config = parse_config(argv)
     sample = DocumentSample.open(config.documents, config.sample_mb, config.seed)
-    check_vocab_output(config.output, config.overwrite)
+    files.clear_earlier_run(config.output, ("*",), config.overwrite, remove=False)
     metadata = write_vocab(sample, config, train_vocab(sample, config))
     if metadata.vocab_size < config.vocab_size:
         _LOG.warning(
@@ -738,7 +502,7 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         code = run(argv)
-    except (VocabError, DocumentsInputError) as err:
+    except (VocabError, DocumentsInputError, files.OutputDirectoryError) as err:
         print(f"bertkit vocab: error: {err}", file=sys.stderr)
         code = 2
     sys.exit(code)

@@ -23,7 +23,7 @@ from pipelines import examples
 from pipelines.beam.files import write_file
 from pipelines.beam.spill import pack_example
 from pipelines.io.shards import read_shard_samples
-from pipelines.vocab import load_vocab
+from pipelines.io.vocabulary import load_vocab
 from schemas import (
     EXAMPLE_MEMBER,
     EXAMPLES_SCHEMA_VERSION,

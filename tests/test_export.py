@@ -11,7 +11,7 @@ import transformers
 from safetensors import safe_open
 
 from pipelines import cli
-from pipelines.vocab import load_vocab
+from pipelines.io.vocabulary import load_vocab
 from schemas.checkpoint import CHECKPOINT_FORMAT, LATEST_FILE, CheckpointKey, checkpoint_name
 from trainer.checkpoint import CheckpointError
 from trainer.export import ExportError, export_hf

@@ -19,17 +19,21 @@ import numpy as np
 import pytest
 
 from pipelines import cli, vocab
+from pipelines.beam import files
 from pipelines.beam.documents import DocumentsInputError
+from pipelines.io.vocabulary import (
+    VocabError,
+    Vocabulary,
+    build_tokenizer,
+    load_vocab,
+    load_vocab_txt,
+)
 from pipelines.vocab import (
     DocumentSample,
-    VocabError,
-    build_tokenizer,
     choose_alphabet,
     continuation_alphabet,
     document_hash,
     iter_sample_texts,
-    load_vocab,
-    load_vocab_txt,
 )
 from schemas.manifest import MANIFEST_NAME
 from schemas.vocab import TOKENIZER_FILE, VOCAB_FILE, VOCAB_METADATA_FILE
@@ -48,14 +52,14 @@ TINY_VOCAB = [
 TINY_CASED_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "Héllo", "hello", "H", "##é"]
 
 
-def tiny_vocab(tmp_path: Path, tokens: list[str], cased: bool = False) -> vocab.Vocabulary:
+def tiny_vocab(tmp_path: Path, tokens: list[str], cased: bool = False) -> Vocabulary:
     path = tmp_path / ("cased" if cased else "uncased") / VOCAB_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(f"{t}\n" for t in tokens), encoding="utf-8")
     return load_vocab_txt(str(path), cased=cased)
 
 
-def tokens_of(vocabulary: vocab.Vocabulary, text: str) -> list[str]:
+def tokens_of(vocabulary: Vocabulary, text: str) -> list[str]:
     return vocabulary.tokenizer.encode(text, add_special_tokens=False).tokens
 
 
@@ -359,7 +363,7 @@ def test_documents_from_s3_give_the_same_vocabulary(s3_server, trained, document
     assert sorted(o["Key"] for o in listing) == [f"vocab/{TOKENIZER_FILE}",
                                                  f"vocab/{VOCAB_METADATA_FILE}",
                                                  f"vocab/{VOCAB_FILE}"]  # fmt: skip
-    loaded = load_vocab(out)
+    loaded = load_vocab(out, files.READER)  # Beam's s3 flags, as the stage was given
     assert loaded.sha256 == load_vocab(str(trained)).sha256
     assert loaded.metadata.inputs[0]["path"] == "s3://corpus/documents/books"
 

@@ -37,12 +37,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from apache_beam.io.filesystems import FileSystems
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from pipelines.beam.files import read_file
-from pipelines.vocab import VocabError, Vocabulary, load_vocab
+from pipelines.io import storage
+from pipelines.io.vocabulary import VocabError, Vocabulary, load_vocab
 from schemas.checkpoint import CheckpointKey
 from schemas.vocab import (
     CLS_TOKEN,
@@ -200,7 +199,8 @@ def export_hf(
         )
     # The bytes copied are the bytes checked (load_vocab hashed its own read of them).
     files = {
-        name: read_file(FileSystems.join(directory, name)) for name in (VOCAB_FILE, TOKENIZER_FILE)
+        name: storage.read_bytes(storage.join(directory, name))
+        for name in (VOCAB_FILE, TOKENIZER_FILE)
     }
     if (
         hashlib.sha256(files[VOCAB_FILE]).hexdigest() != vocab.sha256

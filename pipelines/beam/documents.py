@@ -25,11 +25,11 @@ from typing import Any
 
 import apache_beam as beam
 import pyarrow.parquet as pq
-from apache_beam.io.filesystems import CompressionTypes, FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipelines.beam.files import clear_earlier_run
+from pipelines.beam import files
 from pipelines.beam.runner import make_pipeline
+from pipelines.io.hashing import HashingStream
 from schemas import (
     DOCUMENT_SCHEMA,
     DOCUMENT_SCHEMA_VERSION,
@@ -42,6 +42,7 @@ from schemas import (
     Reject,
     documents_table,
 )
+from schemas.versions import version_problem
 
 _LOG = logging.getLogger(__name__)
 _METRICS_NAMESPACE = "bertkit"
@@ -53,42 +54,11 @@ ROW_GROUP_TEXT_BYTES = 8 << 20
 DEFAULT_MAX_FILE_TEXT_BYTES = 256 * 1024 * 1024
 
 
-def join(directory: str, *names: str) -> str:
-    return FileSystems.join(directory, *names)
-
-
 def prepare_output_dir(output_dir: str, overwrite: bool) -> None:
     """Refuse to mix runs: an existing manifest or documents means an earlier run is there."""
-    clear_earlier_run(
+    files.clear_earlier_run(
         output_dir, ("documents-*.parquet", MANIFEST_NAME, f"{REJECTS_DIR}/*"), overwrite
     )
-
-
-class _HashingSink:
-    """A binary file wrapper that counts and hashes what is written through it."""
-
-    def __init__(self, sink: Any) -> None:
-        self._sink = sink
-        self.sha256 = hashlib.sha256()
-        self.size = 0
-        self.closed = False
-
-    def write(self, data: bytes) -> int:
-        self.sha256.update(data)
-        self.size += len(data)
-        self._sink.write(data)
-        return len(data)
-
-    def tell(self) -> int:
-        return self.size
-
-    def flush(self) -> None:
-        self._sink.flush()
-
-    def close(self) -> None:
-        if not self.closed:
-            self._sink.close()
-            self.closed = True
 
 
 class DocumentFileWriter:
@@ -111,7 +81,7 @@ class DocumentFileWriter:
         self._row_text_bytes = 0
         self._files: list[OutputFile] = []
         self._writer: pq.ParquetWriter | None = None
-        self._sink: _HashingSink | None = None
+        self._sink: HashingStream | None = None
         self._temp_path = ""
         self._file_counts = Counter()
 
@@ -135,8 +105,8 @@ class DocumentFileWriter:
         if not self._rows:
             return
         if self._writer is None:
-            self._temp_path = join(self._output_dir, f".tmp-{uuid.uuid4().hex}.parquet")
-            self._sink = _HashingSink(FileSystems.create(self._temp_path))
+            self._temp_path = files.join(self._output_dir, f".tmp-{uuid.uuid4().hex}.parquet")
+            self._sink = HashingStream(files.create(self._temp_path))
             self._writer = pq.ParquetWriter(self._sink, DOCUMENT_SCHEMA, compression="zstd")
         self._writer.write_table(documents_table(self._rows), row_group_size=ROWS_PER_GROUP)
         self._rows = []
@@ -149,10 +119,8 @@ class DocumentFileWriter:
         self._writer.close()
         self._sink.close()
         name = f"documents-{self._unit}-{len(self._files):04d}.parquet"
-        final_path = join(self._output_dir, name)
-        if FileSystems.exists(final_path):  # a retried bundle: same inputs, same bytes
-            FileSystems.delete([final_path])
-        FileSystems.rename([self._temp_path], [final_path])
+        final_path = files.join(self._output_dir, name)
+        files.replace(self._temp_path, final_path)  # a retried bundle: the same bytes
         counts = self._file_counts
         self._files.append(
             OutputFile(
@@ -160,8 +128,8 @@ class DocumentFileWriter:
                 documents=counts["documents"],
                 sentences=counts["sentences"],
                 text_bytes=counts["text_bytes"],
-                bytes=self._sink.size,
-                sha256=self._sink.sha256.hexdigest(),
+                bytes=self._sink.bytes,
+                sha256=self._sink.hexdigest(),
             )
         )
         self._writer, self._sink, self._file_counts = None, None, Counter()
@@ -196,21 +164,21 @@ class UnitTally:
         _LOG.error("input not read to its end: %s", error)
 
 
-def finish_unit(output_dir: str, tally: UnitTally, files: list[OutputFile]) -> dict[str, Any]:
+def finish_unit(output_dir: str, tally: UnitTally, outputs: list[OutputFile]) -> dict[str, Any]:
     """Write the unit's rejects and return its summary (a small JSON-able dict)."""
     rejects_file = None
     if tally.rejects:
         rejects_file = f"{REJECTS_DIR}/rejects-{tally.unit}.jsonl"
-        with FileSystems.create(join(output_dir, rejects_file)) as sink:
+        with files.create(files.join(output_dir, rejects_file)) as sink:
             for reject in tally.rejects:
                 sink.write(reject.to_json_line().encode("utf-8"))
-    for output in files:
+    for output in outputs:
         tally.count("documents", output.documents)
         tally.count("sentences", output.sentences)
         tally.count("text_bytes", output.text_bytes)
     return {
         "unit": tally.unit,
-        "files": [asdict(f) for f in files],
+        "files": [asdict(f) for f in outputs],
         "counts": dict(tally.counts),
         "dropped": dict(tally.dropped),
         "rejected": dict(Counter(r.reason for r in tally.rejects)),
@@ -229,19 +197,19 @@ def build_manifest(
     counts: Counter = Counter()
     dropped: Counter = Counter()
     rejected: Counter = Counter()
-    files, failed, rejects_files = [], [], []
+    outputs, failed, rejects_files = [], [], []
     units = 0
     for summary in sorted(unit_summaries, key=lambda s: s["unit"]):
         units += 1
         counts.update(summary["counts"])
         dropped.update(summary["dropped"])
         rejected.update(summary["rejected"])
-        files.extend(OutputFile(**f) for f in summary["files"])
+        outputs.extend(OutputFile(**f) for f in summary["files"])
         failed.extend(summary["failed_inputs"])
         if summary["rejects_file"]:
             rejects_files.append(summary["rejects_file"])
     counts["units"] = units
-    counts["files"] = len(files)
+    counts["files"] = len(outputs)
     counts["rejected"] = sum(rejected.values())
     return DocumentsManifest(
         stage=stage,
@@ -251,7 +219,7 @@ def build_manifest(
         dropped=dict(sorted(dropped.items())),
         rejected=dict(sorted(rejected.items())),
         failed_inputs=failed,
-        files=files,
+        files=outputs,
         rejects_files=rejects_files,
     )
 
@@ -277,8 +245,8 @@ class WriteManifest(beam.PTransform):
 
     def _write(self, summaries: list[dict[str, Any]]) -> str:
         manifest = build_manifest(self._stage, self._inputs, self._config, summaries)
-        path = join(self._output_dir, MANIFEST_NAME)
-        with FileSystems.create(path) as sink:
+        path = files.join(self._output_dir, MANIFEST_NAME)
+        with files.create(path) as sink:
             sink.write(manifest.to_json().encode("utf-8"))
         return path
 
@@ -311,36 +279,34 @@ class DocumentsInput:
 
 def read_documents_input(directory: str) -> DocumentsInput:
     """Read and check a documents directory's manifest, and that its files are all there."""
-    manifest_path = FileSystems.join(directory, MANIFEST_NAME)
-    if not FileSystems.exists(manifest_path):
-        present = FileSystems.match([FileSystems.join(directory, "*")])[0].metadata_list
+    manifest_path = files.join(directory, MANIFEST_NAME)
+    if not files.exists(manifest_path):
+        present = files.match(files.join(directory, "*"))
         state = "is empty or does not exist" if not present else "has no " + MANIFEST_NAME
         raise DocumentsInputError(
             f"documents directory {directory} {state}: it is not a finished documents "
             f"directory; run `bertkit wikipedia` or `bertkit books` with --output {directory} "
             "(the manifest is written last, when the stage has finished)"
         )
-    with FileSystems.open(manifest_path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-        raw = f.read()
+    raw = files.read_file(manifest_path)
     try:
         manifest = DocumentsManifest.from_json(raw.decode("utf-8"))
     except (ValueError, TypeError, KeyError) as err:
         raise DocumentsInputError(f"{manifest_path} is not a documents manifest: {err}") from err
-    major = DOCUMENT_SCHEMA_VERSION.split(".")[0]
-    if manifest.record != "Document" or manifest.schema_version.split(".")[0] != major:
-        raise DocumentsInputError(
-            f"{manifest_path} describes {manifest.record} records, schema "
-            f"{manifest.schema_version}; this bertkit reads Document schema "
-            f"{DOCUMENT_SCHEMA_VERSION}: rerun the documents stage with this version"
-        )
+    problem = version_problem(
+        manifest_path, manifest.record, manifest.schema_version, "Document",
+        DOCUMENT_SCHEMA_VERSION, "rerun the documents stage with this version",
+    )  # fmt: skip
+    if problem:
+        raise DocumentsInputError(problem)
     # One listing per directory (not one request per file) checks the files are complete.
-    listing = FileSystems.match([FileSystems.join(directory, DOCUMENTS_FILE_GLOB)])[0]
-    sizes = {m.path.rsplit("/", 1)[-1]: m.size_in_bytes for m in listing.metadata_list}
+    listing = files.match_sizes(files.join(directory, DOCUMENTS_FILE_GLOB))
+    sizes = {path.rsplit("/", 1)[-1]: size for path, size in listing.items()}
     for output in manifest.files:
         if sizes.get(output.name) != output.bytes:
             found = "missing" if output.name not in sizes else f"{sizes[output.name]} bytes"
             raise DocumentsInputError(
-                f"{FileSystems.join(directory, output.name)} is {found}, its manifest says "
+                f"{files.join(directory, output.name)} is {found}, its manifest says "
                 f"{output.bytes} bytes: the directory was changed after it was written; "
                 "rerun the documents stage"
             )
@@ -348,19 +314,18 @@ def read_documents_input(directory: str) -> DocumentsInput:
 
 
 def read_manifest(output_dir: str) -> DocumentsManifest:
-    with FileSystems.open(join(output_dir, MANIFEST_NAME)) as source:
-        return DocumentsManifest.from_json(source.read().decode("utf-8"))
+    data = files.read_file(files.join(output_dir, MANIFEST_NAME))
+    return DocumentsManifest.from_json(data.decode("utf-8"))
 
 
 def expand_inputs(patterns: list[str]) -> list[dict[str, Any]]:
     """Glob patterns → the sorted, de-duplicated files they match, with sizes."""
     found: dict[str, int] = {}
     for pattern in patterns:
-        matches = FileSystems.match([pattern])[0].metadata_list
+        matches = files.match_sizes(pattern)
         if not matches:
             raise FileNotFoundError(f"--input {pattern!r} matches no file")
-        for metadata in matches:
-            found[metadata.path] = metadata.size_in_bytes
+        found.update(matches)
     return [{"path": path, "bytes": found[path]} for path in sorted(found)]
 
 

@@ -18,6 +18,8 @@ from typing import BinaryIO
 from apache_beam.io.filesystems import CompressionTypes, FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from pipelines.io.storage import Reader
+
 
 class OutputDirectoryError(ValueError):
     """The output directory is not safe to write into."""
@@ -66,6 +68,14 @@ def read_file(path: str) -> bytes:
         return source.read()
 
 
+def _join_two(base: str, name: str) -> str:
+    return FileSystems.join(base, name)
+
+
+# For Beam-free loaders (e.g. `pipelines.io.vocabulary.load_vocab`) called inside a stage.
+READER = Reader(read_file, exists, _join_two)
+
+
 def write_file(path: str, data: bytes) -> None:
     with create(path) as sink:
         sink.write(data)
@@ -89,15 +99,19 @@ def write_atomically(path: str, data: bytes) -> None:
     replace(temporary, path)
 
 
-def clear_earlier_run(output_dir: str, patterns: Iterable[str], overwrite: bool) -> None:
+def clear_earlier_run(
+    output_dir: str, patterns: Iterable[str], overwrite: bool, remove: bool = True
+) -> None:
     """Refuse to mix runs: files matching `patterns` mean an earlier run is in `output_dir`.
 
-    With `overwrite` they are deleted, and the new run starts clean.
+    With `overwrite` they are deleted (unless `remove` is False: a stage that replaces each
+    of its files atomically keeps the old ones readable until then), and the run goes on.
     """
     existing = [path for pattern in patterns for path in match(join(output_dir, pattern))]
     if existing and not overwrite:
         raise OutputDirectoryError(
-            f"{output_dir} already holds {len(existing)} files of an earlier run "
+            f"{output_dir} is not empty: it holds {len(existing)} files of an earlier run "
             f"(e.g. {existing[0]}); choose a new --output or pass --overwrite to replace them"
         )
-    delete(existing)
+    if remove:
+        delete(existing)

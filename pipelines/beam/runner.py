@@ -21,13 +21,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import apache_beam as beam
-from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import (
     DirectOptions,
     PipelineOptions,
     SetupOptions,
     StandardOptions,
 )
+
+from pipelines.beam import files
 
 _LOG = logging.getLogger(__name__)
 _LOCAL_RUNNERS = {None, "", "directrunner", "direct", "fnapirunner"}
@@ -100,7 +101,7 @@ def parse_stage_arguments(
     options = PipelineOptions(argv)
     # The driver lists inputs and reads manifests itself: give its filesystems (s3://
     # endpoint and keys, GCS project) the same options the workers get.
-    FileSystems.set_options(options)
+    files.configure(options)
     return options
 
 

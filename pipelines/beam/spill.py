@@ -20,9 +20,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
-from apache_beam.io.filesystems import FileSystems
 
-from pipelines.beam.files import write_file
+from pipelines.beam import files
 
 _ID_DTYPES = {2: np.dtype("<u2"), 4: np.dtype("<u4")}
 _DOC_HEADER = struct.Struct("<IHIIB")  # record bytes, id bytes, sentences, tokens, id width
@@ -61,8 +60,8 @@ class SpillWriter:
         self._total -= self._sizes.pop(key)
         part = self._parts.get(key, 0)
         self._parts[key] = part + 1
-        path = FileSystems.join(self._directory, key, f"{self._unit}-{part:05d}.bin")
-        write_file(path, b"".join(records))
+        path = files.join(self._directory, key, f"{self._unit}-{part:05d}.bin")
+        files.write_file(path, b"".join(records))
         self.written.append((key, path))
 
 

@@ -22,6 +22,16 @@ def stable_hash(*parts: object, bits: int = 64) -> int:
     return int.from_bytes(hashlib.blake2b(text, digest_size=bits // 8).digest(), "little")
 
 
+def keyed_fraction(key: str, value: str) -> float:
+    """blake2b-64 of `value` keyed with `key`, big-endian, mapped to [0, 1).
+
+    The vocabulary's sample coin (vocab.json records this recipe); a keyed hash rather than
+    `unit_fraction` so that vocabularies trained before both lived here stay reproducible.
+    """
+    digest = hashlib.blake2b(value.encode("utf-8"), digest_size=8, key=key.encode("utf-8"))
+    return int.from_bytes(digest.digest(), "big") / 2**64
+
+
 def stable_hash64(*parts: object) -> int:
     return stable_hash(*parts, bits=64)
 

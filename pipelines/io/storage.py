@@ -24,8 +24,9 @@ import os
 import posixpath
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, BinaryIO, Literal
+from typing import Any, BinaryIO, Literal, NamedTuple
 
 from schemas.examples import SHARDS_MANIFEST_NAME
 from schemas.manifest import MANIFEST_NAME
@@ -170,6 +171,19 @@ def open_seekable(url: str) -> BinaryIO:
         shutil.copyfileobj(source, spooled, _COPY_BYTES)
     spooled.seek(0)
     return spooled  # type: ignore[return-value]
+
+
+class Reader(NamedTuple):
+    """How a loader reads small files. `READER` (this module) serves everything outside Beam;
+    a Beam stage passes `pipelines.beam.files.READER`, so the filesystem flags its runner was
+    given (`--s3_endpoint_url`, …) apply to what it loads too."""
+
+    read_bytes: Callable[[str], bytes]
+    exists: Callable[[str], bool]
+    join: Callable[[str, str], str]
+
+
+READER = Reader(read_bytes, exists, join)
 
 
 def locate(path_or_url: str) -> Location:

@@ -1,0 +1,277 @@
+"""Loading a vocabulary: `bertkit vocab`'s directory, or a plain Google vocab.txt. Beam-free.
+
+The example stage, the trainer's export, `inspect` and the tests load vocabularies through
+this module alone, over any path or URL `pipelines.io.storage` reads. A `bertkit vocab`
+directory is checked before use: its metadata's record and schema version, the sha256 of
+vocab.txt and tokenizer.json against vocab.json, and that vocab.txt and tokenizer.json list
+the same tokens with the same casing. vocab.txt is Google's format: one token per line, the
+line number is the id, and lines end in "\n" only (tokens may hold \x1c or U+2028, which
+`str.splitlines` would split on).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from tokenizers import (
+    AddedToken,
+    Tokenizer,
+    decoders,
+    models,
+    normalizers,
+    pre_tokenizers,
+    processors,
+)
+
+from pipelines.io import storage
+from schemas.versions import version_problem
+from schemas.vocab import (
+    CLS_TOKEN,
+    CONTINUATION_PREFIX,
+    MASK_TOKEN,
+    MAX_INPUT_CHARS_PER_WORD,
+    PAD_TOKEN,
+    SEP_TOKEN,
+    SPECIAL_TOKENS,
+    TOKENIZER_FILE,
+    UNK_TOKEN,
+    VOCAB_FILE,
+    VOCAB_METADATA_FILE,
+    VOCAB_SCHEMA_VERSION,
+    VocabMetadata,
+)
+
+
+class VocabError(ValueError):
+    """Bad input, flags or vocabulary directory; the message says what to do."""
+
+
+def vocab_txt_bytes(tokens: Sequence[str]) -> bytes:
+    """vocab.txt's bytes: one token per line, each ending in "\n"."""
+    return "".join(f"{t}\n" for t in tokens).encode("utf-8")
+
+
+def parse_vocab_txt(data: bytes) -> list[str]:
+    """vocab.txt's tokens, id order; a "\r" before a line end (a file saved on Windows) is
+    not part of the token."""
+    lines = data.decode("utf-8").split("\n")  # not splitlines(): see the module docstring
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line.rstrip("\r") for line in lines]
+
+
+def vocab_txt_url(directory_or_file: str) -> str:
+    """DIR/vocab.txt; the argument may be a URL, or the vocab.txt itself."""
+    if storage.basename(directory_or_file) == VOCAB_FILE:
+        return directory_or_file
+    return storage.join(directory_or_file, VOCAB_FILE)
+
+
+def read_vocab_txt(url: str) -> tuple[list[str], str]:
+    """The tokens of a vocab.txt and the sha256 of its bytes (the hash manifests record)."""
+    data = storage.read_bytes(url)
+    return parse_vocab_txt(data), hashlib.sha256(data).hexdigest()
+
+
+def bert_normalizer(cased: bool) -> normalizers.Normalizer:
+    """Google's BasicTokenizer text cleanup: control characters out, CJK split, and unless
+    cased, lower-case then strip accents (NFD, drop combining marks)."""
+    return normalizers.BertNormalizer(
+        clean_text=True, handle_chinese_chars=True, strip_accents=not cased, lowercase=not cased
+    )
+
+
+def build_tokenizer(tokens: Sequence[str], cased: bool) -> Tokenizer:
+    """A BERT WordPiece tokenizer for `tokens` (id = position), Google FullTokenizer semantics.
+
+    The special tokens and unused slots are registered as special added tokens, so
+    `decode(..., skip_special_tokens=True)` drops them. Google's tokenizer treats "[MASK]"
+    typed in the text as text; set `tokenizer.encode_special_tokens = True` (`load_vocab`
+    does) for the same behaviour, since tokenizers does not store that flag in the JSON.
+    One known difference remains: Python's `str.lower()` (Google's) writes a word-final
+    capital sigma as "ς", tokenizers as "σ".
+    """
+    vocab = {token: index for index, token in enumerate(tokens)}
+    if len(vocab) != len(tokens):
+        repeated = next(t for t, n in Counter(tokens).items() if n > 1)
+        raise VocabError(f"token {repeated!r} appears twice in the vocabulary")
+    missing = [t for t in SPECIAL_TOKENS if t not in vocab]
+    if missing:
+        raise VocabError(f"the vocabulary lacks the special tokens {missing}")
+    tokenizer = Tokenizer(
+        models.WordPiece(
+            vocab,
+            unk_token=UNK_TOKEN,
+            max_input_chars_per_word=MAX_INPUT_CHARS_PER_WORD,
+            continuing_subword_prefix=CONTINUATION_PREFIX,
+        )
+    )
+    tokenizer.normalizer = bert_normalizer(cased)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.decoder = decoders.WordPiece(prefix=CONTINUATION_PREFIX)
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single=f"{CLS_TOKEN} $A {SEP_TOKEN}",
+        pair=f"{CLS_TOKEN} $A {SEP_TOKEN} $B:1 {SEP_TOKEN}:1",
+        special_tokens=[(CLS_TOKEN, vocab[CLS_TOKEN]), (SEP_TOKEN, vocab[SEP_TOKEN])],
+    )
+    # In id order, so tokenizer.json lists them the same way every time.
+    special = [t for t in tokens if t in SPECIAL_TOKENS or is_unused_token(t)]
+    tokenizer.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in special])
+    return tokenizer
+
+
+def is_unused_token(token: str) -> bool:
+    return token.startswith("[unused") and token.endswith("]") and token[7:-1].isdigit()
+
+
+@dataclass(frozen=True, eq=False)
+class Vocabulary:
+    """A trained vocabulary, as the example stage and the trainer use it."""
+
+    tokenizer: Tokenizer  # encode_special_tokens = True: "[MASK]" in text is text
+    tokens: list[str]  # id → token
+    sha256: str  # of vocab.txt
+    cased: bool
+    metadata: VocabMetadata
+    pad_id: int
+    unk_id: int
+    cls_id: int
+    sep_id: int
+    mask_id: int
+    special_ids: frozenset[int]  # [PAD] [UNK] [CLS] [SEP] [MASK] and every [unusedN]
+    replaceable_ids: np.ndarray  # sorted int64: the MLM random-replacement pool
+    is_continuation: np.ndarray  # bool per id: a `##` piece (whole-word masking)
+
+    @property
+    def size(self) -> int:
+        return len(self.tokens)
+
+    @classmethod
+    def from_tokens(
+        cls, tokens: Sequence[str], metadata: VocabMetadata, tokenizer: Tokenizer | None = None
+    ) -> Vocabulary:
+        """Build from an id-ordered token list (a tokenizer is built unless one is given)."""
+        tokens = list(tokens)
+        if tokenizer is None:
+            tokenizer = build_tokenizer(tokens, metadata.cased)
+        tokenizer.encode_special_tokens = True  # Google: special tokens are never in the text
+        ids = {t: i for i, t in enumerate(tokens)}
+        special = frozenset(
+            i for i, t in enumerate(tokens) if t in SPECIAL_TOKENS or is_unused_token(t)
+        )
+        return cls(
+            tokenizer=tokenizer,
+            tokens=tokens,
+            sha256=metadata.vocab_sha256,
+            cased=metadata.cased,
+            metadata=metadata,
+            pad_id=ids[PAD_TOKEN],
+            unk_id=ids[UNK_TOKEN],
+            cls_id=ids[CLS_TOKEN],
+            sep_id=ids[SEP_TOKEN],
+            mask_id=ids[MASK_TOKEN],
+            special_ids=special,
+            replaceable_ids=np.array(
+                [i for i in range(len(tokens)) if i not in special], dtype=np.int64
+            ),
+            is_continuation=np.array(
+                [t.startswith(CONTINUATION_PREFIX) and len(t) > 2 for t in tokens], dtype=bool
+            ),
+        )
+
+
+def load_vocab(directory: str, reader: storage.Reader = storage.READER) -> Vocabulary:
+    """Load and check a `bertkit vocab` output directory (local, gs://, s3://, http)."""
+    paths = {
+        name: reader.join(directory, name)
+        for name in (VOCAB_METADATA_FILE, VOCAB_FILE, TOKENIZER_FILE)
+    }
+    for path in paths.values():
+        if not reader.exists(path):
+            raise VocabError(
+                f"no vocabulary at {directory}: {path} is missing; run "
+                f"`bertkit vocab --documents DIR … --output {directory}` first"
+            )
+    try:
+        metadata = VocabMetadata.from_json(
+            reader.read_bytes(paths[VOCAB_METADATA_FILE]).decode("utf-8")
+        )
+    except (ValueError, TypeError) as err:
+        raise VocabError(f"{paths[VOCAB_METADATA_FILE]} is not vocabulary metadata: {err}") from err
+    problem = version_problem(
+        paths[VOCAB_METADATA_FILE], metadata.record, metadata.schema_version, "Vocabulary",
+        VOCAB_SCHEMA_VERSION, "rerun `bertkit vocab`",
+    )  # fmt: skip
+    if problem:
+        raise VocabError(problem)
+    vocab_bytes = reader.read_bytes(paths[VOCAB_FILE])
+    if hashlib.sha256(vocab_bytes).hexdigest() != metadata.vocab_sha256:
+        raise VocabError(
+            f"{paths[VOCAB_FILE]} was modified after training: its sha256 differs from the one "
+            f"in {VOCAB_METADATA_FILE}; restore it or rerun `bertkit vocab`"
+        )
+    tokenizer_bytes = reader.read_bytes(paths[TOKENIZER_FILE])
+    if hashlib.sha256(tokenizer_bytes).hexdigest() != metadata.tokenizer_sha256:
+        raise VocabError(
+            f"{paths[TOKENIZER_FILE]} was modified after training: its sha256 differs from the "
+            f"one in {VOCAB_METADATA_FILE}; restore it or rerun `bertkit vocab`"
+        )
+    tokens = parse_vocab_txt(vocab_bytes)
+    tokenizer = Tokenizer.from_str(tokenizer_bytes.decode("utf-8"))
+    check_agreement(tokens, tokenizer, metadata.cased, directory)
+    return Vocabulary.from_tokens(tokens, metadata, tokenizer)
+
+
+def load_vocab_txt(path: str, cased: bool) -> Vocabulary:
+    """A plain Google-style vocab.txt (e.g. BERT-base's), with the tokenizer built from it.
+
+    Google's files say nothing about case: pass `cased` as the model was trained (the
+    `uncased_L-12_H-768_A-12` vocabulary wants cased=False).
+    """
+    if not storage.exists(path):
+        raise VocabError(f"{path} does not exist: give the path of a vocab.txt")
+    vocab_bytes = storage.read_bytes(path)
+    tokens = parse_vocab_txt(vocab_bytes)
+    tokenizer = build_tokenizer(tokens, cased)
+    metadata = VocabMetadata(
+        vocab_size=len(tokens),
+        cased=cased,
+        num_unused=sum(1 for t in tokens if is_unused_token(t)),
+        special_tokens={t: tokens.index(t) for t in SPECIAL_TOKENS},
+        sample={},
+        inputs=[{"path": path}],
+        config={"vocab_txt": path, "cased": cased},
+        vocab_sha256=hashlib.sha256(vocab_bytes).hexdigest(),
+        tokenizer_sha256=hashlib.sha256(tokenizer.to_str(pretty=True).encode("utf-8")).hexdigest(),
+    )
+    return Vocabulary.from_tokens(tokens, metadata, tokenizer)
+
+
+def check_agreement(tokens: list[str], tokenizer: Tokenizer, cased: bool, where: str) -> None:
+    """vocab.txt, tokenizer.json and vocab.json must describe the same vocabulary."""
+    actual = tokenizer.get_vocab(with_added_tokens=True)
+    if actual != {t: i for i, t in enumerate(tokens)}:
+        in_json = sorted(actual, key=actual.__getitem__)
+        pairs = zip(tokens, in_json, strict=False)  # the shorter list ends the comparison
+        first = next((i for i, (a, b) in enumerate(pairs) if a != b), None)
+        difference = (
+            f"id {first} is {tokens[first]!r} in {VOCAB_FILE} but {in_json[first]!r} in "
+            f"{TOKENIZER_FILE}"
+            if first is not None
+            else f"{len(tokens)} and {len(actual)} tokens"
+        )
+        raise VocabError(
+            f"{VOCAB_FILE} and {TOKENIZER_FILE} in {where} disagree: {difference}; they come "
+            "from different runs: rerun `bertkit vocab`"
+        )
+    normalizer = json.loads(tokenizer.to_str()).get("normalizer") or {}
+    if normalizer.get("lowercase") is not (not cased):
+        raise VocabError(
+            f"{TOKENIZER_FILE} in {where} {'lower-cases' if not cased else 'keeps case'} "
+            f"but {VOCAB_METADATA_FILE} says cased={cased}: rerun `bertkit vocab`"
+        )
