@@ -8,14 +8,18 @@ deduplicate on any of those treat the copies as separate articles.
 Only the *source* dump (a few MB) is held in memory; the scaled dump is streamed page
 by page into a single-stream ``.xml.bz2`` compressed at level 9, like a real dump.
 
-Usage as a script (the benchmark imports :func:`build_scaled_dump` instead)::
+Run from the repository root::
 
-    python bench/scale_dump.py --target-mb 50 --workdir bench/.work
+    python -m bench.scale_dump --target-mb 50 --workdir bench/.work
+
+bench.extract runs exactly this in a child process (bench.runs.build_in_child, so holding
+the sample does not raise the benchmark's own high-water RSS), then reads the cached info
+with :func:`load_cached_info`; it also imports the page helpers here to know which
+{{convert}} numbers each scaled page holds.
 """
 
 from __future__ import annotations
 
-import argparse
 import bz2
 import itertools
 import json
@@ -26,14 +30,13 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from xml.sax.saxutils import unescape
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from bench.measure import DEFAULT_WORKDIR, MB, REPO_ROOT, argument_parser
+
 SAMPLE_NAME = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.xml.bz2"
 SAMPLE_CANDIDATES = (
     REPO_ROOT / "data" / "wikipedia" / SAMPLE_NAME,
     Path("/work/shared/data/wikipedia") / SAMPLE_NAME,
 )
-
-MB = 1_000_000  # decimal megabytes everywhere in the benchmark
 
 # Copy k of a page gets page id ``orig + k * PAGE_ID_STRIDE``; the stride is larger than any
 # real enwiki page id, so ``new_id % PAGE_ID_STRIDE`` recovers the source page.
@@ -267,9 +270,7 @@ def build_scaled_dump(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argument_parser("bench.scale_dump", __doc__)
     parser.add_argument(
         "--target-mb",
         type=float,
@@ -279,7 +280,7 @@ def main() -> None:
     parser.add_argument(
         "--workdir",
         type=Path,
-        default=REPO_ROOT / "bench" / ".work",
+        default=DEFAULT_WORKDIR,
         help="cache directory for scaled dumps (default bench/.work)",
     )
     parser.add_argument("--source", type=Path, default=None, help="sample dump to repeat")
