@@ -40,7 +40,6 @@ from typing import Any
 
 import apache_beam as beam
 import numpy as np
-import pyarrow.parquet as pq
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.beam import files
@@ -59,6 +58,7 @@ from pipelines.bert.draws import document_stream
 from pipelines.bert.masking import MaskingConfig, mask_batch
 from pipelines.bert.pairs import create_pairs, pair_input_ids
 from pipelines.io.hashing import stable_hash64, unit_fraction
+from pipelines.io.parquet import iter_row_groups
 from pipelines.io.vocabulary import Vocabulary, load_vocab
 from schemas import (
     MANIFEST_NAME,
@@ -357,10 +357,8 @@ class _TokenizeDocumentsFn(beam.DoFn):
 
     def _read_tokenized(self, path: str, tally: UnitTally) -> Iterator[TokenizedDocument]:
         with files.open_raw(path) as source:
-            parquet = pq.ParquetFile(source)
             columns = [DocumentColumn.ID, DocumentColumn.SENTENCES]
-            for row_group in range(parquet.num_row_groups):
-                table = parquet.read_row_group(row_group, columns=columns)
+            for row_group, table in enumerate(iter_row_groups(source, columns)):
                 ids = table.column(DocumentColumn.ID).to_pylist()
                 sentences = table.column(DocumentColumn.SENTENCES).to_pylist()
                 batch: list[tuple[str, list[str]]] = []

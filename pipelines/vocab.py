@@ -51,7 +51,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 from apache_beam.options.pipeline_options import PipelineOptions
 from tokenizers import (
     Tokenizer,
@@ -63,6 +62,7 @@ from tokenizers import (
 from pipelines.beam import files
 from pipelines.beam.documents import DocumentsInput, DocumentsInputError, read_documents_input
 from pipelines.io.hashing import keyed_fraction
+from pipelines.io.parquet import iter_row_groups
 from pipelines.io.vocabulary import VocabError, bert_normalizer, build_tokenizer, vocab_txt_bytes
 from schemas.documents import DocumentColumn
 from schemas.vocab import (
@@ -210,9 +210,7 @@ class DocumentSample:
             for output in documents_input.manifest.files:
                 path = files.join(documents_input.directory, output.name)
                 with files.open_raw(path) as f:
-                    parquet = pq.ParquetFile(f)
-                    for group in range(parquet.num_row_groups):
-                        table = parquet.read_row_group(group, columns=columns)
+                    for table in iter_row_groups(f, columns):
                         ids = table.column(DocumentColumn.ID).to_pylist()
                         yield ids, table.column(DocumentColumn.SENTENCES)
 
