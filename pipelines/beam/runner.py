@@ -17,8 +17,9 @@ import logging
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import (
@@ -29,6 +30,9 @@ from apache_beam.options.pipeline_options import (
 )
 
 from pipelines.beam import files
+from pipelines.io import flags
+
+Config = TypeVar("Config")
 
 _LOG = logging.getLogger(__name__)
 _LOCAL_RUNNERS = {None, "", "directrunner", "direct", "fnapirunner"}
@@ -103,6 +107,31 @@ def parse_stage_arguments(
     # endpoint and keys, GCS project) the same options the workers get.
     files.configure(options)
     return options
+
+
+def parse_stage(
+    config_class: type[Config], argv: Sequence[str] | None, prog: str, description: str | None
+) -> tuple[Config, PipelineOptions]:
+    """A Beam stage's command line: its config's flags (`pipelines.io.flags`), then Beam's.
+
+    Every flag the config does not define goes to Beam's PipelineOptions (runner, workers,
+    filesystems); one that Beam does not know either is a typo, refused like argparse does.
+    The filesystem options apply to this process at once: the driver lists inputs and reads
+    manifests before any worker starts.
+    """
+    parser = flags.parser_for(config_class, prog, description)
+    known, rest = parser.parse_known_args(argv)
+    options = PipelineOptions(rest)
+    beam_flags = options.get_all_options(retain_unknown_options=False)
+    unknown = [
+        f"--{name}"
+        for name in options.get_all_options(retain_unknown_options=True)
+        if name not in beam_flags
+    ]
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    files.configure(options)
+    return flags.config_from(config_class, known), options
 
 
 def is_local(options: PipelineOptions) -> bool:

@@ -1,0 +1,120 @@
+"""Command-line flags generated from a config dataclass: the one style of every bertkit command.
+
+Each command has one typed, frozen config dataclass; its fields are the flags, so a flag's
+name, type, default and help are written once and the config that reaches the code (and
+the manifest or checkpoint that records it) is exactly what was parsed. A field becomes
+`--field-name`, with `--field_name` accepted too (Beam's and Google's spelling). Help text
+lives in the field's metadata:
+
+    @dataclass(frozen=True)
+    class VocabConfig:
+        documents: tuple[str, ...] = option(help="documents directories")   # required
+        vocab_size: int = option(30522, help="tokens in vocab.txt")
+
+Types: str, int, float, bool (`--cased` / `--no-cased`), `X | None` (default None), and
+`tuple[X, ...]` (one or more values, and the flag may be repeated). Beam stages parse their
+own flags this way and hand the rest to Beam (`pipelines.beam.runner.parse_stage`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+Config = TypeVar("Config")
+_SCALARS = {"str": str, "int": int, "float": float}
+
+
+def option(
+    default: Any = dataclasses.MISSING,
+    *,
+    help: str,
+    metavar: str | None = None,
+    choices: Sequence[Any] | None = None,
+) -> Any:
+    """A config field that is a flag; without `default` the flag is required."""
+    metadata = {"help": help, "metavar": metavar, "choices": choices}
+    if isinstance(default, list | dict | set):
+        raise TypeError("mutable defaults: use a tuple")
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def flag_name(field_name: str) -> str:
+    return "--" + field_name.replace("_", "-")
+
+
+def add_flags(parser: argparse.ArgumentParser, config_class: type) -> None:
+    """Add one flag per field of `config_class` (a dataclass) to `parser`."""
+    for spec in dataclasses.fields(config_class):
+        names = [flag_name(spec.name)]
+        if "_" in spec.name:
+            names.append("--" + spec.name)
+        required = spec.default is dataclasses.MISSING
+        default = None if required else spec.default
+        kind = _type_name(spec.type)
+        base = kind.removesuffix("|None")  # `X | None` parses as X, with default None
+        help_text = spec.metadata.get("help", "")
+        if default not in (None, False, ()) and not required:
+            help_text += f" (default {_shown(default)})"
+        keywords: dict[str, Any] = {"dest": spec.name, "help": help_text}
+        if spec.metadata.get("metavar"):
+            keywords["metavar"] = spec.metadata["metavar"]
+        if spec.metadata.get("choices"):
+            keywords["choices"] = spec.metadata["choices"]
+        if base == "bool":
+            parser.add_argument(
+                *names, action=argparse.BooleanOptionalAction, default=default, **keywords
+            )
+        elif base.startswith("tuple[") and base.endswith(",...]"):
+            element = _SCALARS[base[len("tuple[") : -len(",...]")]]
+            parser.add_argument(
+                *names, nargs="+", action="extend", type=element, required=required,
+                default=None, **keywords,
+            )  # fmt: skip
+        elif base in _SCALARS:
+            parser.add_argument(
+                *names, type=_SCALARS[base], default=default, required=required, **keywords
+            )
+        else:
+            raise TypeError(f"{config_class.__name__}.{spec.name}: no flag for type {kind}")
+
+
+def config_from(config_class: type[Config], namespace: argparse.Namespace) -> Config:
+    """The config a parsed namespace describes (repeated flags become tuples)."""
+    values = {}
+    for spec in dataclasses.fields(config_class):  # type: ignore[arg-type]
+        value = getattr(namespace, spec.name)
+        if isinstance(value, list):
+            value = tuple(value)
+        elif value is None and spec.default == ():
+            value = ()
+        values[spec.name] = value
+    return config_class(**values)
+
+
+def parser_for(config_class: type, prog: str, description: str | None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=prog, description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    add_flags(parser, config_class)
+    return parser
+
+
+def parse_config(
+    config_class: type[Config], argv: Sequence[str] | None, prog: str, description: str | None
+) -> Config:
+    """Parse `argv` into `config_class`; unknown flags are an error (exit 2, with usage)."""
+    parser = parser_for(config_class, prog, description)
+    return config_from(config_class, parser.parse_args(argv))
+
+
+def _type_name(annotation: Any) -> str:
+    """ "int", "float|None", "tuple[str,...]" from a string or a real annotation."""
+    name = annotation.__name__ if isinstance(annotation, type) else str(annotation)
+    return name.replace(" ", "")
+
+
+def _shown(value: Any) -> str:
+    return " ".join(map(str, value)) if isinstance(value, tuple) else str(value)
