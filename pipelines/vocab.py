@@ -37,7 +37,6 @@ full 30,522 tokens.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import logging
@@ -51,7 +50,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from apache_beam.options.pipeline_options import PipelineOptions
 from tokenizers import (
     Tokenizer,
     models,
@@ -61,6 +59,8 @@ from tokenizers import (
 
 from pipelines.beam import files
 from pipelines.beam.documents import DocumentsInput, DocumentsInputError, read_documents_input
+from pipelines.beam.runner import parse_stage
+from pipelines.io.flags import option
 from pipelines.io.hashing import keyed_fraction
 from pipelines.io.parquet import iter_row_groups
 from pipelines.io.vocabulary import VocabError, bert_normalizer, build_tokenizer, vocab_txt_bytes
@@ -89,16 +89,22 @@ _MIB = 1 << 20
 class VocabConfig:
     """Every flag of `bertkit vocab` (recorded in vocab.json)."""
 
-    documents: tuple[str, ...]
-    output: str
-    vocab_size: int = DEFAULT_VOCAB_SIZE
-    cased: bool = False
-    num_unused: int = 0
-    sample_mb: float = 1024.0
-    seed: int = 0
-    limit_alphabet: int = 1000
-    min_frequency: int = 2
-    overwrite: bool = False
+    documents: tuple[str, ...] = option(
+        help="documents directories (local, gs://, s3://), each with its manifest", metavar="DIR"
+    )
+    output: str = option(help="vocabulary directory to write")
+    vocab_size: int = option(DEFAULT_VOCAB_SIZE, help="tokens in vocab.txt, all included")
+    cased: bool = option(
+        False, help="keep case and accents (default: lower-case and strip accents)"
+    )
+    num_unused: int = option(0, help="[unusedN] slots reserved after [PAD] (Google's: 994)")
+    sample_mb: float = option(1024.0, help="train on at most this many MiB of text")
+    seed: int = option(0, help="picks the sample")
+    limit_alphabet: int = option(1000, help="keep the N most frequent characters")
+    min_frequency: int = option(2, help="merge only pairs seen at least this often")
+    overwrite: bool = option(
+        False, help="replace the vocabulary files of an earlier run in --output"
+    )
 
     def validate(self) -> None:
         """Stop before any work on flags that cannot give a vocabulary."""
@@ -420,57 +426,8 @@ def write_vocab(
 
 
 def parse_config(argv: list[str] | None) -> VocabConfig:
-    """Our flags → VocabConfig; any other flag must be a Beam filesystem flag (s3, GCS)."""
-    parser = argparse.ArgumentParser(
-        prog="bertkit vocab",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    # fmt: off
-    parser.add_argument("--documents", nargs="+", action="extend", required=True, metavar="DIR",
-                        help="documents directories (local, gs://, s3://), each with its manifest")
-    parser.add_argument("--output", required=True, help="vocabulary directory to write")
-    parser.add_argument("--vocab-size", type=int, default=DEFAULT_VOCAB_SIZE,
-                        help=f"tokens in vocab.txt, all included (default {DEFAULT_VOCAB_SIZE})")
-    parser.add_argument("--cased", action="store_true",
-                        help="keep case and accents (default: lower-case and strip accents)")
-    parser.add_argument("--num-unused", type=int, default=0,
-                        help="[unusedN] slots reserved after [PAD] (default 0; Google's: 994)")
-    parser.add_argument("--sample-mb", type=float, default=1024.0,
-                        help="train on at most this many MiB of text (default 1024)")
-    parser.add_argument("--seed", type=int, default=0, help="picks the sample (default 0)")
-    parser.add_argument("--limit-alphabet", type=int, default=1000,
-                        help="keep the N most frequent characters (default 1000)")
-    parser.add_argument("--min-frequency", type=int, default=2,
-                        help="merge only pairs seen at least this often (default 2)")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="replace the vocabulary files of an earlier run in --output")
-    # fmt: on
-    args, rest = parser.parse_known_args(argv)
-    # The rest configures Beam's filesystems (--s3_endpoint_url, --project, …). A flag Beam
-    # does not know either is a typo: say so rather than ignore it.
-    beam_options = PipelineOptions(rest)
-    known = beam_options.get_all_options(retain_unknown_options=False)
-    unknown = [
-        f"--{name}"
-        for name in beam_options.get_all_options(retain_unknown_options=True)
-        if name not in known
-    ]
-    if unknown:
-        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
-    files.configure(beam_options)
-    config = VocabConfig(
-        documents=tuple(args.documents),
-        output=args.output,
-        vocab_size=args.vocab_size,
-        cased=args.cased,
-        num_unused=args.num_unused,
-        sample_mb=args.sample_mb,
-        seed=args.seed,
-        limit_alphabet=args.limit_alphabet,
-        min_frequency=args.min_frequency,
-        overwrite=args.overwrite,
-    )
+    """VocabConfig's flags; any other flag must be a Beam filesystem flag (s3, GCS)."""
+    config, _ = parse_stage(VocabConfig, argv, "bertkit vocab", __doc__)
     config.validate()
     return config
 

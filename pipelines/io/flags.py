@@ -56,7 +56,7 @@ def add_flags(parser: argparse.ArgumentParser, config_class: type) -> None:
         kind = _type_name(spec.type)
         base = kind.removesuffix("|None")  # `X | None` parses as X, with default None
         help_text = spec.metadata.get("help", "")
-        if default not in (None, False, ()) and not required:
+        if not required and default is not None and default is not False and default != ():
             help_text += f" (default {_shown(default)})"
         keywords: dict[str, Any] = {"dest": spec.name, "help": help_text}
         if spec.metadata.get("metavar"):
