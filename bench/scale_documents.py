@@ -1,7 +1,7 @@
 """Build large documents directories by repeating the documents of the real sample.
 
-    python bench/scale_documents.py --target-mb 50 --workdir bench/.work
-    python bench/scale_documents.py --target-mb 12 --workdir bench/.work --google-text
+    python -m bench.scale_documents --target-mb 50 --workdir bench/.work
+    python -m bench.scale_documents --target-mb 12 --workdir bench/.work --google-text
 
 The sample (97 Wikipedia articles and 4 books, 3.6 MB of sentence text: `bertkit demo`'s
 output, taken from out/demo/documents if it is there, else made with `python -m
@@ -20,11 +20,14 @@ are cached: a second call with the same source and target does nothing.
 
 --google-text also writes the same documents in google-research/bert's input format (one
 sentence per line, a blank line after each document) to WORKDIR/documents/<N>mb/google.txt.
+
+Run from the repository root. bench.examples runs exactly this in a child process
+(bench.runs.build_in_child: reading Parquet would raise the benchmark's own high-water RSS)
+and then reads the info with load_scaled_info.
 """
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import shutil
@@ -35,6 +38,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bench.measure import DEFAULT_WORKDIR, DEMO_OUTPUT, MB, REPO_ROOT, argument_parser
+
 if TYPE_CHECKING:
     from schemas.documents import Document
     from schemas.manifest import DocumentsManifest, OutputFile
@@ -42,13 +47,9 @@ if TYPE_CHECKING:
 # pyarrow, `schemas` and `pipelines` are imported inside the functions that build: the
 # benchmark imports this module for its paths and ScaledDocumentsInfo, and its own
 # high-water RSS must stay low (every child it starts inherits it in ru_maxrss).
-REPO_ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO_ROOT))  # for `schemas` and `pipelines` when run as a script
-
-MB = 1_000_000  # decimal megabytes everywhere in the benchmarks
 MANIFEST_NAME = "_manifest.json"  # = schemas.manifest.MANIFEST_NAME (checked when building)
 SOURCES = ("wikipedia", "books")  # the sample's two documents directories, in copy order
-DEMO_DOCUMENTS = REPO_ROOT / "out" / "demo" / "documents"
+DEMO_DOCUMENTS = DEMO_OUTPUT / "documents"
 FILE_TEXT_BYTES = 8 * MB  # ~1.5 files per round of copies at 12 MB; 5 units at 50 MB
 INFO_NAME = "scaled.json"
 GOOGLE_TEXT_NAME = "google.txt"
@@ -319,11 +320,9 @@ def write_google_text(info: ScaledDocumentsInfo) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argument_parser("bench.scale_documents", __doc__)
     parser.add_argument("--target-mb", type=float, required=True, help="MB of sentence text")
-    parser.add_argument("--workdir", type=Path, default=REPO_ROOT / "bench" / ".work")
+    parser.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR)
     parser.add_argument("--google-text", action="store_true", help=f"also write {GOOGLE_TEXT_NAME}")
     args = parser.parse_args(argv)
     info = build_scaled_documents(args.target_mb, args.workdir.resolve())

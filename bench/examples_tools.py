@@ -1,0 +1,207 @@
+"""The two example makers bench.examples compares, and how every run of them is measured.
+
+  bertkit  python -m pipelines.examples --documents WIKI BOOKS --vocab V --output O
+           --max-seq-length 128 --dupe-factor 5          (FnApiRunner, in process)
+  google   google-research/bert's create_pretraining_data.py (bench/third_party/google_bert,
+           TF1 API through tf.compat.v1) with TensorFlow from a throwaway venv,
+           WORKDIR/google-bert-venv (bench.venvs: TensorFlow is never a bertkit dependency):
+           the same documents as one sentence per line, bertkit's vocab.txt,
+           --max_seq_length 128 --max_predictions_per_seq 20 --dupe_factor 5
+           --masked_lm_prob 0.15 --do_lower_case
+
+Every run is a fresh child process on a fresh output directory (bench.runs): a Summary holds
+the medians over a tool's --repeats runs on one input, and how many examples it made:
+bertkit's from OUT/manifest.json (train + heldout), Google's from its "Wrote N total
+instances" log line. bench.examples_vocab times its two vocabulary trainers with the same
+runs and summaries. Not a command: bench.examples runs these.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench import runs, venvs
+from bench.measure import REPO_ROOT, RunMeasurement, repo_python
+from bench.scale_documents import ScaledDocumentsInfo
+
+BENCHMARK = "examples"  # outputs and logs go to WORKDIR/{out,logs}/examples/
+GOOGLE_DIR = REPO_ROOT / "bench" / "third_party" / "google_bert"
+GOOGLE_VENV = "google-bert-venv"
+GOOGLE_WROTE_RE = re.compile(r"Wrote (\d+) total instances")
+
+MAX_SEQ_LENGTH = 128
+MAX_PREDICTIONS = 20  # round(128 × 0.15): bertkit's default at 128, Google's flag
+DUPE_FACTOR = 5
+
+
+# --------------------------------------------------------------------------------------
+# The commands
+
+
+@dataclass(frozen=True)
+class Settings:
+    workdir: Path
+    timeout_s: float
+    repeats: int
+
+
+def output_dir(workdir: Path, tool: str, size_mb: float) -> Path:
+    return runs.output_dir(workdir, BENCHMARK, tool, size_mb)
+
+
+def examples_command(documents: ScaledDocumentsInfo, vocab: Path, output: Path) -> list[str]:
+    return [
+        repo_python(),
+        "-m",
+        "pipelines.examples",
+        "--documents",
+        *documents.directories,
+        "--vocab",
+        str(vocab),
+        "--output",
+        str(output),
+        "--max-seq-length",
+        str(MAX_SEQ_LENGTH),
+        "--dupe-factor",
+        str(DUPE_FACTOR),
+    ]
+
+
+def google_command(workdir: Path, text: Path, vocab: Path, output: Path) -> list[str]:
+    return [
+        str(venvs.venv_python(workdir, GOOGLE_VENV)),
+        str(GOOGLE_DIR / "create_pretraining_data.py"),
+        f"--input_file={text}",
+        f"--output_file={output / 'examples.tfrecord'}",
+        f"--vocab_file={vocab / 'vocab.txt'}",
+        "--do_lower_case=True",
+        f"--max_seq_length={MAX_SEQ_LENGTH}",
+        f"--max_predictions_per_seq={MAX_PREDICTIONS}",
+        f"--dupe_factor={DUPE_FACTOR}",
+        "--masked_lm_prob=0.15",
+    ]
+
+
+def ensure_google_venv(workdir: Path) -> str | None:
+    """tensorflow-cpu and six in a throwaway venv; None if ready, else why not."""
+    return venvs.ensure_venv(
+        workdir,
+        GOOGLE_VENV,
+        ["tensorflow-cpu", "six"],
+        "import six, tensorflow.compat.v1 as tf; print(tf.__version__)",
+    )
+
+
+# --------------------------------------------------------------------------------------
+# Running and summarising
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Medians over the successful repeats of one tool on one input."""
+
+    tool: str
+    size_mb: float
+    ok: bool
+    repeats: int
+    examples: int | None = None  # example tools only (the same in every repeat)
+    wall_s: float | None = None
+    cpu_s: float | None = None
+    peak_rss_mib: float | None = None
+    tree_rss_mib: float | None = None
+    runs: list[dict[str, Any]] = field(default_factory=list)
+
+    def per_cpu_s(self) -> float | None:
+        return self.examples / self.cpu_s if self.ok and self.examples and self.cpu_s else None
+
+    def per_wall_s(self) -> float | None:
+        return self.examples / self.wall_s if self.ok and self.examples and self.wall_s else None
+
+
+def describe_run(run: RunMeasurement, examples: int | None) -> str:
+    if (problem := runs.failure(run)) is not None:
+        return problem
+    rate = f"  {examples / run.cpu_s:8,.0f} ex/CPU-s" if examples else ""
+    return (
+        f"wall {run.wall_s:6.1f} s  cpu {run.cpu_s:6.1f} s ({run.processes} proc){rate}  "
+        f"peak {run.peak_rss_mib:5.0f} MiB  tree {run.tree_rss_mib:5.0f} MiB"
+    )
+
+
+def run_once(
+    label: str,
+    command: list[str],
+    output: Path,
+    settings: Settings,
+    repeat: int,
+    create_output: bool = False,
+) -> RunMeasurement:
+    """One measured run on a fresh output directory (the last run's output is kept)."""
+    log = runs.log_path(settings.workdir, BENCHMARK, label, repeat)
+    return runs.run_fresh(command, settings.workdir, output, log, settings.timeout_s, create_output)
+
+
+def summarise(
+    tool: str, size_mb: float, measured: list[RunMeasurement], examples: list[int | None]
+) -> Summary:
+    raw = [asdict(run) for run in measured]
+    if not measured or not all(run.ok for run in measured):
+        return Summary(tool, size_mb, ok=False, repeats=len(measured), runs=raw)
+    if len(set(examples)) > 1:
+        # bertkit and Google are both deterministic for a fixed seed: a change is a bug.
+        print(f"  warning: {tool} made {examples} examples in its repeats", flush=True)
+    return Summary(
+        tool,
+        size_mb,
+        ok=True,
+        repeats=len(measured),
+        examples=examples[-1],
+        **runs.median_figures(measured),
+        runs=raw,
+    )
+
+
+def manifest_splits(output: Path) -> dict[str, Any] | None:
+    """The splits of a bertkit examples output at MAX_SEQ_LENGTH, from its manifest.json."""
+    path = output / "manifest.json"
+    if not path.exists():
+        return None
+    return json.loads(path.read_text())["outputs"][f"seq{MAX_SEQ_LENGTH}"]["splits"]
+
+
+def bertkit_examples(output: Path) -> int | None:
+    """Examples of every split, from the stage's own manifest."""
+    splits = manifest_splits(output)
+    return None if splits is None else sum(split["samples"] for split in splits.values())
+
+
+def google_examples(log: Path) -> int | None:
+    found = GOOGLE_WROTE_RE.findall(log.read_text(errors="replace")) if log.exists() else []
+    return int(found[-1]) if found else None
+
+
+def run_examples_tool(
+    tool: str, documents: ScaledDocumentsInfo, command: list[str], settings: Settings
+) -> Summary:
+    size = documents.target_mb
+    output = output_dir(settings.workdir, tool, size)
+    measured, examples = [], []
+    for repeat in range(1, settings.repeats + 1):
+        label = f"{tool}-{size:g}mb"
+        # Google's script writes into an existing directory only.
+        run = run_once(label, command, output, settings, repeat, create_output=tool == "google")
+        count = bertkit_examples(output) if tool == "bertkit" else google_examples(Path(run.log))
+        measured.append(run)
+        examples.append(count)
+        runs.print_run(
+            f"  {tool:<8} {size:>5g} MB  run {repeat}/{settings.repeats}: "
+            f"{describe_run(run, count)}",
+            run,
+        )
+        if not run.ok:
+            break  # a failing tool will fail again; don't burn the remaining repeats
+    return summarise(tool, size, measured, examples)
