@@ -1,0 +1,191 @@
+"""The layers, enforced: who may import whom (read from every module's source with ast).
+
+    schemas/                         imports nothing of the project
+    pipelines/io/                    schemas and itself; never Apache Beam
+    pipelines/text/, pipelines/bert/ schemas, pipelines/io and themselves; never Apache Beam
+    pipelines/ (the rest)            anything in pipelines/ and schemas/; trainer/ only from
+                                     the CLI and the demo
+    trainer/                         schemas and pipelines/io only
+    bench/                           anything but tests/
+
+Imports inside functions count too: a lazy import still crosses the layer when it runs.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PROJECT = ("schemas", "pipelines", "trainer", "bench", "tests")
+BEAM_FREE = ("pipelines.io", "pipelines.text", "pipelines.bert")
+MAY_IMPORT_TRAINER = ("pipelines.cli", "pipelines.demo")
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imported_modules(module: str, source: str, is_package: bool = False) -> list[str]:
+    """Every module `source` imports, relative imports resolved against `module`."""
+    package = module if is_package else module.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                prefix = ".".join(base)
+                target = f"{prefix}.{node.module}" if node.module else prefix
+            else:
+                target = node.module or ""
+            # `from pipelines import storage` imports pipelines.storage
+            found += [f"{target}.{alias.name}" for alias in node.names] or [target]
+    return found
+
+
+def within(name: str, layer: str) -> bool:
+    return name == layer or name.startswith(layer + ".")
+
+
+def violations(module: str, imports: list[str]) -> list[str]:
+    """The layer rules broken by `module` importing `imports`."""
+    problems = []
+    for name in imports:
+        ours = name.split(".")[0] in PROJECT
+        if within(module, "schemas") and ours and not within(name, "schemas"):
+            problems.append(f"{module} imports {name}: schemas/ imports nothing of the project")
+        if any(within(module, layer) for layer in BEAM_FREE):
+            allowed = ("schemas", "pipelines.io", module.rsplit(".", 1)[0])
+            if within(name, "apache_beam"):
+                problems.append(f"{module} imports {name}: this layer is Beam-free")
+            elif ours and not any(within(name, layer) for layer in allowed):
+                problems.append(f"{module} imports {name}: below the Beam stages")
+        trainer_may = ("schemas", "trainer", "pipelines.io")
+        if within(module, "trainer") and ours and not any(within(name, t) for t in trainer_may):
+            problems.append(f"{module} imports {name}: trainer/ imports schemas, pipelines.io")
+        if within(module, "trainer") and within(name, "apache_beam"):
+            problems.append(f"{module} imports {name}: the trainer never loads Beam")
+        reaches_trainer = within(module, "pipelines") and within(name, "trainer")
+        if reaches_trainer and module not in MAY_IMPORT_TRAINER:
+            problems.append(f"{module} imports {name}: only the CLI and demo reach trainer/")
+        if within(module, "bench") and within(name, "tests"):
+            problems.append(f"{module} imports {name}: bench/ must not import tests/")
+        if not within(module, "tests") and ours and within(name, "tests"):
+            problems.append(f"{module} imports {name}: nothing imports tests/")
+    return problems
+
+
+def project_modules() -> list[tuple[str, Path]]:
+    paths = [
+        p
+        for layer in ("schemas", "pipelines", "trainer", "bench")
+        for p in (ROOT / layer).rglob("*.py")
+    ]
+    return [(module_name(p), p) for p in sorted(paths) if "third_party" not in p.parts]
+
+
+def test_every_module_keeps_to_its_layer() -> None:
+    problems = []
+    for module, path in project_modules():
+        imports = imported_modules(module, path.read_text("utf-8"), path.name == "__init__.py")
+        problems += violations(module, imports)
+    assert problems == []
+
+
+def test_the_folders_are_the_layers() -> None:
+    modules = {module for module, _ in project_modules()}
+    for layer in ("pipelines.io", "pipelines.text", "pipelines.bert", "pipelines.beam"):
+        assert layer in modules, f"{layer}/ is missing its __init__.py"
+    flat = {m for m in modules if m.count(".") == 1 and m.startswith("pipelines.")}
+    stages = {"pipelines.wikipedia", "pipelines.books", "pipelines.vocab", "pipelines.examples",
+              "pipelines.inspect", "pipelines.cli", "pipelines.demo"}  # fmt: skip
+    assert flat - {f"{layer}" for layer in ("pipelines.io", "pipelines.text", "pipelines.bert",
+                                             "pipelines.beam")} == stages  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("module", "source", "expected"),
+    [
+        (
+            "schemas.x",
+            "from pipelines.io import storage",
+            ["schemas.x imports pipelines.io.storage: schemas/ imports nothing of the project"],
+        ),
+        ("schemas.x", "import numpy\nfrom schemas.vocab import VOCAB_FILE", []),
+        ("trainer.data", "from pipelines.io.shards import check_shard", []),
+        (
+            "trainer.data",
+            "def f():\n    from pipelines.bert import draws",
+            ["trainer.data imports pipelines.bert.draws: trainer/ imports schemas, pipelines.io"],
+        ),
+        (
+            "trainer.export",
+            "import apache_beam as beam",
+            ["trainer.export imports apache_beam: the trainer never loads Beam"],
+        ),
+        (
+            "pipelines.io.storage",
+            "from apache_beam.io.filesystems import FileSystems",
+            [
+                "pipelines.io.storage imports apache_beam.io.filesystems.FileSystems: this layer is Beam-free"
+            ],
+        ),
+        (
+            "pipelines.io.shards",
+            "from pipelines.beam import files",
+            ["pipelines.io.shards imports pipelines.beam.files: below the Beam stages"],
+        ),
+        ("pipelines.text.wikitext", "from pipelines.text.wikitemplates import render_template", []),
+        (
+            "pipelines.vocab",
+            "from trainer import train",
+            ["pipelines.vocab imports trainer.train: only the CLI and demo reach trainer/"],
+        ),
+        ("pipelines.demo", "from trainer import train", []),
+        (
+            "bench.loader",
+            "from tests.s3server import start_s3_server",
+            [
+                "bench.loader imports tests.s3server.start_s3_server: bench/ must not import tests/",
+                "bench.loader imports tests.s3server.start_s3_server: nothing imports tests/",
+            ],
+        ),
+    ],
+)
+def test_rules_on_literal_imports(module: str, source: str, expected: list[str]) -> None:
+    assert violations(module, imported_modules(module, source)) == expected
+
+
+def test_relative_imports_are_resolved() -> None:
+    assert imported_modules("pipelines.io.shards", "from .hashing import HashingStream") == [
+        "pipelines.io.hashing.HashingStream"
+    ]
+    assert imported_modules("pipelines.io", "from . import storage", is_package=True) == [
+        "pipelines.io.storage"
+    ]
+
+
+def test_the_trainer_export_and_io_never_load_beam() -> None:
+    code = (
+        "import sys\n"
+        "import trainer.export, trainer.data, trainer.train, trainer.evaluate\n"
+        "import pipelines.io.storage, pipelines.io.shards, pipelines.io.vocabulary\n"
+        "import pipelines.io.retry, pipelines.io.compressed, pipelines.io.flags\n"
+        "import pipelines.text.wikidump, pipelines.text.wikitext, pipelines.text.booktext\n"
+        "import pipelines.bert.pairs, pipelines.bert.masking\n"
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] == 'apache_beam')\n"
+        "print(len(loaded), loaded[:3])\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    assert result.stdout.strip() == "0 []"
