@@ -11,6 +11,7 @@ The stages, each a small function, in the order a sample goes through them:
                              transient errors retried with backoff)
     shuffle_samples          a seeded shuffle buffer
     decode_samples           check each sample's header (schemas/examples.py)
+    batch_samples            groups of --batch-size, as many as this worker owes
     collate                  pad to a multiple of 8 → the tensors of schemas/batch.py
 
 **Every rank gets exactly the same number of batches.** The sample counts come from the
@@ -244,7 +245,7 @@ class Segment:
 
 
 def epoch_shards(shards: Iterable[ShardEntry], seed: int, epoch: int, shuffle: bool) -> list:
-    """Stage 1: the shard order of an epoch, a permutation drawn from (seed, epoch)."""
+    """The shard order of an epoch, a permutation drawn from (seed, epoch)."""
     order = list(shards)
     if shuffle:
         random.Random(stable_hash64(f"shards:{seed}:{epoch}")).shuffle(order)
@@ -274,7 +275,7 @@ def rank_batches(samples: int, world_size: int, batch_size: int, drop_last: bool
 def split_by_node(
     shards: list[ShardEntry], rank: int, world_size: int, batch_size: int, drop_last: bool
 ) -> tuple[list[Segment], int]:
-    """Stage 2: this rank's contiguous range of the epoch's samples, and its batch count.
+    """This rank's contiguous range of the epoch's samples, and its batch count.
 
     With `drop_last` (training) every rank gets exactly the same number of full batches;
     without it (evaluation) every sample is read once and the ranks differ by at most one.
@@ -300,7 +301,7 @@ def worker_batches(batches: int, workers: int) -> list[int]:
 def split_by_worker(
     segments: list[Segment], batches: int, worker: int, workers: int, batch_size: int
 ) -> tuple[list[Segment], int]:
-    """Stage 3: this worker's contiguous part of the rank's samples, and its batch count."""
+    """This worker's contiguous part of the rank's samples, and its batch count."""
     counts = worker_batches(batches, workers)
     rank_samples = sum(segment.take for segment in segments)
     start = sum(counts[:worker]) * batch_size
@@ -321,7 +322,7 @@ class RawSample:
 def read_samples(
     segments: Iterable[Segment], policy: RetryPolicy, verify: bool = True
 ) -> Iterator[RawSample]:
-    """Stage 4: stream the segments' samples; a whole shard is checked against its sha256."""
+    """Stream the segments' samples; a whole shard is checked against its sha256."""
     for segment in segments:
         shard = segment.shard
         check = verify and segment.whole and shard.sha256 is not None
@@ -348,7 +349,7 @@ def read_samples(
 def shuffle_samples(
     samples: Iterable[RawSample], buffer_size: int, rng: random.Random
 ) -> Iterator[RawSample]:
-    """Stage 5: a shuffle buffer; every sample comes out once, in a seeded order."""
+    """A shuffle buffer; every sample comes out once, in a seeded order."""
     if buffer_size <= 1:
         yield from samples
         return
@@ -366,7 +367,7 @@ def shuffle_samples(
 
 
 def decode_samples(samples: Iterable[RawSample]) -> Iterator[tuple[RawSample, ExampleHeader]]:
-    """Stage 6: each sample's header, checked; a bad sample stops the run naming its shard."""
+    """Each sample's header, checked; a bad sample stops the run naming its shard."""
     for sample in samples:
         try:
             yield sample, read_header(sample.data, f"{sample.index:012d}")
@@ -374,8 +375,26 @@ def decode_samples(samples: Iterable[RawSample]) -> Iterator[tuple[RawSample, Ex
             raise ShardReadError(f"{sample.shard}: {error}") from error
 
 
+def batch_samples(
+    decoded: Iterable[tuple[RawSample, ExampleHeader]], batch_size: int, batches: int
+) -> Iterator[list[tuple[RawSample, ExampleHeader]]]:
+    """Groups of `batch_size` (the last one short only when not dropping)."""
+    group: list[tuple[RawSample, ExampleHeader]] = []
+    made = 0
+    for item in decoded:
+        group.append(item)
+        if len(group) == batch_size:
+            yield group
+            made += 1
+            group = []
+            if made == batches:
+                return
+    if group and made < batches:
+        yield group
+
+
 def collate(decoded: list[tuple[RawSample, ExampleHeader]]) -> dict[str, torch.Tensor]:
-    """Stage 7: a list of decoded samples → the padded tensors of schemas/batch.py."""
+    """A list of decoded samples → the padded tensors of schemas/batch.py."""
     size = len(decoded)
     headers = [header for _, header in decoded]
     lengths = np.fromiter((h.n_tokens for h in headers), dtype=np.int64, count=size)
@@ -410,24 +429,6 @@ def collate(decoded: list[tuple[RawSample, ExampleHeader]]) -> dict[str, torch.T
 
 def _round_up(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple
-
-
-def batch_samples(
-    decoded: Iterable[tuple[RawSample, ExampleHeader]], batch_size: int, batches: int
-) -> Iterator[list[tuple[RawSample, ExampleHeader]]]:
-    """Stage 8: groups of `batch_size` (the last one short only when not dropping)."""
-    group: list[tuple[RawSample, ExampleHeader]] = []
-    made = 0
-    for item in decoded:
-        group.append(item)
-        if len(group) == batch_size:
-            yield group
-            made += 1
-            group = []
-            if made == batches:
-                return
-    if group and made < batches:
-        yield group
 
 
 # --------------------------------------------------------------------------- the loader
