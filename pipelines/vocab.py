@@ -31,8 +31,7 @@ merges of equal count): bertkit fixes the alphabet and the ids of every single-c
 piece before the trainer starts.
 
 A correct run on the demo's documents (`bertkit demo`) reads 101 documents, 24,513
-sentences, 3,627,333 bytes of text, keeps 340 characters (uncased) and takes ~2.5 s for the
-full 30,522 tokens.
+sentences, 3,627,333 bytes of text and keeps 340 characters (uncased).
 """
 
 from __future__ import annotations
