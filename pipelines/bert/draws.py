@@ -14,7 +14,7 @@ import numpy as np
 
 from pipelines.io.hashing import stable_hash
 
-_BLOCK = 256  # uniforms drawn at once: a numpy scalar draw costs ~0.3 µs, a buffered one ~0.05
+_BLOCK = 256  # uniforms drawn at once: a buffered draw costs a fraction of a numpy scalar draw
 
 
 class RandomStream:

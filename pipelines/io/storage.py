@@ -230,8 +230,8 @@ def shard_manifest(shard_url: str) -> tuple[str, str]:
 
 
 # One boto3 client per process and S3 environment: smart_open makes a new client for every
-# file otherwise, which cost ~9 ms of CPU per shard, as much as reading an 8 MB shard's
-# bytes (bench/loader.py). Keyed by pid too, since a client must not cross a fork.
+# file otherwise, which costs about as much CPU per shard as reading the shard's bytes
+# (`python -m bench.loader`). Keyed by pid too, since a client must not cross a fork.
 _S3_CLIENTS: dict[tuple[Any, ...], Any] = {}
 _S3_ENVIRONMENT = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ACCESS_KEY_ID",
                    "AWS_PROFILE", "AWS_DEFAULT_REGION", "AWS_REGION")  # fmt: skip
