@@ -93,8 +93,8 @@ def iter_tar_samples(
 
     A ustar reader of its own: the writer's headers are fixed-format, so a member is its
     name, its octal size and its payload, parsed from 1 MiB reads with no TarInfo per member
-    (Python's tarfile builds a TarInfo per member; `python -m bench.loader` compares the two). It requires
-    the end-of-archive blocks, so a shard cut anywhere, even exactly at a member boundary
+    (`python -m bench.loader` compares it with Python's tarfile). It requires the
+    end-of-archive blocks, so a shard cut anywhere, even exactly at a member boundary
     (which tarfile accepts as a complete archive), is an error. pax headers are skipped;
     anything else that is not a regular `KEY.example.bin` file is refused.
     """
