@@ -67,7 +67,7 @@ from bench.examples_vocab import (
     vocab_command,
     vocab_ratios,
 )
-from bench.measure import DEFAULT_WORKDIR, MB, fmt, importlib_version, print_table
+from bench.measure import DEFAULT_WORKDIR, MB, fmt, importlib_version, print_table, verdict_word
 from bench.scale_documents import ScaledDocumentsInfo
 
 GOOGLE_REFERENCE_PER_CORE = 2450.0  # shared/DESIGN.md, "Figures to beat": seq 128, dupe 5
@@ -173,7 +173,7 @@ def print_examples_verdicts(verdicts: dict[str, Any], google_note: str | None) -
             f"ex/CPU-s (reference {GOOGLE_REFERENCE_PER_CORE:,.0f}); bertkit on the same input: "
             f"{fmt(verdicts['ratio_vs_google_same_input'], '.2f')}×"
         )
-    verdict = "not measured" if rate is None else ("MET" if verdicts["met"] else "NOT MET")
+    verdict = verdict_word(rate is not None, verdicts["met"])
     print(
         f"target: ≥ {EXAMPLES_TARGET_FACTOR:g} × {GOOGLE_REFERENCE_PER_CORE:,.0f} = "
         f"{EXAMPLES_TARGET_PER_CORE:,.0f} ex/CPU-s at {fmt(verdicts['headline_size_mb'], 'g')} MB "

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from bench import runs
 from bench.examples_tools import Settings, Summary, describe_run, output_dir, run_once, summarise
-from bench.measure import RunMeasurement, fmt, print_table, repo_python
+from bench.measure import RunMeasurement, fmt, print_table, repo_python, verdict_word
 from bench.scale_documents import ScaledDocumentsInfo
 
 VOCAB_SIZE = 30522
@@ -138,11 +138,8 @@ def print_vocab_table(vocab: dict[str, Summary], documents: ScaledDocumentsInfo)
         )
     print_table(["tool", "wall s", "CPU s", "MB/wall-s", "peak RSS MiB"], rows)
     ratios = vocab_ratios(vocab)
-    verdict = (
-        "not measured"
-        if ratios["wall"] is None
-        else ("MET" if ratios["wall"] <= VOCAB_TARGET_RATIO else "NOT MET")
-    )
+    wall = ratios["wall"]
+    verdict = verdict_word(wall is not None, wall is not None and wall <= VOCAB_TARGET_RATIO)
     print(
         f"bertkit / bare: wall {fmt(ratios['wall'], '.2f')}×, CPU {fmt(ratios['cpu'], '.2f')}×; "
         f"target: wall ≤ {VOCAB_TARGET_RATIO}× -> {verdict}"

@@ -59,7 +59,14 @@ import numpy as np
 import torch
 
 from bench import measure
-from bench.measure import CLOCK_TICKS, DEMO_OUTPUT, fmt, importlib_version, read_proc_stat
+from bench.measure import (
+    CLOCK_TICKS,
+    DEMO_OUTPUT,
+    fmt,
+    importlib_version,
+    read_proc_stat,
+    verdict_word,
+)
 from bench.s3server import client_environment, start_s3_server, stop_server
 from pipelines.io.shards import iter_tar_samples
 from schemas.batch import IGNORE_INDEX, PAD_MULTIPLE, BatchField
@@ -339,10 +346,6 @@ def verdicts(summaries: dict[str, RowSummary]) -> dict[str, Any]:
         if wds and wds.ok
         else None,
     }
-
-
-def verdict_word(measured: bool, met: bool) -> str:
-    return "not measured" if not measured else ("MET" if met else "NOT MET")
 
 
 def print_verdicts(result: dict[str, Any]) -> None:

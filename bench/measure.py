@@ -293,6 +293,11 @@ def fmt(value: float | None, spec: str) -> str:
     return "n/a" if value is None else format(value, spec)
 
 
+def verdict_word(measured: bool, met: bool) -> str:
+    """A target's verdict as the reports print it."""
+    return "not measured" if not measured else ("MET" if met else "NOT MET")
+
+
 def print_table(headers: list[str], rows: list[list[str]], left: tuple[int, ...] = (0,)) -> None:
     """Columns padded to their widest cell; the ``left`` ones (text) left-aligned, the rest
     (numbers) right-aligned."""
