@@ -16,8 +16,8 @@ packed member beats five (README, benchmarks). Segment ids are not stored: they 
 the first `segment_a_length` tokens ([CLS] A [SEP]) and 1 after. The id width is the
 smallest the vocabulary allows (2 bytes up to 65,536 ids), so an example at 128 tokens is
 ~350 bytes, provenance included, against 795 for the same example as Google's padded
-tf.train.Example (measured, `python -m bench.examples`). The tar container adds a 512-byte header and
-pads each member to 512 bytes: ~1,024 bytes per sample on disk at 128.
+tf.train.Example (measured, `python -m bench.examples`). The tar container adds a 512-byte
+header and pads each member to 512 bytes: ~1,024 bytes per sample on disk at 128.
 
 `PRETRAINING_EXAMPLE_SCHEMA` is the Arrow view of a decoded sample: what `bertkit inspect
 --schema` prints, what `examples_table` builds and what the trainer's decoder yields.

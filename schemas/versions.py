@@ -7,6 +7,11 @@ before it starts, saying what it found, what it reads and how to get a file it c
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any, TypeVar
+
+Record = TypeVar("Record")
+
 
 def major(version: str) -> str:
     return version.split(".")[0]
@@ -23,3 +28,29 @@ def version_problem(
         f"{where}: a {found_record} record at schema {found_version}, this bertkit reads "
         f"{record} schema {version}; {remedy}"
     )
+
+
+def read_record(
+    record_class: type[Record],
+    text: str,
+    where: str,
+    remedy: str,
+    error: type[Exception] = ValueError,
+) -> Record:
+    """Parse a manifest or metadata file into `record_class` and check its record and version
+    against the class's own; anything else raises `error` naming `where` and the remedy."""
+    try:
+        record: Any = record_class.from_json(text)  # type: ignore[attr-defined]
+    except (ValueError, TypeError, KeyError, AttributeError) as problem:
+        raise error(
+            f"{where}: not a {record_class.__name__} ({type(problem).__name__}: {problem}); "
+            f"{remedy}"
+        ) from problem
+    defaults = {f.name: f.default for f in dataclasses.fields(record_class)}  # type: ignore[arg-type]
+    problem = version_problem(
+        where, record.record, record.schema_version, defaults["record"],
+        defaults["schema_version"], remedy,
+    )  # fmt: skip
+    if problem:
+        raise error(problem)
+    return record

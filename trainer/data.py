@@ -39,7 +39,6 @@ skips none (tests/test_data.py checks the sample keys).
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import math
 import random
@@ -57,7 +56,6 @@ from pipelines.io.retry import ResumingStream, RetryPolicy, open_with_retries
 from pipelines.io.shards import ShardReadError, check_shard, iter_tar_samples
 from schemas.batch import IGNORE_INDEX, PAD_MULTIPLE, BatchField
 from schemas.examples import (
-    EXAMPLES_SCHEMA_VERSION,
     HEADER_BYTES,
     POSITION_DTYPE,
     ExampleDecodeError,
@@ -66,7 +64,7 @@ from schemas.examples import (
     seq_dir,
 )
 from schemas.shards import ShardsManifest, SplitShards
-from schemas.versions import version_problem
+from schemas.versions import read_record
 
 _LOG = logging.getLogger(__name__)
 
@@ -134,19 +132,10 @@ def open_source(spec: str, split: str = "train", max_seq_length: int | None = No
 
 
 def _read_manifest(url: str) -> ShardsManifest:
-    try:
-        manifest = ShardsManifest.from_json(storage.read_text(url))
-    except (json.JSONDecodeError, KeyError, TypeError) as error:
-        raise DataConfigError(
-            f"{url}: not a bertkit shards manifest ({type(error).__name__}: {error})"
-        ) from error
-    problem = version_problem(
-        url, manifest.record, manifest.schema_version, "PretrainingExample",
-        EXAMPLES_SCHEMA_VERSION, "rebuild the shards with this bertkit's `bertkit examples`",
+    return read_record(
+        ShardsManifest, storage.read_text(url), url,
+        "rebuild the shards with this bertkit's `bertkit examples`", DataConfigError,
     )  # fmt: skip
-    if problem:
-        raise DataConfigError(problem)
-    return manifest
 
 
 def _choose_output(manifest: ShardsManifest, url: str, max_seq_length: int | None) -> str:

@@ -32,7 +32,6 @@ from pipelines.beam.runner import make_pipeline
 from pipelines.io.hashing import HashingStream
 from schemas import (
     DOCUMENT_SCHEMA,
-    DOCUMENT_SCHEMA_VERSION,
     DOCUMENTS_FILE_GLOB,
     MANIFEST_NAME,
     REJECTS_DIR,
@@ -42,7 +41,7 @@ from schemas import (
     Reject,
     documents_table,
 )
-from schemas.versions import version_problem
+from schemas.versions import read_record
 
 _LOG = logging.getLogger(__name__)
 _METRICS_NAMESPACE = "bertkit"
@@ -289,16 +288,10 @@ def read_documents_input(directory: str) -> DocumentsInput:
             "(the manifest is written last, when the stage has finished)"
         )
     raw = files.read_file(manifest_path)
-    try:
-        manifest = DocumentsManifest.from_json(raw.decode("utf-8"))
-    except (ValueError, TypeError, KeyError) as err:
-        raise DocumentsInputError(f"{manifest_path} is not a documents manifest: {err}") from err
-    problem = version_problem(
-        manifest_path, manifest.record, manifest.schema_version, "Document",
-        DOCUMENT_SCHEMA_VERSION, "rerun the documents stage with this version",
+    manifest = read_record(
+        DocumentsManifest, raw.decode("utf-8"), manifest_path,
+        "rerun the documents stage with this version", DocumentsInputError,
     )  # fmt: skip
-    if problem:
-        raise DocumentsInputError(problem)
     # One listing per directory (not one request per file) checks the files are complete.
     listing = files.match_sizes(files.join(directory, DOCUMENTS_FILE_GLOB))
     sizes = {path.rsplit("/", 1)[-1]: size for path, size in listing.items()}

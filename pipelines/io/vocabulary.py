@@ -29,7 +29,7 @@ from tokenizers import (
 )
 
 from pipelines.io import storage
-from schemas.versions import version_problem
+from schemas.versions import read_record
 from schemas.vocab import (
     CLS_TOKEN,
     CONTINUATION_PREFIX,
@@ -42,7 +42,6 @@ from schemas.vocab import (
     UNK_TOKEN,
     VOCAB_FILE,
     VOCAB_METADATA_FILE,
-    VOCAB_SCHEMA_VERSION,
     VocabMetadata,
 )
 
@@ -197,18 +196,10 @@ def load_vocab(directory: str, reader: storage.Reader = storage.READER) -> Vocab
                 f"no vocabulary at {directory}: {path} is missing; run "
                 f"`bertkit vocab --documents DIR … --output {directory}` first"
             )
-    try:
-        metadata = VocabMetadata.from_json(
-            reader.read_bytes(paths[VOCAB_METADATA_FILE]).decode("utf-8")
-        )
-    except (ValueError, TypeError) as err:
-        raise VocabError(f"{paths[VOCAB_METADATA_FILE]} is not vocabulary metadata: {err}") from err
-    problem = version_problem(
-        paths[VOCAB_METADATA_FILE], metadata.record, metadata.schema_version, "Vocabulary",
-        VOCAB_SCHEMA_VERSION, "rerun `bertkit vocab`",
+    metadata = read_record(
+        VocabMetadata, reader.read_bytes(paths[VOCAB_METADATA_FILE]).decode("utf-8"),
+        paths[VOCAB_METADATA_FILE], "rerun `bertkit vocab`", VocabError,
     )  # fmt: skip
-    if problem:
-        raise VocabError(problem)
     vocab_bytes = reader.read_bytes(paths[VOCAB_FILE])
     if hashlib.sha256(vocab_bytes).hexdigest() != metadata.vocab_sha256:
         raise VocabError(
