@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from pipelines.beam import files
 from pipelines.beam.documents import (
     DEFAULT_MAX_FILE_TEXT_BYTES,
     DocumentFileWriter,
@@ -124,7 +125,7 @@ def common_root(paths: list[str]) -> str:
 def read_book_bytes(path: str) -> bytes:
     """The file's bytes, decompressed by suffix; InputReadError if damaged or too large."""
     chunks, size = [], 0
-    for chunk in decompressed_chunks(path):
+    for chunk in decompressed_chunks(path, reader=files.READER):
         chunks.append(chunk)
         size += len(chunk)
         if size > MAX_BOOK_BYTES:
@@ -187,7 +188,7 @@ def line_file_documents(path: str, name: str, config: BooksConfig, tally: UnitTa
 
     def decoded_lines():
         nonlocal fallback_lines
-        for raw in lines(counted(decompressed_chunks(path))):
+        for raw in lines(counted(decompressed_chunks(path, reader=files.READER))):
             try:
                 yield raw.decode("utf-8")
             except UnicodeDecodeError:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from pipelines.beam import files
 from pipelines.beam.documents import (
     DEFAULT_MAX_FILE_TEXT_BYTES,
     DocumentFileWriter,
@@ -178,7 +179,7 @@ class _ExtractSplitFn(beam.DoFn):
         writer = DocumentFileWriter(self._output_dir, unit, self._config.max_file_text_bytes)
         context = PageContext.of(split.path, SiteInfo())
         try:
-            for item in iter_dump(split):
+            for item in iter_dump(split, files.READER):
                 if isinstance(item, SiteInfo):
                     context = PageContext.of(split.path, item)
                     continue
@@ -192,7 +193,7 @@ class _ExtractSplitFn(beam.DoFn):
 
 def _numbered_splits(numbered_path: tuple[int, str], split_bytes: int):
     file_number, path = numbered_path
-    return [(file_number, split) for split in plan_splits(path, split_bytes)]
+    return [(file_number, split) for split in plan_splits(path, split_bytes, files.READER)]
 
 
 class ExtractArticles(beam.PTransform):

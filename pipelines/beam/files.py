@@ -72,8 +72,8 @@ def _join_two(base: str, name: str) -> str:
     return FileSystems.join(base, name)
 
 
-# For Beam-free loaders (e.g. `pipelines.io.vocabulary.load_vocab`) called inside a stage.
-READER = Reader(read_file, exists, _join_two)
+# For Beam-free readers (the vocabulary, dumps, book files) called inside a stage.
+READER = Reader(open_raw, read_file, exists, _join_two)
 
 
 def write_file(path: str, data: bytes) -> None:

@@ -1,7 +1,8 @@
-"""Reading (possibly compressed) input files in bounded chunks, loudly on damage. Beam-free
-apart from Beam's FileSystems, so any path it knows works: local, gs://, s3://.
+"""Reading (possibly compressed) input files in bounded chunks, loudly on damage. Beam-free:
+files are opened through a `Reader` (`pipelines.io.storage`; a Beam stage passes Beam's, so
+any path its filesystems know works: local, gs://, s3://).
 
-Why not `FileSystems.open(path)` with automatic decompression: for a truncated .gz it
+Why not Beam's `FileSystems.open(path)` with automatic decompression: for a truncated .gz it
 returns the readable part and no error, which is silent data loss; and it cannot start at a
 byte offset inside a multistream .bz2. Here `.bz2` (any number of concatenated streams) and
 `.gz` (any number of members) are decompressed by hand, and a file that ends inside a stream
@@ -17,8 +18,7 @@ import zlib
 from collections.abc import Iterator
 from typing import BinaryIO
 
-from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.io.filesystems import FileSystems
+from pipelines.io.storage import READER, Reader
 
 # 1 MiB reads keep memory flat and amortise Python overhead; one bz2 block is ≤ 900 kB.
 CHUNK_BYTES = 1 << 20
@@ -43,13 +43,16 @@ class Position:
 
 
 def decompressed_chunks(
-    path: str, start: int = 0, end: int | None = None, position: Position | None = None
+    path: str,
+    start: int = 0,
+    end: int | None = None,
+    position: Position | None = None,
+    reader: Reader = READER,
 ) -> Iterator[bytes]:
     """Bytes [start, end) of `path`, decompressed by suffix, in chunks of bounded size."""
     position = position if position is not None else Position(start)
     remaining = None if end is None else end - start
-    # UNCOMPRESSED: we decompress ourselves (see the module docstring).
-    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+    with reader.open(path) as handle:  # the stored bytes: we decompress them ourselves
         if start:
             handle.seek(start)
         raw_chunks = _raw_chunks(handle, remaining, position)

@@ -174,16 +174,17 @@ def open_seekable(url: str) -> BinaryIO:
 
 
 class Reader(NamedTuple):
-    """How a loader reads small files. `READER` (this module) serves everything outside Beam;
-    a Beam stage passes `pipelines.beam.files.READER`, so the filesystem flags its runner was
-    given (`--s3_endpoint_url`, …) apply to what it loads too."""
+    """How a Beam-free reader opens files. `READER` (this module) serves everything outside
+    Beam; a Beam stage passes `pipelines.beam.files.READER`, so the filesystem flags its
+    runner was given (`--s3_endpoint_url`, …) apply to what it reads too."""
 
+    open: Callable[[str], BinaryIO]  # the bytes as stored (never decompressed by suffix)
     read_bytes: Callable[[str], bytes]
     exists: Callable[[str], bool]
     join: Callable[[str, str], str]
 
 
-READER = Reader(read_bytes, exists, join)
+READER = Reader(open_binary, read_bytes, exists, join)
 
 
 def locate(path_or_url: str) -> Location:

@@ -1,7 +1,8 @@
 """Streaming reader for MediaWiki XML dumps (`pages-articles`), Beam-free.
 
-Reads `.xml.bz2` (single- or multi-stream), `.xml.gz` and plain `.xml` from any path Beam's
-FileSystems can open (local, gs://, s3://), in fixed-size chunks: memory stays bounded by one
+Reads `.xml.bz2` (single- or multi-stream), `.xml.gz` and plain `.xml` from any path its
+`Reader` opens (`pipelines.io.storage`; the Beam stage passes Beam's filesystems: local,
+gs://, s3://), in fixed-size chunks: memory stays bounded by one
 page plus one chunk, however large the dump. Tags are matched by local name, so export schema
 0.10, 0.11 (and older) all read the same; any encoding the XML declaration names is accepted
 (non-UTF-8 input is transcoded chunk by chunk before expat sees it).
@@ -26,9 +27,8 @@ from urllib.parse import quote
 from xml.etree import ElementTree
 from xml.parsers.expat import errors as expat_errors
 
-from apache_beam.io.filesystems import FileSystems
-
 from pipelines.io.compressed import InputReadError, Position, decompressed_chunks, lines
+from pipelines.io.storage import READER, Reader
 
 _MULTISTREAM_SUFFIX = "-multistream.xml.bz2"
 _INDEX_SUFFIX = "-multistream-index.txt.bz2"
@@ -113,7 +113,7 @@ def is_multistream_index(path: str) -> bool:
     return path.endswith(_INDEX_SUFFIX)
 
 
-def read_stream_offsets(index_path: str) -> list[int]:
+def read_stream_offsets(index_path: str, reader: Reader = READER) -> list[int]:
     """Sorted unique byte offsets of the page streams listed in a multistream index.
 
     Index lines are `offset:page_id:title` (titles may contain ':'). ~230k offsets for the
@@ -121,7 +121,9 @@ def read_stream_offsets(index_path: str) -> list[int]:
     """
     offsets: set[int] = set()
     # The index is itself many bz2 streams: decompress it like the dump, then split lines.
-    for line_number, line in enumerate(lines(decompressed_chunks(index_path)), start=1):
+    for line_number, line in enumerate(
+        lines(decompressed_chunks(index_path, reader=reader)), start=1
+    ):
         if line.strip():
             head, colon, _ = line.partition(b":")
             if not colon or not head.strip().isdigit():
@@ -136,7 +138,7 @@ def read_stream_offsets(index_path: str) -> list[int]:
     return sorted(offsets)
 
 
-def plan_splits(path: str, split_bytes: int) -> list[DumpSplit]:
+def plan_splits(path: str, split_bytes: int, reader: Reader = READER) -> list[DumpSplit]:
     """Cut one dump into splits of about `split_bytes` compressed bytes at stream starts.
 
     Only a multistream dump with its index can be cut; anything else is one split. The
@@ -144,12 +146,12 @@ def plan_splits(path: str, split_bytes: int) -> list[DumpSplit]:
     the parsed <siteinfo> so their pages are named the same way.
     """
     index_path = index_path_for(path)
-    if index_path is None or not FileSystems.exists(index_path):
+    if index_path is None or not reader.exists(index_path):
         return [DumpSplit(path=path, number=0)]
-    offsets = read_stream_offsets(index_path)
+    offsets = read_stream_offsets(index_path, reader)
     if not offsets:
         return [DumpSplit(path=path, number=0)]
-    siteinfo = read_siteinfo(path, end=offsets[0])
+    siteinfo = read_siteinfo(path, end=offsets[0], reader=reader)
     starts = [0]
     for offset in offsets:
         if offset - starts[-1] >= split_bytes:
@@ -161,23 +163,23 @@ def plan_splits(path: str, split_bytes: int) -> list[DumpSplit]:
     ]
 
 
-def read_siteinfo(path: str, end: int | None = None) -> SiteInfo:
+def read_siteinfo(path: str, end: int | None = None, reader: Reader = READER) -> SiteInfo:
     """Parse only the <siteinfo> header at the start of a dump."""
-    for item in _iter_elements(DumpSplit(path=path, number=0, start=0, end=end)):
+    for item in _iter_elements(DumpSplit(path=path, number=0, start=0, end=end), reader):
         if isinstance(item, SiteInfo):
             return item
         break
     return SiteInfo()
 
 
-def iter_dump(split: DumpSplit) -> Iterator[SiteInfo | RawPage]:
+def iter_dump(split: DumpSplit, reader: Reader = READER) -> Iterator[SiteInfo | RawPage]:
     """Yield the split's SiteInfo, then every page in file order.
 
     Raises DumpReadError on a damaged file, after every page before the fault.
     """
     if split.siteinfo is not None:
         yield split.siteinfo
-    yield from _iter_elements(split)
+    yield from _iter_elements(split, reader)
 
 
 def _as_utf8(chunks: Iterator[bytes]) -> Iterator[bytes]:
@@ -215,7 +217,7 @@ def _local(tag: str) -> str:
     return tag.rpartition("}")[2]
 
 
-def _iter_elements(split: DumpSplit) -> Iterator[SiteInfo | RawPage]:
+def _iter_elements(split: DumpSplit, reader: Reader) -> Iterator[SiteInfo | RawPage]:
     """Parse a split's XML into SiteInfo and RawPage items, with bounded memory.
 
     Each <page> is converted when its end tag arrives and then dropped from the tree
@@ -230,7 +232,9 @@ def _iter_elements(split: DumpSplit) -> Iterator[SiteInfo | RawPage]:
     if split.start:
         parser.feed(_SYNTHETIC_ROOT_OPEN)
     try:
-        for chunk in _as_utf8(decompressed_chunks(split.path, split.start, split.end, position)):
+        for chunk in _as_utf8(
+            decompressed_chunks(split.path, split.start, split.end, position, reader)
+        ):
             parser.feed(chunk)
             for event, element in parser.read_events():
                 if event == "start":
