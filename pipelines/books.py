@@ -24,12 +24,12 @@ import posixpath
 from dataclasses import dataclass
 
 import apache_beam as beam
-from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.beam import files
 from pipelines.beam.documents import (
     DEFAULT_MAX_FILE_TEXT_BYTES,
     DocumentFileWriter,
+    DocumentStageFlags,
     UnitTally,
     expand_inputs,
     finish_unit,
@@ -37,12 +37,11 @@ from pipelines.beam.documents import (
     run_documents_pipeline,
 )
 from pipelines.beam.runner import (
-    DocumentStageOptions,
-    OutputOptions,
-    parse_stage_arguments,
+    parse_stage,
     stage_main,
 )
 from pipelines.io.compressed import InputReadError, decompressed_chunks, lines
+from pipelines.io.flags import option
 from pipelines.text.booktext import (
     BookTextError,
     book_paragraphs,
@@ -61,31 +60,6 @@ _COMPRESSED_SUFFIXES = (".gz", ".bz2")
 MAX_BOOK_BYTES = 64 << 20
 
 
-class BooksOptions(PipelineOptions):
-    """Flags of this stage only; the shared ones are in DocumentStageOptions."""
-
-    @classmethod
-    def _add_argparse_args(cls, parser) -> None:
-        parser.add_argument(
-            "--format",
-            choices=FORMATS,
-            default="files",
-            help="files: one book per file; lines: one sentence per line (BookCorpus)",
-        )
-        parser.add_argument(
-            "--lines_per_document",
-            "--lines-per-document",
-            dest="lines_per_document",
-            type=int,
-            default=1000,
-            help="lines format, files without blank lines: cut a document every N lines",
-        )
-        parser.add_argument(
-            "--unit_mb", "--unit-mb", dest="unit_mb", type=int, default=64,
-            help="group book files into units of work of about this many MB",
-        )  # fmt: skip
-
-
 @dataclass(frozen=True)
 class BooksConfig:
     """Everything that shapes the output; recorded in the manifest."""
@@ -95,6 +69,31 @@ class BooksConfig:
     lines_per_document: int = 1000
     unit_bytes: int = 64 << 20
     max_file_text_bytes: int = DEFAULT_MAX_FILE_TEXT_BYTES
+
+
+@dataclass(frozen=True)
+class BooksFlags(DocumentStageFlags):
+    """`bertkit books`'s command line."""
+
+    format: str = option(
+        "files",
+        help="files: one book per file; lines: one sentence per line (BookCorpus)",
+        choices=FORMATS,
+    )
+    min_paragraph_words: int = option(3, help="drop paragraphs with fewer words")
+    lines_per_document: int = option(
+        1000, help="lines format, files without blank lines: cut a document every N lines"
+    )
+    unit_mb: int = option(64, help="group book files into units of work of about this many MB")
+
+    def config(self) -> BooksConfig:
+        return BooksConfig(
+            format=self.format,
+            min_paragraph_words=self.min_paragraph_words,
+            lines_per_document=self.lines_per_document,
+            unit_bytes=self.unit_mb << 20,
+            max_file_text_bytes=self.file_mb << 20,
+        )
 
 
 def book_name(path: str, root: str) -> str:
@@ -280,23 +279,12 @@ class ExtractBooks(beam.PTransform):
 
 def run(argv: list[str] | None = None) -> int:
     """Run the stage; return the exit code (1 when an input was not read to its end)."""
-    options = parse_stage_arguments(argv, (DocumentStageOptions, BooksOptions), __doc__)
-    flags = options.view_as(DocumentStageOptions)
-    output = options.view_as(OutputOptions)
-    books_flags = options.view_as(BooksOptions)
-    config = BooksConfig(
-        format=books_flags.format,
-        min_paragraph_words=flags.min_paragraph_words
-        if flags.min_paragraph_words is not None
-        else BooksConfig.min_paragraph_words,
-        lines_per_document=books_flags.lines_per_document,
-        unit_bytes=books_flags.unit_mb << 20,
-        max_file_text_bytes=flags.file_mb << 20,
-    )
+    flags, options = parse_stage(BooksFlags, argv, "bertkit books", __doc__)
+    config = flags.config()
     inputs = expand_inputs(flags.input)
-    prepare_output_dir(output.output, output.overwrite)
-    extract = ExtractBooks(inputs, output.output, config)
-    return run_documents_pipeline(options, STAGE, extract, inputs, config, output.output)
+    prepare_output_dir(flags.output, flags.overwrite)
+    extract = ExtractBooks(inputs, flags.output, config)
+    return run_documents_pipeline(options, STAGE, extract, inputs, config, flags.output)
 
 
 def main(argv: list[str] | None = None) -> None:

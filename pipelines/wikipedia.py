@@ -24,12 +24,12 @@ import re
 from dataclasses import dataclass
 
 import apache_beam as beam
-from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.beam import files
 from pipelines.beam.documents import (
     DEFAULT_MAX_FILE_TEXT_BYTES,
     DocumentFileWriter,
+    DocumentStageFlags,
     UnitTally,
     expand_inputs,
     finish_unit,
@@ -37,11 +37,10 @@ from pipelines.beam.documents import (
     run_documents_pipeline,
 )
 from pipelines.beam.runner import (
-    DocumentStageOptions,
-    OutputOptions,
-    parse_stage_arguments,
+    parse_stage,
     stage_main,
 )
+from pipelines.io.flags import option
 from pipelines.text.sentences import split_paragraphs
 from pipelines.text.wikidump import (
     DumpReadError,
@@ -72,17 +71,6 @@ _DISAMBIGUATION_TEMPLATE = re.compile(
 )
 
 
-class WikipediaOptions(PipelineOptions):
-    """Flags of this stage only; the shared ones are in DocumentStageOptions."""
-
-    @classmethod
-    def _add_argparse_args(cls, parser) -> None:
-        parser.add_argument(
-            "--split_mb", "--split-mb", dest="split_mb", type=int, default=64,
-            help="cut multistream dumps into splits of about this many compressed MB",
-        )  # fmt: skip
-
-
 @dataclass(frozen=True)
 class WikipediaConfig:
     """Everything that shapes the output; recorded in the manifest."""
@@ -90,6 +78,23 @@ class WikipediaConfig:
     min_paragraph_words: int = 5
     split_bytes: int = 64 << 20
     max_file_text_bytes: int = DEFAULT_MAX_FILE_TEXT_BYTES
+
+
+@dataclass(frozen=True)
+class WikipediaFlags(DocumentStageFlags):
+    """`bertkit wikipedia`'s command line."""
+
+    min_paragraph_words: int = option(5, help="drop paragraphs with fewer words")
+    split_mb: int = option(
+        64, help="cut multistream dumps into splits of about this many compressed MB"
+    )
+
+    def config(self) -> WikipediaConfig:
+        return WikipediaConfig(
+            min_paragraph_words=self.min_paragraph_words,
+            split_bytes=self.split_mb << 20,
+            max_file_text_bytes=self.file_mb << 20,
+        )
 
 
 @dataclass(frozen=True)
@@ -218,23 +223,15 @@ class ExtractArticles(beam.PTransform):
 
 def run(argv: list[str] | None = None) -> int:
     """Run the stage; return the exit code (1 when an input was not read to its end)."""
-    options = parse_stage_arguments(argv, (DocumentStageOptions, WikipediaOptions), __doc__)
-    flags = options.view_as(DocumentStageOptions)
-    output = options.view_as(OutputOptions)
-    config = WikipediaConfig(
-        min_paragraph_words=flags.min_paragraph_words
-        if flags.min_paragraph_words is not None
-        else WikipediaConfig.min_paragraph_words,
-        split_bytes=options.view_as(WikipediaOptions).split_mb << 20,
-        max_file_text_bytes=flags.file_mb << 20,
-    )
+    flags, options = parse_stage(WikipediaFlags, argv, "bertkit wikipedia", __doc__)
+    config = flags.config()
     # A glob like 'dumps/*.bz2' also matches the multistream index beside its dump: the
     # index is read through its dump, never as a dump itself.
     inputs = [i for i in expand_inputs(flags.input) if not is_multistream_index(i["path"])]
-    prepare_output_dir(output.output, output.overwrite)
+    prepare_output_dir(flags.output, flags.overwrite)
     paths = [item["path"] for item in inputs]
-    extract = ExtractArticles(paths, output.output, config)
-    return run_documents_pipeline(options, STAGE, extract, inputs, config, output.output)
+    extract = ExtractArticles(paths, flags.output, config)
+    return run_documents_pipeline(options, STAGE, extract, inputs, config, flags.output)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -29,6 +29,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.beam import files
 from pipelines.beam.runner import make_pipeline
+from pipelines.io.flags import option
 from pipelines.io.hashing import HashingStream
 from schemas import (
     DOCUMENT_SCHEMA,
@@ -51,6 +52,20 @@ _METRICS_NAMESPACE = "bertkit"
 ROWS_PER_GROUP = 1000
 ROW_GROUP_TEXT_BYTES = 8 << 20
 DEFAULT_MAX_FILE_TEXT_BYTES = 256 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class DocumentStageFlags:
+    """The flags every documents stage (wikipedia, books) shares; each adds its own."""
+
+    input: tuple[str, ...] = option(
+        help="input files or globs (repeatable): local, gs://, s3://", metavar="PATH"
+    )
+    output: str = option(help="output directory")
+    overwrite: bool = option(
+        False, help="replace the outputs and manifest of an earlier run in --output"
+    )
+    file_mb: int = option(256, help="start a new Parquet file after this many MB of text")
 
 
 def prepare_output_dir(output_dir: str, overwrite: bool) -> None:
