@@ -1,0 +1,41 @@
+"""Look inside bertkit artifacts: a documents directory, a shard, or a shards directory.
+
+PATH_OR_URL is a local path or an s3://, gs:// or http(s):// URL: a shards directory or its
+manifest.json, one seqN/SPLIT/shard-NNNNNN.tar, or a documents directory or its
+_manifest.json. Nothing is listed: files are found through the manifest, so a plain HTTP
+server works. With no flag it prints a short summary from the manifest.
+
+    bertkit inspect out/shards                                   # what it is, counts, hashes
+    bertkit inspect out/shards --stats --seq 128 --split train   # computed from every shard
+    bertkit inspect out/shards/seq128/train/shard-000000.tar --show 3 --vocab out/vocab
+    bertkit inspect s3://bucket/shards/manifest.json --json 100 > examples.jsonl
+    bertkit inspect out/demo/documents/books --show 2 --schema
+
+--show marks each masked position with the original token: `[MASK]→cat` (replaced by
+[MASK]), `{dog→cat}` (replaced by a random token), `{cat}` (kept). Token strings come from
+--vocab DIR or the vocabulary the manifest names, whose vocab.txt must have the sha256 the
+manifest records; without one, ids are shown.
+
+Shards read through a manifest are checked against it (samples, bytes, sha256) as they
+stream, unless --no-verify. A damaged shard ends the command with exit code 1 and a message
+naming it, after what was read before the damage has been printed.
+"""
+
+from pipelines.inspect.cli import main, run
+from pipelines.inspect.reading import iter_documents, iter_examples, read_examples
+from pipelines.inspect.stats import collect_document_stats, collect_shards_stats, example_stats
+from pipelines.inspect.targets import InspectError, open_target, shard_refs
+
+__all__ = [
+    "InspectError",
+    "collect_document_stats",
+    "collect_shards_stats",
+    "example_stats",
+    "iter_documents",
+    "iter_examples",
+    "main",
+    "open_target",
+    "read_examples",
+    "run",
+    "shard_refs",
+]

@@ -1,0 +1,5 @@
+"""`python -m pipelines.inspect` = `bertkit inspect`."""
+
+from pipelines.inspect.cli import main
+
+main()

@@ -1,0 +1,241 @@
+"""The `bertkit inspect` command line: flags, and which reads and prints each one runs.
+
+Its --help is the package docstring (pipelines/inspect/__init__.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from pipelines.inspect.formatting import (
+    format_document,
+    format_document_stats,
+    format_example_stats,
+    format_schema,
+    format_summary,
+    plural,
+    render_example,
+)
+from pipelines.inspect.reading import (
+    Vocab,
+    iter_documents,
+    iter_examples,
+    read_examples,
+    resolve_vocab,
+)
+from pipelines.inspect.stats import (
+    DocumentStats,
+    ExampleStats,
+    ShardsStats,
+    collect_document_stats,
+    collect_shards_stats,
+    document_mismatches,
+    manifest_mismatches,
+)
+from pipelines.inspect.targets import (
+    InspectError,
+    Target,
+    max_seq_length_of,
+    open_target,
+    shard_refs,
+)
+from pipelines.io import storage
+from schemas.documents import DOCUMENT_SCHEMA
+from schemas.examples import (
+    PRETRAINING_EXAMPLE_SCHEMA,
+    SPLITS,
+)
+from schemas.manifest import DocumentsManifest
+from schemas.vocab import MASK_TOKEN
+
+
+def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="bertkit inspect",
+        description=sys.modules["pipelines.inspect"].__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("target", metavar="PATH_OR_URL", help="shards, a shard or documents")
+    parser.add_argument("--schema", action="store_true", help="print the Arrow schema")
+    parser.add_argument("--show", type=int, metavar="N", help="print N examples or documents")
+    parser.add_argument("--json", type=int, metavar="N", help="print N as JSON lines, only that")
+    parser.add_argument("--stats", action="store_true", help="statistics computed from the data")
+    parser.add_argument("--vocab", metavar="DIR", help="vocabulary directory (for tokens)")
+    parser.add_argument("--seq", type=int, metavar="LENGTH", help="only seqLENGTH shards")
+    parser.add_argument("--split", choices=SPLITS, help="only this split's shards")
+    parser.add_argument(
+        "--no-verify",
+        "--no_verify",
+        dest="verify",
+        action="store_false",
+        help="do not check shards against the manifest's sample counts, sizes and sha256",
+    )
+    args = parser.parse_args(argv)
+    for flag in ("show", "json"):
+        if getattr(args, flag) is not None and getattr(args, flag) < 0:
+            parser.error(f"--{flag} takes a count of 0 or more")
+    if args.json is not None and (args.show is not None or args.stats or args.schema):
+        parser.error("--json prints JSON lines only; run it on its own")
+    return args
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Run the command; return the exit code (1 on damaged, missing or mismatched data)."""
+    args = parse_arguments(argv)
+    try:
+        target = open_target(args.target)
+        if target.kind == "documents":
+            if args.seq is not None or args.split or args.vocab:
+                raise InspectError(
+                    f"{args.target} is a documents directory: --seq, --split and --vocab "
+                    "apply to shards"
+                )
+            return _run_documents(target, args)
+        return _run_shards(target, args)
+    except (InspectError, OSError) as error:  # ShardReadError, FileNotFoundError, StorageError
+        if isinstance(error, BrokenPipeError):
+            raise
+        sys.stdout.flush()
+        print(f"bertkit inspect: error: {error}", file=sys.stderr)
+        return 1
+
+
+def _run_shards(target: Target, args: argparse.Namespace) -> int:
+    refs = shard_refs(target, args.seq, args.split)  # checks --seq/--split before any output
+    if args.json is not None:
+        for example in iter_examples(target, args.seq, args.split, args.verify, args.json):
+            print(json.dumps(example.training_fields(), separators=(",", ":")))
+        return 0
+    sections = args.schema or args.show is not None or args.stats
+    if not sections:
+        _print_lines(format_summary(target))
+        if target.shard is not None:
+            count = sum(1 for _ in read_examples(target.shard, args.verify))
+            checked = "matches the manifest" if target.shard.info and args.verify else "read"
+            print(f"read: {plural(count, 'sample')}, the tar is complete; {checked}")
+        return 0
+    if args.schema:
+        _print_lines(format_schema(PRETRAINING_EXAMPLE_SCHEMA, target.manifest))
+    vocab, note = (
+        resolve_vocab(target, args.vocab) if args.show is not None or args.stats else (None, "")
+    )
+    if args.show is not None:
+        print(note)
+        remaining = args.show
+        for shard in refs:
+            if remaining <= 0:
+                break
+            for example in read_examples(shard, args.verify, remaining):
+                print(render_example(example, vocab, f"{shard.label} "))
+                remaining -= 1
+    if args.stats:
+        return _print_shards_stats(target, args, vocab, note)
+    return 0
+
+
+def _print_shards_stats(
+    target: Target, args: argparse.Namespace, vocab: Vocab | None, note: str
+) -> int:
+    mask_id = vocab.id_of(MASK_TOKEN) if vocab is not None else None
+    if vocab is not None and mask_id is None:
+        note = f"{vocab.url} has no {MASK_TOKEN}"
+    _print_lines(format_summary(target))
+    stats = ShardsStats(ExampleStats(mask_id, max_seq_length_of(target, args.seq)))
+    result = _collect_and_print(
+        stats,
+        lambda: collect_shards_stats(target, stats, args.seq, args.split, args.verify),
+        lambda result: format_example_stats(result, note),
+    )
+    if args.verify:
+        _check_counts(manifest_mismatches(target, result), "the shards directory", "rebuild it")
+        if target.manifest is not None:
+            print("checked against the manifest: every shard's sha256 and every split's counts")
+    return 0
+
+
+def _collect_and_print(
+    stats: ShardsStats | DocumentStats,
+    collect: Callable[[], None],
+    render: Callable[[dict[str, Any]], Iterable[str]],
+) -> dict[str, Any]:
+    """Run `collect` into `stats` and print the result, even when a file turns out damaged."""
+    try:
+        collect()
+    finally:  # what was read is printed before the error propagates
+        result = stats.result()
+        if not stats.complete:
+            print("statistics of what was read before the error:")
+        _print_lines(render(result))
+    return result
+
+
+def _check_counts(problems: list[str], what: str, remedy: str) -> None:
+    if problems:
+        raise InspectError(
+            "what was read differs from the manifest: " + "; ".join(problems) + f"; {what} "
+            f"was changed after writing: {remedy}"
+        )
+
+
+def _run_documents(target: Target, args: argparse.Namespace) -> int:
+    manifest = target.manifest
+    assert isinstance(manifest, DocumentsManifest)
+    if args.json is not None:
+        names = DOCUMENT_SCHEMA.names
+        for row in iter_documents(target, args.json):
+            row = {name: row[name] for name in names}
+            print(json.dumps(row, ensure_ascii=False, separators=(",", ":")))
+        return 0
+    if not (args.schema or args.show is not None or args.stats):
+        _print_lines(format_summary(target))
+        return 0
+    if args.schema:
+        _print_lines(format_schema(DOCUMENT_SCHEMA, manifest))
+        if manifest.files:
+            first = storage.join(target.url, manifest.files[0].name)
+            with storage.open_seekable(first) as source:
+                written = pq.ParquetFile(source).schema_arrow
+            same = written.equals(DOCUMENT_SCHEMA, check_metadata=False)
+            print(f"{manifest.files[0].name}: " + ("same schema" if same else f"\n{written}"))
+    if args.show is not None:
+        for row in iter_documents(target, args.show):
+            _print_lines(format_document(row))
+    if args.stats:
+        stats = DocumentStats()
+        result = _collect_and_print(
+            stats,
+            lambda: collect_document_stats(target, stats, args.verify),
+            lambda result: format_document_stats(result, manifest),
+        )
+        if args.verify:
+            _check_counts(document_mismatches(manifest, result), "the directory", "rerun the stage")
+            print("checked against the manifest: every file's size and counts")
+    return 0
+
+
+def _print_lines(lines: Iterable[str]) -> None:
+    for line in lines:
+        print(line)
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        code = run(argv)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # `bertkit inspect … --json 1000 | head`: the reader left; end quietly, as Python's
+        # documentation recommends (stdout to devnull so the exit flush cannot fail again).
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 1
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

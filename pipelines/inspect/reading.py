@@ -1,0 +1,183 @@
+"""Reading what a target holds: examples from shards (checked against the manifest as they
+stream) and documents one Parquet row group at a time, plus the vocabulary to show tokens
+with."""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from pipelines.inspect.targets import (
+    InspectError,
+    ShardRef,
+    Target,
+    VocabMismatchError,
+    open_target,
+    shard_refs,
+)
+from pipelines.io import storage
+from pipelines.io.parquet import iter_row_groups
+from pipelines.io.shards import ShardReadError, read_shard_samples
+from pipelines.io.vocabulary import read_vocab_txt, vocab_txt_url
+from schemas.examples import (
+    ExampleDecodeError,
+    PretrainingExample,
+)
+from schemas.manifest import DocumentsManifest, OutputFile
+from schemas.shards import ShardsManifest
+from schemas.vocab import VOCAB_FILE
+
+
+def read_examples(
+    shard: ShardRef, verify: bool = True, limit: int | None = None
+) -> Iterator[PretrainingExample]:
+    """Decoded examples of one shard; ShardReadError names the shard on any damage.
+
+    With `verify` and a manifest entry, the whole shard is read even when `limit` stops the
+    decoding early, so its checksum is still checked: consume the iterator to its end.
+    Without either, a shard read to its end must still end like a complete tar file.
+    """
+    expected = shard.info if verify else None
+    decoded = 0
+    with storage.open_binary(shard.url) as source:
+        for key, data in read_shard_samples(source, shard.url, expected):
+            if limit is not None and decoded >= limit:
+                if expected is None:
+                    return  # nothing to check the rest against
+                continue  # read on: the checksum covers every byte
+            try:
+                example = PretrainingExample.decode(data, key)
+            except ExampleDecodeError as error:
+                raise ShardReadError(f"{shard.url}: {error}") from error
+            decoded += 1
+            yield example
+
+
+def iter_examples(
+    target: Target | str,
+    seq: int | None = None,
+    split: str | None = None,
+    verify: bool = True,
+    limit: int | None = None,
+) -> Iterator[PretrainingExample]:
+    """Examples of a shard or of every chosen shard of a manifest, streamed shard by shard.
+
+    `target` is an `open_target` result or a path or URL: `iter_examples("s3://b/shards",
+    seq=128, split="train")`.
+    """
+    target = open_target(target) if isinstance(target, str) else target
+    remaining = limit
+    for shard in shard_refs(target, seq, split):
+        if remaining is not None and remaining <= 0:
+            return
+        for example in read_examples(shard, verify, remaining):
+            if remaining is not None:
+                remaining -= 1
+            yield example
+
+
+def iter_document_batches(
+    target: Target, columns: list[str] | None = None, verify: bool = True
+) -> Iterator[tuple[OutputFile, pa.Table]]:
+    """Every documents file the manifest lists, one row group (a table) at a time."""
+    manifest = target.manifest
+    if not isinstance(manifest, DocumentsManifest):
+        raise InspectError(f"{target.url} is not a documents directory")
+    for output_file in manifest.files:
+        url = storage.join(target.url, output_file.name)
+        with storage.open_seekable(url) as source:
+            size = source.seek(0, io.SEEK_END)
+            source.seek(0)
+            if verify and size != output_file.bytes:
+                raise InspectError(
+                    f"{url}: {size:,} bytes, the manifest says {output_file.bytes:,}; the file "
+                    "was changed or cut short after writing: rerun the stage"
+                )
+            try:
+                for table in iter_row_groups(source, columns):
+                    yield output_file, table
+            except pa.ArrowException as error:
+                raise InspectError(f"{url}: not a readable Parquet file: {error}") from error
+
+
+def iter_documents(target: Target | str, limit: int | None = None) -> Iterator[dict[str, Any]]:
+    """Documents as dicts of the Document columns, in manifest order."""
+    target = open_target(target) if isinstance(target, str) else target
+    seen = 0
+    for _, batch in iter_document_batches(target):
+        for row in batch.to_pylist():
+            if limit is not None and seen >= limit:
+                return
+            seen += 1
+            yield row
+
+
+# vocabulary
+
+
+@dataclass(frozen=True, slots=True)
+class Vocab:
+    """vocab.txt's tokens for display: line number = id, as Google's and HF's vocabularies."""
+
+    tokens: tuple[str, ...]
+    sha256: str
+    url: str
+
+    def token(self, token_id: int) -> str:
+        return self.tokens[token_id] if 0 <= token_id < len(self.tokens) else f"<{token_id}?>"
+
+    def id_of(self, token: str) -> int | None:
+        try:
+            return self.tokens.index(token)
+        except ValueError:
+            return None
+
+
+def load_vocab(directory: str) -> Vocab:
+    """DIR/vocab.txt (or the file itself) with the sha256 of its bytes, which manifests record."""
+    url = vocab_txt_url(directory)
+    tokens, sha256 = read_vocab_txt(url)
+    return Vocab(tuple(tokens), sha256, url)
+
+
+def resolve_vocab(target: Target, vocab_dir: str | None) -> tuple[Vocab | None, str]:
+    """The vocabulary to show tokens with, and a note on where it came from or why none.
+
+    `vocab_dir` wins; else the manifest's vocab path, tried as given (relative to the working
+    directory) and then relative to the manifest. A vocab.txt whose sha256 is not the
+    manifest's raises VocabMismatchError: its token strings would be wrong.
+    """
+    recorded = target.manifest.vocab if isinstance(target.manifest, ShardsManifest) else {}
+    expected = recorded.get("sha256")
+    if vocab_dir is not None:
+        candidates = [vocab_dir]
+    elif recorded.get("path"):
+        path = str(recorded["path"])
+        candidates = [path]
+        if not storage.is_remote(path) and not os.path.isabs(path):
+            candidates.append(storage.join(storage.parent(target.manifest_url or ""), path))
+    else:
+        return None, "no vocabulary: token ids shown (pass --vocab DIR for tokens)"
+    for candidate in candidates:
+        if not storage.exists(vocab_txt_url(candidate)):
+            if vocab_dir is not None:
+                raise FileNotFoundError(f"--vocab {vocab_dir}: no {VOCAB_FILE} there")
+            continue
+        vocab = load_vocab(candidate)
+        if expected and vocab.sha256 != expected:
+            raise VocabMismatchError(
+                f"{vocab.url}: sha256 {vocab.sha256[:16]}…, but {target.manifest_url} was made "
+                f"with vocab sha256 {str(expected)[:16]}… ({recorded.get('path')}): its tokens "
+                "would be shown wrong; pass the --vocab the shards were made with"
+            )
+        checked = "sha256 matches the manifest" if expected else "not checked: no manifest"
+        return vocab, f"vocabulary {vocab.url} ({len(vocab.tokens):,} tokens, {checked})"
+    return None, (
+        f"no vocabulary: the manifest's {recorded.get('path')} has no {VOCAB_FILE}; token ids "
+        "shown (pass --vocab DIR for tokens)"
+    )

@@ -1,0 +1,151 @@
+"""What `bertkit inspect` was pointed at: a shard, a shards directory or a documents
+directory, found through its manifest (nothing is listed, so plain HTTP servers work)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pipelines.io import storage
+from schemas.examples import (
+    SPLITS,
+    seq_dir,
+)
+from schemas.manifest import DocumentsManifest
+from schemas.shards import SequenceOutput, ShardInfo, ShardsManifest
+
+
+class InspectError(Exception):
+    """An artifact is not what its manifest says, or a flag does not fit the target."""
+
+
+class VocabMismatchError(InspectError):
+    """The vocabulary given or found is not the one the shards were made with."""
+
+
+@dataclass(frozen=True, slots=True)
+class ShardRef:
+    """One shard to read: where it is and, through a manifest, what it must hold."""
+
+    url: str
+    info: ShardInfo | None  # None: no manifest lists it, so nothing to verify against
+    output: str | None = None  # "seq128"
+    split: str | None = None  # "train", "heldout"
+
+    @property
+    def label(self) -> str:
+        return f"{self.output}/{self.split}" if self.output and self.split else "shard"
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """What `bertkit inspect` was pointed at, with its manifest read."""
+
+    location: storage.Location
+    manifest: ShardsManifest | DocumentsManifest | None
+    shard: ShardRef | None = None  # a single shard target
+
+    @property
+    def kind(self) -> storage.TargetKind:
+        return self.location.kind
+
+    @property
+    def url(self) -> str:
+        return self.location.url
+
+    @property
+    def manifest_url(self) -> str | None:
+        return self.location.manifest_url
+
+
+def open_target(path_or_url: str) -> Target:
+    """Locate a target and read its manifest (for a shard: the manifest that lists it)."""
+    location = storage.locate(path_or_url)
+    if location.kind == "documents":
+        assert location.manifest_url is not None
+        manifest = _parse_manifest(location.manifest_url, DocumentsManifest)
+        return Target(location, manifest)
+    if location.kind == "shards":
+        assert location.manifest_url is not None
+        return Target(location, _parse_manifest(location.manifest_url, ShardsManifest))
+    return _single_shard_target(location)
+
+
+def _parse_manifest(url: str, record: type[Any]) -> Any:
+    text = storage.read_text(url)
+    try:
+        return record.from_json(text)
+    except (json.JSONDecodeError, KeyError, TypeError) as error:
+        raise InspectError(
+            f"{url}: not a {record.__name__} ({type(error).__name__}: {error}); it was written "
+            "by another tool or another bertkit version, or it was cut short"
+        ) from error
+
+
+def _single_shard_target(location: storage.Location) -> Target:
+    """A shard at DIR/seqN/SPLIT/shard-*.tar is checked against DIR/manifest.json if there."""
+    manifest_url, relative = storage.shard_manifest(location.url)
+    if relative.startswith("seq") and storage.exists(manifest_url):
+        manifest = _parse_manifest(manifest_url, ShardsManifest)
+        found = manifest.shards_by_path().get(relative)
+        if found is not None:
+            name, split, info = found
+            located = storage.Location("shard", location.url, manifest_url)
+            return Target(located, manifest, ShardRef(location.url, info, name, split))
+    return Target(location, None, ShardRef(location.url, None))
+
+
+def ordered_outputs(manifest: ShardsManifest) -> list[tuple[str, SequenceOutput]]:
+    return sorted(manifest.outputs.items(), key=lambda item: item[1].max_seq_length)
+
+
+def ordered_splits(output: SequenceOutput) -> list[str]:
+    # train before heldout (the manifest's JSON has its keys sorted, heldout first)
+    return sorted(output.splits, key=lambda s: (SPLITS.index(s) if s in SPLITS else 99, s))
+
+
+def shard_refs(target: Target, seq: int | None = None, split: str | None = None) -> list[ShardRef]:
+    """The shards to read, in order: outputs by sequence length, train before heldout."""
+    if target.kind == "documents":
+        raise InspectError(f"{target.url} is a documents directory, not shards")
+    if target.shard is not None:
+        if seq is not None or split is not None:
+            raise InspectError(
+                "--seq and --split choose shards of a manifest; give the shards directory, "
+                "not one shard"
+            )
+        return [target.shard]
+    manifest = target.manifest
+    assert isinstance(manifest, ShardsManifest)
+    outputs = ordered_outputs(manifest)
+    if seq is not None:
+        outputs = [(name, out) for name, out in outputs if name == seq_dir(seq)]
+        if not outputs:
+            have = ", ".join(str(o.max_seq_length) for _, o in ordered_outputs(manifest))
+            raise InspectError(
+                f"{target.manifest_url} has no {seq_dir(seq)} shards: --seq one of {have}"
+            )
+    refs = []
+    for name, output in outputs:
+        splits = ordered_splits(output)
+        if split is not None:
+            if split not in output.splits:
+                raise InspectError(
+                    f"{target.manifest_url} has no {split} split under {name} "
+                    f"(it has {', '.join(splits)})"
+                )
+            splits = [split]
+        for split_name in splits:
+            for info in output.splits[split_name].shards:
+                refs.append(ShardRef(storage.join(target.url, info.path), info, name, split_name))
+    return refs
+
+
+def max_seq_length_of(target: Target, seq: int | None) -> int | None:
+    if not isinstance(target.manifest, ShardsManifest):
+        return None
+    if target.shard is not None and target.shard.output is not None:
+        return target.manifest.outputs[target.shard.output].max_seq_length
+    lengths = [o.max_seq_length for o in target.manifest.outputs.values()]
+    return seq if seq is not None else max(lengths, default=None)
