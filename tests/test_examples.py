@@ -351,8 +351,8 @@ def test_write_shards_orders_buckets_and_joins_a_shard_that_straddles_two(tmp_pa
     bucket0, bucket1 = tmp_path / "b0.bin", tmp_path / "b1.bin"
     write_file(str(bucket0), pack_example(5, b"five") + pack_example(1, b"one"))
     write_file(str(bucket1), pack_example(3, b"three"))
-    spills = [("seq128/train/b00000", str(bucket0)), ("seq128/train/b00001", str(bucket1))]
-    counts = [("seq128/train/b00000", 2), ("seq128/train/b00001", 1)]
+    spills = [(("seq128/train", 0), str(bucket0)), (("seq128/train", 1), str(bucket1))]
+    counts = [(("seq128/train", 0), 2), (("seq128/train", 1), 1)]
     shards = (
         test_pipeline | "Spills" >> beam.Create(spills),
         test_pipeline | "Counts" >> beam.Create(counts),
@@ -373,6 +373,15 @@ def test_write_shards_orders_buckets_and_joins_a_shard_that_straddles_two(tmp_pa
             (sample_key(1), b"five"),
             (sample_key(2), b"three"),
         ]
+
+
+def test_keys_are_typed_tuples_named_as_spill_folders():
+    key = examples.PartitionKey("train", 3, 2)
+    assert key == ("train", 3, 2) and key.name == "train/p00003/q00002"
+    assert examples.BucketKey("seq128/heldout", 7).name == "seq128/heldout/b00007"
+    # the folders sort as the keys do (zero-padded numbers)
+    keys = [examples.PartitionKey("train", p, q) for p in (10, 2) for q in (11, 1)]
+    assert [k.name for k in sorted(keys)] == sorted(k.name for k in keys)
 
 
 def test_shard_bounds_are_equal_within_one():

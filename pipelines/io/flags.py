@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 Config = TypeVar("Config")
@@ -33,9 +33,17 @@ def option(
     help: str,
     metavar: str | None = None,
     choices: Sequence[Any] | None = None,
+    flag: str | None = None,
+    parse: Callable[[str], Any] | None = None,
 ) -> Any:
-    """A config field that is a flag; without `default` the flag is required."""
-    metadata = {"help": help, "metavar": metavar, "choices": choices}
+    """A config field that is a flag; without `default` the flag is required.
+
+    `flag` names the flag when it is not the field's name (Google's `--max_seq_length` for
+    a field of several lengths); `parse` turns the one string given into the value (a comma
+    list, say) and raises argparse.ArgumentTypeError with the reason when it cannot.
+    """
+    metadata = {"help": help, "metavar": metavar, "choices": choices, "flag": flag}
+    metadata["parse"] = parse
     if isinstance(default, list | dict | set):
         raise TypeError("mutable defaults: use a tuple")
     return dataclasses.field(default=default, metadata=metadata)
@@ -48,9 +56,10 @@ def flag_name(field_name: str) -> str:
 def add_flags(parser: argparse.ArgumentParser, config_class: type) -> None:
     """Add one flag per field of `config_class` (a dataclass) to `parser`."""
     for spec in dataclasses.fields(config_class):
-        names = [flag_name(spec.name)]
-        if "_" in spec.name:
-            names.append("--" + spec.name)
+        name = spec.metadata.get("flag") or spec.name
+        names = [flag_name(name)]
+        if "_" in name.replace("-", "_"):
+            names.append("--" + name.replace("-", "_"))
         required = spec.default is dataclasses.MISSING
         default = None if required else spec.default
         kind = _type_name(spec.type)
@@ -63,7 +72,12 @@ def add_flags(parser: argparse.ArgumentParser, config_class: type) -> None:
             keywords["metavar"] = spec.metadata["metavar"]
         if spec.metadata.get("choices"):
             keywords["choices"] = spec.metadata["choices"]
-        if base == "bool":
+        if spec.metadata.get("parse"):
+            parser.add_argument(
+                *names, type=spec.metadata["parse"], default=default, required=required,
+                **keywords,
+            )  # fmt: skip
+        elif base == "bool":
             parser.add_argument(
                 *names, action=argparse.BooleanOptionalAction, default=default, **keywords
             )
@@ -88,8 +102,8 @@ def config_from(config_class: type[Config], namespace: argparse.Namespace) -> Co
         value = getattr(namespace, spec.name)
         if isinstance(value, list):
             value = tuple(value)
-        elif value is None and spec.default == ():
-            value = ()
+        elif value is None and spec.default is not dataclasses.MISSING:
+            value = spec.default
         values[spec.name] = value
     return config_class(**values)
 

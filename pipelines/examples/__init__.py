@@ -1,0 +1,48 @@
+"""`bertkit examples`: documents → BERT pre-training examples in WebDataset shards.
+
+    bertkit examples --documents out/documents/wikipedia out/documents/books \\
+        --vocab out/vocab --output out/shards --max-seq-length 128,512 --dupe-factor 5
+
+(= `python -m pipelines.examples …`; every other flag goes to Beam, e.g. `--runner
+DataflowRunner --project P --region R --temp_location gs://…`, or `--direct_num_workers 4
+--direct_running_mode multi_processing` locally.)
+
+google-research/bert's `create_pretraining_data.py` algorithm (pipelines/bert/pairs.py,
+pipelines/bert/masking.py) with its flag names and defaults, made parallel and streaming, in
+three steps (the graph: pipelines/examples/transforms.py):
+
+1. TokenizeDocuments: each documents file is read row group by row group and tokenized
+   once; held-out documents are chosen by a hash of their id (`--heldout-fraction`); for
+   each dupe pass a document is sent to a random *partner group* (a hash of seed, pass and
+   id), so NotNext partners come from the whole corpus and change every pass.
+2. PairAndMask: per group, each document's sentence pairs and masks are drawn from its own
+   generator seeded by (seed, document id, pass, length), so the result does not depend on
+   runner, worker count or order; each example gets a random place in the global shuffle.
+3. WriteShards: examples are sorted by that place and cut into shards of equal size (±1)
+   per length and split, each written under a temporary name and renamed; `manifest.json`
+   is written last.
+
+Documents and examples move between steps through spill files under `OUTPUT/_work` (see
+pipelines/beam/spill.py), not through Beam's shuffle, so every worker's memory is bounded by a
+flag (`--work-partition-mb`, `--bucket-mb`, `--spill-budget-mb`) however large the corpus.
+"""
+
+from pipelines.examples.cli import main, run, run_examples
+from pipelines.examples.config import ExamplesConfig, ExamplesConfigError
+from pipelines.examples.plan import BucketKey, PartitionKey
+from pipelines.examples.shards import shard_bounds, shard_count
+from pipelines.examples.transforms import CreateExamples, WriteShards
+
+__all__ = [
+    "BucketKey",
+    "CreateExamples",
+    "ExamplesConfig",
+    "ExamplesConfigError",
+    "PartitionKey",
+    "WriteShards",
+    "main",
+    "run",
+    "run_examples",
+    "shard_bounds",
+    "shard_count",
+]

@@ -1,0 +1,5 @@
+"""`python -m pipelines.examples` = `bertkit examples`."""
+
+from pipelines.examples.cli import main
+
+main()

@@ -1,0 +1,82 @@
+"""`bertkit examples` from the command line: parse, check every input, then run the graph.
+
+Its --help is the package docstring (pipelines/examples/__init__.py).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from pipelines.beam import files
+from pipelines.beam.documents import DocumentsInput
+from pipelines.beam.runner import make_pipeline, parse_stage, stage_main
+from pipelines.examples.config import WORK_DIR, ExamplesConfig
+from pipelines.examples.manifest import build_manifest, report
+from pipelines.examples.plan import plan_layout, plan_units, read_documents_inputs
+from pipelines.examples.transforms import CreateExamples, WriteShards
+from pipelines.io.vocabulary import Vocabulary, load_vocab
+from schemas import REJECTS_DIR, SHARDS_MANIFEST_NAME
+
+# What an earlier run of this stage leaves in --output.
+_EARLIER_RUN = (SHARDS_MANIFEST_NAME, "seq*/*/*", f"{REJECTS_DIR}/*", f"{WORK_DIR}/**")
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Check the flags and inputs (exit 2 with the reason), then make the shards."""
+    description = sys.modules["pipelines.examples"].__doc__
+    config, options = parse_stage(ExamplesConfig, argv, "bertkit examples", description)
+    try:
+        config.validate()
+        vocab = load_vocab(config.vocab, files.READER)
+        inputs = read_documents_inputs(config.documents)
+        files.clear_earlier_run(config.output, _EARLIER_RUN, config.overwrite)
+    except (ValueError, OSError) as error:  # ExamplesConfigError, VocabError, … are ValueErrors
+        print(f"bertkit examples: {error}", file=sys.stderr)
+        return 2
+    return run_examples(options, config, vocab, inputs)
+
+
+def run_examples(
+    options: PipelineOptions,
+    config: ExamplesConfig,
+    vocab: Vocabulary,
+    inputs: list[DocumentsInput],
+) -> int:
+    """The graph (pipelines/examples/transforms.py), then the manifest, written last."""
+    layout = plan_layout(config, inputs, vocab.size)
+    manifest_path = files.join(config.output, SHARDS_MANIFEST_NAME)
+
+    def write_manifest(
+        _: Any, shards: list[dict[str, Any]], summaries: list[dict[str, Any]]
+    ) -> str:
+        manifest = build_manifest(config, layout, vocab, inputs, shards, summaries)
+        files.write_file(manifest_path, manifest.to_json().encode("utf-8"))
+        remove_work_dir(config)
+        return manifest_path
+
+    with make_pipeline(options) as pipeline:
+        spills, bucket_counts, summaries = pipeline | "CreateExamples" >> CreateExamples(
+            config, layout, plan_units(inputs)
+        )
+        shards = (spills, bucket_counts) | "WriteShards" >> WriteShards(config)
+        (
+            pipeline
+            | "ManifestTrigger" >> beam.Create([None])
+            | "WriteManifest"
+            >> beam.Map(write_manifest, beam.pvalue.AsList(shards), beam.pvalue.AsList(summaries))
+        )
+    return report(manifest_path)
+
+
+def remove_work_dir(config: ExamplesConfig) -> None:
+    files.delete(files.match(files.join(config.work_dir, "**")))
+    if files.exists(config.work_dir):
+        files.delete([config.work_dir])
+
+
+def main(argv: list[str] | None = None) -> None:
+    stage_main(run, argv)

@@ -1,0 +1,171 @@
+"""Step 2 of the graph: in each pairing step, every document's sentence pairs and masks,
+per partner group, drawn from the document's own generator; each example gets a random
+place in the global shuffle and goes to the spill bucket that place falls in."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import apache_beam as beam
+import numpy as np
+
+from pipelines.beam import files
+from pipelines.beam.documents import UnitTally, finish_unit
+from pipelines.beam.spill import SpillWriter, TokenizedDocument, pack_example, unpack_documents
+from pipelines.bert.draws import document_stream
+from pipelines.bert.masking import MaskingConfig, mask_batch
+from pipelines.bert.pairs import create_pairs, pair_input_ids
+from pipelines.examples.config import ExamplesConfig
+from pipelines.examples.plan import BucketKey, Layout, PartitionKey, output_name
+from pipelines.examples.tokenize import SUMMARY
+from pipelines.io.vocabulary import load_vocab
+from schemas import PretrainingExample, Reject
+from schemas.examples import NOT_NEXT
+
+BUCKET_COUNTS = "bucket_counts"  # the tagged output of (BucketKey, examples) counts
+
+
+class _Others(Sequence):
+    """The documents of a group but one, without copying the list per document."""
+
+    def __init__(self, documents: list, skip: int) -> None:
+        self._documents = documents
+        self._skip = skip
+
+    def __len__(self) -> int:
+        return len(self._documents) - 1
+
+    def __getitem__(self, index):  # type: ignore[override]
+        return self._documents[index + (index >= self._skip)]
+
+
+@dataclass(slots=True)
+class GroupStep:
+    """One partner group in one pass: its documents and where their examples go."""
+
+    members: list[TokenizedDocument]  # sorted by id
+    lengths: list[list[int]]  # sentence lengths per member
+    dupe_pass: int
+    split: str
+    writer: SpillWriter
+    tally: UnitTally
+    bucket_counts: Counter
+
+
+class PairAndMaskFn(beam.DoFn):
+    """(PartitionKey, spill files) → (BucketKey, spill file) + bucket counts + a summary."""
+
+    def __init__(self, config: ExamplesConfig, layout: Layout) -> None:
+        self._config = config
+        self._layout = layout
+
+    def setup(self) -> None:
+        vocab = load_vocab(self._config.vocab, files.READER)
+        self._cls, self._sep = vocab.cls_id, vocab.sep_id
+        self._masking = {
+            length: MaskingConfig(
+                masked_lm_prob=self._config.masked_lm_prob,
+                max_predictions=predictions,
+                mask_id=vocab.mask_id,
+                replaceable_ids=vocab.replaceable_ids,
+                is_continuation=vocab.is_continuation if self._config.whole_word_mask else None,
+            )
+            for length, predictions in zip(
+                self._config.max_seq_lengths, self._config.max_predictions_per_seq, strict=True
+            )
+        }
+
+    def process(self, element: tuple[tuple, list[str]]) -> Iterator[Any]:
+        key, paths = PartitionKey(*element[0]), element[1]
+        config = self._config
+        unit = key.name.replace("/", "-")
+        writer = SpillWriter(
+            files.join(config.work_dir, "examples"), unit, config.spill_budget_mb << 20
+        )
+        tally = UnitTally(unit)
+        bucket_counts: Counter = Counter()
+        for group, members in sorted(self._groups(key, paths).items()):
+            members.sort(key=lambda d: d.id)
+            if len(members) == 1:
+                tally.reject(_alone(members[0].id, key, group))
+            lengths = [m.sentence_lengths.tolist() for m in members]
+            step = GroupStep(
+                members, lengths, key.dupe_pass, key.split, writer, tally, bucket_counts
+            )
+            for index in range(len(members)):
+                for length in config.max_seq_lengths:
+                    self._make_examples(step, index, length)
+        yield from writer.close()
+        for bucket_key, count in sorted(bucket_counts.items()):
+            yield beam.pvalue.TaggedOutput(BUCKET_COUNTS, (tuple(bucket_key), count))
+        yield beam.pvalue.TaggedOutput(SUMMARY, finish_unit(config.output, tally, []))
+
+    def _groups(self, key: PartitionKey, paths: list[str]) -> dict[int, list[TokenizedDocument]]:
+        """The step's documents by partner group (a step holds several groups)."""
+        config, layout = self._config, self._layout
+        groups: dict[int, list[TokenizedDocument]] = defaultdict(list)
+        for path in sorted(paths):
+            for document in unpack_documents(files.read_file(path), path):
+                group = layout.group_of(config.seed, key.dupe_pass, key.split, document.id)
+                groups[group].append(document)
+        return groups
+
+    def _make_examples(self, step: GroupStep, index: int, length: int) -> None:
+        """One document's examples in one pass at one length, spilled to their buckets."""
+        config = self._config
+        document = step.members[index]
+        others = _Others(step.members, index)
+        rng = document_stream(config.seed, document.id, step.dupe_pass, length)
+        pairs = create_pairs(
+            step.lengths[index], _Others(step.lengths, index), length, config.short_seq_prob, rng
+        )
+        inputs = [
+            pair_input_ids(
+                pair,
+                document.tokens,
+                others[pair.partner].tokens if pair.is_random_next else None,
+                self._cls,
+                self._sep,
+            )
+            for pair in pairs
+        ]
+        masked_inputs = mask_batch(
+            [ids for ids, _ in inputs],
+            [(0, a_length - 1, len(ids) - 1) for ids, a_length in inputs],
+            self._masking[length],
+            rng,
+        )
+        sort_keys = (rng.uniforms(len(pairs)) * 2**53).astype(np.int64).tolist()
+        output = output_name(length, step.split)
+        buckets = self._layout.buckets[output]
+        counts = step.tally.counts
+        for pair, (input_ids, a_length), masked, sort_key in zip(
+            pairs, inputs, masked_inputs, sort_keys, strict=True
+        ):
+            label = NOT_NEXT if pair.is_random_next else 0
+            example = PretrainingExample(
+                masked.input_ids, a_length, masked.positions, masked.labels, label,
+                document.id, others[pair.partner].id if pair.is_random_next else document.id,
+                step.dupe_pass,
+            ).encode(self._layout.id_width)  # fmt: skip
+            bucket_key = BucketKey(output, sort_key % buckets)
+            step.writer.add(bucket_key, pack_example(sort_key, example))
+            step.bucket_counts[bucket_key] += 1
+            counts[f"{output}/examples"] += 1
+            counts[f"{output}/not_next"] += label
+            counts[f"{output}/tokens"] += len(input_ids)
+            counts[f"{output}/predictions"] += len(masked.positions)
+
+
+def _alone(document_id: str, key: PartitionKey, group: int) -> Reject:
+    return Reject(
+        id=document_id,
+        input=key.name,
+        position=f"pass {key.dupe_pass}, group {group}",
+        reason="no_partner_document",
+        error=f"{document_id} is alone in its {key.split} partner group: its chunks that need "
+        "a NotNext partner make no example in this pass (the split has too few documents)",
+    )
