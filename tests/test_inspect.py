@@ -20,21 +20,31 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from pipelines import cli
 from pipelines.beam.shards import write_shard
 from pipelines.inspect import example_stats, iter_examples, open_target, shard_refs
+from pipelines.inspect.stats import (
+    DocumentStats,
+    ExampleStats,
+    ShardsStats,
+    SplitTally,
+    document_mismatches,
+    manifest_mismatches,
+)
+from pipelines.inspect.targets import Target
 from pipelines.io import storage
-from schemas.documents import DOCUMENT_SCHEMA
+from schemas.documents import DOCUMENT_SCHEMA, DocumentColumn
 from schemas.examples import (
     PRETRAINING_EXAMPLE_SCHEMA,
     SHARDS_MANIFEST_NAME,
     PretrainingExample,
     sample_key,
 )
-from schemas.manifest import MANIFEST_NAME, DocumentsManifest
-from schemas.shards import SequenceOutput, ShardsManifest, SplitShards
+from schemas.manifest import MANIFEST_NAME, DocumentsManifest, OutputFile
+from schemas.shards import SequenceOutput, ShardInfo, ShardsManifest, SplitShards
 from schemas.vocab import VOCAB_FILE
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat",
@@ -251,6 +261,97 @@ def test_library_api(shards_dir: Path) -> None:
     assert stats["masked"] == {"mask": 2, "keep": 1, "random": 1, "replaced": None,
                                "mask_ratio": 0.5, "keep_ratio": 0.25, "random_ratio": 0.25}  # fmt: skip
     assert [e.key for e in iter_examples(target, limit=2)] == [sample_key(0), sample_key(1)]
+
+
+# --------------------------------------------------------------------------- statistics
+# The statistics functions on the literal examples above, with no files and no CLI.
+
+SPLIT_COUNTS = {
+    "seq128/train": {"shards": 1, "examples": 2, "not_next": 1, "tokens": 19, "predictions": 4},
+    "seq128/heldout": {"shards": 1, "examples": 1, "not_next": 0, "tokens": 8, "predictions": 1},
+}
+
+
+def literal_shards_target(heldout: SplitShards) -> Target:
+    """A shards target whose manifest lists TRAIN as seq128/train and `heldout` beside it."""
+    train = SplitShards(samples=2, not_next=1, tokens=19, predictions=4, shards=[
+        ShardInfo(TRAIN_SHARD, 2, 3072, "0" * 64, sample_key(0))])  # fmt: skip
+    manifest = ShardsManifest(
+        vocab={}, inputs=[], config={}, layout={}, deviations=[], counts={}, dropped={},
+        rejected={}, outputs={"seq128": SequenceOutput(128, 20, {"train": train,
+                                                                "heldout": heldout})},
+    )  # fmt: skip
+    location = storage.Location("shards", "/literal/shards", "/literal/shards/manifest.json")
+    return Target(location, manifest)
+
+
+def test_shards_statistics_per_split_and_overall_without_files() -> None:
+    stats = ShardsStats(ExampleStats(MASK_ID, 128))
+    for label, examples in (("seq128/train", TRAIN), ("seq128/heldout", HELDOUT)):
+        tally = stats.splits.setdefault(label, SplitTally())
+        tally.shards += 1
+        for one in examples:
+            tally.add(one)
+            stats.examples.add(one)
+    result = stats.result()
+    assert result["complete"] is False  # only collect_shards_stats marks a full read
+    assert (result["shards"], result["splits"]) == (2, SPLIT_COUNTS)
+    assert (result["examples"], result["tokens"], result["not_next"]) == (3, 27, 1)
+    assert result["not_next_ratio"] == pytest.approx(1 / 3)
+    assert (result["length_min"], result["length_max"]) == (8, 10)
+    assert result["length_histogram"] == [(1, 16, 3)] + [(i * 16 + 1, i * 16 + 16, 0)
+                                                         for i in range(1, 8)]  # fmt: skip
+    assert result["predictions"] == {"total": 5, "mean": pytest.approx(5 / 3), "min": 1,
+                                     "max": 3, "per_token": pytest.approx(5 / 27)}  # fmt: skip
+    assert result["masked"] == {"mask": 2, "keep": 2, "random": 1, "replaced": None,
+                                "mask_ratio": 0.4, "keep_ratio": 0.4, "random_ratio": 0.2}  # fmt: skip
+
+    heldout_info = ShardInfo(HELDOUT_SHARD, 1, 2048, "0" * 64, sample_key(0))
+    matching = SplitShards(samples=1, not_next=0, tokens=8, predictions=1, shards=[heldout_info])
+    assert manifest_mismatches(literal_shards_target(matching), result) == []
+    differing = SplitShards(samples=1, not_next=1, tokens=9, predictions=1, shards=[heldout_info])
+    assert manifest_mismatches(literal_shards_target(differing), result) == [
+        "seq128/heldout: not_next 0 (manifest 1), tokens 8 (manifest 9)"
+    ]
+
+
+def test_length_histogram_grows_past_the_sequence_length() -> None:
+    long = example([2, *[5] * 38, 3], 20, [1], [6], 0, "books/a", "books/a", 0)  # 40 tokens
+    stats = example_stats([long, HELDOUT[0]], MASK_ID, max_length=32)
+    assert stats["length_histogram"] == [(1, 16, 1), (17, 32, 0), (33, 48, 1)]
+    assert stats["masked"] == {"mask": 0, "keep": 1, "random": 1, "replaced": None,
+                               "mask_ratio": 0.0, "keep_ratio": 0.5, "random_ratio": 0.5}  # fmt: skip
+
+
+def test_sentences_per_document_in_powers_of_two_with_empty_buckets() -> None:
+    stats = DocumentStats()
+    sentences = [[], ["Ab."], [f"S{i}." for i in range(9)]]  # 0, 1 and 9 sentences
+    output = OutputFile("part-0.parquet", 3, 10, 30, 500, "0" * 64)
+    stats.add(output, pa.table({DocumentColumn.SENTENCES: sentences}))
+    result = stats.result()
+    assert (result["documents"], result["sentences"], result["text_bytes"]) == (3, 10, 30)
+    assert result["sentences_per_document"] == {
+        "mean": pytest.approx(10 / 3), "min": 0, "max": 9,
+        "histogram": [(1, 1, 2), (2, 3, 0), (4, 7, 0), (8, 15, 1)],
+    }  # fmt: skip
+    assert document_mismatches(literal_documents([output]), result) == []
+
+
+def test_document_mismatches_name_each_differing_file() -> None:
+    read = {"per_file": {"a.parquet": {"documents": 2, "sentences": 5, "text_bytes": 40}}}
+    manifest = literal_documents([
+        OutputFile("a.parquet", 2, 6, 40, 100, "0" * 64),
+        OutputFile("b.parquet", 1, 1, 3, 100, "0" * 64),
+    ])  # fmt: skip
+    assert document_mismatches(manifest, read) == [
+        "a.parquet: sentences 5 (manifest 6)",
+        "b.parquet: documents 0 (manifest 1), sentences 0 (manifest 1), text_bytes 0 (manifest 3)",
+    ]
+
+
+def literal_documents(files: list[OutputFile]) -> DocumentsManifest:
+    return DocumentsManifest(stage="books", inputs=[], config={}, counts={}, dropped={},
+                             rejected={}, failed_inputs=[], files=files)  # fmt: skip
 
 
 # --------------------------------------------------------------------------- damage
