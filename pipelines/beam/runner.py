@@ -1,4 +1,7 @@
-"""Choosing and preparing the Beam runner for a bertkit stage.
+"""Choosing and preparing the Beam runner for a bertkit stage, and its command line.
+
+- Flags: a stage's own flags come from its config dataclass (`pipelines.io.flags`);
+  `parse_stage` hands every other flag to Beam's PipelineOptions and refuses typos.
 
 - Local (the default, `--runner DirectRunner` or none): Beam's FnApiRunner, in process, or
   with `--direct_num_workers N --direct_running_mode multi_processing` in N worker
@@ -12,7 +15,6 @@
 
 from __future__ import annotations
 
-import argparse
 import logging
 import subprocess
 import sys
@@ -37,76 +39,6 @@ Config = TypeVar("Config")
 _LOG = logging.getLogger(__name__)
 _LOCAL_RUNNERS = {None, "", "directrunner", "direct", "fnapirunner"}
 PROJECT_ROOT = Path(__file__).resolve().parents[2]  # pipelines/beam/runner.py → the checkout
-
-
-class OutputOptions(PipelineOptions):
-    """--output and --overwrite, shared by every Beam stage.
-
-    Beam builds one parser from every direct PipelineOptions subclass, so two stages may not
-    both define a flag: the shared ones live here and in DocumentStageOptions, each stage's
-    own in its module.
-    """
-
-    @classmethod
-    def _add_argparse_args(cls, parser) -> None:
-        parser.add_argument("--output", help="output directory (required)")
-        parser.add_argument(
-            "--overwrite", action="store_true",
-            help="replace the outputs and manifest of an earlier run in --output",
-        )  # fmt: skip
-
-
-class DocumentStageOptions(PipelineOptions):
-    """Flags the documents stages (wikipedia, books) share."""
-
-    @classmethod
-    def _add_argparse_args(cls, parser) -> None:
-        parser.add_argument(
-            "--input",
-            action="append",
-            help="input file or glob (repeatable): local, gs://, s3:// (required)",
-        )
-        parser.add_argument(
-            "--min_paragraph_words",
-            "--min-paragraph-words",
-            dest="min_paragraph_words",
-            type=int,
-            default=None,
-            help="drop paragraphs with fewer words (Wikipedia: 5, books: 3)",
-        )
-        parser.add_argument(
-            "--file_mb",
-            "--file-mb",
-            dest="file_mb",
-            type=int,
-            default=256,
-            help="start a new Parquet file after this many MB of text (default 256)",
-        )
-
-
-def parse_stage_arguments(
-    argv: list[str] | None,
-    options_classes: tuple[type[PipelineOptions], ...],
-    description: str,
-    required: tuple[str, ...] = ("input", "output"),
-) -> PipelineOptions:
-    """Parse a stage's own flags (with a real --help) and hand every other flag to Beam."""
-    parser = argparse.ArgumentParser(
-        description=description, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    for options_class in (OutputOptions, *options_classes):
-        options_class._add_argparse_args(parser)
-    # Beam parses every PipelineOptions subclass whenever any options object is built, so
-    # the subclasses cannot mark flags required; the stage's own parser checks them here.
-    known, _ = parser.parse_known_args(argv)  # validates our flags, prints --help
-    missing = [f"--{name}" for name in required if getattr(known, name, None) in (None, [])]
-    if missing:
-        parser.error(f"the following arguments are required: {', '.join(missing)}")
-    options = PipelineOptions(argv)
-    # The driver lists inputs and reads manifests itself: give its filesystems (s3://
-    # endpoint and keys, GCS project) the same options the workers get.
-    files.configure(options)
-    return options
 
 
 def parse_stage(
