@@ -26,20 +26,21 @@ every rank's RNG and the input position, so the losses are those of an uninterru
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import logging
 import math
 import os
 import sys
 import time
-from dataclasses import MISSING, asdict, dataclass, fields
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
+from pipelines.io.flags import option, parse_config
 from schemas.batch import MODEL_INPUTS, BatchField
 from schemas.checkpoint import CHECKPOINT_FORMAT, CheckpointKey
 from trainer import distributed
@@ -71,39 +72,49 @@ _LOG = logging.getLogger("bertkit.train")
 class TrainConfig:
     """Every flag of `bertkit train`; the checkpoint stores it resolved."""
 
-    shards: str  # shards directory, its manifest.json, or a shard URL pattern
-    output: str  # run directory: checkpoints/, metrics.jsonl, TensorBoard events
-    model: str = "base"  # tiny, mini, small, medium, base, large
-    max_seq_length: int | None = None  # which seqN shards (required if several)
-    micro_batch_size: int = 32  # sequences per process per forward pass
-    global_batch_size: int | None = None  # sequences per optimizer step (default micro × ranks)
-    max_steps: int = 1000  # optimizer steps; the schedule decays to 0 here
-    stop_at_step: int | None = None  # stop early (a job's time slice); --resume goes on
-    optimizer: str = "adamw"  # adamw or lamb
-    lr: float = 1e-4
-    weight_decay: float = 0.01
-    beta1: float = 0.9
-    beta2: float = 0.999
-    eps: float = 1e-6
-    warmup_steps: int = 100
-    decay_power: float = 1.0  # 1 = linear decay (BERT), 0.5 = NVIDIA's LAMB recipe
-    clip_grad_norm: float = 1.0  # 0 turns clipping off
-    dropout: float | None = None  # hidden and attention dropout (default: the model's 0.1)
-    seed: int = 12345
-    num_workers: int = 2  # loader processes per rank
-    shuffle_buffer: int = 10_000
-    log_every: int = 10
-    eval_every: int = 500  # 0 = only at the end
-    eval_batches: int = 100  # per rank, of --micro-batch-size; 0 = the whole held-out split
-    checkpoint_every: int = 1000
-    keep_checkpoints: int = 3
-    resume: bool = False  # continue from OUTPUT/checkpoints/latest
-    init_checkpoint: str | None = None  # start from these weights (phase 2)
-    compile: bool = False  # torch.compile the model (pads batches to max_seq_length)
-    precision: str = "auto"  # auto (bf16 autocast on CUDA, fp32 on CPU), bf16, fp32
-    device: str = "auto"  # auto, cuda, cpu
-    peak_tflops: float | None = None  # the device's peak, for MFU where it is not known
-    tensorboard: bool = True
+    shards: str = option(help="shards directory, its manifest.json, or a shard URL pattern")
+    output: str = option(help="run directory: checkpoints/, metrics.jsonl, TensorBoard events")
+    model: str = option("base", help="tiny, mini, small, medium, base, large")
+    max_seq_length: int | None = option(None, help="which seqN shards (required if several)")
+    micro_batch_size: int = option(32, help="sequences per process per forward pass")
+    global_batch_size: int | None = option(
+        None, help="sequences per optimizer step (default micro × ranks)"
+    )
+    max_steps: int = option(1000, help="optimizer steps; the schedule decays to 0 here")
+    stop_at_step: int | None = option(
+        None, help="stop early (a job's time slice); --resume goes on"
+    )
+    optimizer: str = option("adamw", help="adamw or lamb")
+    lr: float = option(1e-4, help="peak learning rate")
+    weight_decay: float = option(0.01, help="AdamW/LAMB weight decay (not on biases and LayerNorm)")
+    beta1: float = option(0.9, help="first-moment decay")
+    beta2: float = option(0.999, help="second-moment decay")
+    eps: float = option(1e-6, help="optimizer epsilon")
+    warmup_steps: int = option(100, help="linear warmup steps")
+    decay_power: float = option(1.0, help="1 = linear decay (BERT), 0.5 = NVIDIA's LAMB recipe")
+    clip_grad_norm: float = option(1.0, help="0 turns clipping off")
+    dropout: float | None = option(
+        None, help="hidden and attention dropout (default: the model's 0.1)"
+    )
+    seed: int = option(12345, help="seeds the data order, dropout and initialisation")
+    num_workers: int = option(2, help="loader processes per rank")
+    shuffle_buffer: int = option(10_000, help="samples in each loader worker's shuffle buffer")
+    log_every: int = option(10, help="steps between metric lines")
+    eval_every: int = option(500, help="0 = only at the end")
+    eval_batches: int = option(
+        100, help="per rank, of --micro-batch-size; 0 = the whole held-out split"
+    )
+    checkpoint_every: int = option(1000, help="steps between checkpoints (and one at the end)")
+    keep_checkpoints: int = option(3, help="newest checkpoints kept")
+    resume: bool = option(False, help="continue from OUTPUT/checkpoints/latest")
+    init_checkpoint: str | None = option(None, help="start from these weights (phase 2)")
+    compile: bool = option(False, help="torch.compile the model (pads batches to max_seq_length)")
+    precision: str = option("auto", help="auto (bf16 autocast on CUDA, fp32 on CPU), bf16, fp32")
+    device: str = option("auto", help="auto, cuda, cpu")
+    peak_tflops: float | None = option(
+        None, help="the device's peak, for MFU where it is not known"
+    )
+    tensorboard: bool = option(True, help="write TensorBoard event files into the run directory")
 
     def validate(self) -> None:
         if self.model not in MODEL_SIZES:
@@ -224,41 +235,81 @@ def train(config: TrainConfig) -> dict[str, Any]:
         distributed.teardown(env)
 
 
+@dataclass
+class Run:
+    """What set-up builds and the loop uses: one run's model, data, optimizer and meters."""
+
+    config: TrainConfig
+    env: distributed.Distributed
+    source: DataSource
+    heldout: DataSource | None
+    model: BertForPreTraining
+    wrapped: torch.nn.Module  # DDP around the model, or the model
+    forward: Callable[..., Any]  # compiled or not
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+    loader: PretrainingLoader
+    batches: Iterator[dict[str, torch.Tensor]]
+    autocast: contextlib.AbstractContextManager
+    accumulation: int
+    pad_to: int | None
+    step: int
+    logger: MetricsLogger
+    progress: ProgressLine
+    meter: ThroughputMeter
+
+    @property
+    def checkpoints(self) -> Path:
+        return Path(self.config.output) / "checkpoints"
+
+    @property
+    def bf16(self) -> bool:
+        return isinstance(self.autocast, torch.autocast)
+
+
 def _train(config: TrainConfig, env: distributed.Distributed) -> dict[str, Any]:
-    output = Path(config.output)
-    checkpoints = output / "checkpoints"
-    accumulation = accumulation_steps(config, env.world_size)
+    """Set-up, then the loop: steps, metrics, held-out evaluation, checkpoints."""
+    run = setup(config, env)
+    last_train: dict[str, Any] = {}
+    last_eval: EvalResult | None = None
+    stop = min(config.max_steps, config.stop_at_step or config.max_steps)
+    # loss, mlm loss, nsp loss, mlm correct, predictions, nsp correct, sequences, micro-batches,
+    # summed on the device: reading them every step would make the GPU wait for the CPU.
+    sums = torch.zeros(8, dtype=torch.float64, device=env.device)
+    run.model.train()
+    while run.step < stop:
+        grad_norm = train_step(run, sums)
+        run.step += 1
+        if run.step % config.log_every == 0 or run.step == stop:
+            last_train = _log_train(run, sums, grad_norm)
+        if run.heldout is not None and (
+            run.step == stop or (config.eval_every and run.step % config.eval_every == 0)
+        ):
+            last_eval = _evaluate(run)
+        if run.step % config.checkpoint_every == 0 or run.step == stop:
+            _checkpoint(run)
+    run.progress.close()
+    run.logger.close()
+    return {
+        "step": run.step,
+        "train": last_train,
+        "eval": last_eval.as_dict() if last_eval else None,
+    }
+
+
+def setup(config: TrainConfig, env: distributed.Distributed) -> Run:
+    """Data, model, optimizer and meters, restored from a checkpoint on --resume."""
     torch.manual_seed(config.seed + env.rank)  # dropout differs per rank, reproducibly
     if env.device.type == "cpu" and "OMP_NUM_THREADS" not in os.environ:
         # Leave the loader workers their cores: with torch's default (every core) and a
-        # worker beside it, a tiny model's step was 9× slower on 2 cores (OpenMP threads
-        # spin-wait on each other while a worker holds one).
+        # worker beside it, OpenMP threads spin-wait on each other while a worker holds one.
         torch.set_num_threads(max(1, (os.cpu_count() or 1) - config.num_workers))
-
     # The data, checked against the model before any step runs.
     source = open_source(config.shards, "train", config.max_seq_length)
     heldout = _heldout_source(config, source)
-    vocab_size = _vocab_size(source)
-
-    resumed: dict[str, Any] | None = None
-    init: dict[str, Any] | None = None
-    if config.resume:
-        path = latest_checkpoint(checkpoints)
-        if path is None:
-            raise ValueError(f"--resume: no checkpoint in {checkpoints} yet; drop --resume")
-        resumed = load_checkpoint(path)
-        _check_resumable(resumed, config, env.world_size)
-        init = resumed
-    elif config.init_checkpoint:
-        init = load_checkpoint(resolve_checkpoint(config.init_checkpoint))
-    if init is not None and init[CheckpointKey.TRAIN_CONFIG].get("model") != config.model:
-        raise ValueError(
-            f"the checkpoint holds a {init[CheckpointKey.TRAIN_CONFIG].get('model')} model, "
-            f"--model is {config.model}: pass --model "
-            f"{init[CheckpointKey.TRAIN_CONFIG].get('model')}"
-        )
+    resumed, init = _checkpoints_to_start_from(config, env)
     model_config = _model_config(
-        config, vocab_size, init[CheckpointKey.MODEL_CONFIG] if init else None
+        config, _vocab_size(source), init[CheckpointKey.MODEL_CONFIG] if init else None
     )
     vocab_sha = init[CheckpointKey.VOCAB].get("sha256") if init else None
     check_source(source, model_config.max_position_embeddings, model_config.vocab_size, vocab_sha)
@@ -285,9 +336,6 @@ def _train(config: TrainConfig, env: distributed.Distributed) -> dict[str, Any]:
     if env.active:
         device_ids = [env.device.index] if env.device.type == "cuda" else None
         wrapped = DistributedDataParallel(model, device_ids=device_ids)
-    forward = torch.compile(wrapped) if config.compile else wrapped
-    autocast = _autocast(config, env.device)
-
     loader = PretrainingLoader(
         source,
         LoaderConfig(
@@ -296,105 +344,137 @@ def _train(config: TrainConfig, env: distributed.Distributed) -> dict[str, Any]:
             shuffle_buffer=config.shuffle_buffer, pin_memory=env.device.type == "cuda",
         ),
     )  # fmt: skip
-    batches = loader.batches(position)
-    pad_to = source.max_seq_length if config.compile else None
-
-    logger = MetricsLogger(
-        output, enabled=env.is_main, tensorboard=config.tensorboard, purge_step=step + 1
-    )
-    progress = ProgressLine(config.max_steps, every=config.log_every, enabled=env.is_main)
+    autocast = _autocast(config, env.device)
     dtype = "bf16" if isinstance(autocast, torch.autocast) else "fp32"
-    meter = ThroughputMeter(peak_flops(env.device, dtype, config.peak_tflops))
-    if env.is_main:
+    run = Run(
+        config, env, source, heldout, model, wrapped,
+        torch.compile(wrapped) if config.compile else wrapped,
+        optimizer, scheduler, loader, loader.batches(position), autocast,
+        accumulation_steps(config, env.world_size),
+        source.max_seq_length if config.compile else None, step,
+        MetricsLogger(
+            Path(config.output), enabled=env.is_main, tensorboard=config.tensorboard,
+            purge_step=step + 1,
+        ),
+        ProgressLine(config.max_steps, every=config.log_every, enabled=env.is_main),
+        ThroughputMeter(peak_flops(env.device, dtype, config.peak_tflops)),
+    )  # fmt: skip
+    _log_setup(run)
+    return run
+
+
+def _checkpoints_to_start_from(
+    config: TrainConfig, env: distributed.Distributed
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """(the checkpoint resumed, the checkpoint whose weights start the run): --resume gives
+    both, --init-checkpoint the second, neither a fresh model."""
+    resumed: dict[str, Any] | None = None
+    init: dict[str, Any] | None = None
+    checkpoints = Path(config.output) / "checkpoints"
+    if config.resume:
+        path = latest_checkpoint(checkpoints)
+        if path is None:
+            raise ValueError(f"--resume: no checkpoint in {checkpoints} yet; drop --resume")
+        resumed = load_checkpoint(path)
+        _check_resumable(resumed, config, env.world_size)
+        init = resumed
+    elif config.init_checkpoint:
+        init = load_checkpoint(resolve_checkpoint(config.init_checkpoint))
+    if init is not None and init[CheckpointKey.TRAIN_CONFIG].get("model") != config.model:
+        raise ValueError(
+            f"the checkpoint holds a {init[CheckpointKey.TRAIN_CONFIG].get('model')} model, "
+            f"--model is {config.model}: pass --model "
+            f"{init[CheckpointKey.TRAIN_CONFIG].get('model')}"
+        )
+    return resumed, init
+
+
+def _log_setup(run: Run) -> None:
+    if run.env.is_main:
+        config, env = run.config, run.env
         _LOG.info(
             "%s: %s, %d parameters; %d train samples, %d batches/epoch/rank; %d processes × "
             "%d micro-batches of %d = %d sequences per step",
-            config.output, config.model, sum(p.numel() for p in model.parameters()),
-            source.samples, loader.batches_per_epoch, env.world_size, accumulation,
-            config.micro_batch_size, config.micro_batch_size * accumulation * env.world_size,
+            config.output, config.model, sum(p.numel() for p in run.model.parameters()),
+            run.source.samples, run.loader.batches_per_epoch, env.world_size, run.accumulation,
+            config.micro_batch_size, config.micro_batch_size * run.accumulation * env.world_size,
         )  # fmt: skip
 
-    model.train()
-    last_train: dict[str, Any] = {}
-    last_eval: EvalResult | None = None
-    stop = min(config.max_steps, config.stop_at_step or config.max_steps)
-    # loss, mlm loss, nsp loss, mlm correct, predictions, nsp correct, sequences, micro-batches,
-    # summed on the device: reading them every step would make the GPU wait for the CPU.
-    sums = torch.zeros(8, dtype=torch.float64, device=env.device)
+
+def train_step(run: Run, sums: torch.Tensor) -> torch.Tensor | None:
+    """One optimizer step: the micro-batches (DDP syncs gradients on the last one only),
+    clipping, the optimizer and the schedule; adds the step's losses and counts to `sums`
+    (on the device) and returns the gradient norm before clipping (None without clipping)."""
+    env, model_config = run.env, run.model.config
     one = torch.ones((), dtype=torch.float64, device=env.device)
-    while step < stop:
-        for micro in range(accumulation):
-            host_batch = next(batches)
-            # Counted on the host copy: the same sums on the device would stall the GPU.
-            meter.update(
-                len(host_batch[BatchField.INPUT_IDS]),
-                int(host_batch[BatchField.ATTENTION_MASK].sum()),
-                batch_flops(model_config, host_batch) * env.world_size,
-            )
-            batch = to_device(host_batch, env.device, pad_to)
-            sync = micro == accumulation - 1 or not env.active
-            with (contextlib.nullcontext() if sync else wrapped.no_sync()), autocast:
-                out = forward(**{name: batch[name] for name in MODEL_INPUTS})
-            (out.loss / accumulation).backward()
-            sequences = one * len(batch[BatchField.NEXT_SENTENCE_LABELS])
-            parts = (out.loss, out.mlm_loss, out.nsp_loss, out.mlm_correct, out.mlm_count,
-                     out.nsp_correct, sequences, one)  # fmt: skip
-            sums += torch.stack([part.detach().to(torch.float64) for part in parts])
-        grad_norm = (
-            torch.nn.utils.clip_grad_norm_(model.parameters(), config.clip_grad_norm)
-            if config.clip_grad_norm > 0
-            else None
+    for micro in range(run.accumulation):
+        host_batch = next(run.batches)
+        # Counted on the host copy: the same sums on the device would stall the GPU.
+        run.meter.update(
+            len(host_batch[BatchField.INPUT_IDS]),
+            int(host_batch[BatchField.ATTENTION_MASK].sum()),
+            batch_flops(model_config, host_batch) * env.world_size,
         )
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad(set_to_none=True)
-        step += 1
+        batch = to_device(host_batch, env.device, run.pad_to)
+        sync = micro == run.accumulation - 1 or not env.active
+        with contextlib.nullcontext() if sync else run.wrapped.no_sync(), run.autocast:
+            out = run.forward(**{name: batch[name] for name in MODEL_INPUTS})
+        (out.loss / run.accumulation).backward()
+        sequences = one * len(batch[BatchField.NEXT_SENTENCE_LABELS])
+        parts = (out.loss, out.mlm_loss, out.nsp_loss, out.mlm_correct, out.mlm_count,
+                 out.nsp_correct, sequences, one)  # fmt: skip
+        sums += torch.stack([part.detach().to(torch.float64) for part in parts])
+    clip = run.config.clip_grad_norm
+    grad_norm = torch.nn.utils.clip_grad_norm_(run.model.parameters(), clip) if clip > 0 else None
+    run.optimizer.step()
+    run.scheduler.step()
+    run.optimizer.zero_grad(set_to_none=True)
+    return grad_norm
 
-        if step % config.log_every == 0 or step == stop:
-            if env.device.type == "cuda":
-                torch.cuda.synchronize(env.device)
-            total = distributed.all_reduce_sum(env, sums.clone())
-            loss, mlm, nsp, correct, preds, nsp_ok, seqs, micros = total.tolist()
-            last_train = {
-                "loss": loss / micros, "mlm_loss": mlm / micros, "nsp_loss": nsp / micros,
-                "mlm_accuracy": correct / max(preds, 1), "nsp_accuracy": nsp_ok / max(seqs, 1),
-                "lr": scheduler.get_last_lr()[0],
-                "grad_norm": float(grad_norm) if grad_norm is not None else None,
-                "epoch": loader.position.epoch, **meter.lap(),
-            }  # fmt: skip
-            logger.log(step, "train", last_train)
-            progress.update(step, {"loss": last_train["loss"], "seq/s": last_train["seq_per_s"]})
-            sums.zero_()
 
-        if heldout is not None and (
-            step == stop or (config.eval_every and step % config.eval_every == 0)
-        ):
-            last_eval = evaluate(
-                model, heldout, env, config.micro_batch_size,
-                config.eval_batches or None, autocast if dtype == "bf16" else None,  # type: ignore[arg-type]
-            )  # fmt: skip
-            logger.log(step, "eval", last_eval.as_dict())
-            if env.is_main:
-                _LOG.info(
-                    "step %d held-out: MLM loss %.3f, MLM accuracy %.3f, NSP accuracy %.3f",
-                    step, last_eval.mlm_loss, last_eval.mlm_accuracy, last_eval.nsp_accuracy,
-                )  # fmt: skip
-            meter.lap()  # evaluation time is not training throughput
+def _log_train(run: Run, sums: torch.Tensor, grad_norm: torch.Tensor | None) -> dict[str, Any]:
+    """The steps since the last log line, summed over ranks (one all-reduce), then zeroed."""
+    if run.env.device.type == "cuda":
+        torch.cuda.synchronize(run.env.device)
+    total = distributed.all_reduce_sum(run.env, sums.clone())
+    loss, mlm, nsp, correct, preds, nsp_ok, seqs, micros = total.tolist()
+    metrics = {
+        "loss": loss / micros, "mlm_loss": mlm / micros, "nsp_loss": nsp / micros,
+        "mlm_accuracy": correct / max(preds, 1), "nsp_accuracy": nsp_ok / max(seqs, 1),
+        "lr": run.scheduler.get_last_lr()[0],
+        "grad_norm": float(grad_norm) if grad_norm is not None else None,
+        "epoch": run.loader.position.epoch, **run.meter.lap(),
+    }  # fmt: skip
+    run.logger.log(run.step, "train", metrics)
+    run.progress.update(run.step, {"loss": metrics["loss"], "seq/s": metrics["seq_per_s"]})
+    sums.zero_()
+    return metrics
 
-        if step % config.checkpoint_every == 0 or step == stop:
-            rng = _rng_state(env)  # a collective: every rank takes part
-            if env.is_main:
-                path = save_checkpoint(
-                    checkpoints, step,
-                    _checkpoint_payload(config, env, model, optimizer, scheduler, step,
-                                        loader.position, rng, source),
-                    config.keep_checkpoints,
-                )  # fmt: skip
-                _LOG.info("step %d: wrote %s", step, path)
-            distributed.barrier(env)
-    progress.close()
-    logger.close()
-    return {"step": step, "train": last_train, "eval": last_eval.as_dict() if last_eval else None}
+
+def _evaluate(run: Run) -> EvalResult:
+    assert run.heldout is not None
+    config = run.config
+    result = evaluate(
+        run.model, run.heldout, run.env, config.micro_batch_size,
+        config.eval_batches or None, run.autocast if run.bf16 else None,  # type: ignore[arg-type]
+    )  # fmt: skip
+    run.logger.log(run.step, "eval", result.as_dict())
+    if run.env.is_main:
+        _LOG.info(
+            "step %d held-out: MLM loss %.3f, MLM accuracy %.3f, NSP accuracy %.3f",
+            run.step, result.mlm_loss, result.mlm_accuracy, result.nsp_accuracy,
+        )  # fmt: skip
+    run.meter.lap()  # evaluation time is not training throughput
+    return result
+
+
+def _checkpoint(run: Run) -> None:
+    rng = _rng_state(run.env)  # a collective: every rank takes part
+    if run.env.is_main:
+        payload = _checkpoint_payload(run, rng)
+        path = save_checkpoint(run.checkpoints, run.step, payload, run.config.keep_checkpoints)
+        _LOG.info("step %d: wrote %s", run.step, path)
+    distributed.barrier(run.env)
 
 
 def _heldout_source(config: TrainConfig, source: DataSource) -> DataSource | None:
@@ -420,11 +500,14 @@ def to_device(
     return {name: tensor.to(device, non_blocking=True) for name, tensor in batch.items()}
 
 
-def _checkpoint_payload(
-    config: TrainConfig, env: distributed.Distributed, model: BertForPreTraining,
-    optimizer: torch.optim.Optimizer, scheduler: Any, step: int, position: DataPosition,
-    rng: dict[str, Any], source: DataSource,
-) -> dict[str, Any]:  # fmt: skip
+def _checkpoint_payload(run: Run, rng: dict[str, Any]) -> dict[str, Any]:
+    config, env, source, model = run.config, run.env, run.source, run.model
+    optimizer, scheduler, step, position = (
+        run.optimizer,
+        run.scheduler,
+        run.step,
+        run.loader.position,
+    )
     assert source.manifest is not None
     return {
         CheckpointKey.FORMAT: CHECKPOINT_FORMAT,
@@ -452,23 +535,8 @@ def _checkpoint_payload(
 
 
 def parse_arguments(argv: list[str] | None) -> TrainConfig:
-    """Flags from TrainConfig's fields: `--micro-batch-size` for `micro_batch_size`."""
-    parser = argparse.ArgumentParser(
-        prog="bertkit train", description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )  # fmt: skip
-    for spec in fields(TrainConfig):
-        flag = "--" + spec.name.replace("_", "-")
-        required = spec.default is MISSING
-        default = None if required else spec.default
-        kind = str(spec.type)
-        if kind == "bool":
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default)
-            continue
-        convert = float if "float" in kind else int if "int" in kind else str
-        parser.add_argument(flag, type=convert, default=default, required=required)
-    args = parser.parse_args(argv)
-    return TrainConfig(**vars(args))
+    """TrainConfig's flags (pipelines.io.flags): `--micro-batch-size` for `micro_batch_size`."""
+    return parse_config(TrainConfig, argv, "bertkit train", __doc__)
 
 
 def run(argv: list[str] | None = None) -> int:
