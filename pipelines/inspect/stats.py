@@ -198,9 +198,7 @@ def manifest_mismatches(target: Target, stats: dict[str, Any]) -> list[str]:
             "tokens": recorded.tokens,
             "predictions": recorded.predictions,
         }
-        differing = [f"{k} {read[k]} (manifest {v})" for k, v in expected.items() if read[k] != v]
-        if differing:
-            problems.append(f"{label}: " + ", ".join(differing))
+        problems += _differences(label, expected, read)
     return problems
 
 
@@ -269,7 +267,11 @@ def document_mismatches(manifest: DocumentsManifest, stats: dict[str, Any]) -> l
             "sentences": output_file.sentences,
             "text_bytes": output_file.text_bytes,
         }
-        differing = [f"{k} {read[k]} (manifest {v})" for k, v in expected.items() if read[k] != v]
-        if differing:
-            problems.append(f"{output_file.name}: " + ", ".join(differing))
+        problems += _differences(output_file.name, expected, read)
     return problems
+
+
+def _differences(label: str, expected: dict[str, int], read: dict[str, int]) -> list[str]:
+    """One problem line naming each count that differs from the manifest's, or none."""
+    differing = [f"{k} {read[k]} (manifest {v})" for k, v in expected.items() if read[k] != v]
+    return [f"{label}: " + ", ".join(differing)] if differing else []
