@@ -45,11 +45,10 @@ from pipelines.io.flags import option
 from pipelines.text.booktext import (
     BookTextError,
     book_paragraphs,
-    book_title,
     decode_book,
     line_documents,
-    strip_gutenberg,
 )
+from pipelines.text.gutenberg import book_title, strip_gutenberg
 from pipelines.text.sentences import split_paragraphs
 from schemas import Document, Reject
 

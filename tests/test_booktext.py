@@ -14,11 +14,10 @@ from pipelines.text.booktext import (
     BookTextError,
     DecodedBook,
     book_paragraphs,
-    book_title,
     decode_book,
     line_documents,
-    strip_gutenberg,
 )
+from pipelines.text.gutenberg import book_title, strip_gutenberg
 
 BOOKS_DIR = Path(__file__).resolve().parent.parent / "data" / "books"
 
