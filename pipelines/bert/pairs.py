@@ -22,7 +22,7 @@ Deliberate differences (each recorded in the shards manifest, see DEVIATIONS):
   itself. Google draws any document of the whole corpus held in memory, retrying 10 times to
   avoid the same one and then giving up (so a small corpus gets same-document "NotNext"
   pairs); NVIDIA's and HF's scripts draw from the same file or shard only. The caller passes
-  a random group of documents from the whole corpus (see pipelines/examples.py).
+  a random group of documents from the whole corpus (see pipelines/examples/plan.py).
 - Draws come from a RandomStream seeded per (seed, document, pass, length), not one
   generator walked across the corpus, so output does not depend on the order of work.
 """
