@@ -1,1 +1,12 @@
-"""bertkit's streaming BERT trainer (reads WebDataset shards; see the trainer issue)."""
+"""bertkit's BERT pre-training trainer: streams bertkit's WebDataset shards into a PyTorch BERT.
+
+- model: BERT for pre-training (masked LM + next sentence prediction), as HF builds it.
+- data: shards from a disk or a URL → shuffled, collated micro-batches, resumable mid-epoch.
+- optim: AdamW or LAMB and the warmup-then-decay learning-rate schedule.
+- train: `bertkit train`, set-up, the optimizer step and the loop (one process or torchrun).
+- evaluate: held-out MLM loss and accuracy, NSP accuracy, and the unigram baseline.
+- metrics: throughput and MFU, metrics.jsonl and TensorBoard logs, the progress line.
+- checkpoint: atomic checkpoint writes, the `latest` pointer, the newest few kept.
+- distributed: rank, world size and device, and the few collectives the trainer uses.
+- export: `bertkit export-hf`, a checkpoint → an HF `BertForPreTraining` directory.
+"""

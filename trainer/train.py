@@ -22,6 +22,10 @@ progress line; every --eval-every steps the held-out split is evaluated; every
 `--resume` continues from OUTPUT/checkpoints/latest exactly: weights, optimizer, schedule,
 every rank's RNG and the input position, so the losses are those of an uninterrupted run
 (tests/test_train.py). It needs the same world size, workers and batch sizes.
+
+This file reads top to bottom: TrainConfig (the flags); `setup`, which builds a Run (model,
+DDP wrapper, optimizer, schedule, loader, meters), restored on --resume; `train_step`, one
+optimizer step; `train`/`_train`, the loop that logs, evaluates and checkpoints; the CLI.
 """
 
 from __future__ import annotations
@@ -151,90 +155,6 @@ def accumulation_steps(config: TrainConfig, world_size: int) -> int:
 # --------------------------------------------------------------------------- set-up
 
 
-def _model_config(config: TrainConfig, vocab_size: int, init: dict[str, Any] | None) -> BertConfig:
-    overrides: dict[str, float] = {}
-    if config.dropout is not None:
-        overrides = {
-            "hidden_dropout_prob": config.dropout,
-            "attention_probs_dropout_prob": config.dropout,
-        }
-    if init is not None:  # phase 2 and resume: the architecture is the checkpoint's
-        return BertConfig(**{**init, **overrides})
-    return config_for(config.model, vocab_size, **overrides)
-
-
-def _vocab_size(source: DataSource) -> int:
-    if source.manifest is None:
-        raise DataConfigError(
-            f"{source.shards[0].url}: no manifest.json found three levels up; the trainer "
-            "takes the vocabulary's size and sha256 from it. Give the shards directory, or "
-            "keep manifest.json where `bertkit examples` wrote it"
-        )
-    return int(source.manifest.vocab["size"])
-
-
-def _rng_state(env: distributed.Distributed) -> dict[str, Any]:
-    """Every rank's generator states (dropout draws differ per rank), gathered on all."""
-    cpu = distributed.gather_tensors(env, torch.get_rng_state())
-    cuda = None
-    if env.device.type == "cuda":
-        cuda = distributed.gather_tensors(env, torch.cuda.get_rng_state(env.device))
-    return {"torch": cpu, "cuda": cuda}
-
-
-def _restore_rng(env: distributed.Distributed, state: dict[str, Any]) -> None:
-    torch.set_rng_state(state["torch"][env.rank])
-    if env.device.type == "cuda" and state.get("cuda"):
-        torch.cuda.set_rng_state(state["cuda"][env.rank], env.device)
-
-
-def _check_resumable(checkpoint: dict[str, Any], config: TrainConfig, world: int) -> None:
-    saved = checkpoint[CheckpointKey.TRAIN_CONFIG]
-    problems = []
-    if checkpoint[CheckpointKey.WORLD_SIZE] != world:
-        problems.append(f"{checkpoint[CheckpointKey.WORLD_SIZE]} processes, now {world}")
-    for name in ("num_workers", "micro_batch_size", "global_batch_size", "seed", "shards",
-                 "max_seq_length", "shuffle_buffer"):  # fmt: skip
-        if saved.get(name) != getattr(config, name):
-            flag = "--" + name.replace("_", "-")
-            problems.append(f"{flag} {saved.get(name)}, now {getattr(config, name)}")
-    if problems:
-        raise ValueError(
-            "--resume continues exactly only with the input set-up the run started with: "
-            + "; ".join(problems)
-            + ". Use the original flags, or start a new run with --init-checkpoint"
-        )
-
-
-def _autocast(config: TrainConfig, device: torch.device) -> contextlib.AbstractContextManager:
-    bf16 = config.precision == "bf16" or (config.precision == "auto" and device.type == "cuda")
-    if bf16:
-        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
-    return contextlib.nullcontext()
-
-
-def batch_flops(model_config: BertConfig, batch: dict[str, torch.Tensor]) -> float:
-    """Training FLOPs of one micro-batch as collated: padded length, its real predictions."""
-    sequences, length = batch[BatchField.INPUT_IDS].shape
-    predictions = int((batch[BatchField.MASKED_LABELS] >= 0).sum())
-    encoder = model_flops(model_config, length, 0)
-    head = model_flops(model_config, length, 1) - encoder  # one prediction's MLM head
-    return sequences * encoder + predictions * head
-
-
-# --------------------------------------------------------------------------- the run
-
-
-def train(config: TrainConfig) -> dict[str, Any]:
-    """Run training; returns the last step's metrics and the last evaluation (rank 0)."""
-    config.validate()
-    env = distributed.setup(config.device)
-    try:
-        return _train(config, env)
-    finally:
-        distributed.teardown(env)
-
-
 @dataclass
 class Run:
     """What set-up builds and the loop uses: one run's model, data, optimizer and meters."""
@@ -245,15 +165,15 @@ class Run:
     heldout: DataSource | None
     model: BertForPreTraining
     wrapped: torch.nn.Module  # DDP around the model, or the model
-    forward: Callable[..., Any]  # compiled or not
+    forward: Callable[..., Any]  # `wrapped`, compiled or not
     optimizer: torch.optim.Optimizer
     scheduler: Any
     loader: PretrainingLoader
     batches: Iterator[dict[str, torch.Tensor]]
     autocast: contextlib.AbstractContextManager
-    accumulation: int
-    pad_to: int | None
-    step: int
+    accumulation: int  # micro-batches per optimizer step
+    pad_to: int | None  # the length every batch is padded to (torch.compile), or None
+    step: int  # optimizer steps done
     logger: MetricsLogger
     progress: ProgressLine
     meter: ThroughputMeter
@@ -267,100 +187,69 @@ class Run:
         return isinstance(self.autocast, torch.autocast)
 
 
-def _train(config: TrainConfig, env: distributed.Distributed) -> dict[str, Any]:
-    """Set-up, then the loop: steps, metrics, held-out evaluation, checkpoints."""
-    run = setup(config, env)
-    last_train: dict[str, Any] = {}
-    last_eval: EvalResult | None = None
-    stop = min(config.max_steps, config.stop_at_step or config.max_steps)
-    # loss, mlm loss, nsp loss, mlm correct, predictions, nsp correct, sequences, micro-batches,
-    # summed on the device: reading them every step would make the GPU wait for the CPU.
-    sums = torch.zeros(8, dtype=torch.float64, device=env.device)
-    run.model.train()
-    while run.step < stop:
-        grad_norm = train_step(run, sums)
-        run.step += 1
-        if run.step % config.log_every == 0 or run.step == stop:
-            last_train = _log_train(run, sums, grad_norm)
-        if run.heldout is not None and (
-            run.step == stop or (config.eval_every and run.step % config.eval_every == 0)
-        ):
-            last_eval = _evaluate(run)
-        if run.step % config.checkpoint_every == 0 or run.step == stop:
-            _checkpoint(run)
-    run.progress.close()
-    run.logger.close()
-    return {
-        "step": run.step,
-        "train": last_train,
-        "eval": last_eval.as_dict() if last_eval else None,
-    }
-
-
 def setup(config: TrainConfig, env: distributed.Distributed) -> Run:
-    """Data, model, optimizer and meters, restored from a checkpoint on --resume."""
+    """Data, model, optimizer and meters, restored from a checkpoint on --resume.
+
+    The order matters: bad flags stop before any work, the data is checked against the model
+    before any step, and a resumed run's generator states replace the seeded ones only after
+    the model's initialisation has drawn from them."""
+    accumulation = accumulation_steps(config, env.world_size)
     torch.manual_seed(config.seed + env.rank)  # dropout differs per rank, reproducibly
     if env.device.type == "cpu" and "OMP_NUM_THREADS" not in os.environ:
         # Leave the loader workers their cores: with torch's default (every core) and a
         # worker beside it, OpenMP threads spin-wait on each other while a worker holds one.
         torch.set_num_threads(max(1, (os.cpu_count() or 1) - config.num_workers))
-    # The data, checked against the model before any step runs.
     source = open_source(config.shards, "train", config.max_seq_length)
-    heldout = _heldout_source(config, source)
+    heldout = _heldout_source(source)
+    vocab_size = _vocab_size(source)
     resumed, init = _checkpoints_to_start_from(config, env)
-    model_config = _model_config(
-        config, _vocab_size(source), init[CheckpointKey.MODEL_CONFIG] if init else None
-    )
-    vocab_sha = init[CheckpointKey.VOCAB].get("sha256") if init else None
-    check_source(source, model_config.max_position_embeddings, model_config.vocab_size, vocab_sha)
-
-    model = BertForPreTraining(model_config).to(env.device)
-    if init is not None:
-        model.load_state_dict(init[CheckpointKey.MODEL])
-    optimizer = build_optimizer(
-        model, config.optimizer, config.lr, config.weight_decay, (config.beta1, config.beta2),
-        config.eps, fused=env.device.type == "cuda" and config.optimizer == "adamw",
-    )  # fmt: skip
-    scheduler = warmup_decay_schedule(
-        optimizer, config.warmup_steps, config.max_steps, config.decay_power
-    )
-    step, position = 0, DataPosition()
-    if resumed is not None:
-        optimizer.load_state_dict(resumed[CheckpointKey.OPTIMIZER])
-        scheduler.load_state_dict(resumed[CheckpointKey.SCHEDULER])
-        step = resumed[CheckpointKey.STEP]
-        position = DataPosition.from_dict(resumed[CheckpointKey.DATA_POSITION])
-        _restore_rng(env, resumed[CheckpointKey.RNG])
-
+    model = _build_model(config, env, source, vocab_size, init)
+    optimizer, scheduler = _build_optimizer(config, env, model)
+    step, position = _restore(env, resumed, optimizer, scheduler)
     wrapped: torch.nn.Module = model
     if env.active:
         device_ids = [env.device.index] if env.device.type == "cuda" else None
         wrapped = DistributedDataParallel(model, device_ids=device_ids)
-    loader = PretrainingLoader(
-        source,
-        LoaderConfig(
-            config.micro_batch_size, rank=env.rank, world_size=env.world_size,
-            num_workers=config.num_workers, seed=config.seed,
-            shuffle_buffer=config.shuffle_buffer, pin_memory=env.device.type == "cuda",
-        ),
-    )  # fmt: skip
+    forward = torch.compile(wrapped) if config.compile else wrapped
     autocast = _autocast(config, env.device)
+    loader = _build_loader(config, env, source)
     dtype = "bf16" if isinstance(autocast, torch.autocast) else "fp32"
     run = Run(
-        config, env, source, heldout, model, wrapped,
-        torch.compile(wrapped) if config.compile else wrapped,
-        optimizer, scheduler, loader, loader.batches(position), autocast,
-        accumulation_steps(config, env.world_size),
-        source.max_seq_length if config.compile else None, step,
-        MetricsLogger(
+        config=config, env=env, source=source, heldout=heldout, model=model, wrapped=wrapped,
+        forward=forward, optimizer=optimizer, scheduler=scheduler, loader=loader,
+        batches=loader.batches(position), autocast=autocast, accumulation=accumulation,
+        pad_to=source.max_seq_length if config.compile else None, step=step,
+        logger=MetricsLogger(
             Path(config.output), enabled=env.is_main, tensorboard=config.tensorboard,
             purge_step=step + 1,
         ),
-        ProgressLine(config.max_steps, every=config.log_every, enabled=env.is_main),
-        ThroughputMeter(peak_flops(env.device, dtype, config.peak_tflops)),
+        progress=ProgressLine(config.max_steps, every=config.log_every, enabled=env.is_main),
+        meter=ThroughputMeter(peak_flops(env.device, dtype, config.peak_tflops)),
     )  # fmt: skip
     _log_setup(run)
     return run
+
+
+def _heldout_source(source: DataSource) -> DataSource | None:
+    """The held-out split beside the train shards in the manifest; None turns evaluation off."""
+    if source.manifest_url is None or source.manifest is None:
+        _LOG.warning("no manifest, so no held-out split: evaluation is off")
+        return None
+    output = source.manifest.outputs.get(f"seq{source.max_seq_length}")
+    if output is None or not output.splits.get("heldout") or not output.splits["heldout"].shards:
+        _LOG.warning("%s: no held-out shards; evaluation is off", source.manifest_url)
+        return None
+    return open_source(source.manifest_url, "heldout", source.max_seq_length)
+
+
+def _vocab_size(source: DataSource) -> int:
+    if source.manifest is None:
+        raise DataConfigError(
+            f"{source.shards[0].url}: no manifest.json found three levels up; the trainer "
+            "takes the vocabulary's size and sha256 from it. Give the shards directory, or "
+            "keep manifest.json where `bertkit examples` wrote it"
+        )
+    return int(source.manifest.vocab["size"])
 
 
 def _checkpoints_to_start_from(
@@ -389,6 +278,116 @@ def _checkpoints_to_start_from(
     return resumed, init
 
 
+def _check_resumable(checkpoint: dict[str, Any], config: TrainConfig, world: int) -> None:
+    """A resume is exact only if every rank reads the same batches in the same order."""
+    saved = checkpoint[CheckpointKey.TRAIN_CONFIG]
+    problems = []
+    if checkpoint[CheckpointKey.WORLD_SIZE] != world:
+        problems.append(f"{checkpoint[CheckpointKey.WORLD_SIZE]} processes, now {world}")
+    for name in ("num_workers", "micro_batch_size", "global_batch_size", "seed", "shards",
+                 "max_seq_length", "shuffle_buffer"):  # fmt: skip
+        if saved.get(name) != getattr(config, name):
+            flag = "--" + name.replace("_", "-")
+            problems.append(f"{flag} {saved.get(name)}, now {getattr(config, name)}")
+    if problems:
+        raise ValueError(
+            "--resume continues exactly only with the input set-up the run started with: "
+            + "; ".join(problems)
+            + ". Use the original flags, or start a new run with --init-checkpoint"
+        )
+
+
+def _build_model(
+    config: TrainConfig,
+    env: distributed.Distributed,
+    source: DataSource,
+    vocab_size: int,
+    init: dict[str, Any] | None,
+) -> BertForPreTraining:
+    """The model on the device, with `init`'s weights if given, once the shards are known to
+    fit it (sequence length, vocabulary size, and the checkpoint's vocabulary sha256)."""
+    model_config = _model_config(
+        config, vocab_size, init[CheckpointKey.MODEL_CONFIG] if init else None
+    )
+    vocab_sha = init[CheckpointKey.VOCAB].get("sha256") if init else None
+    check_source(source, model_config.max_position_embeddings, model_config.vocab_size, vocab_sha)
+    model = BertForPreTraining(model_config).to(env.device)  # draws the initial weights
+    if init is not None:
+        model.load_state_dict(init[CheckpointKey.MODEL])
+    return model
+
+
+def _model_config(config: TrainConfig, vocab_size: int, init: dict[str, Any] | None) -> BertConfig:
+    overrides: dict[str, float] = {}
+    if config.dropout is not None:
+        overrides = {
+            "hidden_dropout_prob": config.dropout,
+            "attention_probs_dropout_prob": config.dropout,
+        }
+    if init is not None:  # phase 2 and resume: the architecture is the checkpoint's
+        return BertConfig(**{**init, **overrides})
+    return config_for(config.model, vocab_size, **overrides)
+
+
+def _build_optimizer(
+    config: TrainConfig, env: distributed.Distributed, model: BertForPreTraining
+) -> tuple[torch.optim.Optimizer, Any]:
+    """The optimizer (fused AdamW on CUDA) and its warmup/decay schedule."""
+    optimizer = build_optimizer(
+        model, config.optimizer, config.lr, config.weight_decay, (config.beta1, config.beta2),
+        config.eps, fused=env.device.type == "cuda" and config.optimizer == "adamw",
+    )  # fmt: skip
+    scheduler = warmup_decay_schedule(
+        optimizer, config.warmup_steps, config.max_steps, config.decay_power
+    )
+    return optimizer, scheduler
+
+
+def _restore(
+    env: distributed.Distributed,
+    resumed: dict[str, Any] | None,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any,
+) -> tuple[int, DataPosition]:
+    """The step and input position to start from: 0 and the first batch for a new run; for
+    --resume the checkpoint's, with its optimizer, schedule and this rank's generators."""
+    if resumed is None:
+        return 0, DataPosition()
+    optimizer.load_state_dict(resumed[CheckpointKey.OPTIMIZER])
+    scheduler.load_state_dict(resumed[CheckpointKey.SCHEDULER])
+    step = resumed[CheckpointKey.STEP]
+    position = DataPosition.from_dict(resumed[CheckpointKey.DATA_POSITION])
+    _restore_rng(env, resumed[CheckpointKey.RNG])
+    return step, position
+
+
+def _restore_rng(env: distributed.Distributed, state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"][env.rank])
+    if env.device.type == "cuda" and state.get("cuda"):
+        torch.cuda.set_rng_state(state["cuda"][env.rank], env.device)
+
+
+def _autocast(config: TrainConfig, device: torch.device) -> contextlib.AbstractContextManager:
+    bf16 = config.precision == "bf16" or (config.precision == "auto" and device.type == "cuda")
+    if bf16:
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def _build_loader(
+    config: TrainConfig, env: distributed.Distributed, source: DataSource
+) -> PretrainingLoader:
+    """This rank's share of the train split, in micro-batches."""
+    return PretrainingLoader(
+        source,
+        LoaderConfig(
+            config.micro_batch_size, rank=env.rank, world_size=env.world_size,
+            num_workers=config.num_workers, seed=config.seed,
+            shuffle_buffer=config.shuffle_buffer, pin_memory=env.device.type == "cuda",
+        ),
+    )  # fmt: skip
+
+
 def _log_setup(run: Run) -> None:
     if run.env.is_main:
         config, env = run.config, run.env
@@ -399,6 +398,9 @@ def _log_setup(run: Run) -> None:
             run.source.samples, run.loader.batches_per_epoch, env.world_size, run.accumulation,
             config.micro_batch_size, config.micro_batch_size * run.accumulation * env.world_size,
         )  # fmt: skip
+
+
+# --------------------------------------------------------------------------- one step
 
 
 def train_step(run: Run, sums: torch.Tensor) -> torch.Tensor | None:
@@ -432,6 +434,72 @@ def train_step(run: Run, sums: torch.Tensor) -> torch.Tensor | None:
     return grad_norm
 
 
+def batch_flops(model_config: BertConfig, batch: dict[str, torch.Tensor]) -> float:
+    """Training FLOPs of one micro-batch as collated: padded length, its real predictions."""
+    sequences, length = batch[BatchField.INPUT_IDS].shape
+    predictions = int((batch[BatchField.MASKED_LABELS] >= 0).sum())
+    encoder = model_flops(model_config, length, 0)
+    head = model_flops(model_config, length, 1) - encoder  # one prediction's MLM head
+    return sequences * encoder + predictions * head
+
+
+def to_device(
+    batch: dict[str, torch.Tensor], device: torch.device, pad_to: int | None
+) -> dict[str, torch.Tensor]:
+    """The batch on `device`, padded to `pad_to` first if given (torch.compile: one shape,
+    so one graph)."""
+    if pad_to is not None:
+        length = batch[BatchField.INPUT_IDS].shape[1]
+        if length < pad_to:
+            padded = (BatchField.INPUT_IDS, BatchField.TOKEN_TYPE_IDS, BatchField.ATTENTION_MASK)
+            for name in padded:
+                batch[name] = torch.nn.functional.pad(batch[name], (0, pad_to - length))
+    return {name: tensor.to(device, non_blocking=True) for name, tensor in batch.items()}
+
+
+# --------------------------------------------------------------------------- the loop
+
+
+def train(config: TrainConfig) -> dict[str, Any]:
+    """Run training; returns the last step's metrics and the last evaluation (rank 0)."""
+    config.validate()
+    env = distributed.setup(config.device)
+    try:
+        return _train(config, env)
+    finally:
+        distributed.teardown(env)
+
+
+def _train(config: TrainConfig, env: distributed.Distributed) -> dict[str, Any]:
+    """Set-up, then the loop: steps, metrics, held-out evaluation, checkpoints."""
+    run = setup(config, env)
+    last_train: dict[str, Any] = {}
+    last_eval: EvalResult | None = None
+    stop = min(config.max_steps, config.stop_at_step or config.max_steps)
+    # loss, mlm loss, nsp loss, mlm correct, predictions, nsp correct, sequences, micro-batches,
+    # summed on the device: reading them every step would make the GPU wait for the CPU.
+    sums = torch.zeros(8, dtype=torch.float64, device=env.device)
+    run.model.train()
+    while run.step < stop:
+        grad_norm = train_step(run, sums)
+        run.step += 1
+        if run.step % config.log_every == 0 or run.step == stop:
+            last_train = _log_train(run, sums, grad_norm)
+        if run.heldout is not None and (
+            run.step == stop or (config.eval_every and run.step % config.eval_every == 0)
+        ):
+            last_eval = _evaluate(run)
+        if run.step % config.checkpoint_every == 0 or run.step == stop:
+            _checkpoint(run)
+    run.progress.close()
+    run.logger.close()
+    return {
+        "step": run.step,
+        "train": last_train,
+        "eval": last_eval.as_dict() if last_eval else None,
+    }
+
+
 def _log_train(run: Run, sums: torch.Tensor, grad_norm: torch.Tensor | None) -> dict[str, Any]:
     """The steps since the last log line, summed over ranks (one all-reduce), then zeroed."""
     if run.env.device.type == "cuda":
@@ -452,6 +520,7 @@ def _log_train(run: Run, sums: torch.Tensor, grad_norm: torch.Tensor | None) -> 
 
 
 def _evaluate(run: Run) -> EvalResult:
+    """The held-out split (part of it with --eval-batches), logged and returned."""
     assert run.heldout is not None
     config = run.config
     result = evaluate(
@@ -469,6 +538,7 @@ def _evaluate(run: Run) -> EvalResult:
 
 
 def _checkpoint(run: Run) -> None:
+    """Rank 0 writes OUTPUT/checkpoints/step-NNNNNNNN.pt; every rank waits for it."""
     rng = _rng_state(run.env)  # a collective: every rank takes part
     if run.env.is_main:
         payload = _checkpoint_payload(run, rng)
@@ -477,46 +547,27 @@ def _checkpoint(run: Run) -> None:
     distributed.barrier(run.env)
 
 
-def _heldout_source(config: TrainConfig, source: DataSource) -> DataSource | None:
-    if source.manifest_url is None or source.manifest is None:
-        _LOG.warning("no manifest, so no held-out split: evaluation is off")
-        return None
-    output = source.manifest.outputs.get(f"seq{source.max_seq_length}")
-    if output is None or not output.splits.get("heldout") or not output.splits["heldout"].shards:
-        _LOG.warning("%s: no held-out shards; evaluation is off", source.manifest_url)
-        return None
-    return open_source(source.manifest_url, "heldout", source.max_seq_length)
-
-
-def to_device(
-    batch: dict[str, torch.Tensor], device: torch.device, pad_to: int | None
-) -> dict[str, torch.Tensor]:
-    if pad_to is not None:  # torch.compile: one shape, so one graph
-        length = batch[BatchField.INPUT_IDS].shape[1]
-        if length < pad_to:
-            padded = (BatchField.INPUT_IDS, BatchField.TOKEN_TYPE_IDS, BatchField.ATTENTION_MASK)
-            for name in padded:
-                batch[name] = torch.nn.functional.pad(batch[name], (0, pad_to - length))
-    return {name: tensor.to(device, non_blocking=True) for name, tensor in batch.items()}
+def _rng_state(env: distributed.Distributed) -> dict[str, Any]:
+    """Every rank's generator states (dropout draws differ per rank), gathered on all."""
+    cpu = distributed.gather_tensors(env, torch.get_rng_state())
+    cuda = None
+    if env.device.type == "cuda":
+        cuda = distributed.gather_tensors(env, torch.cuda.get_rng_state(env.device))
+    return {"torch": cpu, "cuda": cuda}
 
 
 def _checkpoint_payload(run: Run, rng: dict[str, Any]) -> dict[str, Any]:
-    config, env, source, model = run.config, run.env, run.source, run.model
-    optimizer, scheduler, step, position = (
-        run.optimizer,
-        run.scheduler,
-        run.step,
-        run.loader.position,
-    )
+    """Everything --resume needs to go on exactly, and export-hf to rebuild the model."""
+    config, source = run.config, run.source
     assert source.manifest is not None
     return {
         CheckpointKey.FORMAT: CHECKPOINT_FORMAT,
-        CheckpointKey.STEP: step,
-        CheckpointKey.MODEL_CONFIG: asdict(model.config),
-        CheckpointKey.MODEL: model.state_dict(),
-        CheckpointKey.OPTIMIZER: optimizer.state_dict(),
-        CheckpointKey.SCHEDULER: scheduler.state_dict(),
-        CheckpointKey.DATA_POSITION: position.to_dict(),
+        CheckpointKey.STEP: run.step,
+        CheckpointKey.MODEL_CONFIG: asdict(run.model.config),
+        CheckpointKey.MODEL: run.model.state_dict(),
+        CheckpointKey.OPTIMIZER: run.optimizer.state_dict(),
+        CheckpointKey.SCHEDULER: run.scheduler.state_dict(),
+        CheckpointKey.DATA_POSITION: run.loader.position.to_dict(),
         CheckpointKey.RNG: rng,
         CheckpointKey.TRAIN_CONFIG: asdict(config),
         CheckpointKey.DATA: {
@@ -526,7 +577,7 @@ def _checkpoint_payload(run: Run, rng: dict[str, Any]) -> dict[str, Any]:
             "samples_per_epoch": source.samples,
         },
         CheckpointKey.VOCAB: dict(source.manifest.vocab),
-        CheckpointKey.WORLD_SIZE: env.world_size,
+        CheckpointKey.WORLD_SIZE: run.env.world_size,
         CheckpointKey.NUM_WORKERS: config.num_workers,
     }
 
