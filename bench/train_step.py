@@ -57,11 +57,24 @@ import torch
 from bench import measure
 from bench.measure import DEMO_OUTPUT, fmt, importlib_version
 from schemas.batch import IGNORE_INDEX, MODEL_INPUTS, PAD_MULTIPLE, BatchField
-from trainer.data import DataConfigError, DataPosition, LoaderConfig, PretrainingLoader, open_source
+from trainer.data import (
+    DataConfigError,
+    DataPosition,
+    LoaderConfig,
+    PretrainingLoader,
+    open_source,
+    to_device,  # the trainer's compile padding
+)
 from trainer.metrics import peak_flops
-from trainer.model import MODEL_SIZES, BertConfig, BertForPreTraining, config_for, parameter_count
+from trainer.model import (
+    MODEL_SIZES,
+    BertConfig,
+    BertForPreTraining,
+    batch_flops,  # the trainer's FLOPs of a collated batch
+    config_for,
+    parameter_count,
+)
 from trainer.optim import build_optimizer
-from trainer.train import batch_flops, to_device  # the trainer's FLOPs and compile padding
 
 DEFAULT_SHARDS = DEMO_OUTPUT / "shards"
 BERT_VOCAB_SIZE = 30522  # BERT's uncased WordPiece vocabulary: --synthetic's default

@@ -416,6 +416,20 @@ def collate(decoded: list[tuple[RawSample, ExampleHeader]]) -> dict[str, torch.T
     }
 
 
+def to_device(
+    batch: dict[str, torch.Tensor], device: torch.device, pad_to: int | None
+) -> dict[str, torch.Tensor]:
+    """The batch on `device`, padded to `pad_to` first if given (torch.compile: one shape,
+    so one graph)."""
+    if pad_to is not None:
+        length = batch[BatchField.INPUT_IDS].shape[1]
+        if length < pad_to:
+            padded = (BatchField.INPUT_IDS, BatchField.TOKEN_TYPE_IDS, BatchField.ATTENTION_MASK)
+            for name in padded:
+                batch[name] = torch.nn.functional.pad(batch[name], (0, pad_to - length))
+    return {name: tensor.to(device, non_blocking=True) for name, tensor in batch.items()}
+
+
 def _round_up(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple
 

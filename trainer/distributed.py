@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -72,3 +73,18 @@ def gather_tensors(env: Distributed, tensor: torch.Tensor) -> list[torch.Tensor]
 def barrier(env: Distributed) -> None:
     if env.active:
         dist.barrier()
+
+
+def rng_state(env: Distributed) -> dict[str, Any]:
+    """Every rank's generator states (dropout draws differ per rank), gathered on all."""
+    cpu = gather_tensors(env, torch.get_rng_state())
+    cuda = None
+    if env.device.type == "cuda":
+        cuda = gather_tensors(env, torch.cuda.get_rng_state(env.device))
+    return {"torch": cpu, "cuda": cuda}
+
+
+def restore_rng(env: Distributed, state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"][env.rank])
+    if env.device.type == "cuda" and state.get("cuda"):
+        torch.cuda.set_rng_state(state["cuda"][env.rank], env.device)

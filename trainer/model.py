@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from schemas.batch import IGNORE_INDEX
+from schemas.batch import IGNORE_INDEX, BatchField
 
 
 @dataclass(frozen=True)
@@ -350,3 +350,11 @@ def hf_state_dict(model: BertForPreTraining) -> dict[str, Tensor]:
     put_linear("cls.seq_relationship", model.nsp)
     return hf
 
+
+def batch_flops(model_config: BertConfig, batch: dict[str, torch.Tensor]) -> float:
+    """Training FLOPs of one micro-batch as collated: padded length, its real predictions."""
+    sequences, length = batch[BatchField.INPUT_IDS].shape
+    predictions = int((batch[BatchField.MASKED_LABELS] >= 0).sum())
+    encoder = flops_per_sequence(model_config, length, 0)
+    head = flops_per_sequence(model_config, length, 1) - encoder  # one prediction's MLM head
+    return sequences * encoder + predictions * head

@@ -62,11 +62,11 @@ from trainer.data import (
     PretrainingLoader,
     check_source,
     open_source,
+    to_device,
 )
 from trainer.evaluate import EvalResult, evaluate
 from trainer.metrics import MetricsLogger, ProgressLine, ThroughputMeter, peak_flops
-from trainer.model import MODEL_SIZES, BertConfig, BertForPreTraining, config_for
-from trainer.model import flops_per_sequence as model_flops
+from trainer.model import MODEL_SIZES, BertConfig, BertForPreTraining, batch_flops, config_for
 from trainer.optim import OPTIMIZERS, build_optimizer, warmup_decay_schedule
 
 _LOG = logging.getLogger("bertkit.train")
@@ -357,14 +357,8 @@ def _restore(
     scheduler.load_state_dict(resumed[CheckpointKey.SCHEDULER])
     step = resumed[CheckpointKey.STEP]
     position = DataPosition.from_dict(resumed[CheckpointKey.DATA_POSITION])
-    _restore_rng(env, resumed[CheckpointKey.RNG])
+    distributed.restore_rng(env, resumed[CheckpointKey.RNG])
     return step, position
-
-
-def _restore_rng(env: distributed.Distributed, state: dict[str, Any]) -> None:
-    torch.set_rng_state(state["torch"][env.rank])
-    if env.device.type == "cuda" and state.get("cuda"):
-        torch.cuda.set_rng_state(state["cuda"][env.rank], env.device)
 
 
 def _autocast(config: TrainConfig, device: torch.device) -> contextlib.AbstractContextManager:
@@ -432,29 +426,6 @@ def train_step(run: Run, sums: torch.Tensor) -> torch.Tensor | None:
     run.scheduler.step()
     run.optimizer.zero_grad(set_to_none=True)
     return grad_norm
-
-
-def batch_flops(model_config: BertConfig, batch: dict[str, torch.Tensor]) -> float:
-    """Training FLOPs of one micro-batch as collated: padded length, its real predictions."""
-    sequences, length = batch[BatchField.INPUT_IDS].shape
-    predictions = int((batch[BatchField.MASKED_LABELS] >= 0).sum())
-    encoder = model_flops(model_config, length, 0)
-    head = model_flops(model_config, length, 1) - encoder  # one prediction's MLM head
-    return sequences * encoder + predictions * head
-
-
-def to_device(
-    batch: dict[str, torch.Tensor], device: torch.device, pad_to: int | None
-) -> dict[str, torch.Tensor]:
-    """The batch on `device`, padded to `pad_to` first if given (torch.compile: one shape,
-    so one graph)."""
-    if pad_to is not None:
-        length = batch[BatchField.INPUT_IDS].shape[1]
-        if length < pad_to:
-            padded = (BatchField.INPUT_IDS, BatchField.TOKEN_TYPE_IDS, BatchField.ATTENTION_MASK)
-            for name in padded:
-                batch[name] = torch.nn.functional.pad(batch[name], (0, pad_to - length))
-    return {name: tensor.to(device, non_blocking=True) for name, tensor in batch.items()}
 
 
 # --------------------------------------------------------------------------- the loop
@@ -539,21 +510,12 @@ def _evaluate(run: Run) -> EvalResult:
 
 def _checkpoint(run: Run) -> None:
     """Rank 0 writes OUTPUT/checkpoints/step-NNNNNNNN.pt; every rank waits for it."""
-    rng = _rng_state(run.env)  # a collective: every rank takes part
+    rng = distributed.rng_state(run.env)  # a collective: every rank takes part
     if run.env.is_main:
         payload = _checkpoint_payload(run, rng)
         path = save_checkpoint(run.checkpoints, run.step, payload, run.config.keep_checkpoints)
         _LOG.info("step %d: wrote %s", run.step, path)
     distributed.barrier(run.env)
-
-
-def _rng_state(env: distributed.Distributed) -> dict[str, Any]:
-    """Every rank's generator states (dropout draws differ per rank), gathered on all."""
-    cpu = distributed.gather_tensors(env, torch.get_rng_state())
-    cuda = None
-    if env.device.type == "cuda":
-        cuda = distributed.gather_tensors(env, torch.cuda.get_rng_state(env.device))
-    return {"torch": cpu, "cuda": cuda}
 
 
 def _checkpoint_payload(run: Run, rng: dict[str, Any]) -> dict[str, Any]:
