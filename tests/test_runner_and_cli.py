@@ -27,11 +27,12 @@ def test_several_in_memory_workers_is_refused_with_the_fix() -> None:
 def test_wheel_for_dataflow_workers_holds_the_packages(tmp_path) -> None:
     wheel = build_wheel(tmp_path)
     names = zipfile.ZipFile(wheel).namelist()
+    # Every layer's subpackage must reach the workers.
     for module in ("schemas/documents.py", "pipelines/wikipedia.py", "pipelines/books.py",
                    "pipelines/text/wikitext.py", "pipelines/io/storage.py",
                    "pipelines/bert/pairs.py", "pipelines/beam/files.py",
                    "pipelines/examples/transforms.py", "pipelines/inspect/cli.py",
-                   "trainer/__init__.py"):  # fmt: skip (every layer must reach the workers)
+                   "trainer/__init__.py"):  # fmt: skip
         assert module in names
     metadata = next(n for n in names if n.endswith("METADATA"))
     requirements = zipfile.ZipFile(wheel).read(metadata).decode()
