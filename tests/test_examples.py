@@ -22,6 +22,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from pipelines import examples
 from pipelines.beam.files import write_file
 from pipelines.beam.spill import pack_example
+from pipelines.examples.keys import KeyedSpillWriter
 from pipelines.io.shards import read_shard_samples
 from pipelines.io.vocabulary import load_vocab
 from schemas import (
@@ -36,7 +37,7 @@ from schemas import (
     ShardsManifest,
     documents_table,
 )
-from schemas.examples import NOT_NEXT, sample_key
+from schemas.examples import NOT_NEXT, SPLITS, sample_key
 
 
 def run_examples(documents, vocab, output, *flags: str) -> int:
@@ -380,8 +381,25 @@ def test_keys_are_typed_tuples_named_as_spill_folders():
     assert key == ("train", 3, 2) and key.name == "train/p00003/q00002"
     assert examples.BucketKey("seq128/heldout", 7).name == "seq128/heldout/b00007"
     # the folders sort as the keys do (zero-padded numbers)
-    keys = [examples.PartitionKey("train", p, q) for p in (10, 2) for q in (11, 1)]
+    keys = [examples.PartitionKey(s, p, q) for s in SPLITS for p in (10, 2) for q in (11, 1)]
     assert [k.name for k in sorted(keys)] == sorted(k.name for k in keys)
+    buckets = [examples.BucketKey(f"seq{n}/{s}", b) for n in (1024, 128) for s in SPLITS
+               for b in (12, 3)]  # fmt: skip
+    assert [k.name for k in sorted(buckets)] == sorted(k.name for k in buckets)
+
+
+def test_keyed_spill_writer_writes_under_the_key_name_and_hands_back_plain_tuples(tmp_path):
+    writer = KeyedSpillWriter(str(tmp_path), "d000-f00001", budget_bytes=1 << 20)
+    writer.add(examples.PartitionKey("train", 1, 0), b"b")
+    writer.add(examples.PartitionKey("heldout", 0, 2), b"a")
+    writer.add(examples.PartitionKey("train", 1, 0), b"c")
+    written = writer.close()
+    assert written == [
+        (("heldout", 0, 2), str(tmp_path / "heldout/p00000/q00002/d000-f00001-00000.bin")),
+        (("train", 1, 0), str(tmp_path / "train/p00001/q00000/d000-f00001-00000.bin")),
+    ]
+    assert all(type(key) is tuple for key, _ in written)  # Beam's deterministic coder
+    assert (tmp_path / "train/p00001/q00000/d000-f00001-00000.bin").read_bytes() == b"bc"
 
 
 def test_shard_bounds_are_equal_within_one():

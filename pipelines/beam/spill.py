@@ -18,7 +18,6 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
 
 import numpy as np
 
@@ -29,32 +28,20 @@ _DOC_HEADER = struct.Struct("<IHIIB")  # record bytes, id bytes, sentences, toke
 _EXAMPLE_HEADER = struct.Struct("<QI")  # sort key, example bytes
 
 
-class SpillKey(Protocol):
-    """A typed key (a NamedTuple) that names the folder its spill files go to."""
-
-    @property
-    def name(self) -> str: ...
-
-    def __lt__(self, other: Any) -> bool: ...
-
-
 class SpillWriter:
-    """Buffers records per key and writes the largest buffer out when over budget.
-
-    `close` returns (key, path) per file written; a key is a tuple, which Beam groups by.
-    """
+    """Buffers records per key and writes the largest buffer out when over budget."""
 
     def __init__(self, directory: str, unit: str, budget_bytes: int) -> None:
         self._directory = directory
         self._unit = unit
         self._budget = budget_bytes
-        self._buffers: dict[SpillKey, list[bytes]] = {}
-        self._sizes: dict[SpillKey, int] = {}
-        self._parts: dict[SpillKey, int] = {}
+        self._buffers: dict[str, list[bytes]] = {}
+        self._sizes: dict[str, int] = {}
+        self._parts: dict[str, int] = {}
         self._total = 0
-        self.written: list[tuple[tuple, str]] = []  # (key, path), in the order written
+        self.written: list[tuple[str, str]] = []  # (key, path), in the order written
 
-    def add(self, key: SpillKey, record: bytes) -> None:
+    def add(self, key: str, record: bytes) -> None:
         self._buffers.setdefault(key, []).append(record)
         self._sizes[key] = self._sizes.get(key, 0) + len(record)
         self._total += len(record)
@@ -63,19 +50,19 @@ class SpillWriter:
             largest = max(self._sizes, key=lambda k: (self._sizes[k], k))
             self._flush(largest)
 
-    def close(self) -> list[tuple[tuple, str]]:
+    def close(self) -> list[tuple[str, str]]:
         for key in sorted(self._buffers):
             self._flush(key)
         return self.written
 
-    def _flush(self, key: SpillKey) -> None:
+    def _flush(self, key: str) -> None:
         records = self._buffers.pop(key)
         self._total -= self._sizes.pop(key)
         part = self._parts.get(key, 0)
         self._parts[key] = part + 1
-        path = files.join(self._directory, key.name, f"{self._unit}-{part:05d}.bin")
+        path = files.join(self._directory, key, f"{self._unit}-{part:05d}.bin")
         files.write_file(path, b"".join(records))
-        self.written.append((tuple(key), path))  # a plain tuple: Beam's deterministic coder
+        self.written.append((key, path))
 
 
 @dataclass(slots=True)

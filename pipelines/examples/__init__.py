@@ -29,7 +29,7 @@ flag (`--work-partition-mb`, `--bucket-mb`, `--spill-budget-mb`) however large t
 
 from pipelines.examples.cli import main, run, run_examples
 from pipelines.examples.config import ExamplesConfig, ExamplesConfigError
-from pipelines.examples.plan import BucketKey, PartitionKey
+from pipelines.examples.keys import BucketKey, PartitionKey
 from pipelines.examples.shards import shard_bounds, shard_count
 from pipelines.examples.transforms import CreateExamples, WriteShards
 

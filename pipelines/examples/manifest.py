@@ -11,7 +11,8 @@ from typing import Any
 from pipelines.beam import files
 from pipelines.beam.documents import DocumentsInput
 from pipelines.examples.config import ExamplesConfig
-from pipelines.examples.plan import Layout, output_name
+from pipelines.examples.keys import output_name
+from pipelines.examples.plan import Layout
 from pipelines.io.vocabulary import Vocabulary
 from schemas.examples import SPLITS, seq_dir
 from schemas.shards import SequenceOutput, ShardInfo, ShardsManifest, SplitShards

@@ -14,12 +14,13 @@ import numpy as np
 
 from pipelines.beam import files
 from pipelines.beam.documents import UnitTally, finish_unit
-from pipelines.beam.spill import SpillWriter, TokenizedDocument, pack_example, unpack_documents
+from pipelines.beam.spill import TokenizedDocument, pack_example, unpack_documents
 from pipelines.bert.draws import document_stream
 from pipelines.bert.masking import MaskingConfig, mask_batch
 from pipelines.bert.pairs import create_pairs, pair_input_ids
 from pipelines.examples.config import ExamplesConfig
-from pipelines.examples.plan import BucketKey, Layout, PartitionKey, output_name
+from pipelines.examples.keys import BucketKey, KeyedSpillWriter, PartitionKey, output_name
+from pipelines.examples.plan import Layout
 from pipelines.examples.tokenize import SUMMARY
 from pipelines.io.vocabulary import load_vocab
 from schemas import PretrainingExample, Reject
@@ -50,7 +51,7 @@ class GroupStep:
     lengths: list[list[int]]  # sentence lengths per member
     dupe_pass: int
     split: str
-    writer: SpillWriter
+    writer: KeyedSpillWriter
     tally: UnitTally
     bucket_counts: Counter
 
@@ -82,7 +83,7 @@ class PairAndMaskFn(beam.DoFn):
         key, paths = PartitionKey(*element[0]), element[1]
         config = self._config
         unit = key.name.replace("/", "-")
-        writer = SpillWriter(
+        writer = KeyedSpillWriter(
             files.join(config.work_dir, "examples"), unit, config.spill_budget_mb << 20
         )
         tally = UnitTally(unit)

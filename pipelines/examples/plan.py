@@ -1,9 +1,8 @@
-"""What is fixed before any work starts: the inputs, the sizes of every step, and the keys
-that route documents and examples between steps.
+"""What is fixed before any work starts: the inputs, the units of the first step, and the
+sizes of every step.
 
 Sizes come from the inputs' manifests and the flags alone (never from the data as it
-flows), so every worker of every runner routes a document the same way. Keys are typed
-tuples: Beam groups by them, and `name` turns one into the spill folder it stands for.
+flows), so every worker of every runner routes a document the same way.
 """
 
 from __future__ import annotations
@@ -11,47 +10,19 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
 
 from pipelines.beam import files
 from pipelines.beam.documents import DocumentsInput, read_documents_input
 from pipelines.examples.config import ExamplesConfig, ExamplesConfigError
+from pipelines.examples.keys import output_name
 from pipelines.io.hashing import stable_hash64, unit_fraction
 from schemas import MANIFEST_NAME
-from schemas.examples import id_width_for_vocab, seq_dir
+from schemas.examples import id_width_for_vocab
 
 # Planning estimates: BERT's uncased WordPiece makes ~1 token per 4.6 bytes of English text;
 # an example costs its ids plus ~60 bytes of predictions, header and provenance.
 _BYTES_PER_TOKEN_ESTIMATE = 4.6
 _EXAMPLE_OVERHEAD_ESTIMATE = 60
-
-
-class PartitionKey(NamedTuple):
-    """One pairing step: the documents of some partner groups of one split in one pass."""
-
-    split: str
-    dupe_pass: int
-    partition: int
-
-    @property
-    def name(self) -> str:
-        return f"{self.split}/p{self.dupe_pass:05d}/q{self.partition:05d}"
-
-
-class BucketKey(NamedTuple):
-    """One shuffle bucket of one output tree ("seq128/train")."""
-
-    output: str
-    bucket: int
-
-    @property
-    def name(self) -> str:
-        return f"{self.output}/b{self.bucket:05d}"
-
-
-def output_name(max_seq_length: int, split: str) -> str:
-    """The output tree of a length and split: "seq128/train"."""
-    return f"{seq_dir(max_seq_length)}/{split}"
 
 
 def read_documents_inputs(directories: Sequence[str]) -> list[DocumentsInput]:

@@ -14,7 +14,7 @@ from pipelines.beam import files
 from pipelines.beam.shards import write_shard
 from pipelines.beam.spill import pack_example, unpack_examples
 from pipelines.examples.config import ExamplesConfig
-from pipelines.examples.plan import BucketKey
+from pipelines.examples.keys import BucketKey
 from schemas.examples import sample_key, shard_name
 
 PIECES = "pieces"  # the tagged output of (shard path, piece file) for straddling shards

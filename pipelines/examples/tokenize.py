@@ -13,9 +13,10 @@ import numpy as np
 
 from pipelines.beam import files
 from pipelines.beam.documents import UnitTally, finish_unit
-from pipelines.beam.spill import SpillWriter, TokenizedDocument, pack_document
+from pipelines.beam.spill import TokenizedDocument, pack_document
 from pipelines.examples.config import ExamplesConfig
-from pipelines.examples.plan import Layout, PartitionKey, split_of
+from pipelines.examples.keys import KeyedSpillWriter, PartitionKey
+from pipelines.examples.plan import Layout, split_of
 from pipelines.io.parquet import iter_row_groups
 from pipelines.io.vocabulary import Vocabulary, load_vocab
 from schemas import DocumentColumn, Reject
@@ -41,7 +42,7 @@ class TokenizeDocumentsFn(beam.DoFn):
         name, path = unit
         config, layout = self._config, self._layout
         tally = UnitTally(name)
-        writer = SpillWriter(
+        writer = KeyedSpillWriter(
             files.join(config.work_dir, "documents"), name, config.spill_budget_mb << 20
         )
         for document in self._read_tokenized(path, tally):
