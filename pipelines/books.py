@@ -123,7 +123,7 @@ def common_root(paths: list[str]) -> str:
 def read_book_bytes(path: str) -> bytes:
     """The file's bytes, decompressed by suffix; InputReadError if damaged or too large."""
     chunks, size = [], 0
-    for chunk in decompressed_chunks(path, reader=files.READER):
+    for chunk in decompressed_chunks(files.READER, path):
         chunks.append(chunk)
         size += len(chunk)
         if size > MAX_BOOK_BYTES:
@@ -186,7 +186,7 @@ def line_file_documents(path: str, name: str, config: BooksConfig, tally: UnitTa
 
     def decoded_lines():
         nonlocal fallback_lines
-        for raw in lines(counted(decompressed_chunks(path, reader=files.READER))):
+        for raw in lines(counted(decompressed_chunks(files.READER, path))):
             try:
                 yield raw.decode("utf-8")
             except UnicodeDecodeError:

@@ -5,6 +5,7 @@ import gzip
 
 import pytest
 
+from pipelines.io.storage import READER
 from pipelines.text.wikidump import (
     DumpReadError,
     DumpSplit,
@@ -17,7 +18,7 @@ from tests.dumpfiles import Page, article, write_dump, write_multistream
 
 
 def read_all(path, **split) -> list:
-    return list(iter_dump(DumpSplit(path=str(path), number=0, **split)))
+    return list(iter_dump(DumpSplit(path=str(path), number=0, **split), READER))
 
 
 def pages_of(items) -> list[RawPage]:
@@ -56,24 +57,24 @@ def test_any_declared_encoding(tmp_path, encoding) -> None:
 def test_multistream_splits_cover_every_page_once_in_order(tmp_path) -> None:
     pages = [article(i) for i in range(1, 11)]
     dump = write_multistream(tmp_path, "testwiki-20260101-pages-articles", pages, per_stream=2)
-    splits = plan_splits(str(dump), split_bytes=1)  # every stream its own split
+    splits = plan_splits(str(dump), 1, READER)  # every stream its own split
     assert [s.number for s in splits] == list(range(6))  # header stream + 5 page streams
     assert splits[0].start == 0 and splits[-1].end is None
     assert all(s.siteinfo.dbname == "testwiki" for s in splits[1:])
-    per_split = [[p.page_id for p in pages_of(iter_dump(s))] for s in splits]
+    per_split = [[p.page_id for p in pages_of(iter_dump(s, READER))] for s in splits]
     assert per_split == [[], [1, 2], [3, 4], [5, 6], [7, 8], [9, 10]]
 
 
 def test_multistream_large_splits_group_streams(tmp_path) -> None:
     pages = [article(i) for i in range(1, 11)]
     dump = write_multistream(tmp_path, "testwiki-20260101-pages-articles", pages, per_stream=2)
-    (split,) = plan_splits(str(dump), split_bytes=1 << 20)
-    assert [p.page_id for p in pages_of(iter_dump(split))] == list(range(1, 11))
+    (split,) = plan_splits(str(dump), 1 << 20, READER)
+    assert [p.page_id for p in pages_of(iter_dump(split, READER))] == list(range(1, 11))
 
 
 def test_file_without_index_is_one_split(tmp_path) -> None:
     path = write_dump(tmp_path / "dump.xml.bz2", [article(1)])
-    assert plan_splits(str(path), split_bytes=1) == [DumpSplit(path=str(path), number=0)]
+    assert plan_splits(str(path), 1, READER) == [DumpSplit(path=str(path), number=0)]
 
 
 def big_pages(count: int) -> list[Page]:
@@ -87,7 +88,7 @@ def test_truncated_bz2_keeps_pages_before_the_fault_and_names_the_file(tmp_path)
     path.write_bytes(data[: int(len(data) * 0.7)])
     seen = []
     with pytest.raises(DumpReadError) as raised:
-        for item in iter_dump(DumpSplit(path=str(path), number=0)):
+        for item in iter_dump(DumpSplit(path=str(path), number=0), READER):
             if isinstance(item, RawPage):
                 seen.append(item.page_id)
     assert seen == list(range(1, len(seen) + 1)) and len(seen) > 100
@@ -124,7 +125,7 @@ def test_malformed_xml_mid_file_keeps_earlier_pages(tmp_path) -> None:
     path.write_bytes(bz2.compress(broken.encode()))
     seen = []
     with pytest.raises(DumpReadError) as raised:
-        for item in iter_dump(DumpSplit(path=str(path), number=0)):
+        for item in iter_dump(DumpSplit(path=str(path), number=0), READER):
             if isinstance(item, RawPage):
                 seen.append(item.page_id)
     assert seen == [1, 2]

@@ -1,6 +1,6 @@
 """Reading (possibly compressed) input files in bounded chunks, loudly on damage. Beam-free:
-files are opened through a `Reader` (`pipelines.io.storage`; a Beam stage passes Beam's, so
-any path its filesystems know works: local, gs://, s3://).
+files are opened through the `Reader` the caller passes (a Beam stage passes Beam's, so its
+filesystem flags apply; tools pass `pipelines.io.storage.READER`).
 
 Why not Beam's `FileSystems.open(path)` with automatic decompression: for a truncated .gz it
 returns the readable part and no error, which is silent data loss; and it cannot start at a
@@ -18,7 +18,7 @@ import zlib
 from collections.abc import Iterator
 from typing import BinaryIO
 
-from pipelines.io.storage import READER, Reader
+from pipelines.io.storage import Reader
 
 # 1 MiB reads keep memory flat and amortise Python overhead; one bz2 block is ≤ 900 kB.
 CHUNK_BYTES = 1 << 20
@@ -43,11 +43,11 @@ class Position:
 
 
 def decompressed_chunks(
+    reader: Reader,
     path: str,
     start: int = 0,
     end: int | None = None,
     position: Position | None = None,
-    reader: Reader = READER,
 ) -> Iterator[bytes]:
     """Bytes [start, end) of `path`, decompressed by suffix, in chunks of bounded size."""
     position = position if position is not None else Position(start)

@@ -1,8 +1,9 @@
 """Streaming reader for MediaWiki XML dumps (`pages-articles`), Beam-free.
 
 Reads `.xml.bz2` (single- or multi-stream), `.xml.gz` and plain `.xml` from any path its
-`Reader` opens (`pipelines.io.storage`; the Beam stage passes Beam's filesystems: local,
-gs://, s3://), in fixed-size chunks: memory stays bounded by one
+`Reader` opens (a required argument: the Beam stage passes Beam's filesystems, so its
+runner's filesystem flags apply; tools pass `pipelines.io.storage.READER`), in fixed-size
+chunks: memory stays bounded by one
 page plus one chunk, however large the dump. Tags are matched by local name, so export schema
 0.10, 0.11 (and older) all read the same; any encoding the XML declaration names is accepted
 (non-UTF-8 input is transcoded chunk by chunk before expat sees it).
@@ -28,7 +29,7 @@ from xml.etree import ElementTree
 from xml.parsers.expat import errors as expat_errors
 
 from pipelines.io.compressed import InputReadError, Position, decompressed_chunks, lines
-from pipelines.io.storage import READER, Reader
+from pipelines.io.storage import Reader
 
 _MULTISTREAM_SUFFIX = "-multistream.xml.bz2"
 _INDEX_SUFFIX = "-multistream-index.txt.bz2"
@@ -113,7 +114,7 @@ def is_multistream_index(path: str) -> bool:
     return path.endswith(_INDEX_SUFFIX)
 
 
-def read_stream_offsets(index_path: str, reader: Reader = READER) -> list[int]:
+def read_stream_offsets(index_path: str, reader: Reader) -> list[int]:
     """Sorted unique byte offsets of the page streams listed in a multistream index.
 
     Index lines are `offset:page_id:title` (titles may contain ':'). ~230k offsets for the
@@ -121,9 +122,7 @@ def read_stream_offsets(index_path: str, reader: Reader = READER) -> list[int]:
     """
     offsets: set[int] = set()
     # The index is itself many bz2 streams: decompress it like the dump, then split lines.
-    for line_number, line in enumerate(
-        lines(decompressed_chunks(index_path, reader=reader)), start=1
-    ):
+    for line_number, line in enumerate(lines(decompressed_chunks(reader, index_path)), start=1):
         if line.strip():
             head, colon, _ = line.partition(b":")
             if not colon or not head.strip().isdigit():
@@ -138,7 +137,7 @@ def read_stream_offsets(index_path: str, reader: Reader = READER) -> list[int]:
     return sorted(offsets)
 
 
-def plan_splits(path: str, split_bytes: int, reader: Reader = READER) -> list[DumpSplit]:
+def plan_splits(path: str, split_bytes: int, reader: Reader) -> list[DumpSplit]:
     """Cut one dump into splits of about `split_bytes` compressed bytes at stream starts.
 
     Only a multistream dump with its index can be cut; anything else is one split. The
@@ -151,7 +150,7 @@ def plan_splits(path: str, split_bytes: int, reader: Reader = READER) -> list[Du
     offsets = read_stream_offsets(index_path, reader)
     if not offsets:
         return [DumpSplit(path=path, number=0)]
-    siteinfo = read_siteinfo(path, end=offsets[0], reader=reader)
+    siteinfo = read_siteinfo(path, reader, end=offsets[0])
     starts = [0]
     for offset in offsets:
         if offset - starts[-1] >= split_bytes:
@@ -163,7 +162,7 @@ def plan_splits(path: str, split_bytes: int, reader: Reader = READER) -> list[Du
     ]
 
 
-def read_siteinfo(path: str, end: int | None = None, reader: Reader = READER) -> SiteInfo:
+def read_siteinfo(path: str, reader: Reader, end: int | None = None) -> SiteInfo:
     """Parse only the <siteinfo> header at the start of a dump."""
     for item in _iter_elements(DumpSplit(path=path, number=0, start=0, end=end), reader):
         if isinstance(item, SiteInfo):
@@ -172,7 +171,7 @@ def read_siteinfo(path: str, end: int | None = None, reader: Reader = READER) ->
     return SiteInfo()
 
 
-def iter_dump(split: DumpSplit, reader: Reader = READER) -> Iterator[SiteInfo | RawPage]:
+def iter_dump(split: DumpSplit, reader: Reader) -> Iterator[SiteInfo | RawPage]:
     """Yield the split's SiteInfo, then every page in file order.
 
     Raises DumpReadError on a damaged file, after every page before the fault.
@@ -233,7 +232,7 @@ def _iter_elements(split: DumpSplit, reader: Reader) -> Iterator[SiteInfo | RawP
         parser.feed(_SYNTHETIC_ROOT_OPEN)
     try:
         for chunk in _as_utf8(
-            decompressed_chunks(split.path, split.start, split.end, position, reader)
+            decompressed_chunks(reader, split.path, split.start, split.end, position)
         ):
             parser.feed(chunk)
             for event, element in parser.read_events():
