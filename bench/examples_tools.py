@@ -189,19 +189,16 @@ def run_examples_tool(
 ) -> Summary:
     size = documents.target_mb
     output = output_dir(settings.workdir, tool, size)
-    measured, examples = [], []
-    for repeat in range(1, settings.repeats + 1):
+    examples: list[int | None] = []
+
+    def attempt(repeat: int) -> tuple[RunMeasurement, str]:
         label = f"{tool}-{size:g}mb"
         # Google's script writes into an existing directory only.
         run = run_once(label, command, output, settings, repeat, create_output=tool == "google")
         count = bertkit_examples(output) if tool == "bertkit" else google_examples(Path(run.log))
-        measured.append(run)
         examples.append(count)
-        runs.print_run(
-            f"  {tool:<8} {size:>5g} MB  run {repeat}/{settings.repeats}: "
-            f"{describe_run(run, count)}",
-            run,
-        )
-        if not run.ok:
-            break  # a failing tool will fail again; don't burn the remaining repeats
+        line = f"  {tool:<8} {size:>5g} MB  run {repeat}/{settings.repeats}: "
+        return run, line + describe_run(run, count)
+
+    measured = runs.repeat_until_failure(settings.repeats, attempt)
     return summarise(tool, size, measured, examples)

@@ -158,8 +158,8 @@ def run_tool_repeatedly(
     """Run one tool ``repeats`` times on a fresh output directory; the last output is kept."""
     output = output_dir(settings.workdir, tool, dump.target_mb)
     spec = tool_command(tool, Path(dump.path), output, settings)
-    measured = []
-    for repeat in range(1, repeats + 1):
+
+    def attempt(repeat: int) -> tuple[RunMeasurement, str]:
         label = f"{tool}-{dump.target_mb:g}mb"
         log = runs.log_path(settings.workdir, BENCHMARK, label, repeat)
         run = runs.run_fresh(
@@ -170,15 +170,10 @@ def run_tool_repeatedly(
             settings.timeout_s,
             create_output=tool == "wikiextractor",  # it writes into an existing directory only
         )
-        measured.append(run)
-        runs.print_run(
-            f"  {tool:<13} {dump.target_mb:>5g} MB  run {repeat}/{repeats}: "
-            f"{describe_run(run, dump)}",
-            run,
-        )
-        if not run.ok:
-            break  # a failing tool will fail again; don't burn the remaining repeats
-    return measured
+        line = f"  {tool:<13} {dump.target_mb:>5g} MB  run {repeat}/{repeats}: "
+        return run, line + describe_run(run, dump)
+
+    return runs.repeat_until_failure(repeats, attempt)
 
 
 def describe_run(run: RunMeasurement, dump: ScaledDumpInfo) -> str:

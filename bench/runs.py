@@ -18,6 +18,7 @@ from __future__ import annotations
 import shutil
 import statistics
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 from bench.measure import REPO_ROOT, RunMeasurement, indent, measure_command, repo_python, tail_of
@@ -64,6 +65,21 @@ def failure(run: RunMeasurement) -> str | None:
     if run.returncode != 0:
         return f"FAILED with exit code {run.returncode} (log: {run.log})"
     return None
+
+
+def repeat_until_failure(
+    repeats: int, attempt: Callable[[int], tuple[RunMeasurement, str]]
+) -> list[RunMeasurement]:
+    """`attempt(repeat)` for repeat 1…repeats, each run's line printed (with its log's tail
+    if it failed); stops after a failure, since a failing tool fails again."""
+    measured = []
+    for repeat in range(1, repeats + 1):
+        run, line = attempt(repeat)
+        measured.append(run)
+        print_run(line, run)
+        if not run.ok:
+            break
+    return measured
 
 
 def print_run(line: str, run: RunMeasurement) -> None:
