@@ -26,6 +26,10 @@ CHECKPOINT_FORMAT = "bertkit-checkpoint-1"
 LATEST_FILE = "latest"
 
 
+CHECKPOINTS_DIR = "checkpoints"  # in the run directory
+CHECKPOINT_GLOB = "step-[0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9].pt"
+
+
 def checkpoint_name(step: int) -> str:
     return f"step-{step:08d}.pt"
 

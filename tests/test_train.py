@@ -151,3 +151,67 @@ def test_two_gloo_processes_train_in_step(sample_shards, tmp_path):
 def test_bad_flags_stop_before_work(sample_shards, tmp_path, capsys, flags, message):
     assert run_train("--shards", str(sample_shards), "--output", str(tmp_path), *flags) == 2
     assert message in capsys.readouterr().err
+
+
+def test_an_earlier_run_needs_resume_or_overwrite_and_rotation_keeps_latest(
+    sample_shards, tmp_path, capsys
+):
+    run_dir = tmp_path / "r"
+    common = ["--shards", str(sample_shards), "--output", str(run_dir), "--warmup-steps", "1",
+              "--num-workers", "0", "--eval-every", "0", "--checkpoint-every", "2"]  # fmt: skip
+    assert run_train(*common, "--max-steps", "4") == 0
+    before = sorted(p.name for p in (run_dir / "checkpoints").iterdir())
+    assert before == [LATEST_FILE, "step-00000002.pt", "step-00000004.pt"]
+    # A second run into it: refused before any work, nothing touched.
+    assert run_train(*common, "--max-steps", "2", "--keep-checkpoints", "1") == 2
+    err = capsys.readouterr().err
+    assert f"{run_dir} holds an earlier run" in err and "--resume" in err and "--overwrite" in err
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == before
+    # --overwrite starts over; rotation keeps the checkpoint just written, which latest names.
+    assert run_train(*common, "--max-steps", "2", "--keep-checkpoints", "1", "--overwrite") == 0
+    assert latest_checkpoint(run_dir / "checkpoints").name == "step-00000002.pt"
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == [
+        LATEST_FILE, "step-00000002.pt"]  # fmt: skip
+    assert sorted(metrics(run_dir)) == [1, 2]  # the earlier run's metrics went with it
+    assert run_train(*common, "--max-steps", "2", "--resume", "--overwrite") == 2
+    assert "give one" in capsys.readouterr().err
+
+
+def test_overwrite_never_deletes_what_no_run_wrote(tmp_path):
+    from trainer.checkpoint import CheckpointError, prepare_run_directory
+
+    run_dir = tmp_path / "r"
+    (run_dir / "checkpoints").mkdir(parents=True)
+    (run_dir / "checkpoints" / "step-00000002.pt").write_bytes(b"x")
+    (run_dir / "checkpoints" / LATEST_FILE).write_text("step-00000002.pt\n")
+    (run_dir / "metrics.jsonl").write_text("{}\n")
+    (run_dir / "notes").mkdir()
+    (run_dir / "notes" / "weights.bin").write_bytes(b"mine")
+    with pytest.raises(CheckpointError, match=r"also holds notes, which no training run writes"):
+        prepare_run_directory(run_dir, resume=False, overwrite=True)
+    assert (run_dir / "notes" / "weights.bin").read_bytes() == b"mine"
+    assert (run_dir / "checkpoints" / "step-00000002.pt").exists()
+    (run_dir / "notes" / "weights.bin").unlink()
+    (run_dir / "notes").rmdir()
+    assert [p.name for p in prepare_run_directory(run_dir, resume=False, overwrite=True)] == [
+        "latest", "step-00000002.pt", "metrics.jsonl"]  # fmt: skip
+    assert prepare_run_directory(run_dir, resume=True, overwrite=False) == []
+    assert prepare_run_directory(tmp_path / "new", resume=False, overwrite=False) == []
+    (tmp_path / "file").write_text("")
+    with pytest.raises(CheckpointError, match="is a file"):
+        prepare_run_directory(tmp_path / "file", resume=False, overwrite=False)
+
+
+def test_rotation_never_removes_the_checkpoint_just_written(tmp_path):
+    from trainer.checkpoint import save_checkpoint
+
+    directory = tmp_path / "checkpoints"
+    directory.mkdir()
+    for step in (6, 8):  # a later run's, left behind
+        (directory / f"step-{step:08d}.pt").write_bytes(b"old")
+    (directory / "step-notes.pt").write_bytes(b"not a checkpoint name")
+    save_checkpoint(directory, 2, {"step": 2}, keep=2)
+    names = sorted(p.name for p in directory.iterdir())
+    # kept: the one written and the newest other; a file not named step-NNNNNNNN.pt stays.
+    assert names == [LATEST_FILE, "step-00000002.pt", "step-00000008.pt", "step-notes.pt"]
+    assert latest_checkpoint(directory).name == "step-00000002.pt"

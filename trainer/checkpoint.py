@@ -16,7 +16,15 @@ from typing import Any
 
 import torch
 
-from schemas.checkpoint import CHECKPOINT_FORMAT, LATEST_FILE, CheckpointKey, checkpoint_name
+from schemas.checkpoint import (
+    CHECKPOINT_FORMAT,
+    CHECKPOINT_GLOB,
+    CHECKPOINTS_DIR,
+    LATEST_FILE,
+    CheckpointKey,
+    checkpoint_name,
+)
+from trainer.metrics import METRICS_FILE
 from trainer.model import BertConfig, BertForPreTraining
 
 
@@ -24,8 +32,19 @@ class CheckpointError(ValueError):
     """A checkpoint cannot be found, read or used."""
 
 
+# What a training run writes in its directory, and nothing else: all `--overwrite` deletes.
+RUN_FILES = (
+    f"{CHECKPOINTS_DIR}/{CHECKPOINT_GLOB}",
+    f"{CHECKPOINTS_DIR}/{LATEST_FILE}",
+    f"{CHECKPOINTS_DIR}/.tmp-*",
+    METRICS_FILE,
+    "events.out.tfevents.*",
+)
+
+
 def save_checkpoint(directory: Path, step: int, payload: dict[str, Any], keep: int) -> Path:
-    """Write `step-NNNNNNNN.pt`, point `latest` at it, delete all but the newest `keep`."""
+    """Write `step-NNNNNNNN.pt`, point `latest` at it, then keep it and the newest `keep - 1`
+    others: the checkpoint just written (the one `latest` names) is never deleted."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / checkpoint_name(step)
     temporary = directory / f".tmp-{uuid.uuid4().hex}-{path.name}"
@@ -34,9 +53,38 @@ def save_checkpoint(directory: Path, step: int, payload: dict[str, Any], keep: i
     pointer = directory / f".tmp-{uuid.uuid4().hex}-{LATEST_FILE}"
     pointer.write_text(path.name + "\n", encoding="utf-8")
     os.replace(pointer, directory / LATEST_FILE)
-    for old in sorted(directory.glob("step-*.pt"))[:-keep] if keep > 0 else []:
+    others = sorted(p for p in directory.glob(CHECKPOINT_GLOB) if p.name != path.name)
+    for old in others[: max(0, len(others) - max(keep - 1, 0))]:
         old.unlink()
     return path
+
+
+def prepare_run_directory(output: Path, resume: bool, overwrite: bool) -> list[Path]:
+    """Check `output` before any work; return the earlier run's files `overwrite` removes.
+
+    A directory holding an earlier run needs --resume (go on) or --overwrite (start over).
+    --overwrite deletes only what a run writes (RUN_FILES), and refuses a directory that
+    holds anything else, naming it: bertkit never deletes what it did not write.
+    """
+    if output.exists() and not output.is_dir():
+        raise CheckpointError(f"--output {output} is a file: give a run directory")
+    earlier = sorted({p for pattern in RUN_FILES for p in output.glob(pattern) if p.is_file()})
+    if not earlier or resume:
+        return []
+    if not overwrite:
+        raise CheckpointError(
+            f"{output} holds an earlier run ({earlier[0].relative_to(output)}, …): pass --resume "
+            "to continue it, or --overwrite to start over (deletes only its checkpoints, "
+            "metrics and event files)"
+        )
+    known = {CHECKPOINTS_DIR, *(str(p.relative_to(output)) for p in earlier)}
+    foreign = sorted(p for p in output.rglob("*") if str(p.relative_to(output)) not in known)
+    if foreign:
+        raise CheckpointError(
+            f"--overwrite: {output} also holds {foreign[0].relative_to(output)}, which no "
+            "training run writes; nothing was deleted. Move it, or choose another --output"
+        )
+    return earlier
 
 
 def latest_checkpoint(directory: Path) -> Path | None:

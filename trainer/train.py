@@ -51,6 +51,7 @@ from trainer import distributed
 from trainer.checkpoint import (
     latest_checkpoint,
     load_checkpoint,
+    prepare_run_directory,
     resolve_checkpoint,
     save_checkpoint,
 )
@@ -111,6 +112,9 @@ class TrainConfig:
     checkpoint_every: int = option(1000, help="steps between checkpoints (and one at the end)")
     keep_checkpoints: int = option(3, help="newest checkpoints kept")
     resume: bool = option(False, help="continue from OUTPUT/checkpoints/latest")
+    overwrite: bool = option(
+        False, help="start over in an OUTPUT that holds an earlier run (deletes only its files)"
+    )
     init_checkpoint: str | None = option(None, help="start from these weights (phase 2)")
     compile: bool = option(False, help="torch.compile the model (pads batches to max_seq_length)")
     precision: str = option("auto", help="auto (bf16 autocast on CUDA, fp32 on CPU), bf16, fp32")
@@ -127,6 +131,10 @@ class TrainConfig:
             raise ValueError(f"--optimizer {self.optimizer!r}: one of {', '.join(OPTIMIZERS)}")
         if self.precision not in ("auto", "bf16", "fp32"):
             raise ValueError("--precision: auto, bf16 or fp32")
+        if self.resume and self.overwrite:
+            raise ValueError(
+                "--resume continues the run in --output, --overwrite replaces it: give one"
+            )
         if self.resume and self.init_checkpoint:
             raise ValueError(
                 "--resume continues this run; --init-checkpoint starts a new one from other "
@@ -194,6 +202,11 @@ def setup(config: TrainConfig, env: distributed.Distributed) -> Run:
     before any step, and a resumed run's generator states replace the seeded ones only after
     the model's initialisation has drawn from them."""
     accumulation = accumulation_steps(config, env.world_size)
+    earlier = prepare_run_directory(Path(config.output), config.resume, config.overwrite)
+    if env.is_main:
+        for path in earlier:  # --overwrite: the earlier run's own files, nothing else
+            path.unlink()
+    distributed.barrier(env)
     torch.manual_seed(config.seed + env.rank)  # dropout differs per rank, reproducibly
     if env.device.type == "cpu" and "OMP_NUM_THREADS" not in os.environ:
         # Leave the loader workers their cores: with torch's default (every core) and a
