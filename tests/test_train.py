@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import base64
+import http.server
 import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -215,3 +218,71 @@ def test_rotation_never_removes_the_checkpoint_just_written(tmp_path):
     # kept: the one written and the newest other; a file not named step-NNNNNNNN.pt stays.
     assert names == [LATEST_FILE, "step-00000002.pt", "step-00000008.pt", "step-notes.pt"]
     assert latest_checkpoint(directory).name == "step-00000002.pt"
+
+
+class _BasicAuthHandler(http.server.SimpleHTTPRequestHandler):
+    """Serves files only to `trainer:s3cret-Pa55` (HTTP basic auth)."""
+
+    expected = "Basic " + base64.b64encode(b"trainer:s3cret-Pa55").decode()
+
+    def do_GET(self) -> None:
+        if self.headers.get("Authorization") != self.expected:
+            self.send_error(401, "who are you")
+            return
+        super().do_GET()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_url_credentials_are_used_but_never_printed_logged_or_stored(
+    sample_shards, tmp_path, monkeypatch, capsys, caplog
+):
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    root = sample_shards.parent
+
+    def handler(*args, **kwargs):
+        return _BasicAuthHandler(*args, directory=str(root), **kwargs)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    host = f"127.0.0.1:{server.server_address[1]}"
+    run_dir = tmp_path / "r"
+    common = ["--output", str(run_dir), "--warmup-steps", "1", "--num-workers", "0",
+              "--eval-every", "0", "--eval-batches", "1"]  # fmt: skip
+    try:
+        shards = f"http://trainer:s3cret-Pa55@{host}/{sample_shards.name}"
+        assert run_train("--shards", shards, *common, "--max-steps", "2") == 0
+        assert run_train("--shards", shards, *common, "--max-steps", "3", "--resume") == 0
+        wrong = f"http://trainer:wr0ng-Pa55@{host}/{sample_shards.name}"
+        assert run_train("--shards", wrong, *common, "--max-steps", "4", "--overwrite") == 2
+    finally:
+        server.shutdown()
+    printed = capsys.readouterr()
+    shown = printed.out + printed.err + caplog.text
+    assert "s3cret" not in shown and "wr0ng" not in shown
+    assert f"http://***@{host}/{sample_shards.name}" in shown  # the error names the URL
+    for path in (run_dir / "checkpoints").glob("step-*.pt"):
+        assert b"s3cret" not in path.read_bytes()
+    checkpoint = torch.load(latest_checkpoint(run_dir / "checkpoints"), weights_only=True)
+    assert checkpoint[CheckpointKey.TRAIN_CONFIG]["shards"] == f"http://***@{host}/{sample_shards.name}"
+    assert checkpoint[CheckpointKey.DATA]["manifest"].startswith(f"http://***@{host}/")
+    assert checkpoint[CheckpointKey.STEP] == 3  # the failed --overwrite deleted nothing
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("http://u:p%40ss@h:80/a?x=1", "http://***@h:80/a?x=1"),
+        ("https://token@h/s.tar", "https://***@h/s.tar"),
+        ("open https://h/s.tar?X-Amz-Signature=ab12&X-Amz-Credential=K%2F1&part=2 failed",
+         "open https://h/s.tar?X-Amz-Signature=***&X-Amz-Credential=***&part=2 failed"),
+        ("gs://b/x?sig=zz&token=t", "gs://b/x?sig=***&token=***"),
+        ("s3://bucket/shards/manifest.json", "s3://bucket/shards/manifest.json"),
+        ("/data/user@host/shards", "/data/user@host/shards"),
+    ],
+)  # fmt: skip
+def test_redact_hides_url_credentials_and_nothing_else(text: str, expected: str) -> None:
+    from pipelines.io.storage import redact
+
+    assert redact(text) == expected

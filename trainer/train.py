@@ -44,6 +44,7 @@ from typing import Any
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
+from pipelines.io import storage
 from pipelines.io.flags import option, parse_config
 from schemas.batch import MODEL_INPUTS, BatchField
 from schemas.checkpoint import CHECKPOINT_FORMAT, CheckpointKey
@@ -203,10 +204,6 @@ def setup(config: TrainConfig, env: distributed.Distributed) -> Run:
     the model's initialisation has drawn from them."""
     accumulation = accumulation_steps(config, env.world_size)
     earlier = prepare_run_directory(Path(config.output), config.resume, config.overwrite)
-    if env.is_main:
-        for path in earlier:  # --overwrite: the earlier run's own files, nothing else
-            path.unlink()
-    distributed.barrier(env)
     torch.manual_seed(config.seed + env.rank)  # dropout differs per rank, reproducibly
     if env.device.type == "cpu" and "OMP_NUM_THREADS" not in os.environ:
         # Leave the loader workers their cores: with torch's default (every core) and a
@@ -217,6 +214,10 @@ def setup(config: TrainConfig, env: distributed.Distributed) -> Run:
     vocab_size = _vocab_size(source)
     resumed, init = _checkpoints_to_start_from(config, env)
     model = _build_model(config, env, source, vocab_size, init)
+    if env.is_main:  # --overwrite, once every check has passed: the earlier run's own files
+        for path in earlier:
+            path.unlink()
+    distributed.barrier(env)
     optimizer, scheduler = _build_optimizer(config, env, model)
     step, position = _restore(env, resumed, optimizer, scheduler)
     wrapped: torch.nn.Module = model
@@ -299,9 +300,10 @@ def _check_resumable(checkpoint: dict[str, Any], config: TrainConfig, world: int
         problems.append(f"{checkpoint[CheckpointKey.WORLD_SIZE]} processes, now {world}")
     for name in ("num_workers", "micro_batch_size", "global_batch_size", "seed", "shards",
                  "max_seq_length", "shuffle_buffer"):  # fmt: skip
-        if saved.get(name) != getattr(config, name):
+        now = storage.redact_values(asdict(config))[name]
+        if saved.get(name) != now:
             flag = "--" + name.replace("_", "-")
-            problems.append(f"{flag} {saved.get(name)}, now {getattr(config, name)}")
+            problems.append(f"{flag} {saved.get(name)}, now {now}")
     if problems:
         raise ValueError(
             "--resume continues exactly only with the input set-up the run started with: "
@@ -544,9 +546,9 @@ def _checkpoint_payload(run: Run, rng: dict[str, Any]) -> dict[str, Any]:
         CheckpointKey.SCHEDULER: run.scheduler.state_dict(),
         CheckpointKey.DATA_POSITION: run.loader.position.to_dict(),
         CheckpointKey.RNG: rng,
-        CheckpointKey.TRAIN_CONFIG: asdict(config),
+        CheckpointKey.TRAIN_CONFIG: storage.redact_values(asdict(config)),
         CheckpointKey.DATA: {
-            "manifest": source.manifest_url,
+            "manifest": storage.redact(source.manifest_url or ""),
             "schema_version": source.manifest.schema_version,
             "max_seq_length": source.max_seq_length,
             "samples_per_epoch": source.samples,
@@ -567,16 +569,19 @@ def parse_arguments(argv: list[str] | None) -> TrainConfig:
 
 def run(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(storage.RedactingFilter())
     config = parse_arguments(argv)
     started = time.monotonic()
     try:
         result = train(config)
     except (ValueError, FileNotFoundError, OSError) as error:  # Data/CheckpointError too
-        print(f"bertkit train: error: {error}", file=sys.stderr)
+        print(f"bertkit train: error: {storage.redact(str(error))}", file=sys.stderr)
         return 2
     if int(os.environ.get("RANK", "0")) == 0:
         minutes = (time.monotonic() - started) / 60
-        print(f"trained {result['step']} steps in {minutes:.1f} min → {config.output}")
+        output = storage.redact(config.output)
+        print(f"trained {result['step']} steps in {minutes:.1f} min → {output}")
         if result["eval"]:
             e = result["eval"]
             print(f"held-out: MLM loss {e['mlm_loss']:.3f} (perplexity "

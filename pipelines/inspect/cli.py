@@ -103,7 +103,7 @@ def run(argv: list[str] | None = None) -> int:
         if isinstance(error, BrokenPipeError):
             raise
         sys.stdout.flush()
-        print(f"bertkit inspect: error: {error}", file=sys.stderr)
+        print(f"bertkit inspect: error: {storage.redact(str(error))}", file=sys.stderr)
         return 1
 
 
@@ -127,7 +127,7 @@ def _run_shards(target: Target, args: argparse.Namespace) -> int:
         resolve_vocab(target, args.vocab) if args.show is not None or args.stats else (None, "")
     )
     if args.show is not None:
-        print(note)
+        print(storage.redact(note))
         remaining = args.show
         for shard in refs:
             if remaining <= 0:
@@ -222,7 +222,7 @@ def _run_documents(target: Target, args: argparse.Namespace) -> int:
 
 def _print_lines(lines: Iterable[str]) -> None:
     for line in lines:
-        print(line)
+        print(storage.redact(line))  # a URL's credentials are never shown
 
 
 def main(argv: list[str] | None = None) -> None:

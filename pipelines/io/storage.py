@@ -22,6 +22,7 @@ import io
 import logging
 import os
 import posixpath
+import re
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -58,6 +59,35 @@ class Location:
     kind: TargetKind
     url: str
     manifest_url: str | None
+
+
+# Credentials a URL may carry: user:password@ (HTTP basic auth) and the query parameters of
+# presigned S3/GCS/Azure URLs and token-bearing links.
+_USERINFO_RE = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s]+@")
+_SECRET_QUERY_RE = re.compile(
+    r"(?i)([?&](?:x-amz-signature|x-amz-credential|x-amz-security-token|x-goog-signature|"
+    r"x-goog-credential|signature|sig|token|access_token|api_key|key|password)=)[^&\s'\"]+"
+)
+REDACTED = "***"
+
+
+def redact(text: str) -> str:
+    """`text` with the credentials of every URL in it replaced by ***: for anything printed,
+    logged or stored (a checkpoint, a manifest). Opening still uses the URL as given."""
+    return _SECRET_QUERY_RE.sub(rf"\1{REDACTED}", _USERINFO_RE.sub(rf"\1{REDACTED}@", text))
+
+
+def redact_values(values: dict[str, Any]) -> dict[str, Any]:
+    """A config or record as stored (a checkpoint's flags, say): its strings redacted."""
+    return {k: redact(v) if isinstance(v, str) else v for k, v in values.items()}
+
+
+class RedactingFilter(logging.Filter):
+    """A logging filter that redacts URL credentials from every record it passes."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg, record.args = redact(record.getMessage()), None
+        return True
 
 
 def scheme(url: str) -> str:
