@@ -281,7 +281,7 @@ def run(argv: list[str] | None = None) -> int:
     flags, options = parse_stage(BooksFlags, argv, "bertkit books", __doc__)
     config = flags.config()
     inputs = expand_inputs(flags.input)
-    prepare_output_dir(flags.output, flags.overwrite)
+    prepare_output_dir(flags.output, flags.overwrite, STAGE)
     extract = ExtractBooks(inputs, flags.output, config)
     return run_documents_pipeline(options, STAGE, extract, inputs, config, flags.output)
 

@@ -77,6 +77,8 @@ from schemas.vocab import (
 )
 
 _LOG = logging.getLogger(__name__)
+# Every name `bertkit vocab` writes, and their temporary names: nothing else may be in --output.
+VOCAB_RUN_FILES = r"(?:vocab\.txt|tokenizer\.json|vocab\.json)(?:\.tmp-[0-9a-f]{32})?"
 DEFAULT_VOCAB_SIZE = 30522  # BERT-base's vocabulary size
 # Sentences per batch handed to the trainer: big enough to amortise the Python → Rust call,
 # small enough that a batch is a few hundred kB.
@@ -435,7 +437,7 @@ def run(argv: list[str] | None = None) -> int:
     """Train and write the vocabulary; return the exit code. Raises VocabError on bad input."""
     config = parse_config(argv)
     sample = DocumentSample.open(config.documents, config.sample_mb, config.seed)
-    files.clear_earlier_run(config.output, ("*",), config.overwrite, remove=False)
+    files.clear_earlier_run(config.output, VOCAB_RUN_FILES, config.overwrite, "vocab", remove=False)
     metadata = write_vocab(sample, config, train_vocab(sample, config))
     if metadata.vocab_size < config.vocab_size:
         _LOG.warning(

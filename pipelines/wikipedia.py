@@ -228,7 +228,7 @@ def run(argv: list[str] | None = None) -> int:
     # A glob like 'dumps/*.bz2' also matches the multistream index beside its dump: the
     # index is read through its dump, never as a dump itself.
     inputs = [i for i in expand_inputs(flags.input) if not is_multistream_index(i["path"])]
-    prepare_output_dir(flags.output, flags.overwrite)
+    prepare_output_dir(flags.output, flags.overwrite, STAGE)
     paths = [item["path"] for item in inputs]
     extract = ExtractArticles(paths, flags.output, config)
     return run_documents_pipeline(options, STAGE, extract, inputs, config, flags.output)

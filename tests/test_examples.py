@@ -444,3 +444,22 @@ def test_flag_lists_must_match_and_output_must_be_new(
     assert "one per length" in capsys.readouterr().err
     assert run_examples(sample_documents, sample_vocab, sample_shards) == 2
     assert "--overwrite" in capsys.readouterr().err
+
+
+def test_overwrite_deletes_only_what_an_earlier_run_wrote(
+    tmp_path, sample_shards, sample_documents, sample_vocab, capsys
+):
+    import shutil
+
+    output = shutil.copytree(sample_shards, tmp_path / "shards")
+    theirs = output / "seq2seq" / "models" / "weights.bin"  # matched `seq*/*/*` before
+    theirs.parent.mkdir(parents=True)
+    theirs.write_bytes(b"not ours")
+    (output / "_work").mkdir()
+    (output / "_work" / "notes.txt").write_text("not ours either")
+    shards = sorted(output.glob("seq128/*/*.tar"))
+    assert run_examples(sample_documents, sample_vocab, output, "--overwrite") == 2
+    error = capsys.readouterr().err
+    assert f"{output} holds _work/notes.txt and 1 more files, which `bertkit examples`" in error
+    assert "nothing was deleted" in error
+    assert theirs.read_bytes() == b"not ours" and all(s.is_file() for s in shards)

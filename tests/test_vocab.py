@@ -380,3 +380,16 @@ def test_character_counts_equal_a_plain_counter_on_mixed_scripts():
     batches = [["héllo wörld ∑ 中文", "abc\x00\u2028 naïve"], ["Ωmega ß 🙂"]]
     text = "".join(s for batch in batches for s in batch)
     assert count_characters(iter(batches)) == Counter(text)
+
+
+def test_a_file_no_vocab_run_wrote_is_never_replaced(
+    trained: Path, documents_dirs, tmp_path, capsys
+):
+    out = shutil.copytree(trained, tmp_path / "v")
+    (out / "README.md").write_text("my notes")
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(train_command(documents_dirs, out, "--overwrite"))
+    assert exit_.value.code == 2
+    error = capsys.readouterr().err
+    assert f"{out} holds README.md, which `bertkit vocab` does not write" in error
+    assert (out / "README.md").read_text() == "my notes"

@@ -270,3 +270,19 @@ def test_write_manifest_transform_sums_units_in_order(tmp_path: Path, test_pipel
     assert manifest.dropped == {"redirect": 3} and manifest.rejected == {"malformed_page": 1}
     assert manifest.rejects_files == ["_rejects/rejects-00001.jsonl"]
     assert (manifest.stage, manifest.inputs) == ("wikipedia", inputs)
+
+
+def test_overwrite_refuses_a_directory_holding_files_no_stage_wrote(sample_dump, tmp_path, capsys):
+    out = tmp_path / "wiki"
+    assert wikipedia.run(["--input", str(sample_dump), "--output", str(out)]) == 0
+    (out / "documents-notes.parquet").write_bytes(b"mine")  # looks like ours, is not
+    with pytest.raises(SystemExit) as exit_:
+        wikipedia.main(["--input", str(sample_dump), "--output", str(out), "--overwrite"])
+    assert exit_.value.code == 2
+    assert "holds documents-notes.parquet, which `bertkit wikipedia` does not write" in (
+        capsys.readouterr().err
+    )
+    assert (out / "documents-notes.parquet").read_bytes() == b"mine"
+    assert (out / "_manifest.json").is_file()  # the earlier run is untouched too
+    (out / "documents-notes.parquet").unlink()
+    assert wikipedia.run(["--input", str(sample_dump), "--output", str(out), "--overwrite"]) == 0

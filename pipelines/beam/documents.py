@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 import sys
 import uuid
 from collections import Counter
@@ -68,11 +69,17 @@ class DocumentStageFlags:
     file_mb: int = option(256, help="start a new Parquet file after this many MB of text")
 
 
-def prepare_output_dir(output_dir: str, overwrite: bool) -> None:
-    """Refuse to mix runs: an existing manifest or documents means an earlier run is there."""
-    files.clear_earlier_run(
-        output_dir, ("documents-*.parquet", MANIFEST_NAME, f"{REJECTS_DIR}/*"), overwrite
-    )
+# Every name a documents stage writes: the manifest, files per unit, their temporary names
+# and the rejects. `--overwrite` deletes these and refuses a directory holding anything else.
+DOCUMENTS_RUN_FILES = (
+    rf"{re.escape(MANIFEST_NAME)}|documents-[0-9]+(?:-[0-9]+)*\.parquet"
+    rf"|\.tmp-[0-9a-f]{{32}}\.parquet|{REJECTS_DIR}/rejects-[0-9]+(?:-[0-9]+)*\.jsonl"
+)
+
+
+def prepare_output_dir(output_dir: str, overwrite: bool, stage: str) -> None:
+    """Refuse to mix runs or to touch files no documents stage wrote (before any work)."""
+    files.clear_earlier_run(output_dir, DOCUMENTS_RUN_FILES, overwrite, stage)
 
 
 class DocumentFileWriter:

@@ -11,8 +11,9 @@ credentials) apply to every byte a stage touches. Readers outside Beam (the trai
 
 from __future__ import annotations
 
+import os
+import re
 import uuid
-from collections.abc import Iterable
 from typing import BinaryIO
 
 from apache_beam.io.filesystems import CompressionTypes, FileSystems
@@ -100,18 +101,38 @@ def write_atomically(path: str, data: bytes) -> None:
 
 
 def clear_earlier_run(
-    output_dir: str, patterns: Iterable[str], overwrite: bool, remove: bool = True
+    output_dir: str, ours: str, overwrite: bool, stage: str, remove: bool = True
 ) -> None:
-    """Refuse to mix runs: files matching `patterns` mean an earlier run is in `output_dir`.
+    """Check `output_dir` before any work: empty, or holding only an earlier run of `stage`.
 
-    With `overwrite` they are deleted (unless `remove` is False: a stage that replaces each
-    of its files atomically keeps the old ones readable until then), and the run goes on.
+    `ours` is a regular expression over a file's path below `output_dir` that matches every
+    name the stage writes (its outputs, manifest, rejects and temporary names) and nothing
+    else. A file it does not match is refused, with or without --overwrite, and nothing is
+    deleted: bertkit never deletes what it did not write. The stage's own files need
+    --overwrite, and are then deleted (unless `remove` is False: a stage that replaces each
+    of its files atomically keeps the old ones readable until then).
     """
-    existing = [path for pattern in patterns for path in match(join(output_dir, pattern))]
-    if existing and not overwrite:
+    present = match(join(output_dir, "**"))
+    relative = [_relative(output_dir, path) for path in present]
+    foreign = sorted(name for name in relative if not re.fullmatch(ours, name))
+    if foreign:
         raise OutputDirectoryError(
-            f"{output_dir} is not empty: it holds {len(existing)} files of an earlier run "
-            f"(e.g. {existing[0]}); choose a new --output or pass --overwrite to replace them"
+            f"{output_dir} holds {foreign[0]}"
+            + (f" and {len(foreign) - 1} more files" if len(foreign) > 1 else "")
+            + f", which `bertkit {stage}` does not write: nothing was deleted. Choose a new "
+            "or empty --output, or move those files"
+        )
+    if present and not overwrite:
+        raise OutputDirectoryError(
+            f"{output_dir} is not empty: it holds {len(present)} files of an earlier "
+            f"`bertkit {stage}` run (e.g. {min(relative)}); choose a new --output or pass "
+            "--overwrite to replace them"
         )
     if remove:
-        delete(existing)
+        delete(present)
+
+
+def _relative(directory: str, path: str) -> str:
+    if "://" in directory:
+        return path[len(directory.rstrip("/")) + 1 :]
+    return os.path.relpath(path, os.path.abspath(directory)).replace(os.sep, "/")

@@ -127,6 +127,12 @@ def build_wheel(directory: Path) -> Path:
 
 
 def stage_main(run: Callable[[list[str] | None], int], argv: list[str] | None = None) -> None:
-    """Entry point shared by the Beam stages: logging set up, exit code from `run`."""
+    """Entry point shared by the Beam stages: logging set up, exit code from `run`; an output
+    directory it may not write into, or an input that matches nothing, is a message (exit 2)."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    sys.exit(run(argv))
+    try:
+        code = run(argv)
+    except (files.OutputDirectoryError, FileNotFoundError) as error:
+        print(f"bertkit: error: {error}", file=sys.stderr)
+        code = 2
+    sys.exit(code)

@@ -5,6 +5,7 @@ Its --help is the package docstring (pipelines/examples/__init__.py).
 
 from __future__ import annotations
 
+import re
 import sys
 from typing import Any
 
@@ -21,8 +22,13 @@ from pipelines.examples.transforms import CreateExamples, WriteShards
 from pipelines.io.vocabulary import Vocabulary, load_vocab
 from schemas import REJECTS_DIR, SHARDS_MANIFEST_NAME
 
-# What an earlier run of this stage leaves in --output.
-_EARLIER_RUN = (SHARDS_MANIFEST_NAME, "seq*/*/*", f"{REJECTS_DIR}/*", f"{WORK_DIR}/**")
+# Every name this stage writes in --output: the manifest, shards (and their temporary names),
+# rejects and the spill files under _work. `--overwrite` deletes these, and nothing else.
+_EARLIER_RUN = (
+    rf"{re.escape(SHARDS_MANIFEST_NAME)}"
+    r"|seq[0-9]+/(?:train|heldout)/shard-[0-9]{6}\.tar(?:\.tmp-[0-9a-f]{32})?"
+    rf"|{REJECTS_DIR}/rejects-[A-Za-z0-9_-]+\.jsonl|{WORK_DIR}/(?:documents|examples|pieces)/.+"
+)
 
 
 def run(argv: list[str] | None = None) -> int:
@@ -33,7 +39,7 @@ def run(argv: list[str] | None = None) -> int:
         config.validate()
         vocab = load_vocab(config.vocab, files.READER)
         inputs = read_documents_inputs(config.documents)
-        files.clear_earlier_run(config.output, _EARLIER_RUN, config.overwrite)
+        files.clear_earlier_run(config.output, _EARLIER_RUN, config.overwrite, "examples")
     except (ValueError, OSError) as error:  # ExamplesConfigError, VocabError, … are ValueErrors
         print(f"bertkit examples: {error}", file=sys.stderr)
         return 2
