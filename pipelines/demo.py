@@ -17,7 +17,6 @@ token, ","); the README's Quickstart gives the figures measured on 2 cores.
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 from pathlib import Path
 
@@ -91,7 +90,7 @@ def run(argv: list[str] | None = None) -> int:
             f"  tail -2 {run_dir}/metrics.jsonl            # the last metrics, JSON lines\n"
             f"  tensorboard --logdir {run_dir}\n"
             "  # with transformers installed (the dev extra, or pip install transformers):\n"
-            f"  python -c \"from transformers import pipeline; "
+            f'  python -c "from transformers import pipeline; '
             f"print(pipeline('fill-mask', '{hf_dir}')('the river flows into the [MASK].'))\""
         )
     return code
@@ -108,14 +107,13 @@ def _train(shards_dir: Path, run_dir: Path, steps: int) -> int:
     """
     from trainer import train  # lazily: torch is the `train` extra
 
-    if run_dir.exists():
-        shutil.rmtree(run_dir)
+    # --overwrite: an earlier demo's run is replaced, and only its own files are deleted.
     return train.run(
         ["--shards", str(shards_dir), "--output", str(run_dir), "--model", "tiny",
          "--micro-batch-size", "32", "--max-steps", str(steps), "--lr", "1e-3",
          "--warmup-steps", str(max(steps // 12, 1)), "--dropout", "0",
          "--eval-every", str(max(steps // 4, 1)), "--eval-batches", "0", "--log-every", "100",
-         "--num-workers", "0", "--checkpoint-every", str(steps)]
+         "--num-workers", "0", "--checkpoint-every", str(steps), "--overwrite"]
     )  # fmt: skip
 
 

@@ -105,13 +105,19 @@ def test_exported_files(exported, sample_vocab):
     _, output = exported
     config = json.loads((output / "config.json").read_text())
     assert config["architectures"] == ["BertForPreTraining"] and config["model_type"] == "bert"
-    assert (config["hidden_size"], config["num_hidden_layers"], config["intermediate_size"]) == (128, 2, 512)
+    assert (config["hidden_size"], config["num_hidden_layers"], config["intermediate_size"]) == (
+        128,
+        2,
+        512,
+    )
     assert config["hidden_act"] == "gelu" and config["max_position_embeddings"] == 64
     with safe_open(output / "model.safetensors", framework="pt") as weights:
         assert weights.metadata() == {"format": "pt"}
         assert "cls.predictions.decoder.weight" not in weights.keys()  # noqa: SIM118
     assert (output / "vocab.txt").read_bytes() == (sample_vocab / "vocab.txt").read_bytes()
-    assert (output / "tokenizer.json").read_bytes() == (sample_vocab / "tokenizer.json").read_bytes()
+    assert (output / "tokenizer.json").read_bytes() == (
+        sample_vocab / "tokenizer.json"
+    ).read_bytes()
     tokenizer_config = json.loads((output / "tokenizer_config.json").read_text())
     assert tokenizer_config["do_lower_case"] is True and tokenizer_config["model_max_length"] == 64
 
@@ -156,7 +162,9 @@ def test_refuses_files_that_are_not_checkpoints(tmp_path):
         export_hf(tmp_path / "empty", tmp_path / "hf")
 
 
-def test_cli_reads_latest_refuses_nonempty_output_and_takes_vocab(exported, sample_vocab, tmp_path, capsys):
+def test_cli_reads_latest_refuses_nonempty_output_and_takes_vocab(
+    exported, sample_vocab, tmp_path, capsys
+):
     checkpoint, _ = exported
     output = tmp_path / "hf"
     with pytest.raises(SystemExit) as exit_info:
@@ -171,6 +179,12 @@ def test_cli_reads_latest_refuses_nonempty_output_and_takes_vocab(exported, samp
     assert exit_info.value.code == 2
     error = capsys.readouterr().err
     assert "is not empty" in error and "--overwrite" in error
+
+    # A directory holding what no export writes (here a vocabulary directory) is never
+    # written into, even with --overwrite; its files stay as they were.
+    with pytest.raises(ExportError, match=r"holds vocab\.json, which `bertkit export-hf` does not"):
+        export_hf(checkpoint, sample_vocab, overwrite=True)
+    assert (sample_vocab / "vocab.json").is_file()
 
     # The recorded vocabulary moved: refused with a hint, then found through --vocab.
     saved = torch.load(checkpoint, map_location="cpu", weights_only=True)

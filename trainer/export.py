@@ -31,6 +31,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import sys
 import uuid
 from collections.abc import Callable
@@ -64,6 +65,16 @@ WEIGHTS_FILE = "model.safetensors"
 CONFIG_FILE = "config.json"
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 SPECIAL_TOKENS_MAP_FILE = "special_tokens_map.json"
+# The names an export writes, and their temporary names (`_write_atomically`).
+_EXPORT_NAME = re.compile(
+    r"\.?(?:"
+    + "|".join(
+        re.escape(name)
+        for name in (CONFIG_FILE, WEIGHTS_FILE, VOCAB_FILE, TOKENIZER_FILE,
+                     TOKENIZER_CONFIG_FILE, SPECIAL_TOKENS_MAP_FILE)
+    )
+    + r")(?:\.tmp-[0-9a-f]{32})?"
+)  # fmt: skip
 # What HF's BertTokenizer calls each special token.
 SPECIAL_TOKENS_MAP = {
     "unk_token": UNK_TOKEN,
@@ -166,13 +177,22 @@ def _write_atomically(path: Path, write: Callable[[Path], None]) -> None:
 
 
 def check_output(output_dir: Path, overwrite: bool) -> None:
-    """Refuse a non-empty output directory unless `overwrite` (checked before any writing)."""
+    """Refuse, before any writing: a file as --output; a non-empty directory without
+    `overwrite`; and, even with it, a directory holding anything an export does not write
+    (a vocabulary directory's vocab.json, a model of another tool): nothing is replaced there.
+    """
     if output_dir.exists() and not output_dir.is_dir():
         raise ExportError(f"{output_dir} is a file: pass a directory as --output")
-    existing = sorted(output_dir.iterdir()) if output_dir.is_dir() else []
+    existing = sorted(p.name for p in output_dir.iterdir()) if output_dir.is_dir() else []
+    foreign = [name for name in existing if not _EXPORT_NAME.fullmatch(name)]
+    if foreign:
+        raise ExportError(
+            f"{output_dir} holds {foreign[0]}, which `bertkit export-hf` does not write: "
+            "nothing was replaced. Choose a new or empty --output"
+        )
     if existing and not overwrite:
         raise ExportError(
-            f"{output_dir} is not empty (e.g. {existing[0].name}); choose a new --output or "
+            f"{output_dir} is not empty (e.g. {existing[0]}); choose a new --output or "
             "pass --overwrite to replace the export's files in it"
         )
 
