@@ -111,14 +111,18 @@ def _gunzip_members(raw_chunks: Iterator[bytes], position: Position, path: str) 
 def _decompress_concatenated(
     raw_chunks: Iterator[bytes], position: Position, path: str, new_decompressor, kind: str
 ) -> Iterator[bytes]:
-    """Decompress back-to-back streams (bz2) or members (gzip); raise on corrupt or cut data."""
+    """Decompress back-to-back streams (bz2) or members (gzip); raise on corrupt or cut data.
+
+    No call produces more than CHUNK_BYTES: a few hundred compressed bytes can stand for
+    gigabytes (a "decompression bomb"), and memory must stay bounded whatever the input.
+    """
     decompressor = new_decompressor()
     in_stream = False
     for chunk in raw_chunks:
         data = chunk
-        while data:
+        while True:
             try:
-                out = decompressor.decompress(data)
+                out = decompressor.decompress(data, CHUNK_BYTES)
             except (OSError, zlib.error) as err:  # bz2: "Invalid data stream"
                 raise InputReadError(
                     path, f"compressed byte ~{position.offset}", f"corrupt {kind} data ({err})",
@@ -131,8 +135,13 @@ def _decompress_concatenated(
                 data = decompressor.unused_data
                 decompressor = new_decompressor()
                 in_stream = False
-            else:
-                data = b""
+                if not data:
+                    break
+                continue
+            # Input held back by the output limit: zlib hands it back, bz2 keeps it inside.
+            data = getattr(decompressor, "unconsumed_tail", b"")
+            if not data and getattr(decompressor, "needs_input", True):
+                break
     if in_stream:
         raise InputReadError(
             path, f"compressed byte {position.offset}",
