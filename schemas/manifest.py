@@ -14,6 +14,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from schemas.checks import RecordError, need_int, need_relative_path, need_sha256
 from schemas.documents import DOCUMENT_SCHEMA_VERSION
 
 MANIFEST_NAME = "_manifest.json"
@@ -53,4 +54,19 @@ class DocumentsManifest:
     def from_json(cls, text: str) -> DocumentsManifest:
         raw = json.loads(text)
         raw["files"] = [OutputFile(**f) for f in raw["files"]]
-        return cls(**raw)
+        manifest = cls(**raw)
+        manifest.validate()
+        return manifest
+
+    def validate(self) -> None:
+        """Types, ranges and names of every field a reader relies on (schemas/checks.py)."""
+        for index, output in enumerate(self.files):
+            where = f"files[{index}]"
+            need_relative_path(output.name, f"{where}.name")
+            if "/" in output.name:
+                raise RecordError(f"{where}.name is {output.name!r}: a file of this directory")
+            for name in ("documents", "sentences", "text_bytes", "bytes"):
+                need_int(getattr(output, name), f"{where}.{name}")
+            need_sha256(output.sha256, f"{where}.sha256")
+        for index, name in enumerate(self.rejects_files):
+            need_relative_path(name, f"rejects_files[{index}]")

@@ -21,6 +21,14 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from schemas.checks import (
+    RecordError,
+    need_dict,
+    need_int,
+    need_relative_path,
+    need_sha256,
+    need_str,
+)
 from schemas.examples import EXAMPLE_MEMBER, EXAMPLES_SCHEMA_VERSION
 
 SHARD_DEPTH = 3  # seqN/SPLIT/shard-NNNNNN.tar: a shard's manifest is three levels up
@@ -42,6 +50,23 @@ class SplitShards:
     tokens: int  # sum of input lengths
     predictions: int  # sum of masked_lm_positions lengths
     shards: list[ShardInfo]
+
+
+def _check_split(split: SplitShards, where: str) -> None:
+    for name in ("samples", "not_next", "tokens", "predictions"):
+        need_int(getattr(split, name), f"{where}.{name}")
+    for index, info in enumerate(split.shards):
+        field = f"{where}.shards[{index}]"
+        need_relative_path(info.path, f"{field}.path")
+        need_int(info.samples, f"{field}.samples")
+        need_int(info.bytes, f"{field}.bytes", 1024)  # a tar ends with two 512-byte blocks
+        need_sha256(info.sha256, f"{field}.sha256")
+        need_str(info.first_key, f"{field}.first_key")
+    listed = sum(info.samples for info in split.shards)
+    if listed != split.samples:
+        raise RecordError(
+            f"{where}: its shards hold {listed} samples, `samples` says {split.samples}"
+        )
 
 
 @dataclass(slots=True)
@@ -87,7 +112,23 @@ class ShardsManifest:
             )
             for name, out in raw["outputs"].items()
         }
-        return cls(**raw)
+        manifest = cls(**raw)
+        manifest.validate()
+        return manifest
+
+    def validate(self) -> None:
+        """Types, ranges and paths of every field a reader relies on (schemas/checks.py)."""
+        need_dict(self.vocab, "vocab")
+        if "size" in self.vocab:
+            need_int(self.vocab["size"], "vocab.size", 1)
+        if "sha256" in self.vocab:
+            need_sha256(self.vocab["sha256"], "vocab.sha256")
+        for name, output in self.outputs.items():
+            where = f"outputs.{name}"
+            need_int(output.max_seq_length, f"{where}.max_seq_length", 8, 65535)
+            need_int(output.max_predictions_per_seq, f"{where}.max_predictions_per_seq", 1)
+            for split, shards in output.splits.items():
+                _check_split(shards, f"{where}.splits.{split}")
 
     def shards_by_path(self) -> dict[str, tuple[str, str, ShardInfo]]:
         """Relative shard path → (output name, split, info), for finding a shard named alone."""

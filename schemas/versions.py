@@ -41,10 +41,10 @@ def read_record(
     against the class's own; anything else raises `error` naming `where` and the remedy."""
     try:
         record: Any = record_class.from_json(text)  # type: ignore[attr-defined]
-    except (ValueError, TypeError, KeyError, AttributeError) as problem:
+    except (ValueError, TypeError, KeyError, AttributeError) as problem:  # RecordError too
         raise error(
-            f"{where}: not a {record_class.__name__} ({type(problem).__name__}: {problem}); "
-            f"{remedy}"
+            f"{where}: not a valid {record_class.__name__} ({type(problem).__name__}: "
+            f"{problem}); {remedy}"
         ) from problem
     defaults = {f.name: f.default for f in dataclasses.fields(record_class)}  # type: ignore[arg-type]
     problem = version_problem(

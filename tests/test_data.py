@@ -110,7 +110,9 @@ def test_split_by_worker_takes_contiguous_batch_ranges():
 
 def test_collate_pads_to_a_multiple_of_8_with_exact_values():
     raw = [make_example(4), make_example(11)]
-    decoded = list(decode_samples(RawSample(i, e.encode(2), "s") for i, e in zip([4, 11], raw, strict=True)))
+    decoded = list(
+        decode_samples(RawSample(i, e.encode(2), "s") for i, e in zip([4, 11], raw, strict=True))
+    )
     batch = collate(decoded)
     # example 4: [CLS] 9 9 [SEP] 10 [SEP], 6 tokens; example 11: [CLS] 9 9 9 [SEP] 7 7 7 7 [SEP],
     # 10 tokens → both padded to 16, the next multiple of 8.
@@ -216,11 +218,18 @@ def test_check_source_refuses_what_the_model_cannot_take(tmp_path):
 
 def test_manifest_of_another_schema_or_length_is_refused(tmp_path):
     shards_dir = write_uneven_shards(tmp_path)
-    with pytest.raises(DataConfigError, match=r"no shards for --max-seq-length 512 \(it has \[128\]"):
+    with pytest.raises(
+        DataConfigError, match=r"no shards for --max-seq-length 512 \(it has \[128\]"
+    ):
         open_source(str(shards_dir), max_seq_length=512)
     manifest = shards_dir / SHARDS_MANIFEST_NAME
-    manifest.write_text(manifest.read_text().replace('"schema_version": "1.0"', '"schema_version": "2.0"'))
-    with pytest.raises(DataConfigError, match=r"PretrainingExample record at schema 2\.0, this bertkit reads PretrainingExample schema 1\.0"):
+    manifest.write_text(
+        manifest.read_text().replace('"schema_version": "1.0"', '"schema_version": "2.0"')
+    )
+    with pytest.raises(
+        DataConfigError,
+        match=r"PretrainingExample record at schema 2\.0, this bertkit reads PretrainingExample schema 1\.0",
+    ):
         open_source(str(shards_dir))
 
 
@@ -231,7 +240,9 @@ def test_a_changed_shard_stops_the_epoch_naming_it(tmp_path):
     data[600] ^= 1  # padding: the tar still parses, the checksum does not match
     shard.write_bytes(bytes(data))
     loader = PretrainingLoader(open_source(str(shards_dir)), LoaderConfig(5, shuffle=False))
-    with pytest.raises(ShardReadError, match=r"shard-000001\.tar: does not match the manifest: .* sha256"):
+    with pytest.raises(
+        ShardReadError, match=r"shard-000001\.tar: does not match the manifest: .* sha256"
+    ):
         list(loader.epoch(DataPosition()))
 
 
@@ -298,7 +309,9 @@ def test_http_shards_survive_a_503_and_a_dropped_connection(flaky_server):
     remote = PretrainingLoader(
         open_source(url), LoaderConfig(5, num_workers=2, shuffle_buffer=7, retry=policy)
     )
-    local = PretrainingLoader(open_source(str(shards_dir)), LoaderConfig(5, num_workers=2, shuffle_buffer=7))
+    local = PretrainingLoader(
+        open_source(str(shards_dir)), LoaderConfig(5, num_workers=2, shuffle_buffer=7)
+    )
     assert indices(remote.epoch(DataPosition())) == indices(local.epoch(DataPosition()))
     # Every shard got a 503, then a body cut in half, then was read on from where it broke.
     assert len(_FlakyHandler.attempts) == 5 and min(_FlakyHandler.attempts.values()) >= 3
@@ -311,7 +324,9 @@ def test_http_shard_that_keeps_failing_is_named(flaky_server):
         open_source(url),
         LoaderConfig(5, shuffle=False, retry=RetryPolicy(attempts=3, backoff_s=0.01)),
     )
-    with pytest.raises(ShardReadError, match=r"shard-000000\.tar: could not (open|read) it after 3 attempts"):
+    with pytest.raises(
+        ShardReadError, match=r"shard-000000\.tar: could not (open|read) it after 3 attempts"
+    ):
         list(loader.epoch(DataPosition()))
 
 
@@ -341,3 +356,48 @@ def test_unigram_baseline_counts_the_masked_labels(tmp_path):
     assert counts == Counter({100 + i: 1 for i in range(35)})  # one label per sample: 100 + key
     # A tie in the train counts goes to the smallest id; it is 1 of the 35 held-out labels.
     assert unigram_baseline(source, source) == (100, 1 / 35)
+
+
+def _tampered(shards_dir: Path, change) -> Path:
+    """The manifest with `change` applied to its JSON, written back."""
+    import json
+
+    path = shards_dir / SHARDS_MANIFEST_NAME
+    raw = json.loads(path.read_text())
+    change(raw)
+    path.write_text(json.dumps(raw))
+    return shards_dir
+
+
+def _first_shard(raw: dict) -> dict:
+    return raw["outputs"]["seq128"]["splits"]["train"]["shards"][0]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda raw: _first_shard(raw).update(samples=-7),
+         r"outputs\.seq128\.splits\.train\.shards\[0\]\.samples is -7: it must be at least 0"),
+        (lambda raw: _first_shard(raw).update(path="/dev/zero"),
+         r"shards\[0\]\.path is '/dev/zero': a manifest lists paths inside its own directory"),
+        (lambda raw: _first_shard(raw).update(path="../../etc/passwd"),
+         r"shards\[0\]\.path is '\.\./\.\./etc/passwd'"),
+        (lambda raw: _first_shard(raw).update(path="http://evil.example/x.tar"),
+         r"shards\[0\]\.path is 'http://evil\.example/x\.tar'"),
+        (lambda raw: _first_shard(raw).update(samples="7"),
+         r"shards\[0\]\.samples must be an integer, not str '7'"),
+        (lambda raw: _first_shard(raw).update(sha256="x" * 64),
+         r"shards\[0\]\.sha256 is 'xxx.*not a sha256"),
+        (lambda raw: raw["outputs"]["seq128"]["splits"]["train"].update(samples=10**12),
+         r"splits\.train: its shards hold 35 samples, `samples` says 1000000000000"),
+        (lambda raw: raw["outputs"]["seq128"].update(max_seq_length=True),
+         r"outputs\.seq128\.max_seq_length must be an integer, not bool"),
+        (lambda raw: raw.update(outputs=[]), r"AttributeError"),
+        (lambda raw: raw["vocab"].update(size=-1), r"vocab\.size is -1"),
+    ],
+)  # fmt: skip
+def test_a_tampered_manifest_is_refused_naming_file_and_field(tmp_path, change, message):
+    shards_dir = _tampered(write_uneven_shards(tmp_path), change)
+    with pytest.raises(DataConfigError, match=message) as error:
+        open_source(str(shards_dir))
+    assert str(error.value).startswith(f"{shards_dir / SHARDS_MANIFEST_NAME}: not a valid")

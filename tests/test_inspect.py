@@ -563,3 +563,14 @@ def test_shards_and_documents_over_s3(
     assert "read:     4 documents, 6,536 sentences, 1,101,436 text bytes in 1 file" in lines
     code, _, err = inspect(capsys, f"s3://{BUCKET}/nothing/shard-000000.tar")
     assert code == 1 and f"s3://{BUCKET}/nothing/shard-000000.tar: no such shard" in err
+
+
+def test_a_manifest_pointing_outside_its_directory_is_refused(shards_dir: Path, capsys) -> None:
+    manifest = shards_dir / "manifest.json"
+    raw = json.loads(manifest.read_text())
+    raw["outputs"]["seq128"]["splits"]["train"]["shards"][0]["path"] = "/dev/zero"
+    manifest.write_text(json.dumps(raw))
+    code, lines, err = inspect(capsys, str(shards_dir), "--stats")
+    assert code == 1 and lines == []
+    assert f"{manifest}: not a ShardsManifest (RecordError: " in err
+    assert "shards[0].path is '/dev/zero'" in err

@@ -245,7 +245,7 @@ def test_write_manifest_transform_sums_units_in_order(tmp_path: Path, test_pipel
     def summary(unit: str, documents: int, dropped: dict, rejected: dict) -> dict:
         file = {"name": f"documents-{unit}-0000.parquet", "documents": documents,
                 "sentences": 2 * documents, "text_bytes": 10 * documents, "bytes": 100,
-                "sha256": unit * 4}  # fmt: skip
+                "sha256": unit[-1] * 64}  # fmt: skip
         return {"unit": unit, "files": [file], "counts": {"documents": documents},
                 "dropped": dropped, "rejected": rejected, "failed_inputs": [],
                 "rejects_file": f"_rejects/rejects-{unit}.jsonl" if rejected else None}  # fmt: skip

@@ -3,7 +3,6 @@ directory, found through its manifest (nothing is listed, so plain HTTP servers 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,7 +75,7 @@ def _parse_manifest(url: str, record: type[Any]) -> Any:
     text = storage.read_text(url)
     try:
         return record.from_json(text)
-    except (json.JSONDecodeError, KeyError, TypeError) as error:
+    except (ValueError, KeyError, TypeError, AttributeError) as error:  # RecordError too
         raise InspectError(
             f"{url}: not a {record.__name__} ({type(error).__name__}: {error}); it was written "
             "by another tool or another bertkit version, or it was cut short"

@@ -1,0 +1,60 @@
+"""Checks every record applies to what it reads: a manifest is input, and input is not
+trusted. Each check names the field (`outputs.seq128.splits.train.shards[3].samples`) and
+what it must be; the reader adds which file it was.
+
+Paths a manifest lists must stay inside its directory: relative, no `..`, no scheme, no
+drive or root, so a manifest can never make a reader open `/dev/zero`, `/etc/passwd` or a
+URL of its choosing.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+class RecordError(ValueError):
+    """A field of a record has the wrong type or value."""
+
+
+def need_int(value: Any, field: str, minimum: int = 0, maximum: int | None = None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise RecordError(f"{field} must be an integer, not {type(value).__name__} {value!r}")
+    if value < minimum or (maximum is not None and value > maximum):
+        upper = f" and at most {maximum}" if maximum is not None else ""
+        raise RecordError(f"{field} is {value}: it must be at least {minimum}{upper}")
+
+
+def need_str(value: Any, field: str) -> None:
+    if not isinstance(value, str):
+        raise RecordError(f"{field} must be a string, not {type(value).__name__} {value!r}")
+
+
+def need_sha256(value: Any, field: str) -> None:
+    need_str(value, field)
+    if not _SHA256.fullmatch(value):
+        raise RecordError(f"{field} is {value[:80]!r}: not a sha256 (64 lower-case hex digits)")
+
+
+def need_dict(value: Any, field: str) -> None:
+    if not isinstance(value, dict):
+        raise RecordError(f"{field} must be an object, not {type(value).__name__}")
+
+
+def need_relative_path(value: Any, field: str) -> None:
+    """A path inside the manifest's directory: relative, `/`-separated, no `.`/`..` parts."""
+    need_str(value, field)
+    parts = value.split("/")
+    if (
+        not value
+        or "\\" in value
+        or ":" in value
+        or value.startswith("/")
+        or any(part in ("", ".", "..") for part in parts)
+    ):
+        raise RecordError(
+            f"{field} is {value[:200]!r}: a manifest lists paths inside its own directory "
+            "(relative, no '..', no scheme or drive)"
+        )
