@@ -57,13 +57,13 @@ import torch
 from bench import measure
 from bench.measure import DEMO_OUTPUT, fmt, importlib_version
 from schemas.batch import IGNORE_INDEX, MODEL_INPUTS, PAD_MULTIPLE, BatchField
+from trainer.collate import to_device  # the trainer's compile padding
 from trainer.data import (
     DataConfigError,
     DataPosition,
     LoaderConfig,
     PretrainingLoader,
     open_source,
-    to_device,  # the trainer's compile padding
 )
 from trainer.metrics import peak_flops
 from trainer.model import (

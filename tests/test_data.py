@@ -17,6 +17,7 @@ from pipelines.io.shards import ShardReadError
 from schemas.batch import IGNORE_INDEX, BatchField
 from schemas.examples import SHARDS_MANIFEST_NAME, PretrainingExample, sample_key
 from schemas.shards import SequenceOutput, ShardsManifest, SplitShards
+from trainer.collate import SampleLimits
 from trainer.data import (
     DataConfigError,
     DataPosition,
@@ -401,3 +402,50 @@ def test_a_tampered_manifest_is_refused_naming_file_and_field(tmp_path, change, 
     with pytest.raises(DataConfigError, match=message) as error:
         open_source(str(shards_dir))
     assert str(error.value).startswith(f"{shards_dir / SHARDS_MANIFEST_NAME}: not a valid")
+
+
+SHARD = "s3://b/shards/seq128/train/shard-000001.tar"
+
+
+def _example(ids, a_length=3, positions=(1,), labels=(104,), label=0) -> PretrainingExample:
+    return PretrainingExample(
+        input_ids=np.array(ids, dtype=np.uint16), segment_a_length=a_length,
+        masked_lm_positions=np.array(positions, dtype=np.uint16),
+        masked_lm_ids=np.array(labels, dtype=np.uint16),
+        next_sentence_label=label, doc_a="a", doc_b="b", dupe_pass=0,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("bad", "what"),
+    [
+        (_example([2, *[7] * 597, 3, 5, 3]), "has more than the manifest's 128 tokens"),
+        (_example([2, 9000, 3, 5, 3]), "has a token id past the vocabulary's 8000"),
+        (_example([2, 7, 3, 5, 3], labels=(8001,)), "has a label past the vocabulary's 8000"),
+        (_example([2, 7, 3, 5, 3], positions=(50,)), "has a masked position outside its tokens"),
+        (_example([2, 7, 3, 5, 3], positions=(0,)), "has a masked position outside its tokens"),
+        (_example([2, 7, 3, 5, 3], a_length=9), "has segment A's length outside its tokens"),
+        (_example([2, 7, 3, 5, 3], label=7), "has a next-sentence label other than 0 or 1"),
+    ],
+)
+def test_collate_checks_every_field_and_names_shard_and_sample(bad, what):
+    good = _example([2, 7, 3, 5, 3])
+    decoded = list(decode_samples([RawSample(6, good.encode(2), SHARD),
+                                   RawSample(7, bad.encode(2), SHARD)]))  # fmt: skip
+    with pytest.raises(ShardReadError) as error:
+        collate(decoded, SampleLimits(max_tokens=128, vocab_size=8000))
+    assert str(error.value).startswith(f"{SHARD}: sample 000000000007 {what}; the shard is")
+    collate(decoded[:1], SampleLimits(max_tokens=128, vocab_size=8000))  # the good one alone
+
+
+def test_the_loader_refuses_a_sample_outside_the_manifests_vocabulary(tmp_path):
+    shards_dir = write_uneven_shards(tmp_path)
+    samples = [(sample_key(0), _example([2, 500, 3, 5, 3]).encode(2))]  # the manifest says 200
+    info = write_shard(str(shards_dir), "seq128/train/shard-000000.tar", samples)
+    _tampered(shards_dir, lambda raw: raw["outputs"]["seq128"]["splits"]["train"].update(
+        samples=raw["outputs"]["seq128"]["splits"]["train"]["samples"] - 6,
+        shards=[{**_first_shard(raw), "samples": 1, "bytes": info.bytes, "sha256": info.sha256,
+                 "first_key": sample_key(0)}, *raw["outputs"]["seq128"]["splits"]["train"]["shards"][1:]]))  # fmt: skip
+    loader = PretrainingLoader(open_source(str(shards_dir)), LoaderConfig(4, shuffle=False))
+    with pytest.raises(ShardReadError, match=r"shard-000000\.tar: sample 000000000000 has a token id past the vocabulary's 200"):
+        list(loader.epoch(DataPosition()))

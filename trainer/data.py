@@ -12,7 +12,8 @@ The stages, each a small function, in the order a sample goes through them:
     shuffle_samples          a seeded shuffle buffer
     decode_samples           check each sample's header (schemas/examples.py)
     batch_samples            groups of --batch-size, as many as this worker owes
-    collate                  pad to a multiple of 8 → the tensors of schemas/batch.py
+    collate                  check every field, pad to a multiple of 8 → the tensors of
+                             schemas/batch.py (trainer/collate.py)
 
 **Every rank gets exactly the same number of batches.** The sample counts come from the
 manifest (or, for shards without one, from one counting pass), so the plan needs no
@@ -46,7 +47,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
@@ -54,10 +54,7 @@ from pipelines.io import storage
 from pipelines.io.hashing import HashingStream, stable_hash64
 from pipelines.io.retry import ResumingStream, RetryPolicy, open_with_retries
 from pipelines.io.shards import ShardReadError, check_shard, iter_tar_samples
-from schemas.batch import IGNORE_INDEX, PAD_MULTIPLE, BatchField
 from schemas.examples import (
-    HEADER_BYTES,
-    POSITION_DTYPE,
     ExampleDecodeError,
     ExampleHeader,
     read_header,
@@ -65,6 +62,7 @@ from schemas.examples import (
 )
 from schemas.shards import ShardsManifest, SplitShards
 from schemas.versions import read_record
+from trainer.collate import SampleLimits, collate
 
 _LOG = logging.getLogger(__name__)
 
@@ -382,58 +380,6 @@ def batch_samples(
         yield group
 
 
-def collate(decoded: list[tuple[RawSample, ExampleHeader]]) -> dict[str, torch.Tensor]:
-    """A list of decoded samples → the padded tensors of schemas/batch.py."""
-    size = len(decoded)
-    headers = [header for _, header in decoded]
-    lengths = np.fromiter((h.n_tokens for h in headers), dtype=np.int64, count=size)
-    a_lengths = np.fromiter((h.segment_a_length for h in headers), dtype=np.int64, count=size)
-    n_preds = np.fromiter((h.n_predictions for h in headers), dtype=np.int64, count=size)
-    width = _round_up(int(lengths.max()), PAD_MULTIPLE)
-    slots = _round_up(max(int(n_preds.max()), 1), PAD_MULTIPLE)
-    input_ids = np.zeros((size, width), dtype=np.int64)  # [PAD] = 0 (schemas/vocab.py)
-    positions = np.zeros((size, slots), dtype=np.int64)
-    labels = np.full((size, slots), IGNORE_INDEX, dtype=np.int64)
-    for row, (sample, header) in enumerate(decoded):
-        data, dtype = sample.data, header.id_dtype
-        n, p = header.n_tokens, header.n_predictions
-        input_ids[row, :n] = np.frombuffer(data, dtype, n, HEADER_BYTES)
-        positions[row, :p] = np.frombuffer(data, POSITION_DTYPE, p, header.positions_offset)
-        labels[row, :p] = np.frombuffer(data, dtype, p, header.labels_offset)
-    columns = np.arange(width)
-    attention = columns < lengths[:, None]  # (B, L) True on real tokens
-    token_types = (columns >= a_lengths[:, None]) & attention  # 1 for B [SEP], 0 elsewhere
-    nsp = np.fromiter((h.next_sentence_label for h in headers), dtype=np.int64, count=size)
-    index = np.fromiter((s.index for s, _ in decoded), dtype=np.int64, count=size)
-    return {
-        BatchField.INPUT_IDS: torch.from_numpy(input_ids),
-        BatchField.TOKEN_TYPE_IDS: torch.from_numpy(token_types.astype(np.int64)),
-        BatchField.ATTENTION_MASK: torch.from_numpy(attention),
-        BatchField.MASKED_POSITIONS: torch.from_numpy(positions),
-        BatchField.MASKED_LABELS: torch.from_numpy(labels),
-        BatchField.NEXT_SENTENCE_LABELS: torch.from_numpy(nsp),
-        BatchField.SAMPLE_INDEX: torch.from_numpy(index),
-    }
-
-
-def to_device(
-    batch: dict[str, torch.Tensor], device: torch.device, pad_to: int | None
-) -> dict[str, torch.Tensor]:
-    """The batch on `device`, padded to `pad_to` first if given (torch.compile: one shape,
-    so one graph)."""
-    if pad_to is not None:
-        length = batch[BatchField.INPUT_IDS].shape[1]
-        if length < pad_to:
-            padded = (BatchField.INPUT_IDS, BatchField.TOKEN_TYPE_IDS, BatchField.ATTENTION_MASK)
-            for name in padded:
-                batch[name] = torch.nn.functional.pad(batch[name], (0, pad_to - length))
-    return {name: tensor.to(device, non_blocking=True) for name, tensor in batch.items()}
-
-
-def _round_up(value: int, multiple: int) -> int:
-    return -(-value // multiple) * multiple
-
-
 # --------------------------------------------------------------------------- the loader
 
 
@@ -489,8 +435,9 @@ def worker_stream(
         if next(samples, None) is None:
             return
     groups = batch_samples(decode_samples(samples), config.batch_size, my_batches - skip_batches)
+    limits = SampleLimits.of(source)
     for group in groups:
-        yield collate(group)
+        yield collate(group, limits)
 
 
 class _EpochDataset(IterableDataset):

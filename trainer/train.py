@@ -56,6 +56,7 @@ from trainer.checkpoint import (
     resolve_checkpoint,
     save_checkpoint,
 )
+from trainer.collate import to_device  # the trainer's compile padding
 from trainer.data import (
     DataConfigError,
     DataPosition,
@@ -64,7 +65,6 @@ from trainer.data import (
     PretrainingLoader,
     check_source,
     open_source,
-    to_device,
 )
 from trainer.evaluate import EvalResult, evaluate
 from trainer.metrics import MetricsLogger, ProgressLine, ThroughputMeter, peak_flops

@@ -1,0 +1,127 @@
+"""The last stage of the input pipeline: decoded samples → the padded, checked tensors of
+schemas/batch.py, and their move to the device.
+
+Every field is range-checked against what the manifest promises (sequence length,
+vocabulary size) and against the sample itself (positions inside its tokens) before a batch
+is built: a corrupt or foreign sample stops the run with the shard and the sample named,
+never with an IndexError inside the model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from pipelines.io.shards import ShardReadError
+from schemas.batch import IGNORE_INDEX, PAD_MULTIPLE, BatchField
+from schemas.examples import HEADER_BYTES, POSITION_DTYPE, ExampleHeader
+
+if TYPE_CHECKING:  # types only: trainer.data imports this module
+    from trainer.data import DataSource, RawSample
+
+
+@dataclass(frozen=True, slots=True)
+class SampleLimits:
+    """What the manifest promises every sample respects; None where it says nothing."""
+
+    max_tokens: int | None = None
+    vocab_size: int | None = None
+
+    @classmethod
+    def of(cls, source: DataSource) -> SampleLimits:
+        vocab = source.manifest.vocab if source.manifest is not None else {}
+        return cls(source.max_seq_length, vocab.get("size"))
+
+
+def collate(
+    decoded: list[tuple[RawSample, ExampleHeader]], limits: SampleLimits = SampleLimits()
+) -> dict[str, torch.Tensor]:
+    """A list of decoded samples → the padded tensors of schemas/batch.py, every field's
+    range checked first (`check_fields`): an index error never reaches the model."""
+    size = len(decoded)
+    headers = [header for _, header in decoded]
+    lengths = np.fromiter((h.n_tokens for h in headers), dtype=np.int64, count=size)
+    a_lengths = np.fromiter((h.segment_a_length for h in headers), dtype=np.int64, count=size)
+    n_preds = np.fromiter((h.n_predictions for h in headers), dtype=np.int64, count=size)
+    width = _round_up(int(lengths.max()), PAD_MULTIPLE)
+    slots = _round_up(max(int(n_preds.max()), 1), PAD_MULTIPLE)
+    input_ids = np.zeros((size, width), dtype=np.int64)  # [PAD] = 0 (schemas/vocab.py)
+    positions = np.zeros((size, slots), dtype=np.int64)
+    labels = np.full((size, slots), IGNORE_INDEX, dtype=np.int64)
+    for row, (sample, header) in enumerate(decoded):
+        data, dtype = sample.data, header.id_dtype
+        n, p = header.n_tokens, header.n_predictions
+        input_ids[row, :n] = np.frombuffer(data, dtype, n, HEADER_BYTES)
+        positions[row, :p] = np.frombuffer(data, POSITION_DTYPE, p, header.positions_offset)
+        labels[row, :p] = np.frombuffer(data, dtype, p, header.labels_offset)
+    columns = np.arange(width)
+    attention = columns < lengths[:, None]  # (B, L) True on real tokens
+    token_types = (columns >= a_lengths[:, None]) & attention  # 1 for B [SEP], 0 elsewhere
+    nsp = np.fromiter((h.next_sentence_label for h in headers), dtype=np.int64, count=size)
+    index = np.fromiter((s.index for s, _ in decoded), dtype=np.int64, count=size)
+    check_fields(decoded, limits, lengths, a_lengths, n_preds, input_ids, positions, labels, nsp)
+    return {
+        BatchField.INPUT_IDS: torch.from_numpy(input_ids),
+        BatchField.TOKEN_TYPE_IDS: torch.from_numpy(token_types.astype(np.int64)),
+        BatchField.ATTENTION_MASK: torch.from_numpy(attention),
+        BatchField.MASKED_POSITIONS: torch.from_numpy(positions),
+        BatchField.MASKED_LABELS: torch.from_numpy(labels),
+        BatchField.NEXT_SENTENCE_LABELS: torch.from_numpy(nsp),
+        BatchField.SAMPLE_INDEX: torch.from_numpy(index),
+    }
+
+
+def check_fields(
+    decoded: list[tuple[RawSample, ExampleHeader]],
+    limits: SampleLimits,
+    lengths: np.ndarray,
+    a_lengths: np.ndarray,
+    n_preds: np.ndarray,
+    input_ids: np.ndarray,
+    positions: np.ndarray,
+    labels: np.ndarray,
+    nsp: np.ndarray,
+) -> None:
+    """Every field in range, or a ShardReadError naming the shard, the sample and the field."""
+    predicted = np.arange(positions.shape[1]) < n_preds[:, None]  # (B, P) the real slots
+    max_tokens = limits.max_tokens or lengths.max()
+    vocab = limits.vocab_size or np.iinfo(np.int64).max
+    problems = [
+        (lengths > max_tokens, f"more than the manifest's {max_tokens} tokens"),
+        (lengths < 3, "fewer than 3 tokens ([CLS] A [SEP])"),
+        ((a_lengths < 2) | (a_lengths > lengths), "segment A's length outside its tokens"),
+        (n_preds > lengths, "more predictions than tokens"),
+        ((input_ids >= vocab).any(axis=1), f"a token id past the vocabulary's {vocab}"),
+        ((predicted & (labels >= vocab)).any(axis=1), f"a label past the vocabulary's {vocab}"),
+        ((predicted & ((positions < 1) | (positions >= lengths[:, None]))).any(axis=1),
+         "a masked position outside its tokens"),
+        ((nsp != 0) & (nsp != 1), "a next-sentence label other than 0 or 1"),
+    ]  # fmt: skip
+    for bad, what in problems:
+        if bad.any():
+            sample = decoded[int(np.argmax(bad))][0]
+            raise ShardReadError(
+                f"{sample.shard}: sample {sample.index:012d} has {what}; the shard is corrupt "
+                "or not made for this run: rebuild it"
+            )
+
+
+def to_device(
+    batch: dict[str, torch.Tensor], device: torch.device, pad_to: int | None
+) -> dict[str, torch.Tensor]:
+    """The batch on `device`, padded to `pad_to` first if given (torch.compile: one shape,
+    so one graph)."""
+    if pad_to is not None:
+        length = batch[BatchField.INPUT_IDS].shape[1]
+        if length < pad_to:
+            padded = (BatchField.INPUT_IDS, BatchField.TOKEN_TYPE_IDS, BatchField.ATTENTION_MASK)
+            for name in padded:
+                batch[name] = torch.nn.functional.pad(batch[name], (0, pad_to - length))
+    return {name: tensor.to(device, non_blocking=True) for name, tensor in batch.items()}
+
+
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
