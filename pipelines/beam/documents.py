@@ -72,7 +72,7 @@ class DocumentStageFlags:
 # Every name a documents stage writes: the manifest, files per unit, their temporary names
 # and the rejects. `--overwrite` deletes these and refuses a directory holding anything else.
 DOCUMENTS_RUN_FILES = (
-    rf"{re.escape(MANIFEST_NAME)}|documents-[0-9]+(?:-[0-9]+)*\.parquet"
+    rf"{re.escape(MANIFEST_NAME)}(?:\.tmp-[0-9a-f]{{32}})?|documents-[0-9]+(?:-[0-9]+)*\.parquet"
     rf"|\.tmp-[0-9a-f]{{32}}\.parquet|{REJECTS_DIR}/rejects-[0-9]+(?:-[0-9]+)*\.jsonl"
 )
 
@@ -267,8 +267,7 @@ class WriteManifest(beam.PTransform):
     def _write(self, summaries: list[dict[str, Any]]) -> str:
         manifest = build_manifest(self._stage, self._inputs, self._config, summaries)
         path = files.join(self._output_dir, MANIFEST_NAME)
-        with files.create(path) as sink:
-            sink.write(manifest.to_json().encode("utf-8"))
+        files.write_atomically(path, manifest.to_json().encode("utf-8"))  # whole or absent
         return path
 
 

@@ -25,7 +25,7 @@ from schemas import REJECTS_DIR, SHARDS_MANIFEST_NAME
 # Every name this stage writes in --output: the manifest, shards (and their temporary names),
 # rejects and the spill files under _work. `--overwrite` deletes these, and nothing else.
 _EARLIER_RUN = (
-    rf"{re.escape(SHARDS_MANIFEST_NAME)}"
+    rf"{re.escape(SHARDS_MANIFEST_NAME)}(?:\.tmp-[0-9a-f]{{32}})?"
     r"|seq[0-9]+/(?:train|heldout)/shard-[0-9]{6}\.tar(?:\.tmp-[0-9a-f]{32})?"
     rf"|{REJECTS_DIR}/rejects-[A-Za-z0-9_-]+\.jsonl|{WORK_DIR}/(?:documents|examples|pieces)/.+"
 )
@@ -60,7 +60,7 @@ def run_examples(
         _: Any, shards: list[dict[str, Any]], summaries: list[dict[str, Any]]
     ) -> str:
         manifest = build_manifest(config, layout, vocab, inputs, shards, summaries)
-        files.write_file(manifest_path, manifest.to_json().encode("utf-8"))
+        files.write_atomically(manifest_path, manifest.to_json().encode("utf-8"))
         remove_work_dir(config)
         return manifest_path
 
