@@ -447,5 +447,6 @@ def test_the_loader_refuses_a_sample_outside_the_manifests_vocabulary(tmp_path):
         shards=[{**_first_shard(raw), "samples": 1, "bytes": info.bytes, "sha256": info.sha256,
                  "first_key": sample_key(0)}, *raw["outputs"]["seq128"]["splits"]["train"]["shards"][1:]]))  # fmt: skip
     loader = PretrainingLoader(open_source(str(shards_dir)), LoaderConfig(4, shuffle=False))
-    with pytest.raises(ShardReadError, match=r"shard-000000\.tar: sample 000000000000 has a token id past the vocabulary's 200"):
+    refused = r"shard-000000\.tar: sample 000000000000 has a token id past the vocabulary's 200"
+    with pytest.raises(ShardReadError, match=refused):
         list(loader.epoch(DataPosition()))
