@@ -286,3 +286,18 @@ def test_redact_hides_url_credentials_and_nothing_else(text: str, expected: str)
     from pipelines.io.storage import redact
 
     assert redact(text) == expected
+
+
+def test_a_refused_checkpoint_keeps_torchs_reason_and_warning(tmp_path):
+    import datetime
+
+    from trainer.checkpoint import CheckpointError, load_checkpoint
+
+    path = tmp_path / "step-00000001.pt"
+    torch.save({"when": datetime.date(2020, 1, 2)}, path)  # a global weights_only refuses
+    with pytest.raises(CheckpointError) as error:
+        load_checkpoint(path)
+    message = str(error.value)
+    assert message.startswith(f"{path} is not a bertkit checkpoint (torch.load(weights_only=True)")
+    assert "Unsupported global" in message and "datetime.date" in message
+    assert "only if you trust the source" in message and "\x1b[" not in message

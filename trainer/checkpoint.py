@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import re
 import uuid
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,8 @@ from schemas.checkpoint import (
 )
 from trainer.metrics import METRICS_FILE
 from trainer.model import BertConfig, BertForPreTraining
+
+_ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 
 
 class CheckpointError(ValueError):
@@ -125,9 +128,12 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     # What torch.load raises on a file that is not a torch.save archive, or one cut short.
     except (pickle.UnpicklingError, RuntimeError, EOFError, KeyError, ValueError) as err:
+        # torch's whole message: it says why (an unsupported global, a cut archive) and warns
+        # against loading an untrusted file any other way; only its terminal colours go.
+        reason = _ANSI_ESCAPE.sub("", str(err))
         raise CheckpointError(
-            f"{path} is not a bertkit checkpoint (torch.load: {type(err).__name__}: "
-            f"{str(err)[:200]}); pass a step-NNNNNNNN.pt file written by the trainer"
+            f"{path} is not a bertkit checkpoint (torch.load(weights_only=True): "
+            f"{type(err).__name__}: {reason}); pass a step-NNNNNNNN.pt file written by the trainer"
         ) from err
     found = checkpoint.get(CheckpointKey.FORMAT) if isinstance(checkpoint, dict) else None
     if found != CHECKPOINT_FORMAT:
