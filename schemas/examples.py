@@ -33,7 +33,7 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 
-EXAMPLES_SCHEMA_VERSION = "1.0"
+EXAMPLES_SCHEMA_VERSION = "1.1"  # 1.1: the shards manifest records per-block sha256s
 EXAMPLE_MEMBER = "example.bin"  # the tar member suffix: `<key>.example.bin`
 SHARDS_MANIFEST_NAME = "manifest.json"
 SPLITS = ("train", "heldout")

@@ -11,8 +11,17 @@ A shard's path names its place: `DIR/seqN/SPLIT/shard-*.tar` is listed in `DIR/m
 as `seqN/SPLIT/shard-*.tar` (`SHARD_DEPTH` levels below the manifest; `shards_by_path`).
 
 A reader checks `schema_version`, `vocab.sha256` and `max_seq_length` before it trusts a
-shard, and a shard's sha256 before it trusts its bytes. Holds no timestamps or host names:
+shard, and a block's sha256 before it uses a sample in it. Holds no timestamps or host names:
 the same inputs and flags give the same bytes.
+
+**Blocks (schema 1.1).** A shard's bytes are cut, at sample boundaries, into blocks of
+`block_samples` samples (the last block also holds the end-of-archive bytes), and the manifest
+records each block's first byte and sha256: the blocks tile the file, so verifying every
+block verifies the file. A reader that wants samples [a, b) reads just the blocks holding them,
+by byte range, and releases a block's samples only once its sha256 matched: no sample is used
+before its bytes are verified, memory is one block (~0.6 MB at 128 tokens), and a reader of
+part of a shard does not read the rest. A 1.0 manifest has no blocks; its reader treats the
+whole shard as one block.
 """
 
 from __future__ import annotations
@@ -32,6 +41,24 @@ from schemas.checks import (
 from schemas.examples import EXAMPLE_MEMBER, EXAMPLES_SCHEMA_VERSION
 
 SHARD_DEPTH = 3  # seqN/SPLIT/shard-NNNNNN.tar: a shard's manifest is three levels up
+BLOCK_SAMPLES = 512  # samples per verified block: ~0.6 MB at 128 tokens, ~2 MB at 512
+
+
+@dataclass(frozen=True, slots=True)
+class ShardBlock:
+    offset: int  # the block's first byte in the shard; it ends where the next one starts
+    sha256: str
+
+
+@dataclass(frozen=True, slots=True)
+class BlockSpan:
+    """One block of a shard as a reader uses it: samples [first, stop), bytes [start, end)."""
+
+    first: int
+    stop: int
+    start: int
+    end: int
+    sha256: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +68,31 @@ class ShardInfo:
     bytes: int
     sha256: str
     first_key: str  # keys are positions in the split: shard i holds first_key … + samples - 1
+    block_samples: int = 0  # 0: no blocks (a 1.0 manifest)
+    blocks: tuple[ShardBlock, ...] = ()
+
+    def spans(self) -> list[BlockSpan]:
+        """The blocks as sample and byte ranges; without blocks, the whole shard is one."""
+        if not self.blocks:
+            return [BlockSpan(0, self.samples, 0, self.bytes, self.sha256)]
+        ends = [block.offset for block in self.blocks[1:]] + [self.bytes]
+        return [
+            BlockSpan(
+                i * self.block_samples,
+                min((i + 1) * self.block_samples, self.samples),
+                block.offset,
+                end,
+                block.sha256,
+            )
+            for i, (block, end) in enumerate(zip(self.blocks, ends, strict=True))
+        ]
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> ShardInfo:
+        blocks = raw.get("blocks", [])
+        if not isinstance(blocks, list | tuple) or not all(isinstance(b, dict) for b in blocks):
+            raise RecordError("blocks must be a list of {offset, sha256} objects")
+        return cls(**{**raw, "blocks": tuple(ShardBlock(**block) for block in blocks)})
 
 
 @dataclass(slots=True)
@@ -62,11 +114,37 @@ def _check_split(split: SplitShards, where: str) -> None:
         need_int(info.bytes, f"{field}.bytes", 1024)  # a tar ends with two 512-byte blocks
         need_sha256(info.sha256, f"{field}.sha256")
         need_str(info.first_key, f"{field}.first_key")
+        _check_blocks(info, field)
     listed = sum(info.samples for info in split.shards)
     if listed != split.samples:
         raise RecordError(
             f"{where}: its shards hold {listed} samples, `samples` says {split.samples}"
         )
+
+
+def _check_blocks(info: ShardInfo, where: str) -> None:
+    """Blocks tile the shard: first at byte 0, rising by whole tar blocks, one per
+    `block_samples` samples."""
+    if not info.blocks:
+        return
+    need_int(info.block_samples, f"{where}.block_samples", 1)
+    expected = max(1, -(-info.samples // info.block_samples))
+    if len(info.blocks) != expected:
+        raise RecordError(
+            f"{where}.blocks: {len(info.blocks)} blocks, {info.samples} samples in blocks of "
+            f"{info.block_samples} make {expected}"
+        )
+    previous = -1
+    for index, block in enumerate(info.blocks):
+        field = f"{where}.blocks[{index}]"
+        need_int(block.offset, f"{field}.offset", previous + 1, info.bytes - 1024)
+        if block.offset % 512 or (index == 0 and block.offset):
+            raise RecordError(
+                f"{field}.offset is {block.offset}: blocks start at byte 0, then on tar "
+                "block (512-byte) boundaries"
+            )
+        need_sha256(block.sha256, f"{field}.sha256")
+        previous = block.offset
 
 
 @dataclass(slots=True)
@@ -105,7 +183,7 @@ class ShardsManifest:
                 max_predictions_per_seq=out["max_predictions_per_seq"],
                 splits={
                     split: SplitShards(
-                        **{**shards, "shards": [ShardInfo(**s) for s in shards["shards"]]}
+                        **{**shards, "shards": [ShardInfo.from_dict(s) for s in shards["shards"]]}
                     )
                     for split, shards in out["splits"].items()
                 },

@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.server
 import threading
 from collections import Counter
+from dataclasses import asdict
 from pathlib import Path
 from typing import ClassVar
 
@@ -225,11 +226,11 @@ def test_manifest_of_another_schema_or_length_is_refused(tmp_path):
         open_source(str(shards_dir), max_seq_length=512)
     manifest = shards_dir / SHARDS_MANIFEST_NAME
     manifest.write_text(
-        manifest.read_text().replace('"schema_version": "1.0"', '"schema_version": "2.0"')
+        manifest.read_text().replace('"schema_version": "1.1"', '"schema_version": "2.0"')
     )
     with pytest.raises(
         DataConfigError,
-        match=r"PretrainingExample record at schema 2\.0, this bertkit reads PretrainingExample schema 1\.0",
+        match=r"PretrainingExample record at schema 2\.0, this bertkit reads PretrainingExample schema 1\.1",
     ):
         open_source(str(shards_dir))
 
@@ -241,10 +242,15 @@ def test_a_changed_shard_stops_the_epoch_naming_it(tmp_path):
     data[600] ^= 1  # padding: the tar still parses, the checksum does not match
     shard.write_bytes(bytes(data))
     loader = PretrainingLoader(open_source(str(shards_dir)), LoaderConfig(5, shuffle=False))
+    used = []
     with pytest.raises(
-        ShardReadError, match=r"shard-000001\.tar: does not match the manifest: .* sha256"
+        ShardReadError,
+        match=r"shard-000001\.tar: samples 0–2 \(bytes 0–4,096\) do not match the manifest's "
+        r"sha256 \(.*none of them was used",
     ):
-        list(loader.epoch(DataPosition()))
+        for batch in loader.epoch(DataPosition()):
+            used.append(batch)
+    assert indices(used) == [0, 1, 2, 3, 4]  # shard 0's first batch; none of shard 1's samples
 
 
 def test_brace_patterns_find_the_manifest_or_count(tmp_path):
@@ -252,7 +258,7 @@ def test_brace_patterns_find_the_manifest_or_count(tmp_path):
     pattern = str(shards_dir / "seq128/train/shard-{000000..000004}.tar")
     source = open_source(pattern)
     assert [s.samples for s in source.shards] == SHARD_SIZES
-    assert source.shards[0].sha256 is not None and source.max_seq_length == 128
+    assert source.shards[0].info is not None and source.max_seq_length == 128
     (shards_dir / SHARDS_MANIFEST_NAME).unlink()
     counted = open_source(pattern)
     assert [s.samples for s in counted.shards] == SHARD_SIZES and counted.manifest is None
@@ -395,10 +401,23 @@ def _first_shard(raw: dict) -> dict:
          r"outputs\.seq128\.max_seq_length must be an integer, not bool"),
         (lambda raw: raw.update(outputs=[]), r"AttributeError"),
         (lambda raw: raw["vocab"].update(size=-1), r"vocab\.size is -1"),
+        (lambda raw: _first_shard(raw).update(blocks=[]), None),  # a 1.0 entry: one block
+        (lambda raw: _first_shard(raw).update(blocks=[{"offset": 512, "sha256": "ab" * 32}]),
+         r"shards\[0\]\.blocks\[0\]\.offset is 512: blocks start at byte 0"),
+        (lambda raw: _first_shard(raw).update(blocks=_first_shard(raw)["blocks"] * 2),
+         r"shards\[0\]\.blocks: 2 blocks, 7 samples in blocks of 512 make 1"),
+        (lambda raw: _first_shard(raw).update(block_samples=0),
+         r"shards\[0\]\.block_samples is 0: it must be at least 1"),
+        (lambda raw: _first_shard(raw).update(blocks=[{"offset": 0}]), r"TypeError"),
+        (lambda raw: _first_shard(raw).update(blocks="0"), r"blocks must be a list"),
     ],
 )  # fmt: skip
 def test_a_tampered_manifest_is_refused_naming_file_and_field(tmp_path, change, message):
     shards_dir = _tampered(write_uneven_shards(tmp_path), change)
+    if message is None:  # accepted, and still verified: the whole shard is one block
+        loader = PretrainingLoader(open_source(str(shards_dir)), LoaderConfig(5, shuffle=False))
+        assert indices(loader.epoch(DataPosition()))[:5] == [0, 1, 2, 3, 4]
+        return
     with pytest.raises(DataConfigError, match=message) as error:
         open_source(str(shards_dir))
     assert str(error.value).startswith(f"{shards_dir / SHARDS_MANIFEST_NAME}: not a valid")
@@ -444,8 +463,7 @@ def test_the_loader_refuses_a_sample_outside_the_manifests_vocabulary(tmp_path):
     info = write_shard(str(shards_dir), "seq128/train/shard-000000.tar", samples)
     _tampered(shards_dir, lambda raw: raw["outputs"]["seq128"]["splits"]["train"].update(
         samples=raw["outputs"]["seq128"]["splits"]["train"]["samples"] - 6,
-        shards=[{**_first_shard(raw), "samples": 1, "bytes": info.bytes, "sha256": info.sha256,
-                 "first_key": sample_key(0)}, *raw["outputs"]["seq128"]["splits"]["train"]["shards"][1:]]))  # fmt: skip
+        shards=[asdict(info), *raw["outputs"]["seq128"]["splits"]["train"]["shards"][1:]]))
     loader = PretrainingLoader(open_source(str(shards_dir)), LoaderConfig(4, shuffle=False))
     refused = r"shard-000000\.tar: sample 000000000000 has a token id past the vocabulary's 200"
     with pytest.raises(ShardReadError, match=refused):

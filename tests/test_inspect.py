@@ -207,8 +207,8 @@ def test_schema_prints_fields_docs_and_versions(shards_dir: Path, capsys) -> Non
     code, lines, _ = inspect(capsys, str(shards_dir), "--schema")
     assert code == 0
     assert lines[:2] == [
-        "record PretrainingExample, schema version 1.0 (this bertkit)",
-        "manifest: record PretrainingExample, schema version 1.0, written by bertkit 0.1.0",
+        "record PretrainingExample, schema version 1.1 (this bertkit)",
+        "manifest: record PretrainingExample, schema version 1.1, written by bertkit 0.1.0",
     ]
     assert [line.split()[0] for line in lines[2:]] == PRETRAINING_EXAMPLE_SCHEMA.names
     assert any("0 = IsNext (B follows A), 1 = NotNext" in line for line in lines)
@@ -220,7 +220,7 @@ def test_summary_of_a_shards_directory(shards_dir: Path, capsys) -> None:
     assert code == 0
     assert lines == [
         f"shards directory {shards_dir} (manifest.json)",
-        "record PretrainingExample, schema version 1.0, written by bertkit 0.1.0",
+        "record PretrainingExample, schema version 1.1, written by bertkit 0.1.0",
         f"vocab: sha256 {sha}, path {shards_dir.parent / 'vocab'}, size 13, cased False",
         "seq128: max 20 predictions per sequence",
         "  train    2 examples in 1 shard (3,072 bytes), NotNext 1, 19 tokens, 4 predictions",
@@ -357,18 +357,23 @@ def literal_documents(files: list[OutputFile]) -> DocumentsManifest:
 # --------------------------------------------------------------------------- damage
 
 
-def test_a_tampered_shard_fails_after_printing_what_was_read(shards_dir: Path, capsys) -> None:
+def test_a_tampered_shard_is_refused_before_any_of_its_examples_is_shown(
+    shards_dir: Path, capsys
+) -> None:
     shard = shards_dir / TRAIN_SHARD
     data = bytearray(shard.read_bytes())
     data[512 + 18] ^= 0x01  # first token id of the first sample: still decodes, wrong sha256
     shard.write_bytes(bytes(data))
     code, lines, err = inspect(capsys, str(shards_dir), "--json", "5")
     assert code == 1
-    assert lines[1:] == JSON_LINES[1:2]  # the train shard was printed, heldout never reached
-    assert err.startswith(f"bertkit inspect: error: {shard}: does not match the manifest")
-    assert "Traceback" not in err
+    assert lines[1:] == []  # the block's sha256 is checked before any example is printed
+    assert err.startswith(
+        f"bertkit inspect: error: {shard}: samples 0–1 (bytes 0–3,072) do not match the "
+        "manifest's sha256"
+    )
+    assert "none of them was used" in err and "Traceback" not in err
     code, lines, err = inspect(capsys, str(shards_dir), "--stats", "--split", "train")
-    assert code == 1 and f"{shard}: does not match the manifest" in err
+    assert code == 1 and f"{shard}: samples 0–1 (bytes 0–3,072) do not match" in err
     assert "statistics of what was read before the error:" in lines
     code, lines, _ = inspect(capsys, str(shards_dir), "--json", "5", "--no-verify")
     assert code == 0 and len(lines) == 3
@@ -390,8 +395,12 @@ def test_a_truncated_shard_names_the_shard(shards_dir: Path, capsys) -> None:
         "blocks, after sample 000000000000; the shard is truncated: rebuild it or restore it "
         "from the source\n"
     )
-    code, _, err = inspect(capsys, str(shard))  # through the manifest: the cut is found first
-    assert code == 1 and f"{shard}: ends after 1,024 bytes without the tar end-of-arch" in err
+    code, _, err = inspect(capsys, str(shard))  # through the manifest: its size is known
+    assert code == 1
+    assert err == (
+        f"bertkit inspect: error: {shard}: ends after 1,024 bytes, the manifest records at "
+        "least 3,072; the file is truncated: rebuild it or restore it from the source\n"
+    )
 
 
 def test_a_different_vocabulary_is_refused(shards_dir: Path, tmp_path: Path, capsys) -> None:
@@ -512,8 +521,12 @@ def test_tampered_shard_over_http(shards_dir: Path, http_root: str, capsys) -> N
     shard = shards_dir / HELDOUT_SHARD
     shard.write_bytes(shard.read_bytes()[:-1024])  # drop the end-of-archive blocks
     code, lines, err = inspect(capsys, f"{http_root}/shards", "--json", "10")
-    assert code == 1 and lines == JSON_LINES  # all three were read; the size is wrong
-    assert f"{http_root}/shards/{HELDOUT_SHARD}: " in err
+    assert code == 1 and lines == JSON_LINES[:2]  # the train shard's; none of the cut block's
+    assert err == (  # one reopen at the same byte tells a cut file from a dropped connection
+        f"bertkit inspect: error: {http_root}/shards/{HELDOUT_SHARD}: ends after 1,024 bytes, "
+        "the manifest records at least 2,048; the file is truncated: rebuild it or restore "
+        "it from the source\n"
+    )
 
 
 def test_documents_over_http_without_range_requests(

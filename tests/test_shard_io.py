@@ -9,12 +9,16 @@ import tarfile
 import pytest
 
 from pipelines.beam.shards import write_shard
+from pipelines.io.retry import ResumingStream, RetryPolicy
 from pipelines.io.shards import (
     ShardReadError,
+    encode_shard,
     iter_tar_samples,
     read_shard_samples,
+    read_verified_samples,
     tar_bytes,
 )
+from schemas.shards import ShardInfo
 
 SAMPLES = [("000000000000", b"first"), ("000000000001", b"x" * 600)]
 
@@ -90,3 +94,118 @@ def test_reader_refuses_a_damaged_header():
     assert next(stream) == SAMPLES[0]
     with pytest.raises(ShardReadError, match=r"d\.tar: bad tar header checksum after sample 000000000000"):
         next(stream)
+
+
+# --------------------------------------------------------------------------- verified blocks
+
+# sample i's data is 100 + 500·i bytes: 1, 2, 3, 4 and 5 tar blocks of 512
+FIVE = [(f"{i:012d}", bytes([65 + i]) * (100 + 500 * i)) for i in range(5)]
+
+
+def _blocked(samples=FIVE, block_samples=2):
+    data, info = encode_shard("seq128/train/shard-000000.tar", samples, block_samples)
+    return data, info
+
+
+class _Ranges:
+    """An opener over literal bytes that records each byte range asked for."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data, self.asked = data, []
+
+    def __call__(self, start: int, end: int) -> io.BytesIO:
+        self.asked.append((start, end))
+        return io.BytesIO(self.data[start:end])
+
+
+def test_blocks_tile_the_shard_with_a_sha256_each():
+    data, info = _blocked()
+    # members (header + padded data): 2, 3 | 4, 5 | 6 tar blocks, then 2 end-of-archive blocks
+    assert [block.offset for block in info.blocks] == [0, 2560, 7168]
+    assert info.block_samples == 2 and info.bytes == len(data) == 11264
+    ends = [2560, 7168, 11264]
+    assert [b.sha256 for b in info.blocks] == [
+        hashlib.sha256(data[b.offset : end]).hexdigest() for b, end in zip(info.blocks, ends, strict=True)
+    ]
+    assert [(s.first, s.stop, s.start, s.end) for s in info.spans()] == [
+        (0, 2, 0, 2560), (2, 4, 2560, 7168), (4, 5, 7168, 11264),
+    ]  # fmt: skip
+    assert tar_bytes(FIVE) == data  # blocks change the manifest, never the shard's bytes
+
+
+@pytest.mark.parametrize(
+    ("skip", "take", "ranges"),
+    [
+        (0, None, [(0, 11264)]),
+        (2, 1, [(2560, 7168)]),  # one sample in the middle: its block only
+        (3, 2, [(2560, 11264)]),
+        (4, 1, [(7168, 11264)]),
+        (1, 2, [(0, 7168)]),
+    ],
+)
+def test_a_range_of_samples_reads_only_its_blocks(skip, take, ranges):
+    data, info = _blocked()
+    opener = _Ranges(data)
+    stop = 5 if take is None else skip + take
+    assert list(read_verified_samples(opener, "s.tar", info, skip, take)) == FIVE[skip:stop]
+    assert opener.asked == ranges
+
+
+def test_a_changed_block_releases_none_of_its_samples():
+    data, info = _blocked()
+    changed = bytearray(data)
+    changed[2560 + 512 + 7] ^= 1  # sample 2's data: tar still parses
+    read = []
+    with pytest.raises(ShardReadError) as error:
+        for sample in read_verified_samples(_Ranges(bytes(changed)), "s.tar", info):
+            read.append(sample)
+    assert read == FIVE[:2]  # block 0 verified and used; nothing of block 1
+    assert str(error.value).startswith(
+        "s.tar: samples 2–3 (bytes 2,560–7,168) do not match the manifest's sha256 ("
+    )
+    assert str(error.value).endswith(
+        "none of them was used. The shard was changed or damaged after writing: rebuild it "
+        "or restore it from the source"
+    )
+
+
+def test_a_cut_shard_and_a_block_with_a_sample_too_few_are_errors():
+    data, info = _blocked()
+    with pytest.raises(ShardReadError, match=r"s\.tar: ends inside samples 4–4 \(bytes "
+                       r"7,168–11,264\), after 10,240 bytes; the shard is truncated"):
+        list(read_verified_samples(_Ranges(data[:-1024]), "s.tar", info, 4))
+    # A manifest that claims 3 samples per block over a shard cut in blocks of 2: the sha256s
+    # match, the counts do not.
+    lying = ShardInfo(**{**_asdict(info), "block_samples": 3, "samples": 6})
+    with pytest.raises(ShardReadError, match=r"samples 0–2 \(bytes 0–2,560\) hold 2 samples, "
+                       r"the manifest says 3"):
+        list(read_verified_samples(_Ranges(data), "s.tar", lying))
+
+
+def _asdict(info: ShardInfo) -> dict:
+    return {name: getattr(info, name) for name in ShardInfo.__slots__}
+
+
+def test_an_entry_without_blocks_is_verified_whole_before_use():
+    data, info = _blocked()
+    whole = ShardInfo(info.path, info.samples, info.bytes, info.sha256, info.first_key)
+    opener = _Ranges(data)
+    assert list(read_verified_samples(opener, "s.tar", whole, 3, 1)) == FIVE[3:4]
+    assert opener.asked == [(0, 11264)]
+    changed = bytearray(data)
+    changed[-1] = 1  # the end-of-archive bytes: every sample is still readable
+    with pytest.raises(ShardReadError, match=r"samples 0–4 \(bytes 0–11,264\) do not match"):
+        next(read_verified_samples(_Ranges(bytes(changed)), "s.tar", whole))
+
+
+def test_a_resuming_stream_reads_its_range_and_never_past_it(tmp_path):
+    path = tmp_path / "s.tar"
+    path.write_bytes(bytes(range(256)) * 4)
+    with ResumingStream(str(path), 300, RetryPolicy(), start=10) as stream:
+        assert stream.read() == (bytes(range(256)) * 2)[10:300]
+        assert stream.read(5) == b""
+    with ResumingStream(str(path), 2000, RetryPolicy(attempts=1), start=1000) as stream:
+        assert stream.read(24) == (bytes(range(256)) * 4)[1000:1024]
+        with pytest.raises(ShardReadError, match=r"s\.tar: ends after 1,024 bytes, the manifest "
+                           r"records at least 2,000; the file is truncated"):
+            stream.read(1)

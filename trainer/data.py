@@ -7,8 +7,9 @@ The stages, each a small function, in the order a sample goes through them:
     epoch_shards             shard order, shuffled per epoch from (seed, epoch)
     split_by_node            this rank's contiguous range of the epoch's sample stream
     split_by_worker          this loader worker's contiguous range of the rank's batches
-    read_samples             stream the range's shards (own ustar reader, sha256 checked,
-                             transient errors retried with backoff)
+    read_samples             read the range's blocks of each shard by byte range, each
+                             block's sha256 checked before any of its samples goes on
+                             (own ustar reader, transient errors retried with backoff)
     shuffle_samples          a seeded shuffle buffer
     decode_samples           check each sample's header (schemas/examples.py)
     batch_samples            groups of --batch-size, as many as this worker owes
@@ -51,16 +52,16 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from pipelines.io import storage
-from pipelines.io.hashing import HashingStream, stable_hash64
+from pipelines.io.hashing import stable_hash64
 from pipelines.io.retry import ResumingStream, RetryPolicy, open_with_retries
-from pipelines.io.shards import ShardReadError, check_shard, iter_tar_samples
+from pipelines.io.shards import ShardReadError, iter_tar_samples, read_verified_samples
 from schemas.examples import (
     ExampleDecodeError,
     ExampleHeader,
     read_header,
     seq_dir,
 )
-from schemas.shards import ShardsManifest, SplitShards
+from schemas.shards import ShardInfo, ShardsManifest, SplitShards
 from schemas.versions import read_record
 from trainer.collate import SampleLimits, collate
 
@@ -78,8 +79,12 @@ class DataConfigError(ValueError):
 class ShardEntry:
     url: str
     samples: int
-    sha256: str | None = None  # from the manifest; None for a shard found by pattern only
-    bytes: int | None = None
+    info: ShardInfo | None = None  # the manifest's entry (sizes, block sha256s); None for a
+    # shard named by pattern with no manifest, which nothing can verify
+
+    @property
+    def bytes(self) -> int | None:
+        return self.info.bytes if self.info is not None else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,8 +127,7 @@ def open_source(spec: str, split: str = "train", max_seq_length: int | None = No
     output = _choose_output(manifest, location.manifest_url, max_seq_length)
     shards = _split_shards(manifest, location.manifest_url, output, split)
     entries = tuple(
-        ShardEntry(storage.join(location.url, s.path), s.samples, s.sha256, s.bytes)
-        for s in shards.shards
+        ShardEntry(storage.join(location.url, s.path), s.samples, s) for s in shards.shards
     )
     length = manifest.outputs[output].max_seq_length
     return DataSource(entries, length, split, manifest, location.manifest_url)
@@ -175,10 +179,14 @@ def _source_from_urls(urls: list[str], split: str, max_seq_length: int | None) -
         found = listed.get(relative) if url_manifest == manifest_url else None
         if found is not None:
             output_name, _, info = found
-            entries.append(ShardEntry(url, info.samples, info.sha256, info.bytes))
+            entries.append(ShardEntry(url, info.samples, info))
             length = manifest.outputs[output_name].max_seq_length  # type: ignore[union-attr]
         else:
-            _LOG.warning("%s: not in a manifest; counting its samples by reading it", url)
+            _LOG.warning(
+                "%s: not in a manifest; counting its samples by reading it. Nothing can "
+                "verify its bytes: train on shards with their manifest.json to have every "
+                "block checked before use", url,
+            )  # fmt: skip
             with open_with_retries(url, RetryPolicy()) as stream:
                 count = sum(1 for _ in iter_tar_samples(stream, url))
             entries.append(ShardEntry(url, count))
@@ -225,10 +233,6 @@ class Segment:
     shard: ShardEntry
     skip: int
     take: int
-
-    @property
-    def whole(self) -> bool:
-        return self.skip == 0 and self.take == self.shard.samples
 
 
 def epoch_shards(shards: Iterable[ShardEntry], seed: int, epoch: int, shuffle: bool) -> list:
@@ -309,28 +313,38 @@ class RawSample:
 def read_samples(
     segments: Iterable[Segment], policy: RetryPolicy, verify: bool = True
 ) -> Iterator[RawSample]:
-    """Stream the segments' samples; a whole shard is checked against its sha256."""
+    """Stream the segments' samples, each only after the sha256 of its block matched.
+
+    A shard the manifest lists is read by byte range, just the blocks the segment needs
+    (`read_verified_samples`); a shard named without a manifest has nothing to be checked
+    against and streams as it is (`open_source` warned about it).
+    """
     for segment in segments:
         shard = segment.shard
-        check = verify and segment.whole and shard.sha256 is not None
+        if verify and shard.info is not None:
+            def open_range(start: int, end: int, url: str = shard.url) -> Any:
+                return ResumingStream(url, end, policy, start)
+
+            samples = read_verified_samples(
+                open_range, shard.url, shard.info, segment.skip, segment.take
+            )
+            for key, data in samples:
+                yield RawSample(int(key), data, shard.url)
+            continue
         with ResumingStream(shard.url, shard.bytes, policy) as stream:
-            source: Any = HashingStream(stream) if check else stream
             stop = segment.skip + segment.take
             count = 0
-            for key, data in iter_tar_samples(source, shard.url):
+            for key, data in iter_tar_samples(stream, shard.url):
                 if count >= segment.skip:
                     yield RawSample(int(key), data, shard.url)
                 count += 1
-                if count == stop and not check:
+                if count == stop:
                     break
             if count < stop:
                 raise ShardReadError(
                     f"{shard.url}: {count} samples, the manifest says {shard.samples}; the "
                     "shard was changed after the manifest was written: rebuild it"
                 )
-            if check:
-                source.drain()
-                check_shard(shard.url, shard, count, source)
 
 
 def shuffle_samples(

@@ -46,7 +46,7 @@ def build_manifest(
     summaries: list[dict[str, Any]],
 ) -> ShardsManifest:
     counts, dropped, rejected, rejects_files = _sum_summaries(summaries)
-    infos = sorted((ShardInfo(**s) for s in shards), key=lambda s: s.path)
+    infos = sorted((ShardInfo.from_dict(s) for s in shards), key=lambda s: s.path)
     outputs = {
         seq_dir(length): SequenceOutput(length, predictions, _splits(length, infos, counts))
         for length, predictions in zip(

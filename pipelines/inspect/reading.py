@@ -22,7 +22,8 @@ from pipelines.inspect.targets import (
 )
 from pipelines.io import storage
 from pipelines.io.parquet import iter_row_groups
-from pipelines.io.shards import ShardReadError, read_shard_samples
+from pipelines.io.retry import ResumingStream, RetryPolicy
+from pipelines.io.shards import ShardReadError, read_shard_samples, read_verified_samples
 from pipelines.io.vocabulary import read_vocab_txt, vocab_txt_url
 from schemas.examples import (
     ExampleDecodeError,
@@ -38,24 +39,31 @@ def read_examples(
 ) -> Iterator[PretrainingExample]:
     """Decoded examples of one shard; ShardReadError names the shard on any damage.
 
-    With `verify` and a manifest entry, the whole shard is read even when `limit` stops the
-    decoding early, so its checksum is still checked: consume the iterator to its end.
+    With `verify` and a manifest entry, each block's sha256 is checked before any of its
+    examples is decoded, and only the blocks the first `limit` examples need are read.
     Without either, a shard read to its end must still end like a complete tar file.
     """
-    expected = shard.info if verify else None
-    decoded = 0
+    if verify and shard.info is not None:
+        def open_range(start: int, end: int) -> ResumingStream:
+            return ResumingStream(shard.url, end, RetryPolicy(), start)
+
+        samples = read_verified_samples(open_range, shard.url, shard.info, 0, limit)
+        yield from _decode(samples, shard.url)
+        return
     with storage.open_binary(shard.url) as source:
-        for key, data in read_shard_samples(source, shard.url, expected):
-            if limit is not None and decoded >= limit:
-                if expected is None:
-                    return  # nothing to check the rest against
-                continue  # read on: the checksum covers every byte
-            try:
-                example = PretrainingExample.decode(data, key)
-            except ExampleDecodeError as error:
-                raise ShardReadError(f"{shard.url}: {error}") from error
-            decoded += 1
-            yield example
+        yield from _decode(read_shard_samples(source, shard.url), shard.url, limit)
+
+
+def _decode(
+    samples: Iterator[tuple[str, bytes]], url: str, limit: int | None = None
+) -> Iterator[PretrainingExample]:
+    for number, (key, data) in enumerate(samples):
+        if limit is not None and number >= limit:
+            return
+        try:
+            yield PretrainingExample.decode(data, key)
+        except ExampleDecodeError as error:
+            raise ShardReadError(f"{url}: {error}") from error
 
 
 def iter_examples(

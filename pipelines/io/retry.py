@@ -86,10 +86,13 @@ class ResumingStream:
     unbroken stream.
     """
 
-    def __init__(self, url: str, size: int | None, policy: RetryPolicy) -> None:
+    def __init__(self, url: str, size: int | None, policy: RetryPolicy, start: int = 0) -> None:
+        """Bytes [start, size) of `url` (to its end when `size` is None); no read goes past
+        `size`, so a manifest's byte count bounds what a reader takes from a file."""
         self._url, self._size, self._policy = url, size, policy
         self._stream: BinaryIO | None = None
-        self.position = 0
+        self.position = start
+        self._ended_at: int | None = None  # where the stream last ended early
 
     def _reopen(self) -> BinaryIO:
         if self._stream is not None:
@@ -109,14 +112,18 @@ class ResumingStream:
         return stream
 
     def read(self, size: int = -1) -> bytes:
+        if self._size is not None:
+            left = self._size - self.position
+            size = left if size < 0 else min(size, left)
+            if size <= 0:
+                return b""
+
         def attempt() -> bytes:
             stream = self._stream or self._reopen()
             try:
                 data = stream.read(size)
                 if not data and self._size is not None and self.position < self._size:
-                    raise ConnectionError(
-                        f"the stream ended after {self.position:,} of {self._size:,} bytes"
-                    )
+                    self._ended_early()
             except BaseException:
                 self._stream = None  # reopen on the next attempt
                 raise
@@ -125,6 +132,19 @@ class ResumingStream:
         data = retry(attempt, self._url, self._policy, "read")
         self.position += len(data)
         return data
+
+    def _ended_early(self) -> None:
+        """A stream that ends before the size the manifest records: a dropped connection
+        (retried) or a truncated file. A local file, or a remote one that ends at the same
+        byte again after reopening, is truncated: that is not retried."""
+        if not storage.is_remote(self._url) or self._ended_at == self.position:
+            raise ShardReadError(
+                f"{self._url}: ends after {self.position:,} bytes, the manifest records at "
+                f"least {self._size:,}; the file is truncated: rebuild it or restore it "
+                "from the source"
+            )
+        self._ended_at = self.position
+        raise ConnectionError(f"the stream ended after {self.position:,} of {self._size:,} bytes")
 
     def close(self) -> None:
         if self._stream is not None:

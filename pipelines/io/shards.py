@@ -7,20 +7,24 @@ a reader listing the directory never sees a partial shard. It writes the ustar h
 `webdataset` read the result (tested), and so does this module's own reader, which is what
 the trainer streams through.
 
-The reader streams a shard from any Beam filesystem or URL smart_open opens, checks the sha256
-the manifest records when it has one, and turns a truncated or corrupt tar into a
-`ShardReadError` that names the shard and the last good sample.
+The writer also cuts each shard into blocks of `BLOCK_SAMPLES` samples and records each
+block's first byte and sha256 (schemas/shards.py). `read_verified_samples` is how the trainer
+and `inspect` read: by byte range, block by block, each block's samples released only after
+its sha256 matched the manifest, and never a byte past what the manifest records. The plain
+stream reader, `iter_tar_samples`, turns a truncated or corrupt tar into a `ShardReadError`
+that names the shard and the last good sample.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator
+import io
+from collections.abc import Callable, Iterable, Iterator
 from typing import BinaryIO, Protocol
 
 from pipelines.io.hashing import HashingStream
 from schemas.examples import EXAMPLE_MEMBER
-from schemas.shards import ShardInfo
+from schemas.shards import BLOCK_SAMPLES, ShardBlock, ShardInfo
 
 _BLOCK = 512
 _ZERO_BLOCK = b"\0" * _BLOCK
@@ -61,33 +65,109 @@ def ustar_header(name: str, size: int) -> bytes:
 
 def tar_bytes(samples: Iterable[tuple[str, bytes]]) -> bytes:
     """`(key, example bytes)` pairs → the bytes of a tar file, one member per sample."""
+    return _tar(samples, BLOCK_SAMPLES)[0]
+
+
+def _tar(samples: Iterable[tuple[str, bytes]], block_samples: int) -> tuple[bytes, list[int]]:
+    """The tar bytes, and the first byte of every `block_samples`-th member (from 0)."""
     parts: list[bytes] = []
-    for key, data in samples:
+    starts = [0]
+    position = 0
+    for number, (key, data) in enumerate(samples):
+        if number and number % block_samples == 0:
+            starts.append(position)
         parts.append(ustar_header(f"{key}.{EXAMPLE_MEMBER}", len(data)))
         parts.append(data)
         padding = -len(data) % _BLOCK
         if padding:
             parts.append(b"\0" * padding)
+        position += _BLOCK + len(data) + padding
     parts.append(_END_OF_ARCHIVE)
-    return b"".join(parts)
+    return b"".join(parts), starts
 
 
-def encode_shard(relative_path: str, samples: list[tuple[str, bytes]]) -> tuple[bytes, ShardInfo]:
-    """A shard's tar bytes and its manifest entry (writing it is the caller's: see
-    `pipelines.beam.shards.write_shard`)."""
-    data = tar_bytes(samples)
+def encode_shard(
+    relative_path: str, samples: list[tuple[str, bytes]], block_samples: int = BLOCK_SAMPLES
+) -> tuple[bytes, ShardInfo]:
+    """A shard's tar bytes and its manifest entry, block checksums included (writing it is
+    the caller's: see `pipelines.beam.shards.write_shard`)."""
+    data, starts = _tar(samples, block_samples)
+    view = memoryview(data)
+    ends = [*starts[1:], len(data)]
     info = ShardInfo(
         path=relative_path,
         samples=len(samples),
         bytes=len(data),
         sha256=hashlib.sha256(data).hexdigest(),
         first_key=samples[0][0] if samples else "",
+        block_samples=block_samples,
+        blocks=tuple(
+            ShardBlock(start, hashlib.sha256(view[start:end]).hexdigest())
+            for start, end in zip(starts, ends, strict=True)
+        ),
     )
     return data, info
 
 
+RangeOpener = Callable[[int, int], BinaryIO]  # (first byte, end byte) → a stream of them
+
+
+def read_verified_samples(
+    open_range: RangeOpener, name: str, info: ShardInfo, skip: int = 0, take: int | None = None
+) -> Iterator[tuple[str, bytes]]:
+    """Samples [skip, skip + take) of a shard, none released before its bytes are verified.
+
+    Reads only the blocks that hold the samples, as one byte range from `open_range(start,
+    end)`, one block at a time: a block's bytes must be exactly the manifest's size and
+    sha256, and hold exactly its samples, before any of them is yielded. A shard listed
+    without blocks (a 1.0 manifest) is one block: it is held in memory whole, `info.bytes`
+    at most, before use. Errors name the shard, the samples and the byte range.
+    """
+    stop = info.samples if take is None else min(info.samples, skip + take)
+    spans = [span for span in info.spans() if span.first < stop and span.stop > skip]
+    if not spans:
+        return
+    with open_range(spans[0].start, spans[-1].end) as stream:
+        for span in spans:
+            where = f"samples {span.first}–{span.stop - 1} (bytes {span.start:,}–{span.end:,})"
+            data = _read_block(stream, span.end - span.start)
+            if len(data) != span.end - span.start:
+                raise ShardReadError(
+                    f"{name}: ends inside {where}, after {span.start + len(data):,} bytes; the "
+                    "shard is truncated: rebuild it or restore it from the source"
+                )
+            digest = hashlib.sha256(data).hexdigest()
+            if digest != span.sha256:
+                raise ShardReadError(
+                    f"{name}: {where} do not match the manifest's sha256 ({digest[:16]}… "
+                    f"against {span.sha256[:16]}…); none of them was used. The shard was "
+                    "changed or damaged after writing: rebuild it or restore it from the source"
+                )
+            final = span.end == info.bytes  # the last block holds the end-of-archive bytes
+            samples = list(iter_tar_samples(io.BytesIO(data), name, end_of_archive=final))
+            if len(samples) != span.stop - span.first:
+                raise ShardReadError(
+                    f"{name}: {where} hold {len(samples)} samples, the manifest says "
+                    f"{span.stop - span.first}; rebuild the shards"
+                )
+            yield from samples[max(0, skip - span.first) : stop - span.first]
+
+
+def _read_block(stream: BinaryIO, size: int) -> bytes:
+    """Exactly `size` bytes unless the stream ends first; never a byte more."""
+    parts = []
+    got = 0
+    while got < size:
+        part = stream.read(size - got)
+        if not part:
+            break
+        parts.append(part)
+        got += len(part)
+    return b"".join(parts)
+
+
 def iter_tar_samples(
-    stream: BinaryIO, name: str, chunk_bytes: int = _READ_BYTES
+    stream: BinaryIO, name: str, chunk_bytes: int = _READ_BYTES, end_of_archive: bool = True
 ) -> Iterator[tuple[str, bytes]]:
     """Stream `(key, example bytes)` out of a shard; errors name the shard and position.
 
@@ -96,7 +176,9 @@ def iter_tar_samples(
     (`python -m bench.loader` compares it with Python's tarfile). It requires the
     end-of-archive blocks, so a shard cut anywhere, even exactly at a member boundary
     (which tarfile accepts as a complete archive), is an error. pax headers are skipped;
-    anything else that is not a regular `KEY.example.bin` file is refused.
+    anything else that is not a regular `KEY.example.bin` file is refused. With
+    `end_of_archive=False` (a block from the middle of a shard) the stream may instead end
+    exactly after a member.
     """
     buffer = b""
     offset = 0
@@ -116,6 +198,8 @@ def iter_tar_samples(
             read += len(more)
             buffer = buffer[offset:] + more
             offset = 0
+            if not buffer and not end_of_archive:
+                return
             if len(buffer) < _BLOCK:
                 raise truncated("without the tar end-of-archive blocks")
         header = buffer[offset : offset + _BLOCK]
