@@ -28,6 +28,7 @@ import apache_beam as beam
 from pipelines.beam import files
 from pipelines.beam.documents import (
     DEFAULT_MAX_FILE_TEXT_BYTES,
+    DOCUMENTS_STAGE_PATHS,
     DocumentFileWriter,
     DocumentStageFlags,
     UnitTally,
@@ -36,10 +37,7 @@ from pipelines.beam.documents import (
     prepare_output_dir,
     run_documents_pipeline,
 )
-from pipelines.beam.runner import (
-    parse_stage,
-    stage_main,
-)
+from pipelines.beam.runner import parse_stage, stage_main
 from pipelines.io.compressed import InputReadError, decompressed_chunks, lines
 from pipelines.io.flags import option
 from pipelines.text.booktext import (
@@ -278,7 +276,7 @@ class ExtractBooks(beam.PTransform):
 
 def run(argv: list[str] | None = None) -> int:
     """Run the stage; return the exit code (1 when an input was not read to its end)."""
-    flags, options = parse_stage(BooksFlags, argv, "bertkit books", __doc__)
+    flags, options = parse_stage(BooksFlags, argv, "bertkit books", __doc__, DOCUMENTS_STAGE_PATHS)
     config = flags.config()
     inputs = expand_inputs(flags.input)
     prepare_output_dir(flags.output, flags.overwrite, STAGE)
@@ -287,7 +285,7 @@ def run(argv: list[str] | None = None) -> int:
 
 
 def main(argv: list[str] | None = None) -> None:
-    stage_main(run, argv)
+    stage_main(run, argv, "bertkit books")
 
 
 if __name__ == "__main__":

@@ -57,8 +57,13 @@ from tokenizers import (
 )
 
 from pipelines.beam import files
-from pipelines.beam.documents import DocumentsInput, DocumentsInputError, read_documents_input
-from pipelines.beam.runner import parse_stage
+from pipelines.beam.documents import (
+    DOCUMENTS_DIRS,
+    DocumentsInput,
+    DocumentsInputError,
+    read_documents_input,
+)
+from pipelines.beam.runner import StagePaths, parse_stage
 from pipelines.io.flags import option
 from pipelines.io.hashing import keyed_fraction
 from pipelines.io.parquet import iter_row_groups
@@ -428,7 +433,8 @@ def write_vocab(
 
 def parse_config(argv: list[str] | None) -> VocabConfig:
     """VocabConfig's flags; any other flag must be a Beam filesystem flag (s3, GCS)."""
-    config, _ = parse_stage(VocabConfig, argv, "bertkit vocab", __doc__)
+    paths = StagePaths(input_dirs=(DOCUMENTS_DIRS,))
+    config, _ = parse_stage(VocabConfig, argv, "bertkit vocab", __doc__, paths)
     config.validate()
     return config
 

@@ -28,6 +28,7 @@ import apache_beam as beam
 from pipelines.beam import files
 from pipelines.beam.documents import (
     DEFAULT_MAX_FILE_TEXT_BYTES,
+    DOCUMENTS_STAGE_PATHS,
     DocumentFileWriter,
     DocumentStageFlags,
     UnitTally,
@@ -36,10 +37,7 @@ from pipelines.beam.documents import (
     prepare_output_dir,
     run_documents_pipeline,
 )
-from pipelines.beam.runner import (
-    parse_stage,
-    stage_main,
-)
+from pipelines.beam.runner import parse_stage, stage_main
 from pipelines.io.flags import option
 from pipelines.text.sentences import split_paragraphs
 from pipelines.text.wikidump import (
@@ -223,11 +221,18 @@ class ExtractArticles(beam.PTransform):
 
 def run(argv: list[str] | None = None) -> int:
     """Run the stage; return the exit code (1 when an input was not read to its end)."""
-    flags, options = parse_stage(WikipediaFlags, argv, "bertkit wikipedia", __doc__)
+    flags, options = parse_stage(
+        WikipediaFlags, argv, "bertkit wikipedia", __doc__, DOCUMENTS_STAGE_PATHS
+    )
     config = flags.config()
     # A glob like 'dumps/*.bz2' also matches the multistream index beside its dump: the
     # index is read through its dump, never as a dump itself.
     inputs = [i for i in expand_inputs(flags.input) if not is_multistream_index(i["path"])]
+    if not inputs:
+        raise FileNotFoundError(
+            f"--input {' '.join(flags.input)!r} matches only multistream index files: pass "
+            "the dumps (…-multistream.xml.bz2); each index is read through its dump"
+        )
     prepare_output_dir(flags.output, flags.overwrite, STAGE)
     paths = [item["path"] for item in inputs]
     extract = ExtractArticles(paths, flags.output, config)
@@ -235,7 +240,7 @@ def run(argv: list[str] | None = None) -> int:
 
 
 def main(argv: list[str] | None = None) -> None:
-    stage_main(run, argv)
+    stage_main(run, argv, "bertkit wikipedia")
 
 
 if __name__ == "__main__":

@@ -22,6 +22,8 @@ so it holds only tensors and plain containers of str/int/float/bool/None: no pic
 
 from __future__ import annotations
 
+import re
+
 CHECKPOINT_FORMAT = "bertkit-checkpoint-1"
 LATEST_FILE = "latest"
 
@@ -30,8 +32,24 @@ CHECKPOINTS_DIR = "checkpoints"  # in the run directory
 CHECKPOINT_GLOB = "step-[0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9].pt"
 
 
+_CHECKPOINT_NAME = re.compile(r"step-[0-9]{8}\.pt")
+LATEST_MAX_BYTES = 64  # "step-NNNNNNNN.pt\n" and nothing else
+
+
 def checkpoint_name(step: int) -> str:
     return f"step-{step:08d}.pt"
+
+
+def parse_latest(data: bytes, where: str) -> str:
+    """The checkpoint name a `latest` file holds: a bare `step-NNNNNNNN.pt` in the same
+    directory, never a path; anything else is a ValueError naming the file."""
+    text = data.decode("utf-8", errors="replace").strip()
+    if len(data) > LATEST_MAX_BYTES or not _CHECKPOINT_NAME.fullmatch(text):
+        raise ValueError(
+            f"{where} holds {text[:80]!r}, not the name of a checkpoint beside it "
+            "(step-NNNNNNNN.pt)"
+        )
+    return text
 
 
 class CheckpointKey:

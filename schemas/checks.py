@@ -14,6 +14,13 @@ from typing import Any
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
+# Reads of files whose size no manifest records are bounded all the same: a manifest, a
+# metadata record or a vocabulary file is never larger than these (the shards manifest of
+# the whole of English Wikipedia is a few MB), so a path that names `/dev/zero` or a huge
+# file fails after reading just past the bound instead of filling the memory.
+MAX_RECORD_BYTES = 256 << 20  # manifest.json, _manifest.json, vocab.json
+MAX_VOCAB_FILE_BYTES = 256 << 20  # vocab.txt, tokenizer.json
+
 
 class RecordError(ValueError):
     """A field of a record has the wrong type or value."""
@@ -41,6 +48,16 @@ def need_sha256(value: Any, field: str) -> None:
 def need_dict(value: Any, field: str) -> None:
     if not isinstance(value, dict):
         raise RecordError(f"{field} must be an object, not {type(value).__name__}")
+
+
+def need_list(value: Any, field: str) -> None:
+    if not isinstance(value, list):
+        raise RecordError(f"{field} must be a list, not {type(value).__name__}")
+
+
+def need_bool(value: Any, field: str) -> None:
+    if not isinstance(value, bool):
+        raise RecordError(f"{field} must be true or false, not {type(value).__name__} {value!r}")
 
 
 def need_relative_path(value: Any, field: str) -> None:

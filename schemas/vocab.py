@@ -15,6 +15,16 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from schemas.checks import (
+    RecordError,
+    need_bool,
+    need_dict,
+    need_int,
+    need_list,
+    need_sha256,
+    need_str,
+)
+
 VOCAB_SCHEMA_VERSION = "1.0"
 VOCAB_FILE = "vocab.txt"
 TOKENIZER_FILE = "tokenizer.json"
@@ -56,4 +66,24 @@ class VocabMetadata:
 
     @classmethod
     def from_json(cls, text: str) -> VocabMetadata:
-        return cls(**json.loads(text))
+        metadata = cls(**json.loads(text))
+        metadata.validate()
+        return metadata
+
+    def validate(self) -> None:
+        """Types and ranges of every field a reader relies on (schemas/checks.py)."""
+        need_int(self.vocab_size, "vocab_size", len(SPECIAL_TOKENS), 1 << 32)
+        need_bool(self.cased, "cased")
+        need_int(self.num_unused, "num_unused", 0, self.vocab_size)
+        need_dict(self.special_tokens, "special_tokens")
+        for token in SPECIAL_TOKENS:
+            if token not in self.special_tokens:
+                raise RecordError(f"special_tokens lacks {token}")
+        for token, token_id in self.special_tokens.items():
+            need_str(token, "special_tokens key")
+            need_int(token_id, f"special_tokens[{token!r}]", 0, self.vocab_size - 1)
+        for name in ("sample", "config"):
+            need_dict(getattr(self, name), name)
+        need_list(self.inputs, "inputs")
+        need_sha256(self.vocab_sha256, "vocab_sha256")
+        need_sha256(self.tokenizer_sha256, "tokenizer_sha256")

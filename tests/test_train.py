@@ -220,6 +220,30 @@ def test_rotation_never_removes_the_checkpoint_just_written(tmp_path):
     assert latest_checkpoint(directory).name == "step-00000002.pt"
 
 
+@pytest.mark.parametrize(
+    ("latest", "message"),
+    [
+        ("../../../etc/passwd", r"holds '\.\./\.\./\.\./etc/passwd', not the name of a checkpoint"),
+        ("/etc/passwd", r"holds '/etc/passwd', not the name"),
+        ("step-2.pt", r"holds 'step-2\.pt', not the name"),
+        ("step-00000002.pt" + " " * 100, r"holds 'step-00000002\.pt', not the name"),  # too long
+        ("step-00000004.pt", r"names 'step-00000004\.pt', which is not a file in "),
+    ],
+)
+def test_a_tampered_latest_is_refused_naming_it(tmp_path, latest, message):
+    from trainer.checkpoint import CheckpointError, resolve_checkpoint, save_checkpoint
+
+    directory = tmp_path / "checkpoints"
+    directory.mkdir()
+    save_checkpoint(directory, 2, {"step": 2}, keep=2)
+    (directory / LATEST_FILE).write_text(latest)
+    with pytest.raises(CheckpointError, match=message) as error:
+        latest_checkpoint(directory)
+    assert str(error.value).startswith(str(directory / LATEST_FILE))
+    with pytest.raises(CheckpointError, match=message):
+        resolve_checkpoint(directory)
+
+
 class _BasicAuthHandler(http.server.SimpleHTTPRequestHandler):
     """Serves files only to `trainer:s3cret-Pa55` (HTTP basic auth)."""
 

@@ -316,6 +316,41 @@ def test_vocab_txt_and_tokenizer_json_from_different_runs_are_refused(
         load_vocab(str(out))
 
 
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda m: m.update(vocab_size="2000"), r"vocab_size must be an integer, not str '2000'"),
+        (lambda m: m.update(vocab_size=3), r"vocab_size is 3: it must be at least 5"),
+        (lambda m: m.update(cased="no"), r"cased must be true or false, not str 'no'"),
+        (lambda m: m["special_tokens"].update({"[MASK]": 2000}),
+         r"special_tokens\['\[MASK\]'\] is 2000: it must be at least 0 and at most 1999"),
+        (lambda m: m["special_tokens"].pop("[CLS]"), r"special_tokens lacks \[CLS\]"),
+        (lambda m: m.update(vocab_sha256="../vocab.txt"), r"vocab_sha256 is '\.\./vocab\.txt'"),
+        (lambda m: m.update(inputs={}), r"inputs must be a list, not dict"),
+        (lambda m: m.update(extra=1), r"TypeError: .*unexpected keyword argument 'extra'"),
+    ],
+)  # fmt: skip
+def test_tampered_vocab_metadata_is_refused_naming_the_field(
+    trained: Path, tmp_path: Path, change, message
+) -> None:
+    out = shutil.copytree(trained, tmp_path / "v")
+    metadata = json.loads((out / VOCAB_METADATA_FILE).read_text())
+    change(metadata)
+    (out / VOCAB_METADATA_FILE).write_text(json.dumps(metadata))
+    with pytest.raises(VocabError, match=message) as error:
+        load_vocab(str(out))
+    assert str(error.value).startswith(f"{out / VOCAB_METADATA_FILE}: not a valid VocabMetadata")
+
+
+def test_vocabulary_reads_are_bounded(trained: Path, tmp_path: Path) -> None:
+    out = shutil.copytree(trained, tmp_path / "v")
+    with (out / VOCAB_FILE).open("r+b") as sparse:  # 256 MiB + 1 byte, sparse on disk
+        sparse.truncate((256 << 20) + 1)
+    with pytest.raises(OSError, match=r"vocab\.txt: over 268,435,456 bytes, more than a file "
+                       r"of this kind ever holds"):  # fmt: skip
+        load_vocab(str(out))
+
+
 _TRAIN_IN_A_FRESH_PROCESS = (
     "import sys; from pipelines import vocab; sys.exit(vocab.run(sys.argv[1:]))"
 )

@@ -22,8 +22,10 @@ from schemas.checkpoint import (
     CHECKPOINT_GLOB,
     CHECKPOINTS_DIR,
     LATEST_FILE,
+    LATEST_MAX_BYTES,
     CheckpointKey,
     checkpoint_name,
+    parse_latest,
 )
 from trainer.metrics import METRICS_FILE
 from trainer.model import BertConfig, BertForPreTraining
@@ -90,13 +92,31 @@ def prepare_run_directory(output: Path, resume: bool, overwrite: bool) -> list[P
     return earlier
 
 
+def _read_latest(pointer: Path) -> str:
+    """The name `latest` holds, checked: a bare step-NNNNNNNN.pt, read 65 bytes at most."""
+    with pointer.open("rb") as source:
+        data = source.read(LATEST_MAX_BYTES + 1)
+    try:
+        return parse_latest(data, str(pointer))
+    except ValueError as err:
+        raise CheckpointError(
+            f"{err}; it was changed after the trainer wrote it: pass a checkpoint file "
+            "(step-NNNNNNNN.pt) instead, or rewrite `latest` with the newest one's name"
+        ) from err
+
+
 def latest_checkpoint(directory: Path) -> Path | None:
     """The checkpoint `latest` names, or None when the directory holds none yet."""
     pointer = directory / LATEST_FILE
     if not pointer.is_file():
         return None
-    path = directory / pointer.read_text(encoding="utf-8").strip()
-    return path if path.is_file() else None
+    path = directory / _read_latest(pointer)
+    if not path.is_file():
+        raise CheckpointError(
+            f"{pointer} names {path.name!r}, which is not a file in {directory}: it was "
+            "deleted after the trainer wrote it"
+        )
+    return path
 
 
 def resolve_checkpoint(path: str | Path) -> Path:
@@ -109,9 +129,9 @@ def resolve_checkpoint(path: str | Path) -> Path:
                 f"{path} is a directory without a `{LATEST_FILE}` file, so it holds no complete "
                 "checkpoint: pass a checkpoint file (step-NNNNNNNN.pt) instead"
             )
-        name = latest.read_text(encoding="utf-8").strip()
+        name = _read_latest(latest)
         path = path / name
-        if not name or not path.is_file():
+        if not path.is_file():
             raise CheckpointError(
                 f"{latest} names {name!r}, which is not a file in {path.parent}: pass a "
                 "checkpoint file (step-NNNNNNNN.pt) instead"

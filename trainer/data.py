@@ -55,6 +55,7 @@ from pipelines.io import storage
 from pipelines.io.hashing import stable_hash64
 from pipelines.io.retry import ResumingStream, RetryPolicy, open_with_retries
 from pipelines.io.shards import ShardReadError, iter_tar_samples, read_verified_samples
+from schemas.checks import MAX_RECORD_BYTES
 from schemas.examples import (
     ExampleDecodeError,
     ExampleHeader,
@@ -135,7 +136,7 @@ def open_source(spec: str, split: str = "train", max_seq_length: int | None = No
 
 def _read_manifest(url: str) -> ShardsManifest:
     return read_record(
-        ShardsManifest, storage.read_text(url), url,
+        ShardsManifest, storage.read_text(url, MAX_RECORD_BYTES), url,
         "rebuild the shards with this bertkit's `bertkit examples`", DataConfigError,
     )  # fmt: skip
 

@@ -44,6 +44,7 @@ from safetensors.torch import save_file
 from pipelines.io import storage
 from pipelines.io.vocabulary import VocabError, Vocabulary, load_vocab
 from schemas.checkpoint import CheckpointKey
+from schemas.checks import MAX_VOCAB_FILE_BYTES
 from schemas.vocab import (
     CLS_TOKEN,
     MASK_TOKEN,
@@ -219,7 +220,7 @@ def export_hf(
         )
     # The bytes copied are the bytes checked (load_vocab hashed its own read of them).
     files = {
-        name: storage.read_bytes(storage.join(directory, name))
+        name: storage.read_bytes(storage.join(directory, name), MAX_VOCAB_FILE_BYTES)
         for name in (VOCAB_FILE, TOKENIZER_FILE)
     }
     if (

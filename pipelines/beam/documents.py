@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.beam import files
-from pipelines.beam.runner import make_pipeline
+from pipelines.beam.runner import StagePaths, make_pipeline
 from pipelines.io.flags import option
 from pipelines.io.hashing import HashingStream
 from schemas import (
@@ -74,6 +74,29 @@ class DocumentStageFlags:
 DOCUMENTS_RUN_FILES = (
     rf"{re.escape(MANIFEST_NAME)}(?:\.tmp-[0-9a-f]{{32}})?|documents-[0-9]+(?:-[0-9]+)*\.parquet"
     rf"|\.tmp-[0-9a-f]{{32}}\.parquet|{REJECTS_DIR}/rejects-[0-9]+(?:-[0-9]+)*\.jsonl"
+)
+
+
+# The `--documents` flag of the stages that read documents directories (vocab, examples),
+# for `runner.StagePaths`: its field, and what belongs there.
+DOCUMENTS_DIRS = (
+    "documents",
+    f"documents directory written by `bertkit wikipedia` or `bertkit books`, the one holding "
+    f"{MANIFEST_NAME}",
+)
+
+
+# What a documents stage's paths are, for `runner.parse_stage`: --input files, and examples
+# of each kind of name it writes.
+DOCUMENTS_STAGE_PATHS = StagePaths(
+    input_files="input",
+    writes=(
+        "documents-00000-0000.parquet",
+        "documents-00000-00000-0000.parquet",
+        f".tmp-00000.{'0' * 32}.parquet",
+        MANIFEST_NAME,
+        f"{REJECTS_DIR}/rejects-00000.jsonl",
+    ),
 )
 
 
@@ -338,7 +361,10 @@ def expand_inputs(patterns: list[str]) -> list[dict[str, Any]]:
     for pattern in patterns:
         matches = files.match_sizes(pattern)
         if not matches:
-            raise FileNotFoundError(f"--input {pattern!r} matches no file")
+            raise FileNotFoundError(
+                f"--input {pattern!r} matches no file: check the path, and quote a glob so "
+                "that bertkit, not the shell, expands it"
+            )
         found.update(matches)
     return [{"path": path, "bytes": found[path]} for path in sorted(found)]
 

@@ -19,6 +19,7 @@ from typing import BinaryIO
 from apache_beam.io.filesystems import CompressionTypes, FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from pipelines.io import storage
 from pipelines.io.storage import Reader
 
 
@@ -64,9 +65,10 @@ def delete(paths: list[str]) -> None:
         FileSystems.delete(paths)
 
 
-def read_file(path: str) -> bytes:
+def read_file(path: str, max_bytes: int | None = None) -> bytes:
+    """The file's bytes; with `max_bytes`, a larger file is refused (storage.read_bounded)."""
     with open_raw(path) as source:
-        return source.read()
+        return storage.read_bounded(source, path, max_bytes)
 
 
 def _join_two(base: str, name: str) -> str:

@@ -1,7 +1,11 @@
 """Choosing and preparing the Beam runner for a bertkit stage, and its command line.
 
 - Flags: a stage's own flags come from its config dataclass (`pipelines.io.flags`);
-  `parse_stage` hands every other flag to Beam's PipelineOptions and refuses typos.
+  `parse_stage` hands every other flag to Beam's PipelineOptions and refuses typos, then
+  checks the flags that name paths (`StagePaths`) before any work: an --output that is a
+  file or lies inside an input, an input directory that is a file, an input file that is a
+  directory, a FIFO or unreadable. Each is one line naming the flag, the path and the fix,
+  exit 2, as argparse does for a bad flag; nothing has been read or written yet.
 
 - Local (the default, `--runner DirectRunner` or none): Beam's FnApiRunner, in process, or
   with `--direct_num_workers N --direct_running_mode multi_processing` in N worker
@@ -16,14 +20,19 @@
 from __future__ import annotations
 
 import logging
+import os
+import re
+import stat
 import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
 import apache_beam as beam
+from apache_beam.io.filesystem import FileSystem
 from apache_beam.options.pipeline_options import (
     DirectOptions,
     PipelineOptions,
@@ -41,15 +50,33 @@ _LOCAL_RUNNERS = {None, "", "directrunner", "direct", "fnapirunner"}
 PROJECT_ROOT = Path(__file__).resolve().parents[2]  # pipelines/beam/runner.py → the checkout
 
 
+@dataclass(frozen=True)
+class StagePaths:
+    """Which of a stage's config fields name paths, and what each must be."""
+
+    output: str = "output"  # the directory the stage writes
+    input_files: str | None = None  # files or globs it reads (wikipedia and books --input)
+    # Directories it reads, each with what belongs there (for the message when it is not).
+    input_dirs: tuple[tuple[str, str], ...] = ()
+    # Examples of the names it writes under the output, for telling whether an input glob
+    # reaches them (a glob that matches only other names may share a folder with it).
+    writes: tuple[str, ...] = ()
+
+
 def parse_stage(
-    config_class: type[Config], argv: Sequence[str] | None, prog: str, description: str | None
+    config_class: type[Config],
+    argv: Sequence[str] | None,
+    prog: str,
+    description: str | None,
+    paths: StagePaths | None = None,
 ) -> tuple[Config, PipelineOptions]:
     """A Beam stage's command line: its config's flags (`pipelines.io.flags`), then Beam's.
 
     Every flag the config does not define goes to Beam's PipelineOptions (runner, workers,
     filesystems); one that Beam does not know either is a typo, refused like argparse does.
     The filesystem options apply to this process at once: the driver lists inputs and reads
-    manifests before any worker starts.
+    manifests before any worker starts. With `paths`, the flags naming paths are checked
+    (`path_problem`); a problem ends the command with one line and exit 2, like a bad flag.
     """
     parser = flags.parser_for(config_class, prog, description)
     known, rest = parser.parse_known_args(argv)
@@ -63,7 +90,170 @@ def parse_stage(
     if unknown:
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     files.configure(options)
-    return flags.config_from(config_class, known), options
+    config = flags.config_from(config_class, known)
+    problem = path_problem(config, paths) if paths is not None else None
+    if problem:
+        parser.exit(2, f"{prog}: error: {problem}\n")
+    return config, options
+
+
+def path_problem(config: object, paths: StagePaths) -> str | None:
+    """The first thing wrong with the paths a stage was given, as a message; None if none.
+
+    Checked before any work, by type and place: local paths on disk (each input file is
+    opened once, to know it can be read), remote ones (gs://, s3://, which have no files
+    standing in for directories) by place alone. That a glob matches something, and what
+    manifests say, the stages check afterwards.
+    """
+    output = getattr(config, paths.output)
+    output_flag = flags.flag_name(paths.output)
+    problem = _output_problem(output_flag, output)
+    if problem:
+        return problem
+    if paths.input_files:
+        input_flag = flags.flag_name(paths.input_files)
+        for pattern in getattr(config, paths.input_files):
+            problem = _input_files_problem(input_flag, pattern) or _glob_holds(
+                input_flag, pattern, output_flag, output, paths.writes
+            )
+            if problem:
+                return problem
+    for field, what in paths.input_dirs:
+        input_flag = flags.flag_name(field)
+        value = getattr(config, field)
+        for directory in value if isinstance(value, tuple) else (value,):
+            problem = _input_dir_problem(input_flag, directory, what) or _nested(
+                input_flag, directory, output_flag, output
+            )
+            if problem:
+                return problem
+    return None
+
+
+def _is_remote(path: str) -> bool:
+    return "://" in path
+
+
+def _has_wildcard(pattern: str) -> bool:
+    return any(c in pattern for c in "*?[")
+
+
+def _output_problem(flag: str, output: str) -> str | None:
+    if _is_remote(output):
+        return None
+    path = Path(output)
+    if path.exists() and not path.is_dir():
+        return f"{flag} {output} is a file, not a directory: choose a new or empty directory"
+    for parent in path.absolute().parents:
+        if parent.exists():
+            if not parent.is_dir():
+                return (
+                    f"{flag} {output}: {parent} is a file, so it cannot hold a directory: "
+                    "choose a directory path"
+                )
+            break
+    return None
+
+
+def _input_files_problem(flag: str, pattern: str) -> str | None:
+    """A local input that is a directory, not a regular file (a FIFO would never end), or
+    that cannot be opened. A glob matching nothing is the stage's own message."""
+    if _is_remote(pattern):
+        return None
+    if not _has_wildcard(pattern) and os.path.isdir(pattern):
+        return (
+            f"{flag} {pattern} is a directory: pass the files in it, "
+            f"e.g. {flag} '{pattern.rstrip('/')}/*'"
+        )
+    for path in files.match(pattern):
+        try:
+            mode = os.stat(path).st_mode
+            if stat.S_ISDIR(mode):
+                return f"{flag} {pattern} matches the directory {path}: pass files only"
+            if not stat.S_ISREG(mode):
+                return (
+                    f"{flag} {path} is not a regular file (a pipe, device or socket): "
+                    "pass files only"
+                )
+            os.close(os.open(path, os.O_RDONLY))
+        except OSError as error:
+            return (
+                f"{flag} {path} cannot be read ({error.strerror}): fix its permissions or "
+                f"leave it out of {flag}"
+            )
+    return None
+
+
+def _input_dir_problem(flag: str, directory: str, what: str) -> str | None:
+    if _is_remote(directory) or not os.path.exists(directory):
+        return None  # a missing directory: the stage says what should be there
+    if not os.path.isdir(directory):
+        parent = os.path.dirname(directory.rstrip("/"))
+        return f"{flag} {directory} is a file, not a directory: pass the {what}" + (
+            f" (here perhaps {parent})" if parent else ""
+        )
+    try:
+        os.listdir(directory)
+    except OSError as error:
+        return f"{flag} {directory} cannot be read ({error.strerror}): fix its permissions"
+    return None
+
+
+def _segments(path: str) -> list[str]:
+    """A path or glob as its names, for comparing places: when local, absolute and with the
+    symlinks of its literal part resolved, so two spellings of a directory compare equal."""
+    if _is_remote(path):
+        return path.rstrip("/").split("/")
+    names = os.path.abspath(path).split("/")
+    literal = next((i for i, name in enumerate(names) if _has_wildcard(name)), len(names))
+    return os.path.realpath("/".join(names[:literal]) or "/").split("/") + names[literal:]
+
+
+def _glob_holds(
+    input_flag: str, pattern: str, output_flag: str, output: str, writes: tuple[str, ...]
+) -> str | None:
+    """The output is inside an input glob: the glob matches the output directory, or a file
+    the stage writes there (`writes`), so a rerun would read this run's output as input."""
+    if _is_remote(pattern) != _is_remote(output):
+        return None
+    names, inner = _segments(pattern), _segments(output)
+    literal = next((i for i, name in enumerate(names) if _has_wildcard(name)), len(names) - 1)
+    if names[:literal][: len(inner)] == inner:
+        return (
+            f"{input_flag} {pattern!r} is inside {output_flag} {output}: choose an "
+            f"{output_flag} that does not hold the inputs"
+        )
+    glob = re.compile(FileSystem.translate_pattern("/".join(names)))
+    directory = "/".join(inner)
+    if any(glob.match(path) for path in (directory, *(f"{directory}/{n}" for n in writes))):
+        return (
+            f"{output_flag} {output} is inside {input_flag} {pattern!r} (the glob matches it "
+            f"or the files it will hold): choose an {output_flag} outside the inputs"
+        )
+    return None
+
+
+def _nested(input_flag: str, directory: str, output_flag: str, output: str) -> str | None:
+    """The output and an input directory are the same, or one holds the other."""
+    if _is_remote(directory) != _is_remote(output):
+        return None
+    inner, outer = _segments(output), _segments(directory)
+    if inner == outer:
+        return (
+            f"{output_flag} {output} is the {input_flag} directory: write to a new "
+            "directory beside it"
+        )
+    if inner[: len(outer)] == outer:
+        return (
+            f"{output_flag} {output} is inside {input_flag} {directory}: choose an "
+            f"{output_flag} outside it"
+        )
+    if outer[: len(inner)] == inner:
+        return (
+            f"{input_flag} {directory} is inside {output_flag} {output}: choose an "
+            f"{output_flag} that does not hold the inputs"
+        )
+    return None
 
 
 def is_local(options: PipelineOptions) -> bool:
@@ -126,13 +316,15 @@ def build_wheel(directory: Path) -> Path:
     return wheel
 
 
-def stage_main(run: Callable[[list[str] | None], int], argv: list[str] | None = None) -> None:
+def stage_main(
+    run: Callable[[list[str] | None], int], argv: list[str] | None = None, prog: str = "bertkit"
+) -> None:
     """Entry point shared by the Beam stages: logging set up, exit code from `run`; an output
     directory it may not write into, or an input that matches nothing, is a message (exit 2)."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         code = run(argv)
     except (files.OutputDirectoryError, FileNotFoundError) as error:
-        print(f"bertkit: error: {error}", file=sys.stderr)
+        print(f"{prog}: error: {error}", file=sys.stderr)
         code = 2
     sys.exit(code)

@@ -13,8 +13,8 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.beam import files
-from pipelines.beam.documents import DocumentsInput
-from pipelines.beam.runner import make_pipeline, parse_stage, stage_main
+from pipelines.beam.documents import DOCUMENTS_DIRS, DocumentsInput
+from pipelines.beam.runner import StagePaths, make_pipeline, parse_stage, stage_main
 from pipelines.examples.config import WORK_DIR, ExamplesConfig
 from pipelines.examples.manifest import build_manifest, report
 from pipelines.examples.plan import plan_layout, plan_units, read_documents_inputs
@@ -30,11 +30,19 @@ _EARLIER_RUN = (
     rf"|{REJECTS_DIR}/rejects-[A-Za-z0-9_-]+\.jsonl|{WORK_DIR}/(?:documents|examples|pieces)/.+"
 )
 
+# --documents and --vocab are read, --output written: checked before any work (runner.py).
+_PATHS = StagePaths(
+    input_dirs=(
+        DOCUMENTS_DIRS,
+        ("vocab", "vocabulary directory written by `bertkit vocab`, the one holding vocab.json"),
+    )
+)
+
 
 def run(argv: list[str] | None = None) -> int:
     """Check the flags and inputs (exit 2 with the reason), then make the shards."""
     description = sys.modules["pipelines.examples"].__doc__
-    config, options = parse_stage(ExamplesConfig, argv, "bertkit examples", description)
+    config, options = parse_stage(ExamplesConfig, argv, "bertkit examples", description, _PATHS)
     try:
         config.validate()
         vocab = load_vocab(config.vocab, files.READER)
@@ -85,4 +93,4 @@ def remove_work_dir(config: ExamplesConfig) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    stage_main(run, argv)
+    stage_main(run, argv, "bertkit examples")

@@ -14,6 +14,7 @@ from pipelines.examples.config import ExamplesConfig
 from pipelines.examples.keys import output_name
 from pipelines.examples.plan import Layout
 from pipelines.io.vocabulary import Vocabulary
+from schemas.checks import MAX_RECORD_BYTES
 from schemas.examples import SPLITS, seq_dir
 from schemas.shards import SequenceOutput, ShardInfo, ShardsManifest, SplitShards
 
@@ -120,7 +121,8 @@ def _splits(length: int, infos: list[ShardInfo], counts: Counter) -> dict[str, S
 
 def report(manifest_path: str) -> int:
     """Print what the run made, per output tree and overall."""
-    manifest = ShardsManifest.from_json(files.read_file(manifest_path).decode("utf-8"))
+    raw = files.read_file(manifest_path, MAX_RECORD_BYTES)
+    manifest = ShardsManifest.from_json(raw.decode("utf-8"))
     for name, out in manifest.outputs.items():
         for split, shards in out.splits.items():
             ratio = shards.not_next / shards.samples if shards.samples else 0.0

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipelines.io import storage
+from schemas.checks import MAX_RECORD_BYTES
 from schemas.examples import (
     SPLITS,
     seq_dir,
@@ -72,7 +73,7 @@ def open_target(path_or_url: str) -> Target:
 
 
 def _parse_manifest(url: str, record: type[Any]) -> Any:
-    text = storage.read_text(url)
+    text = storage.read_text(url, MAX_RECORD_BYTES)
     try:
         return record.from_json(text)
     except (ValueError, KeyError, TypeError, AttributeError) as error:  # RecordError too

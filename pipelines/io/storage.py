@@ -154,13 +154,31 @@ def open_binary(url: str) -> BinaryIO:
         raise StorageError(f"{url}: cannot be read: {error}") from error
 
 
-def read_bytes(url: str) -> bytes:
+def read_bytes(url: str, max_bytes: int | None = None) -> bytes:
+    """The file's bytes; with `max_bytes`, a larger file is refused after reading just past
+    the bound (a manifest or a vocabulary that names `/dev/zero` cannot fill the memory)."""
     with open_binary(url) as source:
+        return read_bounded(source, url, max_bytes)
+
+
+def read_bounded(source: BinaryIO, url: str, max_bytes: int | None) -> bytes:
+    if max_bytes is None:
         return source.read()
+    parts, got = [], 0
+    while got <= max_bytes:  # network streams may return short reads
+        more = source.read(max_bytes + 1 - got)
+        if not more:
+            return b"".join(parts)
+        parts.append(more)
+        got += len(more)
+    raise StorageError(
+        f"{url}: over {max_bytes:,} bytes, more than a file of this kind ever holds; it is "
+        "not what bertkit wrote there: check the path, or rebuild the file"
+    )
 
 
-def read_text(url: str) -> str:
-    return read_bytes(url).decode("utf-8")
+def read_text(url: str, max_bytes: int | None = None) -> str:
+    return read_bytes(url, max_bytes).decode("utf-8")
 
 
 def exists(url: str) -> bool:
@@ -209,7 +227,7 @@ class Reader(NamedTuple):
     runner was given (`--s3_endpoint_url`, …) apply to what it reads too."""
 
     open: Callable[[str], BinaryIO]  # the bytes as stored (never decompressed by suffix)
-    read_bytes: Callable[[str], bytes]
+    read_bytes: Callable[..., bytes]  # (url, max_bytes=None)
     exists: Callable[[str], bool]
     join: Callable[[str, str], str]
 

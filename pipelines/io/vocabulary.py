@@ -29,6 +29,7 @@ from tokenizers import (
 )
 
 from pipelines.io import storage
+from schemas.checks import MAX_RECORD_BYTES, MAX_VOCAB_FILE_BYTES
 from schemas.versions import read_record
 from schemas.vocab import (
     CLS_TOKEN,
@@ -73,7 +74,7 @@ def vocab_txt_url(directory_or_file: str) -> str:
 
 def read_vocab_txt(url: str) -> tuple[list[str], str]:
     """The tokens of a vocab.txt and the sha256 of its bytes (the hash manifests record)."""
-    data = storage.read_bytes(url)
+    data = storage.read_bytes(url, MAX_VOCAB_FILE_BYTES)
     return parse_vocab_txt(data), hashlib.sha256(data).hexdigest()
 
 
@@ -197,16 +198,17 @@ def load_vocab(directory: str, reader: storage.Reader = storage.READER) -> Vocab
                 f"`bertkit vocab --documents DIR … --output {directory}` first"
             )
     metadata = read_record(
-        VocabMetadata, reader.read_bytes(paths[VOCAB_METADATA_FILE]).decode("utf-8"),
+        VocabMetadata,
+        reader.read_bytes(paths[VOCAB_METADATA_FILE], MAX_RECORD_BYTES).decode("utf-8"),
         paths[VOCAB_METADATA_FILE], "rerun `bertkit vocab`", VocabError,
     )  # fmt: skip
-    vocab_bytes = reader.read_bytes(paths[VOCAB_FILE])
+    vocab_bytes = reader.read_bytes(paths[VOCAB_FILE], MAX_VOCAB_FILE_BYTES)
     if hashlib.sha256(vocab_bytes).hexdigest() != metadata.vocab_sha256:
         raise VocabError(
             f"{paths[VOCAB_FILE]} was modified after training: its sha256 differs from the one "
             f"in {VOCAB_METADATA_FILE}; restore it or rerun `bertkit vocab`"
         )
-    tokenizer_bytes = reader.read_bytes(paths[TOKENIZER_FILE])
+    tokenizer_bytes = reader.read_bytes(paths[TOKENIZER_FILE], MAX_VOCAB_FILE_BYTES)
     if hashlib.sha256(tokenizer_bytes).hexdigest() != metadata.tokenizer_sha256:
         raise VocabError(
             f"{paths[TOKENIZER_FILE]} was modified after training: its sha256 differs from the "
@@ -226,7 +228,7 @@ def load_vocab_txt(path: str, cased: bool) -> Vocabulary:
     """
     if not storage.exists(path):
         raise VocabError(f"{path} does not exist: give the path of a vocab.txt")
-    vocab_bytes = storage.read_bytes(path)
+    vocab_bytes = storage.read_bytes(path, MAX_VOCAB_FILE_BYTES)
     tokens = parse_vocab_txt(vocab_bytes)
     tokenizer = build_tokenizer(tokens, cased)
     metadata = VocabMetadata(

@@ -1,0 +1,247 @@
+"""Paths of the wrong type or place are refused before any work, with one line naming the
+flag, the path and the fix, and exit 2 (issue 10, item 7): an --output that is a file, or
+inside the inputs; an input directory that is a file; an input file that is a directory, a
+FIFO, unreadable, or a glob matching nothing. Each case runs the command's real `main` and
+checks that nothing under the test's directory changed."""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from pipelines import books, demo, vocab, wikipedia
+from pipelines.examples import cli as examples
+
+STAGES = {"wikipedia": wikipedia.main, "books": books.main}
+
+
+def snapshot(root: Path) -> dict[str, bytes | None]:
+    """Every path under `root` with its bytes (None for a directory or a FIFO)."""
+    return {
+        str(path.relative_to(root)): path.read_bytes() if path.is_file() else None
+        for path in sorted(root.rglob("*"))
+    }
+
+
+def refused(main: Callable[[list[str]], None], argv: list[str], capsys) -> str:
+    """Run `main`, which must exit 2 with one line on stderr and no traceback; that line."""
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.err.count("\n") == 1 and "Traceback" not in captured.err
+    return captured.err.rstrip("\n")
+
+
+@pytest.fixture
+def workdir(tmp_path: Path, monkeypatch) -> Path:
+    """tmp_path as the working directory, holding inputs of every kind: relative paths keep
+    the expected messages exact."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "dump.xml.bz2").write_bytes(b"only its path matters here")
+    (tmp_path / "afile").write_bytes(b"a user's file")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "_manifest.json").write_bytes(b"{}")
+    (tmp_path / "voc").mkdir()
+    (tmp_path / "voc" / "vocab.txt").write_bytes(b"[PAD]\n")
+    return tmp_path
+
+
+@pytest.mark.parametrize("stage", sorted(STAGES))
+@pytest.mark.parametrize(
+    ("input_", "output", "message"),
+    [
+        ("d/*", "afile",
+         "--output afile is a file, not a directory: choose a new or empty directory"),
+        ("d/*", "afile/out",
+         "--output afile/out: {root}/afile is a file, so it cannot hold a directory: choose a "
+         "directory path"),
+        ("d/*", "d/out",
+         "--output d/out is inside --input 'd/*' (the glob matches it or the files it will "
+         "hold): choose an --output outside the inputs"),
+        ("d/**", "d/sub/out",
+         "--output d/sub/out is inside --input 'd/**' (the glob matches it or the files it "
+         "will hold): choose an --output outside the inputs"),
+        ("*/*.parquet", "out",
+         "--output out is inside --input '*/*.parquet' (the glob matches it or the files it "
+         "will hold): choose an --output outside the inputs"),
+        ("d/*.xml.bz2", "d",
+         "--input 'd/*.xml.bz2' is inside --output d: choose an --output that does not hold "
+         "the inputs"),
+        ("d", "out", "--input d is a directory: pass the files in it, e.g. --input 'd/*'"),
+        ("d/", "out", "--input d/ is a directory: pass the files in it, e.g. --input 'd/*'"),
+    ],
+)  # fmt: skip
+def test_documents_stages_refuse_wrong_paths_before_any_work(
+    stage, input_, output, message, workdir, capsys
+) -> None:
+    before = snapshot(workdir)
+    line = refused(STAGES[stage], ["--input", input_, "--output", output], capsys)
+    assert line == f"bertkit {stage}: error: " + message.format(root=workdir)
+    assert snapshot(workdir) == before
+
+
+@pytest.mark.parametrize("stage", sorted(STAGES))
+def test_an_input_that_is_a_fifo_is_refused_it_would_never_end(stage, workdir, capsys) -> None:
+    os.mkfifo(workdir / "d" / "pipe.xml.bz2")
+    before = snapshot(workdir)
+    line = refused(STAGES[stage], ["--input", "d/*.xml.bz2", "--output", "out"], capsys)
+    assert line == (
+        f"bertkit {stage}: error: --input d/pipe.xml.bz2 is not a regular file (a pipe, "
+        "device or socket): pass files only"
+    )
+    assert snapshot(workdir) == before
+
+
+@pytest.mark.parametrize("stage", sorted(STAGES))
+def test_a_glob_matching_nothing_names_it_and_the_fix(stage, workdir, capsys) -> None:
+    before = snapshot(workdir)
+    line = refused(STAGES[stage], ["--input", "none/*.txt", "--output", "out"], capsys)
+    assert line == (
+        f"bertkit {stage}: error: --input 'none/*.txt' matches no file: check the path, and "
+        "quote a glob so that bertkit, not the shell, expands it"
+    )
+    assert snapshot(workdir) == before
+
+
+def test_a_glob_matching_only_multistream_indexes_is_refused(workdir, capsys) -> None:
+    (workdir / "d" / "enwiki-multistream-index.txt.bz2").write_bytes(b"")
+    line = refused(wikipedia.main, ["--input", "d/*-index.txt.bz2", "--output", "out"], capsys)
+    assert line == (
+        "bertkit wikipedia: error: --input 'd/*-index.txt.bz2' matches only multistream index "
+        "files: pass the dumps (…-multistream.xml.bz2); each index is read through its dump"
+    )
+    assert not (workdir / "out").exists()
+
+
+@pytest.mark.parametrize("stage", sorted(STAGES))
+def test_an_unreadable_input_is_refused(stage, workdir, capsys, monkeypatch) -> None:
+    # root reads a chmod-000 file, so the refusal the kernel gives other users is made here.
+    real_open = os.open
+
+    def open_refusing_the_dump(path, flags, *args, **kwargs):
+        if str(path).endswith("dump.xml.bz2"):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), path)
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", open_refusing_the_dump)
+    line = refused(STAGES[stage], ["--input", "d/*", "--output", "out"], capsys)
+    monkeypatch.undo()
+    assert line == (
+        f"bertkit {stage}: error: --input d/dump.xml.bz2 cannot be read (Permission denied): "
+        "fix its permissions or leave it out of --input"
+    )
+    assert not (workdir / "out").exists()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a chmod-000 file")
+def test_an_input_without_read_permission_is_refused(workdir, capsys) -> None:
+    (workdir / "d" / "dump.xml.bz2").chmod(0)
+    line = refused(books.main, ["--input", "d/*", "--output", "out"], capsys)
+    assert line == (
+        "bertkit books: error: --input d/dump.xml.bz2 cannot be read (Permission denied): "
+        "fix its permissions or leave it out of --input"
+    )
+
+
+def test_a_glob_beside_the_output_that_cannot_reach_its_files_is_accepted(workdir) -> None:
+    (workdir / "d" / "book.txt").write_text("Only a short line of words in this little book.\n")
+    # 'd/*.txt' matches neither d/out nor a name written in it: the output may sit there.
+    assert books.run(["--input", "d/*.txt", "--output", "d/out"]) == 0
+    assert sorted(p.name for p in (workdir / "d" / "out").iterdir()) == [
+        "_manifest.json", "documents-00000-0000.parquet",
+    ]  # fmt: skip
+
+
+VOCAB_DIR = "vocabulary directory written by `bertkit vocab`, the one holding vocab.json"
+DOCUMENTS_DIR = (
+    "documents directory written by `bertkit wikipedia` or `bertkit books`, the one holding "
+    "_manifest.json"
+)
+
+
+@pytest.mark.parametrize(
+    ("documents", "output", "message"),
+    [
+        ("docs", "afile",
+         "--output afile is a file, not a directory: choose a new or empty directory"),
+        ("docs", "docs/", "--output docs/ is the --documents directory: write to a new "
+         "directory beside it"),
+        ("docs", "docs/vocab",
+         "--output docs/vocab is inside --documents docs: choose an --output outside it"),
+        ("docs", ".", "--documents docs is inside --output .: choose an --output that does "
+         "not hold the inputs"),
+        ("docs/_manifest.json", "out",
+         f"--documents docs/_manifest.json is a file, not a directory: pass the "
+         f"{DOCUMENTS_DIR} (here perhaps docs)"),
+        ("afile", "out", f"--documents afile is a file, not a directory: pass the "
+         f"{DOCUMENTS_DIR}"),
+    ],
+)  # fmt: skip
+def test_vocab_refuses_wrong_paths_before_any_work(
+    documents, output, message, workdir, capsys
+) -> None:
+    before = snapshot(workdir)
+    line = refused(vocab.main, ["--documents", documents, "--output", output], capsys)
+    assert line == f"bertkit vocab: error: {message}"
+    assert snapshot(workdir) == before
+
+
+@pytest.mark.parametrize(
+    ("documents", "vocabulary", "output", "message"),
+    [
+        ("docs", "voc", "afile",
+         "--output afile is a file, not a directory: choose a new or empty directory"),
+        ("docs", "voc", "docs/shards",
+         "--output docs/shards is inside --documents docs: choose an --output outside it"),
+        ("docs", "voc", "./voc",
+         "--output ./voc is the --vocab directory: write to a new directory beside it"),
+        ("docs", "voc/vocab.txt", "out",
+         f"--vocab voc/vocab.txt is a file, not a directory: pass the {VOCAB_DIR} "
+         "(here perhaps voc)"),
+    ],
+)  # fmt: skip
+def test_examples_refuses_wrong_paths_before_any_work(
+    documents, vocabulary, output, message, workdir, capsys
+) -> None:
+    before = snapshot(workdir)
+    argv = ["--documents", documents, "--vocab", vocabulary, "--output", output]
+    line = refused(examples.main, argv, capsys)
+    assert line == f"bertkit examples: error: {message}"
+    assert snapshot(workdir) == before
+
+
+def test_demo_into_a_file_stops_at_the_first_stage(workdir, capsys) -> None:
+    before = snapshot(workdir)
+    with pytest.raises(SystemExit) as exited:
+        demo.main(["--output", "afile", "--train-steps", "0"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"bertkit wikipedia: error: --output afile/documents/wikipedia: {workdir}/afile is a "
+        "file, so it cannot hold a directory: choose a directory path\n"
+    )
+    assert snapshot(workdir) == before
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["train", "--shards", "shards", "--output", "afile", "--max-steps", "1",
+          "--warmup-steps", "0"],
+         "bertkit train: error: --output afile is a file: give a run directory"),
+        (["export-hf", "checkpoints", "--output", "afile"],
+         "bertkit export-hf: error: afile is a file: pass a directory as --output"),
+    ],
+)  # fmt: skip
+def test_trainer_commands_refuse_an_output_that_is_a_file(argv, message, workdir, capsys) -> None:
+    from pipelines import cli
+
+    before = snapshot(workdir)
+    assert refused(cli.main, argv, capsys) == message
+    assert snapshot(workdir) == before
