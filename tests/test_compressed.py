@@ -1,9 +1,11 @@
-"""Compressed inputs in bounded pieces: a decompression bomb cannot take the memory."""
+"""Compressed inputs in bounded pieces: a decompression bomb cannot take the memory, and a
+fault is placed in the stream that holds it."""
 
 from __future__ import annotations
 
 import bz2
 import gzip
+import random
 import tracemalloc
 
 import pytest
@@ -47,3 +49,65 @@ def test_a_cut_bomb_is_still_reported_as_truncated(tmp_path):
         for _ in decompressed_chunks(READER, str(path)):
             pass
     assert error.value.reason == "truncated_input"
+
+
+# --- a fault between streams names the stream it is in ---------------------------------------
+
+
+def test_a_corrupt_bz2_stream_is_named_by_its_start(tmp_path):
+    streams = [bz2.compress(f"stream {n} ".encode() * 1000) for n in (1, 2, 3)]
+    data = bytearray(b"".join(streams))
+    second = len(streams[0])
+    data[second + len(streams[1]) // 2] ^= 0xFF  # inside the second stream's block
+    path = tmp_path / "three.xml.bz2"
+    path.write_bytes(bytes(data))
+    read = []
+    with pytest.raises(InputReadError) as raised:
+        for piece in decompressed_chunks(READER, str(path)):
+            read.append(piece)
+    assert b"".join(read) == b"stream 1 " * 1000  # everything before the fault
+    error = raised.value
+    assert (error.reason, error.offset) == ("corrupt_input", second)
+    assert error.position == (
+        f"compressed byte {second} (bz2 stream 2 starts there; the fault lies before byte "
+        f"{len(data)})"
+    )
+    assert str(error).startswith(f"{path}: corrupt bz2 data (Invalid data stream) at ")
+
+
+def test_a_corrupt_gzip_member_is_named_by_its_start(tmp_path):
+    members = [gzip.compress(f"member {n} ".encode() * 1000, mtime=0) for n in (1, 2, 3)]
+    data = bytearray(b"".join(members))
+    second = len(members[0])
+    data[second + len(members[1]) - 8] ^= 0xFF  # the second member's CRC-32
+    path = tmp_path / "three.txt.gz"
+    path.write_bytes(bytes(data))
+    read = []
+    with pytest.raises(InputReadError) as raised:
+        for piece in decompressed_chunks(READER, str(path)):
+            read.append(piece)
+    assert b"".join(read) == b"member 1 " * 1000  # member 2's bytes failed their check
+    error = raised.value
+    assert (error.reason, error.offset) == ("corrupt_input", second)
+    assert error.position == (
+        f"compressed byte {second} (gzip stream 2 starts there; the fault lies before byte "
+        f"{len(data)})"
+    )
+    assert "corrupt gzip data (Error -3 while decompressing data: incorrect data check)" in str(
+        error
+    )
+
+
+def test_streams_after_the_first_chunk_are_placed_exactly(tmp_path):
+    # The second stream starts past the first 1 MiB read: its offset still counts every byte.
+    first = bz2.compress(random.Random(0).randbytes(1_100_000))  # incompressible
+    assert len(first) > CHUNK_BYTES
+    second = bytearray(bz2.compress(b"second " * 5000))
+    second[len(second) // 2] ^= 0xFF
+    path = tmp_path / "two.bz2"
+    path.write_bytes(first + bytes(second))
+    with pytest.raises(InputReadError) as raised:
+        for _ in decompressed_chunks(READER, str(path)):
+            pass
+    assert raised.value.offset == len(first)
+    assert raised.value.position.startswith(f"compressed byte {len(first)} (bz2 stream 2 ")

@@ -7,7 +7,10 @@ returns the readable part and no error, which is silent data loss; and it cannot
 byte offset inside a multistream .bz2. Here `.bz2` (any number of concatenated streams) and
 `.gz` (any number of members) are decompressed by hand, and a file that ends inside a stream
 or holds corrupt data raises `InputReadError` with the compressed byte offset, after every
-byte before the fault has been yielded.
+byte before the fault has been yielded. For corrupt data that offset is the start of the
+stream (or member) that failed, and the message says which one it is and the byte before
+which the fault lies: a multistream dump holds hundreds of thousands of streams, and the
+decompressor cannot say more exactly where inside one it went wrong.
 """
 
 from __future__ import annotations
@@ -27,12 +30,15 @@ CHUNK_BYTES = 1 << 20
 class InputReadError(Exception):
     """An input file could not be read to its end. Everything before the fault was yielded."""
 
-    def __init__(self, path: str, position: str, error: str, reason: str) -> None:
+    def __init__(
+        self, path: str, position: str, error: str, reason: str, offset: int | None = None
+    ) -> None:
         super().__init__(f"{path}: {error} at {position}")
         self.path = path
         self.position = position
         self.error = error
         self.reason = reason  # a stable code: truncated_input, corrupt_input, bad_index, …
+        self.offset = offset  # compressed byte the position names, when it names one
 
 
 class Position:
@@ -95,7 +101,7 @@ def _bunzip_streams(
     if first and not first.startswith(b"BZh"):
         raise InputReadError(
             path, f"byte {start}", "no bz2 stream starts here (is the index for this file?)",
-            "bad_index" if start else "corrupt_input",
+            "bad_index" if start else "corrupt_input", start,
         )  # fmt: skip
     chunks = itertools.chain([first], raw_chunks)
     yield from _decompress_concatenated(chunks, position, path, bz2.BZ2Decompressor, "bz2")
@@ -115,19 +121,26 @@ def _decompress_concatenated(
 
     No call produces more than CHUNK_BYTES: a few hundred compressed bytes can stand for
     gigabytes (a "decompression bomb"), and memory must stay bounded whatever the input.
+    A corrupt stream is named by its number and the compressed byte where it starts (the
+    bytes after an ended stream are the next one's, so each start is exact).
     """
     decompressor = new_decompressor()
     in_stream = False
+    stream_number, stream_start = 1, position.offset
     for chunk in raw_chunks:
+        chunk_end = position.offset + len(chunk)  # position.offset: where this chunk starts
         data = chunk
         while True:
             try:
                 out = decompressor.decompress(data, CHUNK_BYTES)
             except (OSError, zlib.error) as err:  # bz2: "Invalid data stream"
+                where = (
+                    f"compressed byte {stream_start} ({kind} stream {stream_number} starts "
+                    f"there; the fault lies before byte {chunk_end})"
+                )
                 raise InputReadError(
-                    path, f"compressed byte ~{position.offset}", f"corrupt {kind} data ({err})",
-                    "corrupt_input",
-                ) from err  # fmt: skip
+                    path, where, f"corrupt {kind} data ({err})", "corrupt_input", stream_start
+                ) from err
             in_stream = True
             if out:
                 yield out
@@ -135,6 +148,8 @@ def _decompress_concatenated(
                 data = decompressor.unused_data
                 decompressor = new_decompressor()
                 in_stream = False
+                stream_number += 1
+                stream_start = chunk_end - len(data)  # unused_data: this chunk's last bytes
                 if not data:
                     break
                 continue
@@ -146,4 +161,5 @@ def _decompress_concatenated(
         raise InputReadError(
             path, f"compressed byte {position.offset}",
             f"the {kind} data ends inside a stream (the file is truncated)", "truncated_input",
+            position.offset,
         )  # fmt: skip
