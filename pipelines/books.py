@@ -9,6 +9,9 @@ are not UTF-8 are decoded as cp1252 (then Latin-1) and the book is counted as su
 document; a file without blank lines is cut every `--lines_per_document` lines (the mirrors
 lost the book boundaries; fixed windows are the honest, deterministic choice).
 
+In both formats a line over `--max_line_kb` is no text: it is rejected (`line_too_long`),
+never held in memory whole, and the rest of the file is kept.
+
 Writes DIR/documents-*.parquet (Document schema), DIR/_rejects/ and, last, DIR/_manifest.json.
 Exits 1 if any input could not be read to its end.
 
@@ -38,12 +41,15 @@ from pipelines.beam.documents import (
     run_documents_pipeline,
 )
 from pipelines.beam.runner import parse_stage, stage_main
-from pipelines.io.compressed import InputReadError, decompressed_chunks, lines
+from pipelines.io.compressed import InputReadError, LongLine, decompressed_chunks, lines
 from pipelines.io.flags import option
 from pipelines.text.booktext import (
+    MAX_LINE_BYTES,
     BookTextError,
+    LongTextLine,
     book_paragraphs,
     decode_book,
+    drop_long_lines,
     line_documents,
 )
 from pipelines.text.gutenberg import book_title, strip_gutenberg
@@ -66,6 +72,7 @@ class BooksConfig:
     lines_per_document: int = 1000
     unit_bytes: int = 64 << 20
     max_file_text_bytes: int = DEFAULT_MAX_FILE_TEXT_BYTES
+    max_line_bytes: int = MAX_LINE_BYTES
 
 
 @dataclass(frozen=True)
@@ -82,6 +89,9 @@ class BooksFlags(DocumentStageFlags):
         1000, help="lines format, files without blank lines: cut a document every N lines"
     )
     unit_mb: int = option(64, help="group book files into units of work of about this many MB")
+    max_line_kb: int = option(
+        MAX_LINE_BYTES >> 10, help="reject a line over this many KiB (no sentence is that long)"
+    )
 
     def config(self) -> BooksConfig:
         return BooksConfig(
@@ -90,6 +100,7 @@ class BooksFlags(DocumentStageFlags):
             lines_per_document=self.lines_per_document,
             unit_bytes=self.unit_mb << 20,
             max_file_text_bytes=self.file_mb << 20,
+            max_line_bytes=self.max_line_kb << 10,
         )
 
 
@@ -160,14 +171,18 @@ def book_document(path: str, name: str, config: BooksConfig, tally: UnitTally) -
         return None
     if decoded.used_fallback:
         tally.count("decoded_with_fallback")
-    body, had_boilerplate = strip_gutenberg(decoded.text)
+    text, long_lines = drop_long_lines(decoded.text, config.max_line_bytes)
+    for line in long_lines:
+        error = line.error(config.max_line_bytes)
+        tally.reject(Reject(doc_id, path, f"line {line.number}", "line_too_long", error))
+    body, had_boilerplate = strip_gutenberg(text)
     if had_boilerplate:
         tally.count("gutenberg_boilerplate_removed")
     sentences = split_paragraphs(book_paragraphs(body, min_words=config.min_paragraph_words))
     if not sentences:
         tally.drop("no_running_text")
         return None
-    title = book_title(decoded.text, fallback=posixpath.basename(name))
+    title = book_title(text, fallback=posixpath.basename(name))
     return Document(id=doc_id, source="books", title=title, sentences=tuple(sentences))
 
 
@@ -184,7 +199,13 @@ def line_file_documents(path: str, name: str, config: BooksConfig, tally: UnitTa
 
     def decoded_lines():
         nonlocal fallback_lines
-        for raw in lines(counted(decompressed_chunks(files.READER, path))):
+        raw_lines = lines(counted(decompressed_chunks(files.READER, path)), config.max_line_bytes)
+        for number, raw in enumerate(raw_lines, start=1):
+            if isinstance(raw, LongLine):
+                error = LongTextLine(number, raw.length).error(config.max_line_bytes)
+                tally.reject(Reject(None, path, f"line {number}", "line_too_long", error))
+                yield ""  # it ends the document: the lines either side were not adjacent
+                continue
             try:
                 yield raw.decode("utf-8")
             except UnicodeDecodeError:

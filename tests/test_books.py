@@ -4,6 +4,7 @@ import bz2
 import gzip
 import json
 import shutil
+import tracemalloc
 from pathlib import Path
 
 import apache_beam as beam
@@ -12,8 +13,15 @@ import pytest
 from apache_beam.testing.util import assert_that, equal_to
 
 from pipelines import books
-from pipelines.beam.documents import expand_inputs, read_manifest
-from pipelines.books import BooksConfig, ExtractBooks, book_name, common_root, plan_units
+from pipelines.beam.documents import UnitTally, expand_inputs, read_manifest
+from pipelines.books import (
+    BooksConfig,
+    ExtractBooks,
+    book_name,
+    common_root,
+    line_file_documents,
+    plan_units,
+)
 from schemas import REJECTS_DIR
 
 STORY = (
@@ -124,6 +132,88 @@ def test_lines_format(tmp_path: Path) -> None:
         "bookcorpus/no_blanks/1": ["Sentence 2.", "Sentence 3."],
         "bookcorpus/no_blanks/2": ["Sentence 4."],
     }
+
+
+def rejects_of(out: Path) -> list[dict]:
+    return [
+        json.loads(line)
+        for path in sorted((out / REJECTS_DIR).glob("*.jsonl"))
+        for line in path.read_text().splitlines()
+    ]
+
+
+LONG_LINE_ERROR = (
+    "line 3 is 3145728 bytes, over the 65536-byte line limit (--max_line_kb): no sentence is "
+    "that long; the line is skipped, the rest kept"
+)
+
+
+def test_lines_format_rejects_a_huge_line_and_keeps_the_rest(tmp_path: Path) -> None:
+    # A 3 MiB line between sentences, plain and compressed, against a 64 KiB limit.
+    text = b"First one.\nSecond one.\n" + b"q" * (3 << 20) + b"\nThird one.\nFourth one.\n"
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "plain.txt").write_bytes(text)
+    (tmp_path / "in" / "packed.txt.gz").write_bytes(gzip.compress(text))
+    (tmp_path / "in" / "squeezed.txt.bz2").write_bytes(bz2.compress(text))
+    out = tmp_path / "out"
+    args = ["--input", str(tmp_path / "in" / "*"), "--output", str(out), "--format", "lines"]
+    assert books.run([*args, "--max_line_kb", "64"]) == 0  # a rejected line fails no input
+    docs = {k: v["sentences"] for k, v in documents(out).items()}
+    # The line ends its document: the sentences either side of it were not adjacent.
+    assert docs == {
+        f"bookcorpus/{name}/{number}": sentences
+        for name in ("plain", "packed", "squeezed")
+        for number, sentences in enumerate(
+            [["First one.", "Second one."], ["Third one.", "Fourth one."]]
+        )
+    }
+    manifest = read_manifest(str(out))
+    assert manifest.rejected == {"line_too_long": 3}
+    assert manifest.config["max_line_bytes"] == 64 << 10
+    assert sorted((Path(r["input"]).name, r["position"], r["reason"], r["error"], r["id"])
+                  for r in rejects_of(out)) == [
+        (name, "line 3", "line_too_long", LONG_LINE_ERROR, None)
+        for name in ("packed.txt.gz", "plain.txt", "squeezed.txt.bz2")
+    ]  # fmt: skip
+
+
+def test_lines_format_memory_is_bounded_by_the_line_limit(tmp_path: Path) -> None:
+    # 32 MiB of one line (a 256 MiB one took 2.8 GB), as gzip members of 1 MiB each.
+    mebibyte = gzip.compress(b"q" * (1 << 20))
+    path = tmp_path / "huge.txt.gz"
+    path.write_bytes(gzip.compress(b"Before.\n") + mebibyte * 32 + gzip.compress(b"\nAfter.\n"))
+    config = BooksConfig(format="lines", max_line_bytes=64 << 10)
+    tally = UnitTally("00000")
+    tracemalloc.start()
+    found = [d.sentences for d in line_file_documents(str(path), "huge", config, tally)]
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert found == [("Before.",), ("After.",)]
+    assert peak < 8 << 20, peak
+    (reject,) = tally.rejects
+    assert (reject.reason, reject.position, reject.id) == ("line_too_long", "line 2", None)
+    assert reject.error.startswith("line 2 is 33554432 bytes, over the 65536-byte line limit")
+    assert tally.counts["input_bytes"] == (32 << 20) + len(b"Before.\n\nAfter.\n")
+
+
+def test_files_format_rejects_a_huge_line_and_keeps_the_book(tmp_path: Path) -> None:
+    story = STORY.replace("\n\n", "\n\n" + "q" * (3 << 20) + "\n\n")
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "story.txt.gz").write_bytes(gzip.compress(story.encode()))
+    out = tmp_path / "out"
+    args = ["--input", str(tmp_path / "in" / "*"), "--output", str(out), "--max_line_kb", "64"]
+    assert books.run(args) == 0
+    assert documents(out)["books/story"]["sentences"] == [
+        "The river ran north past the old town, where the railway had been built early.",
+        "In winter the lake froze over and people crossed it on foot.",
+    ]
+    (reject,) = rejects_of(out)
+    assert reject == {
+        "id": "books/story", "input": str(tmp_path / "in" / "story.txt.gz"),
+        "position": "line 4", "reason": "line_too_long", "error": LONG_LINE_ERROR.replace(
+            "line 3 ", "line 4 "),
+    }  # fmt: skip
+    assert read_manifest(str(out)).rejected == {"line_too_long": 1}
 
 
 @pytest.mark.parametrize(

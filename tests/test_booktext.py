@@ -13,8 +13,10 @@ import pytest
 from pipelines.text.booktext import (
     BookTextError,
     DecodedBook,
+    LongTextLine,
     book_paragraphs,
     decode_book,
+    drop_long_lines,
     line_documents,
 )
 from pipelines.text.gutenberg import book_title, strip_gutenberg
@@ -580,6 +582,47 @@ def test_line_documents_empty_input() -> None:
 def test_line_documents_rejects_bad_max_lines() -> None:
     with pytest.raises(ValueError, match="max_lines"):
         line_documents(["a"], max_lines=0)
+    with pytest.raises(ValueError, match="max_chars"):
+        line_documents(["a"], max_chars=0)
+
+
+def test_line_documents_cut_before_a_line_that_passes_max_chars() -> None:
+    lines = ["aaaa", "bbb", "cc", "dddddddddd", "e", "", "f"]
+    assert list(line_documents(lines, max_chars=7)) == [
+        ["aaaa", "bbb"], ["cc"], ["dddddddddd"], ["e"], ["f"],
+    ]  # fmt: skip
+
+
+# --------------------------------------------------------------------------------------
+# drop_long_lines
+# --------------------------------------------------------------------------------------
+
+
+def test_drop_long_lines_empties_them_and_says_which() -> None:
+    text = "Short line.\n" + "x" * 40 + "\nStill here.\n" + "é" * 11 + "\nLast."
+    kept, dropped = drop_long_lines(text, max_bytes=21)
+    assert kept == "Short line.\n\nStill here.\n\nLast."
+    assert dropped == [LongTextLine(2, 40), LongTextLine(4, 22)]  # é is 2 bytes
+    assert dropped[0].error(21) == (
+        "line 2 is 40 bytes, over the 21-byte line limit (--max_line_kb): no sentence is that "
+        "long; the line is skipped, the rest kept"
+    )
+
+
+def test_drop_long_lines_keeps_lines_at_the_limit_and_the_text_itself() -> None:
+    text = "x" * 21 + "\n" + "é" * 10
+    kept, dropped = drop_long_lines(text, max_bytes=21)
+    assert (kept, dropped) == (text, [])
+    assert kept is text  # nothing copied when nothing is over
+
+
+def test_a_long_line_ends_its_paragraph() -> None:
+    text = "The river ran north\npast the town.\n" + "z" * 100 + "\nIn winter it froze over."
+    kept, _ = drop_long_lines(text, max_bytes=50)
+    assert book_paragraphs(kept) == [
+        "The river ran north past the town.",
+        "In winter it froze over.",
+    ]
 
 
 # --------------------------------------------------------------------------------------

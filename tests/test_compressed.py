@@ -1,5 +1,5 @@
-"""Compressed inputs in bounded pieces: a decompression bomb cannot take the memory, and a
-fault is placed in the stream that holds it."""
+"""Compressed inputs in bounded pieces: a decompression bomb cannot take the memory, a
+256 MiB line cannot either, and a fault is placed in the stream that holds it."""
 
 from __future__ import annotations
 
@@ -10,7 +10,13 @@ import tracemalloc
 
 import pytest
 
-from pipelines.io.compressed import CHUNK_BYTES, InputReadError, decompressed_chunks
+from pipelines.io.compressed import (
+    CHUNK_BYTES,
+    InputReadError,
+    LongLine,
+    decompressed_chunks,
+    lines,
+)
 from pipelines.io.storage import READER
 
 BOMB_BYTES = 48 << 20  # zeros: a few kB compressed
@@ -49,6 +55,39 @@ def test_a_cut_bomb_is_still_reported_as_truncated(tmp_path):
         for _ in decompressed_chunks(READER, str(path)):
             pass
     assert error.value.reason == "truncated_input"
+
+
+# --- lines: bounded by the caller's limit, whatever the input --------------------------------
+
+
+@pytest.mark.parametrize(
+    ("chunks", "max_bytes", "expected"),
+    [
+        ([b"ab", b"c\nde", b"\n\nf"], 3, [b"abc", b"de", b"", b"f"]),
+        ([b"ab", b"c\nde", b"\n\nf"], 2, [LongLine(3, b"abc"), b"de", b"", b"f"]),
+        ([b"abc\n", b"\n"], 2, [LongLine(3, b"abc"), b""]),
+        ([b"x" * 50, b"x" * 50, b"y\nz"], 64, [LongLine(101, b"x" * 60), b"z"]),
+        ([b"", b"end"], 3, [b"end"]),
+        ([b"a\n"], 1, [b"a"]),  # a final newline makes no empty line
+    ],
+)
+def test_lines_splits_across_chunks_and_flags_long_lines(chunks, max_bytes, expected):
+    assert list(lines(iter(chunks), max_bytes)) == expected
+
+
+@pytest.mark.parametrize(("suffix", "compress"), [(".bz2", bz2.compress), (".gz", gzip.compress)])
+def test_a_line_of_mebibytes_is_measured_not_held(tmp_path, suffix, compress):
+    # 16 MiB of "w" and no newline, as 16 streams (members) of 1 MiB: cheap to build, and
+    # read back as one line.
+    mebibyte = compress(b"w" * (1 << 20))
+    path = tmp_path / f"book.txt{suffix}"
+    path.write_bytes(compress(b"before\n") + mebibyte * 16 + compress(b"\nafter\n"))
+    tracemalloc.start()
+    found = list(lines(decompressed_chunks(READER, str(path)), 64 << 10))
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert found == [b"before", LongLine(16 << 20, b"w" * 60), b"after"]
+    assert peak < 6 * CHUNK_BYTES, peak  # the line alone is 16 MiB
 
 
 # --- a fault between streams names the stream it is in ---------------------------------------

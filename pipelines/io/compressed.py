@@ -19,6 +19,7 @@ import bz2
 import itertools
 import zlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import BinaryIO
 
 from pipelines.io.storage import Reader
@@ -70,15 +71,54 @@ def decompressed_chunks(
             yield from raw_chunks
 
 
-def lines(chunks: Iterator[bytes]) -> Iterator[bytes]:
-    """Split byte chunks into lines (without the b"\\n"); memory bounded by the longest line."""
-    pending = b""
+@dataclass(frozen=True)
+class LongLine:
+    """A line longer than the caller's limit: measured while it streams past, never held."""
+
+    length: int  # bytes, without the b"\\n"
+    head: bytes  # its first bytes, for a message
+
+    HEAD_BYTES = 60
+
+
+def lines(chunks: Iterator[bytes], max_bytes: int) -> Iterator[bytes | LongLine]:
+    """Split byte chunks into lines (without the b"\\n"); a line over `max_bytes` is a LongLine.
+
+    Memory stays bounded by `max_bytes` plus one chunk whatever the input: the bytes of an
+    over-long line are counted and dropped as they arrive (a 256 MiB line costs nothing),
+    so the caller decides what a LongLine means (a reject, a bad index) and reads on.
+    """
+    pending: list[bytes] = []  # the start of a line that goes on in a later chunk
+    pending_bytes = 0
+    skipped: int | None = None  # bytes of an over-long line so far, while skipping it
+    head = b""
     for chunk in chunks:
-        parts = (pending + chunk).split(b"\n")
-        pending = parts.pop()
-        yield from parts
-    if pending:
-        yield pending
+        *ended, rest = chunk.split(b"\n")
+        for part in ended:  # each ends a line
+            if skipped is None and not pending and len(part) <= max_bytes:
+                yield part  # the common case: a whole line inside one chunk
+                continue
+            length = (pending_bytes if skipped is None else skipped) + len(part)
+            if length <= max_bytes:
+                yield b"".join([*pending, part])
+            else:
+                if skipped is None:
+                    head = b"".join([*pending, part[: LongLine.HEAD_BYTES]])
+                yield LongLine(length, head[: LongLine.HEAD_BYTES])
+            pending, pending_bytes, skipped = [], 0, None
+        if skipped is not None:
+            skipped += len(rest)
+        elif pending_bytes + len(rest) > max_bytes:
+            head = b"".join([*pending, rest[: LongLine.HEAD_BYTES]])
+            skipped = pending_bytes + len(rest)
+            pending, pending_bytes = [], 0
+        elif rest:
+            pending.append(rest)
+            pending_bytes += len(rest)
+    if skipped is not None:
+        yield LongLine(skipped, head[: LongLine.HEAD_BYTES])
+    elif pending:
+        yield b"".join(pending)
 
 
 def _raw_chunks(handle: BinaryIO, remaining: int | None, position: Position) -> Iterator[bytes]:

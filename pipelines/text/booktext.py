@@ -7,8 +7,9 @@ header and licence are `pipelines/text/gutenberg.py`'s.
 Typical use for one plain-text book file::
 
     decoded = decode_book(raw_bytes)              # may raise BookTextError -> record a reject
-    title = book_title(decoded.text, fallback=file_stem)   # gutenberg.py, reads the header
-    body, had_boilerplate = strip_gutenberg(decoded.text)  # gutenberg.py
+    text, long_lines = drop_long_lines(decoded.text)      # reject each of long_lines
+    title = book_title(text, fallback=file_stem)   # gutenberg.py, reads the header
+    body, had_boilerplate = strip_gutenberg(text)  # gutenberg.py
     paragraphs = book_paragraphs(body)             # then sentence-split each paragraph
 
 and for a BookCorpus-mirror file (one sentence per line)::
@@ -25,7 +26,26 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-__all__ = ["BookTextError", "DecodedBook", "book_paragraphs", "decode_book", "line_documents"]
+__all__ = [
+    "MAX_DOCUMENT_CHARS",
+    "MAX_LINE_BYTES",
+    "BookTextError",
+    "DecodedBook",
+    "LongTextLine",
+    "book_paragraphs",
+    "decode_book",
+    "drop_long_lines",
+    "line_documents",
+]
+
+# No sentence, and no paragraph of a real book, is anywhere near this long (the longest
+# lines of the sample books are a few hundred bytes; a book with unwrapped paragraphs has
+# lines of a few kB). A longer line is a blob, or a file without newlines: one 256 MiB line
+# once took 2.8 GB and came out as a single 268 MB "sentence".
+MAX_LINE_BYTES = 1 << 20
+# A one-sentence-per-line document holds at most this many characters (rule 3 of
+# line_documents), so a streaming reader never holds more, whatever the lines are.
+MAX_DOCUMENT_CHARS = 16 << 20
 
 
 class BookTextError(ValueError):
@@ -130,6 +150,50 @@ def decode_book(data: bytes) -> DecodedBook:
     if not text.strip():
         raise BookTextError("file has no text: only whitespace and control characters")
     return DecodedBook(text=text, encoding=encoding, used_fallback=used_fallback)
+
+
+# --------------------------------------------------------------------------------------
+# drop_long_lines
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LongTextLine:
+    """A line over the length limit, which :func:`drop_long_lines` left out."""
+
+    number: int  # 1-based, in the text (or file) it came from
+    length: int  # UTF-8 bytes, without the newline
+
+    def error(self, max_bytes: int) -> str:
+        """The reject's message."""
+        return (
+            f"line {self.number} is {self.length} bytes, over the {max_bytes}-byte line limit "
+            "(--max_line_kb): no sentence is that long; the line is skipped, the rest kept"
+        )
+
+
+def drop_long_lines(text: str, max_bytes: int = MAX_LINE_BYTES) -> tuple[str, list[LongTextLine]]:
+    """Empty every line longer than ``max_bytes`` UTF-8 bytes; return the text and those lines.
+
+    Such a line is no running text (see MAX_LINE_BYTES) and would reach the sentence
+    splitter as one paragraph. It becomes an empty line rather than vanishing, so it also
+    ends the paragraph around it: the text either side of it was never adjacent.  Every
+    other line is kept as it is; the caller records a reject for each line returned.
+    """
+    # A line has at most 4 UTF-8 bytes per character: shorter texts and lines cannot be over.
+    if len(text) <= max_bytes // 4:
+        return text, []
+    lines = text.split("\n")
+    long_lines = [
+        LongTextLine(number, length)
+        for number, line in enumerate(lines, start=1)
+        if len(line) > max_bytes // 4 and (length := len(line.encode("utf-8"))) > max_bytes
+    ]
+    if not long_lines:
+        return text, []
+    for line in long_lines:
+        lines[line.number - 1] = ""
+    return "\n".join(lines), long_lines
 
 
 # --------------------------------------------------------------------------------------
@@ -368,7 +432,9 @@ def _block_paragraph(lines: list[str], min_words: int) -> str | None:
 # --------------------------------------------------------------------------------------
 
 
-def line_documents(lines: Iterable[str], max_lines: int = 1000) -> Iterator[list[str]]:
+def line_documents(
+    lines: Iterable[str], max_lines: int = 1000, max_chars: int = MAX_DOCUMENT_CHARS
+) -> Iterator[list[str]]:
     """Group a one-sentence-per-line file (BookCorpus mirror format) into documents.
 
     Rules:
@@ -380,30 +446,39 @@ def line_documents(lines: Iterable[str], max_lines: int = 1000) -> Iterator[list
        non-blank lines the document is cut and counting restarts.  BookCorpus mirrors
        lost the book boundaries, so a file without blank lines is one stream of
        sentences; fixed windows are the honest, deterministic choice (a cut depends only
-       on line counts, never on content).  The cap applies to every document, so a
-       streaming caller never holds an unbounded document.
+       on line counts, never on content).  Nor more than ``max_chars`` characters: the
+       document is cut before a line that would take it past them (a line longer than
+       that on its own is a document by itself; the caller bounds line length).  Both
+       caps apply to every document, so a streaming caller never holds an unbounded one.
     4. Empty documents are never yielded.
 
     Lazy: ``lines`` is consumed as documents are requested.  Raises ``ValueError`` at
-    call time if ``max_lines < 1``.
+    call time if ``max_lines < 1`` or ``max_chars < 1``.
     """
     if max_lines < 1:
         raise ValueError(f"max_lines must be >= 1, got {max_lines}")
-    return _line_documents(lines, max_lines)
+    if max_chars < 1:
+        raise ValueError(f"max_chars must be >= 1, got {max_chars}")
+    return _line_documents(lines, max_lines, max_chars)
 
 
-def _line_documents(lines: Iterable[str], max_lines: int) -> Iterator[list[str]]:
+def _line_documents(lines: Iterable[str], max_lines: int, max_chars: int) -> Iterator[list[str]]:
     doc: list[str] = []
+    chars = 0
     for line in lines:
         sentence = line.strip()
         if not sentence:
             if doc:
                 yield doc
-                doc = []
+                doc, chars = [], 0
             continue
+        if doc and chars + len(sentence) > max_chars:
+            yield doc
+            doc, chars = [], 0
         doc.append(sentence)
+        chars += len(sentence)
         if len(doc) >= max_lines:
             yield doc
-            doc = []
+            doc, chars = [], 0
     if doc:
         yield doc

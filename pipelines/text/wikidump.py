@@ -28,7 +28,13 @@ from urllib.parse import quote
 from xml.etree import ElementTree
 from xml.parsers.expat import errors as expat_errors
 
-from pipelines.io.compressed import InputReadError, Position, decompressed_chunks, lines
+from pipelines.io.compressed import (
+    InputReadError,
+    LongLine,
+    Position,
+    decompressed_chunks,
+    lines,
+)
 from pipelines.io.storage import Reader
 
 _MULTISTREAM_SUFFIX = "-multistream.xml.bz2"
@@ -36,6 +42,8 @@ _INDEX_SUFFIX = "-multistream-index.txt.bz2"
 # Pages of a split that does not start at byte 0 have no root element: give them one.
 _SYNTHETIC_ROOT_OPEN = b"<mediawiki>"
 _SYNTHETIC_ROOT_CLOSE = b"</mediawiki>"
+# `offset:page_id:title`: MediaWiki titles are at most 255 bytes.
+_MAX_INDEX_LINE_BYTES = 4096
 _XML_DECLARATION = re.compile(rb"^\s*<\?xml[^>]*?encoding\s*=\s*[\"']([A-Za-z0-9._-]+)[\"']")
 
 
@@ -122,7 +130,14 @@ def read_stream_offsets(index_path: str, reader: Reader) -> list[int]:
     """
     offsets: set[int] = set()
     # The index is itself many bz2 streams: decompress it like the dump, then split lines.
-    for line_number, line in enumerate(lines(decompressed_chunks(reader, index_path)), start=1):
+    index_lines = lines(decompressed_chunks(reader, index_path), _MAX_INDEX_LINE_BYTES)
+    for line_number, line in enumerate(index_lines, start=1):
+        if isinstance(line, LongLine):
+            raise DumpReadError(
+                index_path, f"line {line_number}",
+                f"a {line.length}-byte line, over {_MAX_INDEX_LINE_BYTES}: not an index",
+                None, "bad_index",
+            )  # fmt: skip
         if line.strip():
             head, colon, _ = line.partition(b":")
             if not colon or not head.strip().isdigit():
