@@ -123,7 +123,7 @@ def document_from_page(
     page_ref = f"{siteinfo.dbname}/{page.page_id}" if page.page_id is not None else None
     where = f"page #{page.ordinal} {page.title!r}"
     if page.problem:
-        tally.reject(Reject(page_ref, path, where, "malformed_page", page.problem))
+        tally.reject(Reject(page_ref, path, where, page.problem_reason, page.problem))
         return None
     namespace = page.namespace
     if namespace is None:

@@ -1,5 +1,7 @@
 """The Wikipedia stage: page → document rules, the transform, and whole runs."""
 
+import bz2
+import gzip
 import json
 from pathlib import Path
 
@@ -15,7 +17,16 @@ from pipelines.text.wikidump import RawPage, SiteInfo
 from pipelines.wikipedia import ExtractArticles, PageContext, WikipediaConfig, document_from_page
 from schemas import DOCUMENT_SCHEMA, MANIFEST_NAME, REJECTS_DIR, Document
 from schemas.documents import documents_from_table
-from tests.dumpfiles import Page, article, write_dump, write_multistream
+from tests.dumpfiles import (
+    FOOTER,
+    Page,
+    article,
+    dump_xml,
+    header,
+    page_xml,
+    write_dump,
+    write_multistream,
+)
 
 SITE = SiteInfo(dbname="enwiki", base_url="https://en.wikipedia.org/wiki/")
 CONTEXT = PageContext.of("dump.xml", SITE)
@@ -211,6 +222,50 @@ def test_bad_inputs_are_reported_and_good_documents_kept(tmp_path: Path) -> None
     assert by_reason["malformed_xml"]["position"].startswith("XML line")
     assert "last good page: #2 id=11" in by_reason["malformed_xml"]["error"]
     assert by_reason["truncated_input"]["input"].endswith("truncated.xml.bz2")
+
+
+def test_page_over_a_limit_is_rejected_with_its_reason() -> None:
+    tally = UnitTally("00000")
+    page = raw(None, problem="over 10000 XML elements …", problem_reason="page_too_many_elements")
+    assert document_from_page(page, CONTEXT, WikipediaConfig(), tally) is None
+    (reject,) = tally.rejects
+    assert (reject.id, reject.reason, reject.position) == (
+        "enwiki/717", "page_too_many_elements", "page #1 'Alberta'",
+    )  # fmt: skip
+
+
+def test_hostile_dumps_keep_their_good_pages(tmp_path: Path) -> None:
+    (tmp_path / "in").mkdir()
+    # 300 k nested elements in page 2 (1 kB of bz2), then page 3.
+    deep = "<page><title>Deep</title><ns>0</ns><id>2</id>" + "<x>" * 300_000 + "</x>" * 300_000
+    xml = header() + page_xml(article(1)) + deep + "</page>\n" + page_xml(article(3)) + FOOTER
+    (tmp_path / "in" / "deep.xml.bz2").write_bytes(bz2.compress(xml.encode()))
+    # A second dump concatenated after the first (two gzip members): both are read.
+    second = dump_xml([article(5)]).replace("testwiki", "otherwiki")
+    (tmp_path / "in" / "two.xml.gz").write_bytes(
+        gzip.compress(dump_xml([article(4)]).encode()) + gzip.compress(second.encode())
+    )
+    # ISO-8859-1 declared over UTF-8 bytes: refused, not read as mojibake.
+    lying = dump_xml([Page(6, "Café", "Café au lait is coffee with hot milk.")], encoding="latin-1")
+    (tmp_path / "in" / "lying.xml").write_bytes(lying.encode("utf-8"))
+    out = tmp_path / "out"
+
+    code = run_stage("--input", str(tmp_path / "in" / "*"), "--output", str(out))
+
+    assert code == 1  # lying.xml could not be read
+    manifest = read_manifest(str(out))
+    assert manifest.rejected == {"page_too_many_elements": 1, "unsupported_encoding": 1}
+    assert [Path(f["input"]).name for f in manifest.failed_inputs] == ["lying.xml"]
+    ids = sorted(ds.dataset(out).to_table().column("id").to_pylist())
+    assert ids == ["otherwiki/5", "testwiki/1", "testwiki/3", "testwiki/4"]
+    by_reason = {r["reason"]: r for r in (json.loads(line) for path in sorted(
+        (out / REJECTS_DIR).glob("*.jsonl")) for line in path.read_text().splitlines())}  # fmt: skip
+    assert by_reason["page_too_many_elements"]["id"] == "testwiki/2"
+    assert by_reason["page_too_many_elements"]["position"] == "page #2 'Deep'"
+    assert by_reason["unsupported_encoding"]["error"].startswith(
+        f"{tmp_path / 'in' / 'lying.xml'}: the document is encoded as 'latin-1' in its XML "
+        "declaration, but MediaWiki dumps are UTF-8"
+    )
 
 
 def test_no_matching_input_is_a_clear_error(tmp_path: Path) -> None:
