@@ -73,7 +73,8 @@ class DocumentStageFlags:
 # and the rejects. `--overwrite` deletes these and refuses a directory holding anything else.
 DOCUMENTS_RUN_FILES = (
     rf"{re.escape(MANIFEST_NAME)}(?:\.tmp-[0-9a-f]{{32}})?|documents-[0-9]+(?:-[0-9]+)*\.parquet"
-    rf"|\.tmp-[0-9a-f]{{32}}\.parquet|{REJECTS_DIR}/rejects-[0-9]+(?:-[0-9]+)*\.jsonl"
+    rf"|\.tmp-(?:[0-9]+(?:-[0-9]+)*\.)?[0-9a-f]{{32}}\.parquet"
+    rf"|{REJECTS_DIR}/rejects-[0-9]+(?:-[0-9]+)*\.jsonl"
 )
 
 
@@ -109,7 +110,10 @@ class DocumentFileWriter:
     """Writes one unit's documents to `documents-<unit>-<part>.parquet`, atomically.
 
     Each file is written under a temporary name and renamed when complete, so a reader (or a
-    retried bundle) never sees a partial file. Documents keep their input order.
+    retried bundle) never sees a partial file. Documents keep their input order. A runner
+    may run a unit again after an attempt died mid-write: the temporary names carry the
+    unit, so the new attempt deletes what the dead one left before it writes anything
+    (tests/test_bundle_retries.py).
     """
 
     def __init__(
@@ -128,6 +132,7 @@ class DocumentFileWriter:
         self._sink: HashingStream | None = None
         self._temp_path = ""
         self._file_counts = Counter()
+        files.delete(files.match(files.join(output_dir, f".tmp-{unit}.*.parquet")))
 
     def add(self, document: Document) -> None:
         text_bytes = document.text_bytes()
@@ -149,7 +154,8 @@ class DocumentFileWriter:
         if not self._rows:
             return
         if self._writer is None:
-            self._temp_path = files.join(self._output_dir, f".tmp-{uuid.uuid4().hex}.parquet")
+            temporary = f".tmp-{self._unit}.{uuid.uuid4().hex}.parquet"
+            self._temp_path = files.join(self._output_dir, temporary)
             self._sink = HashingStream(files.create(self._temp_path))
             self._writer = pq.ParquetWriter(self._sink, DOCUMENT_SCHEMA, compression="zstd")
         self._writer.write_table(documents_table(self._rows), row_group_size=ROWS_PER_GROUP)
@@ -290,6 +296,8 @@ class WriteManifest(beam.PTransform):
     def _write(self, summaries: list[dict[str, Any]]) -> str:
         manifest = build_manifest(self._stage, self._inputs, self._config, summaries)
         path = files.join(self._output_dir, MANIFEST_NAME)
+        # What an attempt that died writing the manifest left (all units are done by now).
+        files.delete(files.match(f"{path}.tmp-*"))
         files.write_atomically(path, manifest.to_json().encode("utf-8"))  # whole or absent
         return path
 

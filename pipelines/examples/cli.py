@@ -30,6 +30,11 @@ _EARLIER_RUN = (
     rf"|{REJECTS_DIR}/rejects-[A-Za-z0-9_-]+\.jsonl|{WORK_DIR}/(?:documents|examples|pieces)/.+"
 )
 
+# The temporary names of a shard and of the manifest (`files.write_atomically`).
+_TEMPORARY = re.compile(
+    rf"(?:shard-[0-9]{{6}}\.tar|{re.escape(SHARDS_MANIFEST_NAME)})\.tmp-[0-9a-f]{{32}}"
+)
+
 # --documents and --vocab are read, --output written: checked before any work (runner.py).
 _PATHS = StagePaths(
     input_dirs=(
@@ -68,6 +73,7 @@ def run_examples(
         _: Any, shards: list[dict[str, Any]], summaries: list[dict[str, Any]]
     ) -> str:
         manifest = build_manifest(config, layout, vocab, inputs, shards, summaries)
+        remove_stage_leftovers(config)
         files.write_atomically(manifest_path, manifest.to_json().encode("utf-8"))
         remove_work_dir(config)
         return manifest_path
@@ -84,6 +90,23 @@ def run_examples(
             >> beam.Map(write_manifest, beam.pvalue.AsList(shards), beam.pvalue.AsList(summaries))
         )
     return report(manifest_path)
+
+
+def remove_stage_leftovers(config: ExamplesConfig) -> None:
+    """Delete the temporary files of attempts that died mid-write, before the manifest.
+
+    A runner retries a failed bundle: the retry writes every shard again, under a new
+    temporary name, but a worker that died while writing one left that file behind
+    (`shard-NNNNNN.tar.tmp-<hex>`, or an earlier attempt's `manifest.json.tmp-<hex>`). Every
+    shard is written by now, so no temporary name is still in use.
+    """
+    leftovers = [
+        path
+        for pattern in ("seq*/*/shard-*.tar.tmp-*", f"{SHARDS_MANIFEST_NAME}.tmp-*")
+        for path in files.match(files.join(config.output, pattern))
+        if _TEMPORARY.fullmatch(path.rsplit("/", 1)[-1])
+    ]
+    files.delete(leftovers)
 
 
 def remove_work_dir(config: ExamplesConfig) -> None:
