@@ -107,7 +107,8 @@ def test_the_folders_are_the_layers() -> None:
         assert layer in modules, f"{layer}/ is missing its __init__.py"
     flat = {m for m in modules if m.count(".") == 1 and m.startswith("pipelines.")}
     stages = {"pipelines.wikipedia", "pipelines.books", "pipelines.vocab", "pipelines.examples",
-              "pipelines.inspect", "pipelines.cli", "pipelines.demo"}  # fmt: skip
+              "pipelines.inspect", "pipelines.cli", "pipelines.demo",
+              "pipelines.dataflow"}  # fmt: skip
     assert flat - {f"{layer}" for layer in ("pipelines.io", "pipelines.text", "pipelines.bert",
                                              "pipelines.beam")} == stages  # fmt: skip
 

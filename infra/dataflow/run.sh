@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Launch one stage's Flex Template; returns once the job is submitted and prints its id.
+#
+#   infra/dataflow/run.sh PROJECT REGION gs://BUCKET STAGE name=value [name=value …]
+#
+# e.g. run.sh my-project us-central1 gs://my-bucket wikipedia \
+#        input=gs://my-bucket/dumps/enwiki-latest-pages-articles-multistream.xml.bz2 \
+#        output=gs://my-bucket/documents/enwiki
+# The parameters are the stage's flags (infra/dataflow/metadata/STAGE.json); the job's
+# manifest appears in the output directory when it has finished. MAX_WORKERS (32) and
+# MACHINE_TYPE (n2-standard-4) size the job.
+set -euo pipefail
+project=${1:?usage: run.sh PROJECT REGION gs://BUCKET STAGE name=value ...}
+region=${2:?region}
+bucket=${3:?gs://bucket}
+stage=${4:?stage: wikipedia, books or examples}
+shift 4
+cd "$(dirname "$0")/../.."
+
+version=$(python -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["version"])')
+image="$region-docker.pkg.dev/$project/bertkit/bertkit:$version"
+parameters="sdk_container_image=$image"
+for parameter in "$@"; do
+  parameters="$parameters~$parameter"  # "~" joins them: values may hold commas
+done
+
+gcloud dataflow flex-template run "bertkit-$stage-$(date -u +%Y%m%d-%H%M%S)" \
+  --template-file-gcs-location "$bucket/templates/$stage.json" \
+  --project "$project" \
+  --region "$region" \
+  --temp-location "$bucket/tmp" \
+  --staging-location "$bucket/staging" \
+  --max-workers "${MAX_WORKERS:-32}" \
+  --worker-machine-type "${MACHINE_TYPE:-n2-standard-4}" \
+  --parameters "^~^$parameters" \
+  --format 'value(job.id)'

@@ -1,0 +1,166 @@
+"""Dataflow Flex Templates for the Beam stages: their parameters, and the launcher's entry.
+
+A Flex Template is a container image plus a JSON spec. Dataflow starts the image's launcher,
+which runs `infra/dataflow/main.py` with the template's parameters as `--name=value` flags
+(plus Dataflow's own: `--runner`, `--project`, `--region`, `--temp_location`, …); that program
+builds the pipeline, submits the job and returns. One image serves every stage: the spec of
+each template sets `BERTKIT_STAGE` (`gcloud dataflow flex-template build --env`), and
+`launch` runs that stage's command.
+
+The parameters each template declares (`metadata/<stage>.json`) are generated here from the
+stage's flag dataclass, so they cannot drift from the command line; `tests/test_infra.py`
+checks the committed files against this module:
+
+    python -m pipelines.dataflow infra/dataflow/metadata     # rewrite metadata/*.json
+
+Flex Templates pass every value as a string after `=`. A yes/no flag (`--overwrite`) arrives
+as `--overwrite=true`, which `launch` turns into the `--overwrite` / `--no-overwrite` that the
+command takes; a repeatable flag (`--input`) takes one value per template parameter, so give
+one glob that matches every file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from pipelines import books, wikipedia
+from pipelines.examples import cli as examples
+from pipelines.examples.config import ExamplesConfig
+
+STAGE_ENV = "BERTKIT_STAGE"
+
+
+@dataclasses.dataclass(frozen=True)
+class TemplateStage:
+    name: str
+    flags: type  # the stage's flag dataclass (pipelines.io.flags)
+    run: Callable[[list[str] | None], int]
+    description: str
+
+
+# The Beam stages. `bertkit vocab` is not a Beam job: it trains on a bounded sample in one
+# process, so it runs beside the templates (infra/dataflow/run_chain.sh), not as one.
+STAGES = {
+    stage.name: stage
+    for stage in (
+        TemplateStage(
+            "wikipedia", wikipedia.WikipediaFlags, wikipedia.run,
+            "bertkit wikipedia: sentence-split articles from a pages-articles dump",
+        ),
+        TemplateStage(
+            "books", books.BooksFlags, books.run,
+            "bertkit books: sentence-split paragraphs from plain-text books",
+        ),
+        TemplateStage(
+            "examples", ExamplesConfig, examples.run,
+            "bertkit examples: documents to BERT pre-training shards (NSP pairs, MLM masks)",
+        ),
+    )
+}  # fmt: skip
+
+
+def _flag_of(spec: dataclasses.Field) -> str:
+    """The parameter's name: the flag in its `--a_b` spelling, which every command takes."""
+    return (spec.metadata.get("flag") or spec.name).replace("-", "_")
+
+
+def _type_of(spec: dataclasses.Field) -> str:
+    return str(spec.type).replace(" ", "")
+
+
+def _is_bool(spec: dataclasses.Field) -> bool:
+    return _type_of(spec) == "bool"
+
+
+def _is_list(spec: dataclasses.Field) -> bool:
+    """A repeatable flag (`--input a --input b`); one with its own parser takes a comma
+    list already (`--max_seq_length 128,512`)."""
+    return _type_of(spec).startswith("tuple[") and not spec.metadata.get("parse")
+
+
+def template_metadata(stage: TemplateStage) -> dict[str, Any]:
+    """The Flex Template `metadata.json` of a stage: one parameter per flag of its command."""
+    parameters = []
+    for spec in dataclasses.fields(stage.flags):
+        required = spec.default is dataclasses.MISSING
+        help_text = spec.metadata.get("help", "")
+        if _is_list(spec):
+            help_text += "; several as a comma list"
+        if not required and spec.default not in (None, False, ()):
+            default = spec.default
+            shown = ",".join(map(str, default)) if isinstance(default, tuple) else str(default)
+            help_text += f" (default {shown})"
+        parameter: dict[str, Any] = {
+            "name": _flag_of(spec),
+            "label": _flag_of(spec).replace("_", " ").capitalize(),
+            "helpText": help_text,
+            "isOptional": not required,
+        }
+        if _is_bool(spec):
+            parameter["regexes"] = ["^(true|false)$"]
+        elif spec.metadata.get("choices"):
+            parameter["regexes"] = ["^(" + "|".join(map(str, spec.metadata["choices"])) + ")$"]
+        parameters.append(parameter)
+    return {"name": f"bertkit-{stage.name}", "description": stage.description,
+            "parameters": parameters}  # fmt: skip
+
+
+def template_argv(stage: TemplateStage, argv: Sequence[str]) -> list[str]:
+    """Flex Template flags → the command's: `--overwrite=true` → `--overwrite`, `=false` →
+    `--no-overwrite`; a comma list for a repeatable flag → the flag once per value; every
+    other flag (Dataflow's included) passes unchanged."""
+    fields = {_flag_of(spec): spec for spec in dataclasses.fields(stage.flags)}
+    result = []
+    for arg in argv:
+        name, equals, value = arg.removeprefix("--").partition("=")
+        spec = fields.get(name.replace("-", "_")) if arg.startswith("--") and equals else None
+        if spec is not None and _is_bool(spec):
+            if value.lower() not in ("true", "false"):
+                raise SystemExit(f"--{name}={value}: a yes/no parameter takes true or false")
+            result.append(f"--{name}" if value.lower() == "true" else f"--no-{name}")
+        elif spec is not None and _is_list(spec):
+            result.extend(f"--{name}={item}" for item in value.split(",") if item)
+        else:
+            result.append(arg)
+    return result
+
+
+def launch(stage_name: str, argv: Sequence[str]) -> int:
+    """What the template launcher runs: the stage's command on the template's flags."""
+    if stage_name not in STAGES:
+        raise SystemExit(
+            f"{STAGE_ENV}={stage_name!r}: not a Beam stage; one of {', '.join(STAGES)} (set "
+            "by `gcloud dataflow flex-template build --env`, see infra/dataflow/build.sh)"
+        )
+    stage = STAGES[stage_name]
+    return stage.run(template_argv(stage, argv))
+
+
+def write_metadata(directory: Path) -> list[Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for stage in STAGES.values():
+        path = directory / f"{stage.name}.json"
+        path.write_text(json.dumps(template_metadata(stage), indent=2) + "\n", encoding="utf-8")
+        written.append(path)
+    return written
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("directory", type=Path, help="where to write <stage>.json")
+    args = parser.parse_args(argv)
+    for path in write_metadata(args.directory):
+        print(path)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
