@@ -245,3 +245,46 @@ def test_trainer_commands_refuse_an_output_that_is_a_file(argv, message, workdir
     before = snapshot(workdir)
     assert refused(cli.main, argv, capsys) == message
     assert snapshot(workdir) == before
+
+
+def test_an_unreadable_documents_directory_is_refused(workdir, capsys, monkeypatch) -> None:
+    real_listdir = os.listdir
+
+    def listdir_refusing_docs(path="."):
+        if str(path) == "docs":
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), path)
+        return real_listdir(path)
+
+    monkeypatch.setattr(os, "listdir", listdir_refusing_docs)
+    line = refused(vocab.main, ["--documents", "docs", "--output", "out"], capsys)
+    monkeypatch.undo()
+    assert line == (
+        "bertkit vocab: error: --documents docs cannot be read (Permission denied): fix its "
+        "permissions"
+    )
+    assert not (workdir / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("input_", "output", "message"),
+    [
+        ("gs://b/dumps/*", "gs://b/dumps/wiki",
+         "--output gs://b/dumps/wiki is inside --input 'gs://b/dumps/*' (the glob matches it "
+         "or the files it will hold): choose an --output outside the inputs"),
+        ("s3://b/d/**.parquet", "s3://b/d/x/out",
+         "--output s3://b/d/x/out is inside --input 's3://b/d/**.parquet' (the glob matches "
+         "it or the files it will hold): choose an --output outside the inputs"),
+        ("gs://b/out/books/*.txt", "gs://b/out/",
+         "--input 'gs://b/out/books/*.txt' is inside --output gs://b/out/: choose an --output "
+         "that does not hold the inputs"),
+        ("gs://b/dumps/*.xml.bz2", "gs://b/dumps/wiki", None),
+        ("gs://b/dumps/*", "gs://b/wiki", None),
+        ("gs://b/dumps/*", "s3://b/dumps/wiki", None),
+    ],
+)  # fmt: skip
+def test_remote_paths_are_checked_by_place(input_, output, message) -> None:
+    from pipelines.beam.documents import DOCUMENTS_STAGE_PATHS
+    from pipelines.beam.runner import path_problem
+
+    config = wikipedia.WikipediaFlags(input=(input_,), output=output)
+    assert path_problem(config, DOCUMENTS_STAGE_PATHS) == message
