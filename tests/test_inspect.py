@@ -15,6 +15,7 @@ import hashlib
 import http.server
 import json
 import shutil
+import sys
 import threading
 from functools import partial
 from pathlib import Path
@@ -420,15 +421,17 @@ def test_a_missing_target_is_one_clear_line(tmp_path: Path, capsys) -> None:
         "give a shards or documents directory, its manifest.json / _manifest.json, or a shard-*.tar\n"  # fmt: skip
     code, _, err = inspect(capsys, str(tmp_path))  # a directory without a manifest
     assert code == 1 and "neither manifest.json (a shards directory) nor _manifest.json" in err
+    (tmp_path / "notes.txt").write_text("a user's notes")
+    code, _, err = inspect(capsys, str(tmp_path / "notes.txt"))
+    assert code == 1 and err == (
+        f"bertkit inspect: error: {tmp_path / 'notes.txt'} is a file but neither a shard "
+        "(shard-*.tar) nor a manifest (manifest.json, _manifest.json); give a shards or "
+        "documents directory, its manifest, or a shard\n"
+    )
 
 
-def test_gs_without_the_gcp_extra_says_what_to_install(capsys) -> None:
-    try:
-        import google.cloud.storage  # noqa: F401
-    except ImportError:
-        pass
-    else:
-        pytest.skip("google-cloud-storage is installed")
+def test_gs_without_the_gcp_extra_says_what_to_install(capsys, monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "google.cloud.storage", None)  # as if not installed
     code, _, err = inspect(capsys, "gs://bucket/shards")
     assert code == 1 and "pip install 'bertkit[gcp]'" in err
 

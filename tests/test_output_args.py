@@ -237,11 +237,34 @@ def test_demo_into_a_file_stops_at_the_first_stage(workdir, capsys) -> None:
          "bertkit train: error: --output afile is a file: give a run directory"),
         (["export-hf", "checkpoints", "--output", "afile"],
          "bertkit export-hf: error: afile is a file: pass a directory as --output"),
+        (["train", "--shards", "shards", "--output", "shards/run", "--max-steps", "1",
+          "--warmup-steps", "0"],
+         "bertkit train: error: --output shards/run is inside the shards directory shards: "
+         "write the run beside the data, e.g. --output runs/NAME"),
+        (["train", "--shards", "shards/manifest.json", "--output", "shards", "--max-steps", "1",
+          "--warmup-steps", "0"],
+         "bertkit train: error: --output shards is inside the shards directory shards: "
+         "write the run beside the data, e.g. --output runs/NAME"),
+        (["export-hf", "nowhere", "--output", "out"],
+         "bertkit export-hf: error: nowhere does not exist: pass a checkpoint file or "
+         "directory"),
+        (["export-hf", "run/checkpoints", "--output", "out"],
+         "bertkit export-hf: error: run/checkpoints is a directory without a `latest` file, "
+         "so it holds no complete checkpoint: pass a checkpoint file (step-NNNNNNNN.pt) "
+         "instead"),
+        (["export-hf", "run/checkpoints/step-00000002.pt", "--output", "run/checkpoints/hf"],
+         "bertkit export-hf: error: --output run/checkpoints/hf is inside the checkpoint "
+         "directory run/checkpoints: write the export beside the run, not into it"),
     ],
 )  # fmt: skip
 def test_trainer_commands_refuse_an_output_that_is_a_file(argv, message, workdir, capsys) -> None:
     from pipelines import cli
 
+    (workdir / "shards").mkdir()
+    (workdir / "run" / "checkpoints").mkdir(parents=True)
+    (workdir / "run" / "checkpoints" / "step-00000002.pt").write_bytes(b"only its path")
+    if "run/checkpoints/hf" in argv:  # a run's checkpoint directory: `latest` names one
+        (workdir / "run" / "checkpoints" / "latest").write_text("step-00000002.pt\n")
     before = snapshot(workdir)
     assert refused(cli.main, argv, capsys) == message
     assert snapshot(workdir) == before

@@ -43,7 +43,7 @@ from safetensors.torch import save_file
 
 from pipelines.io import storage
 from pipelines.io.vocabulary import VocabError, Vocabulary, load_vocab
-from schemas.checkpoint import CheckpointKey
+from schemas.checkpoint import LATEST_FILE, CheckpointKey
 from schemas.checks import MAX_VOCAB_FILE_BYTES
 from schemas.vocab import (
     CLS_TOKEN,
@@ -209,6 +209,12 @@ def export_hf(
     output_dir = Path(output_dir)
     check_output(output_dir, overwrite)
     path = resolve_checkpoint(checkpoint_path)
+    run_checkpoints = (path.parent / LATEST_FILE).is_file()  # a trainer's, not any folder
+    if run_checkpoints and output_dir.resolve().is_relative_to(path.parent.resolve()):
+        raise ExportError(
+            f"--output {output_dir} is inside the checkpoint directory {path.parent}: "
+            "write the export beside the run, not into it"
+        )
     checkpoint = load_checkpoint(path)
     model = model_from_checkpoint(checkpoint, path)
     config = model.config
@@ -295,7 +301,7 @@ def run(argv: list[str] | None = None) -> int:
 def main(argv: list[str] | None = None) -> None:
     try:
         code = run(argv)
-    except (ExportError, OSError) as err:
+    except (CheckpointError, OSError) as err:  # ExportError is a CheckpointError
         print(f"bertkit export-hf: error: {err}", file=sys.stderr)
         code = 2
     sys.exit(code)

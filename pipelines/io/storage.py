@@ -48,6 +48,11 @@ class StorageError(OSError):
     """A file or URL could not be opened for a reason other than its absence."""
 
 
+class NotATargetError(StorageError):
+    """A path that exists but is not something bertkit reads (a shard, manifest or their
+    directory)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Location:
     """What a target is, decided from its name and which manifest exists.
@@ -248,7 +253,14 @@ def locate(path_or_url: str) -> Location:
             raise FileNotFoundError(f"{path_or_url}: no such manifest")
         kind: TargetKind = "shards" if name == SHARDS_MANIFEST_NAME else "documents"
         return Location(kind, parent(target), target)
-    if not is_remote(target) and not os.path.isdir(_local_path(target)):
+    if not is_remote(target) and os.path.exists(_local_path(target)):
+        if not os.path.isdir(_local_path(target)):
+            raise NotATargetError(
+                f"{path_or_url} is a file but neither a shard (shard-*{SHARD_SUFFIX}) nor a "
+                f"manifest ({SHARDS_MANIFEST_NAME}, {MANIFEST_NAME}); give a shards or "
+                "documents directory, its manifest, or a shard"
+            )
+    elif not is_remote(target):
         raise FileNotFoundError(
             f"{path_or_url}: no such file or directory; give a shards or documents directory, "
             f"its {SHARDS_MANIFEST_NAME} / {MANIFEST_NAME}, or a shard-*{SHARD_SUFFIX}"
