@@ -15,8 +15,9 @@ per repeat, the rows interleaved, so a change of load on the machine hits them a
 table shows the medians. The rows:
 
   bertkit local    trainer.data: open_source(DIR) → PretrainingLoader(LoaderConfig(B)).epoch
-                   (shuffled shard order, 10,000-sample shuffle buffer, sha256 of every whole
-                   shard checked, drop_last): what `bertkit train` runs per loader worker
+                   (shuffled shard order, 10,000-sample shuffle buffer, every block's sha256
+                   checked before its samples are used, drop_last): what `bertkit train` runs
+                   per loader worker
   bertkit S3       the same shards (manifest included) uploaded to moto's S3 server on
                    loopback (bench.s3server, `python -m moto.server`, started here), read as
                    open_source("s3://BUCKET/shards") through smart_open and boto3. The server
