@@ -13,6 +13,16 @@ from bench.s3server import start_s3_server, stop_server
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 
 
+def pytest_collection_modifyitems(config, items) -> None:
+    """`slow` tests run only when asked for (`-m slow`), as pyproject's marker says."""
+    if "slow" in (config.getoption("markexpr") or ""):
+        return
+    skip = pytest.mark.skip(reason="slow: run with -m slow")
+    for item in items:
+        if item.get_closest_marker("slow"):
+            item.add_marker(skip)
+
+
 @pytest.fixture
 def sample_dump() -> Path:
     (path,) = (DATA_DIR / "wikipedia").glob("*.xml.bz2")

@@ -95,6 +95,10 @@ def temporary_name(path: str) -> str:
     return f"{path}.tmp-{uuid.uuid4().hex}"
 
 
+# What `temporary_name` appends: a name ending so is an unfinished write, never an output.
+_TEMPORARY_SUFFIX = re.compile(r"\.tmp-[0-9a-f]{32}$")
+
+
 def write_atomically(path: str, data: bytes) -> None:
     """Write under a temporary name, then rename: readers never see a partial file."""
     temporary = temporary_name(path)
@@ -112,7 +116,8 @@ def clear_earlier_run(
     else. A file it does not match is refused, with or without --overwrite, and nothing is
     deleted: bertkit never deletes what it did not write. The stage's own files need
     --overwrite, and are then deleted (unless `remove` is False: a stage that replaces each
-    of its files atomically keeps the old ones readable until then).
+    of its files atomically keeps the old ones readable until then; the temporary files of
+    an unfinished write, which no rerun would ever replace, are deleted all the same).
     """
     present = match(join(output_dir, "**"))
     relative = [_relative(output_dir, path) for path in present]
@@ -130,8 +135,7 @@ def clear_earlier_run(
             f"`bertkit {stage}` run (e.g. {min(relative)}); choose a new --output or pass "
             "--overwrite to replace them"
         )
-    if remove:
-        delete(present)
+    delete(present if remove else [p for p in present if _TEMPORARY_SUFFIX.search(p)])
 
 
 def _relative(directory: str, path: str) -> str:
