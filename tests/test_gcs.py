@@ -1,0 +1,131 @@
+"""The chain on gs://, against a real GCS server on loopback (gcp-storage-emulator).
+
+Beam's gs:// filesystem (google-cloud-storage) and smart_open's reach the emulator through
+STORAGE_EMULATOR_HOST, anonymously, exactly as they reach Google: list, ranged reads,
+resumable uploads, rename (copy + delete). Every stage reads and writes gs:// here (the
+examples stage's spill files too, under its output's _work/), `inspect` and the trainer
+stream the shards, and every data file is byte-identical to the local run of the same flags
+(the session's sample fixtures in conftest).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from bench.gcsserver import gcs_emulator
+from pipelines import examples, vocab, wikipedia
+from pipelines.beam.documents import read_manifest
+from pipelines.inspect import cli as inspect_cli
+from schemas import ShardsManifest
+from schemas.vocab import TOKENIZER_FILE, VOCAB_FILE, VOCAB_METADATA_FILE
+from tests.conftest import DATA_DIR
+from trainer.data import DataPosition, LoaderConfig, PretrainingLoader, open_source
+
+BUCKET = "corpus"
+# The flags of conftest's sample_shards: the local run to compare with.
+EXAMPLE_FLAGS = ["--max-seq-length", "128", "--dupe-factor", "2", "--heldout-fraction", "0.05",
+                 "--samples-per-shard", "2000"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def gcs():
+    """The emulator, and this process's (and its children's) clients pointed at it."""
+    with gcs_emulator(BUCKET) as client:
+        yield client
+
+
+def upload(client, local: Path, prefix: str) -> str:
+    bucket = client.bucket(BUCKET)
+    for path in sorted(p for p in local.rglob("*") if p.is_file()):
+        bucket.blob(f"{prefix}/{path.relative_to(local)}").upload_from_filename(str(path))
+    return f"gs://{BUCKET}/{prefix}"
+
+
+def download(client, prefix: str) -> dict[str, bytes]:
+    """Every object under gs://BUCKET/prefix/, by its name below the prefix."""
+    return {
+        blob.name[len(prefix) + 1 :]: blob.download_as_bytes()
+        for blob in client.list_blobs(BUCKET, prefix=prefix + "/")
+    }
+
+
+def local_files(directory: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(directory)): p.read_bytes() for p in directory.rglob("*")
+            if p.is_file()}  # fmt: skip
+
+
+def test_wikipedia_reads_a_dump_and_writes_documents_on_gcs(gcs, sample_documents) -> None:
+    (dump,) = (DATA_DIR / "wikipedia").glob("*.xml.bz2")
+    gcs.bucket(BUCKET).blob(f"dumps/{dump.name}").upload_from_filename(str(dump))
+    code = wikipedia.run(
+        ["--input", f"gs://{BUCKET}/dumps/*.xml.bz2", "--output", f"gs://{BUCKET}/wiki"]
+    )
+    assert code == 0
+    remote, local = download(gcs, "wiki"), local_files(sample_documents[0])
+    assert sorted(remote) == sorted(local)
+    data = [name for name in local if name.endswith(".parquet")]
+    assert data and all(remote[name] == local[name] for name in data)  # byte-identical
+    manifest = read_manifest(f"gs://{BUCKET}/wiki")  # through Beam's gs:// filesystem
+    assert manifest.files == read_manifest(str(sample_documents[0])).files
+    assert manifest.counts["documents"] == 97
+
+
+def test_vocab_and_examples_read_and_write_gcs_and_match_local_bytes(
+    gcs, sample_documents, sample_vocab, sample_shards
+) -> None:
+    documents = [upload(gcs, d, f"documents/{d.name}") for d in sample_documents]
+    output = f"gs://{BUCKET}/vocab"
+    assert vocab.run(["--documents", *documents, "--output", output, "--vocab-size", "8000"]) == 0
+    remote, local = download(gcs, "vocab"), local_files(sample_vocab)
+    assert sorted(remote) == [TOKENIZER_FILE, VOCAB_METADATA_FILE, VOCAB_FILE]
+    assert remote[VOCAB_FILE] == local[VOCAB_FILE]
+    assert remote[TOKENIZER_FILE] == local[TOKENIZER_FILE]
+
+    code = examples.run(
+        ["--documents", *documents, "--vocab", output, "--output", f"gs://{BUCKET}/shards",
+         *EXAMPLE_FLAGS]
+    )  # fmt: skip
+    assert code == 0
+    remote, local = download(gcs, "shards"), local_files(sample_shards)
+    expected = ShardsManifest.from_json(local["manifest.json"].decode())
+    shards = [shard.path for shard in expected.all_shards()]
+    assert len(shards) >= 8
+    # The shards and the manifest, nothing else: the spill files under _work/ were written
+    # to gs:// and removed when the stage finished.
+    assert sorted(remote) == sorted(["manifest.json", *shards])
+    assert all(remote[path] == local[path] for path in shards)
+    manifest = ShardsManifest.from_json(remote["manifest.json"].decode())
+    assert manifest.all_shards() == expected.all_shards() and manifest.counts == expected.counts
+
+
+def test_inspect_and_the_trainer_stream_shards_from_gcs(gcs, sample_shards, capsys) -> None:
+    url = upload(gcs, sample_shards, "streamed")
+    assert inspect_cli.run([str(sample_shards), "--stats"]) == 0
+    local_lines = capsys.readouterr().out.replace(str(sample_shards), "DIR")
+    assert inspect_cli.run([url, "--stats"]) == 0
+    assert capsys.readouterr().out.replace(url, "DIR") == local_lines
+
+    def first_batches(spec: str) -> list[dict[str, torch.Tensor]]:
+        loader = PretrainingLoader(open_source(spec), LoaderConfig(64, seed=7))
+        batches = []
+        for batch in loader.epoch(DataPosition()):
+            batches.append(batch)
+            if len(batches) == 3:
+                return batches
+        raise AssertionError("fewer than 3 batches")
+
+    for remote, local in zip(first_batches(url), first_batches(str(sample_shards)), strict=True):
+        assert remote.keys() == local.keys()
+        assert all(torch.equal(remote[key], local[key]) for key in local)
+
+
+def test_no_google_credentials_are_looked_up(gcs) -> None:
+    """The emulator needs none: no process may wait on Google's credential look-up."""
+    assert "GOOGLE_APPLICATION_CREDENTIALS" not in os.environ
+    from apache_beam.internal.gcp import auth
+
+    assert auth.get_service_credentials(None) is None  # answered at once, anonymously
