@@ -3,7 +3,8 @@
 A Flex Template is a container image plus a JSON spec. Dataflow starts the image's launcher,
 which runs `infra/dataflow/main.py` with the template's parameters as `--name=value` flags
 (plus Dataflow's own: `--runner`, `--project`, `--region`, `--temp_location`, …); that program
-builds the pipeline, submits the job and returns. One image serves every stage: the spec of
+builds the pipeline, submits the job and returns without waiting for it
+(`--no_wait_until_finish`). One image serves every stage: the spec of
 each template sets `BERTKIT_STAGE` (`gcloud dataflow flex-template build --env`), and
 `launch` runs that stage's command.
 
@@ -139,7 +140,9 @@ def launch(stage_name: str, argv: Sequence[str]) -> int:
             "by `gcloud dataflow flex-template build --env`, see infra/dataflow/build.sh)"
         )
     stage = STAGES[stage_name]
-    return stage.run(template_argv(stage, argv))
+    # The launcher's job is to submit: the job runs on without it, and the stage returns
+    # with the job's id (pipelines.beam.runner.report_submission).
+    return stage.run([*template_argv(stage, argv), "--no_wait_until_finish"])
 
 
 def write_metadata(directory: Path) -> list[Path]:

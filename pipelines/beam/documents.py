@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.beam import files
-from pipelines.beam.runner import StagePaths, make_pipeline
+from pipelines.beam.runner import StagePaths, make_pipeline, report_submission, submitted_only
 from pipelines.io.flags import option
 from pipelines.io.hashing import HashingStream
 from schemas import (
@@ -419,4 +419,7 @@ def run_documents_pipeline(
             | f"Extract{stage.title()}" >> extract
             | "WriteManifest" >> WriteManifest(output_dir, stage, inputs, json_config(config))
         )
+    if submitted_only(options):
+        manifest_url = files.join(output_dir, MANIFEST_NAME)
+        return report_submission(pipeline, options, manifest_url, f"bertkit {stage}")
     return report(output_dir)

@@ -15,6 +15,10 @@
   `--setup_file`, `--extra_package(s)` or `--sdk_container_image`, bertkit builds its own
   wheel and ships it with `--extra_package`; the workers pip-install it with its
   dependencies (apache-beam, pyarrow, blingfire), never torch.
+- A launch that does not wait (`--template_location` writes a job template,
+  `--no_wait_until_finish` leaves the job running, as a Flex Template launcher does) returns
+  once the job is submitted, with its id and where the manifest will appear
+  (`submitted_only`, `report_submission`); a stage writes its manifest inside the job.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ import apache_beam as beam
 from apache_beam.io.filesystem import FileSystem
 from apache_beam.options.pipeline_options import (
     DirectOptions,
+    GoogleCloudOptions,
     PipelineOptions,
     SetupOptions,
     StandardOptions,
@@ -281,6 +286,40 @@ def make_pipeline(options: PipelineOptions) -> beam.Pipeline:
     if "dataflow" in runner:
         ensure_project_shipped(options)
     return beam.Pipeline(options=options)
+
+
+def submitted_only(options: PipelineOptions) -> bool:
+    """Whether running the pipeline ends at submission: a job template written
+    (`--template_location`), or a job left running (`--no_wait_until_finish`). A local run
+    has always finished when `run()` returns."""
+    return not is_local(options) and bool(
+        options.view_as(GoogleCloudOptions).template_location
+        or options.view_as(StandardOptions).no_wait_until_finish
+    )
+
+
+def report_submission(
+    pipeline: beam.Pipeline, options: PipelineOptions, manifest_url: str, prog: str
+) -> int:
+    """What a launch that does not wait tells its user: the template or the job, and where
+    the manifest will appear (every stage writes it last, inside the job). Exit code 0."""
+    template = options.view_as(GoogleCloudOptions).template_location
+    if template:
+        print(
+            f"{prog}: job template written to {template}; the job is not running. Launch it "
+            f"(gcloud dataflow jobs run NAME --gcs-location {template}); its manifest "
+            f"appears at {manifest_url} when it has finished"
+        )
+        return 0
+    result = getattr(pipeline, "result", None)
+    # Dataflow's result has job_id(); the portable runner's keeps the id it was given.
+    job_id = result.job_id() if hasattr(result, "job_id") else getattr(result, "_job_id", None)
+    runner = options.view_as(StandardOptions).runner
+    print(
+        f"{prog}: job {job_id or '(no id)'} submitted to {runner}; it runs on without this "
+        f"command. Its manifest appears at {manifest_url} when it has finished"
+    )
+    return 0
 
 
 def ensure_project_shipped(options: PipelineOptions) -> None:

@@ -14,7 +14,14 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.beam import files
 from pipelines.beam.documents import DOCUMENTS_DIRS, DocumentsInput
-from pipelines.beam.runner import StagePaths, make_pipeline, parse_stage, stage_main
+from pipelines.beam.runner import (
+    StagePaths,
+    make_pipeline,
+    parse_stage,
+    report_submission,
+    stage_main,
+    submitted_only,
+)
 from pipelines.examples.config import WORK_DIR, ExamplesConfig
 from pipelines.examples.manifest import build_manifest, report
 from pipelines.examples.plan import plan_layout, plan_units, read_documents_inputs
@@ -89,6 +96,8 @@ def run_examples(
             | "WriteManifest"
             >> beam.Map(write_manifest, beam.pvalue.AsList(shards), beam.pvalue.AsList(summaries))
         )
+    if submitted_only(options):
+        return report_submission(pipeline, options, manifest_path, "bertkit examples")
     return report(manifest_path)
 
 

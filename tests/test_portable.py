@@ -1,0 +1,81 @@
+"""The Beam stages on a cluster-shaped engine: Beam's portable job service and a separate
+external worker pool, each its own process on loopback (bench/portable.py). The documents
+and shards are byte-identical to the in-process run of the same flags (conftest's sample
+fixtures): this is how to check a change before paying for Dataflow. A launch with
+--no_wait_until_finish returns at submission with the job's id; the job then finishes on
+its own and writes its manifest last.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from bench.portable import portable_engine
+from pipelines import examples, wikipedia
+from schemas.manifest import MANIFEST_NAME
+from tests.conftest import DATA_DIR
+
+# The flags of conftest's sample_shards.
+EXAMPLE_FLAGS = ["--max-seq-length", "128", "--dupe-factor", "2", "--heldout-fraction", "0.05",
+                 "--samples-per-shard", "2000"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def engine():
+    with portable_engine() as flags:
+        yield flags
+
+
+def files_of(directory: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*"))
+            if p.is_file()}  # fmt: skip
+
+
+def data_files(directory: Path) -> dict[str, bytes]:
+    """Everything but the manifests, which record the output path."""
+    return {k: v for k, v in files_of(directory).items() if "manifest" not in k}
+
+
+def test_wikipedia_on_the_portable_engine_gives_the_local_bytes(engine, sample_documents, tmp_path):
+    (dump,) = (DATA_DIR / "wikipedia").glob("*.xml.bz2")
+    out = tmp_path / "wiki"
+    assert wikipedia.run(["--input", str(dump), "--output", str(out), *engine]) == 0
+    assert data_files(out) == data_files(sample_documents[0])
+    assert sorted(files_of(out)) == sorted(files_of(sample_documents[0]))
+
+
+def test_examples_on_the_portable_engine_give_the_local_shards(
+    engine, sample_documents, sample_vocab, sample_shards, tmp_path
+) -> None:
+    out = tmp_path / "shards"
+    documents = [str(d) for d in sample_documents]
+    assert examples.run(
+        ["--documents", *documents, "--vocab", str(sample_vocab), "--output", str(out),
+         *EXAMPLE_FLAGS, *engine]
+    ) == 0  # fmt: skip
+    assert data_files(out) == data_files(sample_shards) and len(data_files(out)) >= 8
+
+
+def test_a_launch_that_does_not_wait_returns_the_job_id(engine, sample_documents, tmp_path, capsys):
+    (dump,) = (DATA_DIR / "wikipedia").glob("*.xml.bz2")
+    out = tmp_path / "wiki"
+    code = wikipedia.run(
+        ["--input", str(dump), "--output", str(out), *engine, "--no_wait_until_finish"]
+    )
+    assert code == 0
+    line = capsys.readouterr().out
+    assert re.fullmatch(
+        rf"bertkit wikipedia: job \S+ submitted to PortableRunner; it runs on without this "
+        rf"command\. Its manifest appears at {re.escape(str(out / MANIFEST_NAME))} when it "
+        r"has finished\n",
+        line,
+    ), line
+    deadline = time.monotonic() + 120
+    while not (out / MANIFEST_NAME).exists():  # the job goes on after the command returned
+        assert time.monotonic() < deadline, "the job did not finish within 120 s"
+        time.sleep(0.5)
+    assert data_files(out) == data_files(sample_documents[0])
