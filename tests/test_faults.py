@@ -11,7 +11,7 @@ wikipedia reading its dump from and writing its documents to S3 through faults. 
 every stage killed before each of its renames, kills at seeded random delays (Beam on two
 worker processes included), examples to S3 through faults, an S3 outage that makes a stage
 fail and its rerun, the trainer streaming from S3 through faults, and the trainer's leftover
-temporary checkpoint (a strict xfail: a bug in trainer/).
+temporary checkpoint, which --resume deletes.
 """
 
 from __future__ import annotations
@@ -149,10 +149,12 @@ def test_training_killed_between_a_checkpoint_write_and_its_rename_resumes_exact
     # (last line per step) equal the uninterrupted run's.
     assert tally.mismatches == [] and tally.recovered == 1
     assert tally.files == 1 + 4 + 1
-    # Beside them, the killed write's temporary step 8 (see the xfail test below).
-    (leftover,) = [n for n in _names(run_dir) if n.startswith("checkpoints/.tmp-")]
-    assert leftover.endswith("-step-00000008.pt")
-    assert tally.notes == [f"train kill 1: the killed run's {leftover} is still there"]
+    # And nothing beside them: --resume deleted the killed write's temporary step 8.
+    assert _names(run_dir) == [
+        "checkpoints/latest", *(f"checkpoints/{n}" for n in reference.checkpoints),
+        "metrics.jsonl",
+    ]  # fmt: skip
+    assert tally.notes == []
 
 
 def _names(run_dir) -> list[str]:
@@ -160,12 +162,6 @@ def _names(run_dir) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="trainer: --resume never removes a killed checkpoint write's checkpoints/.tmp-* "
-    "(trainer/checkpoint.py prepare_run_directory returns [] on resume); a resumed run keeps "
-    "the dead file (18 MB here, GBs for base) until --overwrite",
-)
 def test_a_resumed_run_holds_only_the_files_of_an_uninterrupted_run(inputs, training_reference):
     reference = training_reference
     tally = Tally("train")

@@ -220,6 +220,23 @@ def test_rotation_never_removes_the_checkpoint_just_written(tmp_path):
     assert latest_checkpoint(directory).name == "step-00000002.pt"
 
 
+def test_resume_deletes_only_the_temporaries_of_a_killed_checkpoint_write(tmp_path):
+    from trainer.checkpoint import prepare_run_directory
+
+    checkpoints = tmp_path / "checkpoints"
+    checkpoints.mkdir()
+    names = ["step-00000004.pt", "latest", f".tmp-{'a' * 32}-step-00000008.pt",
+             f".tmp-{'b' * 32}-latest", ".tmp-notes"]  # fmt: skip
+    for name in names:
+        (checkpoints / name).write_bytes(b"x")
+    assert [p.name for p in prepare_run_directory(tmp_path, resume=True, overwrite=False)] == [
+        f".tmp-{'a' * 32}-step-00000008.pt", f".tmp-{'b' * 32}-latest",
+    ]  # fmt: skip
+    # `.tmp-notes` is no name the trainer writes: --overwrite refuses the directory for it.
+    with pytest.raises(ValueError, match=r"also holds checkpoints/\.tmp-notes, which no "):
+        prepare_run_directory(tmp_path, resume=False, overwrite=True)
+
+
 @pytest.mark.parametrize(
     ("latest", "message"),
     [

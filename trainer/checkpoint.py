@@ -64,17 +64,31 @@ def save_checkpoint(directory: Path, step: int, payload: dict[str, Any], keep: i
     return path
 
 
+# A checkpoint or `latest` write that never reached its rename (a kill, a full disk).
+_TEMPORARY = re.compile(r"\.tmp-[0-9a-f]{32}-(?:step-[0-9]{8}\.pt|" + re.escape(LATEST_FILE) + ")")
+
+
 def prepare_run_directory(output: Path, resume: bool, overwrite: bool) -> list[Path]:
-    """Check `output` before any work; return the earlier run's files `overwrite` removes.
+    """Check `output` before any work; return the earlier run's files to remove once every
+    check has passed.
 
     A directory holding an earlier run needs --resume (go on) or --overwrite (start over).
     --overwrite deletes only what a run writes (RUN_FILES), and refuses a directory that
-    holds anything else, naming it: bertkit never deletes what it did not write.
+    holds anything else, naming it: bertkit never deletes what it did not write. --resume
+    deletes only the temporary files of a checkpoint write that was killed before its
+    rename: nothing reads them, and no later write would replace them.
     """
     if output.exists() and not output.is_dir():
         raise CheckpointError(f"--output {output} is a file: give a run directory")
-    earlier = sorted({p for pattern in RUN_FILES for p in output.glob(pattern) if p.is_file()})
-    if not earlier or resume:
+    earlier = sorted(
+        p
+        for pattern in RUN_FILES
+        for p in output.glob(pattern)
+        if p.is_file() and (not p.name.startswith(".tmp-") or _TEMPORARY.fullmatch(p.name))
+    )
+    if resume:
+        return [p for p in earlier if _TEMPORARY.fullmatch(p.name)]
+    if not earlier:
         return []
     if not overwrite:
         raise CheckpointError(

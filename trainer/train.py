@@ -230,7 +230,9 @@ def setup(config: TrainConfig, env: distributed.Distributed) -> Run:
     vocab_size = _vocab_size(source)
     resumed, init = _checkpoints_to_start_from(config, env)
     model = _build_model(config, env, source, vocab_size, init)
-    if env.is_main:  # --overwrite, once every check has passed: the earlier run's own files
+    # Once every check has passed: --overwrite's earlier run files, or the temporaries of a
+    # checkpoint write that a kill cut short before --resume.
+    if env.is_main:
         for path in earlier:
             path.unlink()
     distributed.barrier(env)
