@@ -30,8 +30,8 @@ STAGE …` = `bertkit STAGE …`), so a kill takes its Beam or loader workers wi
   every tensor and value; in `train_config` only the `resume`/`overwrite` flags differ and
   are left out), `latest` the same, and metrics.jsonl (last line per kind and step, as its
   docstring says readers keep) the same values but the throughput figures. A killed
-  checkpoint write's `checkpoints/.tmp-*` that the resumed run leaves is noted (below the
-  table), not counted as a mismatch: nothing reads it, but nothing removes it either.
+  checkpoint write's `checkpoints/.tmp-*` left after the rerun would be noted (below the
+  table); --resume deletes them, so none should be.
 - **object storage** (moto's S3 server on loopback behind bench.faultproxy): `bertkit
   examples` and `bertkit wikipedia` read from and write to s3:// while --rate of the
   requests meet a 503, a 500, a connection reset mid-request, a write done but its answer
