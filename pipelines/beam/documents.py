@@ -43,6 +43,7 @@ from schemas import (
     Reject,
     documents_table,
 )
+from schemas.checks import MAX_RECORD_BYTES
 from schemas.versions import read_record
 
 _LOG = logging.getLogger(__name__)
@@ -339,7 +340,7 @@ def read_documents_input(directory: str) -> DocumentsInput:
             f"directory; run `bertkit wikipedia` or `bertkit books` with --output {directory} "
             "(the manifest is written last, when the stage has finished)"
         )
-    raw = files.read_file(manifest_path)
+    raw = files.read_file(manifest_path, MAX_RECORD_BYTES)
     manifest = read_record(
         DocumentsManifest, raw.decode("utf-8"), manifest_path,
         "rerun the documents stage with this version", DocumentsInputError,
@@ -359,7 +360,7 @@ def read_documents_input(directory: str) -> DocumentsInput:
 
 
 def read_manifest(output_dir: str) -> DocumentsManifest:
-    data = files.read_file(files.join(output_dir, MANIFEST_NAME))
+    data = files.read_file(files.join(output_dir, MANIFEST_NAME), MAX_RECORD_BYTES)
     return DocumentsManifest.from_json(data.decode("utf-8"))
 
 

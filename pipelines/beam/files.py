@@ -102,7 +102,13 @@ _TEMPORARY_SUFFIX = re.compile(r"\.tmp-[0-9a-f]{32}$")
 def write_atomically(path: str, data: bytes) -> None:
     """Write under a temporary name, then rename: readers never see a partial file."""
     temporary = temporary_name(path)
-    write_file(temporary, data)
+    written = False
+    try:
+        write_file(temporary, data)
+        written = True
+    finally:
+        if not written and exists(temporary):  # a failed write leaves no half file behind
+            delete([temporary])
     replace(temporary, path)
 
 
