@@ -195,6 +195,19 @@ def test_show_marks_masked_tokens_and_segments(shards_dir: Path, capsys) -> None
     ]
 
 
+@pytest.mark.parametrize("vocab_path", ["http://203.0.113.7/vocab", "s3://their-bucket/vocab"])
+def test_a_manifest_cannot_choose_a_url_to_fetch(tmp_path: Path, capsys, vocab_path) -> None:
+    shards = write_shards(tmp_path, vocab_path, "0" * 64)  # a local manifest naming a URL
+    code, lines, _ = inspect(capsys, str(shards), "--show", "1")
+    assert code == 0  # nothing was fetched (203.0.113.7 is a documentation address)
+    assert lines[0] == (
+        f"no vocabulary: the manifest's vocab path {vocab_path} is a URL elsewhere than the "
+        "manifest (another scheme, host or bucket), and a manifest does not choose what "
+        "bertkit fetches: pass --vocab DIR for tokens"
+    )
+    assert "  A  2 5 {4→6} 7 3" in lines  # token ids instead
+
+
 def test_show_without_a_vocabulary_prints_ids(tmp_path: Path, capsys) -> None:
     shards = write_shards(tmp_path, str(tmp_path / "gone"), "0" * 64)
     code, lines, _ = inspect(capsys, str(shards), "--show", "1", "--stats")

@@ -153,6 +153,16 @@ def load_vocab(directory: str) -> Vocab:
     return Vocab(tuple(tokens), sha256, url)
 
 
+def _may_follow(path: str, manifest_url: str) -> bool:
+    """Whether `inspect` follows a vocabulary path a manifest recorded: a local path (where
+    the shards were made, often this machine), or a URL on the manifest's own storage (the
+    same scheme and host or bucket). A URL elsewhere would let a manifest make `inspect`
+    fetch what it chooses."""
+    if not storage.is_remote(path):
+        return True
+    return path.split("/", 3)[:3] == manifest_url.split("/", 3)[:3]  # scheme://host-or-bucket
+
+
 def resolve_vocab(target: Target, vocab_dir: str | None) -> tuple[Vocab | None, str]:
     """The vocabulary to show tokens with, and a note on where it came from or why none.
 
@@ -166,6 +176,12 @@ def resolve_vocab(target: Target, vocab_dir: str | None) -> tuple[Vocab | None, 
         candidates = [vocab_dir]
     elif recorded.get("path"):
         path = str(recorded["path"])
+        if not _may_follow(path, target.manifest_url or ""):
+            return None, (
+                f"no vocabulary: the manifest's vocab path {storage.redact(path)} is a URL "
+                "elsewhere than the manifest (another scheme, host or bucket), and a manifest "
+                "does not choose what bertkit fetches: pass --vocab DIR for tokens"
+            )
         candidates = [path]
         if not storage.is_remote(path) and not os.path.isabs(path):
             candidates.append(storage.join(storage.parent(target.manifest_url or ""), path))
