@@ -12,11 +12,10 @@ import contextlib
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from typing import Any
 
-from bench.s3server import free_port, stop_server
+from bench.s3server import await_server, free_port, stop_server
 
 __all__ = ["client_environment", "gcs_emulator", "start_gcs_server", "stop_server"]
 
@@ -48,16 +47,8 @@ def start_gcs_server(timeout_s: float = 30) -> tuple[subprocess.Popen, str, Any]
     )  # fmt: skip
     endpoint = f"http://127.0.0.1:{port}"
     client = storage_client(endpoint)
-    deadline = time.monotonic() + timeout_s
-    while True:  # bounded wait for the server to answer
-        try:
-            list(client.list_buckets())
-            return process, endpoint, client
-        except Exception:
-            if time.monotonic() > deadline or process.poll() is not None:
-                stop_server(process)
-                raise
-            time.sleep(0.2)
+    await_server(process, lambda: list(client.list_buckets()), timeout_s)
+    return process, endpoint, client
 
 
 @contextlib.contextmanager

@@ -18,24 +18,15 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from bench.s3server import free_port, stop_server
+from bench.s3server import await_server, free_port, stop_server
 
 
-def _wait_for_port(port: int, process: subprocess.Popen, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:  # bounded wait for the service to listen
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        if process.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(
-                f"a Beam service did not start on port {port} (exit {process.poll()})"
-            )
-        time.sleep(0.2)
+def _listening(port: int) -> None:
+    with socket.create_connection(("127.0.0.1", port), timeout=1):
+        pass
 
 
 @contextlib.contextmanager
@@ -55,8 +46,8 @@ def portable_engine(timeout_s: float = 60) -> Iterator[list[str]]:
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environment,
     )  # fmt: skip
     try:
-        _wait_for_port(job_port, job_service, timeout_s)
-        _wait_for_port(pool_port, worker_pool, timeout_s)
+        await_server(job_service, lambda: _listening(job_port), timeout_s)
+        await_server(worker_pool, lambda: _listening(pool_port), timeout_s)
         yield [
             "--runner", "PortableRunner", "--job_endpoint", f"localhost:{job_port}",
             "--environment_type", "EXTERNAL", "--environment_config", f"localhost:{pool_port}",

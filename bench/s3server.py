@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import boto3
@@ -47,12 +48,19 @@ def start_s3_server(timeout_s: float = 30) -> tuple[subprocess.Popen, str, Any]:
     )  # fmt: skip
     endpoint = f"http://127.0.0.1:{port}"
     client = boto3.client("s3", endpoint_url=endpoint, **CREDENTIALS)
+    await_server(process, client.list_buckets, timeout_s)
+    return process, endpoint, client
+
+
+def await_server(process: subprocess.Popen, probe: Callable[[], Any], timeout_s: float) -> None:
+    """Wait until `probe()` succeeds against a server just started; stop the server and raise
+    the probe's error if it does not within `timeout_s` or the process ends."""
     deadline = time.monotonic() + timeout_s
     while True:  # bounded wait for the server to answer
         try:
-            client.list_buckets()
-            return process, endpoint, client
-        except Exception:
+            probe()
+            return
+        except Exception:  # not up yet: connection refused, a 5xx while it starts, …
             if time.monotonic() > deadline or process.poll() is not None:
                 stop_server(process)
                 raise
