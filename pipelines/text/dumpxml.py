@@ -1,0 +1,595 @@
+"""The streaming XML parser under `wikidump`: a dump split's bytes → SiteInfo and RawPage.
+
+expat's callbacks keep only the fields a page needs, and the bytes are cut after each
+`</page>`, so memory stays bounded by `PageLimits` (elements, characters and XML bytes per
+page) plus one chunk, however large or hostile the dump. Tags are matched by local name, so
+export schema 0.10, 0.11 (and older) read the same. Every byte is decoded as UTF-8: a
+document declaring another encoding is refused. A second dump after the first's
+`</mediawiki>` is read too; anything else after a root element is an error naming the byte.
+
+The records it yields (`SiteInfo`, `RawPage`, `DumpSplit`, `DumpReadError`) are re-exported
+by `pipelines.text.wikidump`, which is what the stages import.
+"""
+
+
+from __future__ import annotations
+
+import codecs
+import dataclasses
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from urllib.parse import quote
+from xml.parsers import expat
+
+from pipelines.io.compressed import (
+    InputReadError,
+    Position,
+    decompressed_chunks,
+)
+from pipelines.io.storage import Reader
+from pipelines.text.wikitext import MAX_PAGE_BYTES
+
+# Pages of a split that does not start at byte 0 have no root element: give them one.
+_SYNTHETIC_ROOT_OPEN = b"<mediawiki>"
+_SYNTHETIC_ROOT_CLOSE = b"</mediawiki>"
+_XML_DECLARATION = re.compile(rb"^\s*<\?xml[^>]*?encoding\s*=\s*[\"']([A-Za-z0-9._-]+)[\"']")
+
+
+class DumpReadError(InputReadError):
+    """A dump file could not be read to its end. Pages before the fault were yielded."""
+
+    def __init__(
+        self,
+        path: str,
+        position: str,
+        error: str,
+        last_page: str | None,
+        reason: str,
+        offset: int | None = None,
+    ) -> None:
+        super().__init__(path, position, error, reason, offset)
+        after = f"; last good page: {last_page}" if last_page else "; no page was read"
+        self.args = (f"{self.args[0]}{after}",)
+        self.last_page = last_page
+
+
+@dataclass(frozen=True)
+class SiteInfo:
+    """What the dump's <siteinfo> says about the wiki: names ids, urls and namespaces."""
+
+    dbname: str = "wiki"
+    base_url: str = ""  # article url prefix, e.g. "https://en.wikipedia.org/wiki/"
+    namespaces: dict[int, str] = field(default_factory=dict)  # key → canonical name
+
+    def page_url(self, title: str) -> str | None:
+        if not self.base_url:
+            return None
+        return self.base_url + quote(title.replace(" ", "_"), safe="/:(),'!*;@$&+=")
+
+    def names_of(self, keys: tuple[int, ...]) -> frozenset[str]:
+        """Lower-cased local names of some namespaces (e.g. 'datei' for File on dewiki)."""
+        return frozenset(self.namespaces.get(k, "").lower() for k in keys) - {""}
+
+    def namespace_of(self, title: str) -> int:
+        """Namespace from a title prefix: only for dumps that lack <ns> (schema < 0.5)."""
+        prefix, colon, _ = title.partition(":")
+        if colon:
+            for key, name in self.namespaces.items():
+                if name and name.lower() == prefix.strip().lower():
+                    return key
+        return 0
+
+
+@dataclass(frozen=True)
+class DumpSplit:
+    """One unit of work: bytes [start, end) of one dump file (end None: to the end)."""
+
+    path: str
+    number: int  # position of this split within its file
+    start: int = 0
+    end: int | None = None
+    siteinfo: SiteInfo | None = None  # for splits that do not start with the header
+
+
+@dataclass(frozen=True)
+class RawPage:
+    """One <page> as the dump has it. `problem` is set when the page is malformed."""
+
+    page_id: int | None
+    title: str
+    namespace: int | None  # None: the dump has no <ns> (schema < 0.5); see SiteInfo
+    redirect: bool
+    revision_id: int | None
+    text: str | None
+    ordinal: int  # 1-based position of the page within its split, for error messages
+    problem: str | None = None
+    # The reject reason for `problem`: malformed_page, or a PageLimits one
+    # (page_too_large, page_too_many_elements).
+    problem_reason: str = "malformed_page"
+
+
+# --- XML -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PageLimits:
+    """What one top-level element of a dump (a <page>, the <siteinfo>) may hold.
+
+    Memory stays bounded by these whatever the input: the parser keeps only the fields a
+    RawPage needs, so a page costs at most `text_chars` characters of text (twice, for a
+    page with several revisions), `field_chars` of its other fields, `elements` open tags
+    and `xml_bytes` of XML in expat's buffer. A page over a limit is rejected (its reason
+    says which) and skipped up to its `</page>`; the pages after it are read as usual.
+    """
+
+    # A pages-articles page holds ~16 elements and nests 4 deep; 2 M nested elements in one
+    # page (1.2 kB of bz2) took 1 GB when the whole tree was built.
+    elements: int = 10_000
+    # Characters of one <text>: MediaWiki's own page size limit. Characters, not bytes:
+    # never more than the text's UTF-8 bytes, so no page that `clean_wikitext` would
+    # accept is refused here.
+    text_chars: int = MAX_PAGE_BYTES
+    # Characters of every other kept field of a page (title, ids) or of the <siteinfo>
+    # (names, namespaces) together: a title is at most 255 bytes.
+    field_chars: int = 64 << 10
+    # XML between <page> and </page> (escaping makes text up to 6× longer; comments and
+    # attributes are kept by expat until they end).
+    xml_bytes: int = 32 << 20
+
+
+DEFAULT_LIMITS = PageLimits()
+
+
+def _local(tag: str) -> str:
+    return tag.rpartition(":")[2]  # no namespace processing: "mw:page" → "page"
+
+
+class _OverLimit(Exception):
+    """Raised inside an expat handler to stop parsing a page that breaks a PageLimits bound."""
+
+    def __init__(self, reason: str, problem: str) -> None:
+        super().__init__(problem)
+        self.reason = reason
+        self.problem = problem
+
+
+class _RootClosed(Exception):
+    """Raised inside an expat handler when a document's root element ends."""
+
+    def __init__(self, byte_index: int) -> None:
+        super().__init__(byte_index)
+        self.byte_index = byte_index  # where the root's end tag starts, in the parser's bytes
+
+
+_PAGE_FIELDS = {"title": "title", "ns": "ns", "id": "id"}
+_REVISION_FIELDS = {"id": "revision_id", "text": "text"}
+
+
+class _Handlers:
+    """expat callbacks that keep only what a SiteInfo or RawPage needs, within PageLimits."""
+
+    def __init__(self, parser, limits: PageLimits) -> None:
+        self.parser = parser
+        self.limits = limits
+        self.depth = 0  # 1: the root; 2: a page or the siteinfo
+        self.items: list[SiteInfo | dict] = []  # finished siteinfo and page fields
+        self.top: str | None = None  # local name of the open top-level element
+        self.top_start = 0  # its byte index in the parser's input
+        self.stack: list[str] = []  # local names below the top-level element
+        self.elements = 0
+        self.field_chars = 0  # characters kept of the fields other than <text>
+        self.text_chars = 0  # characters of the <text> being read
+        self.fields: dict = {}
+        self.collecting: list[str] | None = None  # character data of the field being read
+        self.field = ""
+        self.field_depth = 0
+        self.mark = 0  # byte index of the last top-level boundary, in the parser's input
+
+    def start(self, tag: str, attributes: dict[str, str]) -> None:
+        self.depth += 1
+        if self.depth == 1:
+            self.mark = self.parser.CurrentByteIndex
+            return
+        name = _local(tag)
+        if self.depth == 2:
+            self.top, self.top_start = name, self.parser.CurrentByteIndex
+            self.stack, self.elements, self.field_chars = [], 1, 0
+            self.fields = {"redirect": False, "namespaces": {}}
+            return
+        self.elements += 1
+        if self.elements > self.limits.elements:
+            raise _OverLimit(
+                "page_too_many_elements",
+                f"over {self.limits.elements} XML elements in one <{self.top}> (a page "
+                "holds about 16): skipped to its end",
+            )
+        self._end_field()  # a field's text is what comes before its first child element
+        # Only direct children of the top-level element (and of its <revision> or
+        # <namespaces>) are read, as the dump's schema places them.
+        child_of_top = not self.stack
+        parent = self.stack[-1] if len(self.stack) == 1 else None
+        self.stack.append(name)
+        if self.top == "page":
+            if child_of_top and name in _PAGE_FIELDS:
+                self._start_field(_PAGE_FIELDS[name])
+            elif child_of_top and name == "redirect":
+                self.fields["redirect"] = True
+            elif parent == "revision" and name in _REVISION_FIELDS:
+                self._start_field(_REVISION_FIELDS[name])
+        elif self.top == "siteinfo":
+            if child_of_top and name in ("dbname", "base"):
+                self._start_field(name)
+            elif parent == "namespaces" and name == "namespace":
+                self.fields["key"] = attributes.get("key")
+                self._start_field("namespace")
+
+    def end(self, tag: str) -> None:
+        self.depth -= 1
+        if self.depth == 0:
+            raise _RootClosed(self.parser.CurrentByteIndex)
+        if self.depth == 1:
+            self._end_field()
+            self.mark = self.parser.CurrentByteIndex
+            if self.top == "page":
+                self.items.append(self.fields)
+            elif self.top == "siteinfo":
+                self.items.append(_siteinfo_from_fields(self.fields))
+            self.top = None
+            return
+        if self.collecting is not None and len(self.stack) == self.field_depth:
+            self._end_field()
+        self.stack.pop()
+
+    def characters(self, data: str) -> None:
+        if self.collecting is None:
+            return
+        if self.field == "text":
+            self.text_chars += len(data)
+            if self.text_chars > self.limits.text_chars:
+                raise _OverLimit(
+                    "page_too_large",
+                    f"over {self.limits.text_chars} characters in one <text> (MediaWiki's "
+                    "page size limit): skipped to its end",
+                )
+        else:
+            self.field_chars += len(data)
+            if self.field_chars > self.limits.field_chars:
+                raise _OverLimit(
+                    "page_too_large",
+                    f"over {self.limits.field_chars} characters in the fields of one "
+                    f"<{self.top}> other than its text: skipped to its end",
+                )
+        self.collecting.append(data)
+
+    def _start_field(self, field: str) -> None:
+        self.collecting, self.field, self.field_depth = [], field, len(self.stack)
+        self.text_chars = 0
+
+    def _end_field(self) -> None:
+        if self.collecting is None:
+            return
+        value = "".join(self.collecting)
+        self.collecting = None
+        if self.field == "namespace":
+            key = self.fields.pop("key", None)
+            if key is not None and key.lstrip("-").isdigit():
+                self.fields["namespaces"][int(key)] = value.strip()
+        else:
+            self.fields[self.field] = value
+
+
+def _siteinfo_from_fields(fields: dict) -> SiteInfo:
+    dbname = fields["dbname"].strip() if fields.get("dbname") else "wiki"
+    # "https://en.wikipedia.org/wiki/Main_Page" → "https://en.wikipedia.org/wiki/"
+    base_url = fields["base"].strip().rpartition("/")[0] + "/" if fields.get("base") else ""
+    return SiteInfo(dbname=dbname, base_url=base_url, namespaces=fields["namespaces"])
+
+
+def _page_from_fields(fields: dict, ordinal: int) -> RawPage:
+    # An empty element has no text (ElementTree's None), which is not an empty string.
+    page_id_text = fields.get("id") or None
+    namespace_text = fields.get("ns") or None
+    title = (fields.get("title") or "").strip()
+    text = fields.get("text")
+    problems = []
+    page_id = _parse_int(page_id_text)
+    if page_id is None:
+        problems.append(f"page id {page_id_text!r} is not an integer")
+    namespace = _parse_int(namespace_text)
+    if namespace is None and namespace_text is not None:
+        problems.append(f"namespace {namespace_text!r} is not an integer")
+    if not title:
+        problems.append("no <title>")
+    if text is None:
+        problems.append("no <revision><text>")
+    return RawPage(
+        page_id=page_id,
+        title=title,
+        namespace=namespace,
+        redirect=fields["redirect"],
+        revision_id=_parse_int(fields.get("revision_id") or None),
+        text=text,
+        ordinal=ordinal,
+        problem="; ".join(problems) or None,
+    )
+
+
+_PAGE_END = b"</page>"
+_XML_WHITESPACE = b" \t\r\n"
+
+
+class _SplitParser:
+    """Feeds a split's decompressed bytes to expat one page at a time, within PageLimits.
+
+    The bytes are cut after each `</page>` before expat sees them, so a page over a limit
+    can be dropped where it ends: the rest of it is skipped unparsed (nothing of it is
+    held), and a fresh parser, under a synthetic root, reads on from the next page. A
+    document whose root closes may be followed by another whole dump (`cat a.xml b.xml`,
+    or two .bz2 files concatenated): it is read too, with its own <siteinfo>.
+    """
+
+    def __init__(self, split: DumpSplit, limits: PageLimits) -> None:
+        self.split = split
+        self.limits = limits
+        self.ordinal = 0
+        self.last_page: str | None = None
+        self.base = 0  # offset in the decompressed split of the next chunk fed
+        self.carry = b""  # the last bytes of a chunk, in case a `</page>` starts there
+        self.parser = None
+        self.handlers: _Handlers | None = None
+        self.documents = 1 if split.start else 0  # XML documents begun in this split
+        self.fed = 0  # bytes given to the current parser, a synthetic root included
+        self.origin = 0  # offset in the split where the current parser's input starts
+        self.synthetic = 0  # bytes of synthetic root before the current parser's input
+        self.previous = b""  # the last bytes given to the current parser
+        self.skipping: RawPage | None = None  # an over-limit page, skipped to its </page>
+        self.skipping_from = 0  # where that page starts in the split
+        if split.start:
+            self._new_parser(0, synthetic_root=True)
+
+    # -- public: feed chunks, then close ---------------------------------------------------
+
+    def feed(self, chunk: bytes, final: bool = False) -> Iterator[SiteInfo | RawPage]:
+        data = self.carry + chunk if self.carry else chunk
+        at = self.base - len(self.carry)  # split offset of data[0]
+        self.base += len(chunk)
+        pos = 0
+        while (end := data.find(_PAGE_END, pos)) >= 0:
+            end += len(_PAGE_END)
+            if self.skipping is not None:
+                yield self._skipped(at + end)
+                self._new_parser(at + end, synthetic_root=True)
+            else:
+                yield from self._parse_keeping(data[pos:end], at + pos, True)
+            pos = end
+        stop = len(data) if final else max(pos, len(data) - len(_PAGE_END) + 1)
+        self.carry = data[stop:]
+        if self.skipping is None and stop > pos:
+            yield from self._parse_keeping(data[pos:stop], at + pos, False)
+
+    def close(self) -> Iterator[SiteInfo | RawPage]:
+        yield from self.feed(b"", final=True)
+        if self.skipping is not None:
+            page = self.skipping
+            yield self._skipped(self.base)
+            raise self._error(
+                f"decompressed byte {self.base}", f"the split ends inside page #{page.ordinal}, "
+                "which was being skipped as over a limit: the file is cut or not a dump",
+                "malformed_xml",
+            )  # fmt: skip
+        if self.parser is None and self.documents:
+            return  # every document's root closed
+        if self.parser is None:
+            self._new_parser(0, synthetic_root=False)
+        out: list[SiteInfo | RawPage] = []
+        if self.split.end is not None:  # a split that ends before the dump's </mediawiki>
+            self._parse(_SYNTHETIC_ROOT_CLOSE, self.base, False, out)
+        if self.parser is not None:
+            self.parser.Parse(b"", True)  # raises if the document is incomplete
+        yield from out
+
+    def error_position(self, line: int, column: int) -> str:
+        where = f"XML line {line}, column {column}"
+        if self.origin:
+            where += f" of the XML from decompressed byte {self.origin}"
+        return f"{where} (of the split starting at byte {self.split.start})"
+
+    # -- parsing ---------------------------------------------------------------------------
+
+    def _new_parser(self, origin: int, synthetic_root: bool) -> None:
+        parser = expat.ParserCreate(encoding="UTF-8")  # whatever the declaration says
+        handlers = _Handlers(parser, self.limits)
+        parser.StartElementHandler = handlers.start
+        parser.EndElementHandler = handlers.end
+        parser.CharacterDataHandler = handlers.characters
+        parser.buffer_text = True
+        parser.buffer_size = 1 << 16
+        self.parser, self.handlers = parser, handlers
+        self.fed, self.origin, self.previous, self.skipping = 0, origin, b"", None
+        self.synthetic = len(_SYNTHETIC_ROOT_OPEN) if synthetic_root else 0
+        if synthetic_root:
+            parser.Parse(_SYNTHETIC_ROOT_OPEN, False)
+            self.fed = self.synthetic
+
+    def _parse_keeping(self, data: bytes, at: int, ends_page: bool) -> Iterator:
+        """_parse, yielding what it finished even when a fault follows in the same bytes."""
+        out: list[SiteInfo | RawPage] = []
+        try:
+            self._parse(data, at, ends_page, out)
+        except (expat.ExpatError, DumpReadError) as err:
+            yield from out
+            raise err
+        yield from out
+
+    def _parse(self, data: bytes, at: int, ends_page: bool, out: list) -> None:
+        """Give `data` (split bytes from `at`) to expat; finished items go to `out`."""
+        if self.parser is None:  # before the first document, or after a root closed
+            if self.documents:
+                stripped = data.lstrip(_XML_WHITESPACE)
+                at += len(data) - len(stripped)
+                data = stripped
+                if not data:
+                    return
+            self._check_encoding(data, at)
+            self.documents += 1
+            self._new_parser(at, synthetic_root=False)
+        assert self.parser is not None and self.handlers is not None
+        try:
+            self.parser.Parse(data, False)
+        except expat.ExpatError:
+            self._collect(out)  # what ended before the fault (the <siteinfo>) is kept
+            raise
+        except _OverLimit as over:
+            self._collect(out)
+            self._over_limit(over, at + len(data), ends_page, out)
+            return
+        except _RootClosed as closed:
+            self._collect(out)
+            rest = self._after_root(closed.byte_index, data)
+            self.parser = self.handlers = None
+            if rest:
+                self._parse(rest, at + len(data) - len(rest), ends_page, out)
+            return
+        self.fed += len(data)
+        self.previous = data[-64:]
+        self._collect(out)
+        handlers, limit = self.handlers, self.limits.xml_bytes
+        if handlers.top is not None and self.fed - handlers.top_start > limit:
+            over = _OverLimit(
+                "page_too_large",
+                f"over {limit} bytes of XML in one <{handlers.top}>: skipped to its end",
+            )  # fmt: skip
+            self._over_limit(over, at + len(data), ends_page, out)
+        elif handlers.top is None and self.fed - handlers.mark > limit:
+            raise self._error(
+                f"decompressed byte {at + len(data)}",
+                f"over {limit} bytes of XML outside any page (a comment or text between "
+                "pages?): not a MediaWiki dump", "dump_limit",
+            )  # fmt: skip
+
+    def _collect(self, out: list) -> None:
+        handlers = self.handlers
+        for item in handlers.items:
+            if isinstance(item, SiteInfo):
+                out.append(item)
+                continue
+            self.ordinal += 1
+            page = _page_from_fields(item, self.ordinal)
+            self.last_page = f"#{self.ordinal} id={page.page_id} {page.title!r}"
+            out.append(page)
+        handlers.items.clear()
+
+    def _over_limit(self, over: _OverLimit, end: int, ends_page: bool, out: list) -> None:
+        """Reject the open page (or fail the file if it is no page) and skip to its end."""
+        handlers = self.handlers
+        start = self.origin + handlers.top_start - self.synthetic
+        if handlers.top != "page":
+            raise self._error(
+                f"decompressed byte {start}", f"{over.problem.replace(': skipped to its end', '')}"
+                ": not a MediaWiki dump", "dump_limit",
+            )  # fmt: skip
+        fields = handlers.fields
+        self.ordinal += 1
+        self.skipping = RawPage(
+            page_id=_parse_int(fields.get("id") or None),
+            title=(fields.get("title") or "").strip(),
+            namespace=_parse_int(fields.get("ns") or None),
+            redirect=fields["redirect"],
+            revision_id=_parse_int(fields.get("revision_id") or None),
+            text=None,
+            ordinal=self.ordinal,
+            problem=over.problem,
+            problem_reason=over.reason,
+        )
+        self.skipping_from = start
+        self.parser = self.handlers = None
+        if ends_page:
+            out.append(self._skipped(end))
+            self._new_parser(end, synthetic_root=True)
+
+    def _skipped(self, end: int) -> RawPage:
+        page = self.skipping
+        assert page is not None
+        self.skipping = None
+        self.last_page = f"#{page.ordinal} id={page.page_id} {page.title!r}"
+        where = f" (decompressed bytes {self.skipping_from}–{end} of the split)"
+        return dataclasses.replace(page, problem=page.problem + where)
+
+    def _after_root(self, byte_index: int, data: bytes) -> bytes:
+        """The bytes of `data` after the root's end tag that starts at `byte_index`."""
+        local = byte_index - self.fed
+        if local < 0:  # the end tag began in the bytes fed before `data`
+            if -local > len(self.previous):
+                raise self._error(
+                    f"XML byte {byte_index}", "cannot find the end of the root element",
+                    "malformed_xml",
+                )  # fmt: skip
+            data = self.previous[local:] + data
+            local = 0
+        return data[data.index(b">", local) + 1 :]
+
+    def _error(self, position: str, error: str, reason: str) -> DumpReadError:
+        return DumpReadError(self.split.path, position, error, self.last_page, reason)
+
+    def _check_encoding(self, head: bytes, at: int) -> None:
+        """Refuse a document that declares another encoding than UTF-8 (or is UTF-16/32).
+
+        MediaWiki writes its dumps in UTF-8 (most carry no XML declaration at all). A
+        declaration naming anything else is either a lie (ISO-8859-1 over UTF-8 bytes, which
+        would decode to mojibake without a word) or a file converted by someone else; neither
+        can be told from the other for certain, so the file is refused with what to do rather
+        than guessed at. Every document is parsed as UTF-8 whatever it declares, so bytes that
+        are not UTF-8 are a loud "not well-formed" error, never wrong text.
+        """
+        if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) or 0 in head[:4]:
+            declared = "UTF-16 or UTF-32 (a byte-order mark or NUL bytes at its start)"
+        elif match := _XML_DECLARATION.match(head.removeprefix(codecs.BOM_UTF8)):
+            name = match.group(1).decode("ascii")
+            try:
+                canonical = codecs.lookup(name).name
+            except LookupError:
+                canonical = name
+            if canonical in ("utf-8", "ascii"):
+                return
+            declared = f"{name!r} in its XML declaration"
+        else:
+            return
+        raise self._error(
+            f"decompressed byte {at} (the start of an XML document)",
+            f"the document is encoded as {declared}, but MediaWiki dumps are UTF-8 and only "
+            "UTF-8 is read (so that no text is decoded wrongly without a word): if the bytes "
+            "are UTF-8, correct the declaration; otherwise convert the file to UTF-8 (iconv)",
+            "unsupported_encoding",
+        )
+
+
+def iter_elements(
+    split: DumpSplit, reader: Reader, limits: PageLimits
+) -> Iterator[SiteInfo | RawPage]:
+    """Parse a split's XML into SiteInfo and RawPage items, with bounded memory."""
+    position = Position(split.start)
+    state = _SplitParser(split, limits)
+    try:
+        for chunk in decompressed_chunks(reader, split.path, split.start, split.end, position):
+            yield from state.feed(chunk)
+        yield from state.close()
+    except InputReadError as err:
+        if isinstance(err, DumpReadError):
+            raise
+        raise DumpReadError(
+            err.path, err.position, err.error, state.last_page, err.reason, err.offset
+        ) from err
+    except expat.ExpatError as err:
+        what = expat.errors.messages.get(err.code, str(err))
+        raise DumpReadError(
+            split.path, state.error_position(err.lineno, err.offset), f"malformed XML ({what})",
+            state.last_page, "malformed_xml",
+        ) from err  # fmt: skip
+
+
+def _parse_int(text: str | None) -> int | None:
+    if text is None:
+        return None
+    text = text.strip()
+    return int(text) if text.lstrip("-").isdigit() else None
