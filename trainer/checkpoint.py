@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from pipelines.io import storage
 from schemas.checkpoint import (
     CHECKPOINT_FORMAT,
     CHECKPOINT_GLOB,
@@ -62,6 +63,20 @@ def save_checkpoint(directory: Path, step: int, payload: dict[str, Any], keep: i
     for old in others[: max(0, len(others) - max(keep - 1, 0))]:
         old.unlink()
     return path
+
+
+def check_output_outside_shards(output: str, shards: str) -> None:
+    """A run directory inside the shards directory would mix checkpoints into the data
+    (local paths; a URL's place is the storage's to keep)."""
+    if storage.is_remote(shards) or storage.is_remote(output):
+        return
+    head = Path(shards.split("{")[0])  # a brace pattern: its fixed head
+    shards_dir = head if head.is_dir() else head.parent
+    if Path(output).resolve().is_relative_to(shards_dir.resolve()):
+        raise CheckpointError(
+            f"--output {output} is inside the shards directory {shards_dir}: write the run "
+            "beside the data, e.g. --output runs/NAME"
+        )
 
 
 # A checkpoint or `latest` write that never reached its rename (a kill, a full disk).

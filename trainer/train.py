@@ -50,7 +50,7 @@ from schemas.batch import MODEL_INPUTS, BatchField
 from schemas.checkpoint import CHECKPOINT_FORMAT, CheckpointKey
 from trainer import distributed
 from trainer.checkpoint import (
-    CheckpointError,
+    check_output_outside_shards,
     latest_checkpoint,
     load_checkpoint,
     prepare_run_directory,
@@ -197,20 +197,6 @@ class Run:
         return isinstance(self.autocast, torch.autocast)
 
 
-def _check_output_outside_shards(config: TrainConfig) -> None:
-    """A run directory inside the shards directory would mix checkpoints into the data
-    (local paths; a URL's place is the storage's to keep)."""
-    if storage.is_remote(config.shards) or storage.is_remote(config.output):
-        return
-    shards = Path(config.shards.split("{")[0])  # a brace pattern: its fixed head
-    shards_dir = shards if shards.is_dir() else shards.parent
-    if Path(config.output).resolve().is_relative_to(shards_dir.resolve()):
-        raise CheckpointError(
-            f"--output {config.output} is inside the shards directory {shards_dir}: write "
-            "the run beside the data, e.g. --output runs/NAME"
-        )
-
-
 def setup(config: TrainConfig, env: distributed.Distributed) -> Run:
     """Data, model, optimizer and meters, restored from a checkpoint on --resume.
 
@@ -218,7 +204,7 @@ def setup(config: TrainConfig, env: distributed.Distributed) -> Run:
     before any step, and a resumed run's generator states replace the seeded ones only after
     the model's initialisation has drawn from them."""
     accumulation = accumulation_steps(config, env.world_size)
-    _check_output_outside_shards(config)
+    check_output_outside_shards(config.output, config.shards)
     earlier = prepare_run_directory(Path(config.output), config.resume, config.overwrite)
     torch.manual_seed(config.seed + env.rank)  # dropout differs per rank, reproducibly
     if env.device.type == "cpu" and "OMP_NUM_THREADS" not in os.environ:
