@@ -37,6 +37,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -118,9 +119,15 @@ class ProcessTreeMonitor(threading.Thread):
     once stay tracked even if re-parented to init, so orphaned helpers still count.
     """
 
-    def __init__(self, root_pid: int, timeout_s: float) -> None:
+    def __init__(
+        self,
+        root_pid: int,
+        timeout_s: float,
+        on_sample: Callable[[ProcessTreeMonitor], None] | None = None,
+    ) -> None:
         super().__init__(daemon=True)
         self.root_pid = root_pid
+        self.on_sample = on_sample
         self.deadline = time.monotonic() + timeout_s
         self.records: dict[tuple[int, int], ProcessRecord] = {}
         self.timed_out = False
@@ -129,6 +136,8 @@ class ProcessTreeMonitor(threading.Thread):
     def run(self) -> None:
         while not self._stop_event.is_set():
             self.sample()
+            if self.on_sample is not None:
+                self.on_sample(self)
             if time.monotonic() > self.deadline and not self.timed_out:
                 self.timed_out = True
                 kill_process_group(self.root_pid)
@@ -211,10 +220,13 @@ def measure_command(
     log_path: Path,
     timeout_s: float,
     env: dict[str, str] | None = None,
+    on_sample: Callable[[ProcessTreeMonitor], None] | None = None,
 ) -> RunMeasurement:
     """Run ``command`` in a fresh process (own session) and measure its whole process tree.
 
-    ``env`` replaces the environment (None: inherit this process's).
+    ``env`` replaces the environment (None: inherit this process's). ``on_sample`` is called
+    from the polling thread after every poll, with the monitor (its root pid and per-process
+    records), for a benchmark that watches more than the totals (bench.scale).
     """
     log_path.parent.mkdir(parents=True, exist_ok=True)
     launcher_hwm_kib = read_peak_rss_kib(os.getpid())
@@ -230,7 +242,7 @@ def measure_command(
             start_new_session=True,
             env=env,
         )
-        monitor = ProcessTreeMonitor(child.pid, timeout_s)
+        monitor = ProcessTreeMonitor(child.pid, timeout_s, on_sample)
         monitor.start()
         _, status, usage = os.wait4(child.pid, 0)
         wall_s = time.perf_counter() - start

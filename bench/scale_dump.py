@@ -6,11 +6,18 @@ page gets a new page id, a new revision id and a distinct title, so tools that k
 deduplicate on any of those treat the copies as separate articles.
 
 Only the *source* dump (a few MB) is held in memory; the scaled dump is streamed page
-by page into a single-stream ``.xml.bz2`` compressed at level 9, like a real dump.
+by page into a single-stream ``.xml.bz2`` compressed at level 9, like a real dump. With
+``--multistream`` it is laid out like enwiki's ``…-pages-articles-multistream.xml.bz2``
+instead: the header (siteinfo) in a bz2 stream of its own, then one stream per 100 pages,
+then the footer, with the ``…-multistream-index.txt.bz2`` beside it (one
+``offset:page_id:title`` line per page), so `bertkit wikipedia` cuts the file into splits
+that many workers read, as it would the real dump; the streams are compressed by
+``--jobs`` processes.
 
 Run from the repository root::
 
     python -m bench.scale_dump --target-mb 50 --workdir bench/.work
+    python -m bench.scale_dump --target-mb 1024 --multistream --jobs 2
 
 bench.extract runs exactly this in a child process (bench.runs.build_in_child, so holding
 the sample does not raise the benchmark's own high-water RSS), then reads the cached info
@@ -23,6 +30,7 @@ from __future__ import annotations
 import bz2
 import itertools
 import json
+import multiprocessing
 import os
 import re
 from collections.abc import Iterator
@@ -46,6 +54,7 @@ COPY_SUFFIX_RE = re.compile(r" \(copy \d+\)$")
 
 # Bump when the layout of the scaled file changes, so stale cached files are rebuilt.
 FORMAT_VERSION = 1
+PAGES_PER_STREAM = 100  # as in enwiki's multistream dumps
 
 PAGE_RE = re.compile(rb"[ \t]*<page>.*?</page>[ \t]*\n", re.DOTALL)
 TITLE_RE = re.compile(rb"<title>(.*?)</title>", re.DOTALL)
@@ -174,6 +183,8 @@ class ScaledDumpInfo:
     source: str
     source_bytes: int
     format_version: int = FORMAT_VERSION
+    multistream: bool = False
+    index_path: str = ""  # the multistream index beside the dump; "" for a single stream
 
     @property
     def wikitext_mb(self) -> float:
@@ -193,10 +204,17 @@ def pages_until_target(source: SourceDump, target_bytes: int) -> Iterator[tuple[
         copy_index += 1
 
 
-def scaled_dump_paths(workdir: Path, target_mb: float) -> tuple[Path, Path]:
-    stem = f"enwiki-scaled-{target_mb:g}mb"
+def scaled_dump_paths(
+    workdir: Path, target_mb: float, multistream: bool = False
+) -> tuple[Path, Path]:
+    stem = f"enwiki-scaled-{target_mb:g}mb" + ("-multistream" if multistream else "")
     workdir = workdir.resolve()
     return workdir / f"{stem}.xml.bz2", workdir / f"{stem}.json"
+
+
+def multistream_index_path(dump_path: Path) -> Path:
+    """`X-multistream.xml.bz2` → `X-multistream-index.txt.bz2`, the name bertkit looks for."""
+    return dump_path.with_name(dump_path.name.removesuffix(".xml.bz2") + "-index.txt.bz2")
 
 
 def load_cached_info(
@@ -212,11 +230,15 @@ def load_cached_info(
     matches = (
         info.format_version == FORMAT_VERSION
         and info.target_mb == target_mb
+        and (not info.multistream or multistream_index_path(dump_path).exists())
         and info.source_bytes == source_path.stat().st_size
         and info.compressed_bytes == dump_path.stat().st_size
     )
     # The path is re-derived so a cache built from another cwd or checkout still resolves.
-    return replace(info, path=str(dump_path)) if matches else None
+    if not matches:
+        return None
+    index = str(multistream_index_path(dump_path)) if info.multistream else ""
+    return replace(info, path=str(dump_path), index_path=index)
 
 
 def write_scaled_dump(
@@ -239,20 +261,92 @@ def write_scaled_dump(
     return wikitext_bytes, pages, redirects, last_copy
 
 
+def page_groups(
+    source: SourceDump, target_bytes: int, tally: list[int]
+) -> Iterator[tuple[bytes, list[tuple[int, str]]]]:
+    """The scaled dump's pages, PAGES_PER_STREAM at a time: (XML, [(page id, title)]).
+
+    ``tally`` accumulates [wikitext bytes, pages, redirects] as groups are produced.
+    """
+    pending = list[tuple[int, int]]()
+
+    def group() -> tuple[bytes, list[tuple[int, str]]]:
+        pages = [renamed_page(source.pages[p], copy) for copy, p in pending]
+        keys = [(int(PAGE_ID_RE.search(x).group(2)), title_of_page(x)) for x in pages]
+        return b"".join(pages), keys
+
+    for copy_index, page_index in pages_until_target(source, target_bytes):
+        pending.append((copy_index, page_index))
+        tally[0] += source.page_wikitext_bytes[page_index]
+        tally[1] += 1
+        tally[2] += source.page_is_redirect[page_index]
+        if len(pending) == PAGES_PER_STREAM:
+            yield group()
+            pending.clear()
+    if pending:
+        yield group()
+
+
+def _compress_group(item: tuple[bytes, list[tuple[int, str]]]) -> tuple[bytes, list]:
+    return bz2.compress(item[0], 9), item[1]
+
+
+def write_multistream_dump(
+    source: SourceDump, dump_path: Path, target_bytes: int, jobs: int
+) -> tuple[int, int, int]:
+    """Stream a multistream dump and its index to disk; return (wikitext bytes, pages,
+    redirects). Offsets in the index are those of each group's bz2 stream in the dump."""
+    tally = [0, 0, 0]
+    index_path = multistream_index_path(dump_path)
+    partial_path = dump_path.with_suffix(dump_path.suffix + ".partial")
+    partial_index = index_path.with_suffix(index_path.suffix + ".partial")
+    with (
+        partial_path.open("wb") as out,
+        bz2.open(partial_index, "wb", compresslevel=9) as index,
+        multiprocessing.Pool(jobs) as pool,
+    ):
+        out.write(bz2.compress(source.header, 9))
+        groups = page_groups(source, target_bytes, tally)
+        for compressed, keys in pool.imap(_compress_group, groups, chunksize=8):
+            offset = out.tell()
+            # A title never holds a newline; a colon in it is fine (the index splits twice).
+            index.write(
+                "".join(f"{offset}:{page_id}:{title}\n" for page_id, title in keys).encode()
+            )
+            out.write(compressed)
+        out.write(bz2.compress(source.footer, 9))
+    os.replace(partial_index, index_path)
+    os.replace(partial_path, dump_path)
+    return tally[0], tally[1], tally[2]
+
+
 def build_scaled_dump(
-    target_mb: float, workdir: Path, source_path: Path | None = None, log: bool = True
+    target_mb: float,
+    workdir: Path,
+    source_path: Path | None = None,
+    log: bool = True,
+    multistream: bool = False,
+    jobs: int = 1,
 ) -> ScaledDumpInfo:
-    """Return a scaled dump with at least ``target_mb`` MB of wikitext, building it if needed."""
+    """Return a scaled dump with at least ``target_mb`` MB of wikitext, building it if needed
+    (``multistream``: with its index, streams compressed by ``jobs`` processes)."""
     source_path = source_path or find_sample_dump()
     workdir.mkdir(parents=True, exist_ok=True)
-    dump_path, info_path = scaled_dump_paths(workdir, target_mb)
+    dump_path, info_path = scaled_dump_paths(workdir, target_mb, multistream)
     cached = load_cached_info(dump_path, info_path, target_mb, source_path)
     if cached is not None:
         return cached
     if log:
         print(f"building {dump_path} ({target_mb:g} MB of wikitext) ...", flush=True)
     source = read_source_dump(source_path)
-    wikitext_bytes, pages, redirects, _ = write_scaled_dump(source, dump_path, int(target_mb * MB))
+    if multistream:
+        wikitext_bytes, pages, redirects = write_multistream_dump(
+            source, dump_path, int(target_mb * MB), jobs
+        )
+    else:
+        wikitext_bytes, pages, redirects, _ = write_scaled_dump(
+            source, dump_path, int(target_mb * MB)
+        )
     info = ScaledDumpInfo(
         path=str(dump_path),
         target_mb=target_mb,
@@ -264,6 +358,8 @@ def build_scaled_dump(
         compressed_bytes=dump_path.stat().st_size,
         source=str(source_path),
         source_bytes=source_path.stat().st_size,
+        multistream=multistream,
+        index_path=str(multistream_index_path(dump_path)) if multistream else "",
     )
     info_path.write_text(json.dumps(asdict(info), indent=2) + "\n")
     return info
@@ -284,8 +380,18 @@ def main() -> None:
         help="cache directory for scaled dumps (default bench/.work)",
     )
     parser.add_argument("--source", type=Path, default=None, help="sample dump to repeat")
+    parser.add_argument(
+        "--multistream",
+        action="store_true",
+        help="write an enwiki-style multistream dump and its index (default: one stream)",
+    )
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="processes compressing a multistream dump"
+    )
     args = parser.parse_args()
-    info = build_scaled_dump(args.target_mb, args.workdir, args.source)
+    info = build_scaled_dump(
+        args.target_mb, args.workdir, args.source, multistream=args.multistream, jobs=args.jobs
+    )
     print(
         f"dump {info.path}: {info.wikitext_mb:.2f} MB wikitext, {info.pages} pages "
         f"({info.articles} articles), {info.compressed_bytes / MB:.1f} MB bz2"
