@@ -18,21 +18,24 @@ table shows the medians. The rows:
                    (shuffled shard order, 10,000-sample shuffle buffer, every block's sha256
                    checked before its samples are used, drop_last): what `bertkit train` runs
                    per loader worker
+  bertkit …, 1.x    the same rows on the same samples in the 1.x layout (one tar member per
+                   sample, bench/legacy_shards.py), side by side: what the compact 2.0 layout
+                   (one member per block of 512) changes
   bertkit S3       the same shards (manifest included) uploaded to moto's S3 server on
                    loopback (bench.s3server, `python -m moto.server`, started here), read as
                    open_source("s3://BUCKET/shards") through smart_open and boto3. The server
                    is another process on the same cores: its CPU-s is shown apart and is not
                    in the loader's figure (on real S3 it runs on someone else's machines), but
                    it competes for the cores, so the wall figures pay for it
-  webdataset       plain webdataset as a user would write it for shards with one packed
-                   member: WebDataset(paths, shardshuffle=False)
-                   .map(PretrainingExample.decode of "example.bin") .batched(B, a
+  webdataset       plain webdataset as a user would write it for these shards:
+                   WebDataset(paths, shardshuffle=False) .map(unpack_samples of
+                   "examples.bin", each PretrainingExample.decode'd) .unlisted() .batched(B, a
                    straightforward collate to the same tensors); no sample shuffle, no
                    checksum
   reader: bertkit  pipelines.io.shards.iter_tar_samples over the local shards: tar members'
                    bytes only, no decode, no collate (the reader's share of the first row)
-  reader: tarfile  Python's tarfile in stream mode ("r|"), each member's bytes read: what
-                   webdataset's reader is built on
+  reader: tarfile  Python's tarfile in stream mode ("r|") over the 1.x copy, each member's
+                   bytes read: what webdataset's reader is built on
 
 Targets (the loader issue): bertkit local ≥ 50,000 samples per CPU-second, and bertkit over
 S3 ≥ 80 % of bertkit local, per CPU-second of the loader process (wall-second ratio shown
@@ -46,10 +49,12 @@ import argparse
 import contextlib
 import gc
 import os
+import shutil
 import statistics
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -60,6 +65,7 @@ import numpy as np
 import torch
 
 from bench import measure
+from bench.legacy_shards import write_legacy_copy
 from bench.measure import (
     CLOCK_TICKS,
     DEMO_OUTPUT,
@@ -71,7 +77,7 @@ from bench.measure import (
 from bench.s3server import client_environment, start_s3_server, stop_server
 from pipelines.io.shards import iter_tar_samples
 from schemas.batch import IGNORE_INDEX, PAD_MULTIPLE, BatchField
-from schemas.examples import EXAMPLE_MEMBER, PretrainingExample
+from schemas.examples import SAMPLES_MEMBER, PretrainingExample, sample_key, unpack_samples
 from trainer.data import DataPosition, DataSource, LoaderConfig, PretrainingLoader, open_source
 
 DEFAULT_SHARDS = DEMO_OUTPUT / "shards"
@@ -83,10 +89,15 @@ LOCAL_TARGET_PER_CPU_S = 50_000.0
 S3_TARGET_RATIO = 0.8
 
 ROW_LOCAL = "bertkit local"
+ROW_LOCAL_V1 = "bertkit local, 1.x"
 ROW_S3 = "bertkit S3 (moto)"
+ROW_S3_V1 = "bertkit S3, 1.x"
 ROW_WDS = "webdataset"
 ROW_READER = "reader: bertkit"
-ROW_TARFILE = "reader: tarfile"
+ROW_READER_V1 = "reader: bertkit 1.x"
+ROW_TARFILE = "reader: tarfile 1.x"
+S3_ROWS = (ROW_S3, ROW_S3_V1)
+S3_PREFIX_V1 = "shards-1x"
 
 
 # --------------------------------------------------------------------------- the rows
@@ -142,8 +153,13 @@ def collate_examples(examples: list[PretrainingExample]) -> dict[str, torch.Tens
     }
 
 
-def decode_wds_sample(sample: dict[str, Any]) -> PretrainingExample:
-    return PretrainingExample.decode(sample[EXAMPLE_MEMBER], sample["__key__"])
+def decode_wds_block(block: dict[str, Any]) -> list[PretrainingExample]:
+    """A webdataset record (one block member) → its examples, keyed first key + i."""
+    first = int(block["__key__"])
+    return [
+        PretrainingExample.decode(data, sample_key(first + number))
+        for number, data in enumerate(unpack_samples(block[SAMPLES_MEMBER]))
+    ]
 
 
 def webdataset_rows(paths: list[str], batch_size: int, limit: int | None) -> int:
@@ -151,7 +167,8 @@ def webdataset_rows(paths: list[str], batch_size: int, limit: int | None) -> int
 
     dataset = (
         webdataset.WebDataset(paths, shardshuffle=False)
-        .map(decode_wds_sample)
+        .map(decode_wds_block)
+        .unlisted()  # a block's examples, one by one
         .batched(batch_size, collation_fn=collate_examples, partial=False)
     )
     return take_batches(iter(dataset), limit)
@@ -199,21 +216,20 @@ class MotoServer:
         stop_server(self.process)
 
 
-def start_moto(shards: Path) -> tuple[MotoServer, str]:
-    """Start moto's S3 server on loopback, upload the shards directory, point boto3 at it.
-
-    Returns the server and the s3:// URL of the uploaded shards directory.
-    """
+def start_moto(directories: dict[str, Path]) -> tuple[MotoServer, dict[str, str]]:
+    """Start moto's S3 server on loopback, upload each shards directory under its prefix,
+    point boto3 at it. Returns the server and the s3:// URL of each prefix."""
     process, endpoint, client = start_s3_server()
     server = MotoServer(process, endpoint)
     # smart_open's boto3 clients read these: every s3:// URL now goes to the loopback server.
     os.environ.update(client_environment(endpoint))
     client.create_bucket(Bucket=BUCKET)
-    for path in sorted(shards.rglob("*")):
-        if path.is_file():
-            key = f"{S3_PREFIX}/{path.relative_to(shards).as_posix()}"
-            client.upload_file(str(path), BUCKET, key)
-    return server, f"s3://{BUCKET}/{S3_PREFIX}"
+    for prefix, shards in directories.items():
+        for path in sorted(shards.rglob("*")):
+            if path.is_file():
+                key = f"{prefix}/{path.relative_to(shards).as_posix()}"
+                client.upload_file(str(path), BUCKET, key)
+    return server, {prefix: f"s3://{BUCKET}/{prefix}" for prefix in directories}
 
 
 # --------------------------------------------------------------------------- measuring
@@ -334,7 +350,14 @@ def verdicts(summaries: dict[str, RowSummary]) -> dict[str, Any]:
         ratio(s3.per_wall_s, local.per_wall_s) if s3_ok and local else None  # type: ignore[union-attr]
     )
     wds = summaries.get(ROW_WDS)
+
+    def over(row: str, other: str) -> float | None:
+        a, b = summaries.get(row), summaries.get(other)
+        return ratio(a.per_cpu_s, b.per_cpu_s) if a and a.ok and b and b.ok else None
+
     return {
+        "layout_2_over_1x_local_per_cpu_s": over(ROW_LOCAL, ROW_LOCAL_V1),
+        "layout_2_over_1x_s3_per_cpu_s": over(ROW_S3, ROW_S3_V1),
         "local_per_cpu_s": local_rate,
         "local_target_per_cpu_s": LOCAL_TARGET_PER_CPU_S,
         "local_met": local_rate is not None and local_rate >= LOCAL_TARGET_PER_CPU_S,
@@ -362,12 +385,21 @@ def print_verdicts(result: dict[str, Any]) -> None:
         f"({fmt(cpu_ratio, '.2f')}×); per wall-s (server on the same cores) -> "
         f"{verdict_word(wall_ratio is not None, result['s3_met_wall'])} ({fmt(wall_ratio, '.2f')}×)"
     )
+    for where in ("local", "s3"):
+        value = result[f"layout_2_over_1x_{where}_per_cpu_s"]
+        if value is not None:
+            print(f"2.0 layout (a member per block) / 1.x (a member per sample), {where}, per "
+                  f"CPU-s: {value:.2f}× (target ≥ 1.00×)")  # fmt: skip
     versus = result["bertkit_over_webdataset_per_cpu_s"]
     if versus is not None:
         print(f"bertkit local / plain webdataset, per CPU-s: {versus:.2f}×")
 
 
 # --------------------------------------------------------------------------- main
+
+
+def _bytes_per_sample(source: DataSource) -> float:
+    return sum(shard.bytes or 0 for shard in source.shards) / source.samples
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -402,24 +434,33 @@ def main(argv: list[str] | None = None) -> int:
     local = open_source(str(shards), SPLIT)
     paths = [shard.url for shard in local.shards]
     limit = args.limit_samples
+    # The same samples in the 1.x layout (a tar member per sample), read side by side.
+    legacy_dir = Path(tempfile.mkdtemp(prefix="bertkit-loader-1x-"))
+    write_legacy_copy(shards, legacy_dir)
+    local_v1 = open_source(str(legacy_dir), SPLIT)
+    paths_v1 = [shard.url for shard in local_v1.shards]
     print(
         f"{shards}: {len(paths)} {SPLIT} shards, {local.samples:,} samples, seq "
-        f"{local.max_seq_length}; batch {args.batch_size}"
-        + (f", at most {limit:,} samples per row" if limit else ""),
+        f"{local.max_seq_length}; batch {args.batch_size}; bytes per sample on disk "
+        f"{_bytes_per_sample(local):,.0f} (2.0 layout) and {_bytes_per_sample(local_v1):,.0f} "
+        "(1.x)" + (f", at most {limit:,} samples per row" if limit else ""),
         flush=True,
     )
 
     server: MotoServer | None = None
-    s3_source: DataSource | None = None
+    s3_sources: dict[str, DataSource] = {}
     s3_error: str | None = None
     if not args.no_s3:
         try:
             started = time.perf_counter()
-            server, s3_url = start_moto(shards)
-            s3_source = open_source(s3_url, SPLIT)
+            server, urls = start_moto({S3_PREFIX: shards, S3_PREFIX_V1: legacy_dir})
+            s3_sources = {
+                ROW_S3: open_source(urls[S3_PREFIX], SPLIT),
+                ROW_S3_V1: open_source(urls[S3_PREFIX_V1], SPLIT),
+            }
             print(
                 f"moto S3 server at {server.endpoint} (pid {server.process.pid}), shards "
-                f"uploaded to {s3_url} in {time.perf_counter() - started:.1f} s",
+                f"uploaded to {', '.join(urls.values())} in {time.perf_counter() - started:.1f} s",
                 flush=True,
             )
         except Exception as error:  # noqa: BLE001 - the other rows still run
@@ -428,12 +469,14 @@ def main(argv: list[str] | None = None) -> int:
 
     actions: dict[str, Callable[[], int]] = {
         ROW_LOCAL: lambda: bertkit_rows(local, args.batch_size, limit),
+        ROW_LOCAL_V1: lambda: bertkit_rows(local_v1, args.batch_size, limit),
     }
-    if not args.no_s3 and s3_source is not None:
-        actions[ROW_S3] = lambda: bertkit_rows(s3_source, args.batch_size, limit)  # type: ignore[arg-type]
+    for row, s3_source in s3_sources.items():
+        actions[row] = lambda source=s3_source: bertkit_rows(source, args.batch_size, limit)
     actions[ROW_WDS] = lambda: webdataset_rows(paths, args.batch_size, limit)
     actions[ROW_READER] = lambda: reader_rows(paths, limit)
-    actions[ROW_TARFILE] = lambda: tarfile_rows(paths, limit)
+    actions[ROW_READER_V1] = lambda: reader_rows(paths_v1, limit)
+    actions[ROW_TARFILE] = lambda: tarfile_rows(paths_v1, limit)
 
     runs: dict[str, list[Run]] = {row: [] for row in actions}
     errors: dict[str, str | None] = dict.fromkeys(actions)
@@ -443,7 +486,7 @@ def main(argv: list[str] | None = None) -> int:
                 if errors[row] is not None:
                     continue  # a failing row will fail again
                 try:
-                    run = measure_row(action, server if row == ROW_S3 else None)
+                    run = measure_row(action, server if row in S3_ROWS else None)
                 except Exception as error:  # noqa: BLE001 - report it, run the rest
                     errors[row] = f"{type(error).__name__}: {error}"
                     print(f"  {row:<18} run {repeat}/{args.repeats}: FAILED {errors[row]}")
@@ -453,10 +496,12 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if server is not None:
             server.stop()
+        shutil.rmtree(legacy_dir)  # this run's own temporary copy
 
     summaries = {row: summarise(row, runs[row], errors[row]) for row in actions}
     if s3_error is not None:
-        summaries[ROW_S3] = RowSummary(ROW_S3, ok=False, error=s3_error)
+        for row in S3_ROWS:
+            summaries[row] = RowSummary(row, ok=False, error=s3_error)
     print_results(summaries, args.batch_size)
     result = verdicts(summaries)
     print_verdicts(result)

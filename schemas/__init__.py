@@ -16,10 +16,13 @@ from schemas.examples import (
     EXAMPLE_MEMBER,
     EXAMPLES_SCHEMA_VERSION,
     PRETRAINING_EXAMPLE_SCHEMA,
+    SAMPLES_MEMBER,
     SHARDS_MANIFEST_NAME,
     ExampleColumn,
     PretrainingExample,
     examples_table,
+    pack_samples,
+    unpack_samples,
 )
 from schemas.manifest import MANIFEST_NAME, DocumentsManifest, OutputFile
 from schemas.rejects import REJECT_SCHEMA, REJECTS_DIR, Reject
@@ -36,6 +39,7 @@ __all__ = [
     "PRETRAINING_EXAMPLE_SCHEMA",
     "REJECTS_DIR",
     "REJECT_SCHEMA",
+    "SAMPLES_MEMBER",
     "SHARDS_MANIFEST_NAME",
     "TOKENIZER_FILE",
     "VOCAB_FILE",
@@ -54,4 +58,6 @@ __all__ = [
     "VocabMetadata",
     "documents_table",
     "examples_table",
+    "pack_samples",
+    "unpack_samples",
 ]

@@ -14,21 +14,22 @@ A reader checks `schema_version`, `vocab.sha256` and `max_seq_length` before it 
 shard, and a block's sha256 before it uses a sample in it. Holds no timestamps or host names:
 the same inputs and flags give the same bytes.
 
-**Blocks (schema 1.1).** A shard's bytes are cut, at sample boundaries, into blocks of
-`block_samples` samples (the last block also holds the end-of-archive bytes), and the manifest
-records each block's first byte and sha256: the blocks tile the file, so verifying every
-block verifies the file. A reader that wants samples [a, b) reads just the blocks holding them,
-by byte range, and releases a block's samples only once its sha256 matched: no sample is used
-before its bytes are verified, memory is one block (~0.6 MB at 128 tokens), and a reader of
-part of a shard does not read the rest. A 1.0 manifest has no blocks; its reader treats the
-whole shard as one block.
+**Blocks.** A shard's bytes are cut, at sample boundaries, into blocks of `block_samples`
+samples (the last block also holds the end-of-archive bytes), and the manifest records each
+block's first byte and sha256 (schema 1.1): the blocks tile the file, so verifying every
+block verifies the file. Since schema 2.0 a block is one tar member (schemas/examples.py).
+A reader that wants samples [a, b) reads just the blocks holding them, by byte range, and
+releases a block's samples only once its sha256 matched: no sample is used before its bytes
+are verified, memory is one block (~180 kB at 128 tokens), and a reader of part of a shard
+does not read the rest. A 1.0 manifest has no blocks; its reader treats the whole shard as
+one block.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from schemas.checks import (
     RecordError,
@@ -38,7 +39,7 @@ from schemas.checks import (
     need_sha256,
     need_str,
 )
-from schemas.examples import EXAMPLE_MEMBER, EXAMPLES_SCHEMA_VERSION
+from schemas.examples import EXAMPLES_SCHEMA_VERSION, READABLE_MAJORS, SAMPLES_MEMBER
 
 SHARD_DEPTH = 3  # seqN/SPLIT/shard-NNNNNN.tar: a shard's manifest is three levels up
 BLOCK_SAMPLES = 512  # samples per verified block: ~0.6 MB at 128 tokens, ~2 MB at 512
@@ -166,10 +167,11 @@ class ShardsManifest:
     rejected: dict[str, int]  # reason → count (see _rejects/)
     outputs: dict[str, SequenceOutput]  # "seq128" → …
     rejects_files: list[str] = field(default_factory=list)
-    member: str = EXAMPLE_MEMBER
+    member: str = SAMPLES_MEMBER
     record: str = "PretrainingExample"
     schema_version: str = EXAMPLES_SCHEMA_VERSION
     bertkit_version: str = "0.1.0"
+    READABLE_MAJORS: ClassVar[tuple[str, ...]] = READABLE_MAJORS  # 1.x: a member per sample
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True, ensure_ascii=False) + "\n"

@@ -1,8 +1,10 @@
 """The one rule for reading a record written by another bertkit: same record, same major.
 
 Every manifest and metadata file carries `record` and `schema_version`. A reader accepts any
-minor version of its own major (minor versions only add fields) and refuses anything else
-before it starts, saying what it found, what it reads and how to get a file it can read.
+minor version of its own major (minor versions only add fields), and of the older majors its
+record class lists in `READABLE_MAJORS` (a reader that still knows the old layout), and
+refuses anything else before it starts, saying what it found, what it reads and how to get
+a file it can read.
 """
 
 from __future__ import annotations
@@ -18,11 +20,13 @@ def major(version: str) -> str:
 
 
 def version_problem(
-    where: str, found_record: str, found_version: str, record: str, version: str, remedy: str
-) -> str | None:
-    """None if a `found_record` at `found_version` can be read as `record` at `version`;
-    else the message for the user."""
-    if found_record == record and major(found_version) == major(version):
+    where: str, found_record: str, found_version: str, record: str, version: str, remedy: str,
+    readable_majors: tuple[str, ...] = (),
+) -> str | None:  # fmt: skip
+    """None if a `found_record` at `found_version` can be read as `record` at `version` (or
+    at one of `readable_majors`); else the message for the user."""
+    majors = {major(version), *readable_majors}
+    if found_record == record and major(found_version) in majors:
         return None
     return (
         f"{where}: a {found_record} record at schema {found_version}, this bertkit reads "
@@ -49,7 +53,7 @@ def read_record(
     defaults = {f.name: f.default for f in dataclasses.fields(record_class)}  # type: ignore[arg-type]
     problem = version_problem(
         where, record.record, record.schema_version, defaults["record"],
-        defaults["schema_version"], remedy,
+        defaults["schema_version"], remedy, getattr(record_class, "READABLE_MAJORS", ()),
     )  # fmt: skip
     if problem:
         raise error(problem)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import http.server
+import tarfile
 import threading
 from collections import Counter
 from dataclasses import asdict
@@ -226,11 +227,11 @@ def test_manifest_of_another_schema_or_length_is_refused(tmp_path):
         open_source(str(shards_dir), max_seq_length=512)
     manifest = shards_dir / SHARDS_MANIFEST_NAME
     manifest.write_text(
-        manifest.read_text().replace('"schema_version": "1.1"', '"schema_version": "2.0"')
+        manifest.read_text().replace('"schema_version": "2.0"', '"schema_version": "3.0"')
     )
     with pytest.raises(
         DataConfigError,
-        match=r"PretrainingExample record at schema 2\.0, this bertkit reads PretrainingExample schema 1\.1",
+        match=r"PretrainingExample record at schema 3\.0, this bertkit reads PretrainingExample schema 2\.0",
     ):
         open_source(str(shards_dir))
 
@@ -245,7 +246,7 @@ def test_a_changed_shard_stops_the_epoch_naming_it(tmp_path):
     used = []
     with pytest.raises(
         ShardReadError,
-        match=r"shard-000001\.tar: samples 0–2 \(bytes 0–4,096\) do not match the manifest's "
+        match=r"shard-000001\.tar: samples 0–2 \(bytes 0–2,048\) do not match the manifest's "
         r"sha256 \(.*none of them was used",
     ):
         for batch in loader.epoch(DataPosition()):
@@ -468,3 +469,21 @@ def test_the_loader_refuses_a_sample_outside_the_manifests_vocabulary(tmp_path):
     refused = r"shard-000000\.tar: sample 000000000000 has a token id past the vocabulary's 200"
     with pytest.raises(ShardReadError, match=refused):
         list(loader.epoch(DataPosition()))
+
+
+def test_shards_in_the_1x_layout_are_still_read(tmp_path):
+    """A 1.1 manifest over shards of one tar member per sample gives the same batches."""
+    from bench.legacy_shards import write_legacy_copy
+
+    shards_dir = write_uneven_shards(tmp_path)
+    legacy = write_legacy_copy(shards_dir, tmp_path / "legacy")
+    with tarfile.open(legacy / "seq128/train/shard-000000.tar") as archive:
+        assert archive.getnames()[:2] == ["000000000000.example.bin", "000000000001.example.bin"]
+    source = open_source(str(legacy))
+    assert source.manifest is not None and source.manifest.schema_version == "1.1"
+
+    def batches(directory) -> list[list[int]]:
+        loader = PretrainingLoader(open_source(str(directory)), LoaderConfig(4, seed=3))
+        return [batch[BatchField.SAMPLE_INDEX].tolist() for batch in loader.epoch(DataPosition())]
+
+    assert batches(legacy) == batches(shards_dir) and len(batches(legacy)) == 8

@@ -26,9 +26,9 @@ from pipelines.examples.keys import KeyedSpillWriter
 from pipelines.io.shards import read_shard_samples
 from pipelines.io.vocabulary import load_vocab
 from schemas import (
-    EXAMPLE_MEMBER,
     EXAMPLES_SCHEMA_VERSION,
     MANIFEST_NAME,
+    SAMPLES_MEMBER,
     Document,
     DocumentColumn,
     DocumentsManifest,
@@ -37,7 +37,7 @@ from schemas import (
     ShardsManifest,
     documents_table,
 )
-from schemas.examples import NOT_NEXT, SPLITS, sample_key
+from schemas.examples import NOT_NEXT, SPLITS, sample_key, unpack_samples
 
 
 def run_examples(documents, vocab, output, *flags: str) -> int:
@@ -114,15 +114,21 @@ def test_manifest_describes_every_shard_and_splits_are_balanced(sample_shards, s
 
 
 def test_plain_webdataset_iterates_every_sample(sample_shards):
+    """webdataset yields one record per block; unpack_samples gives the block's samples."""
     manifest = load_manifest(sample_shards)
     train = manifest.outputs["seq128"].splits["train"]
     last = len(train.shards) - 1
     url = str(sample_shards / f"seq128/train/shard-{{000000..{last:06d}}}.tar")
-    samples = list(wds.WebDataset(url, shardshuffle=False))
-    assert len(samples) == train.samples
-    assert [s["__key__"] for s in samples] == [sample_key(i) for i in range(train.samples)]
-    assert set(samples[0]) >= {"__key__", EXAMPLE_MEMBER}
-    PretrainingExample.decode(samples[0][EXAMPLE_MEMBER])  # a packed example, no pickle
+    blocks = list(wds.WebDataset(url, shardshuffle=False))
+    assert len(blocks) == sum(len(shard.blocks) for shard in train.shards)
+    assert set(blocks[0]) >= {"__key__", SAMPLES_MEMBER}
+    keys, samples = [], []
+    for block in blocks:
+        unpacked = unpack_samples(block[SAMPLES_MEMBER])
+        keys += [sample_key(int(block["__key__"]) + i) for i in range(len(unpacked))]
+        samples += unpacked
+    assert keys == [sample_key(i) for i in range(train.samples)]
+    PretrainingExample.decode(samples[0])  # a packed example, no pickle
 
 
 def test_every_example_follows_the_algorithm(sample_shards, sample_vocab):

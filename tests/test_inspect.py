@@ -163,7 +163,7 @@ def test_stats_of_a_split_are_exact(shards_dir: Path, capsys) -> None:
     assert code == 0
     assert lines[lines.index("examples 2 in 1 shard") :] == TRAIN_STATS
     assert (
-        "  train    2 examples in 1 shard (3,072 bytes), NotNext 1, 19 tokens, 4 predictions"
+        "  train    2 examples in 1 shard (2,048 bytes), NotNext 1, 19 tokens, 4 predictions"
         in lines
     )
 
@@ -221,8 +221,8 @@ def test_schema_prints_fields_docs_and_versions(shards_dir: Path, capsys) -> Non
     code, lines, _ = inspect(capsys, str(shards_dir), "--schema")
     assert code == 0
     assert lines[:2] == [
-        "record PretrainingExample, schema version 1.1 (this bertkit)",
-        "manifest: record PretrainingExample, schema version 1.1, written by bertkit 0.1.0",
+        "record PretrainingExample, schema version 2.0 (this bertkit)",
+        "manifest: record PretrainingExample, schema version 2.0, written by bertkit 0.1.0",
     ]
     assert [line.split()[0] for line in lines[2:]] == PRETRAINING_EXAMPLE_SCHEMA.names
     assert any("0 = IsNext (B follows A), 1 = NotNext" in line for line in lines)
@@ -234,12 +234,12 @@ def test_summary_of_a_shards_directory(shards_dir: Path, capsys) -> None:
     assert code == 0
     assert lines == [
         f"shards directory {shards_dir} (manifest.json)",
-        "record PretrainingExample, schema version 1.1, written by bertkit 0.1.0",
+        "record PretrainingExample, schema version 2.0, written by bertkit 0.1.0",
         f"vocab: sha256 {sha}, path {shards_dir.parent / 'vocab'}, size 13, cased False",
         "seq128: max 20 predictions per sequence",
-        "  train    2 examples in 1 shard (3,072 bytes), NotNext 1, 19 tokens, 4 predictions",
+        "  train    2 examples in 1 shard (2,048 bytes), NotNext 1, 19 tokens, 4 predictions",
         "  heldout  1 example in 1 shard (2,048 bytes), NotNext 0, 8 tokens, 1 prediction",
-        "total: 3 examples in 2 shards, 5,120 bytes",
+        "total: 3 examples in 2 shards, 4,096 bytes",
         "rejected: none; dropped: none",
     ]
 
@@ -376,18 +376,18 @@ def test_a_tampered_shard_is_refused_before_any_of_its_examples_is_shown(
 ) -> None:
     shard = shards_dir / TRAIN_SHARD
     data = bytearray(shard.read_bytes())
-    data[512 + 18] ^= 0x01  # first token id of the first sample: still decodes, wrong sha256
+    data[512 + 16 + 18] ^= 0x01  # block header, lengths, sample header: the first token id
     shard.write_bytes(bytes(data))
     code, lines, err = inspect(capsys, str(shards_dir), "--json", "5")
     assert code == 1
     assert lines[1:] == []  # the block's sha256 is checked before any example is printed
     assert err.startswith(
-        f"bertkit inspect: error: {shard}: samples 0–1 (bytes 0–3,072) do not match the "
+        f"bertkit inspect: error: {shard}: samples 0–1 (bytes 0–2,048) do not match the "
         "manifest's sha256"
     )
     assert "none of them was used" in err and "Traceback" not in err
     code, lines, err = inspect(capsys, str(shards_dir), "--stats", "--split", "train")
-    assert code == 1 and f"{shard}: samples 0–1 (bytes 0–3,072) do not match" in err
+    assert code == 1 and f"{shard}: samples 0–1 (bytes 0–2,048) do not match" in err
     assert "statistics of what was read before the error:" in lines
     code, lines, _ = inspect(capsys, str(shards_dir), "--json", "5", "--no-verify")
     assert code == 0 and len(lines) == 3
@@ -396,24 +396,23 @@ def test_a_tampered_shard_is_refused_before_any_of_its_examples_is_shown(
 def test_a_truncated_shard_names_the_shard(shards_dir: Path, capsys) -> None:
     shard = shards_dir / TRAIN_SHARD
     full = shard.read_bytes()
-    shard.write_bytes(full[:1100])  # inside the second sample's data
+    shard.write_bytes(full[:600])  # inside the block of both samples: neither is read
     code, lines, err = inspect(capsys, str(shard), "--json", "5", "--no-verify")
-    assert code == 1
-    assert lines == JSON_LINES[:1]
+    assert code == 1 and lines == []
     assert f"{shard}: " in err and "truncated" in err
-    shard.write_bytes(full[:1024])  # cut exactly after the first sample (tarfile sees no fault)
+    shard.write_bytes(full[:1024])  # cut exactly after the block (tarfile sees no fault)
     code, lines, err = inspect(capsys, str(shard), "--json", "5", "--no-verify")
-    assert code == 1 and lines == JSON_LINES[:1]
+    assert code == 1 and lines == JSON_LINES[:2]
     assert err == (
         f"bertkit inspect: error: {shard}: ends after 1,024 bytes without the tar end-of-archive "
-        "blocks, after sample 000000000000; the shard is truncated: rebuild it or restore it "
+        "blocks, after sample 000000000001; the shard is truncated: rebuild it or restore it "
         "from the source\n"
     )
     code, _, err = inspect(capsys, str(shard))  # through the manifest: its size is known
     assert code == 1
     assert err == (
         f"bertkit inspect: error: {shard}: ends after 1,024 bytes, the manifest records at "
-        "least 3,072; the file is truncated: rebuild it or restore it from the source\n"
+        "least 2,048; the file is truncated: rebuild it or restore it from the source\n"
     )
 
 

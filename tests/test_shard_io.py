@@ -18,22 +18,22 @@ from pipelines.io.shards import (
     read_verified_samples,
     tar_bytes,
 )
-from schemas.shards import ShardInfo
+from schemas.examples import unpack_samples
+from schemas.shards import BLOCK_SAMPLES, ShardInfo
 
 SAMPLES = [("000000000000", b"first"), ("000000000001", b"x" * 600)]
 
 
 def test_tar_is_standard_and_fixed_byte_for_byte():
     data = tar_bytes(SAMPLES)
-    # 2 headers + "first" padded to 512 + 600 bytes padded to 1024 + 2 end blocks.
-    assert len(data) == 512 + 512 + 512 + 1024 + 1024
+    # One block member: header + (8 + 2 × 4 + 5 + 600 = 621 bytes padded to 1024) + 2 end blocks.
+    assert len(data) == 512 + 1024 + 1024
     with tarfile.open(fileobj=io.BytesIO(data)) as archive:
         members = archive.getmembers()
         assert [(m.name, m.size, m.mtime, m.mode, m.uid, m.uname) for m in members] == [
-            ("000000000000.example.bin", 5, 0, 0o444, 0, ""),
-            ("000000000001.example.bin", 600, 0, 0o444, 0, ""),
+            ("000000000000.examples.bin", 621, 0, 0o444, 0, ""),
         ]
-        assert archive.extractfile(members[1]).read() == b"x" * 600
+        assert unpack_samples(archive.extractfile(members[0]).read()) == [b"first", b"x" * 600]
     assert tar_bytes(SAMPLES) == data  # no clock, user or host in the bytes
 
 
@@ -46,9 +46,9 @@ def test_write_shard_is_atomic_and_describes_itself(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["shard-000000.tar"]  # no temporary left
 
 
-@pytest.mark.parametrize("cut", [512 + 512, 2560, 2600])
+@pytest.mark.parametrize("cut", [1024, 1536, 2048, 2100])
 def test_a_shard_cut_anywhere_is_an_error_naming_it(cut):
-    data = tar_bytes(SAMPLES)[:cut]  # at a member boundary, after the last member, mid-data
+    data = tar_bytes(SAMPLES)[:cut]  # mid-data, after the member, after one end block
     with pytest.raises(ShardReadError, match=r"shard-000007\.tar: .*truncated"):
         list(read_shard_samples(io.BytesIO(data), "shard-000007.tar"))
 
@@ -56,9 +56,7 @@ def test_a_shard_cut_anywhere_is_an_error_naming_it(cut):
 def test_a_changed_byte_fails_the_manifest_check(tmp_path):
     info = write_shard(str(tmp_path), "s.tar", SAMPLES)
     data = bytearray((tmp_path / "s.tar").read_bytes())
-    data[600] ^= (
-        1  # in the padding after the first sample: tar still reads, the sha256 does not match
-    )
+    data[1200] ^= 1  # in the member's padding: tar still reads, the sha256 does not match
     with pytest.raises(ShardReadError, match="does not match the manifest"):
         list(read_shard_samples(io.BytesIO(bytes(data)), "s.tar", info))
     assert list(read_shard_samples(io.BytesIO(tar_bytes(SAMPLES)), "s.tar", info)) == SAMPLES
@@ -68,7 +66,7 @@ def test_a_changed_byte_fails_the_manifest_check(tmp_path):
 def test_reader_takes_any_read_size(chunk):
     # Reads that end inside a header, a payload or its padding give the same samples.
     samples = [(f"{i:012d}", bytes([i]) * (i * 97)) for i in range(12)]
-    data = tar_bytes(samples)
+    data, _ = encode_shard("s.tar", samples, block_samples=5)  # members of 5, 5 and 2
     assert list(iter_tar_samples(io.BytesIO(data), "s.tar", chunk_bytes=chunk)) == samples
 
 
@@ -88,7 +86,7 @@ def test_reader_skips_pax_headers_and_refuses_foreign_members():
 
 
 def test_reader_refuses_a_damaged_header():
-    data = bytearray(tar_bytes(SAMPLES))
+    data = bytearray(encode_shard("d.tar", SAMPLES, block_samples=1)[0])  # a member each
     data[1024 + 10] ^= 0xFF  # the second member's name: its header checksum no longer adds up
     stream = iter_tar_samples(io.BytesIO(bytes(data)), "d.tar")
     assert next(stream) == SAMPLES[0]
@@ -120,27 +118,31 @@ class _Ranges:
 
 def test_blocks_tile_the_shard_with_a_sha256_each():
     data, info = _blocked()
-    # members (header + padded data): 2, 3 | 4, 5 | 6 tar blocks, then 2 end-of-archive blocks
-    assert [block.offset for block in info.blocks] == [0, 2560, 7168]
-    assert info.block_samples == 2 and info.bytes == len(data) == 11264
-    ends = [2560, 7168, 11264]
+    # block members (header + 8 + 4 per sample + data, padded): 3 | 7 | 6 tar blocks of 512,
+    # then 2 end-of-archive blocks
+    assert [block.offset for block in info.blocks] == [0, 1536, 5120]
+    assert info.block_samples == 2 and info.bytes == len(data) == 9216
+    ends = [1536, 5120, 9216]
     assert [b.sha256 for b in info.blocks] == [
         hashlib.sha256(data[b.offset : end]).hexdigest() for b, end in zip(info.blocks, ends, strict=True)
     ]
     assert [(s.first, s.stop, s.start, s.end) for s in info.spans()] == [
-        (0, 2, 0, 2560), (2, 4, 2560, 7168), (4, 5, 7168, 11264),
+        (0, 2, 0, 1536), (2, 4, 1536, 5120), (4, 5, 5120, 9216),
     ]  # fmt: skip
-    assert tar_bytes(FIVE) == data  # blocks change the manifest, never the shard's bytes
+    assert tar_bytes(FIVE) == encode_shard("x.tar", FIVE, BLOCK_SAMPLES)[0]  # one member
+    with tarfile.open(fileobj=io.BytesIO(data)) as archive:  # plain tar, a member per block
+        assert archive.getnames() == [f"{k}.examples.bin" for k in ("0" * 12, "0" * 11 + "2",
+                                                                    "0" * 11 + "4")]  # fmt: skip
 
 
 @pytest.mark.parametrize(
     ("skip", "take", "ranges"),
     [
-        (0, None, [(0, 11264)]),
-        (2, 1, [(2560, 7168)]),  # one sample in the middle: its block only
-        (3, 2, [(2560, 11264)]),
-        (4, 1, [(7168, 11264)]),
-        (1, 2, [(0, 7168)]),
+        (0, None, [(0, 9216)]),
+        (2, 1, [(1536, 5120)]),  # one sample in the middle: its block only
+        (3, 2, [(1536, 9216)]),
+        (4, 1, [(5120, 9216)]),
+        (1, 2, [(0, 5120)]),
     ],
 )
 def test_a_range_of_samples_reads_only_its_blocks(skip, take, ranges):
@@ -154,14 +156,14 @@ def test_a_range_of_samples_reads_only_its_blocks(skip, take, ranges):
 def test_a_changed_block_releases_none_of_its_samples():
     data, info = _blocked()
     changed = bytearray(data)
-    changed[2560 + 512 + 7] ^= 1  # sample 2's data: tar still parses
+    changed[1536 + 512 + 100] ^= 1  # sample 2's data: tar still parses
     read = []
     with pytest.raises(ShardReadError) as error:
         for sample in read_verified_samples(_Ranges(bytes(changed)), "s.tar", info):
             read.append(sample)
     assert read == FIVE[:2]  # block 0 verified and used; nothing of block 1
     assert str(error.value).startswith(
-        "s.tar: samples 2–3 (bytes 2,560–7,168) do not match the manifest's sha256 ("
+        "s.tar: samples 2–3 (bytes 1,536–5,120) do not match the manifest's sha256 ("
     )
     assert str(error.value).endswith(
         "none of them was used. The shard was changed or damaged after writing: rebuild it "
@@ -172,12 +174,12 @@ def test_a_changed_block_releases_none_of_its_samples():
 def test_a_cut_shard_and_a_block_with_a_sample_too_few_are_errors():
     data, info = _blocked()
     with pytest.raises(ShardReadError, match=r"s\.tar: ends inside samples 4–4 \(bytes "
-                       r"7,168–11,264\), after 10,240 bytes; the shard is truncated"):
+                       r"5,120–9,216\), after 8,192 bytes; the shard is truncated"):
         list(read_verified_samples(_Ranges(data[:-1024]), "s.tar", info, 4))
     # A manifest that claims 3 samples per block over a shard cut in blocks of 2: the sha256s
     # match, the counts do not.
     lying = ShardInfo(**{**_asdict(info), "block_samples": 3, "samples": 6})
-    with pytest.raises(ShardReadError, match=r"samples 0–2 \(bytes 0–2,560\) hold 2 samples, "
+    with pytest.raises(ShardReadError, match=r"samples 0–2 \(bytes 0–1,536\) hold 2 samples, "
                        r"the manifest says 3"):
         list(read_verified_samples(_Ranges(data), "s.tar", lying))
 
@@ -191,10 +193,10 @@ def test_an_entry_without_blocks_is_verified_whole_before_use():
     whole = ShardInfo(info.path, info.samples, info.bytes, info.sha256, info.first_key)
     opener = _Ranges(data)
     assert list(read_verified_samples(opener, "s.tar", whole, 3, 1)) == FIVE[3:4]
-    assert opener.asked == [(0, 11264)]
+    assert opener.asked == [(0, 9216)]
     changed = bytearray(data)
     changed[-1] = 1  # the end-of-archive bytes: every sample is still readable
-    with pytest.raises(ShardReadError, match=r"samples 0–4 \(bytes 0–11,264\) do not match"):
+    with pytest.raises(ShardReadError, match=r"samples 0–4 \(bytes 0–9,216\) do not match"):
         next(read_verified_samples(_Ranges(bytes(changed)), "s.tar", whole))
 
 

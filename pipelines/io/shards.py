@@ -1,4 +1,6 @@
-"""Writing and reading WebDataset shards: plain tar files of `<key>.example.bin` members.
+"""Writing and reading WebDataset shards: plain tar files of `<first key>.examples.bin`
+members, each a block of up to 512 samples (schemas/examples.py; 1.x shards, one
+`<key>.example.bin` member per sample, are still read).
 
 The writer is deterministic (mtime 0, uid/gid 0, no user names, mode 0444), so the same
 samples give the same tar bytes, and atomic: it writes `NAME.tmp-<uuid>` and renames it, so
@@ -19,11 +21,17 @@ from __future__ import annotations
 
 import hashlib
 import io
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import BinaryIO, Protocol
 
 from pipelines.io.hashing import HashingStream
-from schemas.examples import EXAMPLE_MEMBER
+from schemas.examples import (
+    EXAMPLE_MEMBER,
+    SAMPLES_MEMBER,
+    pack_samples,
+    sample_key,
+    unpack_samples,
+)
 from schemas.shards import BLOCK_SAMPLES, ShardBlock, ShardInfo
 
 _BLOCK = 512
@@ -63,20 +71,23 @@ def ustar_header(name: str, size: int) -> bytes:
     return bytes(header)
 
 
-def tar_bytes(samples: Iterable[tuple[str, bytes]]) -> bytes:
-    """`(key, example bytes)` pairs → the bytes of a tar file, one member per sample."""
+def tar_bytes(samples: Sequence[tuple[str, bytes]]) -> bytes:
+    """`(key, example bytes)` pairs → the bytes of a tar file, a member per block of samples."""
     return _tar(samples, BLOCK_SAMPLES)[0]
 
 
-def _tar(samples: Iterable[tuple[str, bytes]], block_samples: int) -> tuple[bytes, list[int]]:
-    """The tar bytes, and the first byte of every `block_samples`-th member (from 0)."""
+def _tar(samples: Sequence[tuple[str, bytes]], block_samples: int) -> tuple[bytes, list[int]]:
+    """The tar bytes (one `<first key>.examples.bin` member per `block_samples` samples),
+    and the first byte of every member."""
     parts: list[bytes] = []
     starts = [0]
     position = 0
-    for number, (key, data) in enumerate(samples):
-        if number and number % block_samples == 0:
+    for first in range(0, len(samples), block_samples):
+        if first:
             starts.append(position)
-        parts.append(ustar_header(f"{key}.{EXAMPLE_MEMBER}", len(data)))
+        block = samples[first : first + block_samples]
+        data = pack_samples([sample for _, sample in block])
+        parts.append(ustar_header(f"{block[0][0]}.{SAMPLES_MEMBER}", len(data)))
         parts.append(data)
         padding = -len(data) % _BLOCK
         if padding:
@@ -87,7 +98,7 @@ def _tar(samples: Iterable[tuple[str, bytes]], block_samples: int) -> tuple[byte
 
 
 def encode_shard(
-    relative_path: str, samples: list[tuple[str, bytes]], block_samples: int = BLOCK_SAMPLES
+    relative_path: str, samples: Sequence[tuple[str, bytes]], block_samples: int = BLOCK_SAMPLES
 ) -> tuple[bytes, ShardInfo]:
     """A shard's tar bytes and its manifest entry, block checksums included (writing it is
     the caller's: see `pipelines.beam.shards.write_shard`)."""
@@ -176,7 +187,8 @@ def iter_tar_samples(
     (`python -m bench.loader` compares it with Python's tarfile). It requires the
     end-of-archive blocks, so a shard cut anywhere, even exactly at a member boundary
     (which tarfile accepts as a complete archive), is an error. pax headers are skipped;
-    anything else that is not a regular `KEY.example.bin` file is refused. With
+    anything else that is not a regular `KEY.examples.bin` block (or a 1.x `KEY.example.bin`
+    sample) is refused; a block yields its samples, keyed first key + i. With
     `end_of_archive=False` (a block from the middle of a shard) the stream may instead end
     exactly after a member.
     """
@@ -232,13 +244,23 @@ def iter_tar_samples(
         if kind in _PAX_TYPES or kind == _DIRECTORY:
             continue
         key, _, suffix = member.partition(".")
-        if suffix != EXAMPLE_MEMBER or kind not in _FILE_TYPES:
+        if kind not in _FILE_TYPES or suffix not in (SAMPLES_MEMBER, EXAMPLE_MEMBER):
             raise ShardReadError(
-                f"{name}: member {member!r} is not a bertkit sample "
-                f"(expected a regular file KEY.{EXAMPLE_MEMBER})"
+                f"{name}: member {member!r} is not a bertkit block of samples "
+                f"(expected a regular file KEY.{SAMPLES_MEMBER}, or KEY.{EXAMPLE_MEMBER})"
             )
-        last_key = key
-        yield key, data
+        if suffix == EXAMPLE_MEMBER:  # a 1.x shard: one sample per member
+            last_key = key
+            yield key, data
+            continue
+        try:
+            block = unpack_samples(data)
+            first = int(key)
+        except ValueError as error:  # ExampleDecodeError, or a key that is not a number
+            raise ShardReadError(f"{name}: member {member!r}: {error}") from error
+        for number, sample in enumerate(block):
+            last_key = sample_key(first + number)
+            yield last_key, sample
 
 
 def _read_exactly(stream: BinaryIO, size: int, chunk_bytes: int) -> bytes:
