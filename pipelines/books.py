@@ -40,9 +40,18 @@ from pipelines.beam.documents import (
     prepare_output_dir,
     run_documents_pipeline,
 )
+from pipelines.beam.progress import (
+    DOCUMENTS_EXTRACTED,
+    INPUT_BYTES_READ,
+    INPUT_FILES_READ,
+    StageCounters,
+    counting_reader,
+)
 from pipelines.beam.runner import parse_stage, stage_main
 from pipelines.io.compressed import InputReadError, LongLine, decompressed_chunks, lines
 from pipelines.io.flags import option
+from pipelines.io.progress import Phase
+from pipelines.io.storage import Reader
 from pipelines.text.booktext import (
     MAX_LINE_BYTES,
     BookTextError,
@@ -61,6 +70,15 @@ FORMATS = ("files", "lines")
 _COMPRESSED_SUFFIXES = (".gz", ".bz2")
 # A book far beyond any real one (War and Peace is 3.2 MB) is a wrong input, not a book.
 MAX_BOOK_BYTES = 64 << 20
+# What the extraction DoFn counts (Beam counters in the "bertkit" namespace).
+COUNTERS = (INPUT_BYTES_READ, INPUT_FILES_READ, DOCUMENTS_EXTRACTED)
+
+
+def progress_phases(input_bytes: int) -> list[Phase]:
+    """The progress line: stored bytes read of the inputs' total, files, documents."""
+    shown = ((INPUT_FILES_READ, "files"), (DOCUMENTS_EXTRACTED, "documents"))
+    rate = (DOCUMENTS_EXTRACTED, "documents")
+    return [Phase("read", INPUT_BYTES_READ, input_bytes, "read", True, rate, shown)]
 
 
 @dataclass(frozen=True)
@@ -129,10 +147,10 @@ def common_root(paths: list[str]) -> str:
     return prefix + posixpath.commonpath(directories) if directories[0] else ""
 
 
-def read_book_bytes(path: str) -> bytes:
+def read_book_bytes(path: str, reader: Reader = files.READER) -> bytes:
     """The file's bytes, decompressed by suffix; InputReadError if damaged or too large."""
     chunks, size = [], 0
-    for chunk in decompressed_chunks(files.READER, path):
+    for chunk in decompressed_chunks(reader, path):
         chunks.append(chunk)
         size += len(chunk)
         if size > MAX_BOOK_BYTES:
@@ -154,12 +172,14 @@ def _fail_unreadable(tally: UnitTally, path: str, err: BaseException) -> None:
         tally.fail_input(path, f"{path}: cannot be read: {err}", "unreadable_input", "file")
 
 
-def book_document(path: str, name: str, config: BooksConfig, tally: UnitTally) -> Document | None:
+def book_document(
+    path: str, name: str, config: BooksConfig, tally: UnitTally, reader: Reader = files.READER
+) -> Document | None:
     """One book file → one Document, or None after recording why not."""
     tally.count("input_files")
     doc_id = f"books/{name}"
     try:
-        data = read_book_bytes(path)
+        data = read_book_bytes(path, reader)
     except _READ_ERRORS as err:
         _fail_unreadable(tally, path, err)
         return None
@@ -186,7 +206,9 @@ def book_document(path: str, name: str, config: BooksConfig, tally: UnitTally) -
     return Document(id=doc_id, source="books", title=title, sentences=tuple(sentences))
 
 
-def line_file_documents(path: str, name: str, config: BooksConfig, tally: UnitTally):
+def line_file_documents(
+    path: str, name: str, config: BooksConfig, tally: UnitTally, reader: Reader = files.READER
+):
     """Stream one BookCorpus-style file (one sentence per line) into Documents."""
     tally.count("input_files")
     fallback_lines = input_bytes = 0
@@ -199,7 +221,7 @@ def line_file_documents(path: str, name: str, config: BooksConfig, tally: UnitTa
 
     def decoded_lines():
         nonlocal fallback_lines
-        raw_lines = lines(counted(decompressed_chunks(files.READER, path)), config.max_line_bytes)
+        raw_lines = lines(counted(decompressed_chunks(reader, path)), config.max_line_bytes)
         for number, raw in enumerate(raw_lines, start=1):
             if isinstance(raw, LongLine):
                 error = LongTextLine(number, raw.length).error(config.max_line_bytes)
@@ -244,19 +266,32 @@ class _ExtractBooksFn(beam.DoFn):
         self._output_dir = output_dir
         self._root = root
         self._config = config
+        self._counters: StageCounters | None = None
+
+    def setup(self) -> None:
+        self._counters = StageCounters(COUNTERS)
+        # Stored bytes as they are read: the progress line's "read" and its ETA.
+        self._reader = counting_reader(files.READER, self._counters, INPUT_BYTES_READ)
 
     def process(self, unit: tuple[int, list[str]]):
         number, paths = unit
         tally = UnitTally(f"{number:05d}")
         writer = DocumentFileWriter(self._output_dir, tally.unit, self._config.max_file_text_bytes)
+        counters, reader = self._counters, self._reader
+        assert counters is not None
         for path in paths:
             name = book_name(path, self._root)
+            counters.add(INPUT_FILES_READ)
             if self._config.format == "lines":
-                for document in line_file_documents(path, name, self._config, tally):
+                for document in line_file_documents(path, name, self._config, tally, reader):
                     writer.add(document)
-            elif (document := book_document(path, name, self._config, tally)) is not None:
+                    counters.add(DOCUMENTS_EXTRACTED)
+            elif (document := book_document(path, name, self._config, tally, reader)) is not None:
                 writer.add(document)
-        yield finish_unit(self._output_dir, tally, writer.close())
+                counters.add(DOCUMENTS_EXTRACTED)
+        summary = finish_unit(self._output_dir, tally, writer.close())
+        counters.flush()
+        yield summary
 
 
 def plan_units(inputs: list[dict], unit_bytes: int) -> list[tuple[int, list[str]]]:
@@ -302,7 +337,8 @@ def run(argv: list[str] | None = None) -> int:
     inputs = expand_inputs(flags.input)
     prepare_output_dir(flags.output, flags.overwrite, STAGE)
     extract = ExtractBooks(inputs, flags.output, config)
-    return run_documents_pipeline(options, STAGE, extract, inputs, config, flags.output)
+    progress = progress_phases(sum(item["bytes"] for item in inputs))
+    return run_documents_pipeline(options, STAGE, extract, inputs, config, flags.output, progress)
 
 
 def main(argv: list[str] | None = None) -> None:

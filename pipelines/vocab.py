@@ -67,6 +67,7 @@ from pipelines.beam.runner import StagePaths, parse_stage
 from pipelines.io.flags import option
 from pipelines.io.hashing import keyed_fraction
 from pipelines.io.parquet import iter_row_groups
+from pipelines.io.progress import Phase, progress_printed
 from pipelines.io.vocabulary import VocabError, bert_normalizer, build_tokenizer, vocab_txt_bytes
 from schemas.documents import DocumentColumn
 from schemas.vocab import (
@@ -174,6 +175,10 @@ class DocumentSample:
     sample_mb: float
     seed: int
     stats: SampleStats = field(default_factory=SampleStats)
+    # Every pass's stats (`stats` is the last), and how many ran to their end: the progress
+    # line reads them from its own thread while a pass runs.
+    passes: list[SampleStats] = field(default_factory=list)
+    finished_passes: int = 0
 
     @classmethod
     def open(cls, documents_dirs: Sequence[str], sample_mb: float, seed: int) -> DocumentSample:
@@ -199,6 +204,7 @@ class DocumentSample:
     def documents(self) -> Iterator[list[str]]:
         """The sentences of each sampled document; resets and fills `stats`."""
         self.stats = stats = SampleStats()
+        self.passes.append(stats)
         fraction, budget = self.fraction, self.budget_bytes
         for ids, sentences in self._row_groups():
             for row, document_id in enumerate(ids):
@@ -214,6 +220,7 @@ class DocumentSample:
                 stats.sentences += len(document)
                 stats.text_bytes += size
                 yield document
+        self.finished_passes += 1
 
     def _row_groups(self) -> Iterator[tuple[list[str], pa.ChunkedArray]]:
         """(ids, sentences) of one Parquet row group at a time: ≤ 8 MB of text in memory."""
@@ -237,6 +244,14 @@ class DocumentSample:
         if batch:
             yield batch
 
+    def progress(self) -> dict[str, int]:
+        """The counts of `progress_phases`: the first pass counts characters, the second
+        feeds the trainer; once it has finished the trainer learns its pieces."""
+        counts = {PASSES_FINISHED: max(0, self.finished_passes - 1)}
+        for (read, documents), stats in zip(PASS_COUNTERS, self.passes, strict=False):
+            counts[read], counts[documents] = stats.text_bytes, stats.documents
+        return counts
+
     def describe(self) -> dict[str, Any]:
         """The sample's recipe and size, for vocab.json (after a full pass)."""
         return {
@@ -251,6 +266,27 @@ class DocumentSample:
             "text_bytes": self.stats.text_bytes,
             "over_budget_documents": self.stats.over_budget,
         }
+
+
+# The progress line's counters (`DocumentSample.progress`).
+PASS_COUNTERS = (
+    ("text_bytes_counted", "documents_counted"),
+    ("text_bytes_trained", "documents_trained"),
+)
+PASSES_FINISHED = "training_passes_finished"
+
+
+def progress_phases(sample: DocumentSample) -> list[Phase]:
+    """Three steps: count characters (text read of the sample's expected size, the budget or
+    everything), feed the trainer (of what the first pass read), learn the pieces (inside
+    `tokenizers`: nothing to count, the line says only that it is there)."""
+    (counted, counted_docs), (trained, trained_docs) = PASS_COUNTERS
+    expected = min(sample.budget_bytes, sample.total_text_bytes)
+    return [
+        Phase("count characters", counted, expected, "read", True, (counted_docs, "documents")),
+        Phase("train", trained, counted, "read", True, (trained_docs, "documents")),
+        Phase("learn pieces", PASSES_FINISHED, None, ""),
+    ]
 
 
 def iter_sample_texts(
@@ -444,7 +480,9 @@ def run(argv: list[str] | None = None) -> int:
     config = parse_config(argv)
     sample = DocumentSample.open(config.documents, config.sample_mb, config.seed)
     files.clear_earlier_run(config.output, VOCAB_RUN_FILES, config.overwrite, "vocab", remove=False)
-    metadata = write_vocab(sample, config, train_vocab(sample, config))
+    with progress_printed("vocab", progress_phases(sample), sample.progress):
+        trained = train_vocab(sample, config)
+    metadata = write_vocab(sample, config, trained)
     if metadata.vocab_size < config.vocab_size:
         _LOG.warning(
             "the sample ran out of pairs seen --min-frequency %d times: %d tokens, not %d",

@@ -37,8 +37,16 @@ from pipelines.beam.documents import (
     prepare_output_dir,
     run_documents_pipeline,
 )
+from pipelines.beam.progress import (
+    DOCUMENTS_EXTRACTED,
+    INPUT_BYTES_READ,
+    PAGES_READ,
+    StageCounters,
+    counting_reader,
+)
 from pipelines.beam.runner import parse_stage, stage_main
 from pipelines.io.flags import option
+from pipelines.io.progress import Phase
 from pipelines.text.sentences import split_paragraphs
 from pipelines.text.wikidump import (
     DumpReadError,
@@ -67,6 +75,26 @@ _DISAMBIGUATION_TEMPLATE = re.compile(
     r"set index article|sia|[^{}|]*\bdisambiguation)\s*(?:\||\}\})",
     re.I,
 )
+
+
+# What the extraction DoFn counts (Beam counters in the "bertkit" namespace).
+COUNTERS = (INPUT_BYTES_READ, PAGES_READ, DOCUMENTS_EXTRACTED)
+
+
+def progress_phases(input_bytes: int) -> list[Phase]:
+    """The progress line: compressed bytes read of the dumps' total, pages, documents."""
+    shown = ((PAGES_READ, "pages"), (DOCUMENTS_EXTRACTED, "documents"))
+    return [
+        Phase(
+            "read",
+            INPUT_BYTES_READ,
+            input_bytes,
+            "read",
+            in_bytes=True,
+            rate=(PAGES_READ, "pages"),
+            shown=shown,
+        )
+    ]
 
 
 @dataclass(frozen=True)
@@ -174,6 +202,12 @@ class _ExtractSplitFn(beam.DoFn):
     def __init__(self, output_dir: str, config: WikipediaConfig) -> None:
         self._output_dir = output_dir
         self._config = config
+        self._counters: StageCounters | None = None
+
+    def setup(self) -> None:
+        self._counters = StageCounters(COUNTERS)
+        # Compressed bytes as they are read: the progress line's "read" and its ETA.
+        self._reader = counting_reader(files.READER, self._counters, INPUT_BYTES_READ)
 
     def process(self, numbered_split: tuple[int, DumpSplit]):
         file_number, split = numbered_split
@@ -181,17 +215,23 @@ class _ExtractSplitFn(beam.DoFn):
         tally = UnitTally(unit)
         writer = DocumentFileWriter(self._output_dir, unit, self._config.max_file_text_bytes)
         context = PageContext.of(split.path, SiteInfo())
+        counters = self._counters
+        assert counters is not None
         try:
-            for item in iter_dump(split, files.READER):
+            for item in iter_dump(split, self._reader):
                 if isinstance(item, SiteInfo):
                     context = PageContext.of(split.path, item)
                     continue
+                counters.add(PAGES_READ)
                 document = document_from_page(item, context, self._config, tally)
                 if document is not None:
                     writer.add(document)
+                    counters.add(DOCUMENTS_EXTRACTED)
         except DumpReadError as err:
             tally.fail_input(split.path, str(err), err.reason, err.position)
-        yield finish_unit(self._output_dir, tally, writer.close())
+        summary = finish_unit(self._output_dir, tally, writer.close())
+        counters.flush()
+        yield summary
 
 
 def _numbered_splits(numbered_path: tuple[int, str], split_bytes: int):
@@ -236,7 +276,8 @@ def run(argv: list[str] | None = None) -> int:
     prepare_output_dir(flags.output, flags.overwrite, STAGE)
     paths = [item["path"] for item in inputs]
     extract = ExtractArticles(paths, flags.output, config)
-    return run_documents_pipeline(options, STAGE, extract, inputs, config, flags.output)
+    progress = progress_phases(sum(item["bytes"] for item in inputs))
+    return run_documents_pipeline(options, STAGE, extract, inputs, config, flags.output, progress)
 
 
 def main(argv: list[str] | None = None) -> None:

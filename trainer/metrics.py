@@ -23,6 +23,11 @@ from typing import Any, TextIO
 
 import torch
 
+# Shared with the Beam stages' progress line (pipelines/io/progress.py), so both read alike:
+# four significant digits (large rates as whole numbers), durations as H:MM:SS.
+from pipelines.io.progress import format_duration as _format_duration
+from pipelines.io.progress import format_value as _format_value
+
 __all__ = ["METRICS_FILE", "MetricsLogger", "ProgressLine", "ThroughputMeter", "peak_flops"]
 
 METRICS_FILE = "metrics.jsonl"
@@ -237,20 +242,6 @@ def _summary_writer_class() -> type:
             "(or turn TensorBoard logging off to write only metrics.jsonl)"
         ) from exc
     return SummaryWriter
-
-
-def _format_value(value: Number) -> str:
-    if isinstance(value, int):
-        return str(value)
-    # Four significant digits read well for losses and learning rates; large rates as whole
-    # numbers rather than "1.235e+04".
-    return f"{value:.0f}" if abs(value) >= 1e4 else f"{value:.4g}"
-
-
-def _format_duration(seconds: float) -> str:
-    minutes, secs = divmod(round(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}"
 
 
 class ProgressLine:

@@ -20,7 +20,7 @@ import re
 import sys
 import uuid
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -29,9 +29,11 @@ import pyarrow.parquet as pq
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.beam import files
+from pipelines.beam.progress import progress_shown
 from pipelines.beam.runner import StagePaths, make_pipeline, report_submission, submitted_only
 from pipelines.io.flags import option
 from pipelines.io.hashing import HashingStream
+from pipelines.io.progress import Phase
 from schemas import (
     DOCUMENT_SCHEMA,
     DOCUMENTS_FILE_GLOB,
@@ -412,9 +414,11 @@ def run_documents_pipeline(
     inputs: list[dict[str, Any]],
     config: Any,
     output_dir: str,
+    progress: Sequence[Phase] = (),
 ) -> int:
-    """Run `extract` (inputs → unit summaries) then the manifest; return the exit code."""
-    with make_pipeline(options) as pipeline:
+    """Run `extract` (inputs → unit summaries) then the manifest; return the exit code.
+    A local run shows `progress` on stderr while it works (pipelines/beam/progress.py)."""
+    with progress_shown(options, stage, progress), make_pipeline(options) as pipeline:
         (
             pipeline
             | f"Extract{stage.title()}" >> extract

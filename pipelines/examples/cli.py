@@ -14,6 +14,14 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.beam import files
 from pipelines.beam.documents import DOCUMENTS_DIRS, DocumentsInput
+from pipelines.beam.progress import (
+    DOCUMENTS_PAIRED,
+    DOCUMENTS_TOKENIZED,
+    EXAMPLES_MADE,
+    EXAMPLES_WRITTEN,
+    SHARDS_WRITTEN,
+    progress_shown,
+)
 from pipelines.beam.runner import (
     StagePaths,
     make_pipeline,
@@ -26,6 +34,7 @@ from pipelines.examples.config import WORK_DIR, ExamplesConfig
 from pipelines.examples.manifest import build_manifest, report
 from pipelines.examples.plan import plan_layout, plan_units, read_documents_inputs
 from pipelines.examples.transforms import CreateExamples, WriteShards
+from pipelines.io.progress import Phase
 from pipelines.io.vocabulary import Vocabulary, load_vocab
 from schemas import REJECTS_DIR, SHARDS_MANIFEST_NAME
 
@@ -85,7 +94,8 @@ def run_examples(
         remove_work_dir(config)
         return manifest_path
 
-    with make_pipeline(options) as pipeline:
+    progress = progress_phases(config, inputs)
+    with progress_shown(options, "examples", progress), make_pipeline(options) as pipeline:
         spills, bucket_counts, summaries = pipeline | "CreateExamples" >> CreateExamples(
             config, layout, plan_units(inputs)
         )
@@ -99,6 +109,27 @@ def run_examples(
     if submitted_only(options):
         return report_submission(pipeline, options, manifest_path, "bertkit examples")
     return report(manifest_path)
+
+
+def progress_phases(config: ExamplesConfig, inputs: list[DocumentsInput]) -> list[Phase]:
+    """The progress line's three steps: documents tokenized of the manifests' count; each
+    document paired once per dupe pass; examples written of those made (known by then)."""
+    documents = sum(i.manifest.counts["documents"] for i in inputs)
+    return [
+        Phase(
+            "tokenize", DOCUMENTS_TOKENIZED, documents, "documents",
+            rate=(DOCUMENTS_TOKENIZED, "documents"),
+        ),
+        Phase(
+            "pair and mask", DOCUMENTS_PAIRED, documents * config.dupe_factor,
+            "document passes", rate=(EXAMPLES_MADE, "examples"),
+            shown=((EXAMPLES_MADE, "examples"),),
+        ),
+        Phase(
+            "write shards", EXAMPLES_WRITTEN, EXAMPLES_MADE, "examples",
+            rate=(EXAMPLES_WRITTEN, "examples"), shown=((SHARDS_WRITTEN, "shards"),),
+        ),
+    ]  # fmt: skip
 
 
 def remove_stage_leftovers(config: ExamplesConfig) -> None:

@@ -14,6 +14,7 @@ import numpy as np
 
 from pipelines.beam import files
 from pipelines.beam.documents import UnitTally, finish_unit
+from pipelines.beam.progress import DOCUMENTS_PAIRED, EXAMPLES_MADE, StageCounters
 from pipelines.beam.spill import TokenizedDocument, pack_example, unpack_documents
 from pipelines.bert.draws import document_stream
 from pipelines.bert.masking import MaskingConfig, mask_batch
@@ -64,6 +65,7 @@ class PairAndMaskFn(beam.DoFn):
         self._layout = layout
 
     def setup(self) -> None:
+        self._counters = StageCounters((DOCUMENTS_PAIRED, EXAMPLES_MADE))
         vocab = load_vocab(self._config.vocab, files.READER)
         self._cls, self._sep = vocab.cls_id, vocab.sep_id
         self._masking = {
@@ -99,10 +101,13 @@ class PairAndMaskFn(beam.DoFn):
             for index in range(len(members)):
                 for length in config.max_seq_lengths:
                     self._make_examples(step, index, length)
+                self._counters.add(DOCUMENTS_PAIRED)
         yield from writer.close()
         for bucket_key, count in sorted(bucket_counts.items()):
             yield beam.pvalue.TaggedOutput(BUCKET_COUNTS, (tuple(bucket_key), count))
-        yield beam.pvalue.TaggedOutput(SUMMARY, finish_unit(config.output, tally, []))
+        summary = finish_unit(config.output, tally, [])
+        self._counters.flush()
+        yield beam.pvalue.TaggedOutput(SUMMARY, summary)
 
     def _groups(self, key: PartitionKey, paths: list[str]) -> dict[int, list[TokenizedDocument]]:
         """The step's documents by partner group (a step holds several groups)."""
@@ -140,6 +145,7 @@ class PairAndMaskFn(beam.DoFn):
             rng,
         )
         sort_keys = (rng.uniforms(len(pairs)) * 2**53).astype(np.int64).tolist()
+        self._counters.add(EXAMPLES_MADE, len(pairs))
         output = output_name(length, step.split)
         buckets = self._layout.buckets[output]
         counts = step.tally.counts

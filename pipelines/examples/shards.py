@@ -11,6 +11,7 @@ from typing import Any
 import apache_beam as beam
 
 from pipelines.beam import files
+from pipelines.beam.progress import EXAMPLES_WRITTEN, SHARDS_WRITTEN, StageCounters
 from pipelines.beam.shards import write_shard
 from pipelines.beam.spill import pack_example, unpack_examples
 from pipelines.examples.config import ExamplesConfig
@@ -18,6 +19,7 @@ from pipelines.examples.keys import BucketKey
 from schemas.examples import sample_key, shard_name
 
 PIECES = "pieces"  # the tagged output of (shard path, piece file) for straddling shards
+COUNTERS = (EXAMPLES_WRITTEN, SHARDS_WRITTEN)  # Beam counters of both shard-writing steps
 
 
 def shard_bounds(total: int, shards: int) -> list[tuple[int, int]]:
@@ -34,6 +36,9 @@ class OrderBucketFn(beam.DoFn):
 
     def __init__(self, config: ExamplesConfig) -> None:
         self._config = config
+
+    def setup(self) -> None:
+        self._counters = StageCounters(COUNTERS)
 
     def process(self, element: tuple[tuple, list[str]], counts: dict[tuple, int]) -> Iterator[Any]:
         key, paths = BucketKey(*element[0]), element[1]
@@ -54,11 +59,15 @@ class OrderBucketFn(beam.DoFn):
             samples = [(sample_key(p), records[p - start][1]) for p in range(first, last)]
             relative = f"{key.output}/{shard_name(index)}"
             if (first, last) == (low, high):
-                yield asdict(write_shard(self._config.output, relative, samples))
+                shard = asdict(write_shard(self._config.output, relative, samples))
+                self._counters.add(EXAMPLES_WRITTEN, len(samples))
+                self._counters.add(SHARDS_WRITTEN)
+                yield shard
             else:
                 yield beam.pvalue.TaggedOutput(
                     PIECES, (relative, self._piece(key, relative, samples))
                 )
+        self._counters.flush()
 
     def _piece(self, key: BucketKey, relative: str, samples: list[tuple[str, bytes]]) -> str:
         piece = files.join(self._config.work_dir, "pieces", relative, f"b{key.bucket:05d}.bin")
@@ -72,6 +81,9 @@ class JoinPiecesFn(beam.DoFn):
     def __init__(self, config: ExamplesConfig) -> None:
         self._config = config
 
+    def setup(self) -> None:
+        self._counters = StageCounters(COUNTERS)
+
     def process(self, element: tuple[str, list[str]]) -> Iterator[dict[str, Any]]:
         relative, paths = element
         samples = [
@@ -80,4 +92,8 @@ class JoinPiecesFn(beam.DoFn):
             for position, data in unpack_examples(files.read_file(path), path)
         ]
         samples.sort()
-        yield asdict(write_shard(self._config.output, relative, samples))
+        shard = asdict(write_shard(self._config.output, relative, samples))
+        self._counters.add(EXAMPLES_WRITTEN, len(samples))
+        self._counters.add(SHARDS_WRITTEN)
+        self._counters.flush()
+        yield shard

@@ -13,6 +13,7 @@ import numpy as np
 
 from pipelines.beam import files
 from pipelines.beam.documents import UnitTally, finish_unit
+from pipelines.beam.progress import DOCUMENTS_TOKENIZED, StageCounters
 from pipelines.beam.spill import TokenizedDocument, pack_document
 from pipelines.examples.config import ExamplesConfig
 from pipelines.examples.keys import KeyedSpillWriter, PartitionKey
@@ -34,9 +35,11 @@ class TokenizeDocumentsFn(beam.DoFn):
         self._config = config
         self._layout = layout
         self._vocab: Vocabulary | None = None
+        self._counters: StageCounters | None = None
 
     def setup(self) -> None:
         self._vocab = load_vocab(self._config.vocab, files.READER)
+        self._counters = StageCounters((DOCUMENTS_TOKENIZED,))
 
     def process(self, unit: tuple[str, str]) -> Iterator[Any]:
         name, path = unit
@@ -55,7 +58,10 @@ class TokenizeDocumentsFn(beam.DoFn):
                     PartitionKey(split, dupe_pass, layout.partition_of(split, group)), record
                 )
         yield from writer.close()
-        yield beam.pvalue.TaggedOutput(SUMMARY, finish_unit(config.output, tally, []))
+        summary = finish_unit(config.output, tally, [])
+        assert self._counters is not None
+        self._counters.flush()
+        yield beam.pvalue.TaggedOutput(SUMMARY, summary)
 
     def _read_tokenized(self, path: str, tally: UnitTally) -> Iterator[TokenizedDocument]:
         with files.open_raw(path) as source:
@@ -76,7 +82,8 @@ class TokenizeDocumentsFn(beam.DoFn):
     def _tokenize(
         self, batch: list[tuple[str, list[str]]], path: str, row_group: int, tally: UnitTally
     ) -> Iterator[TokenizedDocument]:
-        assert self._vocab is not None
+        assert self._vocab is not None and self._counters is not None
+        self._counters.add(DOCUMENTS_TOKENIZED, len(batch))
         flat = [sentence for _, doc_sentences in batch for sentence in doc_sentences]
         encoded = self._vocab.tokenizer.encode_batch_fast(flat, add_special_tokens=False)
         cursor = 0

@@ -1,0 +1,160 @@
+"""What a stage is doing while it runs: Beam counters in the DoFns, a line on stderr locally.
+
+Inside a DoFn, a `StageCounters` (made in `setup()`) counts the work: input bytes read, pages,
+documents, examples. It adds its counts to Beam counters in the "bertkit" namespace (what
+Dataflow shows as the step's custom counters, and `PipelineResult.metrics()` returns at the
+end) at most once a second and at the end of every element, and, in a local run, writes its
+running totals to the folder the driver named (`pipelines.io.progress.publish_totals`).
+
+In the driver, `progress_shown` wraps a local run: it names that folder through the
+environment (so the `--direct_running_mode multi_processing` workers, which Beam starts with
+the driver's environment, find it too), and a thread sums the folder and prints the line
+(`pipelines.io.progress.progress_printed`). Why not poll Beam's metrics instead: the
+FnApiRunner returns them only when the pipeline has finished (`run()` blocks until then, and
+the progress reports it can request from its workers are dropped inside the runner).
+
+Counting never touches the data: it only adds numbers, and a failure to publish (a full
+disk, a folder removed) turns publishing off rather than failing the bundle.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import BinaryIO, TextIO
+
+from apache_beam.metrics import Metrics
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from pipelines.beam.runner import is_local
+from pipelines.io.progress import (
+    PROGRESS_DIR_ENV,
+    Phase,
+    progress_enabled,
+    progress_printed,
+    publish_totals,
+    read_totals,
+)
+from pipelines.io.storage import Reader
+
+NAMESPACE = "bertkit"  # the namespace of every bertkit Beam counter (drops and rejects too)
+PUBLISH_INTERVAL_S = 1.0  # how often a DoFn hands its counts to Beam and to the driver
+
+# The counters, by stage (each a Beam counter in NAMESPACE).
+INPUT_BYTES_READ = "input_bytes_read"  # stored (compressed) input bytes read
+PAGES_READ = "pages_read"  # wikipedia: <page> elements parsed
+INPUT_FILES_READ = "input_files_read"  # books: files opened
+DOCUMENTS_EXTRACTED = "documents_extracted"  # wikipedia, books: documents handed to a writer
+DOCUMENTS_TOKENIZED = "documents_tokenized"  # examples, step 1
+DOCUMENTS_PAIRED = "documents_paired"  # examples, step 2: documents × dupe passes
+EXAMPLES_MADE = "examples_made"  # examples, step 2
+EXAMPLES_WRITTEN = "examples_written"  # examples, step 3: samples in written shards
+SHARDS_WRITTEN = "shards_written"  # examples, step 3
+
+
+class StageCounters:
+    """A DoFn's counts of its work, as Beam counters and (locally) for the progress line.
+
+    `add` is cheap (a dict update and a clock read); every `interval` seconds, and at each
+    `flush()` (call it at the end of every element), the counts go to Beam and to the
+    driver. Make it in `DoFn.setup()`: it must read the worker's environment.
+    """
+
+    def __init__(
+        self,
+        names: Sequence[str],
+        interval: float = PUBLISH_INTERVAL_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._pending = dict.fromkeys(names, 0)
+        self._totals = dict.fromkeys(names, 0)
+        self._counters = {name: Metrics.counter(NAMESPACE, name) for name in names}
+        self._interval = interval
+        self._clock = clock
+        self._next = clock() + interval
+        self._directory = os.environ.get(PROGRESS_DIR_ENV) or None
+        self._name = f"{os.getpid()}-{uuid.uuid4().hex}"
+
+    def add(self, name: str, amount: int = 1) -> None:
+        self._pending[name] += amount
+        if self._clock() >= self._next:
+            self.flush()
+
+    def flush(self) -> None:
+        for name, amount in self._pending.items():
+            if amount:
+                self._counters[name].inc(amount)
+                self._totals[name] += amount
+                self._pending[name] = 0
+        self._next = self._clock() + self._interval
+        if self._directory is not None:
+            try:
+                publish_totals(self._directory, self._name, self._totals)
+            except OSError:
+                self._directory = None  # the driver has gone or its folder with it
+
+
+class _CountingHandle:
+    """A file handle that adds the bytes read through it to a counter."""
+
+    def __init__(self, handle: BinaryIO, counters: StageCounters, name: str) -> None:
+        self._handle = handle
+        self._counters = counters
+        self._name = name
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._handle.read(size)
+        self._counters.add(self._name, len(data))
+        return data
+
+    def __getattr__(self, attribute: str):
+        return getattr(self._handle, attribute)
+
+    def __enter__(self) -> _CountingHandle:
+        self._handle.__enter__()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._handle.__exit__(*exc_info)
+
+
+def counting_reader(reader: Reader, counters: StageCounters, name: str) -> Reader:
+    """`reader` whose opened files count the bytes read from them under `name`."""
+    return reader._replace(open=lambda path: _CountingHandle(reader.open(path), counters, name))
+
+
+@contextmanager
+def progress_shown(
+    options: PipelineOptions,
+    stage: str,
+    phases: Sequence[Phase],
+    stream: TextIO | None = None,
+    tty: bool | None = None,
+    interval: float | None = None,
+) -> Iterator[None]:
+    """Print the stage's progress on `stream` (stderr) while the body runs a local pipeline.
+
+    Nothing happens on a remote runner (its counts are Beam counters in the job's UI),
+    with BERTKIT_PROGRESS=0, or without `phases`. The last line is printed when the body
+    ends ("done in …" when it returned, the state it reached when it raised).
+    """
+    if not phases or not is_local(options) or not progress_enabled():
+        yield
+        return
+    directory = tempfile.mkdtemp(prefix="bertkit-progress-")
+    previous = os.environ.get(PROGRESS_DIR_ENV)
+    os.environ[PROGRESS_DIR_ENV] = directory
+    try:
+        with progress_printed(stage, phases, lambda: read_totals(directory), stream, tty, interval):
+            yield
+    finally:
+        if previous is None:
+            os.environ.pop(PROGRESS_DIR_ENV, None)
+        else:
+            os.environ[PROGRESS_DIR_ENV] = previous
+        shutil.rmtree(directory, ignore_errors=True)
