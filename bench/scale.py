@@ -34,9 +34,11 @@ WORKDIR/scale/ (bench/.work, ignored by git).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
+import subprocess
 import textwrap
 import time
 from dataclasses import asdict, dataclass, field
@@ -76,7 +78,18 @@ ACTIVE_CORE_SHARE = 0.1
 FULL_WIKITEXT_MB = 100_000.0  # ~100 GB of XML wikitext (a ~22 GB multistream bz2)
 FULL_BOOKS_MB = 5_000.0  # ~5 GB of book text, ~11k books
 FULL_VOCAB_SAMPLE_MIB = 1024.0  # `bertkit vocab`'s default --sample-mb
+# The largest unit of work each Beam stage hands one worker, in MB of the stage's input, from
+# the stages' defaults: a wall-time floor however many vCPUs there are. wikipedia: a split of
+# --split-mb 64 MiB of bz2, at enwiki's ~100/22 wikitext per bz2 byte; books: --unit-mb 64
+# MiB of book files; examples: --work-partition-mb 64 MiB (of token ids, taken as that much
+# text, all --dupe-factor passes: an upper bound).
+UNIT_MB = {
+    "wikipedia": 64 * (1 << 20) / 1e6 * FULL_WIKITEXT_MB / 22_000,
+    "books": 64 * (1 << 20) / 1e6,
+    "examples": 64 * (1 << 20) / 1e6,
+}
 JOB_STARTUP_S = 240.0  # Dataflow job start-up, workers up: an assumption (3–5 min per job)
+STARTUP_BILLED_S = 120.0  # of which the workers are billed (booting, pulling the image): assumed
 
 # Dataflow list prices, batch, us-central1, USD (cloud.google.com/dataflow/pricing as last
 # known: unchanged from 2021 to 2024). NOT verified online from this machine (no network).
@@ -128,6 +141,7 @@ class StageFigures:
     serial_only: bool = False  # runs in one process outside Dataflow (vocab)
     measured_cores: float = 2.0  # cores the serial-only stage used when measured
     cpu_fixed_s: float = 0.0  # CPU-seconds that do not grow with input (imports, start-up)
+    unit_cpu_s: float = 0.0  # CPU-seconds of the largest unit of work one worker gets
 
 
 @dataclass(frozen=True)
@@ -144,8 +158,9 @@ def project_stage(
 ) -> StageProjection:
     """vCPU-hours, cost and wall time of one stage of the full run.
 
-    A Dataflow stage: its CPU-seconds spread over the vCPUs, plus its serial seconds (done
-    by one core while the others wait) and the job's start-up. The vCPU-hours bill every
+    A Dataflow stage: its CPU-seconds spread over the vCPUs (but never faster than its
+    largest unit of work, `unit_cpu_s`), plus its serial seconds (done by one core while the
+    others wait) and the job's start-up. The vCPU-hours bill every
     vCPU for the whole job after start-up (serial time included: the workers are held), and
     memory (MEMORY_GB_PER_VCPU) and boot disks along with them. A serial-only stage (vocab)
     runs on one machine of `measured_cores` for its serial seconds, no start-up.
@@ -158,16 +173,17 @@ def project_stage(
         return StageProjection(figures.stage, hours, cost, serial_s, dict.fromkeys(vcpus, serial_s))
     # The serial seconds are spent by one core; the rest of the CPU time is spread.
     parallel_cpu_s = max(cpu_s - serial_s, 0.0)
-    run_s = {v: serial_s + parallel_cpu_s / v for v in vcpus}
+    run_s = {v: serial_s + max(parallel_cpu_s / v, figures.unit_cpu_s) for v in vcpus}
     # The cost does not depend on the vCPU count but for the held-idle serial time: price
     # the largest count, the dearer one, and report it.
     v = max(vcpus)
-    hours = v * run_s[v] / 3600
+    billed_s = run_s[v] + STARTUP_BILLED_S
+    hours = v * billed_s / 3600
     workers = v / VCPUS_PER_WORKER
     cost = (
         hours * prices["vcpu_hour"]
         + hours * MEMORY_GB_PER_VCPU * prices["memory_gb_hour"]
-        + workers * DISK_GB_PER_WORKER * run_s[v] / 3600 * prices["pd_gb_hour"]
+        + workers * DISK_GB_PER_WORKER * billed_s / 3600 * prices["pd_gb_hour"]
     )
     wall = {n: JOB_STARTUP_S + s for n, s in run_s.items()}
     return StageProjection(figures.stage, hours, cost, serial_s, wall)
@@ -284,6 +300,21 @@ class StageWatch:
         return sorted(rows, key=lambda row: (row["role"] != "driver", row["pid"]))
 
 
+def code_state() -> dict[str, str]:
+    """The commit and the uncommitted changes to the stages' code when a stage starts: in a
+    checkout others work in, the code can change between one stage and the next."""
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True)
+        return done.stdout
+
+    diff = git("diff", "HEAD", "--", "pipelines", "schemas")
+    return {
+        "head": git("rev-parse", "--short", "HEAD").strip(),
+        "uncommitted_diff_sha256": hashlib.sha256(diff.encode()).hexdigest()[:12] if diff else "",
+    }
+
+
 def directory_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
@@ -301,6 +332,7 @@ def run_stage(
     output.parent.mkdir(parents=True, exist_ok=True)
     watch = StageWatch(output)  # called on bench.measure's polling thread
     command = [repo_python(), "-m", f"pipelines.{stage}", *args]
+    code = code_state()
     run = measure_command(command, REPO_ROOT, log, timeout_s, on_sample=watch)
     watch.walk()
     processes = watch.processes()
@@ -310,6 +342,7 @@ def run_stage(
         "stage": stage,
         "ok": run.ok,
         "log": str(log),
+        "code": code,
         "input_mb": input_mb,
         "wall_s": run.wall_s,
         "cpu_s": run.cpu_s,
@@ -462,12 +495,19 @@ def stage_figures(chains: list[dict[str, Any]]) -> dict[str, StageFigures]:
     figures = {}
     for stage in STAGES:
         measured = [c["stages"][stage] for c in chains if stage in c["stages"]]
-        points = [(s["input_mb"], s["serial_cpu_s"]) for s in measured]
         if stage == "vocab":
             # One process, all of it serial, growing with the sample: its wall time, or its
             # CPU time where other work on the machine slowed it (tokenizers may use threads).
-            points = [(s["input_mb"], min(s["wall_s"], s["cpu_s"])) for s in measured]
-        fixed, per_mb = linear_fit(points)
+            fixed, per_mb = linear_fit(
+                [(s["input_mb"], min(s["wall_s"], s["cpu_s"])) for s in measured]
+            )
+        else:
+            # A Beam stage's serial windows here are the driver's start and finish and the
+            # tail of the last unit of work: fixed, not per MB (the unit floor covers the
+            # tail at scale). books' whole input is one 64 MiB unit at these sizes, so its
+            # serial time grows with it; fitting that per MB would call a parallel stage
+            # serial.
+            fixed, per_mb = measured[-1]["serial_cpu_s"], 0.0
         cpu_fixed, cpu_per_mb = linear_fit([(s["input_mb"], s["cpu_s"]) for s in measured])
         if cpu_per_mb == 0:  # one size (or noise): the average, start-up included
             cpu_fixed, cpu_per_mb = 0.0, measured[-1]["cpu_s"] / measured[-1]["input_mb"]
@@ -480,6 +520,7 @@ def stage_figures(chains: list[dict[str, Any]]) -> dict[str, StageFigures]:
             serial_s_per_mb=per_mb,
             serial_only=stage == "vocab",
             measured_cores=min(os.cpu_count() or 2, 2),
+            unit_cpu_s=UNIT_MB.get(stage, 0.0) * cpu_per_mb,
         )
     return figures
 
@@ -504,33 +545,49 @@ def print_projection(chains: list[dict[str, Any]], vcpus: list[int]) -> dict[str
         f"({DISK_GB_PER_WORKER:g} GB per worker)"
     )
     say(
-        f"assumptions: Dataflow job start-up {JOB_STARTUP_S / 60:g} min per job (3–5 min); "
-        "CPU-s and serial CPU-s fitted a + b·MB over the sizes, b (the marginal CPU-s/MB "
-        "below) times the full input; the CPU time spreads over every vCPU but for the "
-        "serial seconds, which one core does while the rest are billed idle; vocab runs on "
+        f"assumptions: Dataflow job start-up {JOB_STARTUP_S / 60:g} min per job (3–5 min), "
+        f"the workers billed for {STARTUP_BILLED_S / 60:g} min of it; "
+        "CPU-s fitted a + b·MB over the sizes, b (the marginal CPU-s/MB below) times the full "
+        "input; the CPU time spreads over every vCPU, never faster than the largest unit of "
+        "work (unit s), but for the serial seconds (a Beam stage's serial CPU-s at the largest "
+        "size; vocab's time fitted over the sizes), which one core does while the rest are "
+        "billed idle; vocab runs on "
         f"one {figures['vocab'].measured_cores:g}-core machine (no Dataflow job) on its "
         f"{FULL_VOCAB_SAMPLE_MIB:g} MiB sample; wikipedia and books are two jobs side by "
         "side. Not counted: Dataflow Shuffle (the GroupByKeys carry keys, paths and counts), "
         "GCS storage and requests"
     )
-    headers = ["stage", "full input MB", "CPU-s/MB", "vCPU-h", "serial s",
+    headers = ["stage", "full input MB", "CPU-s/MB", "vCPU-h", "serial s", "unit s",
                *(f"wall @{v} vCPU" for v in vcpus), f"USD @{max(vcpus)}"]  # fmt: skip
     rows = []
     for name in STAGES:
         f, p = figures[name], projections[name]
         rows.append([
             name, f"{f.full_input_mb:,.0f}", f"{f.cpu_s_per_mb:.3f}", f"{p.vcpu_hours:,.1f}",
-            f"{p.serial_s:,.0f}", *(f"{p.wall_s[v] / 60:,.1f} min" for v in vcpus),
+            f"{p.serial_s:,.0f}", f"{f.unit_cpu_s:,.0f}",
+            *(f"{p.wall_s[v] / 60:,.1f} min" for v in vcpus),
             f"{p.cost_usd:,.2f}",
         ])  # fmt: skip
     total_hours = sum(p.vcpu_hours for p in projections.values())
     total_cost = sum(p.cost_usd for p in projections.values())
     walls = {v: chain_wall_s(projections, v) for v in vcpus}
-    rows.append(["chain", "", "", f"{total_hours:,.1f}", "",
+    rows.append(["chain", "", "", f"{total_hours:,.1f}", "", "",
                  *(f"{walls[v] / 60:,.1f} min" for v in vcpus), f"{total_cost:,.2f}"])  # fmt: skip
     print_table(headers, rows)
     serial = max(((name, p.serial_s) for name, p in projections.items()), key=lambda item: item[1])
-    print(f"  largest serial step: {serial[0]}, {serial[1] / 60:.1f} min of the chain's wall time")
+    examples = chains[-1]["stages"]["examples"]
+    scale = figures["examples"].full_input_mb / examples["input_mb"]
+    say(
+        f"the examples stage's _work/ peaks at {examples['work_bytes'] * scale / 1e9:,.0f} GB "
+        f"(under the output, deleted at the end) and writes "
+        f"{examples['output_bytes'] * scale / 1e9:,.0f} GB of shards at full scale "
+        f"({examples['work_bytes'] / examples['output_bytes']:.1f}× and "
+        f"{examples['output_bytes'] / (examples['input_mb'] * MB):.1f}× its input here)"
+    )
+    say(
+        f"largest serial step: {serial[0]}, {serial[1] / 60:.1f} min of the chain's wall time "
+        f"(beside the assumed {JOB_STARTUP_S / 60:g} min start-up of each Dataflow job)"
+    )
     return {
         "figures": {k: asdict(v) for k, v in figures.items()},
         "projections": {k: asdict(v) for k, v in projections.items()},

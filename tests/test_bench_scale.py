@@ -13,6 +13,7 @@ import pytest
 from bench import scale_dump
 from bench.scale import (
     JOB_STARTUP_S,
+    STARTUP_BILLED_S,
     StageFigures,
     StageProjection,
     chain_wall_s,
@@ -54,12 +55,13 @@ def test_a_dataflow_stage_spreads_its_cpu_time_and_keeps_its_serial_time():
         32: JOB_STARTUP_S + 20 + 1980 / 32,  # 240 + 81.875
         256: JOB_STARTUP_S + 20 + 1980 / 256,  # 240 + 27.734375
     }
-    # Billed: 256 vCPUs for 27.734375 s = 7,100 vCPU-s.
-    assert projection.vcpu_hours == pytest.approx(7100 / 3600)
-    # vCPU 0.05 + 3.75 GB × 0.004 per vCPU-hour, and 64 workers' 25 GB disks for 27.73 s.
-    disk = 64 * 25 * 27.734375 / 3600 * 0.0001
-    assert projection.cost_usd == pytest.approx(7100 / 3600 * 0.065 + disk)
-    assert projection.cost_usd == pytest.approx(0.129427083)
+    # Billed: 256 vCPUs for 27.734375 s and 120 s of start-up = 37,820 vCPU-s.
+    assert STARTUP_BILLED_S == 120
+    assert projection.vcpu_hours == pytest.approx(37820 / 3600)
+    # vCPU 0.05 + 3.75 GB × 0.004 per vCPU-hour, and 64 workers' 25 GB disks for 147.73 s.
+    disk = 64 * 25 * 147.734375 / 3600 * 0.0001
+    assert projection.cost_usd == pytest.approx(37820 / 3600 * 0.065 + disk)
+    assert projection.cost_usd == pytest.approx(0.689427083)
 
 
 def test_vocab_runs_alone_on_the_measured_cores():
@@ -98,3 +100,11 @@ def test_the_scaled_multistream_dump_has_an_index_of_stream_starts(tmp_path):
         text = bz2.BZ2Decompressor().decompress(data[offset:])
         assert text.lstrip().startswith(b"<page>") and text.rstrip().endswith(b"</page>")
     assert bz2.decompress(data).endswith(b"</mediawiki>\n")
+
+
+def test_no_vcpu_count_runs_a_stage_faster_than_its_largest_unit_of_work():
+    # 1,000 CPU-s over 256 vCPUs is 3.9 s, but one unit takes 30 s on its worker.
+    figures = StageFigures("books", 1.0, 1000.0, 0.0, 0.0, unit_cpu_s=30.0)
+    projection = project_stage(figures, [32, 256], PRICES)
+    assert projection.wall_s == {32: JOB_STARTUP_S + 1000 / 32, 256: JOB_STARTUP_S + 30.0}
+    assert projection.vcpu_hours == pytest.approx(256 * (30 + STARTUP_BILLED_S) / 3600)
