@@ -332,29 +332,29 @@ class Tally:
 
     def compare_trees(self, expected: Snapshot, actual: Snapshot, where: str) -> bool:
         """The same names, no others, each with the same bytes."""
+        problems = [f"{where}: {name} missing" for name in sorted(expected.keys() - actual.keys())]
+        problems += [
+            f"{where}: {name} is not in the reference"
+            for name in sorted(actual.keys() - expected.keys())
+        ]
+        self.mismatches += problems
+        same = self._compare_common(expected, actual, f"{where}: {{}} differs from the reference")
+        return same and not problems
+
+    def check_left_behind(self, expected: Snapshot, left: Snapshot, where: str) -> bool:
+        """What a killed run left: a file under one of the reference's names is complete."""
+        return self._compare_common(
+            expected, left, f"{where}: {{}} left incomplete or wrong by the kill"
+        )
+
+    def _compare_common(self, expected: Snapshot, actual: Snapshot, message: str) -> bool:
+        """Count and compare the files under names both snapshots have."""
         ok = True
-        for name in sorted(expected.keys() - actual.keys()):
-            self.mismatches.append(f"{where}: {name} missing")
-            ok = False
-        for name in sorted(actual.keys() - expected.keys()):
-            self.mismatches.append(f"{where}: {name} is not in the reference")
-            ok = False
         for name in sorted(expected.keys() & actual.keys()):
             self.files += 1
             self.bytes += expected[name][0]
             if actual[name] != expected[name]:
-                self.mismatches.append(f"{where}: {name} differs from the reference")
-                ok = False
-        return ok
-
-    def check_left_behind(self, expected: Snapshot, left: Snapshot, where: str) -> bool:
-        """What a killed run left: a file under one of the reference's names is complete."""
-        ok = True
-        for name in sorted(expected.keys() & left.keys()):
-            self.files += 1
-            self.bytes += expected[name][0]
-            if left[name] != expected[name]:
-                self.mismatches.append(f"{where}: {name} left incomplete or wrong by the kill")
+                self.mismatches.append(message.format(name))
                 ok = False
         return ok
 
