@@ -319,3 +319,25 @@ def test_vocab_line_follows_its_two_passes_then_the_trainer(
     lines = _progress_lines(capsys.readouterr().err, "vocab")
     assert lines[-1].startswith("vocab | step 3/3 learn pieces | done in "), lines
     assert sample.progress() == {vocab.PASSES_FINISHED: 0}  # this sample was never read
+
+
+def test_a_killed_run_s_progress_folder_is_removed_by_the_next_run(tmp_path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from pipelines.beam.progress import remove_stale_progress_dirs
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()  # its pid is free now
+    names = [
+        f"bertkit-progress-{dead.pid}-ab12_x",  # a run killed with -9: removed
+        f"bertkit-progress-{os.getpid()}-cd34",  # a run still going: kept
+        "bertkit-progress-notes",  # not a name bertkit makes: kept
+        "other-folder",
+    ]
+    for name in names:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "1-a.json").write_text("{}")
+    assert remove_stale_progress_dirs(str(tmp_path)) == [names[0]]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names[1:])

@@ -19,7 +19,9 @@ disk, a folder removed) turns publishing off rather than failing the bundle.
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -128,6 +130,39 @@ def counting_reader(reader: Reader, counters: StageCounters, name: str) -> Reade
     return reader._replace(open=lambda path: _CountingHandle(reader.open(path), counters, name))
 
 
+_LOG = logging.getLogger(__name__)
+_PROGRESS_DIR_PREFIX = "bertkit-progress-"
+_PROGRESS_DIR = re.compile(rf"{_PROGRESS_DIR_PREFIX}(\d+)-[A-Za-z0-9_]+")
+
+
+def remove_stale_progress_dirs(root: str) -> list[str]:
+    """Delete the progress folders of runs that died without removing theirs (a kill -9):
+    only names this module makes (`bertkit-progress-<pid>-<random>`), only when that pid is
+    no longer running. Returns what was deleted."""
+    removed = []
+    for name in sorted(os.listdir(root)):
+        match = _PROGRESS_DIR.fullmatch(name)
+        if match is None or _running(int(match.group(1))):
+            continue
+        try:
+            shutil.rmtree(os.path.join(root, name))
+        except OSError as error:  # another user's, or going away by itself: not ours to force
+            _LOG.debug("left %s in place: %s", name, error)
+            continue
+        removed.append(name)
+    return removed
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, under another user
+        return True
+    return True
+
+
 @contextmanager
 def progress_shown(
     options: PipelineOptions,
@@ -146,7 +181,8 @@ def progress_shown(
     if not phases or not is_local(options) or not progress_enabled():
         yield
         return
-    directory = tempfile.mkdtemp(prefix="bertkit-progress-")
+    remove_stale_progress_dirs(tempfile.gettempdir())
+    directory = tempfile.mkdtemp(prefix=f"{_PROGRESS_DIR_PREFIX}{os.getpid()}-")
     previous = os.environ.get(PROGRESS_DIR_ENV)
     os.environ[PROGRESS_DIR_ENV] = directory
     try:
