@@ -28,8 +28,12 @@ MEDIAN_FIGURES = ("wall_s", "cpu_s", "peak_rss_mib", "tree_rss_mib")
 
 
 def parse_sizes(text: str) -> list[float]:
-    """--sizes: comma-separated MB, each once, smallest first ("50,12,25" -> [12, 25, 50])."""
-    return sorted({float(part) for part in text.split(",") if part.strip()})
+    """--sizes: comma-separated MB, each once, smallest first ("50,12,25" -> [12, 25, 50]);
+    at least one, each above 0."""
+    sizes = sorted({float(part) for part in text.split(",") if part.strip()})
+    if not sizes or sizes[0] <= 0:
+        raise ValueError(f"--sizes {text!r}: expected positive MB like 256,1024")
+    return sizes
 
 
 def output_dir(workdir: Path, benchmark: str, tool: str, size_mb: float) -> Path:

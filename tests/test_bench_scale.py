@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 
 from bench import scale_dump
-from bench.scale import (
+from bench.runs import parse_sizes
+from bench.scale_cost import (
     JOB_STARTUP_S,
     STARTUP_BILLED_S,
     StageFigures,
     StageProjection,
     chain_wall_s,
     linear_fit,
-    parse_sizes,
     project_stage,
 )
 

@@ -23,29 +23,35 @@ import pytest
 
 from bench.faultproxy import FaultProxy
 from bench.faults import (
-    RESUME_FIELDS,
-    S3,
-    S3_TRAIN_FIELDS,
+    kill_stage,
+)
+from bench.faults_runs import (
     Inputs,
-    RemoteInputs,
     Tally,
-    TrainingReference,
     child_environment,
     command,
-    compare_training,
-    kill_stage,
-    kill_training,
-    outage_after,
     reference_run,
     run_to_end,
+    snapshot,
+    stage_argv,
+    train_argv,
+)
+from bench.faults_s3 import (
+    S3,
+    S3_TRAIN_FIELDS,
+    RemoteInputs,
+    outage_after,
     s3_faulty_run,
     s3_flags,
     s3_reference,
     s3_stage_argv,
-    snapshot,
-    stage_argv,
-    train_argv,
     upload_inputs,
+)
+from bench.faults_training import (
+    RESUME_FIELDS,
+    TrainingReference,
+    compare_training,
+    kill_training,
 )
 from bench.s3server import client_environment
 

@@ -1,0 +1,250 @@
+"""bench.scale's cost model: the measured per-stage figures projected onto a full English
+Wikipedia + BookCorpus-sized run on Dataflow (vCPU-hours, list-price cost, wall time at a
+given number of vCPUs, every serial step included). Pure arithmetic on the figures
+bench.scale measured; tests/test_bench_scale.py checks it on literal numbers. Not a command.
+"""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from bench.measure import (
+    MB,
+    print_table,
+)
+
+MIB = 1 << 20
+STAGES = ("wikipedia", "books", "vocab", "examples")  # the chain, in its order
+
+# The full run to project onto (issue 11): enwiki's multistream dump and a BookCorpus-sized
+# book collection.
+FULL_WIKITEXT_MB = 100_000.0  # ~100 GB of XML wikitext (a ~22 GB multistream bz2)
+FULL_BOOKS_MB = 5_000.0  # ~5 GB of book text, ~11k books
+FULL_VOCAB_SAMPLE_MIB = 1024.0  # `bertkit vocab`'s default --sample-mb
+# The largest unit of work each Beam stage hands one worker, in MB of the stage's input, from
+# the stages' defaults: a wall-time floor however many vCPUs there are. wikipedia: a split of
+# --split-mb 64 MiB of bz2, at enwiki's ~100/22 wikitext per bz2 byte; books: --unit-mb 64
+# MiB of book files; examples: --work-partition-mb 64 MiB (of token ids, taken as that much
+# text, all --dupe-factor passes: an upper bound).
+UNIT_MB = {
+    "wikipedia": 64 * (1 << 20) / 1e6 * FULL_WIKITEXT_MB / 22_000,
+    "books": 64 * (1 << 20) / 1e6,
+    "examples": 64 * (1 << 20) / 1e6,
+}
+JOB_STARTUP_S = 240.0  # Dataflow job start-up, workers up: an assumption (3–5 min per job)
+STARTUP_BILLED_S = 120.0  # of which the workers are billed (booting, pulling the image): assumed
+
+# Dataflow list prices, batch, us-central1, USD (cloud.google.com/dataflow/pricing as last
+# known: unchanged from 2021 to 2024). NOT verified online from this machine (no network).
+DATAFLOW_PRICES = {
+    "vcpu_hour": 0.056,
+    "memory_gb_hour": 0.003557,
+    "pd_gb_hour": 0.000054,  # standard persistent disk
+}
+MEMORY_GB_PER_VCPU = 3.75  # n1-standard machines, Dataflow's default batch family
+DISK_GB_PER_WORKER = 25.0  # boot disk with Dataflow Shuffle (the batch default)
+VCPUS_PER_WORKER = 4  # n1-standard-4 workers
+
+
+def linear_fit(points: list[tuple[float, float]]) -> tuple[float, float]:
+    """(a, b) of y = a + b·x through the smallest and largest x, with b ≥ 0 and a ≥ 0.
+
+    Serial seconds have a fixed part (imports, planning, the manifest) and maybe a part that
+    grows with input; two sizes tell them apart. One size: all of it is taken as fixed.
+    """
+    points = sorted(points)
+    (x0, y0), (x1, y1) = points[0], points[-1]
+    if x1 == x0:
+        return max(y0, 0.0), 0.0
+    slope = max((y1 - y0) / (x1 - x0), 0.0)
+    return max(y1 - slope * x1, 0.0), slope
+
+
+@dataclass(frozen=True)
+class StageFigures:
+    """One stage's per-core figures, measured, and how much input the full run gives it."""
+
+    stage: str
+    cpu_s_per_mb: float  # CPU-seconds per MB of the stage's input (all processes), marginal
+    full_input_mb: float  # the full run's input to the stage
+    serial_fixed_s: float  # serial seconds: fixed part …
+    serial_s_per_mb: float  # … and the part per MB of input
+    serial_only: bool = False  # runs in one process outside Dataflow (vocab)
+    measured_cores: float = 2.0  # cores the serial-only stage used when measured
+    cpu_fixed_s: float = 0.0  # CPU-seconds that do not grow with input (imports, start-up)
+    unit_cpu_s: float = 0.0  # CPU-seconds of the largest unit of work one worker gets
+
+
+@dataclass(frozen=True)
+class StageProjection:
+    stage: str
+    vcpu_hours: float
+    cost_usd: float
+    serial_s: float
+    wall_s: dict[int, float]  # vCPUs → wall seconds
+
+
+def project_stage(
+    figures: StageFigures, vcpus: list[int], prices: dict[str, float] = DATAFLOW_PRICES
+) -> StageProjection:
+    """vCPU-hours, cost and wall time of one stage of the full run.
+
+    A Dataflow stage: its CPU-seconds spread over the vCPUs (but never faster than its
+    largest unit of work, `unit_cpu_s`), plus its serial seconds (done by one core while the
+    others wait) and the job's start-up. The vCPU-hours bill every
+    vCPU for the whole job after start-up (serial time included: the workers are held), and
+    memory (MEMORY_GB_PER_VCPU) and boot disks along with them. A serial-only stage (vocab)
+    runs on one machine of `measured_cores` for its serial seconds, no start-up.
+    """
+    serial_s = figures.serial_fixed_s + figures.serial_s_per_mb * figures.full_input_mb
+    cpu_s = figures.cpu_fixed_s + figures.cpu_s_per_mb * figures.full_input_mb
+    if figures.serial_only:
+        hours = figures.measured_cores * serial_s / 3600
+        cost = hours * (prices["vcpu_hour"] + MEMORY_GB_PER_VCPU * prices["memory_gb_hour"])
+        return StageProjection(figures.stage, hours, cost, serial_s, dict.fromkeys(vcpus, serial_s))
+    # The serial seconds are spent by one core; the rest of the CPU time is spread.
+    parallel_cpu_s = max(cpu_s - serial_s, 0.0)
+    run_s = {v: serial_s + max(parallel_cpu_s / v, figures.unit_cpu_s) for v in vcpus}
+    # The cost does not depend on the vCPU count but for the held-idle serial time: price
+    # the largest count, the dearer one, and report it.
+    v = max(vcpus)
+    billed_s = run_s[v] + STARTUP_BILLED_S
+    hours = v * billed_s / 3600
+    workers = v / VCPUS_PER_WORKER
+    cost = (
+        hours * prices["vcpu_hour"]
+        + hours * MEMORY_GB_PER_VCPU * prices["memory_gb_hour"]
+        + workers * DISK_GB_PER_WORKER * billed_s / 3600 * prices["pd_gb_hour"]
+    )
+    wall = {n: JOB_STARTUP_S + s for n, s in run_s.items()}
+    return StageProjection(figures.stage, hours, cost, serial_s, wall)
+
+
+def chain_wall_s(projections: dict[str, StageProjection], vcpus: int) -> float:
+    """wikipedia and books run side by side (two jobs), then vocab, then examples."""
+    wall = {name: p.wall_s[vcpus] for name, p in projections.items()}
+    return max(wall["wikipedia"], wall["books"]) + wall["vocab"] + wall["examples"]
+
+
+def stage_figures(chains: list[dict[str, Any]]) -> dict[str, StageFigures]:
+    """Per-core figures fitted over the sizes: CPU-seconds and serial seconds, each a fixed
+    part (Beam's start-up in every process, imports) plus a part per MB of input; the part
+    per MB is what a full run multiplies."""
+    largest = chains[-1]
+    docs = largest["documents_mb"]
+    # The examples stage reads the documents: their text per MB of each stage's input.
+    wiki_text_per_mb = docs["wikipedia"] / largest["stages"]["wikipedia"]["input_mb"]
+    books_text_per_mb = docs["books"] / largest["stages"]["books"]["input_mb"]
+    full_inputs = {
+        "wikipedia": FULL_WIKITEXT_MB,
+        "books": FULL_BOOKS_MB,
+        "vocab": FULL_VOCAB_SAMPLE_MIB * MIB / MB,
+        "examples": FULL_WIKITEXT_MB * wiki_text_per_mb + FULL_BOOKS_MB * books_text_per_mb,
+    }
+    figures = {}
+    for stage in STAGES:
+        measured = [c["stages"][stage] for c in chains if stage in c["stages"]]
+        if stage == "vocab":
+            # One process, all of it serial, growing with the sample: its wall time, or its
+            # CPU time where other work on the machine slowed it (tokenizers may use threads).
+            fixed, per_mb = linear_fit(
+                [(s["input_mb"], min(s["wall_s"], s["cpu_s"])) for s in measured]
+            )
+        else:
+            # A Beam stage's serial windows here are the driver's start and finish and the
+            # tail of the last unit of work: fixed, not per MB (the unit floor covers the
+            # tail at scale). books' whole input is one 64 MiB unit at these sizes, so its
+            # serial time grows with it; fitting that per MB would call a parallel stage
+            # serial.
+            fixed, per_mb = measured[-1]["serial_cpu_s"], 0.0
+        cpu_fixed, cpu_per_mb = linear_fit([(s["input_mb"], s["cpu_s"]) for s in measured])
+        if cpu_per_mb == 0:  # one size (or noise): the average, start-up included
+            cpu_fixed, cpu_per_mb = 0.0, measured[-1]["cpu_s"] / measured[-1]["input_mb"]
+        figures[stage] = StageFigures(
+            stage=stage,
+            cpu_s_per_mb=cpu_per_mb,
+            cpu_fixed_s=cpu_fixed,
+            full_input_mb=full_inputs[stage],
+            serial_fixed_s=fixed,
+            serial_s_per_mb=per_mb,
+            serial_only=stage == "vocab",
+            measured_cores=min(os.cpu_count() or 2, 2),
+            unit_cpu_s=UNIT_MB.get(stage, 0.0) * cpu_per_mb,
+        )
+    return figures
+
+
+def say(text: str) -> None:
+    """A long line of the report, wrapped and indented."""
+    print(textwrap.fill(text, 100, initial_indent="  ", subsequent_indent="    "))
+
+
+def print_projection(chains: list[dict[str, Any]], vcpus: list[int]) -> dict[str, Any]:
+    figures = stage_figures(chains)
+    projections = {name: project_stage(f, vcpus) for name, f in figures.items()}
+    print(
+        f"\nFull run projected onto Dataflow from the {chains[-1]['size_mb']:g} MB figures: "
+        f"{FULL_WIKITEXT_MB / 1000:g} GB of wikitext + {FULL_BOOKS_MB / 1000:g} GB of books"
+    )
+    say(
+        f"prices (USD, batch, us-central1, list prices as last known, 2024; NOT verified "
+        f"online here): vCPU-hour {DATAFLOW_PRICES['vcpu_hour']}, memory GB-hour "
+        f"{DATAFLOW_PRICES['memory_gb_hour']} ({MEMORY_GB_PER_VCPU} GB per vCPU, "
+        f"n1-standard-{VCPUS_PER_WORKER}), PD GB-hour {DATAFLOW_PRICES['pd_gb_hour']} "
+        f"({DISK_GB_PER_WORKER:g} GB per worker)"
+    )
+    say(
+        f"assumptions: Dataflow job start-up {JOB_STARTUP_S / 60:g} min per job (3–5 min), "
+        f"the workers billed for {STARTUP_BILLED_S / 60:g} min of it; "
+        "CPU-s fitted a + b·MB over the sizes, b (the marginal CPU-s/MB below) times the full "
+        "input; the CPU time spreads over every vCPU, never faster than the largest unit of "
+        "work (unit s), but for the serial seconds (a Beam stage's serial CPU-s at the largest "
+        "size; vocab's time fitted over the sizes), which one core does while the rest are "
+        "billed idle; vocab runs on "
+        f"one {figures['vocab'].measured_cores:g}-core machine (no Dataflow job) on its "
+        f"{FULL_VOCAB_SAMPLE_MIB:g} MiB sample; wikipedia and books are two jobs side by "
+        "side. Not counted: Dataflow Shuffle (the GroupByKeys carry keys, paths and counts), "
+        "GCS storage and requests"
+    )
+    headers = ["stage", "full input MB", "CPU-s/MB", "vCPU-h", "serial s", "unit s",
+               *(f"wall @{v} vCPU" for v in vcpus), f"USD @{max(vcpus)}"]  # fmt: skip
+    rows = []
+    for name in STAGES:
+        f, p = figures[name], projections[name]
+        rows.append([
+            name, f"{f.full_input_mb:,.0f}", f"{f.cpu_s_per_mb:.3f}", f"{p.vcpu_hours:,.1f}",
+            f"{p.serial_s:,.0f}", f"{f.unit_cpu_s:,.0f}",
+            *(f"{p.wall_s[v] / 60:,.1f} min" for v in vcpus),
+            f"{p.cost_usd:,.2f}",
+        ])  # fmt: skip
+    total_hours = sum(p.vcpu_hours for p in projections.values())
+    total_cost = sum(p.cost_usd for p in projections.values())
+    walls = {v: chain_wall_s(projections, v) for v in vcpus}
+    rows.append(["chain", "", "", f"{total_hours:,.1f}", "", "",
+                 *(f"{walls[v] / 60:,.1f} min" for v in vcpus), f"{total_cost:,.2f}"])  # fmt: skip
+    print_table(headers, rows)
+    serial = max(((name, p.serial_s) for name, p in projections.items()), key=lambda item: item[1])
+    examples = chains[-1]["stages"]["examples"]
+    scale = figures["examples"].full_input_mb / examples["input_mb"]
+    say(
+        f"the examples stage's _work/ peaks at {examples['work_bytes'] * scale / 1e9:,.0f} GB "
+        f"(under the output, deleted at the end) and writes "
+        f"{examples['output_bytes'] * scale / 1e9:,.0f} GB of shards at full scale "
+        f"({examples['work_bytes'] / examples['output_bytes']:.1f}× and "
+        f"{examples['output_bytes'] / (examples['input_mb'] * MB):.1f}× its input here)"
+    )
+    say(
+        f"largest serial step: {serial[0]}, {serial[1] / 60:.1f} min of the chain's wall time "
+        f"(beside the assumed {JOB_STARTUP_S / 60:g} min start-up of each Dataflow job)"
+    )
+    return {
+        "figures": {k: asdict(v) for k, v in figures.items()},
+        "projections": {k: asdict(v) for k, v in projections.items()},
+        "total_vcpu_hours": total_hours,
+        "total_cost_usd": total_cost,
+        "chain_wall_s": walls,
+        "largest_serial": serial,
+    }
