@@ -79,6 +79,31 @@ def check_output_outside_shards(output: str, shards: str) -> None:
         )
 
 
+# The flags that decide which batches each rank reads, in which order.
+_INPUT_FLAGS = ("num_workers", "micro_batch_size", "global_batch_size", "seed", "shards",
+                "max_seq_length", "shuffle_buffer")  # fmt: skip
+
+
+def check_resumable(checkpoint: dict[str, Any], current: dict[str, Any], world: int) -> None:
+    """A resume is exact only if every rank reads the same batches in the same order: the
+    checkpoint's world size and input flags must be the run's (`current`: its config as the
+    checkpoint records it, credentials redacted)."""
+    saved = checkpoint[CheckpointKey.TRAIN_CONFIG]
+    problems = []
+    if checkpoint[CheckpointKey.WORLD_SIZE] != world:
+        problems.append(f"{checkpoint[CheckpointKey.WORLD_SIZE]} processes, now {world}")
+    for name in _INPUT_FLAGS:
+        if saved.get(name) != current[name]:
+            flag = "--" + name.replace("_", "-")
+            problems.append(f"{flag} {saved.get(name)}, now {current[name]}")
+    if problems:
+        raise ValueError(
+            "--resume continues exactly only with the input set-up the run started with: "
+            + "; ".join(problems)
+            + ". Use the original flags, or start a new run with --init-checkpoint"
+        )
+
+
 # A checkpoint or `latest` write that never reached its rename (a kill, a full disk).
 _TEMPORARY = re.compile(r"\.tmp-[0-9a-f]{32}-(?:step-[0-9]{8}\.pt|" + re.escape(LATEST_FILE) + ")")
 

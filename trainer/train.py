@@ -51,6 +51,7 @@ from schemas.checkpoint import CHECKPOINT_FORMAT, CheckpointKey
 from trainer import distributed
 from trainer.checkpoint import (
     check_output_outside_shards,
+    check_resumable,
     latest_checkpoint,
     load_checkpoint,
     prepare_run_directory,
@@ -283,37 +284,17 @@ def _checkpoints_to_start_from(
         if path is None:
             raise ValueError(f"--resume: no checkpoint in {checkpoints} yet; drop --resume")
         resumed = load_checkpoint(path)
-        _check_resumable(resumed, config, env.world_size)
+        check_resumable(resumed, storage.redact_values(asdict(config)), env.world_size)
         init = resumed
     elif config.init_checkpoint:
         init = load_checkpoint(resolve_checkpoint(config.init_checkpoint))
-    if init is not None and init[CheckpointKey.TRAIN_CONFIG].get("model") != config.model:
+    saved_model = init[CheckpointKey.TRAIN_CONFIG].get("model") if init is not None else None
+    if init is not None and saved_model != config.model:
         raise ValueError(
-            f"the checkpoint holds a {init[CheckpointKey.TRAIN_CONFIG].get('model')} model, "
-            f"--model is {config.model}: pass --model "
-            f"{init[CheckpointKey.TRAIN_CONFIG].get('model')}"
+            f"the checkpoint holds a {saved_model} model, --model is {config.model}: pass "
+            f"--model {saved_model}"
         )
     return resumed, init
-
-
-def _check_resumable(checkpoint: dict[str, Any], config: TrainConfig, world: int) -> None:
-    """A resume is exact only if every rank reads the same batches in the same order."""
-    saved = checkpoint[CheckpointKey.TRAIN_CONFIG]
-    problems = []
-    if checkpoint[CheckpointKey.WORLD_SIZE] != world:
-        problems.append(f"{checkpoint[CheckpointKey.WORLD_SIZE]} processes, now {world}")
-    for name in ("num_workers", "micro_batch_size", "global_batch_size", "seed", "shards",
-                 "max_seq_length", "shuffle_buffer"):  # fmt: skip
-        now = storage.redact_values(asdict(config))[name]
-        if saved.get(name) != now:
-            flag = "--" + name.replace("_", "-")
-            problems.append(f"{flag} {saved.get(name)}, now {now}")
-    if problems:
-        raise ValueError(
-            "--resume continues exactly only with the input set-up the run started with: "
-            + "; ".join(problems)
-            + ". Use the original flags, or start a new run with --init-checkpoint"
-        )
 
 
 def _build_model(
