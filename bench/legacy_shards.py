@@ -13,23 +13,15 @@ import hashlib
 import io
 from pathlib import Path
 
-from pipelines.io.shards import iter_tar_samples, ustar_header
+from pipelines.io.shards import iter_tar_samples, tar_archive, tar_member
 from schemas.examples import EXAMPLE_MEMBER, SHARDS_MANIFEST_NAME
 from schemas.shards import ShardBlock, ShardInfo, ShardsManifest
-
-_BLOCK = 512
 
 
 def legacy_tar(samples: list[tuple[str, bytes]], block_samples: int) -> tuple[bytes, list[int]]:
     """The 1.x tar bytes, and the first byte of every `block_samples`-th member."""
-    parts, starts, position = [], [], 0
-    for number, (key, data) in enumerate(samples):
-        if number % block_samples == 0:
-            starts.append(position)
-        padding = -len(data) % _BLOCK
-        parts += [ustar_header(f"{key}.{EXAMPLE_MEMBER}", len(data)), data, b"\0" * padding]
-        position += _BLOCK + len(data) + padding
-    return b"".join([*parts, b"\0" * 2 * _BLOCK]), starts or [0]
+    data, starts = tar_archive([tar_member(f"{key}.{EXAMPLE_MEMBER}", d) for key, d in samples])
+    return data, starts[::block_samples]
 
 
 def legacy_shard(data: bytes, info: ShardInfo) -> tuple[bytes, ShardInfo]:

@@ -46,14 +46,13 @@ import math
 import random
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from pipelines.io import storage
 from pipelines.io.hashing import stable_hash64
-from pipelines.io.retry import ResumingStream, RetryPolicy, open_with_retries
+from pipelines.io.retry import ResumingStream, RetryPolicy, open_with_retries, range_opener
 from pipelines.io.shards import ShardReadError, iter_tar_samples, read_verified_samples
 from schemas.checks import MAX_RECORD_BYTES
 from schemas.examples import (
@@ -323,11 +322,9 @@ def read_samples(
     for segment in segments:
         shard = segment.shard
         if verify and shard.info is not None:
-            def open_range(start: int, end: int, url: str = shard.url) -> Any:
-                return ResumingStream(url, end, policy, start)
-
+            opener = range_opener(shard.url, policy)
             samples = read_verified_samples(
-                open_range, shard.url, shard.info, segment.skip, segment.take
+                opener, shard.url, shard.info, segment.skip, segment.take
             )
             for key, data in samples:
                 yield RawSample(int(key), data, shard.url)

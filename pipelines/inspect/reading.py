@@ -22,7 +22,7 @@ from pipelines.inspect.targets import (
 )
 from pipelines.io import storage
 from pipelines.io.parquet import iter_row_groups
-from pipelines.io.retry import ResumingStream, RetryPolicy
+from pipelines.io.retry import RetryPolicy, range_opener
 from pipelines.io.shards import ShardReadError, read_shard_samples, read_verified_samples
 from pipelines.io.vocabulary import read_vocab_txt, vocab_txt_url
 from schemas.examples import (
@@ -44,10 +44,8 @@ def read_examples(
     Without either, a shard read to its end must still end like a complete tar file.
     """
     if verify and shard.info is not None:
-        def open_range(start: int, end: int) -> ResumingStream:
-            return ResumingStream(shard.url, end, RetryPolicy(), start)
-
-        samples = read_verified_samples(open_range, shard.url, shard.info, 0, limit)
+        opener = range_opener(shard.url, RetryPolicy())
+        samples = read_verified_samples(opener, shard.url, shard.info, 0, limit)
         yield from _decode(samples, shard.url)
         return
     with storage.open_binary(shard.url) as source:

@@ -156,3 +156,9 @@ class ResumingStream:
 
     def __exit__(self, *_exc: object) -> None:
         self.close()
+
+
+def range_opener(url: str, policy: RetryPolicy) -> Callable[[int, int], ResumingStream]:
+    """`(start, end) → ResumingStream` over `url`: what `read_verified_samples` reads a
+    shard's blocks through."""
+    return lambda start, end: ResumingStream(url, end, policy, start)

@@ -76,25 +76,29 @@ def tar_bytes(samples: Sequence[tuple[str, bytes]]) -> bytes:
     return _tar(samples, BLOCK_SAMPLES)[0]
 
 
+def tar_member(name: str, data: bytes) -> bytes:
+    """One regular-file member: its header, its data, zeros to the next 512-byte block."""
+    return ustar_header(name, len(data)) + data + b"\0" * (-len(data) % _BLOCK)
+
+
+def tar_archive(members: Sequence[bytes]) -> tuple[bytes, list[int]]:
+    """Encoded members → the tar file's bytes (end-of-archive blocks added) and the first
+    byte of every member."""
+    starts = [0]
+    for member in members[:-1]:
+        starts.append(starts[-1] + len(member))
+    return b"".join([*members, _END_OF_ARCHIVE]), starts
+
+
 def _tar(samples: Sequence[tuple[str, bytes]], block_samples: int) -> tuple[bytes, list[int]]:
     """The tar bytes (one `<first key>.examples.bin` member per `block_samples` samples),
     and the first byte of every member."""
-    parts: list[bytes] = []
-    starts = [0]
-    position = 0
-    for first in range(0, len(samples), block_samples):
-        if first:
-            starts.append(position)
-        block = samples[first : first + block_samples]
-        data = pack_samples([sample for _, sample in block])
-        parts.append(ustar_header(f"{block[0][0]}.{SAMPLES_MEMBER}", len(data)))
-        parts.append(data)
-        padding = -len(data) % _BLOCK
-        if padding:
-            parts.append(b"\0" * padding)
-        position += _BLOCK + len(data) + padding
-    parts.append(_END_OF_ARCHIVE)
-    return b"".join(parts), starts
+    starts = range(0, len(samples), block_samples)
+    blocks = [samples[first : first + block_samples] for first in starts]
+    return tar_archive([
+        tar_member(f"{block[0][0]}.{SAMPLES_MEMBER}", pack_samples([s for _, s in block]))
+        for block in blocks
+    ])  # fmt: skip
 
 
 def encode_shard(
@@ -141,7 +145,7 @@ def read_verified_samples(
     with open_range(spans[0].start, spans[-1].end) as stream:
         for span in spans:
             where = f"samples {span.first}–{span.stop - 1} (bytes {span.start:,}–{span.end:,})"
-            data = _read_block(stream, span.end - span.start)
+            data = _read_exactly(stream, span.end - span.start)  # never a byte more
             if len(data) != span.end - span.start:
                 raise ShardReadError(
                     f"{name}: ends inside {where}, after {span.start + len(data):,} bytes; the "
@@ -162,19 +166,6 @@ def read_verified_samples(
                     f"{span.stop - span.first}; rebuild the shards"
                 )
             yield from samples[max(0, skip - span.first) : stop - span.first]
-
-
-def _read_block(stream: BinaryIO, size: int) -> bytes:
-    """Exactly `size` bytes unless the stream ends first; never a byte more."""
-    parts = []
-    got = 0
-    while got < size:
-        part = stream.read(size - got)
-        if not part:
-            break
-        parts.append(part)
-        got += len(part)
-    return b"".join(parts)
 
 
 def iter_tar_samples(
@@ -263,8 +254,9 @@ def iter_tar_samples(
             yield last_key, sample
 
 
-def _read_exactly(stream: BinaryIO, size: int, chunk_bytes: int) -> bytes:
-    """At least `size` bytes unless the stream ends (network streams return short reads)."""
+def _read_exactly(stream: BinaryIO, size: int, chunk_bytes: int = 0) -> bytes:
+    """At least `size` bytes unless the stream ends (network streams return short reads):
+    reads of `chunk_bytes` at least, so exactly `size` with the default 0."""
     parts = []
     got = 0
     while got < size:
