@@ -124,13 +124,22 @@ def open_source(spec: str, split: str = "train", max_seq_length: int | None = No
         )
     assert location.manifest_url is not None
     manifest = _read_manifest(location.manifest_url)
-    output = _choose_output(manifest, location.manifest_url, max_seq_length)
-    shards = _split_shards(manifest, location.manifest_url, output, split)
+    return source_of(manifest, location.manifest_url, split, max_seq_length)
+
+
+def source_of(
+    manifest: ShardsManifest, manifest_url: str, split: str, max_seq_length: int | None
+) -> DataSource:
+    """One split of a manifest already read (the held-out split beside the train one reads
+    no manifest twice)."""
+    output = _choose_output(manifest, manifest_url, max_seq_length)
+    shards = _split_shards(manifest, manifest_url, output, split)
+    directory = storage.parent(manifest_url)
     entries = tuple(
-        ShardEntry(storage.join(location.url, s.path), s.samples, s) for s in shards.shards
+        ShardEntry(storage.join(directory, s.path), s.samples, s) for s in shards.shards
     )
     length = manifest.outputs[output].max_seq_length
-    return DataSource(entries, length, split, manifest, location.manifest_url)
+    return DataSource(entries, length, split, manifest, manifest_url)
 
 
 def _read_manifest(url: str) -> ShardsManifest:

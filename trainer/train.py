@@ -67,6 +67,7 @@ from trainer.data import (
     PretrainingLoader,
     check_source,
     open_source,
+    source_of,
 )
 from trainer.evaluate import EvalResult, evaluate
 from trainer.metrics import MetricsLogger, ProgressLine, ThroughputMeter, peak_flops
@@ -258,7 +259,7 @@ def _heldout_source(source: DataSource) -> DataSource | None:
     if output is None or not output.splits.get("heldout") or not output.splits["heldout"].shards:
         _LOG.warning("%s: no held-out shards; evaluation is off", source.manifest_url)
         return None
-    return open_source(source.manifest_url, "heldout", source.max_seq_length)
+    return source_of(source.manifest, source.manifest_url, "heldout", source.max_seq_length)
 
 
 def _vocab_size(source: DataSource) -> int:
