@@ -111,22 +111,11 @@ def kill_stage(
     where = f"{tally.row} kill {tally.runs + 1}"
     cmd = command(argv) if before_rename is None else killpoint_command(argv, before_rename)
     killed = run_and_kill(cmd, after_s=after_s, when=when)
-    if killed.killed:
-        tally.faults += 1
-    elif killed.returncode == 0:
-        tally.finished_first += 1
-    else:
-        tally.mismatches.append(f"{where}: exited {killed.returncode} before the kill")
+    tally.count_kill(killed, where)
     left = snapshot(output)
     tally.check_left_behind(reference, left, where)
     rerun = run_to_end(command(argv))
-    tally.runs += 1
-    if rerun.returncode != 0:
-        tally.mismatches.append(
-            f"{where}: the rerun exited {rerun.returncode}: "
-            f"{rerun.output.strip().splitlines()[-1:]}"
-        )
-    elif tally.compare_trees(reference, snapshot(output), where):
+    if tally.rerun_ok(rerun, where) and tally.compare_trees(reference, snapshot(output), where):
         tally.recovered += 1
     return killed, left, rerun
 

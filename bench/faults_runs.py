@@ -268,6 +268,26 @@ class Tally:
     mismatches: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
+    def count_kill(self, killed: Finished, where: str) -> None:
+        """A kill is a fault injected; a command that finished first is counted apart; any
+        other exit before the kill is a mismatch."""
+        if killed.killed:
+            self.faults += 1
+        elif killed.returncode == 0:
+            self.finished_first += 1
+        else:
+            self.mismatches.append(f"{where}: exited {killed.returncode} before the kill")
+
+    def rerun_ok(self, rerun: Finished, where: str) -> bool:
+        """Count the rerun after a fault; one that failed is a mismatch."""
+        self.runs += 1
+        if rerun.returncode != 0:
+            self.mismatches.append(
+                f"{where}: the rerun exited {rerun.returncode}: "
+                f"{rerun.output.strip().splitlines()[-1:]}"
+            )
+        return rerun.returncode == 0
+
     def compare_trees(self, expected: Snapshot, actual: Snapshot, where: str) -> bool:
         """The same names, no others, each with the same bytes."""
         problems = [f"{where}: {name} missing" for name in sorted(expected.keys() - actual.keys())]

@@ -203,21 +203,10 @@ def kill_training(
     argv = train_argv(shards, run_dir)
     cmd = command(argv) if before_rename is None else killpoint_command(argv, before_rename)
     killed = run_and_kill(cmd, after_s, when, env)
-    if killed.killed:
-        tally.faults += 1
-    elif killed.returncode == 0:
-        tally.finished_first += 1
-    else:
-        tally.mismatches.append(f"{where}: exited {killed.returncode} before the kill")
+    tally.count_kill(killed, where)
     check_killed_training(tally, reference, run_dir, where)
     rerun = run_to_end(command(rerun_argv(shards, run_dir)), env)
-    tally.runs += 1
-    if rerun.returncode != 0:
-        tally.mismatches.append(
-            f"{where}: the rerun exited {rerun.returncode}: "
-            f"{rerun.output.strip().splitlines()[-1:]}"
-        )
-    elif compare_training(tally, reference, run_dir, where):
+    if tally.rerun_ok(rerun, where) and compare_training(tally, reference, run_dir, where):
         tally.recovered += 1
     return rerun
 
