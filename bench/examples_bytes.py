@@ -76,14 +76,14 @@ def bertkit_bytes(output: Path) -> dict[str, float] | None:
     shards = manifest_shards(output)
     if shards is None:
         return None
-    from pipelines.io.shards import read_shard_samples  # lazily: pulls in Beam and numpy
+    from pipelines.io.shards import iter_tar_samples  # lazily: pulls in Beam and numpy
     from schemas.examples import PretrainingExample
 
     samples = sum(shard["samples"] for shard in shards)
     payload = google = 0
     for shard in shards:
         with (output / shard["path"]).open("rb") as stream:
-            for key, data in read_shard_samples(stream, shard["path"]):
+            for key, data in iter_tar_samples(stream, shard["path"]):
                 example = PretrainingExample.decode(data, key)
                 payload += len(data)
                 google += google_example_bytes(

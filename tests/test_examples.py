@@ -23,7 +23,8 @@ from pipelines import examples
 from pipelines.beam.files import write_file
 from pipelines.beam.spill import pack_example
 from pipelines.examples.keys import KeyedSpillWriter
-from pipelines.io.shards import read_shard_samples
+from pipelines.io.retry import RetryPolicy, range_opener
+from pipelines.io.shards import iter_tar_samples, read_verified_samples
 from pipelines.io.vocabulary import load_vocab
 from schemas import (
     EXAMPLES_SCHEMA_VERSION,
@@ -62,9 +63,9 @@ def read_examples(output: Path, seq: str, split: str) -> list[PretrainingExample
     manifest = load_manifest(output)
     found = []
     for shard in manifest.outputs[seq].splits[split].shards:
-        with open(output / shard.path, "rb") as stream:
-            for key, data in read_shard_samples(stream, shard.path, shard):
-                found.append(PretrainingExample.decode(data, key))
+        opener = range_opener(str(output / shard.path), RetryPolicy())
+        for key, data in read_verified_samples(opener, shard.path, shard):
+            found.append(PretrainingExample.decode(data, key))
     return found
 
 
@@ -376,7 +377,7 @@ def test_write_shards_orders_buckets_and_joins_a_shard_that_straddles_two(tmp_pa
     test_pipeline.run().wait_until_finish()
     out = tmp_path / "out" / "seq128" / "train"
     with open(out / "shard-000001.tar", "rb") as stream:
-        assert list(read_shard_samples(stream, "shard-000001.tar")) == [
+        assert list(iter_tar_samples(stream, "shard-000001.tar")) == [
             (sample_key(1), b"five"),
             (sample_key(2), b"three"),
         ]

@@ -23,7 +23,7 @@ from pipelines.inspect.targets import (
 from pipelines.io import storage
 from pipelines.io.parquet import iter_row_groups
 from pipelines.io.retry import RetryPolicy, range_opener
-from pipelines.io.shards import ShardReadError, read_shard_samples, read_verified_samples
+from pipelines.io.shards import ShardReadError, iter_tar_samples, read_verified_samples
 from pipelines.io.vocabulary import read_vocab_txt, vocab_txt_url
 from schemas.examples import (
     ExampleDecodeError,
@@ -49,7 +49,7 @@ def read_examples(
         yield from _decode(samples, shard.url)
         return
     with storage.open_binary(shard.url) as source:
-        yield from _decode(read_shard_samples(source, shard.url), shard.url, limit)
+        yield from _decode(iter_tar_samples(source, shard.url), shard.url, limit)
 
 
 def _decode(

@@ -3,17 +3,15 @@
 Stable hashes decide corpus-level choices (held-out split, partner groups, the vocabulary's
 sample, the trainer's shard order) from ids alone, so they are the same on every machine,
 Python version and worker; Python's `hash()` is salted per process and cannot do this.
-`HashingStream` counts and hashes every byte read from or written through it: shards are
-checked against their manifest, and documents files get their sha256, in the same pass
-that reads or writes them.
+`HashingStream` counts and hashes every byte written through it: documents files get their
+sha256 in the same pass that writes them (shards are verified block by block instead:
+`pipelines.io.shards.read_verified_samples`).
 """
 
 from __future__ import annotations
 
 import hashlib
 from typing import Any
-
-_DRAIN_BYTES = 1 << 20
 
 
 def stable_hash(*parts: object, bits: int = 64) -> int:
@@ -42,24 +40,13 @@ def unit_fraction(*parts: object) -> float:
 
 
 class HashingStream:
-    """A binary stream wrapper that hashes and counts the bytes read or written through it."""
+    """A binary stream wrapper that hashes and counts the bytes written through it."""
 
     def __init__(self, stream: Any) -> None:
         self._stream = stream
         self.sha256 = hashlib.sha256()
         self.bytes = 0
         self.closed = False
-
-    def read(self, size: int = -1) -> bytes:
-        data = self._stream.read(size)
-        self.sha256.update(data)
-        self.bytes += len(data)
-        return data
-
-    def drain(self) -> None:
-        """Read (and hash) whatever is left, so the digest covers the whole stream."""
-        while self.read(_DRAIN_BYTES):
-            pass
 
     def write(self, data: bytes) -> int:
         self.sha256.update(data)

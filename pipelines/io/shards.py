@@ -22,9 +22,8 @@ from __future__ import annotations
 import hashlib
 import io
 from collections.abc import Callable, Iterator, Sequence
-from typing import BinaryIO, Protocol
+from typing import BinaryIO
 
-from pipelines.io.hashing import HashingStream
 from schemas.examples import (
     EXAMPLE_MEMBER,
     SAMPLES_MEMBER,
@@ -283,43 +282,3 @@ def _parse_header(header: bytes, name: str, last_key: str | None) -> tuple[str, 
             "restore it from the source"
         ) from error
     return member, size, header[156:157]
-
-
-def read_shard_samples(
-    stream: BinaryIO, name: str, expected: ShardInfo | None = None
-) -> Iterator[tuple[str, bytes]]:
-    """Samples of one shard; with `expected`, a wrong size or sha256 raises at the end.
-
-    The checks run as the shard streams, so a reader that must not train on a bad shard
-    should consume the whole shard before using its samples (inspect does). Without
-    `expected`, a shard must still end with the end-of-archive blocks the writer puts there.
-    """
-    reader = HashingStream(stream)
-    count = 0
-    for key, data in iter_tar_samples(reader, name):  # type: ignore[arg-type]
-        count += 1
-        yield key, data
-    reader.drain()
-    if expected is not None:
-        check_shard(name, expected, count, reader)
-
-
-class ExpectedShard(Protocol):
-    """What a manifest records of a shard (`ShardInfo`, or the trainer's shard entry)."""
-
-    samples: int
-    bytes: int | None
-    sha256: str | None
-
-
-def check_shard(name: str, expected: ExpectedShard, samples: int, read: HashingStream) -> None:
-    """The one check of a whole shard against its manifest: samples, bytes and sha256."""
-    digest = read.hexdigest()
-    size_ok = expected.bytes is None or read.bytes == expected.bytes
-    if digest != expected.sha256 or not size_ok or samples != expected.samples:
-        raise ShardReadError(
-            f"{name}: does not match the manifest: {samples} samples, {read.bytes} bytes, "
-            f"sha256 {digest[:16]}… against {expected.samples} samples, {expected.bytes} bytes, "
-            f"sha256 {(expected.sha256 or '')[:16]}…; the shard was changed or damaged after "
-            "writing: rebuild it or restore it from the source"
-        )
