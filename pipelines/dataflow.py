@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pipelines import books, wikipedia
+from pipelines import books, vocab, wikipedia
 from pipelines.examples import cli as examples
 from pipelines.examples.config import ExamplesConfig
 
@@ -45,8 +45,7 @@ class TemplateStage:
     description: str
 
 
-# The Beam stages. `bertkit vocab` is not a Beam job: it trains on a bounded sample in one
-# process, so it runs beside the templates (infra/dataflow/run_chain.sh), not as one.
+# The Beam stages, in the chain's order.
 STAGES = {
     stage.name: stage
     for stage in (
@@ -57,6 +56,10 @@ STAGES = {
         TemplateStage(
             "books", books.BooksFlags, books.run,
             "bertkit books: sentence-split paragraphs from plain-text books",
+        ),
+        TemplateStage(
+            "vocab", vocab.VocabConfig, vocab.run,
+            "bertkit vocab: a WordPiece vocabulary from a sample of documents",
         ),
         TemplateStage(
             "examples", ExamplesConfig, examples.run,

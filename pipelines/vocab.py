@@ -2,8 +2,11 @@
 
     bertkit vocab --documents out/demo/documents/wikipedia out/demo/documents/books \\
         --output out/demo/vocab --vocab-size 8000
-    # = python -m pipelines.vocab …; remote directories take Beam's filesystem flags:
-    bertkit vocab --documents gs://corpus/wiki gs://corpus/books --output gs://corpus/vocab
+    # = python -m pipelines.vocab …; every other flag goes to Beam: two local workers,
+    bertkit vocab … --direct_num_workers 2 --direct_running_mode multi_processing
+    # or Dataflow (infra/dataflow/):
+    bertkit vocab --documents gs://corpus/wiki gs://corpus/books --output gs://corpus/vocab \\
+        --runner DataflowRunner --project P --region R --temp_location gs://corpus/tmp
 
 Reads one or more documents directories (written by `bertkit wikipedia` / `bertkit books`,
 each finished with its `_manifest.json`) and writes to --output:
@@ -11,9 +14,19 @@ each finished with its `_manifest.json`) and writes to --output:
     tokenizer.json   the HF `tokenizers` pipeline for that vocabulary
     vocab.json       settings, the sample trained on, the inputs' manifest sha256s, written last
 
+A Beam pipeline in two steps:
+1. CountWords, one unit per documents file, spread over every worker: the file's sampled
+   documents are normalised and split into words as BERT does, and the unit's word counts
+   go to `OUTPUT/_work/words/<unit>.parquet` (schemas/vocab.py: WORD_COUNTS_SCHEMA).
+2. LearnPieces, on one worker: the counts are summed and WordPiece pieces learned from
+   them (pipelines/text/wordpiece.py: HF's merge step, on word counts), then the three
+   files are written and `_work` deleted. Its time grows with the number of distinct words,
+   not with the sample: reading and splitting the text, ~95 % of the work when one process
+   did it all, is spread.
+
 Vocabulary layout: [PAD] = 0, then [unused0] … [unusedN-1] (--num-unused), [UNK], [CLS],
 [SEP], [MASK], the alphabet (single characters, by code point), the continuation pieces
-`##c`, then the learned pieces in the order the trainer merged them.
+`##c`, then the learned pieces in the order they were merged.
 
 The text is normalised as Google's BERT does (control characters removed, CJK characters
 split, lower-cased and accents stripped unless --cased), split on whitespace and punctuation
@@ -22,13 +35,14 @@ characters, is one [UNK].
 
 The sample: each document is kept when a hash of (--seed, its id) falls under
 sample-mb / total text bytes of the manifests, so the same inputs and flags give the same
-sample, with at most --sample-mb MB of text. Only one Parquet row group is in memory at a
-time; the sample is read twice (once to count characters, once to train).
+sample, of about --sample-mb MiB of text (every document when the inputs hold less).
 
-The same inputs and flags give byte-identical vocab.txt and tokenizer.json. HF's trainer
-alone does not (its ids of `##c` pieces follow Rust HashMap order, and ids break ties between
-merges of equal count): bertkit fixes the alphabet and the ids of every single-character
-piece before the trainer starts.
+The same inputs and flags give byte-identical vocab.txt and tokenizer.json, whatever the
+runner or the number of workers. HF's trainer alone does not (its ids of `##c` pieces follow
+Rust HashMap order, and ids break ties between merges of equal count): bertkit fixes the
+alphabet and the ids of every single-character piece before learning, and learns from
+words in sorted order. On the same sample the vocabulary equals HF's trainer's, token for
+token (tests/test_wordpiece.py).
 
 A correct run on the demo's documents (`bertkit demo`) reads 101 documents, 24,513
 sentences, 3,627,333 bytes of text and keeps 340 characters (uncased).
@@ -39,56 +53,72 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import re
-import sys
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from itertools import pairwise
 from typing import Any
 
-import numpy as np
+import apache_beam as beam
 import pyarrow as pa
-from tokenizers import (
-    Tokenizer,
-    models,
-    pre_tokenizers,
-    trainers,
-)
+import pyarrow.parquet as pq
+from apache_beam.options.pipeline_options import PipelineOptions
+from tokenizers import pre_tokenizers
 
 from pipelines.beam import files
 from pipelines.beam.documents import (
     DOCUMENTS_DIRS,
     DocumentsInput,
     DocumentsInputError,
+    documents_units,
     read_documents_input,
 )
-from pipelines.beam.runner import StagePaths, parse_stage
+from pipelines.beam.progress import (
+    DOCUMENTS_COUNTED,
+    PIECES_LEARNED,
+    TEXT_BYTES_COUNTED,
+    StageCounters,
+    progress_shown,
+)
+from pipelines.beam.runner import (
+    StagePaths,
+    make_pipeline,
+    parse_stage,
+    report_submission,
+    stage_main,
+    submitted_only,
+)
 from pipelines.io.flags import option
 from pipelines.io.hashing import keyed_fraction
 from pipelines.io.parquet import iter_row_groups
-from pipelines.io.progress import Phase, progress_printed
+from pipelines.io.progress import Phase
 from pipelines.io.vocabulary import VocabError, bert_normalizer, build_tokenizer, vocab_txt_bytes
+from pipelines.text.wordpiece import WordCounter, choose_alphabet, learn_pieces
+from schemas.checks import MAX_RECORD_BYTES
 from schemas.documents import DocumentColumn
 from schemas.vocab import (
     CONTINUATION_PREFIX,
     PAD_TOKEN,
     SPECIAL_TOKENS,
     TOKENIZER_FILE,
-    UNK_TOKEN,
     VOCAB_FILE,
     VOCAB_METADATA_FILE,
+    WORD_COUNTS_DIR,
+    WORD_COUNTS_SCHEMA,
     VocabMetadata,
+    WordCountColumn,
     unused_token,
 )
 
 _LOG = logging.getLogger(__name__)
 # Every name `bertkit vocab` writes, and their temporary names: nothing else may be in --output.
-VOCAB_RUN_FILES = r"(?:vocab\.txt|tokenizer\.json|vocab\.json)(?:\.tmp-[0-9a-f]{32})?"
+VOCAB_RUN_FILES = (
+    r"(?:vocab\.txt|tokenizer\.json|vocab\.json)(?:\.tmp-[0-9a-f]{32})?"
+    rf"|{WORD_COUNTS_DIR}/d[0-9]{{3}}-f[0-9]{{5}}\.parquet(?:\.tmp-[0-9a-f]{{32}})?"
+)
 DEFAULT_VOCAB_SIZE = 30522  # BERT-base's vocabulary size
-# Sentences per batch handed to the trainer: big enough to amortise the Python → Rust call,
-# small enough that a batch is a few hundred kB.
-TRAIN_BATCH_SENTENCES = 1000
+# Sentences handed to the word counter at once: a few hundred kB of text.
+COUNT_BATCH_SENTENCES = 1000
 _MIB = 1 << 20
 
 
@@ -105,7 +135,7 @@ class VocabConfig:
         False, help="keep case and accents (default: lower-case and strip accents)"
     )
     num_unused: int = option(0, help="[unusedN] slots reserved after [PAD] (Google's: 994)")
-    sample_mb: float = option(1024.0, help="train on at most this many MiB of text")
+    sample_mb: float = option(1024.0, help="train on about this many MiB of text")
     seed: int = option(0, help="picks the sample")
     limit_alphabet: int = option(1000, help="keep the N most frequent characters")
     min_frequency: int = option(2, help="merge only pairs seen at least this often")
@@ -141,10 +171,7 @@ def reserved_tokens(num_unused: int) -> list[str]:
     return [PAD_TOKEN, *(unused_token(i) for i in range(num_unused)), *SPECIAL_TOKENS[1:]]
 
 
-# --- The tokenizer pipeline ----------------------------------------------------------------
-
-
-# --- Documents directories and the sample --------------------------------------------------
+# --- The sample -----------------------------------------------------------------------------
 
 
 def document_hash(seed: int, document_id: str) -> float:
@@ -152,41 +179,23 @@ def document_hash(seed: int, document_id: str) -> float:
     return keyed_fraction(str(seed), document_id)
 
 
-@dataclass(slots=True)
-class SampleStats:
-    """What one pass over the sample read; identical for every pass."""
+@dataclass(frozen=True, slots=True)
+class SamplePlan:
+    """Which documents the vocabulary is trained on, fixed by the manifests and the flags
+    before any work: every worker decides each document the same way."""
 
-    documents: int = 0
-    sentences: int = 0
-    text_bytes: int = 0
-    # Documents whose coin said yes but that would have taken the sample past its budget.
-    over_budget: int = 0
-
-
-@dataclass(slots=True)
-class DocumentSample:
-    """The deterministic training sample drawn from documents directories.
-
-    Directories are read in sorted order, files in manifest order, row group by row group,
-    so the sample (and the documents cut by the budget) does not depend on flag order.
-    """
-
-    inputs: list[DocumentsInput]
+    inputs: tuple[DocumentsInput, ...]
     sample_mb: float
     seed: int
-    stats: SampleStats = field(default_factory=SampleStats)
-    # Every pass's stats (`stats` is the last), and how many ran to their end: the progress
-    # line reads them from its own thread while a pass runs.
-    passes: list[SampleStats] = field(default_factory=list)
-    finished_passes: int = 0
 
     @classmethod
-    def open(cls, documents_dirs: Sequence[str], sample_mb: float, seed: int) -> DocumentSample:
+    def open(cls, documents_dirs: Sequence[str], sample_mb: float, seed: int) -> SamplePlan:
+        """Each directory's manifest, checked; sorted, so flag order does not matter."""
         directories = sorted(d.rstrip("/") or d for d in documents_dirs)
         for first, second in pairwise(directories):
             if first == second:
                 raise VocabError(f"--documents names {first} twice: pass each directory once")
-        return cls([read_documents_input(d) for d in directories], sample_mb, seed)
+        return cls(tuple(read_documents_input(d) for d in directories), sample_mb, seed)
 
     @property
     def total_text_bytes(self) -> int:
@@ -197,63 +206,35 @@ class DocumentSample:
         return int(self.sample_mb * _MIB)
 
     @property
+    def expected_bytes(self) -> int:
+        return min(self.budget_bytes, self.total_text_bytes)
+
+    @property
     def fraction(self) -> float:
         """The share of documents (by the hash) to keep; 1.0 reads everything."""
         return min(1.0, self.budget_bytes / max(1, self.total_text_bytes))
 
-    def documents(self) -> Iterator[list[str]]:
-        """The sentences of each sampled document; resets and fills `stats`."""
-        self.stats = stats = SampleStats()
-        self.passes.append(stats)
-        fraction, budget = self.fraction, self.budget_bytes
-        for ids, sentences in self._row_groups():
-            for row, document_id in enumerate(ids):
-                if fraction < 1.0 and document_hash(self.seed, document_id) >= fraction:
-                    continue
-                document = sentences[row].as_py()
-                size = sum(len(s.encode("utf-8")) for s in document)
-                # The coin gives about `budget` bytes on average; this makes it a bound.
-                if stats.text_bytes + size > budget:
-                    stats.over_budget += 1
-                    continue
-                stats.documents += 1
-                stats.sentences += len(document)
-                stats.text_bytes += size
-                yield document
-        self.finished_passes += 1
+    def keeps(self, document_id: str) -> bool:
+        fraction = self.fraction
+        return fraction >= 1.0 or document_hash(self.seed, document_id) < fraction
 
-    def _row_groups(self) -> Iterator[tuple[list[str], pa.ChunkedArray]]:
-        """(ids, sentences) of one Parquet row group at a time: ≤ 8 MB of text in memory."""
+    def units(self) -> list[tuple[str, str]]:
+        return documents_units(list(self.inputs))
+
+    def documents(self, path: str) -> Iterator[list[str]]:
+        """The sentences of each sampled document of one documents file, in file order.
+        Only one Parquet row group (≤ 8 MB of text) is in memory at a time."""
         columns = [DocumentColumn.ID, DocumentColumn.SENTENCES]
-        for documents_input in self.inputs:
-            for output in documents_input.manifest.files:
-                path = files.join(documents_input.directory, output.name)
-                with files.open_raw(path) as f:
-                    for table in iter_row_groups(f, columns):
-                        ids = table.column(DocumentColumn.ID).to_pylist()
-                        yield ids, table.column(DocumentColumn.SENTENCES)
+        with files.open_raw(path) as f:
+            for table in iter_row_groups(f, columns):
+                ids = table.column(DocumentColumn.ID).to_pylist()
+                sentences = table.column(DocumentColumn.SENTENCES)
+                for row, document_id in enumerate(ids):
+                    if self.keeps(document_id):
+                        yield sentences[row].as_py()
 
-    def batches(self, batch_sentences: int = TRAIN_BATCH_SENTENCES) -> Iterator[list[str]]:
-        """The sampled sentences in batches, as `Tokenizer.train_from_iterator` takes them."""
-        batch: list[str] = []
-        for document in self.documents():
-            batch.extend(document)
-            if len(batch) >= batch_sentences:
-                yield batch
-                batch = []
-        if batch:
-            yield batch
-
-    def progress(self) -> dict[str, int]:
-        """The counts of `progress_phases`: the first pass counts characters, the second
-        feeds the trainer; once it has finished the trainer learns its pieces."""
-        counts = {PASSES_FINISHED: max(0, self.finished_passes - 1)}
-        for (read, documents), stats in zip(PASS_COUNTERS, self.passes, strict=False):
-            counts[read], counts[documents] = stats.text_bytes, stats.documents
-        return counts
-
-    def describe(self) -> dict[str, Any]:
-        """The sample's recipe and size, for vocab.json (after a full pass)."""
+    def describe(self, counted: SampleCounts) -> dict[str, Any]:
+        """The sample's recipe and size, for vocab.json."""
         return {
             "seed": self.seed,
             "sample_mb": self.sample_mb,
@@ -261,84 +242,120 @@ class DocumentSample:
             "fraction": self.fraction,
             "budget_bytes": self.budget_bytes,
             "total_text_bytes": self.total_text_bytes,
-            "documents": self.stats.documents,
-            "sentences": self.stats.sentences,
-            "text_bytes": self.stats.text_bytes,
-            "over_budget_documents": self.stats.over_budget,
+            **asdict(counted),
         }
 
 
-# The progress line's counters (`DocumentSample.progress`).
-PASS_COUNTERS = (
-    ("text_bytes_counted", "documents_counted"),
-    ("text_bytes_trained", "documents_trained"),
-)
-PASSES_FINISHED = "training_passes_finished"
+@dataclass(slots=True)
+class SampleCounts:
+    """What counting read: one unit's, or (summed) the whole sample's."""
 
+    documents: int = 0
+    sentences: int = 0
+    text_bytes: int = 0
+    distinct_words: int = 0  # in the unit; summed over units, in the whole sample
 
-def progress_phases(sample: DocumentSample) -> list[Phase]:
-    """Three steps: count characters (text read of the sample's expected size, the budget or
-    everything), feed the trainer (of what the first pass read), learn the pieces (inside
-    `tokenizers`: nothing to count, the line says only that it is there)."""
-    (counted, counted_docs), (trained, trained_docs) = PASS_COUNTERS
-    expected = min(sample.budget_bytes, sample.total_text_bytes)
-    return [
-        Phase("count characters", counted, expected, "read", True, (counted_docs, "documents")),
-        Phase("train", trained, counted, "read", True, (trained_docs, "documents")),
-        Phase("learn pieces", PASSES_FINISHED, None, ""),
-    ]
+    def add(self, other: SampleCounts) -> None:
+        self.documents += other.documents
+        self.sentences += other.sentences
+        self.text_bytes += other.text_bytes
 
 
 def iter_sample_texts(
     documents_dirs: Sequence[str], sample_mb: float, seed: int = 0
 ) -> Iterator[list[str]]:
-    """Batches of the sentences `bertkit vocab` trains on: the same sample, for benchmarks."""
-    return DocumentSample.open(documents_dirs, sample_mb, seed).batches()
+    """Batches of the sampled sentences, file by file: the text `bertkit vocab` counts
+    words in, for benchmarks that hand the same sample to HF's trainer."""
+    plan = SamplePlan.open(documents_dirs, sample_mb, seed)
+    batch: list[str] = []
+    for _, path in plan.units():
+        for document in plan.documents(path):
+            batch.extend(document)
+            if len(batch) >= COUNT_BATCH_SENTENCES:
+                yield batch
+                batch = []
+    if batch:
+        yield batch
 
 
-# --- The alphabet ---------------------------------------------------------------------------
+# --- Step 1: count words, one unit per documents file ------------------------------------
 
 
-_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+def word_counts_path(output: str, unit: str) -> str:
+    return files.join(output, WORD_COUNTS_DIR, f"{unit}.parquet")
 
 
-def count_characters(batches: Iterator[list[str]]) -> Counter[str]:
-    """Raw character counts of the text (normalised afterwards, per character).
+def count_unit(plan: SamplePlan, config: VocabConfig, unit: str, path: str,
+               counters: StageCounters | None = None) -> dict[str, Any]:  # fmt: skip
+    """Count the words of one documents file's sampled documents into its spill file
+    (written atomically: a retried bundle replaces it whole); return the unit's counts."""
+    counter, counted = WordCounter(config.cased), SampleCounts()
+    batch: list[str] = []
+    for document in plan.documents(path):
+        size = sum(len(s.encode("utf-8")) for s in document)
+        counted.add(SampleCounts(1, len(document), size))
+        batch.extend(document)
+        if len(batch) >= COUNT_BATCH_SENTENCES:
+            counter.add(batch)
+            batch = []
+        if counters is not None:
+            counters.add(DOCUMENTS_COUNTED)
+            counters.add(TEXT_BYTES_COUNTED, size)
+    counter.add(batch)
+    words = sorted(counter.counts)
+    counted.distinct_words = len(words)
+    table = pa.table(
+        {
+            WordCountColumn.WORD: pa.array(words, pa.string()),
+            WordCountColumn.COUNT: pa.array([counter.counts[w] for w in words], pa.int64()),
+        },
+        schema=WORD_COUNTS_SCHEMA,
+    )
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression="zstd")
+    files.write_atomically(word_counts_path(config.output, unit), sink.getvalue().to_pybytes())
+    if counters is not None:
+        counters.flush()
+    return {"unit": unit, **asdict(counted)}
 
-    ASCII is counted as bytes with numpy (a byte below 0x80 is always a whole character in
-    UTF-8) and only the rest one by one: much faster than `Counter(text)` on English, which
-    keeps this extra pass over the sample to a fraction of the training time.
-    """
-    ascii_counts = np.zeros(128, dtype=np.int64)
-    counts: Counter[str] = Counter()
-    for batch in batches:
-        text = "".join(batch)
-        raw = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
-        ascii_counts += np.bincount(raw, minlength=256)[:128]
-        counts.update(_NON_ASCII.findall(text))
-    for code, count in enumerate(ascii_counts.tolist()):
-        if count:
-            counts[chr(code)] = count
-    return counts
+
+class CountWordsFn(beam.DoFn):
+    """(unit name, documents file) → the unit's counts, its words in a spill file."""
+
+    def __init__(self, plan: SamplePlan, config: VocabConfig) -> None:
+        self._plan = plan
+        self._config = config
+        self._counters: StageCounters | None = None
+
+    def setup(self) -> None:
+        self._counters = StageCounters((DOCUMENTS_COUNTED, TEXT_BYTES_COUNTED))
+
+    def process(self, unit: tuple[str, str]) -> Iterator[dict[str, Any]]:
+        yield count_unit(self._plan, self._config, *unit, counters=self._counters)
 
 
-def choose_alphabet(raw_counts: Counter[str], cased: bool, limit: int) -> list[str]:
-    """The `limit` most frequent characters of the normalised, pre-tokenized text.
+def read_word_counts(path: str) -> tuple[list[str], list[int]]:
+    """One spill file's words and counts, checked against WORD_COUNTS_SCHEMA."""
+    table = pq.read_table(pa.BufferReader(files.read_file(path)))
+    if not table.schema.equals(WORD_COUNTS_SCHEMA, check_metadata=False):
+        raise VocabError(f"{path}: not a word-count file of this bertkit version ({table.schema})")
+    return (
+        table.column(WordCountColumn.WORD).to_pylist(),
+        table.column(WordCountColumn.COUNT).to_pylist(),
+    )
 
-    Each distinct raw character goes through the normaliser on its own: BertNormalizer works
-    character by character (lower-casing, NFD then dropping marks, CJK spacing), so this
-    counts what the trainer will see. Whitespace, which the pre-tokenizer drops, is not a
-    character of any word. Ties are broken by the character, never by hash order, which is
-    what makes HF's own `limit_alphabet` cut unrepeatable.
-    """
-    normalizer, pre_tokenizer = bert_normalizer(cased), pre_tokenizers.BertPreTokenizer()
-    counts: Counter[str] = Counter()
-    for raw, count in raw_counts.items():
-        for char in normalizer.normalize_str(raw):
-            counts[char] += count
-    kept = [c for c in counts if pre_tokenizer.pre_tokenize_str(c)]  # drops whitespace
-    kept.sort(key=lambda c: (-counts[c], c))
-    return sorted(kept[:limit])
+
+def sum_word_counts(output: str, summaries: Sequence[dict[str, Any]]) -> Counter[str]:
+    """Every unit's word counts added up, units in name order."""
+    total: Counter[str] = Counter()
+    for summary in sorted(summaries, key=lambda s: s["unit"]):
+        words, counts = read_word_counts(word_counts_path(output, summary["unit"]))
+        for word, count in zip(words, counts, strict=True):
+            total[word] += count
+    return total
+
+
+# --- Step 2: learn the pieces and write the vocabulary ------------------------------------
 
 
 def continuation_alphabet(alphabet: Sequence[str], cased: bool) -> list[str]:
@@ -355,9 +372,6 @@ def continuation_alphabet(alphabet: Sequence[str], cased: bool) -> list[str]:
     ]
 
 
-# --- Training -------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True, slots=True)
 class TrainedVocab:
     """The trainer's result: tokens in id order, and how many ids were fixed before it ran."""
@@ -372,22 +386,19 @@ class TrainedVocab:
         return len(self.tokens) - self.fixed
 
 
-def train_vocab(sample: DocumentSample, config: VocabConfig) -> TrainedVocab:
-    """Train WordPiece on the sample; the same sample and config give the same tokens."""
-    alphabet = choose_alphabet(
-        count_characters(sample.batches()), config.cased, config.limit_alphabet
-    )
+def learn_vocab(
+    word_counts: Counter[str], config: VocabConfig, counters: StageCounters | None = None
+) -> TrainedVocab:
+    """The vocabulary of the summed word counts; the same counts and config give the same
+    tokens."""
+    alphabet = choose_alphabet(word_counts, config.limit_alphabet)
     if not alphabet:
         raise VocabError(
             f"the sample of {', '.join(config.documents)} holds no text: check the documents "
             "directories or raise --sample-mb"
         )
     continuations = [CONTINUATION_PREFIX + c for c in continuation_alphabet(alphabet, config.cased)]
-    # Every id below `fixed` is decided here, not by the trainer. HF's trainer gives `##c`
-    # pieces ids in Rust HashMap order (random per process), and ids break ties between
-    # merges of equal count, so without this the vocabulary changes from run to run. It also
-    # adds these as *added* special tokens to the Tokenizer it trains: that Tokenizer would
-    # match "##e" in raw text, so it is never saved; `build_tokenizer` makes a clean one.
+    # Every id below `fixed` is decided here, not by the order pieces are met in.
     fixed = [*reserved_tokens(config.num_unused), *alphabet, *continuations]
     if config.vocab_size <= len(fixed):
         raise VocabError(
@@ -395,43 +406,77 @@ def train_vocab(sample: DocumentSample, config: VocabConfig) -> TrainedVocab:
             f"tokens, {len(alphabet)} characters and {len(continuations)} continuation pieces "
             f"take {len(fixed)} ids; raise --vocab-size or lower --limit-alphabet"
         )
-    trainer = trainers.WordPieceTrainer(
-        vocab_size=config.vocab_size,
-        min_frequency=config.min_frequency,
-        special_tokens=fixed,
-        # The trainer keeps exactly this alphabet: it counts every initial character as
-        # seen infinitely often, and drops the rest to fit the limit.
-        initial_alphabet=alphabet,
-        limit_alphabet=len(alphabet),
-        continuing_subword_prefix=CONTINUATION_PREFIX,
-        show_progress=False,
-    )
-    tokenizer = Tokenizer(models.WordPiece(unk_token=UNK_TOKEN))
-    tokenizer.normalizer = bert_normalizer(config.cased)
-    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tokenizer.train_from_iterator(sample.batches(), trainer=trainer)
 
-    vocab = tokenizer.get_vocab(with_added_tokens=False)
-    tokens = sorted(vocab, key=vocab.__getitem__)
-    if [vocab[t] for t in tokens] != list(range(len(tokens))) or tokens[: len(fixed)] != fixed:
-        raise RuntimeError(
-            "tokenizers' trainer did not keep the fixed ids (a tokenizers version bertkit "
-            "was not tested with?): pin tokenizers from constraints.txt"
-        )
+    reported = 0
+
+    def learned(size: int) -> None:
+        nonlocal reported
+        if counters is not None:
+            counters.add(PIECES_LEARNED, size - reported)
+            reported = size
+
+    tokens = learn_pieces(
+        word_counts, fixed, config.vocab_size, config.min_frequency, CONTINUATION_PREFIX,
+        progress=learned,
+    )  # fmt: skip
     stray = [t for t in tokens[len(fixed) :] if t.startswith(CONTINUATION_PREFIX) and len(t) == 3]
     if stray:
         raise RuntimeError(
-            f"the trainer made continuation pieces {stray[:5]} with unfixed ids, so the "
-            "vocabulary would not be repeatable: please report this with the input"
+            f"continuation pieces {stray[:5]} were made after the fixed ids (a character the "
+            "continuation alphabet missed): please report this with the input"
         )
     return TrainedVocab(tokens, len(alphabet), len(continuations), len(fixed))
+
+
+class LearnPiecesFn(beam.DoFn):
+    """Every unit's summary → the vocabulary files, written on one worker; `_work` deleted."""
+
+    def __init__(self, plan: SamplePlan, config: VocabConfig) -> None:
+        self._plan = plan
+        self._config = config
+        self._counters: StageCounters | None = None
+
+    def setup(self) -> None:
+        self._counters = StageCounters((PIECES_LEARNED,))
+
+    def process(self, _: Any, summaries: list[dict[str, Any]]) -> Iterator[str]:
+        config = self._config
+        counted = SampleCounts()
+        for summary in summaries:
+            counted.add(SampleCounts(**summary_counts(summary)))
+        word_counts = sum_word_counts(config.output, summaries)
+        counted.distinct_words = len(word_counts)
+        try:
+            trained = learn_vocab(word_counts, config, self._counters)
+        except VocabError:
+            # A refusal of the flags or the sample: a retry would refuse again, so the word
+            # counts go (any other failure keeps them for the runner's retry of this step).
+            remove_work_dir(config.output)
+            raise
+        if self._counters is not None:
+            self._counters.flush()
+        write_vocab(self._plan, counted, config, trained)
+        remove_work_dir(config.output)
+        yield files.join(config.output, VOCAB_METADATA_FILE)
+
+
+def summary_counts(summary: dict[str, Any]) -> dict[str, int]:
+    return {k: summary[k] for k in ("documents", "sentences", "text_bytes")}
+
+
+def remove_work_dir(output: str) -> None:
+    """Delete the word-count spill files (and `_work` itself, on a local disk)."""
+    work = files.join(output, WORD_COUNTS_DIR.split("/")[0])
+    files.delete(files.match(files.join(work, "**")))
+    if files.exists(work):
+        files.delete([work])
 
 
 # --- Writing --------------------------------------------------------------------------------
 
 
 def write_vocab(
-    sample: DocumentSample, config: VocabConfig, trained: TrainedVocab
+    plan: SamplePlan, counted: SampleCounts, config: VocabConfig, trained: TrainedVocab
 ) -> VocabMetadata:
     """Write vocab.txt, tokenizer.json and, last, vocab.json; return the metadata."""
     tokens = trained.tokens
@@ -448,12 +493,12 @@ def write_vocab(
         num_unused=config.num_unused,
         special_tokens={t: tokens.index(t) for t in SPECIAL_TOKENS},
         sample={
-            **sample.describe(),
+            **plan.describe(counted),
             "alphabet": trained.alphabet,
             "continuation_pieces": trained.continuations,
             "learned_tokens": trained.learned,
         },
-        inputs=[i.summary() for i in sample.inputs],
+        inputs=[i.summary() for i in plan.inputs],
         config=json.loads(json.dumps(asdict(config))),
         vocab_sha256=hashlib.sha256(vocab_bytes).hexdigest(),
         tokenizer_sha256=hashlib.sha256(tokenizer_bytes).hexdigest(),
@@ -466,23 +511,61 @@ def write_vocab(
 
 # --- The command ----------------------------------------------------------------------------
 
+_PATHS = StagePaths(input_dirs=(DOCUMENTS_DIRS,))
 
-def parse_config(argv: list[str] | None) -> VocabConfig:
-    """VocabConfig's flags; any other flag must be a Beam filesystem flag (s3, GCS)."""
-    paths = StagePaths(input_dirs=(DOCUMENTS_DIRS,))
-    config, _ = parse_stage(VocabConfig, argv, "bertkit vocab", __doc__, paths)
+
+def parse_config(argv: list[str] | None) -> tuple[VocabConfig, PipelineOptions]:
+    """VocabConfig's flags; every other flag goes to Beam (runner, workers, s3, GCS)."""
+    config, options = parse_stage(VocabConfig, argv, "bertkit vocab", __doc__, _PATHS)
     config.validate()
-    return config
+    return config, options
+
+
+def progress_phases(plan: SamplePlan, config: VocabConfig) -> list[Phase]:
+    """Two steps: count words (sampled text read, of the sample's expected size), then
+    learn pieces (tokens in the vocabulary, of --vocab-size)."""
+    return [
+        Phase(
+            "count words", TEXT_BYTES_COUNTED, plan.expected_bytes, "read", True,
+            rate=(DOCUMENTS_COUNTED, "documents"),
+        ),
+        Phase("learn pieces", PIECES_LEARNED, config.vocab_size, "tokens"),
+    ]  # fmt: skip
 
 
 def run(argv: list[str] | None = None) -> int:
     """Train and write the vocabulary; return the exit code. Raises VocabError on bad input."""
-    config = parse_config(argv)
-    sample = DocumentSample.open(config.documents, config.sample_mb, config.seed)
+    config, options = parse_config(argv)
+    plan = SamplePlan.open(config.documents, config.sample_mb, config.seed)
     files.clear_earlier_run(config.output, VOCAB_RUN_FILES, config.overwrite, "vocab", remove=False)
-    with progress_printed("vocab", progress_phases(sample), sample.progress):
-        trained = train_vocab(sample, config)
-    metadata = write_vocab(sample, config, trained)
+    remove_work_dir(config.output)  # a killed run's word counts: never read again
+    metadata_path = files.join(config.output, VOCAB_METADATA_FILE)
+    with (
+        progress_shown(options, "vocab", progress_phases(plan, config)),
+        make_pipeline(options) as pipeline,
+    ):
+        summaries = (
+            pipeline
+            | "ListDocumentsFiles" >> beam.Create(plan.units())
+            | "SpreadFiles" >> beam.Reshuffle()
+            | "CountWords" >> beam.ParDo(CountWordsFn(plan, config))
+        )
+        (
+            pipeline
+            | "LearnTrigger" >> beam.Create([None])
+            | "LearnPieces"
+            >> beam.ParDo(LearnPiecesFn(plan, config), beam.pvalue.AsList(summaries))
+        )
+    if submitted_only(options):
+        return report_submission(pipeline, options, metadata_path, "bertkit vocab")
+    return report(config)
+
+
+def report(config: VocabConfig) -> int:
+    """The finished vocabulary in one line (from vocab.json, as the job wrote it)."""
+    metadata = VocabMetadata.from_json(
+        files.read_file(files.join(config.output, VOCAB_METADATA_FILE), MAX_RECORD_BYTES).decode()
+    )
     if metadata.vocab_size < config.vocab_size:
         _LOG.warning(
             "the sample ran out of pairs seen --min-frequency %d times: %d tokens, not %d",
@@ -499,13 +582,7 @@ def run(argv: list[str] | None = None) -> int:
 
 
 def main(argv: list[str] | None = None) -> None:
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    try:
-        code = run(argv)
-    except (VocabError, DocumentsInputError, files.OutputDirectoryError) as err:
-        print(f"bertkit vocab: error: {err}", file=sys.stderr)
-        code = 2
-    sys.exit(code)
+    stage_main(run, argv, "bertkit vocab", (VocabError, DocumentsInputError))
 
 
 if __name__ == "__main__":

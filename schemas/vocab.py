@@ -4,6 +4,8 @@ Layout of `DIR`:
     vocab.txt        one WordPiece token per line, line number = id ([PAD] = 0): Google's format
     tokenizer.json   the HF `tokenizers` pipeline (BERT normalizer, pre-tokenizer, WordPiece)
     vocab.json       VocabMetadata: settings, the sample trained on, sha256 of vocab.txt
+    _work/words/     while the stage runs: each unit's word counts (WORD_COUNTS_SCHEMA),
+                     deleted before it ends
 
 The example stage records `vocab_sha256` in its shards manifest, and the trainer refuses
 shards made with another vocabulary.
@@ -14,6 +16,8 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from typing import Any
+
+import pyarrow as pa
 
 from schemas.checks import (
     RecordError,
@@ -87,3 +91,38 @@ class VocabMetadata:
         need_list(self.inputs, "inputs")
         need_sha256(self.vocab_sha256, "vocab_sha256")
         need_sha256(self.tokenizer_sha256, "tokenizer_sha256")
+
+
+# --- Word counts: what each worker of `bertkit vocab` hands to the step that learns pieces ---
+
+WORD_COUNTS_DIR = "_work/words"  # below the vocabulary directory, one file per unit
+WORD_COUNTS_SCHEMA_VERSION = "1.0"
+
+
+class WordCountColumn:
+    """Column names of the word-count spill files."""
+
+    WORD = "word"
+    COUNT = "count"
+
+
+WORD_COUNTS_SCHEMA = pa.schema(
+    [
+        pa.field(
+            WordCountColumn.WORD,
+            pa.string(),
+            nullable=False,
+            metadata={"doc": "a word as BERT's normaliser and pre-tokenizer leave it; sorted"},
+        ),
+        pa.field(
+            WordCountColumn.COUNT,
+            pa.int64(),
+            nullable=False,
+            metadata={"doc": "how often it occurs in the unit's sampled documents"},
+        ),
+    ],
+    metadata={
+        "bertkit.record": "WordCounts",
+        "bertkit.schema_version": WORD_COUNTS_SCHEMA_VERSION,
+    },
+)

@@ -21,11 +21,11 @@ import pytest
 
 from pipelines import books, vocab, wikipedia
 from pipelines.beam import files
-from pipelines.beam.documents import WriteManifest, read_documents_input
+from pipelines.beam.documents import WriteManifest, documents_units, read_documents_input
 from pipelines.examples.cli import remove_stage_leftovers
 from pipelines.examples.config import ExamplesConfig
 from pipelines.examples.pairing import BUCKET_COUNTS, PairAndMaskFn
-from pipelines.examples.plan import plan_layout, plan_units
+from pipelines.examples.plan import plan_layout
 from pipelines.examples.shards import PIECES, JoinPiecesFn, OrderBucketFn
 from pipelines.examples.tokenize import SUMMARY, TokenizeDocumentsFn
 from pipelines.io.vocabulary import load_vocab
@@ -267,7 +267,9 @@ def run_examples_chain(
             return run_bundle(make_fn(), elements, *side)
         return crash_then_retry(monkeypatch, make_fn, elements, crash[1], crash[2], *side)
 
-    tokenized = step("tokenize", lambda: TokenizeDocumentsFn(config, layout), plan_units(inputs))
+    tokenized = step(
+        "tokenize", lambda: TokenizeDocumentsFn(config, layout), documents_units(inputs)
+    )
     paired = step("pair", lambda: PairAndMaskFn(config, layout), group(tokenized["main"]))
     counts: dict[tuple, int] = defaultdict(int)
     for key, count in paired[BUCKET_COUNTS]:

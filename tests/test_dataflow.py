@@ -18,6 +18,12 @@ description instead of submitting it. What is checked is what would break a real
                                             for the manifest: the one step that must be
                                             single, and it carries no text
   books      SpreadUnits (Reshuffle)        book units, as above; the same manifest step
+  vocab      SpreadFiles (Reshuffle)        documents files spread over workers: each
+                                            counts its sampled words into a spill file
+             LearnPieces (side input)       the units' summaries (counts, no words): one
+                                            worker sums the spilled word counts and learns
+                                            the pieces, the step whose time grows with the
+                                            distinct words only
   examples   SpreadFiles (Reshuffle)        documents files spread over workers
              GroupPartitions                (split, pass, partition) → spill-file paths:
                                             one unit per --work-partition-mb of tokens
@@ -42,7 +48,7 @@ import pytest
 from apache_beam.portability.api import beam_runner_api_pb2
 
 from bench.gcsserver import gcs_emulator
-from pipelines import books, examples, wikipedia
+from pipelines import books, examples, vocab, wikipedia
 from tests.conftest import DATA_DIR
 
 BUCKET = "staging"
@@ -63,6 +69,11 @@ GROUPS = {
         {"ExtractBooks/SpreadUnits/ReshufflePerKey/GroupByKey",
          "WriteManifest/CollectSummaries/CollectSummaries/CombinePerKey/GroupByKey"},
         {"WriteManifest/CollectSummaries/CollectSummaries/InjectDefault"},
+    ),
+    "vocab": (
+        {"ListDocumentsFiles/MaybeReshuffle/Reshuffle/ReshufflePerKey/GroupByKey",
+         "SpreadFiles/ReshufflePerKey/GroupByKey"},
+        {"LearnPieces"},
     ),
     "examples": (
         {"CreateExamples/ListDocumentsFiles/MaybeReshuffle/Reshuffle/ReshufflePerKey/GroupByKey",
@@ -98,11 +109,15 @@ def gcs_inputs(gcs, sample_documents, sample_vocab) -> dict[str, list[str]]:
     return {
         "wikipedia": ["--input", f"gs://{BUCKET}/in/dumps/*.xml.bz2"],
         "books": ["--input", f"gs://{BUCKET}/in/books/*.txt"],
+        "vocab": ["--documents", *documents],
         "examples": ["--documents", *documents, "--vocab", upload(sample_vocab, "in/vocab")],
     }
 
 
-RUNS = {"wikipedia": wikipedia.run, "books": books.run, "examples": examples.run}
+RUNS = {"wikipedia": wikipedia.run, "books": books.run, "vocab": vocab.run,
+        "examples": examples.run}  # fmt: skip
+# What each stage writes last, inside the job: where the command says to look.
+LAST_WRITTEN = {"examples": "manifest.json", "vocab": "vocab.json"}
 
 
 def translate(gcs, stage: str, inputs: list[str], tmp_path: Path, *extra: str):
@@ -143,7 +158,7 @@ def test_each_stage_translates_into_a_dataflow_job(gcs, gcs_inputs, stage, tmp_p
         gcs, stage, gcs_inputs[stage], tmp_path, "--sdk_container_image", IMAGE
     )
     assert code == 0
-    manifest = "manifest.json" if stage == "examples" else "_manifest.json"
+    manifest = LAST_WRITTEN.get(stage, "_manifest.json")
     assert capsys.readouterr().out == (
         f"bertkit {stage}: job template written to {tmp_path / f'{stage}.json'}; the job is "
         f"not running. Launch it (gcloud dataflow jobs run NAME --gcs-location "

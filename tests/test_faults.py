@@ -108,22 +108,24 @@ def test_vocab_killed_before_publishing_its_tokenizer_reruns_without_the_tempora
     output = tmp_path / "vocab"
     argv = stage_argv("vocab", inputs, str(output))
     _, renames = reference_run(argv)
-    assert renames == 3  # vocab.txt, tokenizer.json, vocab.json
+    assert renames == 5  # the two units' word counts, then vocab.txt, tokenizer.json, vocab.json
     reference = snapshot(output)
     assert sorted(reference) == ["tokenizer.json", "vocab.json", "vocab.txt"]
     tally = Tally("vocab")
     # Killed over the complete earlier run, right before tokenizer.json's rename: vocab.json
     # deleted first (no reader pairs old metadata with new files), vocab.txt replaced (the
     # same bytes), the old tokenizer.json deleted (files.replace deletes, then renames) and
-    # the new one whole under its temporary name. `bertkit vocab` keeps its earlier files
-    # readable until each is replaced (clear_earlier_run(remove=False)); it kept such a
-    # temporary too, for ever, until pipelines/beam/files.py deleted temporaries.
-    killed, left, rerun = kill_stage(
-        tally, argv, output, reference, fresh=False, before_rename=2
-    )
+    # the new one whole under its temporary name; the word counts still in `_work`.
+    # `bertkit vocab` keeps its earlier files readable until each is replaced
+    # (clear_earlier_run(remove=False)); it kept such a temporary too, for ever, until
+    # pipelines/beam/files.py deleted temporaries. The rerun deletes `_work` before counting.
+    killed, left, rerun = kill_stage(tally, argv, output, reference, fresh=False, before_rename=4)
     assert killed.killed and rerun.returncode == 0, rerun.output[-2000:]
     (temporary,) = [n for n in left if n.startswith("tokenizer.json.tmp-")]
-    assert sorted(left) == [temporary, "vocab.txt"]
+    assert sorted(left) == [
+        "_work/words/d000-f00000.parquet", "_work/words/d001-f00000.parquet", temporary,
+        "vocab.txt",
+    ]  # fmt: skip
     assert tally.mismatches == [] and tally.recovered == 1
     assert snapshot(output) == reference
 

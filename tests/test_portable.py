@@ -8,6 +8,7 @@ its own and writes its manifest last.
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from pathlib import Path
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from bench.portable import portable_engine
-from pipelines import examples, wikipedia
+from pipelines import examples, vocab, wikipedia
 from schemas.manifest import MANIFEST_NAME
 from tests.conftest import DATA_DIR
 
@@ -46,6 +47,22 @@ def test_wikipedia_on_the_portable_engine_gives_the_local_bytes(engine, sample_d
     assert wikipedia.run(["--input", str(dump), "--output", str(out), *engine]) == 0
     assert data_files(out) == data_files(sample_documents[0])
     assert sorted(files_of(out)) == sorted(files_of(sample_documents[0]))
+
+
+def test_vocab_on_the_portable_engine_gives_the_local_files(
+    engine, sample_documents, sample_vocab, tmp_path
+) -> None:
+    out = tmp_path / "vocab"
+    documents = [str(d) for d in sample_documents]
+    flags = ["--vocab-size", "8000", *engine]  # conftest's sample_vocab, on the engine
+    assert vocab.run(["--documents", *documents, "--output", str(out), *flags]) == 0
+    assert sorted(files_of(out)) == sorted(files_of(sample_vocab))  # no _work left behind
+    for name in ("vocab.txt", "tokenizer.json"):
+        assert (out / name).read_bytes() == (sample_vocab / name).read_bytes()
+    ours, local = (json.loads((d / "vocab.json").read_text()) for d in (out, sample_vocab))
+    assert ours["config"].pop("output") == str(out)
+    local["config"].pop("output")
+    assert ours == local
 
 
 def test_examples_on_the_portable_engine_give_the_local_shards(

@@ -293,32 +293,34 @@ def test_examples_run_ends_with_every_example_written(
     ), lines
 
 
-def test_vocab_line_follows_its_two_passes_then_the_trainer(
+def test_vocab_line_counts_words_then_learns_pieces(
     sample_documents, tmp_path, capsys, monkeypatch
 ):
     from pipelines import vocab
 
-    sample = vocab.DocumentSample.open([str(d) for d in sample_documents], 1024, 0)
-    view = ProgressView("vocab", vocab.progress_phases(sample), start=0.0)
+    documents = [str(d) for d in sample_documents]
+    plan = vocab.SamplePlan.open(documents, 1024, 0)
+    config = vocab.VocabConfig(documents=tuple(documents), output="unused", vocab_size=2000)
+    view = ProgressView("vocab", vocab.progress_phases(plan, config), start=0.0)
     # The sample's 3,627,333 bytes of text are under the 1024 MB budget: all of it is read.
     first = {"text_bytes_counted": 3627333 // 2, "documents_counted": 50}
     assert view.line(first, 2.0) == (
-        "vocab | step 1/3 count characters | read 1.7/3.5 MiB 49% | documents/s 25 | eta 0:00:02"
+        "vocab | step 1/2 count words | read 1.7/3.5 MiB 49% | documents/s 25 | eta 0:00:02"
     )
-    second = {"text_bytes_counted": 3627333, "documents_counted": 101, "text_bytes_trained": 1}
-    assert view.line(second, 4.0).startswith("vocab | step 2/3 train | read 0.0/3.5 MiB 0%")
-    learning = {**second, "text_bytes_trained": 3627333, vocab.PASSES_FINISHED: 1}
-    assert view.line(learning, 9.0) == "vocab | step 3/3 learn pieces"
-    assert view.line(learning, 10.0, finished=True) == (
-        "vocab | step 3/3 learn pieces | done in 0:00:10"
+    learning = {"text_bytes_counted": 3627333, "documents_counted": 101, "pieces_learned": 500}
+    assert view.line(learning, 4.0) == "vocab | step 2/2 learn pieces | tokens 500/2000 25%"
+    later = {**learning, "pieces_learned": 1000}
+    assert view.line(later, 6.0).startswith(
+        "vocab | step 2/2 learn pieces | tokens 1000/2000 50% | eta 0:00:0"
     )
     monkeypatch.delenv(PROGRESS_ENV, raising=False)
-    documents = [str(d) for d in sample_documents]
     output = str(tmp_path / "vocab")
     assert vocab.run(["--documents", *documents, "--output", output, "--vocab-size", "2000"]) == 0
     lines = _progress_lines(capsys.readouterr().err, "vocab")
-    assert lines[-1].startswith("vocab | step 3/3 learn pieces | done in "), lines
-    assert sample.progress() == {vocab.PASSES_FINISHED: 0}  # this sample was never read
+    assert re.fullmatch(
+        r"vocab \| step 2/2 learn pieces \| tokens 2000/2000 100% \| done in \d+:\d\d:\d\d",
+        lines[-1],
+    ), lines
 
 
 def test_a_killed_run_s_progress_folder_is_removed_by_the_next_run(tmp_path) -> None:

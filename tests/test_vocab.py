@@ -12,10 +12,10 @@ import re
 import shutil
 import subprocess
 import sys
-from collections import Counter
 from pathlib import Path
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
 from pipelines import cli, vocab
@@ -28,15 +28,21 @@ from pipelines.io.vocabulary import (
     load_vocab,
     load_vocab_txt,
 )
+from pipelines.text.wordpiece import choose_alphabet, count_words
 from pipelines.vocab import (
-    DocumentSample,
-    choose_alphabet,
+    SamplePlan,
     continuation_alphabet,
     document_hash,
     iter_sample_texts,
 )
 from schemas.manifest import MANIFEST_NAME
-from schemas.vocab import TOKENIZER_FILE, VOCAB_FILE, VOCAB_METADATA_FILE
+from schemas.vocab import (
+    TOKENIZER_FILE,
+    VOCAB_FILE,
+    VOCAB_METADATA_FILE,
+    WORD_COUNTS_DIR,
+    WORD_COUNTS_SCHEMA,
+)
 from tests.conftest import s3_flags
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
@@ -134,11 +140,13 @@ def test_build_tokenizer_refuses_a_vocabulary_without_specials() -> None:
 
 
 def test_alphabet_is_normalised_and_ties_break_by_character() -> None:
-    raw = Counter({"A": 3, "a": 2, "É": 1, "b": 1, "c": 1, " ": 50, "\x00": 9, "\u3000": 4})
+    text = ["A A A a a \u00c9 b c", "\x00" * 9 + "\u3000" * 4]
     # Uncased: a 5, e 1 (É → e), b 1, c 1; spaces and NUL are not characters of any word.
-    assert choose_alphabet(raw, cased=False, limit=3) == ["a", "b", "c"]
-    assert choose_alphabet(raw, cased=True, limit=3) == ["A", "a", "b"]
-    assert choose_alphabet(raw, cased=True, limit=10) == ["A", "a", "b", "c", "É"]
+    assert choose_alphabet(count_words([text], cased=False), limit=3) == ["a", "b", "c"]
+    assert choose_alphabet(count_words([text], cased=True), limit=3) == ["A", "a", "b"]
+    assert choose_alphabet(count_words([text], cased=True), limit=10) == [
+        "A", "a", "b", "c", "\u00c9",
+    ]  # fmt: skip
 
 
 def test_only_characters_that_can_continue_a_word_get_a_continuation_piece() -> None:
@@ -160,30 +168,39 @@ def test_document_hash_is_pinned() -> None:
     assert document_hash(1, "enwiki/12") == 0.7924502047242048
 
 
-def test_sample_is_repeatable_and_bounded_by_sample_mb(documents_dirs) -> None:
-    def drawn(dirs, sample_mb: float, seed: int) -> tuple[list[str], DocumentSample]:
-        sample = DocumentSample.open(dirs, sample_mb, seed)
-        return [d[0] for d in sample.documents()], sample
+def sampled_ids(plan: SamplePlan) -> list[str]:
+    """The ids of the documents the plan keeps, in unit order (what the workers count)."""
+    kept = []
+    for _, path in plan.units():
+        with files.open_raw(path) as f:
+            ids = pq.read_table(f, columns=["id"]).column("id").to_pylist()
+        kept += [i for i in ids if plan.keeps(i)]
+    return kept
 
-    first, sample = drawn(documents_dirs, 1.0, seed=0)
-    again, _ = drawn(documents_dirs[::-1], 1.0, seed=0)  # flag order does not matter
-    other_seed, _ = drawn(documents_dirs, 1.0, seed=1)
-    assert first == again and first != other_seed
-    assert sample.total_text_bytes == SAMPLE_TEXT_BYTES
-    assert sample.fraction == pytest.approx(2**20 / SAMPLE_TEXT_BYTES)
-    assert 0.5 * 2**20 < sample.stats.text_bytes <= 2**20
-    assert sample.describe()["documents"] == len(first) == sample.stats.documents
-    everything, whole = drawn(documents_dirs, 1024, seed=0)
-    assert len(everything) == whole.stats.documents == 101
-    assert whole.stats.text_bytes == SAMPLE_TEXT_BYTES and whole.stats.sentences == 17977 + 6536
+
+def test_sample_is_repeatable_and_about_sample_mb(documents_dirs) -> None:
+    plan = SamplePlan.open(documents_dirs, 1.0, seed=0)
+    first = sampled_ids(plan)
+    assert sampled_ids(SamplePlan.open(documents_dirs[::-1], 1.0, 0)) == first  # flag order
+    assert sampled_ids(SamplePlan.open(documents_dirs, 1.0, 1)) != first
+    assert plan.total_text_bytes == SAMPLE_TEXT_BYTES
+    assert plan.fraction == pytest.approx(2**20 / SAMPLE_TEXT_BYTES)
+    # Kept by the coin alone: 28.9 % of 101 documents expected; with seed 0, 33 documents
+    # and 987,253 bytes of text (0.94 MiB: about --sample-mb, not a bound).
+    assert len(first) == 33 and first[:3] == ["books/lcet10", "enwiki/39", "enwiki/324"]
+    text = [s for _, path in plan.units() for d in plan.documents(path) for s in d]
+    assert sum(len(s.encode("utf-8")) for s in text) == 987_253
+    assert all(document_hash(0, i) < plan.fraction for i in first)
+    whole = SamplePlan.open(documents_dirs, 1024, seed=0)
+    assert whole.fraction == 1.0 and len(sampled_ids(whole)) == 101
 
 
 def test_iter_sample_texts_gives_the_sampled_sentences_in_batches(documents_dirs) -> None:
     batches = list(iter_sample_texts(documents_dirs, 1.0, seed=0))
-    sample = DocumentSample.open(documents_dirs, 1.0, 0)
-    sentences = [s for document in sample.documents() for s in document]
+    plan = SamplePlan.open(documents_dirs, 1.0, 0)
+    sentences = [s for _, path in plan.units() for d in plan.documents(path) for s in d]
     assert [s for batch in batches for s in batch] == sentences
-    assert all(len(batch) >= vocab.TRAIN_BATCH_SENTENCES for batch in batches[:-1])
+    assert all(len(batch) >= vocab.COUNT_BATCH_SENTENCES for batch in batches[:-1])
 
 
 def test_documents_directory_without_manifest_is_refused(tmp_path: Path) -> None:
@@ -216,7 +233,8 @@ def test_flags_that_cannot_work_stop_before_reading(documents_dirs, tmp_path: Pa
         vocab.run(["--documents", documents_dirs[0], documents_dirs[0] + "/", "--output", out])
     with pytest.raises(SystemExit):  # argparse: a flag neither bertkit nor Beam knows
         vocab.run(["--documents", *documents_dirs, "--output", out, "--vocab-sise", "9"])
-    assert not (tmp_path / "v").exists()
+    # The alphabet's size is known once words are counted: the refusal then deletes them.
+    assert [p for p in (tmp_path / "v").rglob("*") if p.is_file()] == []
 
 
 # --- Training, writing and loading ----------------------------------------------------------
@@ -407,16 +425,6 @@ def test_vocab_is_a_bertkit_command() -> None:
     assert cli.COMMANDS["vocab"][0] == "pipelines.vocab"
 
 
-def test_character_counts_equal_a_plain_counter_on_mixed_scripts():
-    from collections import Counter
-
-    from pipelines.vocab import count_characters
-
-    batches = [["héllo wörld ∑ 中文", "abc\x00\u2028 naïve"], ["Ωmega ß 🙂"]]
-    text = "".join(s for batch in batches for s in batch)
-    assert count_characters(iter(batches)) == Counter(text)
-
-
 def test_a_file_no_vocab_run_wrote_is_never_replaced(
     trained: Path, documents_dirs, tmp_path, capsys
 ):
@@ -428,3 +436,41 @@ def test_a_file_no_vocab_run_wrote_is_never_replaced(
     error = capsys.readouterr().err
     assert f"{out} holds README.md, which `bertkit vocab` does not write" in error
     assert (out / "README.md").read_text() == "my notes"
+
+
+def test_two_workers_give_the_same_files(trained: Path, documents_dirs, tmp_path) -> None:
+    out = tmp_path / "v"
+    workers = ["--direct_num_workers", "2", "--direct_running_mode", "multi_processing"]
+    assert vocab.run(train_command(documents_dirs, out, "--num-unused", "3", *workers)[1:]) == 0
+    for name in (VOCAB_FILE, TOKENIZER_FILE):
+        assert (out / name).read_bytes() == (trained / name).read_bytes(), name
+    assert sorted(p.name for p in out.iterdir()) == [TOKENIZER_FILE, VOCAB_METADATA_FILE,
+                                                     VOCAB_FILE]  # fmt: skip
+
+
+def test_word_count_files_add_up_to_the_sample_s_words(documents_dirs, tmp_path) -> None:
+    config = vocab.VocabConfig(documents=documents_dirs, output=str(tmp_path))
+    plan = SamplePlan.open(documents_dirs, 1024, 0)
+    summaries = [vocab.count_unit(plan, config, *unit) for unit in plan.units()]
+    assert [(s["unit"], s["documents"]) for s in summaries] == [("d000-f00000", 4),
+                                                                ("d001-f00000", 97)]  # fmt: skip
+    books = pq.read_table(tmp_path / WORD_COUNTS_DIR / "d000-f00000.parquet")
+    assert books.schema.equals(WORD_COUNTS_SCHEMA, check_metadata=True)
+    words = books.column("word").to_pylist()
+    assert words == sorted(words) and len(words) == summaries[0]["distinct_words"]
+    total = vocab.sum_word_counts(str(tmp_path), summaries)
+    assert total == count_words(iter_sample_texts(documents_dirs, 1024, 0), cased=False)
+    assert total["alice"] == 395 and total["the"] == 39_666 and total.total() == 713_860
+
+
+def test_a_killed_run_s_word_counts_are_removed(trained: Path, documents_dirs, tmp_path) -> None:
+    out = shutil.copytree(trained, tmp_path / "v")
+    spill = out / WORD_COUNTS_DIR / "d000-f00000.parquet"
+    spill.parent.mkdir(parents=True)
+    spill.write_bytes(b"half")
+    spill.with_name(spill.name + ".tmp-" + "0" * 32).write_bytes(b"half")
+    assert (
+        vocab.run(train_command(documents_dirs, out, "--num-unused", "3", "--overwrite")[1:]) == 0
+    )
+    assert sorted(p.name for p in out.iterdir()) == [TOKENIZER_FILE, VOCAB_METADATA_FILE,
+                                                     VOCAB_FILE]  # fmt: skip

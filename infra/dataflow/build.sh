@@ -5,7 +5,7 @@
 #
 # Pushes REGION-docker.pkg.dev/PROJECT/REPOSITORY/bertkit:VERSION (REPOSITORY defaults to
 # "bertkit"; create it once with `gcloud artifacts repositories create`), then writes
-# gs://BUCKET/templates/{wikipedia,books,examples}.json, each naming the image and the stage.
+# gs://BUCKET/templates/{wikipedia,books,vocab,examples}.json, each naming the image and the stage.
 set -euo pipefail
 project=${1:?usage: build.sh PROJECT REGION gs://BUCKET [REPOSITORY]}
 region=${2:?region}
@@ -22,7 +22,7 @@ python -m pip wheel --no-deps -w dist .
 docker build -f infra/dataflow/Dockerfile --build-arg "BEAM_VERSION=$beam_version" -t "$image" .
 docker push "$image"
 
-for stage in wikipedia books examples; do
+for stage in wikipedia books vocab examples; do
   gcloud dataflow flex-template build "$bucket/templates/$stage.json" \
     --image "$image" \
     --sdk-language PYTHON \

@@ -36,11 +36,11 @@ books=$("$here/run.sh" "$project" "$region" "$bucket" books \
 wait_for "$wiki"
 wait_for "$books"
 
-# 3. The vocabulary: one process on a bounded, deterministic sample of the documents (it is
-# not a Beam job); here, on this machine, reading and writing gs:// directly.
-python -m pipelines.vocab \
-  --documents "$bucket/documents/enwiki" --documents "$bucket/documents/books" \
-  --output "$bucket/vocab" --vocab-size 30522 --sample-mb 1024
+# 3. The vocabulary: words counted on every worker, pieces learned on one (a Beam job too).
+vocab=$("$here/run.sh" "$project" "$region" "$bucket" vocab \
+  "documents=$bucket/documents/enwiki,$bucket/documents/books" \
+  "output=$bucket/vocab" "vocab_size=30522" "sample_mb=1024")
+wait_for "$vocab"
 
 # 4. Pre-training examples at 128 and 512 tokens → shards.
 shards=$("$here/run.sh" "$project" "$region" "$bucket" examples \

@@ -331,6 +331,16 @@ class DocumentsInput:
         }
 
 
+def documents_units(inputs: list[DocumentsInput]) -> list[tuple[str, str]]:
+    """(unit name, documents file): one unit of work per file, for a stage that reads
+    documents (vocab, examples); the name is fixed by the inputs' order and the manifests."""
+    return [
+        (f"d{d:03d}-f{f:05d}", files.join(i.directory, output.name))
+        for d, i in enumerate(inputs)
+        for f, output in enumerate(i.manifest.files)
+    ]
+
+
 def read_documents_input(directory: str) -> DocumentsInput:
     """Read and check a documents directory's manifest, and that its files are all there."""
     manifest_path = files.join(directory, MANIFEST_NAME)

@@ -57,6 +57,9 @@ DOCUMENTS_PAIRED = "documents_paired"  # examples, step 2: documents × dupe pas
 EXAMPLES_MADE = "examples_made"  # examples, step 2
 EXAMPLES_WRITTEN = "examples_written"  # examples, step 3: samples in written shards
 SHARDS_WRITTEN = "shards_written"  # examples, step 3
+TEXT_BYTES_COUNTED = "text_bytes_counted"  # vocab, step 1: sampled text, UTF-8 bytes
+DOCUMENTS_COUNTED = "documents_counted"  # vocab, step 1: sampled documents
+PIECES_LEARNED = "pieces_learned"  # vocab, step 2: tokens in the vocabulary so far
 
 
 class StageCounters:

@@ -356,14 +356,18 @@ def build_wheel(directory: Path) -> Path:
 
 
 def stage_main(
-    run: Callable[[list[str] | None], int], argv: list[str] | None = None, prog: str = "bertkit"
+    run: Callable[[list[str] | None], int],
+    argv: list[str] | None = None,
+    prog: str = "bertkit",
+    refusals: tuple[type[Exception], ...] = (),
 ) -> None:
     """Entry point shared by the Beam stages: logging set up, exit code from `run`; an output
-    directory it may not write into, or an input that matches nothing, is a message (exit 2)."""
+    directory it may not write into, an input that matches nothing, or one of the stage's own
+    `refusals` of its inputs is a message (exit 2)."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         code = run(argv)
-    except (files.OutputDirectoryError, FileNotFoundError) as error:
+    except (files.OutputDirectoryError, FileNotFoundError, *refusals) as error:
         print(f"{prog}: error: {error}", file=sys.stderr)
         code = 2
     sys.exit(code)

@@ -13,7 +13,7 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.beam import files
-from pipelines.beam.documents import DOCUMENTS_DIRS, DocumentsInput
+from pipelines.beam.documents import DOCUMENTS_DIRS, DocumentsInput, documents_units
 from pipelines.beam.progress import (
     DOCUMENTS_PAIRED,
     DOCUMENTS_TOKENIZED,
@@ -32,7 +32,7 @@ from pipelines.beam.runner import (
 )
 from pipelines.examples.config import WORK_DIR, ExamplesConfig
 from pipelines.examples.manifest import build_manifest, report
-from pipelines.examples.plan import plan_layout, plan_units, read_documents_inputs
+from pipelines.examples.plan import plan_layout, read_documents_inputs
 from pipelines.examples.transforms import CreateExamples, WriteShards
 from pipelines.io.progress import Phase
 from pipelines.io.vocabulary import Vocabulary, load_vocab
@@ -97,7 +97,7 @@ def run_examples(
     progress = progress_phases(config, inputs)
     with progress_shown(options, "examples", progress), make_pipeline(options) as pipeline:
         spills, bucket_counts, summaries = pipeline | "CreateExamples" >> CreateExamples(
-            config, layout, plan_units(inputs)
+            config, layout, documents_units(inputs)
         )
         shards = (spills, bucket_counts) | "WriteShards" >> WriteShards(config)
         (

@@ -11,7 +11,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pipelines.beam import files
 from pipelines.beam.documents import DocumentsInput, read_documents_input
 from pipelines.examples.config import ExamplesConfig, ExamplesConfigError
 from pipelines.examples.keys import output_name
@@ -37,15 +36,6 @@ def read_documents_inputs(directories: Sequence[str]) -> list[DocumentsInput]:
             )
         inputs.append(documents_input)
     return inputs
-
-
-def plan_units(inputs: list[DocumentsInput]) -> list[tuple[str, str]]:
-    """(unit name, documents file): the first step's units of work, one per file."""
-    return [
-        (f"d{d:03d}-f{f:05d}", files.join(i.directory, output.name))
-        for d, i in enumerate(inputs)
-        for f, output in enumerate(i.manifest.files)
-    ]
 
 
 @dataclass(frozen=True, slots=True)
