@@ -6,9 +6,10 @@ bench.scale measured; tests/test_bench_scale.py checks it on literal numbers. No
 
 from __future__ import annotations
 
-import os
+import json
 import textwrap
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from bench.measure import (
@@ -24,6 +25,14 @@ STAGES = ("wikipedia", "books", "vocab", "examples")  # the chain, in its order
 FULL_WIKITEXT_MB = 100_000.0  # ~100 GB of XML wikitext (a ~22 GB multistream bz2)
 FULL_BOOKS_MB = 5_000.0  # ~5 GB of book text, ~11k books
 FULL_VOCAB_SAMPLE_MIB = 1024.0  # `bertkit vocab`'s default --sample-mb
+# Distinct words in a 1 GiB sample: Heaps' law fitted on the real sample (bench.vocab_learn).
+FULL_VOCAB_DISTINCT_WORDS = 1.15e6
+# Where the full run's vocabulary is made: Beam's local runner with a worker per vCPU on one
+# 16-vCPU machine (the one that launches the chain), which spares a Dataflow job's start-up.
+VOCAB_MACHINE_VCPUS = 16
+# bench.vocab_learn's figure (LearnPieces: sum the spilled counts, learn 30,522 tokens) when
+# its results are not at hand: seconds per million distinct words, measured on this machine.
+LEARN_S_PER_MILLION_WORDS = 50.0
 # The largest unit of work each Beam stage hands one worker, in MB of the stage's input, from
 # the stages' defaults: a wall-time floor however many vCPUs there are. wikipedia: a split of
 # --split-mb 64 MiB of bz2, at enwiki's ~100/22 wikitext per bz2 byte; books: --unit-mb 64
@@ -72,10 +81,11 @@ class StageFigures:
     full_input_mb: float  # the full run's input to the stage
     serial_fixed_s: float  # serial seconds: fixed part …
     serial_s_per_mb: float  # … and the part per MB of input
-    serial_only: bool = False  # runs in one process outside Dataflow (vocab)
-    measured_cores: float = 2.0  # cores the serial-only stage used when measured
+    local_vcpus: int = 0  # > 0: a local Beam run on one machine of this many vCPUs (vocab)
     cpu_fixed_s: float = 0.0  # CPU-seconds that do not grow with input (imports, start-up)
     unit_cpu_s: float = 0.0  # CPU-seconds of the largest unit of work one worker gets
+    read_cpu_s_per_mb: float = 0.0  # vocab: CPU-seconds per MB of documents read to sample …
+    full_read_mb: float = 0.0  # … and the documents the full run reads
 
 
 @dataclass(frozen=True)
@@ -96,15 +106,21 @@ def project_stage(
     largest unit of work, `unit_cpu_s`), plus its serial seconds (done by one core while the
     others wait) and the job's start-up. The vCPU-hours bill every
     vCPU for the whole job after start-up (serial time included: the workers are held), and
-    memory (MEMORY_GB_PER_VCPU) and boot disks along with them. A serial-only stage (vocab)
-    runs on one machine of `measured_cores` for its serial seconds, no start-up.
+    memory (MEMORY_GB_PER_VCPU) and boot disks along with them. A local stage (vocab) runs
+    on one machine of `local_vcpus`, no job start-up, priced at the same vCPU and memory
+    rates (a stand-in for the machine's own price).
     """
     serial_s = figures.serial_fixed_s + figures.serial_s_per_mb * figures.full_input_mb
-    cpu_s = figures.cpu_fixed_s + figures.cpu_s_per_mb * figures.full_input_mb
-    if figures.serial_only:
-        hours = figures.measured_cores * serial_s / 3600
+    cpu_s = (
+        figures.cpu_fixed_s
+        + figures.cpu_s_per_mb * figures.full_input_mb
+        + figures.read_cpu_s_per_mb * figures.full_read_mb
+    )
+    if figures.local_vcpus:
+        run_s = serial_s + max(cpu_s - serial_s, 0.0) / figures.local_vcpus
+        hours = figures.local_vcpus * run_s / 3600
         cost = hours * (prices["vcpu_hour"] + MEMORY_GB_PER_VCPU * prices["memory_gb_hour"])
-        return StageProjection(figures.stage, hours, cost, serial_s, dict.fromkeys(vcpus, serial_s))
+        return StageProjection(figures.stage, hours, cost, serial_s, dict.fromkeys(vcpus, run_s))
     # The serial seconds are spent by one core; the rest of the CPU time is spread.
     parallel_cpu_s = max(cpu_s - serial_s, 0.0)
     run_s = {v: serial_s + max(parallel_cpu_s / v, figures.unit_cpu_s) for v in vcpus}
@@ -129,7 +145,16 @@ def chain_wall_s(projections: dict[str, StageProjection], vcpus: int) -> float:
     return max(wall["wikipedia"], wall["books"]) + wall["vocab"] + wall["examples"]
 
 
-def stage_figures(chains: list[dict[str, Any]]) -> dict[str, StageFigures]:
+def learn_s_per_million_words(path: Path | None) -> float:
+    """bench.vocab_learn's figure from its results file, else LEARN_S_PER_MILLION_WORDS."""
+    if path is not None and path.exists():
+        return float(json.loads(path.read_text())["s_per_million_words"])
+    return LEARN_S_PER_MILLION_WORDS
+
+
+def stage_figures(
+    chains: list[dict[str, Any]], learn_s_per_million: float = LEARN_S_PER_MILLION_WORDS
+) -> dict[str, StageFigures]:
     """Per-core figures fitted over the sizes: CPU-seconds and serial seconds, each a fixed
     part (Beam's start-up in every process, imports) plus a part per MB of input; the part
     per MB is what a full run multiplies."""
@@ -138,31 +163,43 @@ def stage_figures(chains: list[dict[str, Any]]) -> dict[str, StageFigures]:
     # The examples stage reads the documents: their text per MB of each stage's input.
     wiki_text_per_mb = docs["wikipedia"] / largest["stages"]["wikipedia"]["input_mb"]
     books_text_per_mb = docs["books"] / largest["stages"]["books"]["input_mb"]
+    full_documents_mb = FULL_WIKITEXT_MB * wiki_text_per_mb + FULL_BOOKS_MB * books_text_per_mb
     full_inputs = {
         "wikipedia": FULL_WIKITEXT_MB,
         "books": FULL_BOOKS_MB,
         "vocab": FULL_VOCAB_SAMPLE_MIB * MIB / MB,
-        "examples": FULL_WIKITEXT_MB * wiki_text_per_mb + FULL_BOOKS_MB * books_text_per_mb,
+        "examples": full_documents_mb,
     }
     figures = {}
     for stage in STAGES:
         measured = [c["stages"][stage] for c in chains if stage in c["stages"]]
-        if stage == "vocab":
-            # One process, all of it serial, growing with the sample: its wall time, or its
-            # CPU time where other work on the machine slowed it (tokenizers may use threads).
-            fixed, per_mb = linear_fit(
-                [(s["input_mb"], min(s["wall_s"], s["cpu_s"])) for s in measured]
-            )
-        else:
-            # A Beam stage's serial windows here are the driver's start and finish and the
-            # tail of the last unit of work: fixed, not per MB (the unit floor covers the
-            # tail at scale). books' whole input is one 64 MiB unit at these sizes, so its
-            # serial time grows with it; fitting that per MB would call a parallel stage
-            # serial.
-            fixed, per_mb = measured[-1]["serial_cpu_s"], 0.0
+        # A Beam stage's serial windows here are the driver's start and finish and the tail
+        # of the last unit of work: fixed, not per MB (the unit floor covers the tail at
+        # scale). books' whole input is one 64 MiB unit at these sizes, so its serial time
+        # grows with it; fitting that per MB would call a parallel stage serial.
+        fixed, per_mb = measured[-1]["serial_cpu_s"], 0.0
         cpu_fixed, cpu_per_mb = linear_fit([(s["input_mb"], s["cpu_s"]) for s in measured])
         if cpu_per_mb == 0:  # one size (or noise): the average, start-up included
             cpu_fixed, cpu_per_mb = 0.0, measured[-1]["cpu_s"] / measured[-1]["input_mb"]
+        extra: dict[str, Any] = {}
+        if stage == "vocab":
+            # Here every run's sample is all the documents: CPU-s per MB of sample counts
+            # words. The full run also reads every documents file to choose its ~2 % sample
+            # (vocab_sampled: what is left of its CPU time once its sample's counting is
+            # taken out, fitted per MB of documents read over the sizes), and learns from
+            # ~1.15 M distinct words where these corpora have the sample's 37k
+            # (bench.vocab_learn).
+            sampled = [c["stages"]["vocab_sampled"] for c in chains]
+            reading = [(s["input_mb"], s["cpu_s"] - cpu_per_mb * s["sample_mb"]) for s in sampled]
+            _, read_per_mb = linear_fit(reading)
+            if read_per_mb == 0:  # one size: the average, start-up included
+                read_per_mb = max(reading[-1][1], 0.0) / reading[-1][0]
+            extra = {
+                "local_vcpus": VOCAB_MACHINE_VCPUS,
+                "read_cpu_s_per_mb": read_per_mb,
+                "full_read_mb": full_documents_mb,
+            }
+            fixed += learn_s_per_million * FULL_VOCAB_DISTINCT_WORDS / 1e6
         figures[stage] = StageFigures(
             stage=stage,
             cpu_s_per_mb=cpu_per_mb,
@@ -170,9 +207,8 @@ def stage_figures(chains: list[dict[str, Any]]) -> dict[str, StageFigures]:
             full_input_mb=full_inputs[stage],
             serial_fixed_s=fixed,
             serial_s_per_mb=per_mb,
-            serial_only=stage == "vocab",
-            measured_cores=min(os.cpu_count() or 2, 2),
             unit_cpu_s=UNIT_MB.get(stage, 0.0) * cpu_per_mb,
+            **extra,
         )
     return figures
 
@@ -182,8 +218,11 @@ def say(text: str) -> None:
     print(textwrap.fill(text, 100, initial_indent="  ", subsequent_indent="    "))
 
 
-def print_projection(chains: list[dict[str, Any]], vcpus: list[int]) -> dict[str, Any]:
-    figures = stage_figures(chains)
+def print_projection(
+    chains: list[dict[str, Any]], vcpus: list[int], learn_results: Path | None = None
+) -> dict[str, Any]:
+    learn_rate = learn_s_per_million_words(learn_results)
+    figures = stage_figures(chains, learn_rate)
     projections = {name: project_stage(f, vcpus) for name, f in figures.items()}
     print(
         f"\nFull run projected onto Dataflow from the {chains[-1]['size_mb']:g} MB figures: "
@@ -202,12 +241,14 @@ def print_projection(chains: list[dict[str, Any]], vcpus: list[int]) -> dict[str
         "CPU-s fitted a + b·MB over the sizes, b (the marginal CPU-s/MB below) times the full "
         "input; the CPU time spreads over every vCPU, never faster than the largest unit of "
         "work (unit s), but for the serial seconds (a Beam stage's serial CPU-s at the largest "
-        "size; vocab's time fitted over the sizes), which one core does while the rest are "
-        "billed idle; vocab runs on "
-        f"one {figures['vocab'].measured_cores:g}-core machine (no Dataflow job) on its "
-        f"{FULL_VOCAB_SAMPLE_MIB:g} MiB sample; wikipedia and books are two jobs side by "
-        "side. Not counted: Dataflow Shuffle (the GroupByKeys carry keys, paths and counts), "
-        "GCS storage and requests"
+        "size), which one core does while the rest are billed idle; vocab runs as a local "
+        f"Beam job on one {VOCAB_MACHINE_VCPUS}-vCPU machine (no Dataflow start-up): it "
+        f"counts the words of its {FULL_VOCAB_SAMPLE_MIB:g} MiB sample, reads every "
+        f"documents file to choose it ({figures['vocab'].read_cpu_s_per_mb:.3f} CPU-s per MB "
+        f"read, measured on a 2 % sample), and learns from {FULL_VOCAB_DISTINCT_WORDS / 1e6:g} M "
+        f"distinct words at {learn_rate:.0f} s per million (bench.vocab_learn), serial; "
+        "wikipedia and books are two jobs side by side. Not counted: Dataflow Shuffle (the "
+        "GroupByKeys carry keys, paths and counts), GCS storage and requests"
     )
     headers = ["stage", "full input MB", "CPU-s/MB", "vCPU-h", "serial s", "unit s",
                *(f"wall @{v} vCPU" for v in vcpus), f"USD @{max(vcpus)}"]  # fmt: skip

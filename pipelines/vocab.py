@@ -55,6 +55,7 @@ import json
 import logging
 from collections import Counter
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from itertools import pairwise
 from typing import Any
@@ -334,9 +335,9 @@ class CountWordsFn(beam.DoFn):
         yield count_unit(self._plan, self._config, *unit, counters=self._counters)
 
 
-def read_word_counts(path: str) -> tuple[list[str], list[int]]:
+def read_word_counts(path: str, data: bytes) -> tuple[list[str], list[int]]:
     """One spill file's words and counts, checked against WORD_COUNTS_SCHEMA."""
-    table = pq.read_table(pa.BufferReader(files.read_file(path)))
+    table = pq.read_table(pa.BufferReader(data))
     if not table.schema.equals(WORD_COUNTS_SCHEMA, check_metadata=False):
         raise VocabError(f"{path}: not a word-count file of this bertkit version ({table.schema})")
     return (
@@ -345,13 +346,21 @@ def read_word_counts(path: str) -> tuple[list[str], list[int]]:
     )
 
 
+# Spill files fetched at once while summing: on object storage each read is a round trip.
+READ_THREADS = 16
+
+
 def sum_word_counts(output: str, summaries: Sequence[dict[str, Any]]) -> Counter[str]:
-    """Every unit's word counts added up, units in name order."""
+    """Every unit's word counts added up, units in name order (files fetched by threads)."""
+    paths = [
+        word_counts_path(output, s["unit"]) for s in sorted(summaries, key=lambda s: s["unit"])
+    ]
     total: Counter[str] = Counter()
-    for summary in sorted(summaries, key=lambda s: s["unit"]):
-        words, counts = read_word_counts(word_counts_path(output, summary["unit"]))
-        for word, count in zip(words, counts, strict=True):
-            total[word] += count
+    with ThreadPoolExecutor(READ_THREADS) as pool:
+        for path, data in zip(paths, pool.map(files.read_file, paths), strict=True):
+            words, counts = read_word_counts(path, data)
+            for word, count in zip(words, counts, strict=True):
+                total[word] += count
     return total
 
 

@@ -64,13 +64,19 @@ def test_a_dataflow_stage_spreads_its_cpu_time_and_keeps_its_serial_time():
     assert projection.cost_usd == pytest.approx(0.689427083)
 
 
-def test_vocab_runs_alone_on_the_measured_cores():
-    figures = StageFigures("vocab", 0.5, 1000.0, 4.0, 0.1, serial_only=True, measured_cores=2.0)
+def test_vocab_runs_locally_on_one_machine_without_a_job_start_up():
+    # 1,000 MB of sample at 0.5 CPU-s/MB and 10,000 MB of documents read at 0.01: 600 CPU-s
+    # (with the 4 s fixed), of which the 4 s + 0.1 s/MB × 1,000 = 104 s learning is serial.
+    figures = StageFigures(
+        "vocab", 0.5, 1000.0, 4.0, 0.1, local_vcpus=16, cpu_fixed_s=0.0,
+        read_cpu_s_per_mb=0.01, full_read_mb=10_000.0,
+    )  # fmt: skip
     projection = project_stage(figures, [32, 256], PRICES)
     assert projection.serial_s == 104.0
-    assert projection.wall_s == {32: 104.0, 256: 104.0}  # no Dataflow job, no start-up
-    assert projection.vcpu_hours == pytest.approx(2 * 104 / 3600)
-    assert projection.cost_usd == pytest.approx(2 * 104 / 3600 * 0.065)
+    run_s = 104 + (600 - 104) / 16  # 135 s, whatever the Dataflow vCPUs
+    assert projection.wall_s == {32: run_s, 256: run_s}
+    assert projection.vcpu_hours == pytest.approx(16 * run_s / 3600)
+    assert projection.cost_usd == pytest.approx(16 * run_s / 3600 * 0.065)
 
 
 def test_the_chain_runs_wikipedia_beside_books_then_vocab_then_examples():
