@@ -200,6 +200,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--quick", action="store_true", help="smoke run: --sizes 12 --repeats 1")
     parser.add_argument(
+        "--vocab-only", action="store_true",
+        help="only bertkit vocab beside bare tokenizers, on the largest size",
+    )  # fmt: skip
+    parser.add_argument(
         "--no-google", action="store_true", help="skip Google's script (use the reference figure)"
     )
     parser.add_argument(
@@ -243,9 +247,29 @@ def train_shared_vocab(documents: ScaledDocumentsInfo, settings: Settings) -> Pa
     return output
 
 
+def vocab_only(args: argparse.Namespace, settings: Settings) -> int:
+    """bertkit vocab beside bare tokenizers on the largest size, and nothing else."""
+    largest = args.sizes[-1]
+    documents = prepare_documents(largest, args.workdir, google_text=False)
+    vocab_runs = run_vocab_pair(documents, settings)
+    print_vocab_table(vocab_runs, documents)
+    results = {
+        "machine": measure.machine_description(
+            beam=importlib_version("apache-beam"), tokenizers=importlib_version("tokenizers")
+        ),
+        "config": {"size": largest, "repeats": args.repeats, "vocab_size": VOCAB_SIZE},
+        "vocab": {tool: asdict(summary) for tool, summary in vocab_runs.items()},
+        "targets": {"vocab": {"ratio_required": VOCAB_TARGET_RATIO, **vocab_ratios(vocab_runs)}},
+    }
+    measure.write_results(args.workdir / "examples-vocab-results.json", results)
+    return 0 if all(s.ok for s in vocab_runs.values()) else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     settings = Settings(args.workdir, args.timeout, args.repeats)
+    if args.vocab_only:
+        return vocab_only(args, settings)
     smallest, largest = args.sizes[0], args.sizes[-1]
     google_note = "skipped (--no-google)" if args.no_google else ensure_google_venv(args.workdir)
     documents = {

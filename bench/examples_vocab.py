@@ -6,9 +6,12 @@
                  (pipelines.vocab.iter_sample_texts): BertNormalizer (lower-case),
                  BertPreTokenizer, WordPieceTrainer(30522, min_frequency 2, limit_alphabet
                  1000), [PAD] [UNK] [CLS] [SEP] [MASK]: what BertWordPieceTokenizer.train
-                 does. Both pay the same imports (Beam's filesystems, pyarrow), so the ratio
-                 is bertkit's own extra work: the character count pass that fixes the
-                 alphabet, the checks, the three files.
+                 does. Both pay the same imports (Beam's filesystems, pyarrow); bertkit also
+                 starts a Beam pipeline, counts the words itself (pipelines.text.wordpiece)
+                 and learns the pieces from the counts, writing three files. Both learn by the
+                 same algorithm (tests/test_wordpiece.py: the same vocabulary when given the
+                 same fixed ids), so the ratio is the speed of the two ways of making it, in
+                 one process each (bertkit's default runner).
 
 The two run alternately, --repeats times each on the largest set, so a change of load on
 the machine hits both alike (bench.examples_tools measures and summarises the runs). The

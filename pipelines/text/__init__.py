@@ -1,2 +1,3 @@
-"""Beam-free text → text: Wikipedia dumps and wikitext, book files, sentence splitting.
-Pure functions over strings and byte chunks, tested on literal input."""
+"""Beam-free text → text: Wikipedia dumps and wikitext, book files, sentence splitting, and
+WordPiece from word counts. Pure functions over strings and byte chunks, tested on literal
+input."""
