@@ -57,7 +57,7 @@ import torch
 from bench import measure
 from bench.measure import DEMO_OUTPUT, fmt, importlib_version
 from schemas.batch import IGNORE_INDEX, MODEL_INPUTS, PAD_MULTIPLE, BatchField
-from trainer.collate import to_device  # the trainer's compile padding
+from trainer.collate import FixedShape, to_device  # the trainer's compile padding
 from trainer.data import (
     DataConfigError,
     DataPosition,
@@ -220,7 +220,8 @@ def run_row(
         if cuda
         else contextlib.nullcontext()
     )
-    pad_to = args.seq if spec.compiled else None
+    slots = max(b[BatchField.MASKED_POSITIONS].shape[1] for b in data.batches)
+    pad_to = FixedShape.of(args.seq, slots) if spec.compiled else None
     # Per batch, computed once on the CPU: FLOPs, sequences and real tokens; then the tensors
     # go to the device, so neither the counting nor the copies are in the timed windows.
     prepared = [to_device(dict(b), torch.device("cpu"), pad_to) for b in data.batches]

@@ -63,7 +63,7 @@ def test_output_shapes_and_batch_fields():
     model = tiny()
     batch = make_batch()
     out = model(**{k: batch[k] for k in MODEL_INPUTS})
-    assert out.mlm_logits.shape == (5, VOCAB)
+    assert out.mlm_logits.shape == (6, VOCAB)  # B·P slots, the padding slot included
     assert out.nsp_logits.shape == (2, 2)
     assert out.loss.shape == out.mlm_loss.shape == out.nsp_loss.shape == ()
     assert int(out.mlm_count) == 5
@@ -125,7 +125,8 @@ def test_mlm_loss_equals_cross_entropy_of_full_scores():
     # The 5 valid (row, position) pairs, by hand.
     picked = scores[[0, 0, 0, 1, 1], [1, 5, 12, 3, 9]]  # (5, V)
     labels = torch.tensor([7, 8, 9, 10, 11])
-    torch.testing.assert_close(out.mlm_logits, picked, atol=1e-5, rtol=0)
+    real = batch["masked_labels"].reshape(-1) != IGNORE_INDEX
+    torch.testing.assert_close(out.mlm_logits[real], picked, atol=1e-5, rtol=0)
     torch.testing.assert_close(out.mlm_loss, F.cross_entropy(picked, labels), atol=1e-5, rtol=0)
     nsp_loss = F.cross_entropy(nsp_scores, batch["next_sentence_labels"])
     torch.testing.assert_close(out.nsp_loss, nsp_loss, atol=1e-6, rtol=0)
@@ -137,8 +138,8 @@ def test_batch_without_predictions_has_zero_mlm_loss():
     batch["masked_labels"] = torch.full((2, 3), IGNORE_INDEX)
     with torch.no_grad():
         out = tiny()(**batch)
-    assert out.mlm_logits.shape == (0, VOCAB)
-    assert float(out.mlm_loss) == 0.0 and int(out.mlm_count) == 0
+    assert out.mlm_logits.shape == (6, VOCAB)
+    assert float(out.mlm_loss) == 0.0 and int(out.mlm_count) == 0 and int(out.mlm_correct) == 0
 
 
 def test_init_matches_bert():

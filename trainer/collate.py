@@ -109,18 +109,40 @@ def check_fields(
             )
 
 
+@dataclass(frozen=True, slots=True)
+class FixedShape:
+    """The one (length, prediction slots) every batch is padded to under torch.compile, so
+    that one graph serves every step: the manifest's max_seq_length and its
+    max_predictions_per_seq rounded up to PAD_MULTIPLE (`of`)."""
+
+    tokens: int
+    slots: int
+
+    @classmethod
+    def of(cls, max_seq_length: int, max_predictions: int) -> FixedShape:
+        return cls(max_seq_length, _round_up(max(max_predictions, 1), PAD_MULTIPLE))
+
+
 def to_device(
-    batch: dict[str, torch.Tensor], device: torch.device, pad_to: int | None
+    batch: dict[str, torch.Tensor], device: torch.device, fixed: FixedShape | None
 ) -> dict[str, torch.Tensor]:
-    """The batch on `device`, padded to `pad_to` first if given (torch.compile: one shape,
-    so one graph)."""
-    if pad_to is not None:
-        length = batch[BatchField.INPUT_IDS].shape[1]
-        if length < pad_to:
-            padded = (BatchField.INPUT_IDS, BatchField.TOKEN_TYPE_IDS, BatchField.ATTENTION_MASK)
-            for name in padded:
-                batch[name] = torch.nn.functional.pad(batch[name], (0, pad_to - length))
+    """The batch on `device`, padded to `fixed` first if given: tokens with [PAD] (0) and a
+    False attention mask, prediction slots with position 0 and IGNORE_INDEX labels."""
+    if fixed is not None:
+        _pad(batch, (BatchField.INPUT_IDS, BatchField.TOKEN_TYPE_IDS, BatchField.ATTENTION_MASK),
+             fixed.tokens, 0)  # fmt: skip
+        _pad(batch, (BatchField.MASKED_POSITIONS,), fixed.slots, 0)
+        _pad(batch, (BatchField.MASKED_LABELS,), fixed.slots, IGNORE_INDEX)
     return {name: tensor.to(device, non_blocking=True) for name, tensor in batch.items()}
+
+
+def _pad(batch: dict[str, torch.Tensor], names: tuple[str, ...], width: int, value: int) -> None:
+    for name in names:
+        have = batch[name].shape[1]
+        if have > width:
+            raise ValueError(f"{name} is {have} wide, more than the fixed {width}")
+        if have < width:
+            batch[name] = torch.nn.functional.pad(batch[name], (0, width - have), value=value)
 
 
 def _round_up(value: int, multiple: int) -> int:

@@ -9,9 +9,12 @@ word embeddings, and a 2-way NSP head.
 Two departures from HF's code, neither visible in the weights:
 - Q, K and V are one Linear (3·H outputs: Q rows, then K, then V), one matmul instead of
   three; the export splits it back into HF's query / key / value.
-- The MLM head runs only on the predicted positions (`masked_positions` where
-  `masked_labels != IGNORE_INDEX`): ~20 of 128 tokens, and the decoder (V × H) is the
-  biggest matmul in the model. `prediction_scores` runs it on every position, as HF does.
+- The MLM head runs only on the prediction slots (`masked_positions`, padding slots
+  included, whose label is IGNORE_INDEX): ~20 of 128 tokens, and the decoder (V × H) is
+  the biggest matmul in the model. A fixed number of slots, not a selection of the real
+  ones, keeps every shape independent of the data, so `torch.compile` makes one graph
+  with no break (tests/test_compile.py). `prediction_scores` runs it on every position,
+  as HF does.
 
 Attention is `torch.nn.functional.scaled_dot_product_attention` with a boolean padding
 mask, so it picks the fused kernel (flash / memory-efficient) the device offers.
@@ -102,7 +105,7 @@ class PreTrainingOutput(NamedTuple):
     loss: Tensor  # () mlm_loss + nsp_loss, or mlm_loss alone without NSP labels
     mlm_loss: Tensor  # () mean cross-entropy over the N predictions
     nsp_loss: Tensor | None  # () mean cross-entropy over the B pairs; None without labels
-    mlm_logits: Tensor  # (N, V)
+    mlm_logits: Tensor  # (B·P, V): every prediction slot; padding slots have IGNORE_INDEX labels
     nsp_logits: Tensor  # (B, 2)
     mlm_correct: Tensor  # () int64: predictions whose argmax is the label
     mlm_count: Tensor  # () int64: N
@@ -237,20 +240,25 @@ class BertForPreTraining(nn.Module):
         next_sentence_labels: Tensor | None = None,
     ) -> PreTrainingOutput:
         """Losses and logits on a collated batch (schemas/batch.py; argument names are its
-        MODEL_INPUTS). The MLM head runs on the N valid predictions only."""
+        MODEL_INPUTS). The MLM head runs on the B·P prediction slots; the loss and counts
+        on the N real ones."""
         hidden, pooled = self.encode(input_ids, token_type_ids, attention_mask)
         batch, length, width = hidden.shape
-        # masked_positions (B, P) → row indices into hidden flattened to (B·L, H); keep the
-        # N predictions whose label is real → (N, H) → logits (N, V).
+        # masked_positions (B, P) → row indices into hidden flattened to (B·L, H) → (B·P, H)
+        # → logits (B·P, V). Every slot is computed, padding included, so the shapes depend
+        # on the batch's shape alone (torch.compile: one graph, no data-dependent selection);
+        # a padding slot's label is IGNORE_INDEX, which the loss and the counts skip.
         rows = masked_positions + torch.arange(batch, device=hidden.device)[:, None] * length
-        valid = masked_labels != IGNORE_INDEX
-        labels = masked_labels[valid]  # (N,)
-        mlm_logits = self._mlm_scores(hidden.reshape(batch * length, width)[rows[valid]])
+        labels = masked_labels.reshape(-1)  # (B·P,)
+        valid = labels != IGNORE_INDEX
+        mlm_logits = self._mlm_scores(hidden.reshape(batch * length, width)[rows.reshape(-1)])
         mlm_count = valid.sum()
         # Summed, then divided by max(N, 1): a batch without predictions gives 0, not NaN.
-        mlm_loss = F.cross_entropy(mlm_logits.float(), labels, reduction="sum")
+        mlm_loss = F.cross_entropy(
+            mlm_logits.float(), labels, ignore_index=IGNORE_INDEX, reduction="sum"
+        )
         mlm_loss = mlm_loss / mlm_count.clamp(min=1)
-        mlm_correct = (mlm_logits.argmax(dim=-1) == labels).sum()
+        mlm_correct = ((mlm_logits.argmax(dim=-1) == labels) & valid).sum()
         nsp_logits = self.nsp(pooled)  # (B, 2)
         if next_sentence_labels is None:
             return PreTrainingOutput(

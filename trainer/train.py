@@ -58,7 +58,7 @@ from trainer.checkpoint import (
     resolve_checkpoint,
     save_checkpoint,
 )
-from trainer.collate import to_device  # the trainer's compile padding
+from trainer.collate import FixedShape, to_device  # the trainer's compile padding
 from trainer.data import (
     DataConfigError,
     DataPosition,
@@ -184,7 +184,7 @@ class Run:
     batches: Iterator[dict[str, torch.Tensor]]
     autocast: contextlib.AbstractContextManager
     accumulation: int  # micro-batches per optimizer step
-    pad_to: int | None  # the length every batch is padded to (torch.compile), or None
+    pad_to: FixedShape | None  # the shape every batch is padded to (torch.compile), or None
     step: int  # optimizer steps done
     logger: MetricsLogger
     progress: ProgressLine
@@ -238,7 +238,7 @@ def setup(config: TrainConfig, env: distributed.Distributed) -> Run:
         config=config, env=env, source=source, heldout=heldout, model=model, wrapped=wrapped,
         forward=forward, optimizer=optimizer, scheduler=scheduler, loader=loader,
         batches=loader.batches(position), autocast=autocast, accumulation=accumulation,
-        pad_to=source.max_seq_length if config.compile else None, step=step,
+        pad_to=_fixed_shape(source) if config.compile else None, step=step,
         logger=MetricsLogger(
             Path(config.output), enabled=env.is_main, tensorboard=config.tensorboard,
             purge_step=step + 1,
@@ -248,6 +248,13 @@ def setup(config: TrainConfig, env: distributed.Distributed) -> Run:
     )  # fmt: skip
     _log_setup(run)
     return run
+
+
+def _fixed_shape(source: DataSource) -> FixedShape:
+    """The sequence length and prediction slots of every batch under --compile: the
+    manifest's, so no batch brings a new shape (and a recompile)."""
+    output = source.manifest.outputs[f"seq{source.max_seq_length}"]  # checked by open_source
+    return FixedShape.of(source.max_seq_length, output.max_predictions_per_seq)
 
 
 def _heldout_source(source: DataSource) -> DataSource | None:
