@@ -10,7 +10,9 @@ so it holds only tensors and plain containers of str/int/float/bool/None: no pic
     optimizer          the optimizer's state_dict (absent in an export-only checkpoint)
     scheduler          the LR scheduler's state_dict
     data_position      trainer.data.DataPosition as a dict: epoch, batches consumed per worker
-    rng                {"torch": ByteTensor, "cuda": [ByteTensor per device] | None}
+    rng                {"torch": [ByteTensor per rank], "device_type": "cpu" | "cuda" | "xpu"…,
+                        "device": [ByteTensor per rank] | None (the accelerator's generator),
+                        "cuda": the same as "device" on CUDA, else None (older readers)}
     train_config       trainer.train.TrainConfig as a dict: every flag, resolved
     data               {"manifest", "schema_version", "max_seq_length", "samples_per_epoch"}
     vocab              the shards manifest's vocab record: {"path", "sha256", "size", "cased"}

@@ -75,16 +75,29 @@ def barrier(env: Distributed) -> None:
         dist.barrier()
 
 
+def _device_module(device: torch.device) -> Any | None:
+    """torch.cuda, torch.xpu, torch.mps…: the generator API of `device`'s type; None on CPU."""
+    return None if device.type == "cpu" else torch.get_device_module(device.type)
+
+
 def rng_state(env: Distributed) -> dict[str, Any]:
-    """Every rank's generator states (dropout draws differ per rank), gathered on all."""
+    """Every rank's generator states (dropout draws differ per rank), gathered on all: the
+    CPU's, and the accelerator's whatever its type (CUDA, XPU, MPS), under "device" with
+    its type beside it ("cuda" too, as checkpoints before this field had it)."""
     cpu = gather_tensors(env, torch.get_rng_state())
-    cuda = None
-    if env.device.type == "cuda":
-        cuda = gather_tensors(env, torch.cuda.get_rng_state(env.device))
-    return {"torch": cpu, "cuda": cuda}
+    module = _device_module(env.device)
+    device = gather_tensors(env, module.get_rng_state()) if module is not None else None
+    state: dict[str, Any] = {"torch": cpu, "device_type": env.device.type, "device": device}
+    state["cuda"] = device if env.device.type == "cuda" else None
+    return state
 
 
 def restore_rng(env: Distributed, state: dict[str, Any]) -> None:
+    """Set this rank's generators from `state`: the CPU's always, the accelerator's when
+    the checkpoint was written on the same device type."""
     torch.set_rng_state(state["torch"][env.rank])
-    if env.device.type == "cuda" and state.get("cuda"):
-        torch.cuda.set_rng_state(state["cuda"][env.rank], env.device)
+    module = _device_module(env.device)
+    saved_type = state.get("device_type", "cuda" if state.get("cuda") else "cpu")
+    device = state.get("device") or state.get("cuda")
+    if module is not None and saved_type == env.device.type and device:
+        module.set_rng_state(device[env.rank])
