@@ -44,6 +44,7 @@ import argparse
 import logging
 import math
 import random
+import signal
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 
@@ -64,6 +65,7 @@ from schemas.examples import (
 from schemas.shards import ShardInfo, ShardsManifest, SplitShards
 from schemas.versions import read_record
 from trainer.collate import SampleLimits, collate
+from trainer.preemption import STOP_SIGNALS
 
 _LOG = logging.getLogger(__name__)
 
@@ -481,6 +483,16 @@ class _EpochDataset(IterableDataset):
         )
 
 
+def ignore_stop_signals(_worker_id: int) -> None:
+    """A loader worker leaves SIGTERM and SIGUSR1 to the trainer: sent to the whole job
+    (SLURM's scancel, torchrun's process group), they would otherwise kill it (torch's worker
+    handler re-raises them) and the trainer with it, before it writes its checkpoint
+    (trainer/preemption.py). The worker ends when the trainer closes the loader, or when it
+    sees the trainer gone."""
+    for number in STOP_SIGNALS:
+        signal.signal(number, signal.SIG_IGN)
+
+
 class PretrainingLoader:
     """Batches for one rank, epoch after epoch, with the position to resume from.
 
@@ -522,6 +534,7 @@ class PretrainingLoader:
                 pin_memory=self.config.pin_memory,
                 prefetch_factor=self.config.prefetch_factor,
                 persistent_workers=False,
+                worker_init_fn=ignore_stop_signals,
                 # Its own generator: a DataLoader draws a base seed when it starts, and from
                 # the global generator that would shift dropout's draws after a resume.
                 generator=torch.Generator().manual_seed(self.config.seed),

@@ -42,14 +42,23 @@ def setup(device: str = "auto") -> Distributed:
         chosen = torch.device("cuda", local_rank)
     else:
         chosen = torch.device("cpu")
+    global _CONTROL_GROUP  # one per process, made with the default group
     if world_size > 1 and not dist.is_initialized():
         dist.init_process_group(backend="nccl" if use_cuda else "gloo")
+        # Small CPU-side agreements (agree_max) go through Gloo: on NCCL they would need a
+        # device tensor and a GPU synchronisation every step.
+        _CONTROL_GROUP = dist.new_group(backend="gloo") if use_cuda else None
     return Distributed(rank, world_size, local_rank, chosen)
 
 
+_CONTROL_GROUP: Any = None  # the Gloo group beside NCCL's, or None (the default group is Gloo)
+
+
 def teardown(env: Distributed) -> None:
+    global _CONTROL_GROUP  # destroyed with the default group
     if env.active and dist.is_initialized():
         dist.destroy_process_group()
+        _CONTROL_GROUP = None
 
 
 def all_reduce_sum(env: Distributed, values: torch.Tensor) -> torch.Tensor:
@@ -58,6 +67,15 @@ def all_reduce_sum(env: Distributed, values: torch.Tensor) -> torch.Tensor:
         values = values.to(env.device)
         dist.all_reduce(values, op=dist.ReduceOp.SUM)
     return values.cpu()
+
+
+def agree_max(env: Distributed, value: int) -> int:
+    """The largest of every rank's `value`, known to all (a CPU all-reduce)."""
+    if not env.active:
+        return value
+    tensor = torch.tensor([value], dtype=torch.int64)
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX, group=_CONTROL_GROUP)
+    return int(tensor.item())
 
 
 def gather_tensors(env: Distributed, tensor: torch.Tensor) -> list[torch.Tensor]:

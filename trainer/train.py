@@ -73,6 +73,7 @@ from trainer.evaluate import EvalResult, evaluate
 from trainer.metrics import MetricsLogger, ProgressLine, ThroughputMeter, peak_flops
 from trainer.model import MODEL_SIZES, BertConfig, BertForPreTraining, batch_flops, config_for
 from trainer.optim import OPTIMIZERS, build_optimizer, warmup_decay_schedule
+from trainer.preemption import PREEMPTED_EXIT_CODE, StopRequest, signal_name
 
 _LOG = logging.getLogger("bertkit.train")
 
@@ -448,16 +449,23 @@ def train_step(run: Run, sums: torch.Tensor) -> torch.Tensor | None:
 def train(config: TrainConfig) -> dict[str, Any]:
     """Run training; returns the last step's metrics and the last evaluation (rank 0)."""
     config.validate()
-    env = distributed.setup(config.device)
-    try:
-        return _train(config, env)
-    finally:
-        distributed.teardown(env)
+    # Installed first: the loader's worker processes inherit the handler, so a SIGTERM sent
+    # to every process of the job (SLURM's scancel) does not kill them under the main one.
+    with StopRequest() as stop_request:
+        env = distributed.setup(config.device)
+        try:
+            return _train(config, env, stop_request)
+        finally:
+            distributed.teardown(env)
 
 
-def _train(config: TrainConfig, env: distributed.Distributed) -> dict[str, Any]:
-    """Set-up, then the loop: steps, metrics, held-out evaluation, checkpoints."""
+def _train(
+    config: TrainConfig, env: distributed.Distributed, stop_request: StopRequest
+) -> dict[str, Any]:
+    """Set-up, then the loop: steps, metrics, held-out evaluation, checkpoints; a stop
+    signal (trainer/preemption.py) ends it after the step, with a checkpoint there."""
     run = setup(config, env)
+    preempted: int | None = None
     last_train: dict[str, Any] = {}
     last_eval: EvalResult | None = None
     stop = min(config.max_steps, config.stop_at_step or config.max_steps)
@@ -474,14 +482,22 @@ def _train(config: TrainConfig, env: distributed.Distributed) -> dict[str, Any]:
             run.step == stop or (config.eval_every and run.step % config.eval_every == 0)
         ):
             last_eval = _evaluate(run)
-        if run.step % config.checkpoint_every == 0 or run.step == stop:
+        checkpointed = run.step % config.checkpoint_every == 0 or run.step == stop
+        if checkpointed:
             _checkpoint(run)
+        if run.step < stop and (preempted := stop_request.agreed(env)):
+            if run.step % config.log_every:
+                last_train = _log_train(run, sums, grad_norm)
+            if not checkpointed:
+                _checkpoint(run)
+            break
     run.progress.close()
     run.logger.close()
     return {
         "step": run.step,
         "train": last_train,
         "eval": last_eval.as_dict() if last_eval else None,
+        "preempted": signal_name(preempted) if preempted else None,
     }
 
 
@@ -577,6 +593,11 @@ def run(argv: list[str] | None = None) -> int:
     except (ValueError, FileNotFoundError, OSError) as error:  # Data/CheckpointError too
         print(f"bertkit train: error: {storage.redact(str(error))}", file=sys.stderr)
         return 2
+    if result["preempted"]:
+        if int(os.environ.get("RANK", "0")) == 0:
+            print(f"stopped by {result['preempted']} after step {result['step']}, checkpoint "
+                  f"written: rerun with --resume (exit {PREEMPTED_EXIT_CODE})")  # fmt: skip
+        return PREEMPTED_EXIT_CODE
     if int(os.environ.get("RANK", "0")) == 0:
         minutes = (time.monotonic() - started) / 60
         output = storage.redact(config.output)

@@ -1,0 +1,95 @@
+"""Preemption with real signals: the run stops after a step, writes a checkpoint there and
+exits 75; `--resume` then gives the losses of a run never interrupted. One process got
+SIGUSR1 (SLURM's early warning); a 2-process torchrun on Gloo got SIGTERM (what Kubernetes
+and scancel send), which torchrun passes on to its workers' process groups: the loader's
+workers ignore it (trainer.data.ignore_stop_signals), the trainers stop together."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from schemas.checkpoint import CheckpointKey
+from tests.test_train import TINY, free_port, metrics
+from trainer.checkpoint import latest_checkpoint
+from trainer.preemption import PREEMPTED_EXIT_CODE
+
+STEPS = 16
+FLAGS = ["--max-steps", str(STEPS), "--warmup-steps", "2", "--eval-every", "0",
+         "--checkpoint-every", "100", "--num-workers", "1"]  # fmt: skip
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path.cwd()), "BERTKIT_PROGRESS": "0"}
+
+
+def launch(command: list[str]) -> subprocess.Popen:
+    return subprocess.Popen(command, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)  # fmt: skip
+
+
+def wait_for_step(run_dir: Path, step: int, process: subprocess.Popen, timeout: float = 120):
+    """Until metrics.jsonl records `step` (or the process ends, which fails the test)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert process.poll() is None, process.communicate()[0][-3000:]
+        if (run_dir / "metrics.jsonl").exists() and step in metrics(run_dir):
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"no step {step} in {timeout} s")
+
+
+def train_command(run_dir: Path, shards: Path, *extra: str, processes: int = 1) -> list[str]:
+    launcher = [sys.executable, "-m", "trainer.train"]
+    if processes > 1:
+        launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node",
+                    str(processes), "--master-addr", "127.0.0.1", "--master-port",
+                    str(free_port()), "-m", "trainer.train"]  # fmt: skip
+    return [*launcher, *TINY, "--shards", str(shards), "--output", str(run_dir), *FLAGS, *extra]
+
+
+def losses(run_dir: Path) -> list[float]:
+    return [metrics(run_dir)[step]["loss"] for step in range(1, STEPS + 1)]
+
+
+def stop_then_resume(shards: Path, tmp_path: Path, sig: int, processes: int) -> tuple:
+    extra = ["--global-batch-size", "64"] if processes > 1 else []
+    whole, parts = tmp_path / "whole", tmp_path / "parts"
+    reference = subprocess.run(train_command(whole, shards, *extra, processes=processes),
+                               env=ENV, capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert reference.returncode == 0, reference.stdout[-3000:] + reference.stderr[-3000:]
+    process = launch(train_command(parts, shards, *extra, processes=processes))
+    wait_for_step(parts, 3, process)
+    process.send_signal(sig)
+    output, _ = process.communicate(timeout=120)
+    stopped = latest_checkpoint(parts / "checkpoints")
+    step = int(stopped.stem.removeprefix("step-"))
+    assert 3 <= step < STEPS, output[-3000:]
+    assert sorted(metrics(parts)) == list(range(1, step + 1))  # every step up to it logged
+    resumed = subprocess.run(train_command(parts, shards, *extra, "--resume", processes=processes),
+                             env=ENV, capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    assert losses(parts) == losses(whole)
+    return process.returncode, output, step, torch.load(stopped, weights_only=True)
+
+
+def test_sigusr1_stops_one_process_at_a_step_and_resume_is_exact(sample_shards, tmp_path):
+    code, output, step, checkpoint = stop_then_resume(sample_shards, tmp_path, signal.SIGUSR1, 1)
+    assert code == PREEMPTED_EXIT_CODE, output[-3000:]
+    assert (
+        f"stopped by SIGUSR1 after step {step}, checkpoint written: rerun with --resume" in output
+    )
+    assert checkpoint[CheckpointKey.STEP] == step
+
+
+def test_sigterm_to_torchrun_stops_both_ranks_at_the_same_step(sample_shards, tmp_path):
+    code, output, step, checkpoint = stop_then_resume(sample_shards, tmp_path, signal.SIGTERM, 2)
+    assert checkpoint[CheckpointKey.WORLD_SIZE] == 2 and checkpoint[CheckpointKey.STEP] == step
+    # Both ranks stopped after the same step: their data positions agree with the step.
+    assert checkpoint[CheckpointKey.DATA_POSITION] == {"epoch": 0, "batches": 2 * step}
+    assert f"stopped by SIGTERM after step {step}" in output, output[-3000:]
+    # The workers exit 75; torchrun itself ends on the signal it got (SignalException): 1.
+    assert code == 1
