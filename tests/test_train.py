@@ -342,3 +342,20 @@ def test_a_refused_checkpoint_keeps_torchs_reason_and_warning(tmp_path):
     assert message.startswith(f"{path} is not a bertkit checkpoint (torch.load(weights_only=True)")
     assert "Unsupported global" in message and "datetime.date" in message
     assert "only if you trust the source" in message and "\x1b[" not in message
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [["--output", "s3://runs/r1"], ["--output", "gs://b/r"], ["--output", "hdfs://nn/r"],
+     ["--output", "OUT", "--init-checkpoint", "s3://runs/r0/checkpoints"]],
+)  # fmt: skip
+def test_a_url_is_never_taken_for_a_local_path(sample_shards, tmp_path, monkeypatch, flags):
+    # `Path("s3://runs/r1")` is the local directory s3:/runs/r1; the run must refuse, not
+    # write there and report the URL.
+    monkeypatch.chdir(tmp_path)
+    assert run_train("--shards", str(sample_shards), "--max-steps", "1", *flags) == 2
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(ValueError, match=r"--output s3://runs/hf: checkpoints and exports live"):
+        export_hf(tmp_path / "checkpoints", "s3://runs/hf")
+    with pytest.raises(ValueError, match=r"--checkpoint gs://b/r/checkpoints: checkpoints and"):
+        export_hf("gs://b/r/checkpoints", tmp_path / "hf")

@@ -34,6 +34,18 @@ from trainer.model import BertConfig, BertForPreTraining
 _ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 
 
+def check_local_path(flag: str, value: str | Path | None) -> None:
+    """Refuse a URL where only a local (or mounted) path works: checkpoints and exports are
+    written and read through the file system, and `Path("s3://b/run")` would quietly be a
+    local directory named `s3:`."""
+    if value is not None and storage.is_url(str(value)):
+        raise CheckpointError(
+            f"{flag} {storage.redact(str(value))}: checkpoints and exports live on a local or "
+            "mounted file system (object storage for them is not built yet); give a path, e.g. "
+            "the bucket mounted with gcsfuse or mountpoint-s3"
+        )
+
+
 class CheckpointError(ValueError):
     """A checkpoint cannot be found, read or used."""
 

@@ -56,6 +56,7 @@ from schemas.vocab import (
 )
 from trainer.checkpoint import (
     CheckpointError,
+    check_local_path,
     load_checkpoint,
     model_from_checkpoint,
     resolve_checkpoint,
@@ -206,6 +207,8 @@ def export_hf(
 ) -> list[str]:
     """Write the HF directory for a checkpoint (file or directory); return the files written,
     in order. Raises ExportError on a bad checkpoint, vocabulary or output directory."""
+    check_local_path("--checkpoint", checkpoint_path)
+    check_local_path("--output", output_dir)
     output_dir = Path(output_dir)
     check_output(output_dir, overwrite)
     path = resolve_checkpoint(checkpoint_path)

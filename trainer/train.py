@@ -50,6 +50,7 @@ from schemas.batch import MODEL_INPUTS, BatchField
 from schemas.checkpoint import CHECKPOINT_FORMAT, CheckpointKey
 from trainer import distributed
 from trainer.checkpoint import (
+    check_local_path,
     check_output_outside_shards,
     check_resumable,
     latest_checkpoint,
@@ -150,6 +151,8 @@ class TrainConfig:
                 raise ValueError(f"--{name.replace('_', '-')} must be at least 1")
         if self.warmup_steps > self.max_steps:
             raise ValueError("--warmup-steps must not exceed --max-steps")
+        check_local_path("--output", self.output)
+        check_local_path("--init-checkpoint", self.init_checkpoint)
 
 
 def accumulation_steps(config: TrainConfig, world_size: int) -> int:

@@ -105,6 +105,15 @@ def is_remote(url: str) -> bool:
     return bool(scheme(url))
 
 
+_ANY_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def is_url(value: str) -> bool:
+    """Whether `value` is a URL of any scheme (s3://, gs://, hdfs://, file://, …): a string
+    that a local path must never be taken for (`Path('s3://b/r')` is the directory `s3:/b/r`)."""
+    return bool(_ANY_URL.match(value))
+
+
 def _local_path(url: str) -> str:
     return url[len(_FILE_SCHEME) :] if url.startswith(_FILE_SCHEME) else url
 
