@@ -22,6 +22,7 @@ from pathlib import Path
 
 from pipelines import books, examples, vocab, wikipedia
 from pipelines.beam.runner import PROJECT_ROOT
+from pipelines.io import storage
 
 SAMPLE_DIR = PROJECT_ROOT / "data"
 WIKIPEDIA_SAMPLE = SAMPLE_DIR / "wikipedia" / "*.xml.bz2"
@@ -37,6 +38,8 @@ def run(argv: list[str] | None = None) -> int:
         "--train-steps", type=int, default=1200, help="tiny-BERT steps of 32 (0: no training)"
     )
     args = parser.parse_args(argv)
+    if storage.is_url(args.output):
+        parser.error(f"--output {args.output}: the demo writes to a local directory")
     output = Path(args.output)
     wiki_dir, books_dir = output / "documents" / "wikipedia", output / "documents" / "books"
 
