@@ -346,16 +346,22 @@ def test_a_refused_checkpoint_keeps_torchs_reason_and_warning(tmp_path):
 
 @pytest.mark.parametrize(
     "flags",
-    [["--output", "s3://runs/r1"], ["--output", "gs://b/r"], ["--output", "hdfs://nn/r"],
-     ["--output", "OUT", "--init-checkpoint", "s3://runs/r0/checkpoints"]],
+    [["--output", "hdfs://nn/r"], ["--output", "file:///tmp/r"],
+     ["--output", "OUT", "--init-checkpoint", "ftp://host/r0/checkpoints"]],
 )  # fmt: skip
-def test_a_url_is_never_taken_for_a_local_path(sample_shards, tmp_path, monkeypatch, flags):
-    # `Path("s3://runs/r1")` is the local directory s3:/runs/r1; the run must refuse, not
-    # write there and report the URL.
+def test_a_url_is_never_taken_for_a_local_path(
+    sample_shards, tmp_path, monkeypatch, capsys, flags
+):
+    # `Path("hdfs://nn/r")` is the local directory hdfs:/nn/r; the run must refuse, not write
+    # there and report the URL. (s3:// and gs:// are run directories: test_remote_run.py.)
     monkeypatch.chdir(tmp_path)
-    assert run_train("--shards", str(sample_shards), "--max-steps", "1", *flags) == 2
+    common = ["--shards", str(sample_shards), "--max-steps", "1", "--warmup-steps", "0"]
+    assert run_train(*common, *flags) == 2
+    assert "a URL is never taken for a local path" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
-    with pytest.raises(ValueError, match=r"--output s3://runs/hf: checkpoints and exports live"):
+    with pytest.raises(ValueError, match=r"--output s3://runs/hf: --output takes a local or "
+                       r"mounted path; a URL is never taken for a local path"):  # fmt: skip
         export_hf(tmp_path / "checkpoints", "s3://runs/hf")
-    with pytest.raises(ValueError, match=r"--checkpoint gs://b/r/checkpoints: checkpoints and"):
-        export_hf("gs://b/r/checkpoints", tmp_path / "hf")
+    with pytest.raises(ValueError, match=r"--checkpoint hdfs://b/r/checkpoints: --checkpoint "
+                       r"takes a local or mounted path, s3:// or gs://"):  # fmt: skip
+        export_hf("hdfs://b/r/checkpoints", tmp_path / "hf")

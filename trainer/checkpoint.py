@@ -34,16 +34,19 @@ from trainer.model import BertConfig, BertForPreTraining
 _ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def check_local_path(flag: str, value: str | Path | None) -> None:
-    """Refuse a URL where only a local (or mounted) path works: checkpoints and exports are
-    written and read through the file system, and `Path("s3://b/run")` would quietly be a
-    local directory named `s3:`."""
-    if value is not None and storage.is_url(str(value)):
-        raise CheckpointError(
-            f"{flag} {storage.redact(str(value))}: checkpoints and exports live on a local or "
-            "mounted file system (object storage for them is not built yet); give a path, e.g. "
-            "the bucket mounted with gcsfuse or mountpoint-s3"
-        )
+def check_run_location(flag: str, value: str | Path | None, remote_ok: bool) -> None:
+    """Refuse a URL the flag cannot take: `Path("hdfs://nn/run")` would quietly be a local
+    directory named `hdfs:`. With `remote_ok`, s3:// and gs:// are taken (trainer/remote_run.py);
+    any other scheme never is."""
+    if value is None or not storage.is_url(str(value)):
+        return
+    if remote_ok and storage.scheme(str(value)) in ("s3", "gs"):
+        return
+    takes = "a local or mounted path, s3:// or gs://" if remote_ok else "a local or mounted path"
+    raise CheckpointError(
+        f"{flag} {storage.redact(str(value))}: {flag} takes {takes}; a URL is never taken "
+        "for a local path"
+    )
 
 
 class CheckpointError(ValueError):

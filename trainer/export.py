@@ -32,6 +32,7 @@ import json
 import math
 import os
 import re
+import shutil
 import sys
 import uuid
 from collections.abc import Callable
@@ -56,12 +57,13 @@ from schemas.vocab import (
 )
 from trainer.checkpoint import (
     CheckpointError,
-    check_local_path,
+    check_run_location,
     load_checkpoint,
     model_from_checkpoint,
     resolve_checkpoint,
 )
 from trainer.model import BertConfig, hf_state_dict
+from trainer.remote_run import fetch_checkpoint
 
 WEIGHTS_FILE = "model.safetensors"
 CONFIG_FILE = "config.json"
@@ -207,8 +209,14 @@ def export_hf(
 ) -> list[str]:
     """Write the HF directory for a checkpoint (file or directory); return the files written,
     in order. Raises ExportError on a bad checkpoint, vocabulary or output directory."""
-    check_local_path("--checkpoint", checkpoint_path)
-    check_local_path("--output", output_dir)
+    check_run_location("--checkpoint", checkpoint_path, remote_ok=True)
+    check_run_location("--output", output_dir, remote_ok=False)
+    if storage.is_remote(str(checkpoint_path)):
+        local, folder = fetch_checkpoint(str(checkpoint_path))
+        try:
+            return export_hf(local, output_dir, vocab_dir, overwrite)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
     output_dir = Path(output_dir)
     check_output(output_dir, overwrite)
     path = resolve_checkpoint(checkpoint_path)

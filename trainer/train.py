@@ -34,6 +34,7 @@ import contextlib
 import logging
 import math
 import os
+import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -50,9 +51,9 @@ from schemas.batch import MODEL_INPUTS, BatchField
 from schemas.checkpoint import CHECKPOINT_FORMAT, CheckpointKey
 from trainer import distributed
 from trainer.checkpoint import (
-    check_local_path,
     check_output_outside_shards,
     check_resumable,
+    check_run_location,
     latest_checkpoint,
     load_checkpoint,
     prepare_run_directory,
@@ -75,6 +76,7 @@ from trainer.metrics import MetricsLogger, ProgressLine, ThroughputMeter, peak_f
 from trainer.model import MODEL_SIZES, BertConfig, BertForPreTraining, batch_flops, config_for
 from trainer.optim import OPTIMIZERS, build_optimizer, warmup_decay_schedule
 from trainer.preemption import PREEMPTED_EXIT_CODE, StopRequest, signal_name
+from trainer.remote_run import RemoteRun, fetch_checkpoint
 
 _LOG = logging.getLogger("bertkit.train")
 
@@ -151,8 +153,8 @@ class TrainConfig:
                 raise ValueError(f"--{name.replace('_', '-')} must be at least 1")
         if self.warmup_steps > self.max_steps:
             raise ValueError("--warmup-steps must not exceed --max-steps")
-        check_local_path("--output", self.output)
-        check_local_path("--init-checkpoint", self.init_checkpoint)
+        check_run_location("--output", self.output, remote_ok=True)
+        check_run_location("--init-checkpoint", self.init_checkpoint, remote_ok=True)
 
 
 def accumulation_steps(config: TrainConfig, world_size: int) -> int:
@@ -190,13 +192,15 @@ class Run:
     accumulation: int  # micro-batches per optimizer step
     pad_to: FixedShape | None  # the shape every batch is padded to (torch.compile), or None
     step: int  # optimizer steps done
+    run_dir: Path  # --output, or its local staging when --output is a URL
+    remote: RemoteRun | None  # the s3:// or gs:// run directory staging mirrors to
     logger: MetricsLogger
     progress: ProgressLine
     meter: ThroughputMeter
 
     @property
     def checkpoints(self) -> Path:
-        return Path(self.config.output) / "checkpoints"
+        return self.run_dir / "checkpoints"
 
     @property
     def bf16(self) -> bool:
@@ -211,7 +215,10 @@ def setup(config: TrainConfig, env: distributed.Distributed) -> Run:
     the model's initialisation has drawn from them."""
     accumulation = accumulation_steps(config, env.world_size)
     check_output_outside_shards(config.output, config.shards)
-    earlier = prepare_run_directory(Path(config.output), config.resume, config.overwrite)
+    remote = RemoteRun.open(config.output) if storage.is_remote(config.output) else None
+    run_dir = remote.staging if remote is not None else Path(config.output)
+    remote_earlier = remote.prepare(config.resume, config.overwrite) if remote else []
+    earlier = prepare_run_directory(run_dir, config.resume, config.overwrite)
     torch.manual_seed(config.seed + env.rank)  # dropout differs per rank, reproducibly
     if env.device.type == "cpu" and "OMP_NUM_THREADS" not in os.environ:
         # Leave the loader workers their cores: with torch's default (every core) and a
@@ -220,13 +227,15 @@ def setup(config: TrainConfig, env: distributed.Distributed) -> Run:
     source = open_source(config.shards, "train", config.max_seq_length)
     heldout = _heldout_source(source)
     vocab_size = _vocab_size(source)
-    resumed, init = _checkpoints_to_start_from(config, env)
+    resumed, init = _checkpoints_to_start_from(config, env, run_dir)
     model = _build_model(config, env, source, vocab_size, init)
     # Once every check has passed: --overwrite's earlier run files, or the temporaries of a
     # checkpoint write that a kill cut short before --resume.
     if env.is_main:
         for path in earlier:
             path.unlink()
+        if remote is not None:
+            remote.delete(remote_earlier)
     distributed.barrier(env)
     optimizer, scheduler = _build_optimizer(config, env, model)
     step, position = _restore(env, resumed, optimizer, scheduler)
@@ -243,8 +252,9 @@ def setup(config: TrainConfig, env: distributed.Distributed) -> Run:
         forward=forward, optimizer=optimizer, scheduler=scheduler, loader=loader,
         batches=loader.batches(position), autocast=autocast, accumulation=accumulation,
         pad_to=_fixed_shape(source) if config.compile else None, step=step,
+        run_dir=run_dir, remote=remote,
         logger=MetricsLogger(
-            Path(config.output), enabled=env.is_main, tensorboard=config.tensorboard,
+            run_dir, enabled=env.is_main, tensorboard=config.tensorboard,
             purge_step=step + 1,
         ),
         progress=ProgressLine(config.max_steps, every=config.log_every, enabled=env.is_main),
@@ -284,13 +294,14 @@ def _vocab_size(source: DataSource) -> int:
 
 
 def _checkpoints_to_start_from(
-    config: TrainConfig, env: distributed.Distributed
+    config: TrainConfig, env: distributed.Distributed, run_dir: Path
 ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """(the checkpoint resumed, the checkpoint whose weights start the run): --resume gives
-    both, --init-checkpoint the second, neither a fresh model."""
+    both, --init-checkpoint the second (on s3:// or gs://, downloaded first), neither a fresh
+    model."""
     resumed: dict[str, Any] | None = None
     init: dict[str, Any] | None = None
-    checkpoints = Path(config.output) / "checkpoints"
+    checkpoints = run_dir / "checkpoints"
     if config.resume:
         path = latest_checkpoint(checkpoints)
         if path is None:
@@ -299,7 +310,14 @@ def _checkpoints_to_start_from(
         check_resumable(resumed, storage.redact_values(asdict(config)), env.world_size)
         init = resumed
     elif config.init_checkpoint:
-        init = load_checkpoint(resolve_checkpoint(config.init_checkpoint))
+        if storage.is_remote(config.init_checkpoint):
+            path, folder = fetch_checkpoint(config.init_checkpoint)
+            try:
+                init = load_checkpoint(path)
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)
+        else:
+            init = load_checkpoint(resolve_checkpoint(config.init_checkpoint))
     saved_model = init[CheckpointKey.TRAIN_CONFIG].get("model") if init is not None else None
     if init is not None and saved_model != config.model:
         raise ValueError(
@@ -496,6 +514,10 @@ def _train(
             break
     run.progress.close()
     run.logger.close()
+    if run.remote is not None:
+        if env.is_main:
+            run.remote.push()  # the last metrics and events
+        run.remote.close()
     return {
         "step": run.step,
         "train": last_train,
@@ -547,6 +569,10 @@ def _checkpoint(run: Run) -> None:
     if run.env.is_main:
         payload = _checkpoint_payload(run, rng)
         path = save_checkpoint(run.checkpoints, run.step, payload, run.config.keep_checkpoints)
+        if run.remote is not None:
+            run.logger.flush()
+            run.remote.push()  # the checkpoint, then `latest`, then the logs
+            path = f"{storage.redact(run.remote.url)}/checkpoints/{path.name}"  # type: ignore[assignment]
         _LOG.info("step %d: wrote %s", run.step, path)
     distributed.barrier(run.env)
 

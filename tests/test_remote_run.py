@@ -1,0 +1,112 @@
+"""Run directories on object storage: `bertkit train --output s3://…` and `gs://…`, against
+real servers on loopback (moto's S3, the GCS emulator). Checkpoints, `latest`, the metrics
+and the TensorBoard events land in the bucket; `--resume`, `--init-checkpoint` and
+`export-hf` read them from there; resuming gives the losses of an uninterrupted local run;
+the earlier-run rules hold for a prefix as for a directory."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench.gcsserver import gcs_emulator
+from bench.s3server import client_environment
+from tests.test_train import TINY, metrics
+from trainer import train
+from trainer.export import WEIGHTS_FILE, export_hf
+
+BUCKET = "runs"
+STEPS = ["--max-steps", "6", "--warmup-steps", "2", "--eval-every", "0",
+         "--checkpoint-every", "3", "--keep-checkpoints", "1"]  # fmt: skip
+
+
+@pytest.fixture
+def s3(s3_server, monkeypatch):
+    s3_server.bucket(BUCKET)
+    for name, value in client_environment(s3_server.endpoint).items():
+        monkeypatch.setenv(name, value)
+    return s3_server.client
+
+
+def s3_listing(client, prefix: str) -> dict[str, bytes]:
+    found = client.list_objects_v2(Bucket=BUCKET, Prefix=prefix + "/").get("Contents", [])
+    return {
+        o["Key"][len(prefix) + 1 :]: client.get_object(Bucket=BUCKET, Key=o["Key"])["Body"].read()
+        for o in found
+    }
+
+
+def losses(lines: bytes) -> dict[int, float]:
+    records = [json.loads(line) for line in lines.decode().splitlines()]
+    return {r["step"]: r["loss"] for r in records if r["kind"] == "train"}
+
+
+def test_a_run_on_s3_stops_resumes_and_exports_like_a_local_one(
+    sample_shards, s3, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.chdir(tmp_path)  # a URL taken for a path would show up here as s3:/…
+    common = [*TINY, "--shards", str(sample_shards), *STEPS]
+    url = f"s3://{BUCKET}/r1"
+    assert train.run([*common, "--output", str(tmp_path / "local")]) == 0
+    assert train.run([*common, "--output", url, "--stop-at-step", "3"]) == 0
+    stopped = s3_listing(s3, "r1")
+    assert sorted(stopped) == ["checkpoints/latest", "checkpoints/step-00000003.pt",
+                               "metrics.jsonl"]  # fmt: skip
+    assert stopped["checkpoints/latest"] == b"step-00000003.pt\n"
+    # An earlier run on the prefix needs --resume, as a directory does.
+    assert train.run([*common, "--output", url]) == 2
+    assert f"{url} holds an earlier run (checkpoints/latest, …)" in capsys.readouterr().err
+    assert train.run([*common, "--output", url, "--resume"]) == 0
+    done = s3_listing(s3, "r1")
+    assert sorted(done) == [
+        "checkpoints/latest",
+        "checkpoints/step-00000006.pt",
+        "metrics.jsonl",
+    ]  # fmt: skip  (step 3 rotated out, --keep 1)
+    assert losses(done["metrics.jsonl"]) == {s: metrics(tmp_path / "local")[s]["loss"]
+                                             for s in range(1, 7)}  # fmt: skip
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["local"]
+    # export-hf reads the checkpoint from the bucket: the same weights as the local run's.
+    export_hf(f"{url}/checkpoints", tmp_path / "hf-remote")
+    export_hf(tmp_path / "local" / "checkpoints", tmp_path / "hf-local")
+    remote_weights = (tmp_path / "hf-remote" / WEIGHTS_FILE).read_bytes()
+    assert remote_weights == (tmp_path / "hf-local" / WEIGHTS_FILE).read_bytes()
+    # --init-checkpoint from the bucket starts a new run from those weights.
+    assert train.run([*TINY, "--shards", str(sample_shards), "--max-steps", "1",
+                      "--warmup-steps", "0", "--eval-every", "0", "--output",
+                      str(tmp_path / "phase2"), "--init-checkpoint", f"{url}/checkpoints"]) == 0  # fmt: skip
+
+
+def test_overwrite_on_s3_never_deletes_what_no_run_wrote(sample_shards, s3, capsys):
+    common = [*TINY, "--shards", str(sample_shards), *STEPS, "--stop-at-step", "3"]
+    url = f"s3://{BUCKET}/r2"
+    assert train.run([*common, "--output", url]) == 0
+    s3.put_object(Bucket=BUCKET, Key="r2/notes.txt", Body=b"mine")
+    assert train.run([*common, "--output", url, "--overwrite"]) == 2
+    assert f"--overwrite: {url} also holds notes.txt, which no training run writes" in (
+        capsys.readouterr().err
+    )
+    assert sorted(s3_listing(s3, "r2")) == ["checkpoints/latest", "checkpoints/step-00000003.pt",
+                                            "metrics.jsonl", "notes.txt"]  # fmt: skip
+    s3.delete_object(Bucket=BUCKET, Key="r2/notes.txt")
+    assert train.run([*common, "--output", url, "--overwrite"]) == 0
+
+
+def test_a_run_on_gcs_writes_checkpoints_metrics_and_events(sample_shards, tmp_path):
+    flags = [f for f in TINY if f != "--no-tensorboard"]
+    common = [*flags, "--shards", str(sample_shards), "--max-steps", "4", "--warmup-steps", "1",
+              "--eval-every", "0", "--checkpoint-every", "2", "--keep-checkpoints", "2"]  # fmt: skip
+    with gcs_emulator(BUCKET) as client:
+        url = f"gs://{BUCKET}/r1"
+        assert train.run([*common, "--output", url, "--stop-at-step", "2"]) == 0
+        assert train.run([*common, "--output", url, "--resume"]) == 0
+        names = sorted(b.name for b in client.list_blobs(BUCKET, prefix="r1/"))
+        blobs = {n: client.bucket(BUCKET).blob(n).download_as_bytes() for n in names}
+    assert [n for n in names if not n.startswith("r1/events.out.tfevents.")] == [
+        "r1/checkpoints/latest", "r1/checkpoints/step-00000002.pt",
+        "r1/checkpoints/step-00000004.pt", "r1/metrics.jsonl",
+    ]  # fmt: skip
+    assert any(n.startswith("r1/events.out.tfevents.") for n in names)
+    assert blobs["r1/checkpoints/latest"] == b"step-00000004.pt\n"
+    assert sorted(losses(blobs["r1/metrics.jsonl"])) == [1, 2, 3, 4]

@@ -1,0 +1,147 @@
+"""A run directory on object storage: `bertkit train --output s3://…` or `gs://…`.
+
+The trainer works in a local staging directory, exactly as with a local --output (atomic
+checkpoint writes, `latest`, rotation, metrics.jsonl, TensorBoard events), and rank 0
+mirrors it to the URL after every checkpoint and at the end: the checkpoint first, `latest`
+only once that upload has completed (an object appears whole or not at all), then the
+metrics and event files; checkpoints rotated out locally are deleted remotely. So a reader
+of the URL (`--resume`, `--init-checkpoint`, `bertkit export-hf`) never finds a `latest`
+that names a partial checkpoint.
+
+Before any work the URL's listing is checked by the local rules (trainer/checkpoint.py): an
+earlier run there needs --resume or --overwrite, and --overwrite refuses a prefix holding
+anything no run writes. --resume first downloads `latest`, the checkpoint it names and the
+metrics into staging (every rank: each reads the checkpoint).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipelines.io import objects, storage
+from schemas.checkpoint import (
+    CHECKPOINT_GLOB,
+    CHECKPOINTS_DIR,
+    LATEST_FILE,
+    LATEST_MAX_BYTES,
+    parse_latest,
+)
+from trainer.checkpoint import RUN_FILES, CheckpointError
+from trainer.metrics import METRICS_FILE
+
+
+def _latest_name(pointer: Path, where: str) -> str:
+    with pointer.open("rb") as source:
+        data = source.read(LATEST_MAX_BYTES + 1)
+    try:
+        return parse_latest(data, storage.redact(where))
+    except ValueError as error:
+        raise CheckpointError(str(error)) from error
+
+
+def _is_run_file(name: str) -> bool:
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in RUN_FILES)
+
+
+@dataclass
+class RemoteRun:
+    url: str
+    staging: Path
+    uploaded: set[str] = field(default_factory=set)  # checkpoint names on the URL
+
+    @classmethod
+    def open(cls, url: str) -> RemoteRun:
+        objects.split(url)  # only s3:// and gs://
+        staging = Path(tempfile.mkdtemp(prefix="bertkit-run-"))
+        return cls(url.rstrip("/"), staging)
+
+    def _url(self, name: str) -> str:
+        return f"{self.url}/{name}"
+
+    def prepare(self, resume: bool, overwrite: bool) -> list[str]:
+        """Check the URL's listing before any work; with --resume, fetch what resuming reads.
+        Returns the earlier run's objects to delete (--overwrite) once every check passed."""
+        names = objects.list_names(self.url)
+        earlier = [n for n in names if _is_run_file(n)]
+        where = storage.redact(self.url)
+        if resume:
+            self._fetch_for_resume(names)
+            return []
+        if not earlier:
+            return []
+        if not overwrite:
+            raise CheckpointError(
+                f"{where} holds an earlier run ({earlier[0]}, …): pass --resume to continue "
+                "it, or --overwrite to start over (deletes only its checkpoints, metrics and "
+                "event files)"
+            )
+        foreign = [n for n in names if not _is_run_file(n)]
+        if foreign:
+            raise CheckpointError(
+                f"--overwrite: {where} also holds {foreign[0]}, which no training run writes; "
+                "nothing was deleted. Move it, or choose another --output"
+            )
+        return earlier
+
+    def _fetch_for_resume(self, names: list[str]) -> None:
+        latest = f"{CHECKPOINTS_DIR}/{LATEST_FILE}"
+        if latest not in names:
+            return  # setup says there is no checkpoint yet
+        objects.download(self._url(latest), self.staging / latest)
+        pointer = self.staging / latest
+        name = _latest_name(pointer, self._url(latest))
+        checkpoint = f"{CHECKPOINTS_DIR}/{name}"
+        if checkpoint not in names:
+            raise CheckpointError(
+                f"{storage.redact(self._url(latest))} names {name!r}, which is not on the "
+                "storage: it was deleted after the trainer wrote it"
+            )
+        objects.download(self._url(checkpoint), self.staging / checkpoint)
+        pattern = f"{CHECKPOINTS_DIR}/{CHECKPOINT_GLOB}"
+        self.uploaded = {n.split("/", 1)[1] for n in names if fnmatch.fnmatchcase(n, pattern)}
+        for other in names:
+            if other == METRICS_FILE or other.startswith("events.out.tfevents."):
+                objects.download(self._url(other), self.staging / other)
+
+    def delete(self, names: list[str]) -> None:
+        for name in names:
+            objects.delete(self._url(name))
+
+    def push(self) -> None:
+        """Mirror staging to the URL: new checkpoints, then `latest`, then the logs; delete
+        the checkpoints rotated out of staging."""
+        directory = self.staging / CHECKPOINTS_DIR
+        local = {p.name for p in directory.glob(CHECKPOINT_GLOB)} if directory.is_dir() else set()
+        for name in sorted(local - self.uploaded):
+            objects.upload(directory / name, self._url(f"{CHECKPOINTS_DIR}/{name}"))
+            self.uploaded.add(name)
+        if (directory / LATEST_FILE).is_file():
+            objects.upload(directory / LATEST_FILE, self._url(f"{CHECKPOINTS_DIR}/{LATEST_FILE}"))
+        for path in sorted(self.staging.iterdir()):
+            if path.is_file() and (path.name == METRICS_FILE or path.name.startswith("events.")):
+                objects.upload(path, self._url(path.name))
+        for name in sorted(self.uploaded - local):
+            objects.delete(self._url(f"{CHECKPOINTS_DIR}/{name}"))
+            self.uploaded.discard(name)
+
+    def close(self) -> None:
+        shutil.rmtree(self.staging, ignore_errors=True)
+
+
+def fetch_checkpoint(url: str) -> tuple[Path, Path]:
+    """A checkpoint file or directory on s3:// or gs:// (--init-checkpoint, export-hf's
+    --checkpoint), downloaded: (the local checkpoint file, the folder to remove after)."""
+    folder = Path(tempfile.mkdtemp(prefix="bertkit-checkpoint-"))
+    url = url.rstrip("/")
+    if url.endswith(".pt"):
+        target = folder / url.rsplit("/", 1)[1]
+        objects.download(url, target)
+        return target, folder
+    objects.download(f"{url}/{LATEST_FILE}", folder / LATEST_FILE)
+    name = _latest_name(folder / LATEST_FILE, f"{url}/{LATEST_FILE}")
+    objects.download(f"{url}/{name}", folder / name)
+    return folder / name, folder
