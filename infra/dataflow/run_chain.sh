@@ -36,11 +36,14 @@ books=$("$here/run.sh" "$project" "$region" "$bucket" books \
 wait_for "$wiki"
 wait_for "$books"
 
-# 3. The vocabulary: words counted on every worker, pieces learned on one (a Beam job too).
-vocab=$("$here/run.sh" "$project" "$region" "$bucket" vocab \
-  "documents=$bucket/documents/enwiki,$bucket/documents/books" \
-  "output=$bucket/vocab" "vocab_size=30522" "sample_mb=1024")
-wait_for "$vocab"
+# 3. The vocabulary: words counted by Beam's local runner on this machine, one worker per
+# core, reading gs:// directly; then the pieces learned from the counts. About a minute on 16
+# vCPUs for a 1 GiB sample, where a Dataflow job would first spend its start-up (~4 min);
+# the vocab template does the same as a job (run.sh … vocab documents=… output=…).
+python -m pipelines.vocab \
+  --documents "$bucket/documents/enwiki" "$bucket/documents/books" \
+  --output "$bucket/vocab" --vocab-size 30522 --sample-mb 1024 \
+  --direct_num_workers "$(nproc)" --direct_running_mode multi_processing
 
 # 4. Pre-training examples at 128 and 512 tokens → shards.
 shards=$("$here/run.sh" "$project" "$region" "$bucket" examples \
