@@ -88,7 +88,7 @@ def test_padding_slots_change_neither_the_loss_nor_the_counts() -> None:
     torch.testing.assert_close(wide.mlm_loss, plain.mlm_loss, atol=1e-6, rtol=0)
     torch.testing.assert_close(wide.nsp_loss, plain.nsp_loss, atol=1e-6, rtol=0)
     with pytest.raises(ValueError, match="masked_positions is 8 wide, more than the fixed 4"):
-        to_device(dict(padded), torch.device("cpu"), FixedShape(24, 4))
+        to_device(dict(padded), torch.device("cpu"), FixedShape((24,), 4))
 
 
 def test_compiled_steps_match_eager_and_never_recompile() -> None:
@@ -121,6 +121,33 @@ def test_compiled_steps_match_eager_and_never_recompile() -> None:
     assert losses["compiled"] == pytest.approx(losses["eager"], abs=1e-5)
     for ours, theirs in zip(compiled_model.parameters(), eager.parameters(), strict=True):
         torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=0)
+
+
+def test_bucketed_widths_compile_once_each() -> None:
+    """Length bucketing pads tokens to the narrowest quarter of max_seq_length that holds the
+    batch: compiled with dynamic=False (as the trainer does), one static graph per width met,
+    and none again when a width returns."""
+    graphs: list[torch.fx.GraphModule] = []
+    aot_eager = lookup_backend("aot_eager")
+
+    def counting(graph: torch.fx.GraphModule, example_inputs: list[torch.Tensor]):
+        graphs.append(graph)
+        return aot_eager(graph, example_inputs)
+
+    fixed = FixedShape.of(32, 3, buckets=4)
+    assert fixed.widths == (8, 16, 24, 32) and fixed.slots == 8
+    torch._dynamo.reset()
+    model = tiny(dropout=0.0).eval()
+    compiled = torch.compile(model, backend=counting, dynamic=False)
+    widths = []
+    with torch.no_grad():
+        for length in (16, 9, 24, 10, 16, 23):
+            batch = to_device(batch_of(length, length, 3), torch.device("cpu"), fixed)
+            widths.append(batch[BatchField.INPUT_IDS].shape[1])
+            ours, eager = compiled(**inputs(batch)), model(**inputs(batch))
+            torch.testing.assert_close(ours.loss, eager.loss, atol=1e-5, rtol=0)
+    assert widths == [16, 16, 24, 16, 16, 24]
+    assert len(graphs) == 2  # 16 and 24 wide
 
 
 def test_the_trainer_compiled_gives_eager_s_losses(sample_shards, tmp_path) -> None:

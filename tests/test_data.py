@@ -29,6 +29,7 @@ from trainer.data import (
     RetryPolicy,
     Segment,
     ShardEntry,
+    bucket_batches,
     check_source,
     collate,
     decode_samples,
@@ -203,6 +204,62 @@ def test_batches_run_epoch_after_epoch_and_resume_across_the_boundary(tmp_path):
     assert loader.position == DataPosition(0, 3)
     next(stream)
     assert loader.position == DataPosition(1, 1)
+
+
+# --------------------------------------------------------------------------- length bucketing
+
+
+def length_of(index: int) -> int:
+    """make_example(index)'s tokens: [CLS] A [SEP] B [SEP]."""
+    return 5 + index % 3 + index % 4
+
+
+def test_bucket_batches_sorts_each_window_and_resumes_inside_one():
+    order = [9, 0, 5, 2, 7, 4, 1, 8, 3, 6]  # lengths 6 5 8 9 9 6 7 7 8 7
+    decoded = list(decode_samples(RawSample(i, make_example(i).encode(2), "s") for i in order))
+    groups = list(bucket_batches(decoded, 2, 5, 2, "k"))
+    got = [[sample.index for sample, _ in group] for group in groups]
+    # Windows of 2 batches = 4 samples, each sorted by length (ties keep their order), cut
+    # into batches; a window's batches come out in a seeded order; the last window is short.
+    assert sorted(got[:2]) == [[0, 9], [5, 2]]  # 9 0 5 2 → 0 9 | 5 2: lengths 5 6 | 8 9
+    assert sorted(got[2:4]) == [[4, 1], [8, 7]]  # 7 4 1 8 → 4 1 | 8 7: 6 7 | 7 9 (1 before 8)
+    assert got[4] == [6, 3]  # 3 6 → lengths 8 7
+    assert got == [[sample.index for sample, _ in g] for g in bucket_batches(decoded, 2, 5, 2, "k")]
+    # Resumed after 3 batches: window 1 from its start, its first batch dropped.
+    resumed = bucket_batches(decoded[4:], 2, 2, 2, "k", first_window=1, skip=1)
+    assert [[sample.index for sample, _ in group] for group in resumed] == got[3:]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_bucketed_batches_hold_the_same_samples_sorted_by_length(tmp_path, workers):
+    source = open_source(str(write_uneven_shards(tmp_path)))
+    for rank in range(2):
+        plain = LoaderConfig(3, rank=rank, world_size=2, num_workers=workers, shuffle_buffer=5)
+        bucketed = LoaderConfig(3, rank=rank, world_size=2, num_workers=workers,
+                                shuffle_buffer=5, bucket_window=2)  # fmt: skip
+        before = [indices([b]) for b in PretrainingLoader(source, plain).epoch(DataPosition())]
+        after = [indices([b]) for b in PretrainingLoader(source, bucketed).epoch(DataPosition())]
+        assert len(before) == len(after) == 5  # 35 samples, 2 ranks × 5 batches of 3
+        assert sorted(i for b in before for i in b) == sorted(i for b in after for i in b)
+        # Worker w's k-th pair of batches is a window: the same samples, sorted, cut in two.
+        streams = [before[w::max(workers, 1)] for w in range(max(workers, 1))]
+        bucket_streams = [after[w::max(workers, 1)] for w in range(max(workers, 1))]
+        for plain_batches, bucket in zip(streams, bucket_streams, strict=True):
+            for start in range(0, len(plain_batches), 2):
+                pair = plain_batches[start : start + 2]
+                window = sorted((i for b in pair for i in b), key=length_of)
+                expected = [window[i : i + 3] for i in range(0, len(window), 3)]
+                assert sorted(bucket[start : start + 2]) == sorted(expected)
+
+
+@pytest.mark.parametrize("stop_after", [1, 2, 3, 5])
+def test_bucketed_resume_repeats_and_skips_nothing(tmp_path, stop_after):
+    source = open_source(str(write_uneven_shards(tmp_path)))
+    config = LoaderConfig(3, num_workers=2, shuffle_buffer=6, bucket_window=2)
+    full = [indices([b]) for b in PretrainingLoader(source, config).epoch(DataPosition(0))]
+    assert len(full) == 11
+    rest = PretrainingLoader(source, config).epoch(DataPosition(0, stop_after))
+    assert full[:stop_after] + [indices([b]) for b in rest] == full
 
 
 # --------------------------------------------------------------------------- checks and errors

@@ -62,10 +62,11 @@ def test_loss_goes_down_on_the_real_sample_and_the_checkpoint_exports(sample_sha
     assert any(name.endswith("model.safetensors") for name in exported)
 
 
-def test_resume_gives_the_losses_of_an_uninterrupted_run(sample_shards, tmp_path):
+@pytest.mark.parametrize("bucketing", [[], ["--bucket-window", "3"]], ids=["plain", "bucketed"])
+def test_resume_gives_the_losses_of_an_uninterrupted_run(sample_shards, tmp_path, bucketing):
     common = ["--shards", str(sample_shards), "--max-steps", "8", "--warmup-steps", "2",
               "--num-workers", "2", "--shuffle-buffer", "500", "--eval-every", "0",
-              "--checkpoint-every", "100"]  # fmt: skip
+              "--checkpoint-every", "100", *bucketing]  # fmt: skip
     whole, parts = tmp_path / "whole", tmp_path / "parts"
     assert run_train(*common, "--output", str(whole)) == 0
     assert run_train(*common, "--output", str(parts), "--stop-at-step", "3") == 0
@@ -91,6 +92,19 @@ def test_resume_refuses_another_input_setup(sample_shards, tmp_path, capsys):
     assert run_train(*common, "--stop-at-step", "2") == 0
     assert train.run([*TINY, *common, "--resume", "--micro-batch-size", "8"]) == 2
     assert "--micro-batch-size 16, now 8" in capsys.readouterr().err
+    assert train.run([*TINY, *common, "--resume", "--bucket-window", "4"]) == 2
+    assert "--bucket-window 0, now 4" in capsys.readouterr().err
+
+
+def test_a_checkpoint_from_before_bucketing_resumes_unbucketed():
+    from trainer.checkpoint import check_resumable
+
+    saved = {"num_workers": 2, "micro_batch_size": 16, "global_batch_size": None, "seed": 1,
+             "shards": "s", "max_seq_length": None, "shuffle_buffer": 10}  # fmt: skip
+    checkpoint = {CheckpointKey.TRAIN_CONFIG: saved, CheckpointKey.WORLD_SIZE: 1}
+    check_resumable(checkpoint, {**saved, "bucket_window": 0}, world=1)
+    with pytest.raises(ValueError, match="--bucket-window 0, now 2"):
+        check_resumable(checkpoint, {**saved, "bucket_window": 2}, world=1)
 
 
 def test_phase_two_starts_from_weights_and_checks_the_vocabulary(sample_shards, tmp_path, capsys):

@@ -96,7 +96,9 @@ def check_output_outside_shards(output: str, shards: str) -> None:
 
 # The flags that decide which batches each rank reads, in which order.
 _INPUT_FLAGS = ("num_workers", "micro_batch_size", "global_batch_size", "seed", "shards",
-                "max_seq_length", "shuffle_buffer")  # fmt: skip
+                "max_seq_length", "shuffle_buffer", "bucket_window")  # fmt: skip
+# What a checkpoint written before a flag existed ran with.
+_INPUT_DEFAULTS = {"bucket_window": 0}
 
 
 def check_resumable(checkpoint: dict[str, Any], current: dict[str, Any], world: int) -> None:
@@ -108,9 +110,10 @@ def check_resumable(checkpoint: dict[str, Any], current: dict[str, Any], world: 
     if checkpoint[CheckpointKey.WORLD_SIZE] != world:
         problems.append(f"{checkpoint[CheckpointKey.WORLD_SIZE]} processes, now {world}")
     for name in _INPUT_FLAGS:
-        if saved.get(name) != current[name]:
+        was = saved.get(name, _INPUT_DEFAULTS.get(name))
+        if was != current[name]:
             flag = "--" + name.replace("_", "-")
-            problems.append(f"{flag} {saved.get(name)}, now {current[name]}")
+            problems.append(f"{flag} {was}, now {current[name]}")
     if problems:
         raise ValueError(
             "--resume continues exactly only with the input set-up the run started with: "

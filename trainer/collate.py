@@ -111,16 +111,31 @@ def check_fields(
 
 @dataclass(frozen=True, slots=True)
 class FixedShape:
-    """The one (length, prediction slots) every batch is padded to under torch.compile, so
-    that one graph serves every step: the manifest's max_seq_length and its
-    max_predictions_per_seq rounded up to PAD_MULTIPLE (`of`)."""
+    """The shapes batches are padded to under torch.compile, so that a few graphs serve every
+    step. Tokens: to the narrowest of `widths` that holds the batch; that is the manifest's
+    max_seq_length rounded up to PAD_MULTIPLE (one graph) or, with length bucketing, its four
+    quarters (four graphs). Prediction slots: to the manifest's max_predictions_per_seq
+    rounded up to PAD_MULTIPLE."""
 
-    tokens: int
+    widths: tuple[int, ...]
     slots: int
 
     @classmethod
-    def of(cls, max_seq_length: int, max_predictions: int) -> FixedShape:
-        return cls(max_seq_length, _round_up(max(max_predictions, 1), PAD_MULTIPLE))
+    def of(cls, max_seq_length: int, max_predictions: int, buckets: int = 1) -> FixedShape:
+        widths = {_round_up(-(-max_seq_length * k // buckets), PAD_MULTIPLE)
+                  for k in range(1, buckets + 1)}  # fmt: skip
+        return cls(tuple(sorted(widths)), _round_up(max(max_predictions, 1), PAD_MULTIPLE))
+
+    @property
+    def tokens(self) -> int:
+        return self.widths[-1]
+
+    def width_for(self, have: int) -> int:
+        """The narrowest width that holds `have` tokens."""
+        for width in self.widths:
+            if width >= have:
+                return width
+        raise ValueError(f"a batch {have} tokens wide, more than the fixed {self.tokens}")
 
 
 def to_device(
@@ -129,8 +144,9 @@ def to_device(
     """The batch on `device`, padded to `fixed` first if given: tokens with [PAD] (0) and a
     False attention mask, prediction slots with position 0 and IGNORE_INDEX labels."""
     if fixed is not None:
+        width = fixed.width_for(batch[BatchField.INPUT_IDS].shape[1])
         _pad(batch, (BatchField.INPUT_IDS, BatchField.TOKEN_TYPE_IDS, BatchField.ATTENTION_MASK),
-             fixed.tokens, 0)  # fmt: skip
+             width, 0)  # fmt: skip
         _pad(batch, (BatchField.MASKED_POSITIONS,), fixed.slots, 0)
         _pad(batch, (BatchField.MASKED_LABELS,), fixed.slots, IGNORE_INDEX)
     return {name: tensor.to(device, non_blocking=True) for name, tensor in batch.items()}

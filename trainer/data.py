@@ -13,6 +13,8 @@ The stages, each a small function, in the order a sample goes through them:
     shuffle_samples          a seeded shuffle buffer
     decode_samples           check each sample's header (schemas/examples.py)
     batch_samples            groups of --batch-size, as many as this worker owes
+    bucket_batches           (--bucket-window W) sort each window of W batches by length,
+                             cut it into batches, deal them out in a seeded order
     collate                  check every field, pad to a multiple of 8 → the tensors of
                              schemas/batch.py (trainer/collate.py)
 
@@ -34,6 +36,15 @@ decoding them (the shuffle buffer is seeded, so the replay is exact) and the Dat
 round-robin is rotated to start at worker `batches mod K`. The same world size, worker count,
 batch size, seed and shards give the same batches, so a resumed run sees no sample twice and
 skips none (tests/test_data.py checks the sample keys).
+
+**Length bucketing** (`bucket_window` W > 0, as NVIDIA's LDDL batches by length). Each
+worker takes W batches' worth of its shuffled samples at a time, sorts them by length
+(stable: ties keep the shuffled order), cuts them into batches and yields those in an order
+drawn from (seed, epoch, rank, worker, window). Every batch then holds sequences of similar
+length, so the per-batch padding (and the compute spent on it) falls: at 512 tokens on the
+sample, from 17.4 % to under 1 % (bench/padding.py). The batch counts are untouched, so
+equal batches per rank hold; resume replays whole windows undecoded and drops the consumed
+batches of the window it stopped in, so it stays exact.
 
     python -m trainer.data out/demo/shards --batch-size 32   # print a few batches' shapes
 """
@@ -403,6 +414,35 @@ def batch_samples(
         yield group
 
 
+def bucket_batches(
+    decoded: Iterable[tuple[RawSample, ExampleHeader]],
+    batch_size: int,
+    batches: int,
+    window: int,
+    seed_key: str,
+    first_window: int = 0,
+    skip: int = 0,
+) -> Iterator[list[tuple[RawSample, ExampleHeader]]]:
+    """`batches` groups of `batch_size`, made `window` batches at a time from the stream
+    sorted by length; each window's batches come out in an order drawn from `seed_key` and
+    the window's number (counted from `first_window`). The first `skip` batches of the first
+    window are dropped (a resume that stopped inside it)."""
+    stream = iter(decoded)
+    number = first_window
+    while batches > 0:
+        take = min(window, batches + skip)
+        items = [item for _, item in zip(range(take * batch_size), stream, strict=False)]
+        if not items:
+            return
+        items.sort(key=lambda item: item[1].n_tokens)
+        groups = [items[i : i + batch_size] for i in range(0, len(items), batch_size)]
+        random.Random(stable_hash64(f"{seed_key}:{number}")).shuffle(groups)
+        for group in groups[skip : skip + batches]:
+            yield group
+            batches -= 1
+        skip, number = 0, number + 1
+
+
 # --------------------------------------------------------------------------- the loader
 
 
@@ -430,6 +470,7 @@ class LoaderConfig:
     seed: int = 12345
     shuffle: bool = True
     shuffle_buffer: int = 10_000  # samples per worker; ~4 MB at 128 tokens
+    bucket_window: int = 0  # batches sorted by length together; 0 = no bucketing
     drop_last: bool = True
     verify: bool = True
     pin_memory: bool = False
@@ -454,10 +495,21 @@ def worker_stream(
     samples = read_samples(segments, config.retry, config.verify)
     if config.shuffle:
         samples = shuffle_samples(samples, config.shuffle_buffer, rng)
-    for _ in range(skip_batches * config.batch_size):
+    window = config.bucket_window
+    whole_windows, in_window = divmod(skip_batches, window) if window else (0, 0)
+    replayed = whole_windows * window if window else skip_batches
+    for _ in range(replayed * config.batch_size):
         if next(samples, None) is None:
             return
-    groups = batch_samples(decode_samples(samples), config.batch_size, my_batches - skip_batches)
+    if window:
+        groups = bucket_batches(
+            decode_samples(samples), config.batch_size, my_batches - skip_batches, window,
+            f"buckets:{config.seed}:{epoch}:{config.rank}:{worker}", whole_windows, in_window,
+        )  # fmt: skip
+    else:
+        groups = batch_samples(
+            decode_samples(samples), config.batch_size, my_batches - skip_batches
+        )
     limits = SampleLimits.of(source)
     for group in groups:
         yield collate(group, limits)
@@ -505,6 +557,8 @@ class PretrainingLoader:
     def __init__(self, source: DataSource, config: LoaderConfig) -> None:
         if config.batch_size < 1:
             raise DataConfigError("--batch-size must be at least 1")
+        if config.bucket_window < 0:
+            raise DataConfigError("--bucket-window must be 0 (off) or a number of batches")
         self.source, self.config = source, config
         self.batches_per_epoch = rank_batches(
             source.samples, config.world_size, config.batch_size, config.drop_last

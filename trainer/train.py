@@ -112,6 +112,9 @@ class TrainConfig:
     seed: int = option(12345, help="seeds the data order, dropout and initialisation")
     num_workers: int = option(2, help="loader processes per rank")
     shuffle_buffer: int = option(10_000, help="samples in each loader worker's shuffle buffer")
+    bucket_window: int = option(
+        0, help="batch by length: sort each W micro-batches' samples by length (0 = off)"
+    )
     log_every: int = option(10, help="steps between metric lines")
     eval_every: int = option(500, help="0 = only at the end")
     eval_batches: int = option(
@@ -124,7 +127,9 @@ class TrainConfig:
         False, help="start over in an OUTPUT that holds an earlier run (deletes only its files)"
     )
     init_checkpoint: str | None = option(None, help="start from these weights (phase 2)")
-    compile: bool = option(False, help="torch.compile the model (pads batches to max_seq_length)")
+    compile: bool = option(
+        False, help="torch.compile the model (pads to max_seq_length, or its quarters if bucketed)"
+    )
     precision: str = option("auto", help="auto (bf16 autocast on CUDA, fp32 on CPU), bf16, fp32")
     device: str = option("auto", help="auto, cuda, cpu")
     peak_tflops: float | None = option(
@@ -153,6 +158,8 @@ class TrainConfig:
                 raise ValueError(f"--{name.replace('_', '-')} must be at least 1")
         if self.warmup_steps > self.max_steps:
             raise ValueError("--warmup-steps must not exceed --max-steps")
+        if self.bucket_window < 0:
+            raise ValueError("--bucket-window must be 0 (off) or a number of micro-batches")
         check_run_location("--output", self.output, remote_ok=True)
         check_run_location("--init-checkpoint", self.init_checkpoint, remote_ok=True)
 
@@ -243,7 +250,9 @@ def setup(config: TrainConfig, env: distributed.Distributed) -> Run:
     if env.active:
         device_ids = [env.device.index] if env.device.type == "cuda" else None
         wrapped = DistributedDataParallel(model, device_ids=device_ids)
-    forward = torch.compile(wrapped) if config.compile else wrapped
+    # Bucketed batches come in four widths: four static graphs, not one dynamic one.
+    dynamic = None if config.bucket_window == 0 else False
+    forward = torch.compile(wrapped, dynamic=dynamic) if config.compile else wrapped
     autocast = _autocast(config, env.device)
     loader = _build_loader(config, env, source)
     dtype = "bf16" if isinstance(autocast, torch.autocast) else "fp32"
@@ -251,7 +260,7 @@ def setup(config: TrainConfig, env: distributed.Distributed) -> Run:
         config=config, env=env, source=source, heldout=heldout, model=model, wrapped=wrapped,
         forward=forward, optimizer=optimizer, scheduler=scheduler, loader=loader,
         batches=loader.batches(position), autocast=autocast, accumulation=accumulation,
-        pad_to=_fixed_shape(source) if config.compile else None, step=step,
+        pad_to=_fixed_shape(config, source) if config.compile else None, step=step,
         run_dir=run_dir, remote=remote,
         logger=MetricsLogger(
             run_dir, enabled=env.is_main, tensorboard=config.tensorboard,
@@ -264,11 +273,13 @@ def setup(config: TrainConfig, env: distributed.Distributed) -> Run:
     return run
 
 
-def _fixed_shape(source: DataSource) -> FixedShape:
-    """The sequence length and prediction slots of every batch under --compile: the
-    manifest's, so no batch brings a new shape (and a recompile)."""
+def _fixed_shape(config: TrainConfig, source: DataSource) -> FixedShape:
+    """The sequence lengths and prediction slots of batches under --compile: the manifest's
+    (or its quarters, with --bucket-window), so that no batch brings a new shape and a
+    recompile."""
     output = source.manifest.outputs[f"seq{source.max_seq_length}"]  # checked by open_source
-    return FixedShape.of(source.max_seq_length, output.max_predictions_per_seq)
+    buckets = 4 if config.bucket_window else 1
+    return FixedShape.of(source.max_seq_length, output.max_predictions_per_seq, buckets)
 
 
 def _heldout_source(source: DataSource) -> DataSource | None:
@@ -413,7 +424,8 @@ def _build_loader(
         LoaderConfig(
             config.micro_batch_size, rank=env.rank, world_size=env.world_size,
             num_workers=config.num_workers, seed=config.seed,
-            shuffle_buffer=config.shuffle_buffer, pin_memory=env.device.type == "cuda",
+            shuffle_buffer=config.shuffle_buffer, bucket_window=config.bucket_window,
+            pin_memory=env.device.type == "cuda",
         ),
     )  # fmt: skip
 
