@@ -4,6 +4,8 @@
     python -m bench.train_step --model large --steps 50 --repeats 5  # on a GPU: base and large
     python -m bench.train_step --synthetic        # no shards needed (random batches)
     python -m bench.train_step --model tiny --steps 5 --repeats 1 --json bench/.work/step.json
+    python -m bench.train_step --reference --optimizer adamw,lamb   # + transformers, + LAMB
+    python -m bench.train_step --seq 512 --batches 32 --bucket-windows 0,32  # length bucketing
 
 Run from the repository root, after `bertkit demo` (which writes out/demo/shards), or with
 --shards DIR or --synthetic.
@@ -35,6 +37,16 @@ threads and the load average.
 
 Default rows: on CPU tiny and mini at --seq 128, batch 32, eager; on CUDA BERT-base at 128,
 batch 256, eager and compiled (--model large adds large; --no-compile drops the compiled rows).
+--optimizer adamw,lamb adds a row per optimizer (bertkit's multi-tensor LAMB, the trainer's
+--optimizer lamb). --reference adds, for every row, the same step on transformers'
+`BertForPreTraining` (SDPA attention, the same config, batches, autocast, optimizer and
+compile setting; labels -100 off the masked positions, as its users pass them, so its MLM
+head runs over every position) and prints bertkit ÷ transformers seq/s per row; its FLOPs and
+MFU are counted as bertkit's (the useful work), so the MFU columns compare directly.
+--bucket-windows 0,32 takes the real batches once per value through the loader's length
+bucketing (trainer.data, --bucket-window; 0 = off) and adds rows per value: tokens/s (real
+tokens) is the figure to compare; compiled rows pad to the quarter of --seq that holds the
+batch, as the trainer does.
 The target (the loader issue): ≥ 45 % MFU for BERT-base on an H100. With the demo's shards
 the vocabulary is theirs (8,000 tokens; BERT's is 30,522, --synthetic's default), which makes
 the MLM decoder smaller than a real run's.
@@ -65,6 +77,7 @@ from trainer.data import (
     PretrainingLoader,
     open_source,
 )
+from trainer.export import hf_config  # transformers' config.json for the same model
 from trainer.metrics import peak_flops
 from trainer.model import (
     MODEL_SIZES,
@@ -74,7 +87,7 @@ from trainer.model import (
     config_for,
     parameter_count,
 )
-from trainer.optim import build_optimizer
+from trainer.optim import OPTIMIZERS, build_optimizer
 
 DEFAULT_SHARDS = DEMO_OUTPUT / "shards"
 BERT_VOCAB_SIZE = 30522  # BERT's uncased WordPiece vocabulary: --synthetic's default
@@ -97,11 +110,11 @@ class Batches:
     description: str
 
 
-def real_batches(shards: Path, seq: int, batch: int, count: int) -> Batches:
+def real_batches(shards: Path, seq: int, batch: int, count: int, window: int = 0) -> Batches:
     source = open_source(str(shards), "train", seq)
     if source.manifest is None:
         raise DataConfigError(f"{shards}: no manifest, so no vocabulary size")
-    loader = PretrainingLoader(source, LoaderConfig(batch, num_workers=0))
+    loader = PretrainingLoader(source, LoaderConfig(batch, num_workers=0, bucket_window=window))
     batches = []
     with contextlib.closing(loader.epoch(DataPosition())) as epoch:  # type: ignore[type-var]
         for collated in epoch:
@@ -114,7 +127,8 @@ def real_batches(shards: Path, seq: int, batch: int, count: int) -> Batches:
         vocab,
         synthetic=False,
         description=f"real shards: {shards} seq{seq} train split, {len(batches)} batches of "
-        f"{batch} cached and cycled (vocabulary {vocab:,} tokens)",
+        f"{batch} cached and cycled (vocabulary {vocab:,} tokens"
+        + (f", length bucketing over {window} batches)" if window else ")"),
     )
 
 
@@ -157,10 +171,25 @@ def synthetic_batches(seq: int, batch: int, count: int, vocab: int, seed: int = 
 # --------------------------------------------------------------------------- one row
 
 
+IMPLEMENTATIONS = ("bertkit", "transformers")
+
+
 @dataclass(frozen=True)
 class RowSpec:
     model: str
     compiled: bool
+    optimizer: str = "adamw"
+    implementation: str = "bertkit"  # or "transformers": its BertForPreTraining, the peer
+    bucket_window: int = 0
+
+    @property
+    def mode(self) -> str:
+        return "compiled" if self.compiled else "eager"
+
+    def peer(self) -> RowSpec:
+        """The same row on the other implementation."""
+        other = IMPLEMENTATIONS[1 - IMPLEMENTATIONS.index(self.implementation)]
+        return RowSpec(self.model, self.compiled, self.optimizer, other, self.bucket_window)
 
 
 @dataclass
@@ -187,6 +216,9 @@ class RowResult:
     model: str
     compiled: bool
     ok: bool
+    optimizer: str = "adamw"
+    implementation: str = "bertkit"
+    bucket_window: int = 0
     parameters: int | None = None
     batch: int | None = None
     mean_length: float | None = None  # padded length the model computed on
@@ -196,11 +228,48 @@ class RowResult:
     medians: dict[str, float | None] = field(default_factory=dict)
     windows: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
+    vs_transformers: float | None = None  # bertkit seq/s ÷ transformers', on bertkit rows
+
+    @property
+    def spec(self) -> RowSpec:
+        return RowSpec(self.model, self.compiled, self.optimizer, self.implementation,
+                       self.bucket_window)  # fmt: skip
 
 
 def synchronize(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+def build_model(spec: RowSpec, config: BertConfig) -> torch.nn.Module:
+    """bertkit's BertForPreTraining, or transformers' with the same config and SDPA."""
+    if spec.implementation == "bertkit":
+        return BertForPreTraining(config)
+    from transformers import BertConfig as PeerConfig
+    from transformers import BertForPreTraining as PeerModel
+
+    settings = {k: v for k, v in hf_config(config).items() if k not in ("architectures",)}
+    return PeerModel(PeerConfig(**settings, attn_implementation="sdpa"))
+
+
+def transformers_labels(batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """(B, L) MLM labels as transformers' users pass them: the masked positions' token ids,
+    IGNORE_INDEX everywhere else (a padding slot points at position 0, [CLS], never masked,
+    and carries IGNORE_INDEX, so it writes nothing new)."""
+    labels = torch.full_like(batch[BatchField.INPUT_IDS], IGNORE_INDEX)
+    return labels.scatter_(1, batch[BatchField.MASKED_POSITIONS], batch[BatchField.MASKED_LABELS])
+
+
+def model_inputs(spec: RowSpec, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    if spec.implementation == "bertkit":
+        return {name: batch[name] for name in MODEL_INPUTS}
+    return {
+        "input_ids": batch[BatchField.INPUT_IDS],
+        "attention_mask": batch[BatchField.ATTENTION_MASK].long(),
+        "token_type_ids": batch[BatchField.TOKEN_TYPE_IDS],
+        "labels": transformers_labels(batch),
+        "next_sentence_label": batch[BatchField.NEXT_SENTENCE_LABELS],
+    }
 
 
 def run_row(
@@ -210,20 +279,24 @@ def run_row(
     config: BertConfig = config_for(spec.model, data.vocab_size)
     if config.max_position_embeddings < args.seq:
         config = config_for(spec.model, data.vocab_size, max_position_embeddings=args.seq)
-    model = BertForPreTraining(config).to(device)
+    model = build_model(spec, config).to(device)
     model.train()
     cuda = device.type == "cuda"
-    optimizer = build_optimizer(model, "adamw", args.lr, fused=cuda)
-    forward = torch.compile(model) if spec.compiled else model
+    optimizer = build_optimizer(model, spec.optimizer, args.lr, fused=cuda)
+    # Bucketed batches come in four widths: four static graphs, as the trainer compiles them.
+    dynamic = False if spec.bucket_window else None
+    forward = torch.compile(model, dynamic=dynamic) if spec.compiled else model
     autocast = (
         torch.autocast(device_type="cuda", dtype=torch.bfloat16)
         if cuda
         else contextlib.nullcontext()
     )
     slots = max(b[BatchField.MASKED_POSITIONS].shape[1] for b in data.batches)
-    pad_to = FixedShape.of(args.seq, slots) if spec.compiled else None
-    # Per batch, computed once on the CPU: FLOPs, sequences and real tokens; then the tensors
-    # go to the device, so neither the counting nor the copies are in the timed windows.
+    buckets = 4 if spec.bucket_window else 1
+    pad_to = FixedShape.of(args.seq, slots, buckets) if spec.compiled else None
+    # Per batch, computed once on the CPU: FLOPs, sequences and real tokens, and the model's
+    # inputs; then the tensors go to the device, so neither the counting nor the copies are
+    # in the timed windows.
     prepared = [to_device(dict(b), torch.device("cpu"), pad_to) for b in data.batches]
     counts = [
         (
@@ -236,12 +309,11 @@ def run_row(
     lengths = [b[BatchField.INPUT_IDS].shape[1] for b in prepared]
     predictions = [int((b[BatchField.MASKED_LABELS] != IGNORE_INDEX).sum()) for b in prepared]
     sequences = sum(len(b[BatchField.INPUT_IDS]) for b in prepared)
-    on_device = [to_device(b, device, None) for b in prepared]
+    on_device = [to_device(model_inputs(spec, b), device, None) for b in prepared]
 
     def step(index: int) -> None:
-        batch = on_device[index % len(on_device)]
         with autocast:
-            out = forward(**{name: batch[name] for name in MODEL_INPUTS})
+            out = forward(**on_device[index % len(on_device)])
         out.loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP_GRAD_NORM)
         optimizer.step()
@@ -285,6 +357,9 @@ def run_row(
         spec.model,
         spec.compiled,
         ok=True,
+        optimizer=spec.optimizer,
+        implementation=spec.implementation,
+        bucket_window=spec.bucket_window,
         parameters=parameter_count(model),
         batch=len(prepared[0][BatchField.INPUT_IDS]),
         mean_length=statistics.fmean(lengths),
@@ -296,24 +371,34 @@ def run_row(
     )
 
 
+def compare_with_peers(results: list[RowResult]) -> None:
+    """Set each bertkit row's seq/s ÷ its transformers row's, where both ran."""
+    done = {r.spec: r for r in results if r.ok}
+    for result in results:
+        peer = done.get(result.spec.peer())
+        if result.ok and result.implementation == "bertkit" and peer is not None:
+            result.vs_transformers = result.medians["seq_per_s"] / peer.medians["seq_per_s"]  # type: ignore[operator]
+
+
 # --------------------------------------------------------------------------- reporting
 
 
 def print_results(results: list[RowResult], device: torch.device) -> None:
-    headers = ["model", "mode", "params M", "batch", "padded len", "preds/seq", "warmup s",
-               "step ms", "seq/s", "tokens/s", "model TFLOP/s", "MFU"]  # fmt: skip
+    headers = ["model", "impl", "mode", "optimizer", "buckets", "params M", "batch",
+               "padded len", "preds/seq", "warmup s", "step ms", "seq/s", "tokens/s",
+               "model TFLOP/s", "MFU", "÷ transformers"]  # fmt: skip
     if device.type == "cuda":
         headers.append("peak mem GiB")
     rows = []
     for result in results:
-        mode = "compiled" if result.compiled else "eager"
+        labels = [result.model, result.implementation, result.spec.mode, result.optimizer,
+                  str(result.bucket_window or "off")]  # fmt: skip
         if not result.ok:
-            rows.append([result.model, mode, "FAILED", *["n/a"] * (len(headers) - 3)])
+            rows.append([*labels, "FAILED", *["n/a"] * (len(headers) - len(labels) - 1)])
             continue
         m = result.medians
         row = [
-            result.model,
-            mode,
+            *labels,
             fmt(result.parameters / 1e6 if result.parameters else None, ".1f"),
             fmt(result.batch, "d"),
             fmt(result.mean_length, ".1f"),
@@ -325,20 +410,27 @@ def print_results(results: list[RowResult], device: torch.device) -> None:
             fmt(m["model_tflops"], ".3g"),
             fmt(m["mfu"] * 100 if m["mfu"] is not None else None, ".1f")
             + ("%" if m["mfu"] is not None else ""),
+            fmt(result.vs_transformers, ".2f") + ("×" if result.vs_transformers else ""),
         ]
         if device.type == "cuda":
             row.append(fmt(result.peak_memory_gib, ".1f"))
         rows.append(row)
-    measure.print_markdown_table(headers, rows, left=2)
+    measure.print_markdown_table(headers, rows, left=5)
     for result in results:
         if not result.ok:
-            print(f"{result.model} ({'compiled' if result.compiled else 'eager'}): {result.error}")
+            print(f"{describe_row(result.spec)}: {result.error}")
+
+
+def describe_row(spec: RowSpec) -> str:
+    buckets = f" buckets {spec.bucket_window}" if spec.bucket_window else ""
+    return f"{spec.model} {spec.implementation} {spec.mode} {spec.optimizer}{buckets}"
 
 
 def target_verdict(
     results: list[RowResult], device: torch.device, device_name: str, seq: int
 ) -> dict[str, Any]:
-    base = [r for r in results if r.ok and r.model == TARGET_MODEL and r.medians.get("mfu")]
+    base = [r for r in results if r.ok and r.model == TARGET_MODEL and r.medians.get("mfu")
+            and r.implementation == "bertkit"]  # fmt: skip
     best = max(base, key=lambda r: r.medians["mfu"] or 0.0, default=None)
     mfu = best.medians["mfu"] if best else None
     on_h100 = device.type == "cuda" and "H100" in device_name.upper()
@@ -394,8 +486,30 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--vocab-size", type=int, default=BERT_VOCAB_SIZE, help="--synthetic's vocabulary"
     )
+    parser.add_argument(
+        "--optimizer", default="adamw", help="comma-separated: adamw, lamb (a row set each)"
+    )
+    parser.add_argument(
+        "--reference", action="store_true",
+        help="add transformers' BertForPreTraining rows and bertkit ÷ transformers",
+    )  # fmt: skip
+    parser.add_argument(
+        "--bucket-windows", default="0",
+        help="comma-separated loader --bucket-window values, real batches only (0 = off)",
+    )  # fmt: skip
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args(argv)
+    args.optimizers = [o.strip() for o in args.optimizer.split(",") if o.strip()]
+    if not args.optimizers or set(args.optimizers) - set(OPTIMIZERS):
+        parser.error(f"--optimizer {args.optimizer!r}: comma-separated, of {', '.join(OPTIMIZERS)}")
+    try:
+        args.windows = [int(w) for w in args.bucket_windows.split(",")]
+    except ValueError:
+        parser.error(f"--bucket-windows {args.bucket_windows!r}: comma-separated integers")
+    if any(w < 0 for w in args.windows):
+        parser.error("--bucket-windows: 0 (off) or a number of batches")
+    if args.synthetic and any(args.windows):
+        parser.error("--bucket-windows needs real batches: synthetic ones are all full length")
     for name in ("seq", "steps", "repeats", "batches"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be at least 1")
@@ -438,7 +552,12 @@ def row_specs(args: argparse.Namespace, device: torch.device) -> list[RowSpec]:
         raise SystemExit(f"--model {','.join(unknown)}: choose from {', '.join(MODEL_SIZES)}")
     compile_rows = cuda if args.compile is None else args.compile
     modes = [False, True] if compile_rows else [False]
-    return [RowSpec(model, compiled) for model in models for compiled in modes]
+    implementations = IMPLEMENTATIONS if args.reference else IMPLEMENTATIONS[:1]
+    return [
+        RowSpec(model, compiled, optimizer, implementation, window)
+        for model in models for window in args.windows for compiled in modes
+        for optimizer in args.optimizers for implementation in implementations
+    ]  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -456,7 +575,7 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     if args.synthetic:
-        data = synthetic_batches(args.seq, batch, args.batches, args.vocab_size)
+        datasets = {0: synthetic_batches(args.seq, batch, args.batches, args.vocab_size)}
     elif not (args.shards / "manifest.json").exists():
         print(
             f"no shards at {args.shards}: make them with `bertkit demo` (writes out/demo/shards) "
@@ -466,13 +585,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     else:
         try:
-            data = real_batches(args.shards, args.seq, batch, args.batches)
+            datasets = {w: real_batches(args.shards, args.seq, batch, args.batches, w)
+                        for w in args.windows}  # fmt: skip
         except DataConfigError as error:
             print(f"{error}\nrun with --synthetic to use random batches", file=sys.stderr)
             return 2
+    data = datasets[args.windows[0]] if not args.synthetic else datasets[0]
 
     print(f"device: {describe_device(device)}")
-    print(f"data: {data.description}")
+    for each in datasets.values():
+        print(f"data: {each.description}")
     source = "--peak-tflops" if args.peak_tflops else "trainer.metrics table"
     print(
         f"peak: {fmt(peak / 1e12 if peak else None, ',.1f')} TFLOP/s {dtype}"
@@ -486,13 +608,14 @@ def main(argv: list[str] | None = None) -> int:
 
     results: list[RowResult] = []
     for spec in specs:
-        mode = "compiled" if spec.compiled else "eager"
         try:
-            result = run_row(spec, data, args, device, peak)
+            result = run_row(spec, datasets[spec.bucket_window], args, device, peak)
         except Exception as error:  # noqa: BLE001 - an OOM or a compile failure: run the rest
             first_line = str(error).splitlines()[0] if str(error) else ""
             message = f"{type(error).__name__}: {first_line}"
-            result = RowResult(spec.model, spec.compiled, ok=False, error=message)
+            result = RowResult(spec.model, spec.compiled, ok=False, optimizer=spec.optimizer,
+                               implementation=spec.implementation,
+                               bucket_window=spec.bucket_window, error=message)  # fmt: skip
         if spec.compiled:
             torch._dynamo.reset()  # drop the graphs (and what they hold) of this row's model
         if cuda:
@@ -501,13 +624,14 @@ def main(argv: list[str] | None = None) -> int:
         if result.ok:
             m = result.medians
             print(
-                f"  {spec.model:<6} {mode:<8} {fmt(m['step_ms'], '8.1f')} ms/step  "
+                f"  {describe_row(spec):<40} {fmt(m['step_ms'], '8.1f')} ms/step  "
                 f"{fmt(m['seq_per_s'], ',.0f')} seq/s  {fmt(m['model_tflops'], '.3g')} TFLOP/s",
                 flush=True,
             )
         else:
-            print(f"  {spec.model:<6} {mode:<8} FAILED {result.error}", flush=True)
+            print(f"  {describe_row(spec):<40} FAILED {result.error}", flush=True)
 
+    compare_with_peers(results)
     print(f"\nTraining step, seq {args.seq} ({'synthetic' if data.synthetic else 'real'} batches)")
     print_results(results, device)
     verdict = target_verdict(results, device, device_name, args.seq)
@@ -535,6 +659,9 @@ def write_results(
         "config": {
             "seq": args.seq,
             "batch": batch,
+            "optimizers": args.optimizers,
+            "reference": args.reference,
+            "bucket_windows": args.windows,
             "steps": args.steps,
             "warmup": args.warmup,
             "repeats": args.repeats,
