@@ -19,7 +19,7 @@ from pipelines.io.shards import ShardReadError
 from schemas.batch import IGNORE_INDEX, BatchField
 from schemas.examples import SHARDS_MANIFEST_NAME, PretrainingExample, sample_key
 from schemas.shards import SequenceOutput, ShardsManifest, SplitShards
-from trainer.collate import SampleLimits
+from trainer.collate import FixedShape, SampleLimits, to_device
 from trainer.data import (
     DataConfigError,
     DataPosition,
@@ -260,6 +260,25 @@ def test_bucketed_resume_repeats_and_skips_nothing(tmp_path, stop_after):
     assert len(full) == 11
     rest = PretrainingLoader(source, config).epoch(DataPosition(0, stop_after))
     assert full[:stop_after] + [indices([b]) for b in rest] == full
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_the_workers_pad_to_the_compile_shapes_before_pinning(tmp_path, workers):
+    """Under torch.compile the loader's workers pad each batch to its fixed shape (the sample
+    lengths here are 5 … 10 tokens: collated to 8 or 16), so the trainer's to_device has
+    nothing left to pad and copies the pinned tensors as they are."""
+    source = open_source(str(write_uneven_shards(tmp_path)))
+    for fixed, width in ((FixedShape.of(128, 20), 128), (FixedShape.of(128, 20, buckets=4), 32)):
+        config = LoaderConfig(5, num_workers=workers, pad_to=fixed)
+        batches = list(PretrainingLoader(source, config).epoch(DataPosition()))
+        assert len(batches) == 7
+        for batch in batches:
+            assert batch[BatchField.INPUT_IDS].shape == (5, width)
+            assert batch[BatchField.ATTENTION_MASK].shape == (5, width)
+            assert batch[BatchField.MASKED_LABELS].shape == (5, 24)
+            assert batch[BatchField.MASKED_LABELS][:, 1:].eq(IGNORE_INDEX).all()
+            moved = to_device(dict(batch), torch.device("cpu"), fixed)
+            assert all(moved[name] is batch[name] for name in batch)
 
 
 # --------------------------------------------------------------------------- checks and errors

@@ -138,17 +138,25 @@ class FixedShape:
         raise ValueError(f"a batch {have} tokens wide, more than the fixed {self.tokens}")
 
 
+def pad_batch(batch: dict[str, torch.Tensor], fixed: FixedShape) -> dict[str, torch.Tensor]:
+    """`batch` padded to `fixed`, in place: tokens with [PAD] (0) and a False attention mask,
+    prediction slots with position 0 and IGNORE_INDEX labels. The loader's workers do it
+    (LoaderConfig.pad_to) before the batch is pinned: padding a pinned batch would make new,
+    pageable tensors, and their copy to the GPU synchronous."""
+    width = fixed.width_for(batch[BatchField.INPUT_IDS].shape[1])
+    _pad(batch, (BatchField.INPUT_IDS, BatchField.TOKEN_TYPE_IDS, BatchField.ATTENTION_MASK),
+         width, 0)  # fmt: skip
+    _pad(batch, (BatchField.MASKED_POSITIONS,), fixed.slots, 0)
+    _pad(batch, (BatchField.MASKED_LABELS,), fixed.slots, IGNORE_INDEX)
+    return batch
+
+
 def to_device(
     batch: dict[str, torch.Tensor], device: torch.device, fixed: FixedShape | None
 ) -> dict[str, torch.Tensor]:
-    """The batch on `device`, padded to `fixed` first if given: tokens with [PAD] (0) and a
-    False attention mask, prediction slots with position 0 and IGNORE_INDEX labels."""
+    """The batch on `device`, padded to `fixed` first if given and not padded yet."""
     if fixed is not None:
-        width = fixed.width_for(batch[BatchField.INPUT_IDS].shape[1])
-        _pad(batch, (BatchField.INPUT_IDS, BatchField.TOKEN_TYPE_IDS, BatchField.ATTENTION_MASK),
-             width, 0)  # fmt: skip
-        _pad(batch, (BatchField.MASKED_POSITIONS,), fixed.slots, 0)
-        _pad(batch, (BatchField.MASKED_LABELS,), fixed.slots, IGNORE_INDEX)
+        pad_batch(batch, fixed)
     return {name: tensor.to(device, non_blocking=True) for name, tensor in batch.items()}
 
 

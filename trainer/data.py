@@ -16,7 +16,8 @@ The stages, each a small function, in the order a sample goes through them:
     bucket_batches           (--bucket-window W) sort each window of W batches by length,
                              cut it into batches, deal them out in a seeded order
     collate                  check every field, pad to a multiple of 8 → the tensors of
-                             schemas/batch.py (trainer/collate.py)
+                             schemas/batch.py (trainer/collate.py); under torch.compile
+                             on to the fixed shapes (pad_to), before the batch is pinned
 
 **Every rank gets exactly the same number of batches.** The sample counts come from the
 manifest (or, for shards without one, from one counting pass), so the plan needs no
@@ -75,7 +76,7 @@ from schemas.examples import (
 )
 from schemas.shards import ShardInfo, ShardsManifest, SplitShards
 from schemas.versions import read_record
-from trainer.collate import SampleLimits, collate
+from trainer.collate import FixedShape, SampleLimits, collate, pad_batch
 from trainer.preemption import STOP_SIGNALS
 
 _LOG = logging.getLogger(__name__)
@@ -471,6 +472,7 @@ class LoaderConfig:
     shuffle: bool = True
     shuffle_buffer: int = 10_000  # samples per worker; ~4 MB at 128 tokens
     bucket_window: int = 0  # batches sorted by length together; 0 = no bucketing
+    pad_to: FixedShape | None = None  # torch.compile's shapes, padded to in the worker
     drop_last: bool = True
     verify: bool = True
     pin_memory: bool = False
@@ -512,7 +514,8 @@ def worker_stream(
         )
     limits = SampleLimits.of(source)
     for group in groups:
-        yield collate(group, limits)
+        batch = collate(group, limits)
+        yield batch if config.pad_to is None else pad_batch(batch, config.pad_to)
 
 
 class _EpochDataset(IterableDataset):

@@ -426,6 +426,7 @@ def _build_loader(
             num_workers=config.num_workers, seed=config.seed,
             shuffle_buffer=config.shuffle_buffer, bucket_window=config.bucket_window,
             pin_memory=env.device.type == "cuda",
+            pad_to=_fixed_shape(config, source) if config.compile else None,
         ),
     )  # fmt: skip
 
@@ -459,7 +460,8 @@ def train_step(run: Run, sums: torch.Tensor) -> torch.Tensor | None:
             int(host_batch[BatchField.ATTENTION_MASK].sum()),
             batch_flops(model_config, host_batch) * env.world_size,
         )
-        batch = to_device(host_batch, env.device, run.pad_to)
+        # The model's inputs only (the sample keys stay on the host); padded in the loader.
+        batch = to_device({k: host_batch[k] for k in MODEL_INPUTS}, env.device, run.pad_to)
         sync = micro == run.accumulation - 1 or not env.active
         with contextlib.nullcontext() if sync else run.wrapped.no_sync(), run.autocast:
             out = run.forward(**{name: batch[name] for name in MODEL_INPUTS})
