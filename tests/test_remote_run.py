@@ -7,12 +7,16 @@ the earlier-run rules hold for a prefix as for a directory."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from bench.gcsserver import gcs_emulator
 from bench.s3server import client_environment
-from tests.test_train import TINY, metrics
+from tests.test_train import TINY, free_port, metrics
 from trainer import train
 from trainer.export import WEIGHTS_FILE, export_hf
 
@@ -110,3 +114,33 @@ def test_a_run_on_gcs_writes_checkpoints_metrics_and_events(sample_shards, tmp_p
     assert any(n.startswith("r1/events.out.tfevents.") for n in names)
     assert blobs["r1/checkpoints/latest"] == b"step-00000004.pt\n"
     assert sorted(losses(blobs["r1/metrics.jsonl"])) == [1, 2, 3, 4]
+
+
+def test_two_processes_stop_and_resume_from_s3_like_an_uninterrupted_run(
+    sample_shards, s3, s3_server, tmp_path
+):
+    """A 2-process Gloo run under torchrun with --output on S3: rank 0 mirrors, every rank
+    downloads the checkpoint on --resume into its own staging; the losses are those of an
+    uninterrupted local 2-process run."""
+    env = {**os.environ, **client_environment(s3_server.endpoint), "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": str(Path.cwd())}  # fmt: skip
+
+    def torchrun(*args: str) -> None:
+        command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+                   "--master-addr", "127.0.0.1", "--master-port", str(free_port()),
+                   "-m", "trainer.train", *TINY, "--shards", str(sample_shards), *STEPS,
+                   "--global-batch-size", "32", "--num-workers", "1", *args]  # fmt: skip
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300,
+                              cwd=tmp_path)  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+
+    url = f"s3://{BUCKET}/ddp"
+    torchrun("--output", str(tmp_path / "local"))
+    torchrun("--output", url, "--stop-at-step", "3")
+    assert s3_listing(s3, "ddp")["checkpoints/latest"] == b"step-00000003.pt\n"
+    torchrun("--output", url, "--resume")
+    done = s3_listing(s3, "ddp")
+    assert sorted(done) == ["checkpoints/latest", "checkpoints/step-00000006.pt", "metrics.jsonl"]
+    assert losses(done["metrics.jsonl"]) == {s: metrics(tmp_path / "local")[s]["loss"]
+                                             for s in range(1, 7)}  # fmt: skip
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["local"]  # no s3:/… directory
