@@ -13,7 +13,7 @@ so it holds only tensors and plain containers of str/int/float/bool/None: no pic
     rng                {"torch": [ByteTensor per rank], "device_type": "cpu" | "cuda" | "xpu"…,
                         "device": [ByteTensor per rank] | None (the accelerator's generator),
                         "cuda": the same as "device" on CUDA, else None (older readers)}
-    train_config       trainer.train.TrainConfig as a dict: every flag, resolved
+    train_config       trainer.config.TrainConfig as a dict: every flag, resolved
     data               {"manifest", "schema_version", "max_seq_length", "samples_per_epoch"}
     vocab              the shards manifest's vocab record: {"path", "sha256", "size", "cased"}
     world_size         processes in the run that wrote it (resume needs the same)
