@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -360,9 +361,12 @@ def hf_state_dict(model: BertForPreTraining) -> dict[str, Tensor]:
 
 
 def batch_flops(model_config: BertConfig, batch: dict[str, torch.Tensor]) -> float:
-    """Training FLOPs of one micro-batch as collated: padded length, its real predictions."""
+    """Training FLOPs of one micro-batch as collated: padded length, its real predictions.
+
+    `batch` is on the host (the loader's copy): counted through NumPy, so nothing here goes
+    through torch's dispatcher or waits on a device."""
     sequences, length = batch[BatchField.INPUT_IDS].shape
-    predictions = int((batch[BatchField.MASKED_LABELS] >= 0).sum())
+    predictions = int(np.count_nonzero(batch[BatchField.MASKED_LABELS].numpy() >= 0))
     encoder = flops_per_sequence(model_config, length, 0)
     head = flops_per_sequence(model_config, length, 1) - encoder  # one prediction's MLM head
     return sequences * encoder + predictions * head

