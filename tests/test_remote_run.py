@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -86,15 +87,56 @@ def test_overwrite_on_s3_never_deletes_what_no_run_wrote(sample_shards, s3, caps
     common = [*TINY, "--shards", str(sample_shards), *STEPS, "--stop-at-step", "3"]
     url = f"s3://{BUCKET}/r2"
     assert train.run([*common, "--output", url]) == 0
-    s3.put_object(Bucket=BUCKET, Key="r2/notes.txt", Body=b"mine")
-    assert train.run([*common, "--output", url, "--overwrite"]) == 2
-    assert f"--overwrite: {url} also holds notes.txt, which no training run writes" in (
+    run_files = ["checkpoints/latest", "checkpoints/step-00000003.pt", "metrics.jsonl"]
+    # Names close to the run's own: a run on object storage never writes a .tmp- file, and an
+    # event file is never a folder.
+    for foreign in ("notes.txt", "checkpoints/.tmp-notes.txt", "events.out.tfevents.old/keep"):
+        s3.put_object(Bucket=BUCKET, Key=f"r2/{foreign}", Body=b"mine")
+        assert train.run([*common, "--output", url, "--overwrite"]) == 2
+        assert f"--overwrite: {url} also holds {foreign}, which no training run writes" in (
+            capsys.readouterr().err
+        )
+        assert sorted(s3_listing(s3, "r2")) == sorted([*run_files, foreign])
+        s3.delete_object(Bucket=BUCKET, Key=f"r2/{foreign}")
+    assert train.run([*common, "--output", url, "--overwrite"]) == 0
+
+
+def test_a_resumed_run_on_s3_keeps_as_many_checkpoints_as_a_local_one(sample_shards, s3, tmp_path):
+    common = [*TINY, "--shards", str(sample_shards), "--max-steps", "5", "--warmup-steps", "1",
+              "--eval-every", "0", "--checkpoint-every", "1", "--keep-checkpoints", "3",
+              "--num-workers", "0"]  # fmt: skip
+    for output in (str(tmp_path / "local"), f"s3://{BUCKET}/k"):
+        assert train.run([*common, "--output", output, "--stop-at-step", "3"]) == 0
+        assert train.run([*common, "--output", output, "--resume", "--stop-at-step", "4"]) == 0
+    want = sorted(p.name for p in (tmp_path / "local" / "checkpoints").iterdir())
+    assert want == ["latest", "step-00000002.pt", "step-00000003.pt", "step-00000004.pt"]
+    assert sorted(n.split("/")[1] for n in s3_listing(s3, "k") if n.startswith("checkpoints/")) == want
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["local"]
+
+
+def test_storage_errors_are_reported_and_leave_no_temporary_files(
+    sample_shards, s3, tmp_path, monkeypatch, capsys
+):
+    staging = tmp_path / "tmp"  # where the runs' staging and download folders go
+    staging.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(staging))
+    common = [*TINY, "--shards", str(sample_shards), *STEPS]
+    assert train.run([*common, "--output", "s3://no-such-bucket/r"]) == 2
+    assert "bertkit train: error: listing s3://no-such-bucket/r: no such bucket or object" in (
         capsys.readouterr().err
     )
-    assert sorted(s3_listing(s3, "r2")) == ["checkpoints/latest", "checkpoints/step-00000003.pt",
-                                            "metrics.jsonl", "notes.txt"]  # fmt: skip
-    s3.delete_object(Bucket=BUCKET, Key="r2/notes.txt")
-    assert train.run([*common, "--output", url, "--overwrite"]) == 0
+    with pytest.raises(FileNotFoundError, match=f"reading s3://{BUCKET}/none/checkpoints/latest: "
+                       "no such bucket or object"):  # fmt: skip
+        export_hf(f"s3://{BUCKET}/none/checkpoints", tmp_path / "hf")
+    assert train.run([*common, "--output", str(tmp_path / "r"),
+                      "--init-checkpoint", f"s3://{BUCKET}/none/step-00000001.pt"]) == 2  # fmt: skip
+    assert f"reading s3://{BUCKET}/none/step-00000001.pt: no such" in capsys.readouterr().err
+    assert list(staging.iterdir()) == []
+    # export-hf checks its --output before it downloads anything.
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "README.md").write_text("mine")
+    with pytest.raises(ValueError, match="taken holds README.md, which `bertkit export-hf` does"):
+        export_hf(f"s3://{BUCKET}/none/checkpoints", tmp_path / "taken")
 
 
 def test_a_run_on_gcs_writes_checkpoints_metrics_and_events(sample_shards, tmp_path):

@@ -54,13 +54,24 @@ class CheckpointError(ValueError):
 
 
 # What a training run writes in its directory, and nothing else: all `--overwrite` deletes.
-RUN_FILES = (
-    f"{CHECKPOINTS_DIR}/{CHECKPOINT_GLOB}",
-    f"{CHECKPOINTS_DIR}/{LATEST_FILE}",
-    f"{CHECKPOINTS_DIR}/.tmp-*",
-    METRICS_FILE,
-    "events.out.tfevents.*",
+# Names relative to the run directory, `/`-separated; none reaches into a folder of its own.
+_RUN_FILE = re.compile(
+    rf"{CHECKPOINTS_DIR}/(?:step-[0-9]{{8}}\.pt|{re.escape(LATEST_FILE)})"
+    rf"|{re.escape(METRICS_FILE)}|events\.out\.tfevents\.[^/]+"
 )
+# A checkpoint or `latest` write that never reached its rename (a kill, a full disk): only in
+# a local run directory (a run on object storage uploads whole files, never these).
+_TEMPORARY = re.compile(r"\.tmp-[0-9a-f]{32}-(?:step-[0-9]{8}\.pt|" + re.escape(LATEST_FILE) + ")")
+
+
+def is_run_file(name: str, local: bool = True) -> bool:
+    """Whether `name` (relative to a run directory, `/`-separated) is a file a training run
+    writes there: a checkpoint, `latest`, metrics.jsonl, a TensorBoard event file, and in a
+    local directory the temporaries of a checkpoint write cut short."""
+    if _RUN_FILE.fullmatch(name):
+        return True
+    folder, _, base = name.partition("/")
+    return local and folder == CHECKPOINTS_DIR and bool(_TEMPORARY.fullmatch(base))
 
 
 def save_checkpoint(directory: Path, step: int, payload: dict[str, Any], keep: int) -> Path:
@@ -122,16 +133,12 @@ def check_resumable(checkpoint: dict[str, Any], current: dict[str, Any], world: 
         )
 
 
-# A checkpoint or `latest` write that never reached its rename (a kill, a full disk).
-_TEMPORARY = re.compile(r"\.tmp-[0-9a-f]{32}-(?:step-[0-9]{8}\.pt|" + re.escape(LATEST_FILE) + ")")
-
-
 def prepare_run_directory(output: Path, resume: bool, overwrite: bool) -> list[Path]:
     """Check `output` before any work; return the earlier run's files to remove once every
     check has passed.
 
     A directory holding an earlier run needs --resume (go on) or --overwrite (start over).
-    --overwrite deletes only what a run writes (RUN_FILES), and refuses a directory that
+    --overwrite deletes only what a run writes (`is_run_file`), and refuses a directory that
     holds anything else, naming it: bertkit never deletes what it did not write. --resume
     deletes only the temporary files of a checkpoint write that was killed before its
     rename: nothing reads them, and no later write would replace them.
@@ -140,9 +147,8 @@ def prepare_run_directory(output: Path, resume: bool, overwrite: bool) -> list[P
         raise CheckpointError(f"--output {output} is a file: give a run directory")
     earlier = sorted(
         p
-        for pattern in RUN_FILES
-        for p in output.glob(pattern)
-        if p.is_file() and (not p.name.startswith(".tmp-") or _TEMPORARY.fullmatch(p.name))
+        for p in output.rglob("*")
+        if p.is_file() and is_run_file(p.relative_to(output).as_posix())
     )
     if resume:
         return [p for p in earlier if _TEMPORARY.fullmatch(p.name)]

@@ -212,6 +212,7 @@ def export_hf(
     check_run_location("--checkpoint", checkpoint_path, remote_ok=True)
     check_run_location("--output", output_dir, remote_ok=False)
     if storage.is_remote(str(checkpoint_path)):
+        check_output(Path(output_dir), overwrite)  # before the download, not after it
         local, folder = fetch_checkpoint(str(checkpoint_path))
         try:
             return export_hf(local, output_dir, vocab_dir, overwrite)

@@ -16,7 +16,6 @@ metrics into staging (every rank: each reads the checkpoint).
 
 from __future__ import annotations
 
-import fnmatch
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -30,8 +29,7 @@ from schemas.checkpoint import (
     LATEST_MAX_BYTES,
     parse_latest,
 )
-from trainer.checkpoint import RUN_FILES, CheckpointError
-from trainer.metrics import METRICS_FILE
+from trainer.checkpoint import CheckpointError, is_run_file
 
 
 def _latest_name(pointer: Path, where: str) -> str:
@@ -44,20 +42,21 @@ def _latest_name(pointer: Path, where: str) -> str:
 
 
 def _is_run_file(name: str) -> bool:
-    return any(fnmatch.fnmatchcase(name, pattern) for pattern in RUN_FILES)
+    return is_run_file(name, local=False)
 
 
 @dataclass
 class RemoteRun:
     url: str
     staging: Path
+    keep: int  # --keep-checkpoints: the URL keeps as many as a local run directory would
     uploaded: set[str] = field(default_factory=set)  # checkpoint names on the URL
 
     @classmethod
-    def open(cls, url: str) -> RemoteRun:
+    def open(cls, url: str, keep: int) -> RemoteRun:
         objects.split(url)  # only s3:// and gs://
         staging = Path(tempfile.mkdtemp(prefix="bertkit-run-"))
-        return cls(url.rstrip("/"), staging)
+        return cls(url.rstrip("/"), staging, keep)
 
     def _url(self, name: str) -> str:
         return f"{self.url}/{name}"
@@ -101,10 +100,11 @@ class RemoteRun:
                 "storage: it was deleted after the trainer wrote it"
             )
         objects.download(self._url(checkpoint), self.staging / checkpoint)
-        pattern = f"{CHECKPOINTS_DIR}/{CHECKPOINT_GLOB}"
-        self.uploaded = {n.split("/", 1)[1] for n in names if fnmatch.fnmatchcase(n, pattern)}
-        for other in names:
-            if other == METRICS_FILE or other.startswith("events.out.tfevents."):
+        # Every checkpoint already there counts against --keep-checkpoints, as in a local
+        # run directory; only the one `latest` names was downloaded.
+        self.uploaded = {n.split("/", 1)[1] for n in names if _is_run_file(n) and n.endswith(".pt")}
+        for other in names:  # the metrics and event files the run appends to
+            if _is_run_file(other) and not other.startswith(f"{CHECKPOINTS_DIR}/"):
                 objects.download(self._url(other), self.staging / other)
 
     def delete(self, names: list[str]) -> None:
@@ -112,8 +112,9 @@ class RemoteRun:
             objects.delete(self._url(name))
 
     def push(self) -> None:
-        """Mirror staging to the URL: new checkpoints, then `latest`, then the logs; delete
-        the checkpoints rotated out of staging."""
+        """Mirror staging to the URL: new checkpoints, then `latest`, then the logs; then
+        rotate: the URL keeps the checkpoints staging holds and, like a local run directory,
+        the newest of the others up to --keep-checkpoints in all."""
         directory = self.staging / CHECKPOINTS_DIR
         local = {p.name for p in directory.glob(CHECKPOINT_GLOB)} if directory.is_dir() else set()
         for name in sorted(local - self.uploaded):
@@ -122,9 +123,10 @@ class RemoteRun:
         if (directory / LATEST_FILE).is_file():
             objects.upload(directory / LATEST_FILE, self._url(f"{CHECKPOINTS_DIR}/{LATEST_FILE}"))
         for path in sorted(self.staging.iterdir()):
-            if path.is_file() and (path.name == METRICS_FILE or path.name.startswith("events.")):
+            if path.is_file() and _is_run_file(path.name):  # metrics.jsonl, event files
                 objects.upload(path, self._url(path.name))
-        for name in sorted(self.uploaded - local):
+        others = sorted(self.uploaded - local)
+        for name in others[: max(0, len(others) - max(self.keep - len(local), 0))]:
             objects.delete(self._url(f"{CHECKPOINTS_DIR}/{name}"))
             self.uploaded.discard(name)
 
@@ -137,11 +139,15 @@ def fetch_checkpoint(url: str) -> tuple[Path, Path]:
     --checkpoint), downloaded: (the local checkpoint file, the folder to remove after)."""
     folder = Path(tempfile.mkdtemp(prefix="bertkit-checkpoint-"))
     url = url.rstrip("/")
-    if url.endswith(".pt"):
-        target = folder / url.rsplit("/", 1)[1]
-        objects.download(url, target)
-        return target, folder
-    objects.download(f"{url}/{LATEST_FILE}", folder / LATEST_FILE)
-    name = _latest_name(folder / LATEST_FILE, f"{url}/{LATEST_FILE}")
-    objects.download(f"{url}/{name}", folder / name)
+    try:
+        if url.endswith(".pt"):
+            target = folder / url.rsplit("/", 1)[1]
+            objects.download(url, target)
+            return target, folder
+        objects.download(f"{url}/{LATEST_FILE}", folder / LATEST_FILE)
+        name = _latest_name(folder / LATEST_FILE, f"{url}/{LATEST_FILE}")
+        objects.download(f"{url}/{name}", folder / name)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
     return folder / name, folder

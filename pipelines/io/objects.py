@@ -9,11 +9,16 @@ client (anonymous when STORAGE_EMULATOR_HOST points at an emulator).
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from pipelines.io import storage
+
+# What S3 and GCS answer for a bucket or an object that is not there.
+_S3_MISSING = {"404", "NoSuchBucket", "NoSuchKey", "NotFound"}
 
 
 def split(url: str) -> tuple[str, str, str]:
@@ -23,6 +28,43 @@ def split(url: str) -> tuple[str, str, str]:
         raise storage.StorageError(f"{url}: only s3:// and gs:// can be written")
     bucket, _, key = url.split("://", 1)[1].partition("/")
     return kind, bucket, key
+
+
+def _client_errors() -> tuple[type[Exception], ...]:
+    """The errors the installed cloud clients raise for a failed request."""
+    errors: list[type[Exception]] = []
+    with contextlib.suppress(ImportError):
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        errors += [BotoCoreError, ClientError]
+    with contextlib.suppress(ImportError):
+        from google.api_core.exceptions import GoogleAPICallError
+        from google.auth.exceptions import GoogleAuthError
+
+        errors += [GoogleAPICallError, GoogleAuthError]
+    return tuple(errors)
+
+
+def _is_missing(error: Exception) -> bool:
+    code = getattr(error, "response", None)
+    if isinstance(code, dict):  # botocore's ClientError
+        return str(code.get("Error", {}).get("Code")) in _S3_MISSING
+    return getattr(error, "code", None) == 404  # google.api_core's NotFound
+
+
+@contextlib.contextmanager
+def _request(action: str, url: str) -> Iterator[None]:
+    """A client's error as the IO layer's: FileNotFoundError when the bucket or the object
+    is not there, StorageError (an OSError) for anything else, with what and where."""
+    try:
+        yield
+    except _client_errors() as error:
+        where = storage.redact(url)
+        if _is_missing(error):
+            raise FileNotFoundError(
+                f"{action} {where}: no such bucket or object ({error})"
+            ) from error
+        raise storage.StorageError(f"{action} {where}: {error}") from error
 
 
 def _gcs_bucket(name: str) -> Any:
@@ -43,35 +85,39 @@ def _s3() -> Any:
 
 def upload(local: Path, url: str) -> None:
     kind, bucket, key = split(url)
-    if kind == "s3":
-        _s3().upload_file(str(local), bucket, key)
-    else:
-        _gcs_bucket(bucket).blob(key).upload_from_filename(str(local))
+    with _request("writing", url):
+        if kind == "s3":
+            _s3().upload_file(str(local), bucket, key)
+        else:
+            _gcs_bucket(bucket).blob(key).upload_from_filename(str(local))
 
 
 def download(url: str, local: Path) -> None:
     kind, bucket, key = split(url)
     local.parent.mkdir(parents=True, exist_ok=True)
-    if kind == "s3":
-        _s3().download_file(bucket, key, str(local))
-    else:
-        _gcs_bucket(bucket).blob(key).download_to_filename(str(local))
+    with _request("reading", url):
+        if kind == "s3":
+            _s3().download_file(bucket, key, str(local))
+        else:
+            _gcs_bucket(bucket).blob(key).download_to_filename(str(local))
 
 
 def list_names(prefix_url: str) -> list[str]:
     """The names of every object under `prefix_url`/, relative to it, sorted."""
     kind, bucket, key = split(prefix_url.rstrip("/") + "/")
-    if kind == "s3":
-        pages = _s3().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=key)
-        keys = [item["Key"] for page in pages for item in page.get("Contents", [])]
-    else:
-        keys = [blob.name for blob in _gcs_bucket(bucket).list_blobs(prefix=key)]
+    with _request("listing", prefix_url):
+        if kind == "s3":
+            pages = _s3().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=key)
+            keys = [item["Key"] for page in pages for item in page.get("Contents", [])]
+        else:
+            keys = [blob.name for blob in _gcs_bucket(bucket).list_blobs(prefix=key)]
     return sorted(name[len(key) :] for name in keys)
 
 
 def delete(url: str) -> None:
     kind, bucket, key = split(url)
-    if kind == "s3":
-        _s3().delete_object(Bucket=bucket, Key=key)
-    else:
-        _gcs_bucket(bucket).blob(key).delete()
+    with _request("deleting", url):
+        if kind == "s3":
+            _s3().delete_object(Bucket=bucket, Key=key)
+        else:
+            _gcs_bucket(bucket).blob(key).delete()
