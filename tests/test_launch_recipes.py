@@ -123,8 +123,8 @@ def test_the_slurm_script_runs_two_trainers_and_requeues_at_the_time_limit_warni
     assert log.read_text() == "scancel --signal=TERM 4242.0\nscontrol requeue 4242\n"
     checkpoint = latest_checkpoint(run_dir / "checkpoints")
     assert checkpoint is not None and re.fullmatch(r"step-0+\d+\.pt", checkpoint.name)
-    # The requeued job finds the checkpoint and resumes (one more step, then it ends): without
-    # the --resume the script adds, the trainer would refuse the earlier run's directory.
+    # The requeued job (the same command, --resume as on the first try) goes on from the
+    # checkpoint: one more step, then it ends.
     step = int(checkpoint.stem.removeprefix("step-"))
     env["PORT"] = str(free_port())
     again = subprocess.run(

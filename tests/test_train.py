@@ -87,13 +87,43 @@ def test_resume_gives_the_losses_of_an_uninterrupted_run(sample_shards, tmp_path
 def test_resume_refuses_another_input_setup(sample_shards, tmp_path, capsys):
     common = ["--shards", str(sample_shards), "--output", str(tmp_path / "r"),
               "--max-steps", "4", "--warmup-steps", "1", "--eval-every", "0", "--num-workers", "0"]
-    assert run_train(*common, "--resume") == 2
-    assert "--resume: no checkpoint in" in capsys.readouterr().err
     assert run_train(*common, "--stop-at-step", "2") == 0
     assert train.run([*TINY, *common, "--resume", "--micro-batch-size", "8"]) == 2
     assert "--micro-batch-size 16, now 8" in capsys.readouterr().err
     assert train.run([*TINY, *common, "--resume", "--bucket-window", "4"]) == 2
     assert "--bucket-window 0, now 4" in capsys.readouterr().err
+
+
+def test_resume_before_the_first_checkpoint_starts_the_run(sample_shards, tmp_path, caplog):
+    """A job requeued before its first checkpoint passes --resume like every requeue: the run
+    starts at step 0, from --init-checkpoint's weights when given, and ends as a run started
+    without --resume does."""
+    common = ["--shards", str(sample_shards), "--max-steps", "3", "--warmup-steps", "1",
+              "--num-workers", "0", "--eval-every", "0"]  # fmt: skip
+    phase1, phase2 = tmp_path / "phase1", tmp_path / "phase2"
+    assert run_train(*common, "--output", str(phase1)) == 0
+    init = ["--init-checkpoint", str(phase1 / "checkpoints")]
+    assert run_train(*common, *init, "--output", str(phase2)) == 0
+    killed = tmp_path / "killed"  # its first try was killed before its first checkpoint
+    killed.mkdir()
+    (killed / METRICS_FILE).write_bytes((phase2 / METRICS_FILE).read_bytes())
+    with caplog.at_level("WARNING"):
+        assert run_train(*common, *init, "--output", str(killed), "--resume") == 0
+    assert f"--resume: {killed}/checkpoints has no checkpoint yet" in caplog.text
+    assert "starting at step 0 from --init-checkpoint" in caplog.text
+    lines = [json.loads(line) for line in (killed / METRICS_FILE).read_text().splitlines()]
+    assert [r["step"] for r in lines if r["kind"] == "train"] == [1, 2, 3, 1, 2, 3]  # appended
+    want = torch.load(latest_checkpoint(phase2 / "checkpoints"), weights_only=True)
+    got = torch.load(latest_checkpoint(killed / "checkpoints"), weights_only=True)
+    assert got[CheckpointKey.STEP] == 3
+    for name, tensor in want[CheckpointKey.MODEL].items():
+        assert torch.equal(tensor, got[CheckpointKey.MODEL][name]), name
+    # Once it has a checkpoint, the same command line goes on from it, not from the weights.
+    assert run_train(*[*common[:2], "--max-steps", "4", *common[4:]], *init, "--output",
+                     str(killed), "--resume") == 0  # fmt: skip
+    assert sorted(metrics(killed)) == [1, 2, 3, 4]
+    assert torch.load(latest_checkpoint(killed / "checkpoints"), weights_only=True)[
+        CheckpointKey.STEP] == 4  # fmt: skip
 
 
 def test_a_checkpoint_from_before_bucketing_resumes_unbucketed():
@@ -379,3 +409,27 @@ def test_a_url_is_never_taken_for_a_local_path(
     with pytest.raises(ValueError, match=r"--checkpoint hdfs://b/r/checkpoints: --checkpoint "
                        r"takes a local or mounted path, s3:// or gs://"):  # fmt: skip
         export_hf("hdfs://b/r/checkpoints", tmp_path / "hf")
+
+
+def test_a_url_the_storage_cannot_read_is_refused_not_read_locally(
+    sample_shards, tmp_path, monkeypatch, capsys
+):
+    from pipelines.io import storage
+
+    monkeypatch.chdir(tmp_path)
+    local = tmp_path / "hdfs:" / "nn" / "shards"  # what open("hdfs://nn/shards/…") would read
+    local.mkdir(parents=True)
+    (local / "manifest.json").write_bytes((sample_shards / "manifest.json").read_bytes())
+    refused = r"hdfs://nn/shards/manifest.json: bertkit reads local paths, file://, s3://, gs:// "
+    with pytest.raises(storage.StorageError, match=refused):
+        storage.read_bytes("hdfs://nn/shards/manifest.json")
+    with pytest.raises(storage.StorageError, match="not hdfs://; a URL is never taken for a local"):
+        storage.locate("hdfs://nn/shards")
+    assert run_train("--shards", "hdfs://nn/shards", "--output", "out", "--max-steps", "1",
+                     "--warmup-steps", "0") == 2  # fmt: skip
+    assert "not hdfs://; a URL is never taken for a local path" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hdfs:"]  # no run directory either
+    # Joining and splitting stay URL-shaped for any scheme (Beam's filesystems read them).
+    assert storage.join("hdfs://nn/a", "b.txt") == "hdfs://nn/a/b.txt"
+    assert storage.parent("hdfs://nn/a/b.txt") == "hdfs://nn/a"
+    assert storage.read_bytes(f"file://{local}/manifest.json")[:1] == b"{"

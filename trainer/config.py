@@ -55,11 +55,17 @@ class TrainConfig:
     )
     checkpoint_every: int = option(1000, help="steps between checkpoints (and one at the end)")
     keep_checkpoints: int = option(3, help="newest checkpoints kept")
-    resume: bool = option(False, help="continue from OUTPUT/checkpoints/latest")
+    resume: bool = option(
+        False,
+        help="continue from OUTPUT/checkpoints/latest; with no checkpoint there yet, start the "
+        "run (from --init-checkpoint if given): one command line for every requeue",
+    )
     overwrite: bool = option(
         False, help="start over in an OUTPUT that holds an earlier run (deletes only its files)"
     )
-    init_checkpoint: str | None = option(None, help="start from these weights (phase 2)")
+    init_checkpoint: str | None = option(
+        None, help="start from these weights (phase 2); with --resume, only until a checkpoint"
+    )
     compile: bool = option(
         False, help="torch.compile the model (pads to max_seq_length, or its quarters if bucketed)"
     )
@@ -80,11 +86,6 @@ class TrainConfig:
         if self.resume and self.overwrite:
             raise ValueError(
                 "--resume continues the run in --output, --overwrite replaces it: give one"
-            )
-        if self.resume and self.init_checkpoint:
-            raise ValueError(
-                "--resume continues this run; --init-checkpoint starts a new one from other "
-                "weights: give one"
             )
         for name in ("micro_batch_size", "max_steps", "log_every", "keep_checkpoints"):
             if getattr(self, name) < 1:

@@ -21,7 +21,9 @@ progress line; every --eval-every steps the held-out split is evaluated; every
 
 `--resume` continues from OUTPUT/checkpoints/latest exactly: weights, optimizer, schedule,
 every rank's RNG and the input position, so the losses are those of an uninterrupted run
-(tests/test_train.py). It needs the same world size, workers and batch sizes.
+(tests/test_train.py). It needs the same world size, workers and batch sizes. A run stopped
+before its first checkpoint has nothing to go on from: --resume starts it again (from
+--init-checkpoint's weights if given), so a requeued job always passes the same flags.
 
 This file reads top to bottom: `setup`, which builds a Run (model, DDP wrapper, optimizer,
 schedule, loader, meters), restored on --resume; `train_step`, one optimizer step;
@@ -50,7 +52,7 @@ from torch.nn.parallel import DistributedDataParallel
 from pipelines.io import storage
 from pipelines.io.flags import parse_config
 from schemas.batch import MODEL_INPUTS, BatchField
-from schemas.checkpoint import CHECKPOINT_FORMAT, CheckpointKey
+from schemas.checkpoint import CHECKPOINT_FORMAT, CHECKPOINTS_DIR, CheckpointKey
 from trainer import distributed
 from trainer.checkpoint import (
     check_output_outside_shards,
@@ -113,7 +115,7 @@ class Run:
 
     @property
     def checkpoints(self) -> Path:
-        return self.run_dir / "checkpoints"
+        return self.run_dir / CHECKPOINTS_DIR
 
     @property
     def bf16(self) -> bool:
@@ -128,7 +130,20 @@ def setup(config: TrainConfig, env: distributed.Distributed) -> Run:
     the model's initialisation has drawn from them."""
     accumulation = accumulation_steps(config, env.world_size)
     check_output_outside_shards(config.output, config.shards)
-    remote = RemoteRun.open(config.output) if storage.is_remote(config.output) else None
+    remote = None
+    if storage.is_remote(config.output):
+        remote = RemoteRun.open(config.output, config.keep_checkpoints)
+    try:
+        return _setup(config, env, accumulation, remote)
+    except BaseException:
+        if remote is not None:
+            remote.close()  # its staging directory: nothing else would remove it
+        raise
+
+
+def _setup(
+    config: TrainConfig, env: distributed.Distributed, accumulation: int, remote: RemoteRun | None
+) -> Run:
     run_dir = remote.staging if remote is not None else Path(config.output)
     remote_earlier = remote.prepare(config.resume, config.overwrite) if remote else []
     earlier = prepare_run_directory(run_dir, config.resume, config.overwrite)
@@ -213,20 +228,24 @@ def _vocab_size(source: DataSource) -> int:
 def _checkpoints_to_start_from(
     config: TrainConfig, env: distributed.Distributed, run_dir: Path
 ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    """(the checkpoint resumed, the checkpoint whose weights start the run): --resume gives
-    both, --init-checkpoint the second (on s3:// or gs://, downloaded first), neither a fresh
-    model."""
+    """(the checkpoint resumed, the checkpoint whose weights start the run): --resume with a
+    checkpoint in the run gives both, --init-checkpoint the second (on s3:// or gs://,
+    downloaded first), neither a fresh model."""
     resumed: dict[str, Any] | None = None
     init: dict[str, Any] | None = None
-    checkpoints = run_dir / "checkpoints"
     if config.resume:
-        path = latest_checkpoint(checkpoints)
+        path = latest_checkpoint(run_dir / CHECKPOINTS_DIR)
         if path is None:
-            raise ValueError(f"--resume: no checkpoint in {checkpoints} yet; drop --resume")
-        resumed = load_checkpoint(path)
-        check_resumable(resumed, storage.redact_values(asdict(config)), env.world_size)
-        init = resumed
-    elif config.init_checkpoint:
+            _LOG.warning(
+                "--resume: %s/%s has no checkpoint yet (the run stopped before its first): "
+                "starting at step 0%s", storage.redact(config.output.rstrip("/")),
+                CHECKPOINTS_DIR, " from --init-checkpoint" if config.init_checkpoint else "",
+            )  # fmt: skip
+        else:
+            resumed = load_checkpoint(path)
+            check_resumable(resumed, storage.redact_values(asdict(config)), env.world_size)
+            init = resumed
+    if resumed is None and config.init_checkpoint:
         if storage.is_remote(config.init_checkpoint):
             path, folder = fetch_checkpoint(config.init_checkpoint)
             try:
@@ -407,6 +426,15 @@ def _train(
     """Set-up, then the loop: steps, metrics, held-out evaluation, checkpoints; a stop
     signal (trainer/preemption.py) ends it after the step, with a checkpoint there."""
     run = setup(config, env)
+    try:
+        return _loop(run, stop_request)
+    finally:
+        if run.remote is not None:
+            run.remote.close()
+
+
+def _loop(run: Run, stop_request: StopRequest) -> dict[str, Any]:
+    config, env = run.config, run.env
     preempted: int | None = None
     last_train: dict[str, Any] = {}
     last_eval: EvalResult | None = None
@@ -435,10 +463,8 @@ def _train(
             break
     run.progress.close()
     run.logger.close()
-    if run.remote is not None:
-        if env.is_main:
-            run.remote.push()  # the last metrics and events
-        run.remote.close()
+    if run.remote is not None and env.is_main:
+        run.remote.push()  # the last metrics and events
     return {
         "step": run.step,
         "train": last_train,

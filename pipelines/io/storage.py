@@ -115,26 +115,41 @@ def is_url(value: str) -> bool:
 
 
 def _local_path(url: str) -> str:
-    return url[len(_FILE_SCHEME) :] if url.startswith(_FILE_SCHEME) else url
+    """The local path of a path or file:// URL. Any other URL this module cannot read
+    (hdfs://, ftp://, …) is refused: `open("hdfs://nn/x")` would read the local `hdfs:/nn/x`."""
+    if url.startswith(_FILE_SCHEME):
+        return url[len(_FILE_SCHEME) :]
+    if is_url(url):
+        kind = url.partition("://")[0]
+        raise StorageError(
+            f"{redact(url)}: bertkit reads local paths, file://, s3://, gs:// and http(s)://, "
+            f"not {kind}://; a URL is never taken for a local path"
+        )
+    return url
+
+
+def _is_url_path(value: str) -> bool:
+    """A URL whose path is `/`-separated (any scheme but file://, which is a local path)."""
+    return is_url(value) and not value.startswith(_FILE_SCHEME)
 
 
 def join(base: str, relative: str) -> str:
     """`base`/`relative` for a local path or a URL (always `/` in URLs)."""
-    if is_remote(base):
+    if _is_url_path(base):
         return f"{base.rstrip('/')}/{relative.lstrip('/')}"
     return os.path.join(_local_path(base), relative)
 
 
 def parent(url: str) -> str:
     """The directory holding `url`: `s3://b/a/x.tar` → `s3://b/a`."""
-    if is_remote(url):
+    if _is_url_path(url):
         head, _, path = url.partition("://")
         return f"{head}://{posixpath.dirname(path.rstrip('/'))}"
     return os.path.dirname(os.path.normpath(_local_path(url)))
 
 
 def basename(url: str) -> str:
-    return posixpath.basename(url.rstrip("/")) if is_remote(url) else os.path.basename(url)
+    return posixpath.basename(url.rstrip("/")) if _is_url_path(url) else os.path.basename(url)
 
 
 def open_binary(url: str) -> BinaryIO:
