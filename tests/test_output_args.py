@@ -245,6 +245,14 @@ def test_demo_into_a_file_stops_at_the_first_stage(workdir, capsys) -> None:
           "--warmup-steps", "0"],
          "bertkit train: error: --output shards is inside the shards directory shards: "
          "write the run beside the data, e.g. --output runs/NAME"),
+        (["train", "--shards", "s3://b/shards", "--output", "s3://b/shards/run",
+          "--max-steps", "1", "--warmup-steps", "0"],
+         "bertkit train: error: --output s3://b/shards/run is inside the shards directory "
+         "s3://b/shards: write the run beside the data, e.g. --output runs/NAME"),
+        (["train", "--shards", "gs://b/data/manifest.json", "--output", "gs://b/data/",
+          "--max-steps", "1", "--warmup-steps", "0"],
+         "bertkit train: error: --output gs://b/data/ is inside the shards directory "
+         "gs://b/data: write the run beside the data, e.g. --output runs/NAME"),
         (["export-hf", "nowhere", "--output", "out"],
          "bertkit export-hf: error: nowhere does not exist: pass a checkpoint file or "
          "directory"),

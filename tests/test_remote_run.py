@@ -135,7 +135,7 @@ def test_storage_errors_are_reported_and_leave_no_temporary_files(
     # export-hf checks its --output before it downloads anything.
     (tmp_path / "taken").mkdir()
     (tmp_path / "taken" / "README.md").write_text("mine")
-    with pytest.raises(ValueError, match="taken holds README.md, which `bertkit export-hf` does"):
+    with pytest.raises(ValueError, match=r"taken holds README\.md, which `bertkit export-hf` does"):
         export_hf(f"s3://{BUCKET}/none/checkpoints", tmp_path / "taken")
 
 

@@ -264,6 +264,23 @@ def test_rotation_never_removes_the_checkpoint_just_written(tmp_path):
     assert latest_checkpoint(directory).name == "step-00000002.pt"
 
 
+def test_a_checkpoint_is_on_disk_before_latest_names_it(tmp_path, monkeypatch):
+    from trainer.checkpoint import save_checkpoint
+
+    events = []
+    real_fsync, real_replace = os.fsync, os.replace
+    monkeypatch.setattr(os, "fsync", lambda fd: events.append(("fsync", os.readlink(
+        f"/proc/self/fd/{fd}").rsplit("/", 1)[1])) or real_fsync(fd))  # fmt: skip
+    monkeypatch.setattr(os, "replace", lambda a, b: events.append(("replace", Path(b).name))
+                        or real_replace(a, b))  # fmt: skip
+    save_checkpoint(tmp_path / "checkpoints", 2, {"step": 2}, keep=1)
+    kinds = [(kind, name if kind == "replace" or not name.startswith(".tmp-") else
+              name.split("-", 2)[2]) for kind, name in events]  # fmt: skip
+    assert kinds == [("fsync", "step-00000002.pt"), ("replace", "step-00000002.pt"),
+                     ("fsync", LATEST_FILE), ("replace", LATEST_FILE),
+                     ("fsync", "checkpoints")]  # fmt: skip
+
+
 def test_resume_deletes_only_the_temporaries_of_a_killed_checkpoint_write(tmp_path):
     from trainer.checkpoint import prepare_run_directory
 

@@ -13,7 +13,7 @@ import pickle
 import re
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import torch
 
@@ -80,29 +80,56 @@ def save_checkpoint(directory: Path, step: int, payload: dict[str, Any], keep: i
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / checkpoint_name(step)
     temporary = directory / f".tmp-{uuid.uuid4().hex}-{path.name}"
-    torch.save(payload, temporary)
+    with open(temporary, "wb") as file:
+        torch.save(payload, file)
+        _flush_to_disk(file)
     os.replace(temporary, path)
     pointer = directory / f".tmp-{uuid.uuid4().hex}-{LATEST_FILE}"
-    pointer.write_text(path.name + "\n", encoding="utf-8")
+    with open(pointer, "wb") as file:
+        file.write(f"{path.name}\n".encode())
+        _flush_to_disk(file)
+    # On disk before `latest` names it: after a power cut `latest` never names a checkpoint
+    # whose bytes were still in the page cache.
     os.replace(pointer, directory / LATEST_FILE)
+    _sync_directory(directory)
     others = sorted(p for p in directory.glob(CHECKPOINT_GLOB) if p.name != path.name)
     for old in others[: max(0, len(others) - max(keep - 1, 0))]:
         old.unlink()
     return path
 
 
+def _flush_to_disk(file: BinaryIO) -> None:
+    file.flush()
+    os.fsync(file.fileno())
+
+
+def _sync_directory(directory: Path) -> None:
+    """Make the renames in `directory` durable (POSIX: fsync the directory itself)."""
+    descriptor = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
 def check_output_outside_shards(output: str, shards: str) -> None:
     """A run directory inside the shards directory would mix checkpoints into the data
-    (local paths; a URL's place is the storage's to keep)."""
+    (a local path or a prefix of the same bucket)."""
+    head = shards.split("{")[0]  # a brace pattern: its fixed head
     if storage.is_remote(shards) or storage.is_remote(output):
-        return
-    head = Path(shards.split("{")[0])  # a brace pattern: its fixed head
-    shards_dir = head if head.is_dir() else head.parent
-    if Path(output).resolve().is_relative_to(shards_dir.resolve()):
-        raise CheckpointError(
-            f"--output {output} is inside the shards directory {shards_dir}: write the run "
-            "beside the data, e.g. --output runs/NAME"
-        )
+        named_file = "{" in shards or head.endswith((".json", ".tar"))
+        shards_dir = (storage.parent(head) if named_file else head).rstrip("/")
+        if not f"{output.rstrip('/')}/".startswith(f"{shards_dir}/"):
+            return
+    else:
+        local = Path(head)
+        shards_dir = str(local if local.is_dir() else local.parent)
+        if not Path(output).resolve().is_relative_to(Path(shards_dir).resolve()):
+            return
+    raise CheckpointError(
+        f"--output {storage.redact(output)} is inside the shards directory "
+        f"{storage.redact(shards_dir)}: write the run beside the data, e.g. --output runs/NAME"
+    )
 
 
 # The flags that decide which batches each rank reads, in which order.
