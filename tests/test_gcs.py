@@ -2,10 +2,10 @@
 
 Beam's gs:// filesystem (google-cloud-storage) and smart_open's reach the emulator through
 STORAGE_EMULATOR_HOST, anonymously, exactly as they reach Google: list, ranged reads,
-resumable uploads, rename (copy + delete). Every stage reads and writes gs:// here (the
-examples stage's spill files too, under its output's _work/), `inspect` and the trainer
-stream the shards, and every data file is byte-identical to the local run of the same flags
-(the session's sample fixtures in conftest).
+resumable uploads, rename (copy + delete). Every Beam stage (wikipedia, books, vocab,
+examples) reads and writes gs:// here (the examples stage's spill files too, under its
+output's _work/), `inspect` and the trainer stream the shards, and every data file is
+byte-identical to the local run of the same flags (the session's sample fixtures in conftest).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from bench.gcsserver import gcs_emulator
-from pipelines import examples, vocab, wikipedia
+from pipelines import books, examples, vocab, wikipedia
 from pipelines.beam.documents import read_manifest
 from pipelines.inspect import cli as inspect_cli
 from schemas import ShardsManifest
@@ -72,6 +72,21 @@ def test_wikipedia_reads_a_dump_and_writes_documents_on_gcs(gcs, sample_document
     manifest = read_manifest(f"gs://{BUCKET}/wiki")  # through Beam's gs:// filesystem
     assert manifest.files == read_manifest(str(sample_documents[0])).files
     assert manifest.counts["documents"] == 97
+
+
+def test_books_reads_book_files_and_writes_documents_on_gcs(gcs, sample_documents) -> None:
+    bucket = gcs.bucket(BUCKET)
+    for book in sorted((DATA_DIR / "books").glob("*.txt")):
+        bucket.blob(f"books/{book.name}").upload_from_filename(str(book))
+    code = books.run(["--input", f"gs://{BUCKET}/books/*.txt", "--output", f"gs://{BUCKET}/bk"])
+    assert code == 0
+    remote, local = download(gcs, "bk"), local_files(sample_documents[1])
+    assert sorted(remote) == sorted(local)
+    data = [name for name in local if name.endswith(".parquet")]
+    assert data and all(remote[name] == local[name] for name in data)  # byte-identical
+    manifest = read_manifest(f"gs://{BUCKET}/bk")
+    assert manifest.files == read_manifest(str(sample_documents[1])).files
+    assert manifest.counts["documents"] == 4  # the four books of data/books
 
 
 def test_vocab_and_examples_read_and_write_gcs_and_match_local_bytes(

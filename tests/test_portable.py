@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from bench.portable import portable_engine
-from pipelines import examples, vocab, wikipedia
+from pipelines import books, examples, vocab, wikipedia
 from schemas.manifest import MANIFEST_NAME
 from tests.conftest import DATA_DIR
 
@@ -47,6 +47,15 @@ def test_wikipedia_on_the_portable_engine_gives_the_local_bytes(engine, sample_d
     assert wikipedia.run(["--input", str(dump), "--output", str(out), *engine]) == 0
     assert data_files(out) == data_files(sample_documents[0])
     assert sorted(files_of(out)) == sorted(files_of(sample_documents[0]))
+
+
+def test_books_on_the_portable_engine_gives_the_local_bytes(engine, sample_documents, tmp_path):
+    out = tmp_path / "books"
+    pattern = str(DATA_DIR / "books" / "*.txt")  # conftest's sample_documents, on the engine
+    assert books.run(["--input", pattern, "--output", str(out), *engine]) == 0
+    documents = data_files(out)
+    assert documents and documents == data_files(sample_documents[1])
+    assert sorted(files_of(out)) == sorted(files_of(sample_documents[1]))
 
 
 def test_vocab_on_the_portable_engine_gives_the_local_files(
