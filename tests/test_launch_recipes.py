@@ -37,8 +37,12 @@ def test_the_training_image_passes_hadolint_and_keeps_the_base_image_s_torch():
     result = lint("hadolint", DOCKERFILE)
     assert (result.returncode, result.stdout) == (0, "")
     text = DOCKERFILE.read_text()
-    assert re.search(r"^ARG BASE_IMAGE=pytorch/pytorch:\d+\.\d+\.\d+-cuda[\d.]+-cudnn\d+-runtime$",
+    base = re.search(r"^ARG BASE_IMAGE=pytorch/pytorch:(\d+)\.(\d+)\.\d+-cuda[\d.]+-cudnn\d+-runtime$",
                      text, re.M)  # fmt: skip
+    # torchrun reads TORCH_ELASTIC_SHUTDOWN_TIMEOUT, which both recipes set, from torch 2.12 on;
+    # the build itself checks the base image's torchrun has it.
+    assert base and (int(base[1]), int(base[2])) >= (2, 12)
+    assert "'shutdown_timeout' in c.__dataclass_fields__" in text
     assert "grep -v '^torch==' constraints.txt > constraints-image.txt" in text
     assert '"${wheel}[train,aws,gcp]"' in text and "USER 1000" in text
 
