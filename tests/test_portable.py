@@ -17,6 +17,7 @@ import pytest
 
 from bench.portable import portable_engine
 from pipelines import books, examples, vocab, wikipedia
+from pipelines.io.progress import PROGRESS_ENV, format_bytes
 from schemas.manifest import MANIFEST_NAME
 from tests.conftest import DATA_DIR
 
@@ -49,13 +50,48 @@ def test_wikipedia_on_the_portable_engine_gives_the_local_bytes(engine, sample_d
     assert sorted(files_of(out)) == sorted(files_of(sample_documents[0]))
 
 
-def test_books_on_the_portable_engine_gives_the_local_bytes(engine, sample_documents, tmp_path):
+def progress_lines(stderr: str, stage: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith(f"{stage} | ")]
+
+
+def test_books_on_the_portable_engine_gives_the_local_bytes(
+    engine, sample_documents, tmp_path, capsys, monkeypatch
+) -> None:
+    monkeypatch.delenv(PROGRESS_ENV, raising=False)
     out = tmp_path / "books"
     pattern = str(DATA_DIR / "books" / "*.txt")  # conftest's sample_documents, on the engine
     assert books.run(["--input", pattern, "--output", str(out), *engine]) == 0
     documents = data_files(out)
     assert documents and documents == data_files(sample_documents[1])
     assert sorted(files_of(out)) == sorted(files_of(sample_documents[1]))
+    # The pool's workers cannot reach the driver while the job runs (pipelines/beam/
+    # progress.py says why): one line says so instead of a silent wait.
+    assert progress_lines(capsys.readouterr().err, "books") == [
+        "books | no progress line on PortableRunner with workers outside this process: its "
+        "job service reports counters only when the job has ended (--environment_type "
+        "LOOPBACK runs the workers here and shows it)"
+    ]
+
+
+def test_loopback_workers_on_the_job_service_show_the_progress_line(
+    engine, sample_documents, tmp_path, capsys, monkeypatch
+) -> None:
+    """The same job service with the SDK workers in this process (LOOPBACK): they publish
+    their counts to the driver's folder as local workers do, and the line ends with the
+    totals of every book."""
+    monkeypatch.delenv(PROGRESS_ENV, raising=False)
+    loopback = [*engine[: engine.index("--environment_type")], "--environment_type", "LOOPBACK"]
+    out = tmp_path / "books"
+    pattern = str(DATA_DIR / "books" / "*.txt")
+    assert books.run(["--input", pattern, "--output", str(out), *loopback]) == 0
+    assert data_files(out) == data_files(sample_documents[1])
+    lines = progress_lines(capsys.readouterr().err, "books")
+    size = sum(p.stat().st_size for p in (DATA_DIR / "books").glob("*.txt"))
+    assert lines and re.fullmatch(
+        rf"books \| read {re.escape(format_bytes(size, size))} 100% \| files 4 \| documents 4"
+        r" \| documents/s [0-9.]+ \| done in \d+:\d\d:\d\d",
+        lines[-1],
+    ), lines
 
 
 def test_vocab_on_the_portable_engine_gives_the_local_files(

@@ -8,6 +8,7 @@ import json
 import re
 
 from apache_beam.metrics.metric import MetricsFilter
+from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines import books, examples, wikipedia
 from pipelines.beam.progress import (
@@ -16,6 +17,8 @@ from pipelines.beam.progress import (
     NAMESPACE,
     PAGES_READ,
     StageCounters,
+    progress_shown,
+    workers_in_this_process,
 )
 from pipelines.examples.cli import progress_phases as examples_phases
 from pipelines.examples.plan import read_documents_inputs
@@ -252,6 +255,38 @@ def test_progress_off_prints_nothing(sample_dump, tmp_path, capsys, monkeypatch)
     monkeypatch.setenv(PROGRESS_ENV, "0")
     assert wikipedia.run(["--input", str(sample_dump), "--output", str(tmp_path / "o")]) == 0
     assert _progress_lines(capsys.readouterr().err, "wikipedia") == []
+
+
+def test_the_line_is_shown_where_the_workers_share_the_driver_s_environment(monkeypatch):
+    """Locally and with LOOPBACK workers the folder reaches the workers; elsewhere a portable
+    run says in one line why it shows none, and Dataflow (whose UI has the counters) or a
+    launch that does not wait prints nothing. tests/test_portable.py runs both on a job
+    service."""
+    monkeypatch.delenv(PROGRESS_ENV, raising=False)
+    portable = ["--runner", "PortableRunner", "--job_endpoint", "localhost:1"]
+    cases = {
+        "local": ([], True),
+        "two processes": (["--direct_num_workers", "2", "--direct_running_mode",
+                           "multi_processing"], True),
+        "loopback": ([*portable, "--environment_type", "LOOPBACK"], True),
+        "loopback, no wait": ([*portable, "--environment_type", "LOOPBACK",
+                               "--no_wait_until_finish"], False),
+        "worker pool": ([*portable, "--environment_type", "EXTERNAL",
+                         "--environment_config", "localhost:2"], False),
+        "docker": ([*portable, "--environment_type", "DOCKER"], False),
+        "dataflow": (["--runner", "DataflowRunner"], False),
+    }  # fmt: skip
+    for name, (flags, shown) in cases.items():
+        assert workers_in_this_process(PipelineOptions(flags)) is shown, name
+
+    phases = books.progress_phases(100)
+    for name, note in [("worker pool", True), ("docker", True), ("dataflow", False),
+                       ("loopback, no wait", False)]:  # fmt: skip
+        stream = io.StringIO()
+        with progress_shown(PipelineOptions(cases[name][0]), "books", phases, stream):
+            pass
+        assert stream.getvalue().startswith("books | no progress line on PortableRunner ") is note
+        assert note or stream.getvalue() == "", name
 
 
 def test_extraction_leaves_its_counts_as_beam_counters(sample_dump, test_pipeline, tmp_path):

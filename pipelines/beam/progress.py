@@ -13,6 +13,18 @@ the driver's environment, find it too), and a thread sums the folder and prints 
 FnApiRunner returns them only when the pipeline has finished (`run()` blocks until then, and
 the progress reports it can request from its workers are dropped inside the runner).
 
+On Beam's portable runner the line needs the workers in this process: `--environment_type
+LOOPBACK`, where the SDK workers are threads of the driver and find the folder as local ones
+do. With an external worker pool (`worker_pool_main`, the cluster-shaped check before
+Dataflow) or Docker workers, neither way reaches the driver while the job runs:
+- the job service's metrics come from that FnApiRunner: `GetJobMetrics` answers from its
+  result, which exists only once the whole pipeline has run (polled once a second, an 8 s
+  job answered no counter while RUNNING and all of them at DONE; the driver's
+  `PipelineResult.metrics()` also keeps its first answer);
+- the pool's workers are threads of a process started before the run, with its own
+  environment and no pipeline options, so they cannot learn this run's folder.
+Such a run prints one line saying so when it starts.
+
 Counting never touches the data: it only adds numbers, and a failure to publish (a full
 disk, a folder removed) turns publishing off rather than failing the bundle.
 """
@@ -23,6 +35,7 @@ import logging
 import os
 import re
 import shutil
+import sys
 import tempfile
 import time
 import uuid
@@ -31,9 +44,9 @@ from contextlib import contextmanager
 from typing import BinaryIO, TextIO
 
 from apache_beam.metrics import Metrics
-from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.options.pipeline_options import PipelineOptions, PortableOptions, StandardOptions
 
-from pipelines.beam.runner import is_local
+from pipelines.beam.runner import is_local, submitted_only
 from pipelines.io.progress import (
     PROGRESS_DIR_ENV,
     Phase,
@@ -166,6 +179,29 @@ def _running(pid: int) -> bool:
     return True
 
 
+def workers_in_this_process(options: PipelineOptions) -> bool:
+    """Whether the stage's workers run in this process or its children, and so see the
+    environment variable naming the progress folder: a local run, or a portable runner's
+    with `--environment_type LOOPBACK` that waits for its job."""
+    if is_local(options):
+        return True
+    loopback = str(options.view_as(PortableOptions).environment_type or "").upper() == "LOOPBACK"
+    return loopback and not submitted_only(options)
+
+
+def _unshown_note(options: PipelineOptions, stage: str) -> str | None:
+    """The line that says why a portable run that waits for its job shows no progress
+    (see the module's docstring); None on Dataflow, whose UI shows the counters."""
+    runner = str(options.view_as(StandardOptions).runner)
+    if "dataflow" in runner.lower() or submitted_only(options):
+        return None
+    return (
+        f"{stage} | no progress line on {runner} with workers outside this process: its job "
+        "service reports counters only when the job has ended (--environment_type LOOPBACK "
+        "runs the workers here and shows it)"
+    )
+
+
 @contextmanager
 def progress_shown(
     options: PipelineOptions,
@@ -175,13 +211,21 @@ def progress_shown(
     tty: bool | None = None,
     interval: float | None = None,
 ) -> Iterator[None]:
-    """Print the stage's progress on `stream` (stderr) while the body runs a local pipeline.
+    """Print the stage's progress on `stream` (stderr) while the body runs a pipeline whose
+    workers run here (`workers_in_this_process`).
 
-    Nothing happens on a remote runner (its counts are Beam counters in the job's UI),
-    with BERTKIT_PROGRESS=0, or without `phases`. The last line is printed when the body
-    ends ("done in …" when it returned, the state it reached when it raised).
+    Nothing happens on Dataflow (its counts are Beam counters in the job's UI), with
+    BERTKIT_PROGRESS=0, or without `phases`; other remote workers get one line saying why.
+    The last line is printed when the body ends ("done in …" when it returned, the state it
+    reached when it raised).
     """
-    if not phases or not is_local(options) or not progress_enabled():
+    if not phases or not progress_enabled():
+        yield
+        return
+    if not workers_in_this_process(options):
+        note = _unshown_note(options, stage)
+        if note:
+            print(note, file=stream or sys.stderr, flush=True)
         yield
         return
     remove_stale_progress_dirs(tempfile.gettempdir())
