@@ -5,7 +5,9 @@ on this machine: two CPU trainers under torchrun, with `srun`, `scancel` and `sc
 stood in by small scripts (CI has no SLURM), stopped by the USR1 warning, checkpointed,
 requeued. (By hand, the same script ran under a real one-node SLURM 22.05 from Debian's
 slurm-wlm: USR1 to the batch shell, the trainers stopped at step 4 with a checkpoint, the job
-requeued itself and its second run resumed to the end.)"""
+requeued itself and its second run resumed to the end.) The Kubernetes pod script runs for
+real too, two CPU trainers on one "node": stopped at a checkpoint it exits 75, the code its
+podFailurePolicy ignores."""
 
 from __future__ import annotations
 
@@ -84,6 +86,73 @@ def test_the_kubernetes_job_validates_strictly_and_its_script_passes_shellcheck(
     path.write_text("#!/bin/bash\n" + script)
     result = lint("shellcheck", path)
     assert (result.returncode, result.stdout) == (0, "")
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is `pid`, from /proc."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()  # after "pid (comm)"
+        except (OSError, IndexError):
+            continue  # ended meanwhile
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def test_the_kubernetes_pod_exits_75_when_its_trainers_stop_at_a_checkpoint(
+    sample_shards, tmp_path
+):
+    """torchrun ends with 1 when its trainers exit 75; the pod script makes that 75 again, the
+    code the Job's podFailurePolicy ignores, whether the signal came to this pod (eviction) or
+    only to its trainers (another pod evicted: every rank stops at the same step). Any other
+    failure keeps torchrun's code and counts against backoffLimit."""
+    job = list(yaml.safe_load_all(K8S.read_text()))[2]
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    script, name = container["args"][:2]
+    script = script.replace("bertkit-train-0.bertkit-train", "127.0.0.1")
+    assert {"action": "Ignore", "onExitCodes": {"containerName": container["name"],
+            "operator": "In", "values": [75]}} in job["spec"]["podFailurePolicy"]["rules"]  # fmt: skip
+    run_dir = tmp_path / "run"
+    env = {
+        **os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", "PYTHONPATH": str(ROOT),
+        "OMP_NUM_THREADS": "1", "BERTKIT_PROGRESS": "0", "NODES": "1", "GPUS_PER_NODE": "2",
+        "JOB_COMPLETION_INDEX": "0", "SHARDS": str(sample_shards), "RUN_DIR": str(run_dir),
+    }  # fmt: skip
+    flags = [*TINY, "--max-steps", "200", "--warmup-steps", "2", "--eval-every", "0",
+             "--checkpoint-every", "1000", "--global-batch-size", "64",
+             "--num-workers", "1"]  # fmt: skip
+
+    def start(*extra: str) -> subprocess.Popen:
+        pod = script.replace("--master-port 29500", f"--master-port {free_port()}")
+        return subprocess.Popen(["bash", "-c", pod, name, *flags, *extra], env=env, cwd=ROOT,
+                                text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+
+    def stopped_step(pod: subprocess.Popen) -> int:
+        output, _ = pod.communicate(timeout=180)
+        assert pod.returncode == 75, output[-3000:]
+        assert "stopped at a checkpoint: exit 75" in output
+        return int(latest_checkpoint(run_dir / "checkpoints").stem.removeprefix("step-"))
+
+    # Another pod evicted: only the trainers get the stop; their torchrun ends with 1.
+    pod = start()
+    wait_for_step(run_dir, 3, pod)
+    (launcher,) = children(pod.pid)
+    trainers = children(launcher)
+    assert len(trainers) == 2
+    for trainer in trainers:
+        os.kill(trainer, signal.SIGTERM)
+    first = stopped_step(pod)
+    # This pod evicted: Kubernetes signals its process 1, the script; the rerun resumed.
+    pod = start()
+    wait_for_step(run_dir, first + 2, pod)
+    pod.send_signal(signal.SIGTERM)
+    assert stopped_step(pod) >= first + 2
+    # A failure is not a stop: torchrun's 1 stays.
+    failed = start("--no-such-flag")
+    output, _ = failed.communicate(timeout=180)
+    assert failed.returncode == 1, output[-3000:]
 
 
 STUBS = {
