@@ -25,8 +25,9 @@ from pipelines.beam.documents import WriteManifest, documents_units, read_docume
 from pipelines.examples.cli import remove_stage_leftovers
 from pipelines.examples.config import ExamplesConfig
 from pipelines.examples.pairing import BUCKET_COUNTS, PairAndMaskFn
-from pipelines.examples.plan import plan_layout
+from pipelines.examples.plan import plan_layout, plan_routes
 from pipelines.examples.shards import PIECES, JoinPiecesFn, OrderBucketFn
+from pipelines.examples.shuffle import RegroupFn, Routing
 from pipelines.examples.tokenize import SUMMARY, TokenizeDocumentsFn
 from pipelines.io.vocabulary import load_vocab
 from pipelines.text.wikidump import plan_splits
@@ -248,7 +249,7 @@ def group(pairs: list[tuple[Any, str]]) -> list[tuple[Any, list[str]]]:
     return sorted(grouped.items())
 
 
-STEPS = ("tokenize", "pair", "order", "join")
+STEPS = ("tokenize", "regroup-partitions", "pair", "regroup-buckets", "order", "join")
 
 
 def run_examples_chain(
@@ -267,40 +268,63 @@ def run_examples_chain(
             return run_bundle(make_fn(), elements, *side)
         return crash_then_retry(monkeypatch, make_fn, elements, crash[1], crash[2], *side)
 
+    routes = plan_routes(config, layout, inputs)
+
+    def regroup(name: str, folder: str, routing: Routing, spills: list) -> dict:
+        """The second level of a regrouping, where it has one; else the spills as they are."""
+        if not routing.two_level:
+            return {"main": spills}
+        directory = str(Path(config.work_dir) / folder)
+        return step(name, lambda: RegroupFn(directory, routing), group(spills))
+
     tokenized = step(
-        "tokenize", lambda: TokenizeDocumentsFn(config, layout), documents_units(inputs)
+        "tokenize",
+        lambda: TokenizeDocumentsFn(config, layout, routes.partitions),
+        documents_units(inputs),
     )
-    paired = step("pair", lambda: PairAndMaskFn(config, layout), group(tokenized["main"]))
+    partitions = regroup(
+        "regroup-partitions", "documents", routes.partitions, tokenized["main"]
+    )
+    paired = step(
+        "pair", lambda: PairAndMaskFn(config, layout, routes.buckets), group(partitions["main"])
+    )
+    buckets = regroup("regroup-buckets", "examples", routes.buckets, paired["main"])
     counts: dict[tuple, int] = defaultdict(int)
     for key, count in paired[BUCKET_COUNTS]:
         counts[key] += count
-    ordered = step("order", lambda: OrderBucketFn(config), group(paired["main"]), dict(counts))
+    ordered = step("order", lambda: OrderBucketFn(config), group(buckets["main"]), dict(counts))
     joined = step("join", lambda: JoinPiecesFn(config), group(ordered[PIECES]))
     return {
-        "tokenize": tokenized, "pair": paired, "order": ordered, "join": joined,
+        "tokenize": tokenized, "regroup-partitions": partitions, "pair": paired,
+        "regroup-buckets": buckets, "order": ordered, "join": joined,
         "shards": sorted(ordered["main"] + joined["main"], key=lambda s: s["path"]),
         "summaries": tokenized[SUMMARY] + paired[SUMMARY],
     }  # fmt: skip
 
 
 @pytest.mark.parametrize(
-    "crash",
+    ("levels", "crash"),
     [
-        ("tokenize", r"/_work/documents/.*-00001\.bin$", 7),  # a document spill file
-        ("pair", r"/_work/examples/", 30),  # an example spill file
-        ("order", r"/shard-[0-9]{6}\.tar\.tmp-", 700),  # a whole shard, in its bucket
-        ("order", r"/_work/pieces/", 20),  # a piece of a shard that straddles buckets
-        ("join", r"/shard-[0-9]{6}\.tar\.tmp-", 1500),  # a shard joined from its pieces
+        ("1", ("tokenize", r"/_work/documents/.*-00001\.bin$", 7)),  # a document spill file
+        ("1", ("pair", r"/_work/examples/", 30)),  # an example spill file
+        ("1", ("order", r"/shard-[0-9]{6}\.tar\.tmp-", 700)),  # a whole shard, in its bucket
+        ("1", ("order", r"/_work/pieces/", 20)),  # a piece of a shard that straddles buckets
+        ("1", ("join", r"/shard-[0-9]{6}\.tar\.tmp-", 1500)),  # a shard joined from its pieces
+        # Two levels: a route group's file, then a key's file written by a regroup step.
+        ("2", ("tokenize", r"/_work/documents/_routes/", 7)),
+        ("2", ("regroup-partitions", r"/_work/documents/train/", 7)),
+        ("2", ("regroup-buckets", r"/_work/examples/seq128/", 30)),
     ],
 )
 def test_examples_steps_retried_after_a_crash_mid_write_leave_one_run(
-    tmp_path, monkeypatch, tiny_corpus, crash
+    tmp_path, monkeypatch, tiny_corpus, levels, crash
 ) -> None:
     documents, vocabulary = tiny_corpus
     out = tmp_path / "shards"
     config = ExamplesConfig(
         documents=(str(documents),), vocab=str(vocabulary), output=str(out), dupe_factor=2,
-        samples_per_shard=10, partner_group_docs=2, spill_budget_mb=0,
+        samples_per_shard=10, partner_group_docs=2, spill_budget_mb=0, regroup_budget_mb=0,
+        shuffle_levels=levels,
     )  # fmt: skip
     clean = run_examples_chain(config, None, monkeypatch)
     clean_files = snapshot(out)

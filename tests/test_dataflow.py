@@ -29,6 +29,10 @@ description instead of submitting it. What is checked is what would break a real
                                             one unit per --work-partition-mb of tokens
              SumBucketCounts, GroupBuckets  examples per shuffle bucket (counts), bucket →
                                             spill paths: one unit per --bucket-mb
+             …/GroupRoutes, …/Regroup       on a large corpus (or --shuffle-levels 2), each
+                                            of the two: route group → first-level spill
+                                            paths, one Regroup unit per √keys keys
+                                            (pipelines/examples/shuffle.py)
              OrderBuckets (side input)      the bucket counts (a dict of ints) to place
                                             each bucket's shards
              GroupPieces                    pieces of a shard that straddles two buckets
@@ -78,10 +82,14 @@ GROUPS = {
     "examples": (
         {"CreateExamples/ListDocumentsFiles/MaybeReshuffle/Reshuffle/ReshufflePerKey/GroupByKey",
          "CreateExamples/SpreadFiles/ReshufflePerKey/GroupByKey",
-         "CreateExamples/GroupPartitions", "WriteShards/SumBucketCounts/GroupByKey",
-         "WriteShards/GroupBuckets", "WriteShards/GroupPieces"},
+         "CreateExamples/GroupPartitions/GroupByKey", "WriteShards/SumBucketCounts/GroupByKey",
+         "WriteShards/GroupBuckets/GroupByKey", "WriteShards/GroupPieces"},
         {"WriteShards/OrderBuckets/ParDo(OrderBucketFn)", "WriteManifest"},
     ),
+}  # fmt: skip
+# The examples graph with both regroupings in two levels: a GroupByKey per route group more.
+TWO_LEVEL_GROUPS = GROUPS["examples"][0] | {
+    "CreateExamples/GroupPartitions/GroupRoutes", "WriteShards/GroupBuckets/GroupRoutes"
 }  # fmt: skip
 
 
@@ -175,6 +183,17 @@ def test_each_stage_translates_into_a_dataflow_job(gcs, gcs_inputs, stage, tmp_p
     # The image holds bertkit: nothing else is staged for the workers to install.
     assert not any(name.endswith(".whl") or name == "requirements.txt" for name in staged)
     assert groups_and_side_inputs(graph) == GROUPS[stage]
+
+
+def test_the_two_level_examples_graph_regroups_in_parallel(gcs, gcs_inputs, tmp_path):
+    code, _, graph, _, _ = translate(
+        gcs, "examples", gcs_inputs["examples"], tmp_path, "--shuffle-levels", "2"
+    )
+    assert code == 0
+    groups, sides = groups_and_side_inputs(graph)
+    assert (groups, sides) == (TWO_LEVEL_GROUPS, GROUPS["examples"][1])
+    names = {t.unique_name for t in graph.components.transforms.values()}
+    assert {"CreateExamples/GroupPartitions/Regroup", "WriteShards/GroupBuckets/Regroup"} <= names
 
 
 def test_without_an_image_bertkit_s_wheel_is_staged_without_torch(gcs, gcs_inputs, tmp_path):

@@ -32,7 +32,7 @@ from pipelines.beam.runner import (
 )
 from pipelines.examples.config import WORK_DIR, ExamplesConfig
 from pipelines.examples.manifest import build_manifest, report
-from pipelines.examples.plan import plan_layout, read_documents_inputs
+from pipelines.examples.plan import plan_layout, plan_routes, read_documents_inputs
 from pipelines.examples.transforms import CreateExamples, WriteShards
 from pipelines.io.progress import Phase
 from pipelines.io.vocabulary import Vocabulary, load_vocab
@@ -83,6 +83,8 @@ def run_examples(
 ) -> int:
     """The graph (pipelines/examples/transforms.py), then the manifest, written last."""
     layout = plan_layout(config, inputs, vocab.size)
+    units = documents_units(inputs)
+    routes = plan_routes(config, layout, inputs)
     manifest_path = files.join(config.output, SHARDS_MANIFEST_NAME)
 
     def write_manifest(
@@ -97,9 +99,9 @@ def run_examples(
     progress = progress_phases(config, inputs)
     with progress_shown(options, "examples", progress), make_pipeline(options) as pipeline:
         spills, bucket_counts, summaries = pipeline | "CreateExamples" >> CreateExamples(
-            config, layout, documents_units(inputs)
+            config, layout, routes, units
         )
-        shards = (spills, bucket_counts) | "WriteShards" >> WriteShards(config)
+        shards = (spills, bucket_counts) | "WriteShards" >> WriteShards(config, routes)
         (
             pipeline
             | "ManifestTrigger" >> beam.Create([None])

@@ -64,6 +64,15 @@ class ExamplesConfig:
     spill_budget_mb: int = option(
         32, help="MB of spill records a step buffers before writing a file"
     )
+    shuffle_levels: str = option(
+        "auto",
+        choices=("auto", "1", "2"),
+        help="regroup spill files in one level or two (auto: two where that writes at least "
+        "4x fewer files, see pipelines/examples/shuffle.py); the output is the same either way",
+    )
+    regroup_budget_mb: int = option(
+        256, help="MB of spill records a second-level regroup step buffers before writing"
+    )
     overwrite: bool = option(False, help="replace the shards and manifest of an earlier run")
 
     def __post_init__(self) -> None:

@@ -34,8 +34,9 @@ DEVIATIONS = [
     "output: globally shuffled, equal-size shards instead of one file per input",
     "next_sentence_label: 1 = NotNext, 0 = IsNext (Google's and HF's convention)",
 ]
-# Where and how to write, not what: the same run elsewhere gives the same manifest bytes.
-_NOT_RECORDED = ("output", "overwrite")
+# Where to write and how to spread the work, not what is made: the same run elsewhere, or
+# with one shuffle level instead of two, gives the same manifest bytes.
+_NOT_RECORDED = ("output", "overwrite", "shuffle_levels", "regroup_budget_mb")
 
 
 def build_manifest(

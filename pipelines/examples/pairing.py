@@ -20,8 +20,9 @@ from pipelines.bert.draws import document_stream
 from pipelines.bert.masking import MaskingConfig, mask_batch
 from pipelines.bert.pairs import create_pairs, pair_input_ids
 from pipelines.examples.config import ExamplesConfig
-from pipelines.examples.keys import BucketKey, KeyedSpillWriter, PartitionKey, output_name
+from pipelines.examples.keys import BucketKey, PartitionKey, output_name
 from pipelines.examples.plan import Layout
+from pipelines.examples.shuffle import RoutedSpillWriter, Routing
 from pipelines.examples.tokenize import SUMMARY
 from pipelines.io.vocabulary import load_vocab
 from schemas import PretrainingExample, Reject
@@ -52,17 +53,19 @@ class GroupStep:
     lengths: list[list[int]]  # sentence lengths per member
     dupe_pass: int
     split: str
-    writer: KeyedSpillWriter
+    writer: RoutedSpillWriter
     tally: UnitTally
     bucket_counts: Counter
 
 
 class PairAndMaskFn(beam.DoFn):
-    """(PartitionKey, spill files) → (BucketKey, spill file) + bucket counts + a summary."""
+    """(PartitionKey, spill files) → (BucketKey or route group, spill file) + bucket counts +
+    a summary."""
 
-    def __init__(self, config: ExamplesConfig, layout: Layout) -> None:
+    def __init__(self, config: ExamplesConfig, layout: Layout, routing: Routing) -> None:
         self._config = config
         self._layout = layout
+        self._routing = routing
 
     def setup(self) -> None:
         self._counters = StageCounters((DOCUMENTS_PAIRED, EXAMPLES_MADE))
@@ -85,8 +88,9 @@ class PairAndMaskFn(beam.DoFn):
         key, paths = PartitionKey(*element[0]), element[1]
         config = self._config
         unit = key.name.replace("/", "-")
-        writer = KeyedSpillWriter(
-            files.join(config.work_dir, "examples"), unit, config.spill_budget_mb << 20
+        writer = RoutedSpillWriter(
+            files.join(config.work_dir, "examples"), unit, config.spill_budget_mb << 20,
+            self._routing,
         )
         tally = UnitTally(unit)
         bucket_counts: Counter = Counter()

@@ -16,8 +16,9 @@ from pipelines.beam.documents import UnitTally, finish_unit
 from pipelines.beam.progress import DOCUMENTS_TOKENIZED, StageCounters
 from pipelines.beam.spill import TokenizedDocument, pack_document
 from pipelines.examples.config import ExamplesConfig
-from pipelines.examples.keys import KeyedSpillWriter, PartitionKey
+from pipelines.examples.keys import PartitionKey
 from pipelines.examples.plan import Layout, split_of
+from pipelines.examples.shuffle import RoutedSpillWriter, Routing
 from pipelines.io.parquet import iter_row_groups
 from pipelines.io.vocabulary import Vocabulary, load_vocab
 from schemas import DocumentColumn, Reject
@@ -29,11 +30,13 @@ TOKENIZE_BATCH_SENTENCES = 4096
 
 
 class TokenizeDocumentsFn(beam.DoFn):
-    """(unit name, documents file) → (PartitionKey, spill file) + the unit's summary."""
+    """(unit name, documents file) → (PartitionKey or route group, spill file) + the unit's
+    summary."""
 
-    def __init__(self, config: ExamplesConfig, layout: Layout) -> None:
+    def __init__(self, config: ExamplesConfig, layout: Layout, routing: Routing) -> None:
         self._config = config
         self._layout = layout
+        self._routing = routing
         self._vocab: Vocabulary | None = None
         self._counters: StageCounters | None = None
 
@@ -45,8 +48,9 @@ class TokenizeDocumentsFn(beam.DoFn):
         name, path = unit
         config, layout = self._config, self._layout
         tally = UnitTally(name)
-        writer = KeyedSpillWriter(
-            files.join(config.work_dir, "documents"), name, config.spill_budget_mb << 20
+        writer = RoutedSpillWriter(
+            files.join(config.work_dir, "documents"), name, config.spill_budget_mb << 20,
+            self._routing,
         )
         for document in self._read_tokenized(path, tally):
             split = split_of(document.id, config.heldout_fraction)

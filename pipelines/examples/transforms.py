@@ -8,16 +8,21 @@ Which steps fan out, and why: TokenizeDocuments has one unit per documents file 
 over workers by a Reshuffle); PairAndMask one per (split, pass, partition), sized by
 --work-partition-mb; OrderBuckets one per shuffle bucket, sized by --bucket-mb. Beam carries
 only keys, paths and counts; the records move through spill files (pipelines/beam/spill.py).
+On a large corpus each regrouping takes two levels (pipelines/examples/shuffle.py): the
+mappers write per route group of √keys keys, GroupPartitions/GroupBuckets then hold a
+GroupRoutes step, one Regroup step per route group and the GroupByKey per key.
 """
 
 from __future__ import annotations
 
 import apache_beam as beam
 
+from pipelines.beam import files
 from pipelines.examples.config import ExamplesConfig
 from pipelines.examples.pairing import BUCKET_COUNTS, PairAndMaskFn
-from pipelines.examples.plan import Layout
+from pipelines.examples.plan import Layout, Routes
 from pipelines.examples.shards import PIECES, JoinPiecesFn, OrderBucketFn
+from pipelines.examples.shuffle import GroupSpills
 from pipelines.examples.tokenize import SUMMARY, TokenizeDocumentsFn
 
 
@@ -25,11 +30,16 @@ class CreateExamples(beam.PTransform):
     """Documents files → examples in spill buckets (+ bucket counts and unit summaries)."""
 
     def __init__(
-        self, config: ExamplesConfig, layout: Layout, units: list[tuple[str, str]]
+        self,
+        config: ExamplesConfig,
+        layout: Layout,
+        routes: Routes,
+        units: list[tuple[str, str]],
     ) -> None:
         super().__init__()
         self._config = config
         self._layout = layout
+        self._routes = routes
         self._units = units
 
     def expand(self, pipeline):
@@ -38,17 +48,17 @@ class CreateExamples(beam.PTransform):
             | "ListDocumentsFiles" >> beam.Create(self._units)
             | "SpreadFiles" >> beam.Reshuffle()
             | "TokenizeDocuments"
-            >> beam.ParDo(TokenizeDocumentsFn(self._config, self._layout)).with_outputs(
-                SUMMARY, main="spills"
-            )
+            >> beam.ParDo(
+                TokenizeDocumentsFn(self._config, self._layout, self._routes.partitions)
+            ).with_outputs(SUMMARY, main="spills")
         )
         paired = (
             tokenized.spills
-            | "GroupPartitions" >> beam.GroupByKey()
+            | "GroupPartitions" >> _group_spills(self._config, "documents", self._routes.partitions)
             | "PairAndMask"
-            >> beam.ParDo(PairAndMaskFn(self._config, self._layout)).with_outputs(
-                SUMMARY, BUCKET_COUNTS, main="spills"
-            )
+            >> beam.ParDo(
+                PairAndMaskFn(self._config, self._layout, self._routes.buckets)
+            ).with_outputs(SUMMARY, BUCKET_COUNTS, main="spills")
         )
         summaries = (tokenized[SUMMARY], paired[SUMMARY]) | "AllSummaries" >> beam.Flatten()
         return paired.spills, paired[BUCKET_COUNTS], summaries
@@ -57,16 +67,17 @@ class CreateExamples(beam.PTransform):
 class WriteShards(beam.PTransform):
     """Spilled examples → globally shuffled, equal shards; yields each ShardInfo as a dict."""
 
-    def __init__(self, config: ExamplesConfig) -> None:
+    def __init__(self, config: ExamplesConfig, routes: Routes) -> None:
         super().__init__()
         self._config = config
+        self._routes = routes
 
     def expand(self, inputs):
         spills, bucket_counts = inputs
         counts = bucket_counts | "SumBucketCounts" >> beam.CombinePerKey(sum)
         ordered = (
             spills
-            | "GroupBuckets" >> beam.GroupByKey()
+            | "GroupBuckets" >> _group_spills(self._config, "examples", self._routes.buckets)
             | "OrderBuckets"
             >> beam.ParDo(OrderBucketFn(self._config), beam.pvalue.AsDict(counts)).with_outputs(
                 PIECES, main="shards"
@@ -78,3 +89,8 @@ class WriteShards(beam.PTransform):
             | "JoinPieces" >> beam.ParDo(JoinPiecesFn(self._config))
         )
         return (ordered.shards, joined) | "AllShards" >> beam.Flatten()
+
+
+def _group_spills(config: ExamplesConfig, folder: str, routing) -> GroupSpills:
+    """A regrouping's GroupByKey, with its regroup step where it takes two levels."""
+    return GroupSpills(files.join(config.work_dir, folder), routing)

@@ -1,0 +1,199 @@
+"""The two regroupings of the corpus through spill files, in one or two levels.
+
+Each regrouping is an all-to-all: every mapper (a documents file, then a pairing step) can
+send records to every key (a pairing step, then a shuffle bucket), and writes a spill file
+per key it reaches, so one level writes about mappers × keys files. Both counts grow with
+the corpus (each unit of work is sized in MB), so the files grow with its square: at full
+English Wikipedia (~3,200 pairing steps × ~4,600 buckets at 128 tokens) that is ~15 M
+objects of a few kB each, whose PUT and GET requests would cost more time and money on
+object storage than the work itself.
+
+Two levels bound that. Keys are dealt, in order, into route groups of about √keys each. A
+mapper writes one spill file per route group it reaches (each record prefixed by its key's
+index), and a regroup step per route group reads those files and writes one spill file per
+key (`RegroupFn`): mappers × √keys + keys × √keys × (key MB ÷ regroup budget) files, ~0.3 M
+for the example above, each MBs long. The data then passes through storage once more, so
+`plan_routing` takes the second level only where it cuts the files by at least
+`_TWO_LEVEL_GAIN`, and only past `_TWO_LEVEL_MIN_FILES`: small runs keep one level.
+
+A reducer reads its key's files whichever level wrote them and orders records by their
+content (documents by id, examples by place and bytes), so the shards are byte-identical
+either way (tests/test_examples_shuffle.py).
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import apache_beam as beam
+
+from pipelines.beam import files
+from pipelines.beam.spill import SpillWriter
+from pipelines.examples.keys import BucketKey, KeyedSpillWriter, PartitionKey
+
+_ROUTED = struct.Struct("<II")  # key index, record bytes
+# Two levels only where they write at least 4x fewer files, and one level would write at
+# least 10,000 (~$0.05 of object-storage PUTs): below that a second pass costs more than it saves.
+_TWO_LEVEL_GAIN = 4
+_TWO_LEVEL_MIN_FILES = 10_000
+ROUTES_DIR = "_routes"  # under a regrouping's spill folder: the first level's files
+
+
+@dataclass(frozen=True)
+class Routing:
+    """How one regrouping reaches its keys: directly (`group_size` 0) or through route
+    groups of `group_size` consecutive keys, each step of the second level buffering
+    `budget_bytes` (its mappers too: they write few, larger files)."""
+
+    keys: tuple[PartitionKey | BucketKey, ...]  # every key of the regrouping, in a fixed order
+    group_size: int = 0
+    budget_bytes: int = 0
+
+    @property
+    def two_level(self) -> bool:
+        return self.group_size > 0
+
+    @property
+    def groups(self) -> int:
+        return math.ceil(len(self.keys) / self.group_size) if self.group_size else 0
+
+    def index_of(self) -> dict[tuple, int]:
+        return {key: index for index, key in enumerate(self.keys)}
+
+
+@dataclass(frozen=True)
+class SpillSizes:
+    """What the layout tells of a regrouping before it runs, to count its files."""
+
+    mappers: int  # units of work that write spill files
+    mapper_bytes: float  # records one of them writes
+    key_bytes: float  # records one key receives
+    spill_budget_bytes: int  # a one-level mapper's buffer (--spill-budget-mb)
+    regroup_budget_bytes: int  # a second-level step's buffer (--regroup-budget-mb)
+
+
+def plan_routing(
+    keys: Sequence[PartitionKey | BucketKey], sizes: SpillSizes, levels: str = "auto"
+) -> Routing:
+    """One level or two for a regrouping of `keys`; `levels` "1" or "2" forces the choice
+    (`--shuffle-levels`)."""
+    keys = tuple(keys)
+    two = Routing(keys, max(1, math.ceil(math.sqrt(len(keys)))), sizes.regroup_budget_bytes)
+    if levels == "2":
+        return two
+    if levels == "1" or len(keys) < 4:
+        return Routing(keys)
+    one_level_files = spill_files(Routing(keys), sizes)
+    if one_level_files >= max(_TWO_LEVEL_MIN_FILES, _TWO_LEVEL_GAIN * spill_files(two, sizes)):
+        return two
+    return Routing(keys)
+
+
+def spill_files(routing: Routing, sizes: SpillSizes) -> int:
+    """About how many spill files a regrouping writes. A writer writes the fullest buffer
+    whenever its budget is full: with n evenly filled buffers, a file per budget ÷ n bytes,
+    and at least one per buffer."""
+
+    def written(data: float, buffers: int, budget: int) -> int:
+        return max(buffers, math.ceil(data * buffers / max(1, budget)))
+
+    if not routing.two_level:
+        return sizes.mappers * written(sizes.mapper_bytes, len(routing.keys),
+                                       sizes.spill_budget_bytes)  # fmt: skip
+    size, budget = routing.group_size, routing.budget_bytes
+    first = sizes.mappers * written(sizes.mapper_bytes, routing.groups, budget)
+    return first + routing.groups * written(size * sizes.key_bytes, size, budget)
+
+
+class RoutedSpillWriter:
+    """A mapper's spill writer: per key on one level, per route group on two."""
+
+    def __init__(self, directory: str, unit: str, budget_bytes: int, routing: Routing) -> None:
+        self._routing = routing
+        if routing.two_level:
+            self._index = routing.index_of()
+            self._writer = SpillWriter(
+                files.join(directory, ROUTES_DIR), unit, routing.budget_bytes
+            )
+        else:
+            self._keyed = KeyedSpillWriter(directory, unit, budget_bytes)
+
+    def add(self, key: PartitionKey | BucketKey, record: bytes) -> None:
+        if not self._routing.two_level:
+            self._keyed.add(key, record)
+            return
+        index = self._index[tuple(key)]
+        group = index // self._routing.group_size
+        self._writer.add(_route_name(group), _ROUTED.pack(index, len(record)) + record)
+
+    def close(self) -> list[tuple[object, str]]:
+        """(key, spill file) on one level; (route group, spill file) on two."""
+        if not self._routing.two_level:
+            return self._keyed.close()
+        return [(int(name[1:]), path) for name, path in self._writer.close()]
+
+
+def _route_name(group: int) -> str:
+    return f"r{group:05d}"  # zero-padded: names sort as groups do (SpillWriter's tie-break)
+
+
+def unpack_routed(data: bytes, name: str) -> Iterator[tuple[int, bytes]]:
+    """The (key index, record) pairs of a first-level spill file."""
+    offset = 0
+    view = memoryview(data)
+    while offset < len(data):
+        if offset + _ROUTED.size > len(data):
+            raise ValueError(f"{name}: truncated routed record at byte {offset}")
+        index, size = _ROUTED.unpack_from(data, offset)
+        start = offset + _ROUTED.size
+        if start + size > len(data):
+            raise ValueError(f"{name}: truncated routed record at byte {offset}")
+        yield index, bytes(view[start : start + size])
+        offset = start + size
+
+
+class RegroupFn(beam.DoFn):
+    """(route group, first-level files) → (key, spill file) for each key of the group."""
+
+    def __init__(self, directory: str, routing: Routing) -> None:
+        self._directory = directory
+        self._routing = routing
+
+    def process(self, element: tuple[int, list[str]]) -> Iterator[tuple[tuple, str]]:
+        group, paths = element
+        keys = self._routing.keys
+        first = group * self._routing.group_size
+        last = min(first + self._routing.group_size, len(keys))
+        writer = KeyedSpillWriter(self._directory, _route_name(group), self._routing.budget_bytes)
+        for path in sorted(paths):
+            for index, record in unpack_routed(files.read_file(path), path):
+                if not first <= index < last:
+                    raise ValueError(
+                        f"{path}: a record for key {index} in route group {group}, which "
+                        f"holds keys {first}–{last - 1}"
+                    )
+                writer.add(keys[index], record)
+        yield from writer.close()
+
+
+class GroupSpills(beam.PTransform):
+    """(key or route group, spill file) → (key, [spill files]): a GroupByKey on one level;
+    on two, a GroupByKey per route group, its regroup step, then one per key."""
+
+    def __init__(self, directory: str, routing: Routing) -> None:
+        super().__init__()
+        self._directory = directory
+        self._routing = routing
+
+    def expand(self, spills):
+        if not self._routing.two_level:
+            return spills | "GroupByKey" >> beam.GroupByKey()
+        return (
+            spills
+            | "GroupRoutes" >> beam.GroupByKey()
+            | "Regroup" >> beam.ParDo(RegroupFn(self._directory, self._routing))
+            | "GroupByKey" >> beam.GroupByKey()
+        )
