@@ -4,9 +4,10 @@ A Flex Template is a container image plus a JSON spec. Dataflow starts the image
 which runs `infra/dataflow/main.py` with the template's parameters as `--name=value` flags
 (plus Dataflow's own: `--runner`, `--project`, `--region`, `--temp_location`, …); that program
 builds the pipeline, submits the job and returns without waiting for it
-(`--no_wait_until_finish`). One image serves every stage: the spec of
-each template sets `BERTKIT_STAGE` (`gcloud dataflow flex-template build --env`), and
-`launch` runs that stage's command.
+(`--no_wait_until_finish`). One image serves every stage: each template names a tag of it
+that sets `BERTKIT_STAGE` (infra/dataflow/build.sh; `gcloud dataflow flex-template build
+--env` cannot, as it sets variables only in an image gcloud builds itself), and `launch`
+runs that stage's command.
 
 The parameters each template declares (`metadata/<stage>.json`) are generated here from the
 stage's flag dataclass, so they cannot drift from the command line; `tests/test_infra.py`
@@ -16,8 +17,10 @@ checks the committed files against this module:
 
 Flex Templates pass every value as a string after `=`. A yes/no flag (`--overwrite`) arrives
 as `--overwrite=true`, which `launch` turns into the `--overwrite` / `--no-overwrite` that the
-command takes; a repeatable flag (`--input`) takes one value per template parameter, so give
-one glob that matches every file.
+command takes; a repeatable flag (`--input`, `--documents`) takes a comma list, which `launch`
+turns into the flag once per item (`documents=gs://b/enwiki,gs://b/books` → `--documents
+gs://b/enwiki --documents gs://b/books`), so a path holding a comma cannot be given there. A
+flag with its own comma parser (`max_seq_length=128,512`) passes whole.
 """
 
 from __future__ import annotations
@@ -140,7 +143,7 @@ def launch(stage_name: str, argv: Sequence[str]) -> int:
     if stage_name not in STAGES:
         raise SystemExit(
             f"{STAGE_ENV}={stage_name!r}: not a Beam stage; one of {', '.join(STAGES)} (set "
-            "by `gcloud dataflow flex-template build --env`, see infra/dataflow/build.sh)"
+            "in the image of each stage's template by infra/dataflow/build.sh)"
         )
     stage = STAGES[stage_name]
     # The launcher's job is to submit: the job runs on without it, and the stage returns

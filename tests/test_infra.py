@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -110,3 +112,90 @@ def test_the_launcher_program_runs_a_stage_on_template_flags(tmp_path):
     assert result.returncode == 0, result.stderr
     manifest = json.loads((out / MANIFEST_NAME).read_text())
     assert manifest["counts"]["documents"] == 2  # 3 lines, 2 per document
+
+
+# Stand-ins for the tools build.sh and run.sh call, logging their arguments: gcloud keeps the
+# template specs it "builds" (the image they name, as `--print-only` shows gcloud writes
+# them) and refuses --env beside --image, as gcloud 528 does.
+FAKE_GCLOUD = r"""#!/usr/bin/env bash
+echo "gcloud $*" >> "$FAKE_LOG"
+if [ "$1 $2 $3" = "dataflow flex-template build" ]; then
+  spec=$4 image=""
+  shift 4
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --image) image=$2 ;;
+      --env) echo "ERROR: --env needs --flex-template-base-image" >&2; exit 2 ;;
+    esac
+    shift
+  done
+  printf '{"image": "%s", "sdkInfo": {"language": "PYTHON"}}' "$image" \
+    > "$FAKE_BUCKET/$(basename "$spec")"
+elif [ "$1 $2" = "storage cat" ]; then
+  cat "$FAKE_BUCKET/$(basename "$3")"
+elif [ "$1 $2 $3" = "dataflow flex-template run" ]; then
+  echo 2026-11-25_01_02_03-123
+fi
+"""
+FAKE_DOCKER = r"""#!/usr/bin/env bash
+echo "docker $*" >> "$FAKE_LOG"
+if [ "$1 ${*: -1}" = "build -" ]; then sed 's/^/  /' >> "$FAKE_LOG"; fi
+"""
+FAKE_PYTHON = r"""#!/usr/bin/env bash
+if [ "$1" = "-m" ]; then echo "python $*" >> "$FAKE_LOG"; exit 0; fi
+exec "$REAL_PYTHON" "$@"
+"""
+
+
+def test_run_sh_launches_on_the_image_build_sh_made_in_any_repository(tmp_path):
+    """build.sh with a REPOSITORY, then run.sh: the template names its stage's tag (which
+    sets BERTKIT_STAGE), and the job's workers get that image from the template."""
+    checkout = tmp_path / "checkout"  # a copy: build.sh cds to its checkout and writes dist/
+    (checkout / "infra").mkdir(parents=True)
+    shutil.copytree(INFRA, checkout / "infra" / "dataflow")
+    for name in ("pyproject.toml", "constraints.txt"):
+        shutil.copy(ROOT / name, checkout / name)
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for name, text in [("gcloud", FAKE_GCLOUD), ("docker", FAKE_DOCKER), ("python", FAKE_PYTHON)]:
+        (tools / name).write_text(text)
+        (tools / name).chmod(0o755)
+    (tmp_path / "bucket").mkdir()
+    log = tmp_path / "log"
+    env = {**os.environ, "PATH": f"{tools}{os.pathsep}{os.environ['PATH']}",
+           "FAKE_LOG": str(log), "FAKE_BUCKET": str(tmp_path / "bucket"),
+           "REAL_PYTHON": sys.executable}  # fmt: skip
+    script = checkout / "infra" / "dataflow"
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([*args], env=env, capture_output=True, text=True, check=False)
+
+    built = run(str(script / "build.sh"), "proj", "europe-west4", "gs://b", "my-repo")
+    assert built.returncode == 0, built.stderr
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    image = f"europe-west4-docker.pkg.dev/proj/my-repo/bertkit:{version}"
+    calls = log.read_text()
+    assert f"docker push {image}\n" in calls
+    assert f"docker build -t {image}-books -\n  FROM {image}\n  ENV BERTKIT_STAGE=books\n" in calls
+    assert json.loads((tmp_path / "bucket" / "books.json").read_text())["image"] == (
+        f"{image}-books"
+    )
+    assert sorted(p.name for p in (tmp_path / "bucket").iterdir()) == [
+        f"{stage}.json" for stage in sorted(STAGES)
+    ]
+
+    launched = run(str(script / "run.sh"), "proj", "europe-west4", "gs://b", "books",
+                   "input=gs://b/books/*.txt", "output=gs://b/documents/books")  # fmt: skip
+    assert (launched.returncode, launched.stdout) == (0, "2026-11-25_01_02_03-123\n")
+    (call,) = [line for line in log.read_text().splitlines() if "flex-template run" in line]
+    assert "--template-file-gcs-location gs://b/templates/books.json" in call
+    assert call.endswith(
+        f"--parameters ^~^sdk_container_image={image}-books~input=gs://b/books/*.txt"
+        "~output=gs://b/documents/books --format value(job.id)"
+    )
+
+    refused = run(str(script / "run.sh"), "proj", "europe-west4", "gs://b", "train")
+    assert refused.returncode == 2
+    assert "stage train: not a Beam stage; one of wikipedia, books, vocab, examples" in (
+        refused.stderr
+    )

@@ -4,8 +4,10 @@
 #   infra/dataflow/build.sh PROJECT REGION gs://BUCKET [REPOSITORY]
 #
 # Pushes REGION-docker.pkg.dev/PROJECT/REPOSITORY/bertkit:VERSION (REPOSITORY defaults to
-# "bertkit"; create it once with `gcloud artifacts repositories create`), then writes
-# gs://BUCKET/templates/{wikipedia,books,vocab,examples}.json, each naming the image and the stage.
+# "bertkit"; create it once with `gcloud artifacts repositories create`) and, per stage, the
+# same image tagged VERSION-STAGE with BERTKIT_STAGE set, then writes
+# gs://BUCKET/templates/{wikipedia,books,vocab,examples}.json, each naming its stage's image.
+# run.sh reads the image from that file, so it launches whatever REPOSITORY was given here.
 set -euo pipefail
 project=${1:?usage: build.sh PROJECT REGION gs://BUCKET [REPOSITORY]}
 region=${2:?region}
@@ -23,11 +25,15 @@ docker build -f infra/dataflow/Dockerfile --build-arg "BEAM_VERSION=$beam_versio
 docker push "$image"
 
 for stage in wikipedia books vocab examples; do
+  # The launcher learns its stage from the image's environment. `flex-template build --env`
+  # cannot set it: gcloud takes --env only for an image it builds itself and refuses it
+  # beside --image. The stage's tag adds one ENV line (no layer) to the same image.
+  printf 'FROM %s\nENV BERTKIT_STAGE=%s\n' "$image" "$stage" | docker build -t "$image-$stage" -
+  docker push "$image-$stage"
   gcloud dataflow flex-template build "$bucket/templates/$stage.json" \
-    --image "$image" \
+    --image "$image-$stage" \
     --sdk-language PYTHON \
     --metadata-file "infra/dataflow/metadata/$stage.json" \
-    --env "BERTKIT_STAGE=$stage" \
     --project "$project"
 done
-echo "image $image; templates under $bucket/templates/"
+echo "image $image (a tag per stage: $image-STAGE); templates under $bucket/templates/"

@@ -6,26 +6,33 @@
 # e.g. run.sh my-project us-central1 gs://my-bucket wikipedia \
 #        input=gs://my-bucket/dumps/enwiki-latest-pages-articles-multistream.xml.bz2 \
 #        output=gs://my-bucket/documents/enwiki
-# The parameters are the stage's flags (infra/dataflow/metadata/STAGE.json); the job's
-# manifest appears in the output directory when it has finished. MAX_WORKERS (32) and
-# MACHINE_TYPE (n2-standard-4) size the job.
+# STAGE is wikipedia, books, vocab or examples; the parameters are its flags
+# (infra/dataflow/metadata/STAGE.json). The job's manifest appears in the output directory
+# when it has finished. MAX_WORKERS (32) and MACHINE_TYPE (n2-standard-4) size the job.
 set -euo pipefail
 project=${1:?usage: run.sh PROJECT REGION gs://BUCKET STAGE name=value ...}
 region=${2:?region}
 bucket=${3:?gs://bucket}
-stage=${4:?stage: wikipedia, books or examples}
+stage=${4:?stage: wikipedia, books, vocab or examples}
 shift 4
-cd "$(dirname "$0")/../.."
+case $stage in
+  wikipedia | books | vocab | examples) ;;
+  *) echo "run.sh: stage $stage: not a Beam stage; one of wikipedia, books, vocab, examples" >&2
+     exit 2 ;;
+esac
+template="$bucket/templates/$stage.json"
 
-version=$(python -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["version"])')
-image="$region-docker.pkg.dev/$project/bertkit/bertkit:$version"
+# The workers run the image the template's launcher runs: build.sh wrote its name into the
+# template, with whatever REPOSITORY and version it was built.
+image=$(gcloud storage cat "$template" --project "$project" |
+  python3 -c 'import json, sys; print(json.load(sys.stdin)["image"])')
 parameters="sdk_container_image=$image"
 for parameter in "$@"; do
   parameters="$parameters~$parameter"  # "~" joins them: values may hold commas
 done
 
 gcloud dataflow flex-template run "bertkit-$stage-$(date -u +%Y%m%d-%H%M%S)" \
-  --template-file-gcs-location "$bucket/templates/$stage.json" \
+  --template-file-gcs-location "$template" \
   --project "$project" \
   --region "$region" \
   --temp-location "$bucket/tmp" \
