@@ -49,10 +49,12 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.portability.api import beam_runner_api_pb2
 
 from bench.gcsserver import gcs_emulator
 from pipelines import books, examples, vocab, wikipedia
+from pipelines.beam.runner import report_submission
 from tests.conftest import DATA_DIR
 
 BUCKET = "staging"
@@ -167,11 +169,15 @@ def test_each_stage_translates_into_a_dataflow_job(gcs, gcs_inputs, stage, tmp_p
     )
     assert code == 0
     manifest = LAST_WRITTEN.get(stage, "_manifest.json")
+    # gcloud reads a template from gs:// only: a local one is copied beside the staged files.
+    template = f"gs://{BUCKET}/templates/{stage}.json"
     assert capsys.readouterr().out == (
         f"bertkit {stage}: job template written to {tmp_path / f'{stage}.json'}; the job is "
-        f"not running. Launch it (gcloud dataflow jobs run NAME --gcs-location "
-        f"{tmp_path / f'{stage}.json'}); its manifest appears at gs://{BUCKET}/{output}/"
-        f"{manifest} when it has finished\n"
+        f"not running. To launch it, copy it to Cloud Storage, which is the only place "
+        f"gcloud reads a template from (gcloud storage cp {tmp_path / f'{stage}.json'} "
+        f"{template}), then run gcloud dataflow jobs run NAME --gcs-location {template} "
+        f"--region us-central1; its manifest appears at gs://{BUCKET}/{output}/{manifest} "
+        "when it has finished\n"
     )
     assert list(gcs.list_blobs(BUCKET, prefix=output)) == []  # the job has not run
     (pool,) = job["environment"]["workerPools"]
@@ -194,6 +200,17 @@ def test_the_two_level_examples_graph_regroups_in_parallel(gcs, gcs_inputs, tmp_
     assert (groups, sides) == (TWO_LEVEL_GROUPS, GROUPS["examples"][1])
     names = {t.unique_name for t in graph.components.transforms.values()}
     assert {"CreateExamples/GroupPartitions/Regroup", "WriteShards/GroupBuckets/Regroup"} <= names
+
+
+def test_a_template_on_gcs_is_launched_from_where_it_was_written(capsys):
+    options = PipelineOptions([*DATAFLOW, "--template_location", f"gs://{BUCKET}/t/wiki.json"])
+    assert report_submission(None, options, "gs://b/wiki/_manifest.json", "bertkit wikipedia") == 0
+    assert capsys.readouterr().out == (
+        f"bertkit wikipedia: job template written to gs://{BUCKET}/t/wiki.json; the job is not "
+        f"running. Launch it (gcloud dataflow jobs run NAME --gcs-location gs://{BUCKET}/t/"
+        "wiki.json --region us-central1); its manifest appears at gs://b/wiki/_manifest.json "
+        "when it has finished\n"
+    )
 
 
 def test_without_an_image_bertkit_s_wheel_is_staged_without_torch(gcs, gcs_inputs, tmp_path):

@@ -303,13 +303,12 @@ def report_submission(
 ) -> int:
     """What a launch that does not wait tells its user: the template or the job, and where
     the manifest will appear (every stage writes it last, inside the job). Exit code 0."""
-    template = options.view_as(GoogleCloudOptions).template_location
+    cloud = options.view_as(GoogleCloudOptions)
+    template = cloud.template_location
     if template:
-        print(
-            f"{prog}: job template written to {template}; the job is not running. Launch it "
-            f"(gcloud dataflow jobs run NAME --gcs-location {template}); its manifest "
-            f"appears at {manifest_url} when it has finished"
-        )
+        print(f"{prog}: job template written to {template}; the job is not running. "
+              f"{_launch_advice(cloud)}; its manifest appears at {manifest_url} when it "
+              "has finished")  # fmt: skip
         return 0
     result = getattr(pipeline, "result", None)
     # Dataflow's result has job_id(); the portable runner's keeps the id it was given.
@@ -320,6 +319,25 @@ def report_submission(
         f"command. Its manifest appears at {manifest_url} when it has finished"
     )
     return 0
+
+
+def _launch_advice(cloud: GoogleCloudOptions) -> str:
+    """How to launch a written template: `gcloud dataflow jobs run` reads it from gs:// only,
+    so a template written to a local path is copied there first (beside the job's staged
+    files, which it names by their gs:// URLs)."""
+    template = cloud.template_location
+    region = f" --region {cloud.region}" if cloud.region else ""
+    if template.startswith("gs://"):
+        return f"Launch it (gcloud dataflow jobs run NAME --gcs-location {template}{region})"
+    staging = next((url for url in (cloud.staging_location, cloud.temp_location)
+                    if url and url.startswith("gs://")), "gs://BUCKET/")  # fmt: skip
+    bucket = staging[len("gs://") :].split("/", 1)[0]
+    url = f"gs://{bucket}/templates/{os.path.basename(template)}"
+    return (
+        f"To launch it, copy it to Cloud Storage, which is the only place gcloud reads a "
+        f"template from (gcloud storage cp {template} {url}), then run gcloud dataflow jobs "
+        f"run NAME --gcs-location {url}{region}"
+    )
 
 
 def ensure_project_shipped(options: PipelineOptions) -> None:
