@@ -17,9 +17,10 @@ import pytest
 
 from bench.gcsserver import gcs_emulator
 from bench.s3server import client_environment
+from pipelines import cli
 from tests.test_train import TINY, free_port, metrics
 from trainer import train
-from trainer.export import WEIGHTS_FILE, export_hf
+from trainer.export import CONFIG_FILE, WEIGHTS_FILE, ExportError, export_hf
 
 BUCKET = "runs"
 STEPS = ["--max-steps", "6", "--warmup-steps", "2", "--eval-every", "0",
@@ -137,6 +138,55 @@ def test_storage_errors_are_reported_and_leave_no_temporary_files(
     (tmp_path / "taken" / "README.md").write_text("mine")
     with pytest.raises(ValueError, match=r"taken holds README\.md, which `bertkit export-hf` does"):
         export_hf(f"s3://{BUCKET}/none/checkpoints", tmp_path / "taken")
+
+
+def test_export_hf_to_s3_uploads_the_bytes_of_a_local_export(
+    sample_shards, s3, tmp_path, monkeypatch, capsys
+):
+    """export-hf --output s3://…: staged locally, uploaded config.json last; the prefix is
+    checked as a local --output is, and no staging folder is left."""
+    staging = tmp_path / "tmp"  # where the export's staging and download folders go
+    staging.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(staging))
+    run = tmp_path / "run"
+    assert train.run([*TINY, "--shards", str(sample_shards), "--max-steps", "1",
+                      "--warmup-steps", "0", "--eval-every", "0", "--output", str(run)]) == 0  # fmt: skip
+    local = export_hf(run / "checkpoints", tmp_path / "hf")
+    want = {Path(path).name: Path(path).read_bytes() for path in local}
+    url = f"s3://{BUCKET}/models/m1"
+    written = export_hf(run / "checkpoints", url)
+    assert written == [f"{url}/{Path(path).name}" for path in local]  # config.json last
+    assert written[-1] == f"{url}/{CONFIG_FILE}"
+    assert s3_listing(s3, "models/m1") == want
+    # An earlier export there needs --overwrite, as a directory does; the command then reads
+    # its summary back from the bucket.
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["export-hf", str(run / "checkpoints"), "--output", url])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err
+    assert f"{url} is not empty (e.g. {CONFIG_FILE})" in error and "--overwrite" in error
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["export-hf", str(run / "checkpoints"), "--output", url, "--overwrite"])
+    assert exit_info.value.code == 0
+    printed = capsys.readouterr().out
+    assert f"{url}/{WEIGHTS_FILE}  {len(want[WEIGHTS_FILE]):,} bytes" in printed
+    assert f"{url}: HF BertForPreTraining, 2 layers" in printed
+    assert s3_listing(s3, "models/m1") == want
+    # What no export writes is never written over, even with --overwrite.
+    s3.put_object(Bucket=BUCKET, Key="models/m1/notes/README.md", Body=b"mine")
+    with pytest.raises(ExportError, match=r"holds notes/README\.md, which `bertkit export-hf`"):
+        export_hf(run / "checkpoints", url, overwrite=True)
+    assert s3_listing(s3, "models/m1") == {**want, "notes/README.md": b"mine"}
+    # From a checkpoint directory on the bucket to another prefix: the same bytes; into the
+    # checkpoint directory itself: refused.
+    for path in (run / "checkpoints").iterdir():
+        s3.upload_file(str(path), BUCKET, f"r/checkpoints/{path.name}")
+    checkpoints = f"s3://{BUCKET}/r/checkpoints"
+    with pytest.raises(ExportError, match="is inside the checkpoint directory"):
+        export_hf(checkpoints, f"{checkpoints}/hf")
+    export_hf(checkpoints, f"s3://{BUCKET}/models/m2")
+    assert s3_listing(s3, "models/m2") == want
+    assert list(staging.iterdir()) == []
 
 
 def test_a_run_on_gcs_writes_checkpoints_metrics_and_events(sample_shards, tmp_path):

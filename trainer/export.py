@@ -2,17 +2,25 @@
 
     bertkit export-hf out/run/checkpoints --output out/run/hf      # the `latest` checkpoint
     bertkit export-hf out/run/checkpoints/step-00010000.pt --output out/hf-10k
+    bertkit export-hf s3://bucket/runs/r1/checkpoints --output s3://bucket/models/r1
     # = python -m trainer.export …; then, in Python:
     #   transformers.BertForPreTraining.from_pretrained("out/hf-10k")
     #   transformers.AutoTokenizer.from_pretrained("out/hf-10k")
 
 CHECKPOINT is a checkpoint file (schemas/checkpoint.py) or a checkpoint directory, whose
-`latest` file names the newest complete one. --output (a local directory) gets:
+`latest` file names the newest complete one, local or on s3://, gs://. --output (a local
+directory, or an s3:// or gs:// prefix) gets:
     model.safetensors        the weights under HF's names (trainer.model.hf_state_dict)
     vocab.txt, tokenizer.json   copied from the vocabulary the shards were made with
     tokenizer_config.json, special_tokens_map.json   BertTokenizer settings
     config.json              HF's BertConfig, written last: a directory cut short by a
                              crash has none, so from_pretrained refuses it
+
+An --output on object storage is written to a local staging directory, then uploaded with
+the trainer's own uploads (pipelines/io/objects.py) in the same order, config.json last,
+and the staging directory removed. Its prefix is checked first as a directory is: anything
+an export does not write there is refused, even with --overwrite, and an earlier export
+needs --overwrite (its config.json is deleted before the new files go up).
 
 The vocabulary is the one the checkpoint records (the shards manifest's `vocab.path`, which
 may be relative to where `bertkit examples` ran), or --vocab DIR when that has moved. Its
@@ -33,16 +41,17 @@ import math
 import os
 import re
 import shutil
+import struct
 import sys
+import tempfile
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
-from safetensors import safe_open
 from safetensors.torch import save_file
 
-from pipelines.io import storage
+from pipelines.io import objects, storage
 from pipelines.io.vocabulary import VocabError, Vocabulary, load_vocab
 from schemas.checkpoint import LATEST_FILE, CheckpointKey
 from schemas.checks import MAX_VOCAB_FILE_BYTES
@@ -69,16 +78,15 @@ WEIGHTS_FILE = "model.safetensors"
 CONFIG_FILE = "config.json"
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 SPECIAL_TOKENS_MAP_FILE = "special_tokens_map.json"
-# The names an export writes, and their temporary names (`_write_atomically`).
+# The names an export writes, and their temporary names (`_write_atomically`): an upload
+# to object storage has none (an object appears whole).
+_EXPORT_FILES = (CONFIG_FILE, WEIGHTS_FILE, VOCAB_FILE, TOKENIZER_FILE, TOKENIZER_CONFIG_FILE,
+                 SPECIAL_TOKENS_MAP_FILE)  # fmt: skip
 _EXPORT_NAME = re.compile(
-    r"\.?(?:"
-    + "|".join(
-        re.escape(name)
-        for name in (CONFIG_FILE, WEIGHTS_FILE, VOCAB_FILE, TOKENIZER_FILE,
-                     TOKENIZER_CONFIG_FILE, SPECIAL_TOKENS_MAP_FILE)
-    )
-    + r")(?:\.tmp-[0-9a-f]{32})?"
-)  # fmt: skip
+    r"\.?(?:" + "|".join(re.escape(name) for name in _EXPORT_FILES) + r")(?:\.tmp-[0-9a-f]{32})?"
+)
+# A safetensors header is a few hundred bytes a tensor: far below this.
+_MAX_SAFETENSORS_HEADER = 100 * 2**20
 # What HF's BertTokenizer calls each special token.
 SPECIAL_TOKENS_MAP = {
     "unk_token": UNK_TOKEN,
@@ -188,17 +196,66 @@ def check_output(output_dir: Path, overwrite: bool) -> None:
     if output_dir.exists() and not output_dir.is_dir():
         raise ExportError(f"{output_dir} is a file: pass a directory as --output")
     existing = sorted(p.name for p in output_dir.iterdir()) if output_dir.is_dir() else []
-    foreign = [name for name in existing if not _EXPORT_NAME.fullmatch(name)]
+    _check_existing(str(output_dir), existing, _EXPORT_NAME.fullmatch, overwrite)
+
+
+def _check_existing(
+    where: str, existing: list[str], is_export_file: Callable[[str], object], overwrite: bool
+) -> None:
+    foreign = [name for name in existing if not is_export_file(name)]
     if foreign:
         raise ExportError(
-            f"{output_dir} holds {foreign[0]}, which `bertkit export-hf` does not write: "
+            f"{where} holds {foreign[0]}, which `bertkit export-hf` does not write: "
             "nothing was replaced. Choose a new or empty --output"
         )
     if existing and not overwrite:
         raise ExportError(
-            f"{output_dir} is not empty (e.g. {existing[0]}); choose a new --output or "
+            f"{where} is not empty (e.g. {existing[0]}); choose a new --output or "
             "pass --overwrite to replace the export's files in it"
         )
+
+
+def check_remote_output(url: str, checkpoint: str, overwrite: bool) -> list[str]:
+    """check_output for an s3:// or gs:// prefix, from its listing (every name under it, so a
+    "folder" of another tool is refused too); also refuses a prefix inside the checkpoint's
+    folder on the same storage. Returns the export files already there."""
+    where = storage.redact(url)
+    if storage.is_remote(checkpoint):
+        folder = checkpoint.rstrip("/")
+        if folder.endswith(".pt"):
+            folder = folder.rsplit("/", 1)[0]
+        if f"{url}/".startswith(f"{folder}/"):
+            raise ExportError(
+                f"--output {where} is inside the checkpoint directory "
+                f"{storage.redact(folder)}: write the export beside the run, not into it"
+            )
+    # A name ending in / is a zero-byte folder marker (consoles make them), not a file.
+    existing = [n for n in objects.list_names(url) if n and not n.endswith("/")]
+    _check_existing(where, existing, _EXPORT_FILES.__contains__, overwrite)
+    return existing
+
+
+def _export_to_object_storage(
+    checkpoint_path: str, url: str, vocab_dir: str | None, overwrite: bool
+) -> list[str]:
+    """export_hf to a local staging directory, then upload it in the order it was written
+    (config.json last); an earlier export's config.json is deleted first, so an upload cut
+    short leaves a prefix from_pretrained refuses, as a local export does."""
+    url = url.rstrip("/")
+    objects.split(url)  # only s3:// and gs://
+    earlier = check_remote_output(url, checkpoint_path, overwrite)
+    staging = Path(tempfile.mkdtemp(prefix="bertkit-export-"))
+    try:
+        written = export_hf(checkpoint_path, staging / "hf", vocab_dir)
+        if CONFIG_FILE in earlier:
+            objects.delete(f"{url}/{CONFIG_FILE}")
+        uploaded = []
+        for path in map(Path, written):
+            objects.upload(path, f"{url}/{path.name}")
+            uploaded.append(f"{url}/{path.name}")
+        return uploaded
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def export_hf(
@@ -207,10 +264,14 @@ def export_hf(
     vocab_dir: str | None = None,
     overwrite: bool = False,
 ) -> list[str]:
-    """Write the HF directory for a checkpoint (file or directory); return the files written,
-    in order. Raises ExportError on a bad checkpoint, vocabulary or output directory."""
+    """Write the HF directory for a checkpoint (file or directory, local or a URL) to a local
+    directory or an s3://, gs:// prefix; return the files written (URLs for a prefix), in
+    order. Raises ExportError on a bad checkpoint, vocabulary or output directory."""
     check_run_location("--checkpoint", checkpoint_path, remote_ok=True)
-    check_run_location("--output", output_dir, remote_ok=False)
+    check_run_location("--output", output_dir, remote_ok=True)
+    if storage.is_remote(str(output_dir)):
+        return _export_to_object_storage(str(checkpoint_path), str(output_dir), vocab_dir,
+                                         overwrite)  # fmt: skip
     if storage.is_remote(str(checkpoint_path)):
         check_output(Path(output_dir), overwrite)  # before the download, not after it
         local, folder = fetch_checkpoint(str(checkpoint_path))
@@ -282,7 +343,8 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("checkpoint", metavar="CHECKPOINT",
                         help="a checkpoint file, or a checkpoint directory (its `latest`)")
     parser.add_argument("--output", required=True, metavar="DIR",
-                        help="the HF model directory to write (local)")
+                        help="the HF model directory to write: local, or an s3:// or gs:// "
+                             "prefix")
     parser.add_argument("--vocab", metavar="DIR",
                         help="the vocabulary directory, when it moved since the shards were made")
     parser.add_argument("--overwrite", action="store_true",
@@ -291,21 +353,47 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def _size(location: str) -> int:
+    with storage.open_seekable(location) as source:  # a ranged read on object storage
+        return source.seek(0, os.SEEK_END)
+
+
+def _parameter_count(weights: str) -> int:
+    """The number of parameters a safetensors file holds, from its header alone (a u64
+    length, then JSON: name → dtype, shape, offsets): no download of the weights."""
+    with storage.open_binary(weights) as source:
+        (length,) = struct.unpack("<Q", _read_exactly(source, 8, weights))
+        if length > _MAX_SAFETENSORS_HEADER:
+            raise ExportError(f"{weights}: not a safetensors file (header of {length:,} bytes)")
+        header = json.loads(_read_exactly(source, length, weights))
+    return sum(math.prod(v["shape"]) for k, v in header.items() if k != "__metadata__")
+
+
+def _read_exactly(source: BinaryIO, size: int, where: str) -> bytes:
+    data = b""
+    while len(data) < size:  # network streams may return short reads
+        more = source.read(size - len(data))
+        if not more:
+            raise ExportError(f"{where}: cut short ({len(data)} of {size} bytes)")
+        data += more
+    return data
+
+
 def run(argv: list[str] | None = None) -> int:
     """Export and report; return the exit code. Raises ExportError on bad input."""
     args = parse_arguments(argv)
     written = export_hf(args.checkpoint, args.output, args.vocab, args.overwrite)
-    for path in written:
-        print(f"{path}  {os.path.getsize(path):,} bytes")
-    # Read back what was written: the summary describes the files, not the intent.
-    output = Path(args.output)
-    config = json.loads((output / CONFIG_FILE).read_text(encoding="utf-8"))
-    with safe_open(output / WEIGHTS_FILE, framework="pt") as weights:
-        names = weights.keys()
-        parameters = sum(math.prod(weights.get_slice(name).get_shape()) for name in names)
+    for location in written:
+        print(f"{storage.redact(location)}  {_size(location):,} bytes")
+    # Read back what was written (from the bucket, for a prefix): the summary describes the
+    # files, not the intent.
+    output = args.output.rstrip("/") if storage.is_remote(args.output) else args.output
+    config = json.loads(storage.read_bytes(storage.join(output, CONFIG_FILE), 2**20))
+    parameters = _parameter_count(storage.join(output, WEIGHTS_FILE))
     print(
-        f"{output}: HF BertForPreTraining, {config['num_hidden_layers']} layers × "
-        f"{config['hidden_size']}, {parameters:,} parameters, {config['vocab_size']} token ids"
+        f"{storage.redact(output)}: HF BertForPreTraining, {config['num_hidden_layers']} "
+        f"layers × {config['hidden_size']}, {parameters:,} parameters, "
+        f"{config['vocab_size']} token ids"
     )
     return 0
 
