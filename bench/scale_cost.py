@@ -53,6 +53,9 @@ DATAFLOW_PRICES = {
     "memory_gb_hour": 0.003557,
     "pd_gb_hour": 0.000054,  # standard persistent disk
 }
+# Cloud Storage operations, Standard class, USD per 1,000 (as last known, 2024; NOT verified
+# online): a spill file is written once (class A) and read once (class B); deletes are free.
+GCS_PRICES = {"class_a_per_1000": 0.005, "class_b_per_1000": 0.0004}
 MEMORY_GB_PER_VCPU = 3.75  # n1-standard machines, Dataflow's default batch family
 DISK_GB_PER_WORKER = 25.0  # boot disk with Dataflow Shuffle (the batch default)
 VCPUS_PER_WORKER = 4  # n1-standard-4 workers
@@ -213,6 +216,44 @@ def stage_figures(
     return figures
 
 
+@dataclass(frozen=True)
+class SpillProjection:
+    """The examples stage's spill files at full scale, from its own planner (plan_routes)."""
+
+    documents_files: int
+    files_one_level: int
+    files_planned: int  # two levels where the planner takes them
+    usd_one_level: float
+    usd_planned: float
+
+
+def project_spill_files(documents_text_mb: float) -> SpillProjection:
+    """Spill files of `bertkit examples` (defaults: 128 tokens, dupe 10) on the full run's
+    documents: one documents file per wikipedia and books unit of work, ~7,000 bytes of
+    text per document; each file written and read once on object storage."""
+    from types import SimpleNamespace
+
+    from pipelines.examples.config import ExamplesConfig
+    from pipelines.examples.plan import plan_layout, plan_routes
+
+    documents_files = round(FULL_WIKITEXT_MB / UNIT_MB["wikipedia"]) + round(
+        FULL_BOOKS_MB / UNIT_MB["books"]
+    )
+    text_bytes = documents_text_mb * 1e6
+    manifest = SimpleNamespace(
+        counts={"documents": round(text_bytes / 7_000), "text_bytes": text_bytes},
+        files=[None] * documents_files,
+    )
+    inputs = [SimpleNamespace(manifest=manifest)]
+    config = ExamplesConfig(documents=(), vocab="", output="gs://b/shards")
+    layout = plan_layout(config, inputs, 30_522)
+    planned, one_level = plan_routes(config, layout, inputs).spill_files()
+    per_file = (GCS_PRICES["class_a_per_1000"] + GCS_PRICES["class_b_per_1000"]) / 1000
+    return SpillProjection(
+        documents_files, one_level, planned, one_level * per_file, planned * per_file
+    )
+
+
 def say(text: str) -> None:
     """A long line of the report, wrapped and indented."""
     print(textwrap.fill(text, 100, initial_indent="  ", subsequent_indent="    "))
@@ -248,7 +289,7 @@ def print_projection(
         f"read, measured on a 2 % sample), and learns from {FULL_VOCAB_DISTINCT_WORDS / 1e6:g} M "
         f"distinct words at {learn_rate:.0f} s per million (bench.vocab_learn), serial; "
         "wikipedia and books are two jobs side by side. Not counted: Dataflow Shuffle (the "
-        "GroupByKeys carry keys, paths and counts), GCS storage and requests"
+        "GroupByKeys carry keys, paths and counts) and GCS storage; GCS requests below"
     )
     headers = ["stage", "full input MB", "CPU-s/MB", "vCPU-h", "serial s", "unit s",
                *(f"wall @{v} vCPU" for v in vcpus), f"USD @{max(vcpus)}"]  # fmt: skip
@@ -267,6 +308,16 @@ def print_projection(
     rows.append(["chain", "", "", f"{total_hours:,.1f}", "", "",
                  *(f"{walls[v] / 60:,.1f} min" for v in vcpus), f"{total_cost:,.2f}"])  # fmt: skip
     print_table(headers, rows)
+    spills = project_spill_files(figures["examples"].full_input_mb)
+    say(
+        f"Cloud Storage requests for the examples stage's spill files (planned by "
+        f"pipelines/examples/plan.py from {spills.documents_files} documents files; class A "
+        f"${GCS_PRICES['class_a_per_1000']} and class B ${GCS_PRICES['class_b_per_1000']} per "
+        f"1,000, NOT verified online): {spills.files_planned / 1e6:,.2f} M files in two levels, "
+        f"${spills.usd_planned:,.2f}, on top of the chain's ${total_cost:,.2f} = "
+        f"${total_cost + spills.usd_planned:,.2f} (one level would write "
+        f"{spills.files_one_level / 1e6:,.1f} M files, ${spills.usd_one_level:,.0f})"
+    )
     serial = max(((name, p.serial_s) for name, p in projections.items()), key=lambda item: item[1])
     examples = chains[-1]["stages"]["examples"]
     scale = figures["examples"].full_input_mb / examples["input_mb"]
@@ -286,6 +337,8 @@ def print_projection(
         "projections": {k: asdict(v) for k, v in projections.items()},
         "total_vcpu_hours": total_hours,
         "total_cost_usd": total_cost,
+        "spill_files": asdict(spills),
+        "total_cost_with_requests_usd": total_cost + spills.usd_planned,
         "chain_wall_s": walls,
         "largest_serial": serial,
     }

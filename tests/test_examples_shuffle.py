@@ -56,8 +56,8 @@ def test_two_levels_where_they_write_at_least_four_times_fewer_files() -> None:
 
 
 def test_a_full_english_wikipedia_run_writes_150_times_fewer_spill_files() -> None:
-    # bench/scale_cost.py's full run at 128 tokens, dupe 10: 48,552 MB of documents text
-    # in 1,500 files. 331 pairing partitions a pass (3,310 pairing steps) and 4,846 buckets.
+    # An English Wikipedia-sized run at 128 tokens, dupe 10: 48,552 MB of documents text in
+    # 1,500 files; 331 pairing partitions a pass (3,310 pairing steps) and 4,846 buckets.
     inputs = [
         SimpleNamespace(
             manifest=SimpleNamespace(
