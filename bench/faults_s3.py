@@ -242,8 +242,8 @@ def s3_training_campaign(
     for run in range(runs):
         shutil.rmtree(run_dir, ignore_errors=True)
         where = f"{tally.row} run {run + 1}"
-        # The trainer makes few requests (the manifest, then one streamed GET per shard), so
-        # it meets at least half of them broken whatever --rate says.
+        # The trainer makes few requests (the manifest, then per shard its block table and one
+        # streamed GET), so it meets at least half of them broken whatever --rate says.
         read_rate = max(rate, TRAIN_READ_RATE)
         with FaultProxy(s3.endpoint, rate=read_rate, seed=rng.randrange(1 << 30)) as proxy:
             env = child_environment(client_environment(proxy.endpoint))

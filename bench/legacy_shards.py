@@ -1,9 +1,10 @@
-"""Shards in the 1.x layout (one `<key>.example.bin` tar member per sample), made from 2.0
-shards: the same samples, manifest and block sha256s recomputed, `schema_version` 1.1.
+"""Shards in the 1.x layout (one `<key>.example.bin` tar member per sample), made from 2.x
+shards: the same samples, manifest and block sha256s recomputed (inline, as 1.1 lists them),
+`schema_version` 1.1.
 
 For `python -m bench.loader`, which reads both layouts side by side, and for the test that
 bertkit still reads 1.x shards (tests/test_shard_io.py). Not a command; bertkit itself only
-writes the 2.0 layout.
+writes the 2.1 layout.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ def legacy_tar(samples: list[tuple[str, bytes]], block_samples: int) -> tuple[by
 
 
 def legacy_shard(data: bytes, info: ShardInfo) -> tuple[bytes, ShardInfo]:
-    """A 2.0 shard's bytes and entry → the same samples in the 1.x layout, and its entry."""
+    """A 2.x shard's bytes and entry → the same samples in the 1.x layout, and its entry."""
     samples = list(iter_tar_samples(io.BytesIO(data), info.path))
     tar, starts = legacy_tar(samples, info.block_samples)
     ends = [*starts[1:], len(tar)]
@@ -34,8 +35,9 @@ def legacy_shard(data: bytes, info: ShardInfo) -> tuple[bytes, ShardInfo]:
         for start, end in zip(starts, ends, strict=True)
     )
     entry = dataclasses.replace(
-        info, bytes=len(tar), sha256=hashlib.sha256(tar).hexdigest(), blocks=blocks
-    )
+        info, bytes=len(tar), sha256=hashlib.sha256(tar).hexdigest(), blocks=blocks,
+        block_table=None,
+    )  # fmt: skip
     return tar, entry
 
 

@@ -41,8 +41,9 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 
-# 1.1: the shards manifest records per-block sha256s; 2.0: one tar member per block.
-EXAMPLES_SCHEMA_VERSION = "2.0"
+# 1.1: the shards manifest records per-block sha256s; 2.0: one tar member per block; 2.1: a
+# shard's blocks are in a block table file beside it, the manifest records its sha256.
+EXAMPLES_SCHEMA_VERSION = "2.1"
 READABLE_MAJORS = ("1", "2")  # 1.x shards (a member per sample) are still read
 SAMPLES_MEMBER = "examples.bin"  # a block of samples: `<first key>.examples.bin` (2.0)
 EXAMPLE_MEMBER = "example.bin"  # one sample: `<key>.example.bin` (1.x, read only)

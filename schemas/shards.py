@@ -2,6 +2,7 @@
 
 Layout of `DIR` (`bertkit examples`):
     seq128/train/shard-000000.tar …    WebDataset shards (schemas/examples.py), balanced
+    seq128/train/shard-000000.tar.blocks.json …  each shard's block table (below)
     seq128/heldout/shard-000000.tar …  held-out documents' examples
     seq512/…                           one tree per --max-seq-length
     _rejects/rejects-*.jsonl           documents or instances that made no example, and why
@@ -15,26 +16,39 @@ shard, and a block's sha256 before it uses a sample in it. Holds no timestamps o
 the same inputs and flags give the same bytes.
 
 **Blocks.** A shard's bytes are cut, at sample boundaries, into blocks of `block_samples`
-samples (the last block also holds the end-of-archive bytes), and the manifest records each
-block's first byte and sha256 (schema 1.1): the blocks tile the file, so verifying every
-block verifies the file. Since schema 2.0 a block is one tar member (schemas/examples.py).
-A reader that wants samples [a, b) reads just the blocks holding them, by byte range, and
-releases a block's samples only once its sha256 matched: no sample is used before its bytes
-are verified, memory is one block (~180 kB at 128 tokens), and a reader of part of a shard
-does not read the rest. A 1.0 manifest has no blocks; its reader treats the whole shard as
-one block.
+samples (the last block also holds the end-of-archive bytes), each with its first byte and
+sha256 (schema 1.1): the blocks tile the file, so verifying every block verifies the file.
+Since schema 2.0 a block is one tar member (schemas/examples.py). A reader that wants samples
+[a, b) reads just the blocks holding them, by byte range, and releases a block's samples only
+once its sha256 matched: no sample is used before its bytes are verified, memory is one block
+(~180 kB at 128 tokens), and a reader of part of a shard does not read the rest.
+
+**Block tables** (schema 2.1). Listed inline, the blocks made the manifest O(blocks): ~170
+bytes of indented JSON each, so a billion samples at 128 tokens (1.95 M blocks) would make a
+330 MB manifest, past the 256 MiB every reader allows (schemas/checks.py), parsed whole by
+every rank. Since 2.1 each shard's blocks are in a small file beside it,
+`block_table_path(path)` (`shard-000000.tar.blocks.json`: `{"block_samples", "offsets",
+"sha256"}`, compact JSON, ~76 bytes a block), and the manifest records that file's bytes and
+sha256 (`block_table`), ~490 bytes a shard whatever its size. A reader fetches a shard's table
+when it first reads from the shard, exactly the recorded bytes, and uses it only once its
+sha256 matched: the chain manifest → table → block → sample stays verified. 2.0 and 1.1
+manifests list the blocks inline (`blocks`) and are still read; a 1.0 manifest has no blocks,
+and its reader treats the whole shard as one block.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, ClassVar
 
 from schemas.checks import (
+    MAX_RECORD_BYTES,
     RecordError,
     need_dict,
     need_int,
+    need_list,
     need_relative_path,
     need_sha256,
     need_str,
@@ -43,11 +57,25 @@ from schemas.examples import EXAMPLES_SCHEMA_VERSION, READABLE_MAJORS, SAMPLES_M
 
 SHARD_DEPTH = 3  # seqN/SPLIT/shard-NNNNNN.tar: a shard's manifest is three levels up
 BLOCK_SAMPLES = 512  # samples per verified block: ~0.6 MB at 128 tokens, ~2 MB at 512
+BLOCK_TABLE_SUFFIX = ".blocks.json"  # a shard's block table: `shard-000000.tar.blocks.json`
+
+
+def block_table_path(shard_path: str) -> str:
+    """Where a shard's block table is (a relative path or a URL): beside it, named after it."""
+    return shard_path + BLOCK_TABLE_SUFFIX
 
 
 @dataclass(frozen=True, slots=True)
 class ShardBlock:
     offset: int  # the block's first byte in the shard; it ends where the next one starts
+    sha256: str
+
+
+@dataclass(frozen=True, slots=True)
+class BlockTableFile:
+    """What a 2.1 manifest records of a shard's block table: its size and sha256."""
+
+    bytes: int
     sha256: str
 
 
@@ -70,10 +98,13 @@ class ShardInfo:
     sha256: str
     first_key: str  # keys are positions in the split: shard i holds first_key … + samples - 1
     block_samples: int = 0  # 0: no blocks (a 1.0 manifest)
-    blocks: tuple[ShardBlock, ...] = ()
+    blocks: tuple[ShardBlock, ...] = ()  # inline (1.1, 2.0), or loaded from the block table
+    block_table: BlockTableFile | None = None  # 2.1: the blocks are in block_table_path(path)
 
     def spans(self) -> list[BlockSpan]:
         """The blocks as sample and byte ranges; without blocks, the whole shard is one."""
+        if not self.blocks and self.block_table is not None:
+            raise ValueError(f"{self.path}: its block table is not loaded (with_blocks)")
         if not self.blocks:
             return [BlockSpan(0, self.samples, 0, self.bytes, self.sha256)]
         ends = [block.offset for block in self.blocks[1:]] + [self.bytes]
@@ -88,12 +119,79 @@ class ShardInfo:
             for i, (block, end) in enumerate(zip(self.blocks, ends, strict=True))
         ]
 
+    def with_table_file(self, table: bytes) -> ShardInfo:
+        """This entry as a 2.1 manifest lists it: its blocks moved out to `table` (the bytes
+        of its block table file, `encode_block_table(self)`), recorded by size and sha256."""
+        digest = hashlib.sha256(table).hexdigest()
+        return replace(self, blocks=(), block_table=BlockTableFile(len(table), digest))
+
+    def with_blocks(self, table: bytes, where: str) -> ShardInfo:
+        """This entry with its blocks read from the bytes of its block table (already checked
+        against `block_table`): they must tile the shard as the manifest describes it."""
+        return replace(self, blocks=decode_block_table(table, self, where))
+
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> ShardInfo:
         blocks = raw.get("blocks", [])
         if not isinstance(blocks, list | tuple) or not all(isinstance(b, dict) for b in blocks):
             raise RecordError("blocks must be a list of {offset, sha256} objects")
-        return cls(**{**raw, "blocks": tuple(ShardBlock(**block) for block in blocks)})
+        table = raw.get("block_table")
+        if table is not None and not isinstance(table, dict):
+            raise RecordError("block_table must be a {bytes, sha256} object")
+        return cls(**{
+            **raw,
+            "blocks": tuple(ShardBlock(**block) for block in blocks),
+            "block_table": BlockTableFile(**table) if table is not None else None,
+        })  # fmt: skip
+
+    def to_dict(self) -> dict[str, Any]:
+        """The manifest's entry: `blocks` only when inline, `block_table` only when 2.1."""
+        raw = asdict(self)
+        if not self.blocks:
+            del raw["blocks"]
+        if self.block_table is None:
+            del raw["block_table"]
+        return raw
+
+
+def encode_block_table(info: ShardInfo) -> bytes:
+    """The bytes of a shard's block table file, from an entry with its blocks inline: compact
+    JSON, keys sorted, so the same shard gives the same bytes."""
+    record = {
+        "block_samples": info.block_samples,
+        "offsets": [block.offset for block in info.blocks],
+        "sha256": [block.sha256 for block in info.blocks],
+    }
+    return (json.dumps(record, sort_keys=True, separators=(",", ":")) + "\n").encode("ascii")
+
+
+def decode_block_table(table: bytes, info: ShardInfo, where: str) -> tuple[ShardBlock, ...]:
+    """A block table's blocks, checked against the shard's entry (RecordError naming
+    `where` and the field otherwise)."""
+    try:
+        raw = json.loads(table)
+    except ValueError as error:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        raise RecordError(f"{where}: not a block table ({error})") from error
+    need_dict(raw, where)
+    if sorted(raw) != ["block_samples", "offsets", "sha256"]:
+        raise RecordError(f"{where}: fields {sorted(raw)}, a block table has block_samples, "
+                          "offsets and sha256")  # fmt: skip
+    if raw["block_samples"] != info.block_samples:
+        raise RecordError(
+            f"{where}.block_samples is {raw['block_samples']!r}, the manifest says "
+            f"{info.block_samples}"
+        )
+    need_list(raw["offsets"], f"{where}.offsets")
+    need_list(raw["sha256"], f"{where}.sha256")
+    if len(raw["offsets"]) != len(raw["sha256"]):
+        raise RecordError(
+            f"{where}: {len(raw['offsets'])} offsets but {len(raw['sha256'])} sha256s"
+        )
+    blocks = tuple(ShardBlock(o, h) for o, h in zip(raw["offsets"], raw["sha256"], strict=True))
+    if not blocks:
+        raise RecordError(f"{where}: no blocks; a shard has one at least")
+    _check_blocks(replace(info, blocks=blocks), where)
+    return blocks
 
 
 @dataclass(slots=True)
@@ -116,6 +214,7 @@ def _check_split(split: SplitShards, where: str) -> None:
         need_sha256(info.sha256, f"{field}.sha256")
         need_str(info.first_key, f"{field}.first_key")
         _check_blocks(info, field)
+        _check_block_table(info, field)
     listed = sum(info.samples for info in split.shards)
     if listed != split.samples:
         raise RecordError(
@@ -148,6 +247,18 @@ def _check_blocks(info: ShardInfo, where: str) -> None:
         previous = block.offset
 
 
+def _check_block_table(info: ShardInfo, where: str) -> None:
+    """A 2.1 entry's block table file: its blocks are there, not inline as well."""
+    table = info.block_table
+    if table is None:
+        return
+    if info.blocks:
+        raise RecordError(f"{where}: lists blocks inline and a block_table; one or the other")
+    need_int(info.block_samples, f"{where}.block_samples", 1)
+    need_int(table.bytes, f"{where}.block_table.bytes", 1, MAX_RECORD_BYTES)
+    need_sha256(table.sha256, f"{where}.block_table.sha256")
+
+
 @dataclass(slots=True)
 class SequenceOutput:
     max_seq_length: int
@@ -174,7 +285,13 @@ class ShardsManifest:
     READABLE_MAJORS: ClassVar[tuple[str, ...]] = READABLE_MAJORS  # 1.x: a member per sample
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+        raw = asdict(self)
+        for name, output in self.outputs.items():
+            for split, shards in output.splits.items():
+                raw["outputs"][name]["splits"][split]["shards"] = [
+                    info.to_dict() for info in shards.shards
+                ]
+        return json.dumps(raw, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
     @classmethod
     def from_json(cls, text: str) -> ShardsManifest:

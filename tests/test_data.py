@@ -6,7 +6,7 @@ import http.server
 import tarfile
 import threading
 from collections import Counter
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -18,7 +18,7 @@ from pipelines.beam.shards import write_shard
 from pipelines.io.shards import ShardReadError
 from schemas.batch import IGNORE_INDEX, BatchField
 from schemas.examples import SHARDS_MANIFEST_NAME, PretrainingExample, sample_key
-from schemas.shards import SequenceOutput, ShardsManifest, SplitShards
+from schemas.shards import SequenceOutput, ShardsManifest, SplitShards, block_table_path
 from trainer.collate import FixedShape, SampleLimits, to_device
 from trainer.data import (
     DataConfigError,
@@ -303,11 +303,11 @@ def test_manifest_of_another_schema_or_length_is_refused(tmp_path):
         open_source(str(shards_dir), max_seq_length=512)
     manifest = shards_dir / SHARDS_MANIFEST_NAME
     manifest.write_text(
-        manifest.read_text().replace('"schema_version": "2.0"', '"schema_version": "3.0"')
+        manifest.read_text().replace('"schema_version": "2.1"', '"schema_version": "3.0"')
     )
     with pytest.raises(
         DataConfigError,
-        match=r"PretrainingExample record at schema 3\.0, this bertkit reads PretrainingExample schema 2\.0",
+        match=r"PretrainingExample record at schema 3\.0, this bertkit reads PretrainingExample schema 2\.1",
     ):
         open_source(str(shards_dir))
 
@@ -328,6 +328,51 @@ def test_a_changed_shard_stops_the_epoch_naming_it(tmp_path):
         for batch in loader.epoch(DataPosition()):
             used.append(batch)
     assert indices(used) == [0, 1, 2, 3, 4]  # shard 0's first batch; none of shard 1's samples
+
+
+def test_a_changed_block_table_stops_the_epoch_naming_its_shard(tmp_path):
+    shards_dir = write_uneven_shards(tmp_path)
+    table = shards_dir / "seq128/train/shard-000001.tar.blocks.json"
+    data = bytearray(table.read_bytes())
+    digit = data.index(b'"sha256":["') + 11
+    data[digit] = ord("0") if data[digit] != ord("0") else ord("1")  # a block's sha256, changed
+    table.write_bytes(bytes(data))
+    loader = PretrainingLoader(open_source(str(shards_dir)), LoaderConfig(5, shuffle=False))
+    used = []
+    with pytest.raises(
+        ShardReadError,
+        match=r"shard-000001\.tar: its block table shard-000001\.tar\.blocks\.json does not "
+        r"match the manifest's sha256 \(.*none of the shard's samples was used",
+    ):
+        for batch in loader.epoch(DataPosition()):
+            used.append(batch)
+    assert indices(used) == [0, 1, 2, 3, 4]  # shard 0's first batch; none of shard 1's samples
+
+
+def test_a_2_0_manifest_with_its_blocks_inline_gives_the_same_batches(tmp_path):
+    """Shards made before block tables (2.0: every block listed in the manifest) are read as
+    they were, verified block by block, with no block table file anywhere."""
+    shards_dir = write_uneven_shards(tmp_path)
+    config = LoaderConfig(4, seed=3)
+    expected = indices(
+        PretrainingLoader(open_source(str(shards_dir)), config).epoch(DataPosition())
+    )
+    path = shards_dir / SHARDS_MANIFEST_NAME
+    manifest = ShardsManifest.from_json(path.read_text())
+    train = manifest.outputs["seq128"].splits["train"]
+    train.shards = [
+        replace(info.with_blocks(table.read_bytes(), info.path), block_table=None)
+        for info in train.shards
+        for table in [shards_dir / block_table_path(info.path)]
+    ]
+    manifest.schema_version = "2.0"
+    path.write_text(manifest.to_json())
+    for table in shards_dir.glob("seq128/train/*.blocks.json"):
+        table.unlink()
+    source = open_source(str(shards_dir))
+    assert source.manifest is not None and source.manifest.schema_version == "2.0"
+    assert [len(shard.info.blocks) for shard in source.shards] == [1] * 5  # type: ignore[union-attr]
+    assert indices(PretrainingLoader(source, config).epoch(DataPosition())) == expected
 
 
 def test_brace_patterns_find_the_manifest_or_count(tmp_path):
@@ -457,6 +502,12 @@ def _first_shard(raw: dict) -> dict:
     return raw["outputs"]["seq128"]["splits"]["train"]["shards"][0]
 
 
+def _inline(raw: dict, blocks) -> None:
+    """The first shard listed as a 2.0 manifest lists it: `blocks` inline, no block table."""
+    del _first_shard(raw)["block_table"]
+    _first_shard(raw)["blocks"] = blocks
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
@@ -478,15 +529,25 @@ def _first_shard(raw: dict) -> dict:
          r"outputs\.seq128\.max_seq_length must be an integer, not bool"),
         (lambda raw: raw.update(outputs=[]), r"AttributeError"),
         (lambda raw: raw["vocab"].update(size=-1), r"vocab\.size is -1"),
-        (lambda raw: _first_shard(raw).update(blocks=[]), None),  # a 1.0 entry: one block
-        (lambda raw: _first_shard(raw).update(blocks=[{"offset": 512, "sha256": "ab" * 32}]),
+        (lambda raw: _first_shard(raw).pop("block_table"), None),  # a 1.0 entry: one block
+        # 2.0 entries, their blocks inline
+        (lambda raw: _inline(raw, [{"offset": 512, "sha256": "ab" * 32}]),
          r"shards\[0\]\.blocks\[0\]\.offset is 512: blocks start at byte 0"),
-        (lambda raw: _first_shard(raw).update(blocks=_first_shard(raw)["blocks"] * 2),
+        (lambda raw: _inline(raw, [{"offset": 0, "sha256": "ab" * 32}] * 2),
          r"shards\[0\]\.blocks: 2 blocks, 7 samples in blocks of 512 make 1"),
+        (lambda raw: _inline(raw, [{"offset": 0}]), r"TypeError"),
+        (lambda raw: _inline(raw, "0"), r"blocks must be a list"),
+        # 2.1 entries, their blocks in a block table file
         (lambda raw: _first_shard(raw).update(block_samples=0),
          r"shards\[0\]\.block_samples is 0: it must be at least 1"),
-        (lambda raw: _first_shard(raw).update(blocks=[{"offset": 0}]), r"TypeError"),
-        (lambda raw: _first_shard(raw).update(blocks="0"), r"blocks must be a list"),
+        (lambda raw: _first_shard(raw)["block_table"].update(bytes=0),
+         r"shards\[0\]\.block_table\.bytes is 0: it must be at least 1 and at most 268435456"),
+        (lambda raw: _first_shard(raw)["block_table"].update(sha256="AB" * 32),
+         r"shards\[0\]\.block_table\.sha256 is 'ABAB.*not a sha256"),
+        (lambda raw: _first_shard(raw).update(block_table=[7]),
+         r"block_table must be a \{bytes, sha256\} object"),
+        (lambda raw: _first_shard(raw).update(blocks=[{"offset": 0, "sha256": "ab" * 32}]),
+         r"shards\[0\]: lists blocks inline and a block_table; one or the other"),
     ],
 )  # fmt: skip
 def test_a_tampered_manifest_is_refused_naming_file_and_field(tmp_path, change, message):

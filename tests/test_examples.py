@@ -41,6 +41,7 @@ from schemas import (
     documents_table,
 )
 from schemas.examples import NOT_NEXT, SPLITS, sample_key, unpack_samples
+from schemas.shards import BlockTableFile, block_table_path
 
 ONE_LEVEL = Routes(partitions=Routing(()), buckets=Routing(()))  # GroupByKeys alone
 
@@ -68,7 +69,8 @@ def read_examples(output: Path, seq: str, split: str) -> list[PretrainingExample
     found = []
     for shard in manifest.outputs[seq].splits[split].shards:
         opener = range_opener(str(output / shard.path), RetryPolicy())
-        for key, data in read_verified_samples(opener, shard.path, shard):
+        table = range_opener(str(output / block_table_path(shard.path)), RetryPolicy())
+        for key, data in read_verified_samples(opener, shard.path, shard, open_table=table):
             found.append(PretrainingExample.decode(data, key))
     return found
 
@@ -107,13 +109,22 @@ def test_manifest_describes_every_shard_and_splits_are_balanced(sample_shards, s
             assert [s.path for s in shards.shards] == [
                 f"{name}/{split}/shard-{i:06d}.tar" for i in range(len(sizes))
             ]
+            # Each shard, and beside it its block table, which the manifest records.
+            assert sorted(p.name for p in (sample_shards / name / split).iterdir()) == [
+                file for i in range(len(sizes))
+                for file in (f"shard-{i:06d}.tar", f"shard-{i:06d}.tar.blocks.json")
+            ]  # fmt: skip
             position = 0
             for shard in shards.shards:
                 data = (sample_shards / shard.path).read_bytes()
                 assert (len(data), hashlib.sha256(data).hexdigest()) == (shard.bytes, shard.sha256)
                 assert shard.first_key == sample_key(position)
                 position += shard.samples
-    # Nothing is left behind but the shards and the manifest.
+                table = (sample_shards / block_table_path(shard.path)).read_bytes()
+                digest = hashlib.sha256(table).hexdigest()
+                assert shard.block_table == BlockTableFile(len(table), digest)
+                assert shard.blocks == () and shard.block_samples == 512
+    # Nothing is left behind but the shards, their block tables and the manifest.
     assert not (sample_shards / "_work").exists()
     assert not list(sample_shards.rglob("*.tmp-*"))
 
@@ -125,7 +136,11 @@ def test_plain_webdataset_iterates_every_sample(sample_shards):
     last = len(train.shards) - 1
     url = str(sample_shards / f"seq128/train/shard-{{000000..{last:06d}}}.tar")
     blocks = list(wds.WebDataset(url, shardshuffle=False))
-    assert len(blocks) == sum(len(shard.blocks) for shard in train.shards)
+    tables = [(sample_shards / block_table_path(shard.path)).read_bytes() for shard in train.shards]
+    assert len(blocks) == sum(
+        len(shard.with_blocks(table, shard.path).blocks)
+        for shard, table in zip(train.shards, tables, strict=True)
+    )
     assert set(blocks[0]) >= {"__key__", SAMPLES_MEMBER}
     keys, samples = [], []
     for block in blocks:

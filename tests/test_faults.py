@@ -59,7 +59,8 @@ SHARD_NAMES = [
     "seq128/heldout/shard-000000.tar",
     *(f"seq128/train/shard-00000{i}.tar" for i in range(4)),
 ]
-EXAMPLES_FILES = sorted(["manifest.json", *SHARD_NAMES])
+TABLE_NAMES = [f"{name}.blocks.json" for name in SHARD_NAMES]  # each shard's block table
+EXAMPLES_FILES = sorted(["manifest.json", *SHARD_NAMES, *TABLE_NAMES])
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +75,7 @@ def examples_reference(inputs, tmp_path_factory):
     output = tmp_path_factory.mktemp("faults-examples") / "out"
     argv = stage_argv("examples", inputs, str(output))
     _, renames = reference_run(argv)
-    assert renames == 6  # five shards, then the manifest
+    assert renames == 11  # five shards, each then its block table, then the manifest
     return output, snapshot(output)
 
 
@@ -85,19 +86,21 @@ def test_examples_killed_while_publishing_shards_reruns_to_the_same_bytes(
     assert sorted(reference) == EXAMPLES_FILES
     tally = Tally("examples")
     argv = stage_argv("examples", inputs, str(output))
-    # Killed right before its third rename: two shards published, the third complete under
-    # its temporary name, the spill files still under _work, no manifest yet.
-    killed, left, rerun = kill_stage(tally, argv, output, reference, before_rename=3)
+    # Killed right before its fifth rename: two shards and their block tables published, the
+    # third shard complete under its temporary name, the spill files still under _work, no
+    # manifest yet.
+    killed, left, rerun = kill_stage(tally, argv, output, reference, before_rename=5)
     assert killed.killed and rerun.returncode == 0, rerun.output[-2000:]
     published = sorted(left.keys() & reference.keys())
-    assert len(published) == 2 and "manifest.json" not in left
+    assert len(published) == 4 and "manifest.json" not in left
+    assert sorted(n.endswith(".blocks.json") for n in published) == [False, False, True, True]
     assert len([n for n in left if ".tar.tmp-" in n]) == 1
     assert any(n.startswith("_work/") for n in left)
-    # The two published shards were whole; the rerun (--overwrite) gave every file again,
-    # the same names, no others (no _work, no temporary), the same bytes.
+    # The published shards and tables were whole; the rerun (--overwrite) gave every file
+    # again, the same names, no others (no _work, no temporary), the same bytes.
     assert tally.mismatches == [] and tally.recovered == 1
     assert snapshot(output) == reference
-    assert tally.files == 2 + 6 and tally.bytes == sum(reference[n][0] for n in published) + sum(
+    assert tally.files == 4 + 11 and tally.bytes == sum(reference[n][0] for n in published) + sum(
         size for size, _ in reference.values()
     )
 
@@ -236,13 +239,14 @@ def test_examples_writing_to_s3_through_faults_gives_the_local_runs_bytes(s3, ex
     # Uploads (PUT: parts, copies) and multipart calls (POST: create, complete) broken too.
     writes = sum(n for (_, method), n in proxy.counts.items() if method in ("PUT", "POST"))
     assert proxy.injected > 0 and writes > 0, proxy.counts
-    # The shards byte for byte as the local run's; the manifest names its inputs (s3://
-    # here), so it is compared without those path fields, and only them.
+    # The shards and their block tables byte for byte as the local run's; the manifest names
+    # its inputs (s3:// here), so it is compared without those path fields, and only them.
     remote_files = store.snapshot(prefix)
     assert sorted(remote_files) == EXAMPLES_FILES
-    shards = {name: local[name] for name in SHARD_NAMES}
-    assert tally.compare_trees(shards, {n: remote_files[n] for n in SHARD_NAMES}, "s3")
-    assert tally.files == 5
+    names = [*SHARD_NAMES, *TABLE_NAMES]
+    shards = {name: local[name] for name in names}
+    assert tally.compare_trees(shards, {n: remote_files[n] for n in names}, "s3")
+    assert tally.files == 10
     body = store.client.get_object(Bucket=S3_BUCKET, Key=f"{prefix}/manifest.json")["Body"]
     assert _without_input_paths(body.read()) == _without_input_paths(
         (output / "manifest.json").read_bytes()
@@ -254,7 +258,7 @@ def test_examples_writing_to_s3_through_faults_gives_the_local_runs_bytes(s3, ex
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "stage, renames", [("wikipedia", 2), ("books", 2), ("vocab", 5), ("examples", 6)]
+    "stage, renames", [("wikipedia", 2), ("books", 2), ("vocab", 5), ("examples", 11)]
 )
 def test_every_stage_killed_before_each_rename_reruns_to_the_same_bytes(
     inputs, tmp_path, stage, renames

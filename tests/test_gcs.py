@@ -21,6 +21,7 @@ from pipelines import books, examples, vocab, wikipedia
 from pipelines.beam.documents import read_manifest
 from pipelines.inspect import cli as inspect_cli
 from schemas import ShardsManifest
+from schemas.shards import block_table_path
 from schemas.vocab import TOKENIZER_FILE, VOCAB_FILE, VOCAB_METADATA_FILE
 from tests.conftest import DATA_DIR
 from trainer.data import DataPosition, LoaderConfig, PretrainingLoader, open_source
@@ -109,10 +110,11 @@ def test_vocab_and_examples_read_and_write_gcs_and_match_local_bytes(
     expected = ShardsManifest.from_json(local["manifest.json"].decode())
     shards = [shard.path for shard in expected.all_shards()]
     assert len(shards) >= 8
-    # The shards and the manifest, nothing else: the spill files under _work/ were written
-    # to gs:// and removed when the stage finished.
-    assert sorted(remote) == sorted(["manifest.json", *shards])
-    assert all(remote[path] == local[path] for path in shards)
+    files = [*shards, *(block_table_path(path) for path in shards)]
+    # The shards, their block tables and the manifest, nothing else: the spill files under
+    # _work/ were written to gs:// and removed when the stage finished.
+    assert sorted(remote) == sorted(["manifest.json", *files])
+    assert all(remote[path] == local[path] for path in files)
     manifest = ShardsManifest.from_json(remote["manifest.json"].decode())
     assert manifest.all_shards() == expected.all_shards() and manifest.counts == expected.counts
 

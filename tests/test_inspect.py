@@ -221,8 +221,8 @@ def test_schema_prints_fields_docs_and_versions(shards_dir: Path, capsys) -> Non
     code, lines, _ = inspect(capsys, str(shards_dir), "--schema")
     assert code == 0
     assert lines[:2] == [
-        "record PretrainingExample, schema version 2.0 (this bertkit)",
-        "manifest: record PretrainingExample, schema version 2.0, written by bertkit 0.1.0",
+        "record PretrainingExample, schema version 2.1 (this bertkit)",
+        "manifest: record PretrainingExample, schema version 2.1, written by bertkit 0.1.0",
     ]
     assert [line.split()[0] for line in lines[2:]] == PRETRAINING_EXAMPLE_SCHEMA.names
     assert any("0 = IsNext (B follows A), 1 = NotNext" in line for line in lines)
@@ -234,7 +234,7 @@ def test_summary_of_a_shards_directory(shards_dir: Path, capsys) -> None:
     assert code == 0
     assert lines == [
         f"shards directory {shards_dir} (manifest.json)",
-        "record PretrainingExample, schema version 2.0, written by bertkit 0.1.0",
+        "record PretrainingExample, schema version 2.1, written by bertkit 0.1.0",
         f"vocab: sha256 {sha}, path {shards_dir.parent / 'vocab'}, size 13, cased False",
         "seq128: max 20 predictions per sequence",
         "  train    2 examples in 1 shard (2,048 bytes), NotNext 1, 19 tokens, 4 predictions",

@@ -8,7 +8,8 @@ The stages, each a small function, in the order a sample goes through them:
     split_by_node            this rank's contiguous range of the epoch's sample stream
     split_by_worker          this loader worker's contiguous range of the rank's batches
     read_samples             read the range's blocks of each shard by byte range, each
-                             block's sha256 checked before any of its samples goes on
+                             block's sha256 (from the shard's block table, itself
+                             checked) matched before any of its samples goes on
                              (own ustar reader, transient errors retried with backoff)
     shuffle_samples          a seeded shuffle buffer
     decode_samples           check each sample's header (schemas/examples.py)
@@ -74,7 +75,7 @@ from schemas.examples import (
     read_header,
     seq_dir,
 )
-from schemas.shards import ShardInfo, ShardsManifest, SplitShards
+from schemas.shards import ShardInfo, ShardsManifest, SplitShards, block_table_path
 from schemas.versions import read_record
 from trainer.collate import FixedShape, SampleLimits, collate, pad_batch
 from trainer.preemption import STOP_SIGNALS
@@ -338,16 +339,18 @@ def read_samples(
 ) -> Iterator[RawSample]:
     """Stream the segments' samples, each only after the sha256 of its block matched.
 
-    A shard the manifest lists is read by byte range, just the blocks the segment needs
-    (`read_verified_samples`); a shard named without a manifest has nothing to be checked
-    against and streams as it is (`open_source` warned about it).
+    A shard the manifest lists is read by byte range, just the blocks the segment needs,
+    after its block table (one small read per shard and epoch; `read_verified_samples`); a
+    shard named without a manifest has nothing to be checked against and streams as it is
+    (`open_source` warned about it).
     """
     for segment in segments:
         shard = segment.shard
         if verify and shard.info is not None:
             opener = range_opener(shard.url, policy)
+            table = range_opener(block_table_path(shard.url), policy)
             samples = read_verified_samples(
-                opener, shard.url, shard.info, segment.skip, segment.take
+                opener, shard.url, shard.info, segment.skip, segment.take, table
             )
             for key, data in samples:
                 yield RawSample(int(key), data, shard.url)

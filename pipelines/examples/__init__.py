@@ -19,8 +19,9 @@ three steps (the graph: pipelines/examples/transforms.py):
    generator seeded by (seed, document id, pass, length), so the result does not depend on
    runner, worker count or order; each example gets a random place in the global shuffle.
 3. WriteShards: examples are sorted by that place and cut into shards of equal size (±1)
-   per length and split, each written under a temporary name and renamed; `manifest.json`
-   is written last.
+   per length and split, each written under a temporary name and renamed, then its block
+   table beside it (`shard-NNNNNN.tar.blocks.json`: each block's first byte and sha256,
+   schemas/shards.py); `manifest.json`, which records each table's sha256, is written last.
 
 Documents and examples move between steps through spill files under `OUTPUT/_work` (see
 pipelines/beam/spill.py), not through Beam's shuffle, so every worker's memory is bounded by a

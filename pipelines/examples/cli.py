@@ -37,18 +37,23 @@ from pipelines.examples.transforms import CreateExamples, WriteShards
 from pipelines.io.progress import Phase
 from pipelines.io.vocabulary import Vocabulary, load_vocab
 from schemas import REJECTS_DIR, SHARDS_MANIFEST_NAME
+from schemas.shards import BLOCK_TABLE_SUFFIX
 
-# Every name this stage writes in --output: the manifest, shards (and their temporary names),
-# rejects and the spill files under _work. `--overwrite` deletes these, and nothing else.
+# A shard and its block table (schemas/shards.py), as named in their directory.
+_SHARD_FILE = rf"shard-[0-9]{{6}}\.tar(?:{re.escape(BLOCK_TABLE_SUFFIX)})?"
+
+# Every name this stage writes in --output: the manifest, shards and their block tables (and
+# their temporary names), rejects and the spill files under _work. `--overwrite` deletes
+# these, and nothing else.
 _EARLIER_RUN = (
     rf"{re.escape(SHARDS_MANIFEST_NAME)}(?:\.tmp-[0-9a-f]{{32}})?"
-    r"|seq[0-9]+/(?:train|heldout)/shard-[0-9]{6}\.tar(?:\.tmp-[0-9a-f]{32})?"
+    rf"|seq[0-9]+/(?:train|heldout)/{_SHARD_FILE}(?:\.tmp-[0-9a-f]{{32}})?"
     rf"|{REJECTS_DIR}/rejects-[A-Za-z0-9_-]+\.jsonl|{WORK_DIR}/(?:documents|examples|pieces)/.+"
 )
 
-# The temporary names of a shard and of the manifest (`files.write_atomically`).
+# The temporary names of a shard, a block table and the manifest (`files.write_atomically`).
 _TEMPORARY = re.compile(
-    rf"(?:shard-[0-9]{{6}}\.tar|{re.escape(SHARDS_MANIFEST_NAME)})\.tmp-[0-9a-f]{{32}}"
+    rf"(?:{_SHARD_FILE}|{re.escape(SHARDS_MANIFEST_NAME)})\.tmp-[0-9a-f]{{32}}"
 )
 
 # --documents and --vocab are read, --output written: checked before any work (runner.py).
@@ -139,12 +144,18 @@ def remove_stage_leftovers(config: ExamplesConfig) -> None:
 
     A runner retries a failed bundle: the retry writes every shard again, under a new
     temporary name, but a worker that died while writing one left that file behind
-    (`shard-NNNNNN.tar.tmp-<hex>`, or an earlier attempt's `manifest.json.tmp-<hex>`). Every
-    shard is written by now, so no temporary name is still in use.
+    (`shard-NNNNNN.tar.tmp-<hex>`, `shard-NNNNNN.tar.blocks.json.tmp-<hex>`, or an earlier
+    attempt's `manifest.json.tmp-<hex>`). Every shard is written by now, so no temporary name
+    is still in use.
     """
+    patterns = (
+        "seq*/*/shard-*.tar.tmp-*",
+        f"seq*/*/shard-*.tar{BLOCK_TABLE_SUFFIX}.tmp-*",
+        f"{SHARDS_MANIFEST_NAME}.tmp-*",
+    )
     leftovers = [
         path
-        for pattern in ("seq*/*/shard-*.tar.tmp-*", f"{SHARDS_MANIFEST_NAME}.tmp-*")
+        for pattern in patterns
         for path in files.match(files.join(config.output, pattern))
         if _TEMPORARY.fullmatch(path.rsplit("/", 1)[-1])
     ]

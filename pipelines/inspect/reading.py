@@ -30,7 +30,7 @@ from schemas.examples import (
     PretrainingExample,
 )
 from schemas.manifest import DocumentsManifest, OutputFile
-from schemas.shards import ShardsManifest
+from schemas.shards import ShardsManifest, block_table_path
 from schemas.vocab import VOCAB_FILE
 
 
@@ -39,13 +39,15 @@ def read_examples(
 ) -> Iterator[PretrainingExample]:
     """Decoded examples of one shard; ShardReadError names the shard on any damage.
 
-    With `verify` and a manifest entry, each block's sha256 is checked before any of its
-    examples is decoded, and only the blocks the first `limit` examples need are read.
+    With `verify` and a manifest entry, each block's sha256 (from the shard's block table,
+    itself checked against the manifest) is checked before any of its examples is decoded,
+    and only the blocks the first `limit` examples need are read.
     Without either, a shard read to its end must still end like a complete tar file.
     """
     if verify and shard.info is not None:
         opener = range_opener(shard.url, RetryPolicy())
-        samples = read_verified_samples(opener, shard.url, shard.info, 0, limit)
+        table = range_opener(block_table_path(shard.url), RetryPolicy())
+        samples = read_verified_samples(opener, shard.url, shard.info, 0, limit, table)
         yield from _decode(samples, shard.url)
         return
     with storage.open_binary(shard.url) as source:

@@ -10,9 +10,11 @@ a reader listing the directory never sees a partial shard. It writes the ustar h
 the trainer streams through.
 
 The writer also cuts each shard into blocks of `BLOCK_SAMPLES` samples and records each
-block's first byte and sha256 (schemas/shards.py). `read_verified_samples` is how the trainer
-and `inspect` read: by byte range, block by block, each block's samples released only after
-its sha256 matched the manifest, and never a byte past what the manifest records. The plain
+block's first byte and sha256 in the shard's block table, a small file beside it whose own
+sha256 the manifest records (schemas/shards.py). `read_verified_samples` is how the trainer
+and `inspect` read: the block table first (its exact recorded bytes, its sha256 checked),
+then by byte range, block by block, each block's samples released only after its sha256
+matched the table, and never a byte past what the manifest and table record. The plain
 stream reader, `iter_tar_samples`, turns a truncated or corrupt tar into a `ShardReadError`
 that names the shard and the last good sample.
 """
@@ -24,6 +26,7 @@ import io
 from collections.abc import Callable, Iterator, Sequence
 from typing import BinaryIO
 
+from schemas.checks import RecordError
 from schemas.examples import (
     EXAMPLE_MEMBER,
     SAMPLES_MEMBER,
@@ -31,7 +34,13 @@ from schemas.examples import (
     sample_key,
     unpack_samples,
 )
-from schemas.shards import BLOCK_SAMPLES, ShardBlock, ShardInfo
+from schemas.shards import (
+    BLOCK_SAMPLES,
+    ShardBlock,
+    ShardInfo,
+    block_table_path,
+    encode_block_table,
+)
 
 _BLOCK = 512
 _ZERO_BLOCK = b"\0" * _BLOCK
@@ -103,8 +112,8 @@ def _tar(samples: Sequence[tuple[str, bytes]], block_samples: int) -> tuple[byte
 def encode_shard(
     relative_path: str, samples: Sequence[tuple[str, bytes]], block_samples: int = BLOCK_SAMPLES
 ) -> tuple[bytes, ShardInfo]:
-    """A shard's tar bytes and its manifest entry, block checksums included (writing it is
-    the caller's: see `pipelines.beam.shards.write_shard`)."""
+    """A shard's tar bytes and its entry, with the block checksums inline (writing it, and
+    its block table: `encode_block_table`, is the caller's: `pipelines.beam.shards`)."""
     data, starts = _tar(samples, block_samples)
     view = memoryview(data)
     ends = [*starts[1:], len(data)]
@@ -123,21 +132,77 @@ def encode_shard(
     return data, info
 
 
+def block_table_file(info: ShardInfo) -> tuple[bytes, ShardInfo]:
+    """An entry with its blocks inline → its block table file's bytes, and the entry a 2.1
+    manifest lists (the file's size and sha256 instead of the blocks)."""
+    table = encode_block_table(info)
+    return table, info.with_table_file(table)
+
+
 RangeOpener = Callable[[int, int], BinaryIO]  # (first byte, end byte) → a stream of them
 
 
+def load_blocks(open_table: RangeOpener, name: str, info: ShardInfo) -> ShardInfo:
+    """The entry with its blocks, read from its block table through `open_table(start, end)`
+    (the table file's bytes): exactly the size the manifest records, never a byte more, and
+    used only once its sha256 matched. An entry with its blocks inline is returned as it is."""
+    table = info.block_table
+    if table is None or info.blocks:
+        return info
+    where = f"{name}: its block table {block_table_path(name.rsplit('/', 1)[-1])}"
+    try:
+        with open_table(0, table.bytes) as stream:
+            data = _read_exactly(stream, table.bytes)
+    except FileNotFoundError as error:
+        raise ShardReadError(
+            f"{where} is missing, so none of the shard's samples can be verified; restore it "
+            "with the shard or rebuild the shards"
+        ) from error
+    except ShardReadError as error:  # ResumingStream: it ended before the recorded size
+        raise ShardReadError(f"{name}: {error}") from error
+    if len(data) != table.bytes:
+        raise ShardReadError(
+            f"{where} ends after {len(data):,} bytes, the manifest records {table.bytes:,}; "
+            "rebuild the shards or restore it from the source"
+        )
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != table.sha256:
+        raise ShardReadError(
+            f"{where} does not match the manifest's sha256 ({digest[:16]}… against "
+            f"{table.sha256[:16]}…); none of the shard's samples was used. It was changed or "
+            "damaged after writing: rebuild the shards or restore it from the source"
+        )
+    try:
+        return info.with_blocks(data, where)
+    except RecordError as error:  # matched the manifest, so the writer wrote it wrong
+        raise ShardReadError(f"{error}; rebuild the shards") from error
+
+
 def read_verified_samples(
-    open_range: RangeOpener, name: str, info: ShardInfo, skip: int = 0, take: int | None = None
+    open_range: RangeOpener,
+    name: str,
+    info: ShardInfo,
+    skip: int = 0,
+    take: int | None = None,
+    open_table: RangeOpener | None = None,
 ) -> Iterator[tuple[str, bytes]]:
     """Samples [skip, skip + take) of a shard, none released before its bytes are verified.
 
     Reads only the blocks that hold the samples, as one byte range from `open_range(start,
-    end)`, one block at a time: a block's bytes must be exactly the manifest's size and
-    sha256, and hold exactly its samples, before any of them is yielded. A shard listed
-    without blocks (a 1.0 manifest) is one block: it is held in memory whole, `info.bytes`
-    at most, before use. Errors name the shard, the samples and the byte range.
+    end)`, one block at a time: a block's bytes must be exactly the size and sha256 its
+    block table records, and hold exactly its samples, before any of them is yielded. The
+    block table of a 2.1 entry is read first, through `open_table` (`load_blocks`), and only
+    when there is something to read; a 1.1 or 2.0 entry lists its blocks inline. A shard
+    listed without blocks (a 1.0 manifest) is one block: it is held in memory whole,
+    `info.bytes` at most, before use. Errors name the shard, the samples and the byte range.
     """
     stop = info.samples if take is None else min(info.samples, skip + take)
+    if stop <= skip:
+        return
+    if info.block_table is not None and not info.blocks:
+        if open_table is None:
+            raise ValueError(f"{name}: its blocks are in its block table; pass open_table")
+        info = load_blocks(open_table, name, info)
     spans = [span for span in info.spans() if span.first < stop and span.stop > skip]
     if not spans:
         return
