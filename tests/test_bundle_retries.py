@@ -310,6 +310,7 @@ def run_examples_chain(
         ("1", ("order", r"/shard-[0-9]{6}\.tar\.tmp-", 700)),  # a whole shard, in its bucket
         ("1", ("order", r"/_work/pieces/", 20)),  # a piece of a shard that straddles buckets
         ("1", ("join", r"/shard-[0-9]{6}\.tar\.tmp-", 1500)),  # a shard joined from its pieces
+        ("1", ("order", r"/shard-[0-9]{6}\.tar\.blocks\.json\.tmp-", 50)),  # a block table
         # Two levels: a route group's file, then a key's file written by a regroup step.
         ("2", ("tokenize", r"/_work/documents/_routes/", 7)),
         ("2", ("regroup-partitions", r"/_work/documents/train/", 7)),
@@ -375,9 +376,14 @@ def test_the_examples_stage_removes_only_its_own_leftover_temporaries(tmp_path) 
     (out / "seq128" / "train").mkdir(parents=True)
     kept = {
         "seq128/train/shard-000000.tar": b"a shard",
+        "seq128/train/shard-000000.tar.blocks.json": b"its block table",
         "seq128/train/notes.tar.tmp-1": b"not a name the stage writes",
     }
-    leftovers = [f"seq128/train/shard-000001.tar.tmp-{'a' * 32}", f"manifest.json.tmp-{'b' * 32}"]
+    leftovers = [
+        f"seq128/train/shard-000001.tar.tmp-{'a' * 32}",
+        f"seq128/train/shard-000001.tar.blocks.json.tmp-{'c' * 32}",
+        f"manifest.json.tmp-{'b' * 32}",
+    ]
     for name, data in kept.items():
         (out / name).write_bytes(data)
     for name in leftovers:
