@@ -162,11 +162,19 @@ def test_the_trainer_compiled_gives_eager_s_losses(sample_shards, tmp_path) -> N
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
     assert train.run([*common, "--output", str(tmp_path / "compiled"), "--compile"]) == 0
-    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 1
+    # One graph for the training step, one for evaluation (eval mode, no grad), which ran at
+    # the end: its full batches compiled, the last short one eager; no break in either.
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 2
+    assert sum(torch._dynamo.utils.counters["graph_break"].values()) == 0
     assert train.run([*common, "--output", str(tmp_path / "eager")]) == 0
-    losses = {}
+    losses, evals = {}, {}
     for name in ("compiled", "eager"):
-        lines = (tmp_path / name / "metrics.jsonl").read_text().splitlines()
-        losses[name] = [r["loss"] for r in map(json.loads, lines) if r["kind"] == "train"]
+        records = list(map(json.loads, (tmp_path / name / "metrics.jsonl").read_text().splitlines()))
+        losses[name] = [r["loss"] for r in records if r["kind"] == "train"]
+        (evals[name],) = [r for r in records if r["kind"] == "eval"]
     assert len(losses["compiled"]) == 4
     assert losses["compiled"] == pytest.approx(losses["eager"], abs=1e-4)
+    assert evals["compiled"]["sequences"] == evals["eager"]["sequences"]
+    assert evals["compiled"]["sequences"] % 16  # the last batch is short: it ran eagerly
+    assert evals["compiled"]["predictions"] == evals["eager"]["predictions"]
+    assert evals["compiled"]["mlm_loss"] == pytest.approx(evals["eager"]["mlm_loss"], abs=1e-4)

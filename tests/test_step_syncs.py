@@ -19,6 +19,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from trainer import distributed, train
+from trainer.evaluate import evaluate
 
 # The aten ops that read a value to the host (and so synchronise with a GPU) or whose
 # output shape depends on the data (which needs the same read).
@@ -77,3 +78,25 @@ def test_a_training_step_reads_no_value_back(sample_shards, tmp_path, optimizer:
     assert any(not torch.equal(a, b) for a, b in zip(before, run.model.parameters(), strict=True))
     assert sums[6].item() == 3 * 2 * 8 and sums[7].item() == 3 * 2
     assert all(isinstance(norm, torch.Tensor) and norm.ndim == 0 for norm in grad_norms)
+
+
+def test_evaluation_reads_its_sums_back_once(sample_shards, tmp_path) -> None:
+    """Held-out evaluation keeps its sums on the device: every batch's forward is queued
+    without a wait, and the totals are read once, after the last batch."""
+    config = train.parse_arguments(
+        ["--model", "tiny", "--micro-batch-size", "8", "--shards", str(sample_shards),
+         "--output", str(tmp_path / "run"), "--max-steps", "2", "--warmup-steps", "1",
+         "--num-workers", "0",
+         "--no-tensorboard", "--device", "cpu"]
+    )  # fmt: skip
+    env = distributed.setup(config.device)
+    run = train.setup(config, env)
+    assert run.heldout is not None
+    with OpCounter() as ops:
+        result = evaluate(run.model, run.heldout, env, 8, max_batches=5)
+    run.progress.close()
+    run.logger.close()
+    reads = {name: count for name, count in ops.calls.items() if name in HOST_READS}
+    assert reads == {}, reads
+    assert ops.calls["aten.nll_loss_forward"] == 5 * 2  # 5 batches, MLM and NSP losses
+    assert result.sequences == 5 * 8 and result.predictions > 0

@@ -11,13 +11,17 @@ split. On the demo's sample that is "the" (id 1996 in an uncased 30k vocab; what
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 
 from schemas.batch import MODEL_INPUTS, BatchField
+from trainer.collate import FixedShape
 from trainer.data import (
     DataPosition,
     DataSource,
@@ -58,39 +62,50 @@ def evaluate(
     batch_size: int,
     max_batches: int | None = None,
     autocast: torch.autocast | None = None,
+    compiled: Callable[..., Any] | None = None,
+    pad_to: FixedShape | None = None,
 ) -> EvalResult:
-    """Evaluate `model` (unwrapped: no DDP hooks) on this rank's part of `source`."""
+    """Evaluate `model` (unwrapped: no DDP hooks) on this rank's part of `source`.
+
+    Under --compile, `compiled` (torch.compile of `model`) runs every full batch, padded to
+    `pad_to` as training batches are: one graph in eval mode, never recompiled; the last,
+    shorter batch of a rank's part runs on `model` eagerly, so its size brings no new shape.
+    Sums stay on the device and are read once at the end: no batch waits for the GPU.
+    """
     config = LoaderConfig(
-        batch_size, rank=env.rank, world_size=env.world_size, shuffle=False, drop_last=False
-    )
+        batch_size, rank=env.rank, world_size=env.world_size, shuffle=False, drop_last=False,
+        pad_to=pad_to,
+    )  # fmt: skip
     loader = PretrainingLoader(source, config)
     was_training = model.training
     model.eval()
-    # loss × predictions, correct predictions, predictions, correct NSP, sequences
-    totals = torch.zeros(5, dtype=torch.float64)
+    # loss × predictions, correct predictions, predictions, correct NSP
+    sums = torch.zeros(4, dtype=torch.float64, device=env.device)
+    sequences = 0
     for number, batch in enumerate(loader.epoch(DataPosition())):
         if max_batches is not None and number >= max_batches:
             break
         inputs = {name: batch[name].to(env.device, non_blocking=True) for name in MODEL_INPUTS}
-        if autocast is not None:
-            with autocast:
-                out = model(**inputs)
-        else:
-            out = model(**inputs)
-        count = int(out.mlm_count)
-        totals += torch.tensor(
-            [float(out.mlm_loss) * count, int(out.mlm_correct), count, int(out.nsp_correct),
-             len(batch[BatchField.NEXT_SENTENCE_LABELS])],
-            dtype=torch.float64,
-        )  # fmt: skip
+        size = len(batch[BatchField.NEXT_SENTENCE_LABELS])
+        forward = compiled if compiled is not None and size == batch_size else model
+        with autocast if autocast is not None else contextlib.nullcontext():
+            out = forward(**inputs)
+        sums += torch.stack(
+            [out.mlm_loss.double() * out.mlm_count, out.mlm_correct, out.mlm_count,
+             out.nsp_correct]
+        ).to(torch.float64)  # fmt: skip
+        sequences += size
     model.train(was_training)
-    loss_sum, correct, predictions, nsp_correct, sequences = all_reduce_sum(env, totals).tolist()
+    totals = torch.cat([sums.cpu(), torch.tensor([sequences], dtype=torch.float64)])
+    loss_sum, correct, predictions, nsp_correct, sequences_all = all_reduce_sum(
+        env, totals
+    ).tolist()
     return EvalResult(
         mlm_loss=loss_sum / max(predictions, 1),
         mlm_accuracy=correct / max(predictions, 1),
-        nsp_accuracy=nsp_correct / max(sequences, 1),
+        nsp_accuracy=nsp_correct / max(sequences_all, 1),
         predictions=int(predictions),
-        sequences=int(sequences),
+        sequences=int(sequences_all),
     )
 
 

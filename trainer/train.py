@@ -99,6 +99,7 @@ class Run:
     model: BertForPreTraining
     wrapped: torch.nn.Module  # DDP around the model, or the model
     forward: Callable[..., Any]  # `wrapped`, compiled or not
+    eval_forward: Callable[..., Any] | None  # `model` compiled for evaluation, or None
     optimizer: torch.optim.Optimizer
     scheduler: Any
     loader: PretrainingLoader
@@ -174,12 +175,15 @@ def _setup(
     # Bucketed batches come in four widths: four static graphs, not one dynamic one.
     dynamic = None if config.bucket_window == 0 else False
     forward = torch.compile(wrapped, dynamic=dynamic) if config.compile else wrapped
+    # Evaluation runs the bare model (no DDP hooks): compiled on its own, in eval mode.
+    eval_forward = torch.compile(model, dynamic=dynamic) if config.compile else None
     autocast = _autocast(config, env.device)
     loader = _build_loader(config, env, source)
     dtype = "bf16" if isinstance(autocast, torch.autocast) else "fp32"
     run = Run(
         config=config, env=env, source=source, heldout=heldout, model=model, wrapped=wrapped,
-        forward=forward, optimizer=optimizer, scheduler=scheduler, loader=loader,
+        forward=forward, eval_forward=eval_forward, optimizer=optimizer, scheduler=scheduler,
+        loader=loader,
         batches=loader.batches(position), autocast=autocast, accumulation=accumulation,
         pad_to=_fixed_shape(config, source) if config.compile else None, step=step,
         run_dir=run_dir, remote=remote,
@@ -499,6 +503,7 @@ def _evaluate(run: Run) -> EvalResult:
     result = evaluate(
         run.model, run.heldout, run.env, config.micro_batch_size,
         config.eval_batches or None, run.autocast if run.bf16 else None,  # type: ignore[arg-type]
+        run.eval_forward, run.pad_to,
     )  # fmt: skip
     run.logger.log(run.step, "eval", result.as_dict())
     if run.env.is_main:
