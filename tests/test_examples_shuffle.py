@@ -4,6 +4,7 @@ shards byte-identical either way."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -21,9 +22,9 @@ from pipelines.examples.shuffle import (
     RoutedSpillWriter,
     Routing,
     SpillSizes,
+    iter_routed,
     plan_routing,
     spill_files,
-    unpack_routed,
 )
 
 MB = 1 << 20
@@ -89,9 +90,8 @@ def test_routed_records_reach_their_keys_through_the_regroup_step(tmp_path) -> N
         (1, f"{ROUTES_DIR}/r00001/d000-f00000-00000.bin"),
         (2, f"{ROUTES_DIR}/r00002/d000-f00000-00000.bin"),
     ]
-    assert list(unpack_routed(read_file(first_level[0][1]), "r0")) == [
-        (0, b"a"), (1, b"b"), (0, b"e"),
-    ]  # fmt: skip
+    with open(first_level[0][1], "rb") as stream:
+        assert list(iter_routed(stream, "r0")) == [(0, b"a"), (1, b"b"), (0, b"e")]
 
     regroup = RegroupFn(work, routing)
     regrouped = [
@@ -105,6 +105,37 @@ def test_routed_records_reach_their_keys_through_the_regroup_step(tmp_path) -> N
         (("train", 0, 3), "train/p00000/q00003/r00001-00000.bin", b"c"),
         (("train", 0, 4), "train/p00000/q00004/r00002-00000.bin", b"d"),
     ]
+
+
+class Trickle(io.RawIOBase):
+    """A stream that returns at most 3 bytes a read, as a network stream may."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = io.BytesIO(data)
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        return self._data.read(min(size, 3) if size >= 0 else 3)
+
+
+def test_routed_records_survive_short_reads_and_a_cut_is_named() -> None:
+    data = _ROUTED_RECORDS
+    assert list(iter_routed(Trickle(data), "f")) == [(2, b"hello"), (0, b""), (1, b"xy")]
+    # The third record starts at byte 13 + 8 = 21; two stray bytes after it, at 21 + 10.
+    with pytest.raises(ValueError, match=r"f: truncated routed record at byte 21"):
+        list(iter_routed(Trickle(data[:-1]), "f"))
+    with pytest.raises(ValueError, match=r"f: truncated routed record at byte 31"):
+        list(iter_routed(Trickle(data + b"\x01\x00"), "f"))
+
+
+# (key 2, "hello"), (key 0, ""), (key 1, "xy"): an 8-byte header each (index, size).
+_ROUTED_RECORDS = (
+    b"\x02\x00\x00\x00\x05\x00\x00\x00hello"
+    b"\x00\x00\x00\x00\x00\x00\x00\x00"
+    b"\x01\x00\x00\x00\x02\x00\x00\x00xy"
+)
 
 
 def test_a_record_in_the_wrong_route_group_is_refused(tmp_path) -> None:

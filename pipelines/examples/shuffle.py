@@ -27,6 +27,7 @@ import math
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import BinaryIO
 
 import apache_beam as beam
 
@@ -140,19 +141,25 @@ def _route_name(group: int) -> str:
     return f"r{group:05d}"  # zero-padded: names sort as groups do (SpillWriter's tie-break)
 
 
-def unpack_routed(data: bytes, name: str) -> Iterator[tuple[int, bytes]]:
-    """The (key index, record) pairs of a first-level spill file."""
+def iter_routed(stream: BinaryIO, name: str) -> Iterator[tuple[int, bytes]]:
+    """The (key index, record) pairs of a first-level spill file, read as they come: a
+    regroup step holds one record of its input at a time, whatever the file's size."""
     offset = 0
-    view = memoryview(data)
-    while offset < len(data):
-        if offset + _ROUTED.size > len(data):
+    while header := _read_exactly(stream, _ROUTED.size):
+        index, size = _ROUTED.unpack(header) if len(header) == _ROUTED.size else (0, -1)
+        record = _read_exactly(stream, size) if size >= 0 else b""
+        if size < 0 or len(record) < size:
             raise ValueError(f"{name}: truncated routed record at byte {offset}")
-        index, size = _ROUTED.unpack_from(data, offset)
-        start = offset + _ROUTED.size
-        if start + size > len(data):
-            raise ValueError(f"{name}: truncated routed record at byte {offset}")
-        yield index, bytes(view[start : start + size])
-        offset = start + size
+        yield index, record
+        offset += _ROUTED.size + size
+
+
+def _read_exactly(stream: BinaryIO, size: int) -> bytes:
+    """`size` bytes, fewer only at the end (object storage streams return short reads)."""
+    data = stream.read(size)
+    while 0 < len(data) < size and (more := stream.read(size - len(data))):
+        data += more
+    return data
 
 
 class RegroupFn(beam.DoFn):
@@ -169,13 +176,14 @@ class RegroupFn(beam.DoFn):
         last = min(first + self._routing.group_size, len(keys))
         writer = KeyedSpillWriter(self._directory, _route_name(group), self._routing.budget_bytes)
         for path in sorted(paths):
-            for index, record in unpack_routed(files.read_file(path), path):
-                if not first <= index < last:
-                    raise ValueError(
-                        f"{path}: a record for key {index} in route group {group}, which "
-                        f"holds keys {first}–{last - 1}"
-                    )
-                writer.add(keys[index], record)
+            with files.open_raw(path) as stream:
+                for index, record in iter_routed(stream, path):
+                    if not first <= index < last:
+                        raise ValueError(
+                            f"{path}: a record for key {index} in route group {group}, which "
+                            f"holds keys {first}–{last - 1}"
+                        )
+                    writer.add(keys[index], record)
         yield from writer.close()
 
 
