@@ -18,6 +18,7 @@ import pytest
 from bench.gcsserver import gcs_emulator
 from bench.s3server import client_environment
 from pipelines import cli
+from pipelines.io import objects
 from tests.test_train import TINY, free_port, metrics
 from trainer import train
 from trainer.export import CONFIG_FILE, WEIGHTS_FILE, ExportError, export_hf
@@ -82,6 +83,33 @@ def test_a_run_on_s3_stops_resumes_and_exports_like_a_local_one(
     assert train.run([*TINY, "--shards", str(sample_shards), "--max-steps", "1",
                       "--warmup-steps", "0", "--eval-every", "0", "--output",
                       str(tmp_path / "phase2"), "--init-checkpoint", f"{url}/checkpoints"]) == 0  # fmt: skip
+
+
+def test_latest_goes_up_only_after_the_checkpoint_it_names_is_on_s3(sample_shards, s3, monkeypatch):
+    """Every upload of `latest` comes after its checkpoint's upload has completed: at that
+    moment the bucket already holds the checkpoint whole (a reader of `latest` never finds a
+    partial one), and the run's other files follow it."""
+    uploads, real_upload = [], objects.upload
+
+    def recording_upload(local: Path, url: str) -> None:
+        name = url.split("/k2/", 1)[1]
+        if name == "checkpoints/latest":
+            named = "checkpoints/" + local.read_text().strip()
+            on_bucket = s3.get_object(Bucket=BUCKET, Key=f"k2/{named}")["Body"].read()
+            assert on_bucket == (local.parent / named.split("/")[1]).read_bytes()
+            name = f"latest → {named}"
+        uploads.append(name)
+        real_upload(local, url)
+
+    monkeypatch.setattr(objects, "upload", recording_upload)
+    assert train.run([*TINY, "--shards", str(sample_shards), *STEPS, "--output",
+                      f"s3://{BUCKET}/k2"]) == 0  # fmt: skip
+    assert uploads == [
+        "checkpoints/step-00000003.pt", "latest → checkpoints/step-00000003.pt", "metrics.jsonl",
+        "checkpoints/step-00000006.pt", "latest → checkpoints/step-00000006.pt", "metrics.jsonl",
+        # The end of the run mirrors once more, for the last metrics: `latest` unchanged.
+        "latest → checkpoints/step-00000006.pt", "metrics.jsonl",
+    ]  # fmt: skip
 
 
 def test_overwrite_on_s3_never_deletes_what_no_run_wrote(sample_shards, s3, capsys):
