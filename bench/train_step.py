@@ -14,8 +14,10 @@ What is timed: the step `bertkit train` does for one micro-batch, without the da
 forward of BertForPreTraining on a collated batch (MODEL_INPUTS), backward, gradient clipping
 at 1.0, AdamW step, zero_grad. On CUDA as the trainer runs there: bf16 autocast, fused AdamW,
 and with torch.compile the batches padded to --seq (one shape, one graph); on CPU fp32. The
-trainer's per-step `.item()` reads of the losses (its logging sums) are not done here, so the
-GPU may run ahead of the host within a timing window, as it would with lighter logging.
+trainer's step reads no tensor value back on the host: its loss sums stay on the device and
+are read once every --log-every steps (tests/test_step_syncs.py holds it to that). The step
+timed here reads none either, so in both the GPU may run ahead of the host within a timing
+window.
 
 The batches are real: --batches batches of --batch sequences taken once from the shards'
 train split through trainer.data's loader (shuffled, padded to a multiple of 8), moved to the
