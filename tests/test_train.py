@@ -420,9 +420,9 @@ def test_a_url_is_never_taken_for_a_local_path(
     assert run_train(*common, *flags) == 2
     assert "a URL is never taken for a local path" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
-    with pytest.raises(ValueError, match=r"--output s3://runs/hf: --output takes a local or "
-                       r"mounted path; a URL is never taken for a local path"):  # fmt: skip
-        export_hf(tmp_path / "checkpoints", "s3://runs/hf")
+    with pytest.raises(ValueError, match=r"--output hdfs://nn/hf: --output takes a local or "
+                       r"mounted path, s3:// or gs://; a URL is never taken for a local path"):  # fmt: skip
+        export_hf(tmp_path / "checkpoints", "hdfs://nn/hf")
     with pytest.raises(ValueError, match=r"--checkpoint hdfs://b/r/checkpoints: --checkpoint "
                        r"takes a local or mounted path, s3:// or gs://"):  # fmt: skip
         export_hf("hdfs://b/r/checkpoints", tmp_path / "hf")
