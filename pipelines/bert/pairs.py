@@ -78,12 +78,17 @@ def truncation_cuts(
     if excess <= 0:
         return 0, 0, 0, 0
     lead = min(excess, abs(len_a - len_b))
-    a_longer = len_a > len_b
-    cuts = [0, 0, 0, 0]  # A front, A back, B front, B back
-    for k, draw in enumerate(rng.uniforms(excess).tolist()):
-        from_a = a_longer if k < lead else (k - lead) % 2 == 1
-        cuts[(0 if from_a else 2) + (0 if draw < 0.5 else 1)] += 1
-    return cuts[0], cuts[1], cuts[2], cuts[3]
+    back = rng.uniforms(excess) >= 0.5  # token k goes from the back (else the front)
+    # Tokens [0, lead) come from the longer side; then B takes the even ones, A the odd.
+    lead_back = int(np.count_nonzero(back[:lead]))
+    b_taken, a_taken = (excess - lead + 1) // 2, (excess - lead) // 2
+    b_back = int(np.count_nonzero(back[lead::2]))
+    a_back = int(np.count_nonzero(back[lead + 1 :: 2]))
+    if len_a > len_b:
+        a_taken, a_back = a_taken + lead, a_back + lead_back
+    else:
+        b_taken, b_back = b_taken + lead, b_back + lead_back
+    return a_taken - a_back, a_back, b_taken - b_back, b_back
 
 
 def create_pairs(

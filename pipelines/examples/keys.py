@@ -50,10 +50,12 @@ class KeyedSpillWriter:
     def __init__(self, directory: str, unit: str, budget_bytes: int) -> None:
         self._writer = SpillWriter(directory, unit, budget_bytes)
         self._keys: dict[str, tuple] = {}
+        self._names: dict[tuple, str] = {}  # a key's name, formatted once (a call per record)
 
     def add(self, key: PartitionKey | BucketKey, record: bytes) -> None:
-        name = key.name
-        if name not in self._keys:
+        name = self._names.get(key)
+        if name is None:
+            name = self._names[key] = key.name
             self._keys[name] = tuple(key)
         self._writer.add(name, record)
 

@@ -121,11 +121,9 @@ class RoutedSpillWriter:
             )
         else:
             self._keyed = KeyedSpillWriter(directory, unit, budget_bytes)
+            self.add = self._keyed.add  # type: ignore[method-assign]  # one call per record
 
     def add(self, key: PartitionKey | BucketKey, record: bytes) -> None:
-        if not self._routing.two_level:
-            self._keyed.add(key, record)
-            return
         index = self._index[tuple(key)]
         group = index // self._routing.group_size
         self._writer.add(_route_name(group), _ROUTED.pack(index, len(record)) + record)
