@@ -152,7 +152,7 @@ class PairAndMaskFn(beam.DoFn):
         self._counters.add(EXAMPLES_MADE, len(pairs))
         output = output_name(length, step.split)
         buckets = self._layout.buckets[output]
-        counts = step.tally.counts
+        not_next = tokens = predictions = 0
         for pair, (input_ids, a_length), masked, sort_key in zip(
             pairs, inputs, masked_inputs, sort_keys, strict=True
         ):
@@ -165,10 +165,15 @@ class PairAndMaskFn(beam.DoFn):
             bucket_key = BucketKey(output, sort_key % buckets)
             step.writer.add(bucket_key, pack_example(sort_key, example))
             step.bucket_counts[bucket_key] += 1
-            counts[f"{output}/examples"] += 1
-            counts[f"{output}/not_next"] += label
-            counts[f"{output}/tokens"] += len(input_ids)
-            counts[f"{output}/predictions"] += len(masked.positions)
+            not_next += label
+            tokens += len(input_ids)
+            predictions += len(masked.positions)
+        if pairs:  # the counts of one document's examples, added once (not per example)
+            counts = step.tally.counts
+            counts[f"{output}/examples"] += len(pairs)
+            counts[f"{output}/not_next"] += not_next
+            counts[f"{output}/tokens"] += tokens
+            counts[f"{output}/predictions"] += predictions
 
 
 def _alone(document_id: str, key: PartitionKey, group: int) -> Reject:
