@@ -145,12 +145,12 @@ def print_bytes_table(
             [
                 "bertkit shard (tar)",
                 f"{ours['shard_bytes_per_sample']:,.0f}",
-                "shard bytes / samples: 512 B tar header + payload padded to 512 B",
+                "shard bytes / samples: a tar header and padding per block of 512 samples",
             ],
             [
                 "bertkit payload",
                 f"{ours['payload_bytes_per_sample']:,.0f}",
-                "the example.bin member: ids uint16, no padding, provenance ids",
+                "a packed sample: ids uint16, no padding, provenance ids",
             ],
             [
                 "Google layout, computed",
