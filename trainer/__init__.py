@@ -1,6 +1,7 @@
 """bertkit's BERT pre-training trainer: streams bertkit's WebDataset shards into a PyTorch BERT.
 
 - model: BERT for pre-training (masked LM + next sentence prediction), as HF builds it.
+- source: the shard list a run reads (a manifest or shard URLs) and the checks on it.
 - data: shards from a disk or a URL → shuffled, collated micro-batches, resumable mid-epoch.
 - optim: AdamW or LAMB and the warmup-then-decay learning-rate schedule.
 - train: `bertkit train`, set-up, the optimizer step and the loop (one process or torchrun).

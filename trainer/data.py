@@ -2,8 +2,9 @@
 
 The stages, each a small function, in the order a sample goes through them:
 
-    open_source(spec)        the shard list: a manifest (a shards directory, its
-                             manifest.json, local or a URL) or a brace pattern of shards
+    open_source(spec)        the shard list (trainer/source.py): a manifest (a shards
+                             directory, its manifest.json, local or a URL) or a brace
+                             pattern of shards
     epoch_shards             shard order, shuffled per epoch from (seed, epoch)
     split_by_node            this rank's contiguous range of the epoch's sample stream
     split_by_worker          this loader worker's contiguous range of the rank's batches
@@ -64,187 +65,30 @@ from dataclasses import asdict, dataclass, field
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from pipelines.io import storage
 from pipelines.io.hashing import stable_hash64
-from pipelines.io.retry import ResumingStream, RetryPolicy, open_with_retries, range_opener
+from pipelines.io.retry import ResumingStream, RetryPolicy, range_opener
 from pipelines.io.shards import ShardReadError, iter_tar_samples, read_verified_samples
-from schemas.checks import MAX_RECORD_BYTES
 from schemas.examples import (
     ExampleDecodeError,
     ExampleHeader,
     read_header,
-    seq_dir,
 )
-from schemas.shards import ShardInfo, ShardsManifest, SplitShards, block_table_path
-from schemas.versions import read_record
+from schemas.shards import block_table_path
 from trainer.collate import FixedShape, SampleLimits, collate, pad_batch
 from trainer.preemption import STOP_SIGNALS
 
+# The shard list, the first stage, lives in trainer/source.py; re-exported here so the
+# loader's callers find every stage through this module.
+from trainer.source import (  # noqa: F401
+    DataConfigError,
+    DataSource,
+    ShardEntry,
+    check_source,
+    open_source,
+    source_of,
+)
+
 _LOG = logging.getLogger(__name__)
-
-
-class DataConfigError(ValueError):
-    """The shards cannot feed this run: wrong schema, vocabulary or sequence length."""
-
-
-# --------------------------------------------------------------------------- the shard list
-
-
-@dataclass(frozen=True, slots=True)
-class ShardEntry:
-    url: str
-    samples: int
-    info: ShardInfo | None = None  # the manifest's entry (sizes, block sha256s); None for a
-    # shard named by pattern with no manifest, which nothing can verify
-
-    @property
-    def bytes(self) -> int | None:
-        return self.info.bytes if self.info is not None else None
-
-
-@dataclass(frozen=True, slots=True)
-class DataSource:
-    """What a run reads: the shards of one split of one sequence length, with counts."""
-
-    shards: tuple[ShardEntry, ...]
-    max_seq_length: int | None  # from the manifest; None for a bare shard list
-    split: str
-    manifest: ShardsManifest | None = None
-    manifest_url: str | None = None
-
-    @property
-    def samples(self) -> int:
-        return sum(shard.samples for shard in self.shards)
-
-
-def open_source(spec: str, split: str = "train", max_seq_length: int | None = None) -> DataSource:
-    """Resolve `spec` into shards with sample counts.
-
-    `spec` is a shards directory or its manifest.json (local path or URL: the manifest's
-    counts and checksums are used), or a list of shard URLs with brace patterns
-    (`s3://b/shards/seq128/train/shard-{000000..000099}.tar`, as webdataset expands them),
-    whose manifest is looked for at the usual place, three levels up; shards without one are
-    counted by reading them once.
-    """
-    from webdataset.shardlists import expand_urls  # the brace expansion webdataset users know
-
-    if spec.endswith(".tar") or "{" in spec or "::" in spec:
-        urls = expand_urls(spec)
-        return _source_from_urls(urls, split, max_seq_length)
-    location = storage.locate(spec)
-    if location.kind != "shards":
-        raise DataConfigError(
-            f"{spec}: a {location.kind} directory, not shards; give the output of "
-            "`bertkit examples` (its directory or manifest.json) or shard URLs"
-        )
-    assert location.manifest_url is not None
-    manifest = _read_manifest(location.manifest_url)
-    return source_of(manifest, location.manifest_url, split, max_seq_length)
-
-
-def source_of(
-    manifest: ShardsManifest, manifest_url: str, split: str, max_seq_length: int | None
-) -> DataSource:
-    """One split of a manifest already read (the held-out split beside the train one reads
-    no manifest twice)."""
-    output = _choose_output(manifest, manifest_url, max_seq_length)
-    shards = _split_shards(manifest, manifest_url, output, split)
-    directory = storage.parent(manifest_url)
-    entries = tuple(
-        ShardEntry(storage.join(directory, s.path), s.samples, s) for s in shards.shards
-    )
-    length = manifest.outputs[output].max_seq_length
-    return DataSource(entries, length, split, manifest, manifest_url)
-
-
-def _read_manifest(url: str) -> ShardsManifest:
-    return read_record(
-        ShardsManifest, storage.read_text(url, MAX_RECORD_BYTES), url,
-        "rebuild the shards with this bertkit's `bertkit examples`", DataConfigError,
-    )  # fmt: skip
-
-
-def _choose_output(manifest: ShardsManifest, url: str, max_seq_length: int | None) -> str:
-    lengths = sorted(out.max_seq_length for out in manifest.outputs.values())
-    if max_seq_length is None:
-        if len(lengths) != 1:
-            raise DataConfigError(
-                f"{url} has shards for sequence lengths {lengths}; choose one with --max-seq-length"
-            )
-        max_seq_length = lengths[0]
-    name = seq_dir(max_seq_length)
-    if name not in manifest.outputs:
-        raise DataConfigError(
-            f"{url} has no shards for --max-seq-length {max_seq_length} (it has {lengths}); "
-            f"rebuild with `bertkit examples --max-seq-length {max_seq_length}` or pick one "
-            "it has"
-        )
-    return name
-
-
-def _split_shards(manifest: ShardsManifest, url: str, output: str, split: str) -> SplitShards:
-    splits = manifest.outputs[output].splits
-    if split not in splits or not splits[split].shards:
-        raise DataConfigError(f"{url}: no {split} shards under {output}")
-    return splits[split]
-
-
-def _source_from_urls(urls: list[str], split: str, max_seq_length: int | None) -> DataSource:
-    """Shards named one by one: counts from their manifest if it is where bertkit puts it."""
-    if not urls:
-        raise DataConfigError("the shard pattern expands to no URL")
-    manifest_url, _ = storage.shard_manifest(urls[0])
-    manifest = _read_manifest(manifest_url) if storage.exists(manifest_url) else None
-    listed = manifest.shards_by_path() if manifest is not None else {}
-    entries = []
-    length = None
-    for url in urls:
-        url_manifest, relative = storage.shard_manifest(url)
-        found = listed.get(relative) if url_manifest == manifest_url else None
-        if found is not None:
-            output_name, _, info = found
-            entries.append(ShardEntry(url, info.samples, info))
-            length = manifest.outputs[output_name].max_seq_length  # type: ignore[union-attr]
-        else:
-            _LOG.warning(
-                "%s: not in a manifest; counting its samples by reading it. Nothing can "
-                "verify its bytes: train on shards with their manifest.json to have every "
-                "block checked before use", url,
-            )  # fmt: skip
-            with open_with_retries(url, RetryPolicy()) as stream:
-                count = sum(1 for _ in iter_tar_samples(stream, url))
-            entries.append(ShardEntry(url, count))
-    if max_seq_length is not None and length is not None and length != max_seq_length:
-        raise DataConfigError(
-            f"{urls[0]}: shards of max_seq_length {length}, the run asks for {max_seq_length}"
-        )
-    return DataSource(tuple(entries), length, split, manifest, manifest_url if manifest else None)
-
-
-def check_source(
-    source: DataSource, max_position_embeddings: int, vocab_size: int, vocab_sha256: str | None
-) -> None:
-    """Refuse shards the model cannot take, before any step runs."""
-    where = source.manifest_url or source.shards[0].url
-    if source.max_seq_length is not None and source.max_seq_length > max_position_embeddings:
-        raise DataConfigError(
-            f"{where}: examples of up to {source.max_seq_length} tokens, the model has "
-            f"{max_position_embeddings} positions; use shards of at most that length"
-        )
-    if source.manifest is None:
-        return
-    vocab = source.manifest.vocab
-    if vocab.get("size") is not None and vocab["size"] > vocab_size:
-        raise DataConfigError(
-            f"{where}: the shards' vocabulary has {vocab['size']} tokens, the model "
-            f"{vocab_size}; train with the shards' vocabulary"
-        )
-    if vocab_sha256 is not None and vocab.get("sha256") != vocab_sha256:
-        raise DataConfigError(
-            f"{where}: the shards were made with vocabulary sha256 {vocab.get('sha256')}, "
-            f"the model was trained with {vocab_sha256}; token ids would mean different "
-            "words. Rebuild the shards with the model's vocabulary, or start a new model"
-        )
 
 
 # --------------------------------------------------------------------------- the epoch plan
