@@ -69,7 +69,15 @@ from typing import Any
 import torch
 
 from bench import measure
-from bench.measure import DEMO_OUTPUT, fmt, importlib_version
+from bench.measure import DEMO_OUTPUT, fmt
+from bench.train_step_report import (
+    MFU_TARGET,
+    TARGET_MODEL,
+    describe_row,
+    print_results,
+    target_verdict,
+    write_results,
+)
 from schemas.batch import IGNORE_INDEX, MODEL_INPUTS, PAD_MULTIPLE, BatchField
 from trainer.collate import FixedShape, to_device  # the trainer's compile padding
 from trainer.data import (
@@ -95,8 +103,6 @@ DEFAULT_SHARDS = DEMO_OUTPUT / "shards"
 BERT_VOCAB_SIZE = 30522  # BERT's uncased WordPiece vocabulary: --synthetic's default
 MASKED_FRACTION = 0.15
 CLIP_GRAD_NORM = 1.0  # the trainer's default
-MFU_TARGET = 0.45  # BERT-base, seq 128, H100
-TARGET_MODEL = "base"
 
 
 # --------------------------------------------------------------------------- batches
@@ -382,74 +388,6 @@ def compare_with_peers(results: list[RowResult]) -> None:
             result.vs_transformers = result.medians["seq_per_s"] / peer.medians["seq_per_s"]  # type: ignore[operator]
 
 
-# --------------------------------------------------------------------------- reporting
-
-
-def print_results(results: list[RowResult], device: torch.device) -> None:
-    headers = ["model", "impl", "mode", "optimizer", "buckets", "params M", "batch",
-               "padded len", "preds/seq", "warmup s", "step ms", "seq/s", "tokens/s",
-               "model TFLOP/s", "MFU", "÷ transformers"]  # fmt: skip
-    if device.type == "cuda":
-        headers.append("peak mem GiB")
-    rows = []
-    for result in results:
-        labels = [result.model, result.implementation, result.spec.mode, result.optimizer,
-                  str(result.bucket_window or "off")]  # fmt: skip
-        if not result.ok:
-            rows.append([*labels, "FAILED", *["n/a"] * (len(headers) - len(labels) - 1)])
-            continue
-        m = result.medians
-        row = [
-            *labels,
-            fmt(result.parameters / 1e6 if result.parameters else None, ".1f"),
-            fmt(result.batch, "d"),
-            fmt(result.mean_length, ".1f"),
-            fmt(result.predictions_per_seq, ".1f"),
-            fmt(result.warmup_s, ".1f"),
-            fmt(m["step_ms"], ".1f"),
-            fmt(m["seq_per_s"], ",.0f"),
-            fmt(m["tokens_per_s"], ",.0f"),
-            fmt(m["model_tflops"], ".3g"),
-            fmt(m["mfu"] * 100 if m["mfu"] is not None else None, ".1f")
-            + ("%" if m["mfu"] is not None else ""),
-            fmt(result.vs_transformers, ".2f") + ("×" if result.vs_transformers else ""),
-        ]
-        if device.type == "cuda":
-            row.append(fmt(result.peak_memory_gib, ".1f"))
-        rows.append(row)
-    measure.print_markdown_table(headers, rows, left=5)
-    for result in results:
-        if not result.ok:
-            print(f"{describe_row(result.spec)}: {result.error}")
-
-
-def describe_row(spec: RowSpec) -> str:
-    buckets = f" buckets {spec.bucket_window}" if spec.bucket_window else ""
-    return f"{spec.model} {spec.implementation} {spec.mode} {spec.optimizer}{buckets}"
-
-
-def target_verdict(
-    results: list[RowResult], device: torch.device, device_name: str, seq: int
-) -> dict[str, Any]:
-    base = [r for r in results if r.ok and r.model == TARGET_MODEL and r.medians.get("mfu")
-            and r.implementation == "bertkit"]  # fmt: skip
-    best = max(base, key=lambda r: r.medians["mfu"] or 0.0, default=None)
-    mfu = best.medians["mfu"] if best else None
-    on_h100 = device.type == "cuda" and "H100" in device_name.upper()
-    if mfu is None:
-        note = (
-            f"not measured: needs a {TARGET_MODEL} row with a known peak (a GPU in the table "
-            "or --peak-tflops)"
-        )
-    else:
-        verdict = "MET" if mfu >= MFU_TARGET else "NOT MET"
-        mode = "compiled" if best and best.compiled else "eager"
-        note = f"{verdict} ({mfu:.1%}, {TARGET_MODEL} {mode}, seq {seq})"
-        if not on_h100:
-            note += f"; the target is stated for an H100, this is {device_name}"
-    return {"target_mfu": MFU_TARGET, "model": TARGET_MODEL, "best_mfu": mfu, "verdict": note}
-
-
 # --------------------------------------------------------------------------- main
 
 
@@ -643,42 +581,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         write_results(args, device_name, batch, dtype, peak, data, results, verdict)
     return 0 if all(r.ok for r in results) else 1
-
-
-def write_results(
-    args: argparse.Namespace,
-    device_name: str,
-    batch: int,
-    dtype: str,
-    peak: float | None,
-    data: Batches,
-    results: list[RowResult],
-    verdict: dict[str, Any],
-) -> None:
-    payload = {
-        "machine": measure.machine_description(torch=importlib_version("torch")),
-        "device": device_name,
-        "config": {
-            "seq": args.seq,
-            "batch": batch,
-            "optimizers": args.optimizers,
-            "reference": args.reference,
-            "bucket_windows": args.windows,
-            "steps": args.steps,
-            "warmup": args.warmup,
-            "repeats": args.repeats,
-            "batches": args.batches,
-            "dtype": dtype,
-            "torch_threads": torch.get_num_threads(),
-            "peak_flops": peak,
-            "synthetic": data.synthetic,
-            "data": data.description,
-            "vocab_size": data.vocab_size,
-        },
-        "rows": [asdict(r) for r in results],
-        "target": verdict,
-    }
-    measure.write_results(args.json, payload)
 
 
 if __name__ == "__main__":
