@@ -370,12 +370,9 @@ def _parameter_count(weights: str) -> int:
 
 
 def _read_exactly(source: BinaryIO, size: int, where: str) -> bytes:
-    data = b""
-    while len(data) < size:  # network streams may return short reads
-        more = source.read(size - len(data))
-        if not more:
-            raise ExportError(f"{where}: cut short ({len(data)} of {size} bytes)")
-        data += more
+    data = storage.read_exactly(source, size)
+    if len(data) < size:
+        raise ExportError(f"{where}: cut short ({len(data)} of {size} bytes)")
     return data
 
 

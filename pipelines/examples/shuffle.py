@@ -2,17 +2,17 @@
 
 Each regrouping is an all-to-all: every mapper (a documents file, then a pairing step) can
 send records to every key (a pairing step, then a shuffle bucket), and writes a spill file
-per key it reaches, so one level writes about mappers × keys files. Both counts grow with
+per key it reaches, so one level writes at least mappers × keys files. Both counts grow with
 the corpus (each unit of work is sized in MB), so the files grow with its square: at full
-English Wikipedia (~3,200 pairing steps × ~4,600 buckets at 128 tokens) that is ~15 M
-objects of a few kB each, whose PUT and GET requests would cost more time and money on
-object storage than the work itself.
+English Wikipedia (~400 documents files × ~3,300 pairing steps, then ~3,300 × ~4,800 buckets
+at 128 tokens, more with budget flushes) `plan_routes` counts ~63 M objects of ~10 kB, whose
+PUT and GET requests would cost more time and money on object storage than the work itself.
 
 Two levels bound that. Keys are dealt, in order, into route groups of about √keys each. A
 mapper writes one spill file per route group it reaches (each record prefixed by its key's
 index), and a regroup step per route group reads those files and writes one spill file per
-key (`RegroupFn`): mappers × √keys + keys × √keys × (key MB ÷ regroup budget) files, ~0.3 M
-for the example above, each MBs long. The data then passes through storage once more, so
+key (`RegroupFn`): mappers × √keys + keys × √keys × (key MB ÷ regroup budget) files, ~0.4 M
+for the example above, each about a MB. The data then passes through storage once more, so
 `plan_routing` takes the second level only where it cuts the files by at least
 `_TWO_LEVEL_GAIN`, and only past `_TWO_LEVEL_MIN_FILES`: small runs keep one level.
 
@@ -34,6 +34,7 @@ import apache_beam as beam
 from pipelines.beam import files
 from pipelines.beam.spill import SpillWriter
 from pipelines.examples.keys import BucketKey, KeyedSpillWriter, PartitionKey
+from pipelines.io.storage import read_exactly
 
 _ROUTED = struct.Struct("<II")  # key index, record bytes
 # Two levels only where they write at least 4x fewer files, and one level would write at
@@ -143,21 +144,13 @@ def iter_routed(stream: BinaryIO, name: str) -> Iterator[tuple[int, bytes]]:
     """The (key index, record) pairs of a first-level spill file, read as they come: a
     regroup step holds one record of its input at a time, whatever the file's size."""
     offset = 0
-    while header := _read_exactly(stream, _ROUTED.size):
+    while header := read_exactly(stream, _ROUTED.size):
         index, size = _ROUTED.unpack(header) if len(header) == _ROUTED.size else (0, -1)
-        record = _read_exactly(stream, size) if size >= 0 else b""
+        record = read_exactly(stream, size) if size >= 0 else b""
         if size < 0 or len(record) < size:
             raise ValueError(f"{name}: truncated routed record at byte {offset}")
         yield index, record
         offset += _ROUTED.size + size
-
-
-def _read_exactly(stream: BinaryIO, size: int) -> bytes:
-    """`size` bytes, fewer only at the end (object storage streams return short reads)."""
-    data = stream.read(size)
-    while 0 < len(data) < size and (more := stream.read(size - len(data))):
-        data += more
-    return data
 
 
 class RegroupFn(beam.DoFn):

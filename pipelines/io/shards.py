@@ -26,6 +26,7 @@ import io
 from collections.abc import Callable, Iterator, Sequence
 from typing import BinaryIO
 
+from pipelines.io.storage import read_exactly
 from schemas.checks import RecordError
 from schemas.examples import (
     EXAMPLE_MEMBER,
@@ -152,7 +153,7 @@ def load_blocks(open_table: RangeOpener, name: str, info: ShardInfo) -> ShardInf
     where = f"{name}: its block table {block_table_path(name.rsplit('/', 1)[-1])}"
     try:
         with open_table(0, table.bytes) as stream:
-            data = _read_exactly(stream, table.bytes)
+            data = read_exactly(stream, table.bytes)
     except FileNotFoundError as error:
         raise ShardReadError(
             f"{where} is missing, so none of the shard's samples can be verified; restore it "
@@ -209,7 +210,7 @@ def read_verified_samples(
     with open_range(spans[0].start, spans[-1].end) as stream:
         for span in spans:
             where = f"samples {span.first}–{span.stop - 1} (bytes {span.start:,}–{span.end:,})"
-            data = _read_exactly(stream, span.end - span.start)  # never a byte more
+            data = read_exactly(stream, span.end - span.start)  # never a byte more
             if len(data) != span.end - span.start:
                 raise ShardReadError(
                     f"{name}: ends inside {where}, after {span.start + len(data):,} bytes; the "
@@ -261,7 +262,7 @@ def iter_tar_samples(
 
     while True:
         if len(buffer) - offset < _BLOCK:
-            more = _read_exactly(stream, _BLOCK - (len(buffer) - offset), chunk_bytes)
+            more = read_exactly(stream, _BLOCK - (len(buffer) - offset), chunk_bytes)
             read += len(more)
             buffer = buffer[offset:] + more
             offset = 0
@@ -273,7 +274,7 @@ def iter_tar_samples(
         if header == _ZERO_BLOCK:
             rest = buffer[offset + _BLOCK :]
             if len(rest) < _BLOCK:
-                more = _read_exactly(stream, _BLOCK - len(rest), _BLOCK)
+                more = read_exactly(stream, _BLOCK - len(rest), _BLOCK)
                 read += len(more)
                 rest += more
             if rest[:_BLOCK] != _ZERO_BLOCK:
@@ -282,7 +283,7 @@ def iter_tar_samples(
         member, size, kind = _parse_header(header, name, last_key)
         end = offset + _BLOCK + size
         if len(buffer) < end:
-            more = _read_exactly(stream, end - len(buffer), chunk_bytes)
+            more = read_exactly(stream, end - len(buffer), chunk_bytes)
             read += len(more)
             buffer = buffer[offset:] + more
             end -= offset
@@ -293,7 +294,7 @@ def iter_tar_samples(
         data = buffer[offset + _BLOCK : end]
         offset = end + (-size % _BLOCK)
         if offset > len(buffer):  # the padding runs past this read: skip the rest of it
-            more = _read_exactly(stream, offset - len(buffer), chunk_bytes)
+            more = read_exactly(stream, offset - len(buffer), chunk_bytes)
             read += len(more)
             buffer, offset = more[offset - len(buffer) :], 0
         if kind in _PAX_TYPES or kind == _DIRECTORY:
@@ -316,20 +317,6 @@ def iter_tar_samples(
         for number, sample in enumerate(block):
             last_key = sample_key(first + number)
             yield last_key, sample
-
-
-def _read_exactly(stream: BinaryIO, size: int, chunk_bytes: int = 0) -> bytes:
-    """At least `size` bytes unless the stream ends (network streams return short reads):
-    reads of `chunk_bytes` at least, so exactly `size` with the default 0."""
-    parts = []
-    got = 0
-    while got < size:
-        part = stream.read(max(size - got, chunk_bytes))
-        if not part:
-            break
-        parts.append(part)
-        got += len(part)
-    return b"".join(parts)
 
 
 def _parse_header(header: bytes, name: str, last_key: str | None) -> tuple[str, int, bytes]:

@@ -206,6 +206,20 @@ def read_bounded(source: BinaryIO, url: str, max_bytes: int | None) -> bytes:
     )
 
 
+def read_exactly(stream: BinaryIO, size: int, chunk_bytes: int = 0) -> bytes:
+    """`size` bytes, fewer only where the stream ends (network streams return short reads):
+    reads of at least `chunk_bytes`, so exactly `size` with the default 0."""
+    parts = []
+    got = 0
+    while got < size:
+        part = stream.read(max(size - got, chunk_bytes))
+        if not part:
+            break
+        parts.append(part)
+        got += len(part)
+    return b"".join(parts)
+
+
 def read_text(url: str, max_bytes: int | None = None) -> str:
     return read_bytes(url, max_bytes).decode("utf-8")
 
