@@ -289,3 +289,15 @@ def test_randint_stays_in_range(low, high):
     rng = document_stream(0, "x", 0, 128)
     values = {rng.randint(low, high) for _ in range(2000)}
     assert values == set(range(low, high + 1))
+
+
+def test_mask_batch_of_no_inputs_is_no_outputs_and_draws_nothing():
+    # A one-sentence corpus: its only chunk needs a partner, so the document has no pair.
+    for whole_word in (False, True):
+        rng = Scripted()
+        assert mask_batch([], [], _config(0.15, whole_word=whole_word), rng) == []
+        rng.assert_used_up()
+    # …and the real stream is where it was: the next draw is the same as a fresh stream's.
+    rng = document_stream(12345, "t/solo", 0, 128)
+    assert mask_batch([], [], _config(0.15), rng) == []
+    assert rng.uniforms(2).tolist() == document_stream(12345, "t/solo", 0, 128).uniforms(2).tolist()

@@ -92,7 +92,13 @@ def mask_batch(
     per example: each position gets a uniform key ([CLS]/[SEP] an impossible one) and an
     input's predictions are its positions with the smallest keys, which is a uniformly
     random choice, as Google's shuffle-then-take-the-first is.
+
+    No inputs (a document whose chunks all needed a partner it did not have) are no outputs
+    and no draws: numpy cannot concatenate an empty list, and a draw of nothing would still
+    be a call that a scripted stream has to expect.
     """
+    if not inputs:
+        return []
     if config.is_continuation is not None:
         return [
             mask_tokens(i, s, config, rng) for i, s in zip(inputs, special_positions, strict=True)

@@ -137,4 +137,12 @@ def report(manifest_path: str) -> int:
         f"{manifest.counts.get('tokens', 0)} tokens; dropped {manifest.dropped or {}}; "
         f"rejected {manifest.rejected or {}}"
     )
+    made = sum(s.samples for out in manifest.outputs.values() for s in out.splits.values())
+    if not made:
+        # Not a failure: every chunk of a corpus of one document (a single sentence, say)
+        # needs a NotNext partner, and there is no other document to draw one from.
+        print(
+            f"{manifest_path}: no example was made: each split needs at least two documents "
+            "(a NotNext pair takes its second segment from another document; see the rejects)"
+        )
     return 0
