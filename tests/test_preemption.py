@@ -2,7 +2,7 @@
 exits 75; `--resume` then gives the losses of a run never interrupted. One process got
 SIGUSR1 (SLURM's early warning); a 2-process torchrun on Gloo got SIGTERM (what Kubernetes
 and scancel send), which torchrun passes on to its workers' process groups: the loader's
-workers ignore it (trainer.data.ignore_stop_signals), the trainers stop together."""
+workers leave it to the trainers (trainer/workers.py), which stop together."""
 
 from __future__ import annotations
 

@@ -58,12 +58,11 @@ import argparse
 import logging
 import math
 import random
-import signal
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 
 import torch
-from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+from torch.utils.data import IterableDataset, get_worker_info
 
 from pipelines.io.hashing import stable_hash64
 from pipelines.io.retry import ResumingStream, RetryPolicy, range_opener
@@ -75,7 +74,6 @@ from schemas.examples import (
 )
 from schemas.shards import block_table_path
 from trainer.collate import FixedShape, SampleLimits, collate, pad_batch
-from trainer.preemption import STOP_SIGNALS
 
 # The shard list, the first stage, lives in trainer/source.py; re-exported here so the
 # loader's callers find every stage through this module.
@@ -87,6 +85,7 @@ from trainer.source import (  # noqa: F401
     open_source,
     source_of,
 )
+from trainer.workers import WorkerPool
 
 _LOG = logging.getLogger(__name__)
 
@@ -385,23 +384,16 @@ class _EpochDataset(IterableDataset):
         )
 
 
-def ignore_stop_signals(_worker_id: int) -> None:
-    """A loader worker leaves SIGTERM and SIGUSR1 to the trainer: sent to the whole job
-    (SLURM's scancel, torchrun's process group), they would otherwise kill it (torch's worker
-    handler re-raises them) and the trainer with it, before it writes its checkpoint
-    (trainer/preemption.py). The worker ends when the trainer closes the loader, or when it
-    sees the trainer gone."""
-    for number in STOP_SIGNALS:
-        signal.signal(number, signal.SIG_IGN)
-
-
 class PretrainingLoader:
     """Batches for one rank, epoch after epoch, with the position to resume from.
 
     source = open_source("s3://bucket/shards")
-    loader = PretrainingLoader(source, LoaderConfig(256, rank, world_size))
-    for batch in loader.batches(DataPosition()):   # infinite; loader.position after each
-        ...
+    with PretrainingLoader(source, LoaderConfig(256, rank, world_size)) as loader:
+        for batch in loader.batches(DataPosition()):   # infinite; loader.position after each
+            ...
+
+    The worker processes (trainer/workers.py) end with the epoch, with `close()`, when the
+    generator is closed or dropped, or at the interpreter's exit, whichever comes first.
     """
 
     def __init__(self, source: DataSource, config: LoaderConfig) -> None:
@@ -420,32 +412,43 @@ class PretrainingLoader:
                 f"{config.world_size} ranks; use a smaller batch or more data"
             )
         self.position = DataPosition()
+        self._pool: WorkerPool | None = None
 
     def epoch(self, position: DataPosition) -> Iterator[dict[str, torch.Tensor]]:
-        """The rest of one epoch from `position`; `self.position` follows each batch."""
+        """The rest of one epoch from `position`; `self.position` follows each batch. With
+        workers, they end when the epoch does, or when this generator is closed or dropped."""
         self.position = DataPosition(position.epoch, position.batches)
         if position.batches >= self.batches_per_epoch:
             return
-        workers = self.config.num_workers
         dataset = _EpochDataset(self.source, self.config, self.position)
-        if workers == 0:
-            batches: Iterable[dict[str, torch.Tensor]] = dataset
-        else:
-            batches = DataLoader(
-                dataset,
-                batch_size=None,
-                num_workers=workers,
-                pin_memory=self.config.pin_memory,
-                prefetch_factor=self.config.prefetch_factor,
-                persistent_workers=False,
-                worker_init_fn=ignore_stop_signals,
-                # Its own generator: a DataLoader draws a base seed when it starts, and from
-                # the global generator that would shift dropout's draws after a resume.
-                generator=torch.Generator().manual_seed(self.config.seed),
-            )
-        for batch in batches:
-            self.position = DataPosition(position.epoch, self.position.batches + 1)
-            yield batch
+        if self.config.num_workers == 0:
+            for batch in dataset:
+                self.position = DataPosition(position.epoch, self.position.batches + 1)
+                yield batch
+            return
+        pool = self._pool = WorkerPool(
+            dataset, self.config.num_workers, self.config.seed, self.config.pin_memory,
+            self.config.prefetch_factor,
+        )  # fmt: skip
+        try:
+            for batch in pool:
+                self.position = DataPosition(position.epoch, self.position.batches + 1)
+                yield batch
+        finally:
+            pool.close()
+            self._pool = None
+
+    def close(self) -> None:
+        """End the worker processes of the epoch being read, if any (idempotent)."""
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+    def __enter__(self) -> PretrainingLoader:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     def batches(self, position: DataPosition) -> Iterator[dict[str, torch.Tensor]]:
         """Epoch after epoch without end, starting at `position`."""

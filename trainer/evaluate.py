@@ -76,25 +76,25 @@ def evaluate(
         batch_size, rank=env.rank, world_size=env.world_size, shuffle=False, drop_last=False,
         pad_to=pad_to,
     )  # fmt: skip
-    loader = PretrainingLoader(source, config)
     was_training = model.training
     model.eval()
     # loss × predictions, correct predictions, predictions, correct NSP
     sums = torch.zeros(4, dtype=torch.float64, device=env.device)
     sequences = 0
-    for number, batch in enumerate(loader.epoch(DataPosition())):
-        if max_batches is not None and number >= max_batches:
-            break
-        inputs = {name: batch[name].to(env.device, non_blocking=True) for name in MODEL_INPUTS}
-        size = len(batch[BatchField.NEXT_SENTENCE_LABELS])
-        forward = compiled if compiled is not None and size == batch_size else model
-        with autocast if autocast is not None else contextlib.nullcontext():
-            out = forward(**inputs)
-        sums += torch.stack(
-            [out.mlm_loss.double() * out.mlm_count, out.mlm_correct, out.mlm_count,
-             out.nsp_correct]
-        ).to(torch.float64)  # fmt: skip
-        sequences += size
+    with PretrainingLoader(source, config) as loader:
+        for number, batch in enumerate(loader.epoch(DataPosition())):
+            if max_batches is not None and number >= max_batches:
+                break
+            inputs = {k: batch[k].to(env.device, non_blocking=True) for k in MODEL_INPUTS}
+            size = len(batch[BatchField.NEXT_SENTENCE_LABELS])
+            forward = compiled if compiled is not None and size == batch_size else model
+            with autocast if autocast is not None else contextlib.nullcontext():
+                out = forward(**inputs)
+            sums += torch.stack(
+                [out.mlm_loss.double() * out.mlm_count, out.mlm_correct, out.mlm_count,
+                 out.nsp_correct]
+            ).to(torch.float64)  # fmt: skip
+            sequences += size
     model.train(was_training)
     totals = torch.cat([sums.cpu(), torch.tensor([sequences], dtype=torch.float64)])
     loss_sum, correct, predictions, nsp_correct, sequences_all = all_reduce_sum(

@@ -84,8 +84,17 @@ from trainer.remote_run import RemoteRun, fetch_checkpoint
 
 _LOG = logging.getLogger("bertkit.train")
 
+INTERRUPTED_EXIT_CODE = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
+
 
 # --------------------------------------------------------------------------- set-up
+
+
+class RunFailed(Exception):
+    """An error after the first step began (exit 1); before it, one is a refusal (exit 2)."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
 
 
 @dataclass
@@ -432,7 +441,10 @@ def _train(
     run = setup(config, env)
     try:
         return _loop(run, stop_request)
+    except (ValueError, OSError) as error:  # a shard, a sample, a checkpoint write
+        raise RunFailed(error) from error
     finally:
+        run.loader.close()  # its worker processes, whatever ended the loop
         if run.remote is not None:
             run.remote.close()
 
@@ -571,9 +583,15 @@ def run(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     try:
         result = train(config)
+    except RunFailed as error:
+        print(f"bertkit train: error: {storage.redact(str(error))}", file=sys.stderr)
+        return 1
     except (ValueError, FileNotFoundError, OSError) as error:  # Data/CheckpointError too
         print(f"bertkit train: error: {storage.redact(str(error))}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("bertkit train: interrupted", file=sys.stderr)
+        return INTERRUPTED_EXIT_CODE
     if result["preempted"]:
         if int(os.environ.get("RANK", "0")) == 0:
             print(f"stopped by {result['preempted']} after step {result['step']}, checkpoint "

@@ -1,0 +1,246 @@
+"""Every way out of the trainer and its loader ends every process it started, within seconds,
+with the right exit code (trainer/workers.py).
+
+Each case is a real process tree: the trainer (or a program using the loader) with two loader
+worker processes, started in a session of its own so that the test can tell whether anything
+it started outlived it. What is measured is the time from the event (the error, the signal,
+the program's return) to the exit of the whole tree; the bound is a hang detector, far above
+what a correct exit takes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.test_train import TINY, metrics
+from trainer.preemption import PREEMPTED_EXIT_CODE
+from trainer.train import INTERRUPTED_EXIT_CODE
+
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path.cwd()), "BERTKIT_PROGRESS": "0"}
+HANG = 30.0  # seconds: a correct exit takes one or two (the tests print what each took)
+FLAGS = ["--warmup-steps", "2", "--eval-every", "0", "--checkpoint-every", "1000",
+         "--num-workers", "2"]  # fmt: skip
+
+
+def start(code: str, *args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(code), *args], env=ENV, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+
+
+def train_process(shards: Path, run_dir: Path, *extra: str, patch: str = "") -> subprocess.Popen:
+    """`bertkit train` in a process of its own, after `patch` (code run first: a fault)."""
+    code = f"""
+        import sys
+        import trainer.train
+        {textwrap.indent(textwrap.dedent(patch), " " * 8).strip()}
+        sys.exit(trainer.train.run(sys.argv[1:]))
+    """
+    return start(code, *TINY, "--shards", str(shards), "--output", str(run_dir), *FLAGS, *extra)
+
+
+def session_alive(process: subprocess.Popen) -> bool:
+    """Whether any process of the session `process` leads is still running (zombies aside)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        state, session = fields[0], int(fields[3])
+        if session == process.pid and state != "Z":
+            return True
+    return False
+
+
+def wait_for_exit(process: subprocess.Popen, since: float) -> tuple[int, str, float]:
+    """(exit code, output, seconds from `since` until nothing of the session is left)."""
+    try:
+        output, _ = process.communicate(timeout=HANG)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        output, _ = process.communicate()
+        raise AssertionError(f"still running {HANG:.0f} s later:\n{output[-3000:]}") from None
+    while session_alive(process):
+        if time.monotonic() - since > HANG:
+            os.killpg(process.pid, signal.SIGKILL)
+            raise AssertionError(f"a process of the session outlived the command:\n{output}")
+        time.sleep(0.05)
+    took = time.monotonic() - since
+    print(f"exited {process.returncode} in {took:.2f} s")
+    return process.returncode, output, took
+
+
+def wait_for_step(run_dir: Path, step: int, process: subprocess.Popen) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        assert process.poll() is None, process.communicate()[0][-3000:]
+        if (run_dir / "metrics.jsonl").exists() and step in metrics(run_dir):
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"no step {step}")
+
+
+def damaged_copy(shards: Path, tmp_path: Path) -> Path:
+    """The shards with four bytes changed in each train shard's first block (the issue's
+    recipe): every worker meets a block whose sha256 does not match."""
+    copy = tmp_path / "damaged"
+    shutil.copytree(shards, copy)
+    for shard in sorted((copy / "seq128" / "train").glob("*.tar")):
+        with shard.open("r+b") as handle:
+            handle.seek(700)
+            handle.write(b"\x07\x07\x07\x07")
+    return copy
+
+
+def test_a_damaged_shard_read_by_a_worker_ends_the_run_with_one_line(sample_shards, tmp_path):
+    process = train_process(damaged_copy(sample_shards, tmp_path), tmp_path / "run",
+                            "--max-steps", "50")  # fmt: skip
+    started = time.monotonic()
+    code, output, _ = wait_for_exit(process, started)
+    assert code == 1, output
+    (line,) = [line for line in output.splitlines() if line.startswith("bertkit train: error:")]
+    assert "do not match the manifest's sha256" in line and "shard-0000" in line
+    assert "Caught ShardReadError" not in output and "Traceback" not in output
+
+
+def test_an_error_in_the_step_ends_the_workers(sample_shards, tmp_path):
+    patch = """
+        real_step = trainer.train.train_step
+        def failing_step(run, sums):
+            if run.step == 3:
+                1 / 0
+            return real_step(run, sums)
+        trainer.train.train_step = failing_step
+    """
+    process = train_process(sample_shards, tmp_path / "run", "--max-steps", "50", patch=patch)
+    wait_for_step(tmp_path / "run", 3, process)
+    code, output, _ = wait_for_exit(process, time.monotonic())
+    assert code == 1, output
+    assert "ZeroDivisionError: division by zero" in output
+
+
+def test_a_full_disk_at_checkpoint_time_ends_the_run(sample_shards, tmp_path):
+    patch = """
+        import errno
+        def no_space(directory, step, *args, **kwargs):
+            raise OSError(errno.ENOSPC, "No space left on device", str(directory))
+        trainer.train.save_checkpoint = no_space
+    """
+    process = train_process(sample_shards, tmp_path / "run", "--max-steps", "50",
+                            "--checkpoint-every", "4", patch=patch)  # fmt: skip
+    code, output, _ = wait_for_exit(process, time.monotonic())
+    assert code == 1, output
+    assert (
+        f"bertkit train: error: [Errno 28] No space left on device: '{tmp_path}/run/checkpoints'"
+        in output
+    )
+
+
+@pytest.mark.parametrize(
+    ("signals", "expected"),
+    [
+        ([signal.SIGINT], INTERRUPTED_EXIT_CODE),  # to the trainer alone, not its workers
+        ([signal.SIGTERM], PREEMPTED_EXIT_CODE),
+        ([signal.SIGTERM] * 3, PREEMPTED_EXIT_CODE),  # the scheduler insists
+    ],
+    ids=["SIGINT", "SIGTERM", "three SIGTERMs"],
+)
+def test_a_signal_to_the_trainer_ends_every_process(sample_shards, tmp_path, signals, expected):
+    run_dir = tmp_path / "run"
+    process = train_process(sample_shards, run_dir, "--max-steps", "10000")
+    wait_for_step(run_dir, 3, process)
+    started = time.monotonic()
+    for number in signals:
+        process.send_signal(number)
+        time.sleep(0.05)
+    code, output, _ = wait_for_exit(process, started)
+    assert code == expected, output
+
+
+def test_a_signal_to_the_whole_job_stops_the_trainer_after_a_checkpoint(sample_shards, tmp_path):
+    """SLURM's scancel signals every process of the job, workers included: the workers leave
+    it to the trainer, which checkpoints and exits 75; then nothing is left."""
+    run_dir = tmp_path / "run"
+    process = train_process(sample_shards, run_dir, "--max-steps", "10000")
+    wait_for_step(run_dir, 3, process)
+    started = time.monotonic()
+    os.killpg(process.pid, signal.SIGTERM)
+    code, output, _ = wait_for_exit(process, started)
+    assert code == PREEMPTED_EXIT_CODE, output
+    assert (run_dir / "checkpoints" / "latest").exists()
+
+
+LOADER_PROGRAM = """
+    import sys
+    from trainer.data import DataPosition, LoaderConfig, PretrainingLoader, open_source
+    loader = PretrainingLoader(open_source(sys.argv[1], "train", None),
+                               LoaderConfig(16, num_workers=2))
+    batches = loader.batches(DataPosition())
+    for _ in range(4):
+        batch = next(batches)
+    print("done", flush=True)
+"""
+
+
+@pytest.mark.parametrize(
+    ("ending", "expected"),
+    [
+        ("", 0),  # returns holding the generator (the issue's program)
+        ("raise SystemExit(3)", 3),
+        ("raise RuntimeError('the caller failed')", 1),
+        ("del batches\nimport gc; gc.collect()\nimport time; time.sleep(30)", None),
+    ],
+    ids=["returns holding it", "exits", "raises", "drops it"],
+)
+def test_a_program_that_leaves_the_loader_open_exits(sample_shards, ending, expected):
+    process = start(LOADER_PROGRAM + textwrap.indent(ending, "    "), str(sample_shards))
+    assert process.stdout.readline() == "done\n"
+    started = time.monotonic()
+    if expected is None:  # dropping the generator ends the workers while the program runs on
+        while len(children(process.pid)) > 0:
+            assert time.monotonic() - started < HANG, "the workers outlived the generator"
+            time.sleep(0.05)
+        print(f"workers ended {time.monotonic() - started:.2f} s after the generator dropped")
+        process.kill()
+        process.communicate()
+        return
+    code, output, _ = wait_for_exit(process, started)
+    assert code == expected, output
+
+
+def children(pid: int) -> list[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(child) for child in path.read_text().split()]
+
+
+def test_close_ends_the_workers_and_the_loader_reads_on(sample_shards):
+    """`close()` in the middle of an epoch ends its workers at once; the loader can start a
+    new epoch afterwards, and the context manager closes it too."""
+    from trainer.data import DataPosition, LoaderConfig, PretrainingLoader, open_source
+
+    source = open_source(str(sample_shards), "train", None)
+    with PretrainingLoader(source, LoaderConfig(16, num_workers=2)) as loader:
+        epoch = loader.epoch(DataPosition())
+        first = next(epoch)
+        assert len(children(os.getpid())) == 2
+        loader.close()
+        assert children(os.getpid()) == []
+        with pytest.raises(StopIteration):
+            next(epoch)
+        second = loader.epoch(DataPosition())
+        assert next(second)["sample_index"].tolist() == first["sample_index"].tolist()
+        assert len(children(os.getpid())) == 2
+    assert children(os.getpid()) == []
+    next(loader.epoch(DataPosition()))  # a generator dropped at once takes its workers along
+    assert children(os.getpid()) == []

@@ -1,0 +1,192 @@
+"""The loader's worker processes: started with an epoch, ended with it, whatever the way out.
+
+A loader worker ignores the stop signals a scheduler sends to the whole job (SIGTERM,
+SIGUSR1: SLURM's scancel, torchrun's process group), so that only the trainer decides when
+to stop and writes its checkpoint first (trainer/preemption.py). Ignoring them for good made
+every other way out hang: multiprocessing's exit handler ends daemonic children with SIGTERM
+and then joins them without a timeout, and torch's DataLoader does the same after its own
+joins time out; a worker that ignores SIGTERM is joined for ever. An error after the workers
+started, a KeyboardInterrupt, or a program that simply returned while holding the loader's
+generator, all left the trainer alive until something outside killed it.
+
+Here a worker ignores a stop signal only while the trainer that started it still wants it:
+
+- `WorkerPool.close()` raises a flag the workers share (a byte of shared memory, readable
+  from a signal handler without a lock), then sends them SIGTERM: each exits at once with
+  status 0 (torch's SIGCHLD check counts only a failure or a death by signal as an error).
+  Then torch's own shutdown runs on dead processes (no 5 s join per worker), and anything
+  still alive after `grace` seconds is killed.
+- A worker whose parent is gone exits on SIGTERM too, and on Linux it is killed when the
+  parent dies however it died (PR_SET_PDEATHSIG): torch's watchdog notices a dead parent
+  only between batches, not during a read that never returns.
+- Every pool is closed by whichever comes first: the epoch's generator ending, being closed
+  or collected; `PretrainingLoader.close()`; or the interpreter's exit (an atexit hook
+  registered after multiprocessing's own, so it runs before multiprocessing joins).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import functools
+import logging
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Iterator
+from types import FrameType
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader
+
+from trainer.preemption import STOP_SIGNALS
+
+_LOG = logging.getLogger(__name__)
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+GRACE_SECONDS = 2.0  # how long a closing pool waits for its workers before killing them
+
+_live_pools: weakref.WeakSet[WorkerPool] = weakref.WeakSet()
+_exit_hook_lock = threading.Lock()
+_exit_hook_installed = False
+
+
+def _init_worker(closing: Any, parent_pid: int, _worker_id: int) -> None:
+    """In each worker, before it reads anything: die with the parent; leave a stop signal to
+    the trainer unless the trainer is closing the pool or gone."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+        os._exit(0)
+
+    def on_stop(number: int, frame: FrameType | None) -> None:
+        if closing.value or os.getppid() != parent_pid:
+            os._exit(0)  # the trainer is closing the pool: exit now, whatever we were doing
+        # Otherwise a scheduler's signal to the whole job: the trainer stops after its step.
+
+    for number in STOP_SIGNALS:
+        signal.signal(number, on_stop)
+
+
+# Errors of these packages carry a message written for the user (the shard, the sample, the
+# fix); torch re-raises a worker's error as "Caught X in DataLoader worker process N" and the
+# worker's whole traceback, which buries it.
+_OUR_PACKAGES = ("pipelines.", "schemas.", "trainer.")
+
+
+def _our_message(error: Exception) -> str | None:
+    """The original message of one of our errors re-raised by torch from a worker, else None."""
+    kind = type(error)
+    if not kind.__module__.startswith(_OUR_PACKAGES):
+        return None
+    text = str(error)
+    marker = f"{kind.__module__}.{kind.__qualname__}: "
+    if not text.startswith("Caught ") or marker not in text:
+        return None
+    return text[text.rindex(marker) + len(marker) :].rstrip("\n")
+
+
+def _close_live_pools() -> None:
+    for pool in list(_live_pools):
+        pool.close()
+
+
+def _install_exit_hook() -> None:
+    """Registered when the first pool starts, so after multiprocessing's exit handler (which
+    multiprocessing registers when it is first used): atexit runs the later one first."""
+    global _exit_hook_installed
+    with _exit_hook_lock:
+        if not _exit_hook_installed:
+            atexit.register(_close_live_pools)
+            _exit_hook_installed = True
+
+
+class WorkerPool:
+    """A DataLoader's worker processes over `dataset`, and their batches; `close()` ends them.
+
+    pool = WorkerPool(dataset, workers=2, seed=1)
+    for batch in pool: ...
+    pool.close()          # idempotent; also done at exit and when the pool is collected
+    """
+
+    def __init__(
+        self, dataset: Any, workers: int, seed: int, pin_memory: bool = False,
+        prefetch_factor: int = 4,
+    ) -> None:  # fmt: skip
+        context = multiprocessing.get_context()
+        self._closing = context.RawValue(ctypes.c_bool, False)
+        loader = DataLoader(
+            dataset,
+            batch_size=None,
+            num_workers=workers,
+            pin_memory=pin_memory,
+            prefetch_factor=prefetch_factor,
+            persistent_workers=False,
+            multiprocessing_context=context,
+            worker_init_fn=functools.partial(_init_worker, self._closing, os.getpid()),
+            # Its own generator: a DataLoader draws a base seed when it starts, and from
+            # the global generator that would shift dropout's draws after a resume.
+            generator=torch.Generator().manual_seed(seed),
+        )
+        before = set(multiprocessing.active_children())
+        self._iterator: Iterator[Any] | None = iter(loader)  # starts the workers
+        self.processes = [p for p in multiprocessing.active_children() if p not in before]
+        _install_exit_hook()
+        _live_pools.add(self)
+
+    def __iter__(self) -> WorkerPool:
+        return self
+
+    def __next__(self) -> Any:
+        if self._iterator is None:
+            raise StopIteration
+        try:
+            return next(self._iterator)
+        except StopIteration:
+            raise
+        except Exception as error:
+            message = _our_message(error)
+            if message is None:
+                raise  # a bug, not bad input: torch's message keeps the worker's traceback
+            _LOG.debug("%s", error)  # the worker's traceback
+            raise type(error)(message) from None
+
+    @property
+    def closed(self) -> bool:
+        return self._iterator is None
+
+    def close(self, grace: float = GRACE_SECONDS) -> None:
+        """End every worker: ask, then torch's shutdown, then SIGKILL after `grace` s."""
+        iterator, self._iterator = self._iterator, None
+        if iterator is None:
+            return
+        _live_pools.discard(self)
+        self._closing.value = True
+        for process in self.processes:
+            if process.is_alive():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(process.pid, signal.SIGTERM)  # type: ignore[arg-type]
+        deadline = time.monotonic() + grace
+        for process in self.processes:
+            process.join(max(0.0, deadline - time.monotonic()))
+        # torch's own clean-up (its queues, the pin-memory thread, its SIGCHLD watch list);
+        # there is no public way to run it but dropping the last reference, and a traceback
+        # may hold one.
+        shutdown = getattr(iterator, "_shutdown_workers", None)
+        if shutdown is not None:
+            shutdown()
+        for process in self.processes:
+            if process.is_alive():
+                _LOG.warning("loader worker %d did not exit in %.0f s: killed", process.pid, grace)
+                process.kill()
+                process.join(grace)
+
+    def __del__(self) -> None:
+        self.close()
