@@ -49,7 +49,7 @@ from pipelines.beam.progress import (
 )
 from pipelines.beam.runner import parse_stage, stage_main
 from pipelines.io.compressed import InputReadError, LongLine, decompressed_chunks, lines
-from pipelines.io.flags import option
+from pipelines.io.flags import AT_LEAST_1, ZERO_OR_MORE, option
 from pipelines.io.progress import Phase
 from pipelines.io.storage import Reader
 from pipelines.text.booktext import (
@@ -102,13 +102,21 @@ class BooksFlags(DocumentStageFlags):
         help="files: one book per file; lines: one sentence per line (BookCorpus)",
         choices=FORMATS,
     )
-    min_paragraph_words: int = option(3, help="drop paragraphs with fewer words")
-    lines_per_document: int = option(
-        1000, help="lines format, files without blank lines: cut a document every N lines"
+    min_paragraph_words: int = option(
+        3, help="drop paragraphs with fewer words", bounds=ZERO_OR_MORE
     )
-    unit_mb: int = option(64, help="group book files into units of work of about this many MB")
+    lines_per_document: int = option(
+        1000,
+        help="lines format, files without blank lines: cut a document every N lines",
+        bounds=AT_LEAST_1,
+    )
+    unit_mb: int = option(
+        64, help="group book files into units of work of about this many MB", bounds=AT_LEAST_1
+    )
     max_line_kb: int = option(
-        MAX_LINE_BYTES >> 10, help="reject a line over this many KiB (no sentence is that long)"
+        MAX_LINE_BYTES >> 10,
+        help="reject a line over this many KiB (no sentence is that long)",
+        bounds=AT_LEAST_1,
     )
 
     def config(self) -> BooksConfig:

@@ -89,7 +89,7 @@ from pipelines.beam.runner import (
     stage_main,
     submitted_only,
 )
-from pipelines.io.flags import option
+from pipelines.io.flags import AT_LEAST_1, POSITIVE, ZERO_OR_MORE, config_problem, option
 from pipelines.io.hashing import keyed_fraction
 from pipelines.io.parquet import iter_row_groups
 from pipelines.io.progress import Phase
@@ -135,11 +135,17 @@ class VocabConfig:
     cased: bool = option(
         False, help="keep case and accents (default: lower-case and strip accents)"
     )
-    num_unused: int = option(0, help="[unusedN] slots reserved after [PAD] (Google's: 994)")
-    sample_mb: float = option(1024.0, help="train on about this many MiB of text")
+    num_unused: int = option(
+        0, help="[unusedN] slots reserved after [PAD] (Google's: 994)", bounds=ZERO_OR_MORE
+    )
+    sample_mb: float = option(1024.0, help="train on about this many MiB of text", bounds=POSITIVE)
     seed: int = option(0, help="picks the sample")
-    limit_alphabet: int = option(1000, help="keep the N most frequent characters")
-    min_frequency: int = option(2, help="merge only pairs seen at least this often")
+    limit_alphabet: int = option(
+        1000, help="keep the N most frequent characters", bounds=AT_LEAST_1
+    )
+    min_frequency: int = option(
+        2, help="merge only pairs seen at least this often", bounds=AT_LEAST_1
+    )
     overwrite: bool = option(
         False, help="replace the vocabulary files of an earlier run in --output"
     )
@@ -148,14 +154,9 @@ class VocabConfig:
         """Stop before any work on flags that cannot give a vocabulary."""
         if not self.documents:
             raise VocabError("no documents directory given: pass --documents DIR [DIR …]")
-        if self.sample_mb <= 0:
-            raise VocabError(f"--sample-mb must be positive, got {self.sample_mb}")
-        if self.num_unused < 0:
-            raise VocabError(f"--num-unused must be 0 or more, got {self.num_unused}")
-        if self.limit_alphabet < 1:
-            raise VocabError(f"--limit-alphabet must be 1 or more, got {self.limit_alphabet}")
-        if self.min_frequency < 1:
-            raise VocabError(f"--min-frequency must be 1 or more, got {self.min_frequency}")
+        problem = config_problem(self)  # each field's bounds, as parsing checks them
+        if problem:
+            raise VocabError(problem)
         reserved = len(SPECIAL_TOKENS) + self.num_unused
         if self.vocab_size <= reserved:
             raise VocabError(

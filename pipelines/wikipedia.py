@@ -45,7 +45,7 @@ from pipelines.beam.progress import (
     counting_reader,
 )
 from pipelines.beam.runner import parse_stage, stage_main
-from pipelines.io.flags import option
+from pipelines.io.flags import AT_LEAST_1, ZERO_OR_MORE, option
 from pipelines.io.progress import Phase
 from pipelines.text.sentences import split_paragraphs
 from pipelines.text.wikidump import (
@@ -110,9 +110,13 @@ class WikipediaConfig:
 class WikipediaFlags(DocumentStageFlags):
     """`bertkit wikipedia`'s command line."""
 
-    min_paragraph_words: int = option(5, help="drop paragraphs with fewer words")
+    min_paragraph_words: int = option(
+        5, help="drop paragraphs with fewer words", bounds=ZERO_OR_MORE
+    )
     split_mb: int = option(
-        64, help="cut multistream dumps into splits of about this many compressed MB"
+        64,
+        help="cut multistream dumps into splits of about this many compressed MB",
+        bounds=AT_LEAST_1,
     )
 
     def config(self) -> WikipediaConfig:

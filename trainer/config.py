@@ -8,7 +8,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pipelines.io.flags import option
+from pipelines.io.flags import (
+    AT_LEAST_1,
+    FRACTION,
+    POSITIVE,
+    ZERO_OR_MORE,
+    Bounds,
+    config_problem,
+    option,
+)
 from trainer.checkpoint import check_run_location
 from trainer.model import MODEL_SIZES
 from trainer.optim import OPTIMIZERS
@@ -21,40 +29,60 @@ class TrainConfig:
     shards: str = option(help="shards directory, its manifest.json, or a shard URL pattern")
     output: str = option(help="run directory: checkpoints/, metrics.jsonl, TensorBoard events")
     model: str = option("base", help="tiny, mini, small, medium, base, large")
-    max_seq_length: int | None = option(None, help="which seqN shards (required if several)")
-    micro_batch_size: int = option(32, help="sequences per process per forward pass")
-    global_batch_size: int | None = option(
-        None, help="sequences per optimizer step (default micro × ranks)"
+    max_seq_length: int | None = option(
+        None, help="which seqN shards (required if several)", bounds=AT_LEAST_1
     )
-    max_steps: int = option(1000, help="optimizer steps; the schedule decays to 0 here")
+    micro_batch_size: int = option(
+        32, help="sequences per process per forward pass", bounds=AT_LEAST_1
+    )
+    global_batch_size: int | None = option(
+        None, help="sequences per optimizer step (default micro × ranks)", bounds=AT_LEAST_1
+    )
+    max_steps: int = option(
+        1000, help="optimizer steps; the schedule decays to 0 here", bounds=AT_LEAST_1
+    )
     stop_at_step: int | None = option(
-        None, help="stop early (a job's time slice); --resume goes on"
+        None, help="stop early (a job's time slice); --resume goes on", bounds=AT_LEAST_1
     )
     optimizer: str = option("adamw", help="adamw or lamb")
-    lr: float = option(1e-4, help="peak learning rate")
-    weight_decay: float = option(0.01, help="AdamW/LAMB weight decay (not on biases and LayerNorm)")
-    beta1: float = option(0.9, help="first-moment decay")
-    beta2: float = option(0.999, help="second-moment decay")
-    eps: float = option(1e-6, help="optimizer epsilon")
-    warmup_steps: int = option(100, help="linear warmup steps")
-    decay_power: float = option(1.0, help="1 = linear decay (BERT), 0.5 = NVIDIA's LAMB recipe")
-    clip_grad_norm: float = option(1.0, help="0 turns clipping off")
+    lr: float = option(1e-4, help="peak learning rate", bounds=POSITIVE)
+    weight_decay: float = option(
+        0.01, help="AdamW/LAMB weight decay (not on biases and LayerNorm)", bounds=ZERO_OR_MORE
+    )
+    beta1: float = option(0.9, help="first-moment decay", bounds=FRACTION)
+    beta2: float = option(0.999, help="second-moment decay", bounds=FRACTION)
+    eps: float = option(1e-6, help="optimizer epsilon", bounds=POSITIVE)
+    warmup_steps: int = option(100, help="linear warmup steps", bounds=ZERO_OR_MORE)
+    decay_power: float = option(
+        1.0, help="1 = linear decay (BERT), 0.5 = NVIDIA's LAMB recipe", bounds=ZERO_OR_MORE
+    )
+    clip_grad_norm: float = option(1.0, help="0 turns clipping off", bounds=ZERO_OR_MORE)
     dropout: float | None = option(
-        None, help="hidden and attention dropout (default: the model's 0.1)"
+        None, help="hidden and attention dropout (default: the model's 0.1)", bounds=FRACTION
     )
-    seed: int = option(12345, help="seeds the data order, dropout and initialisation")
-    num_workers: int = option(2, help="loader processes per rank")
-    shuffle_buffer: int = option(10_000, help="samples in each loader worker's shuffle buffer")
+    # torch.manual_seed takes up to 2**64 - 1, and each rank adds its number to the seed.
+    seed: int = option(
+        12345, help="seeds the data order, dropout and initialisation", bounds=Bounds(0, 2**63 - 1)
+    )
+    num_workers: int = option(2, help="loader processes per rank", bounds=ZERO_OR_MORE)
+    shuffle_buffer: int = option(
+        10_000, help="samples in each loader worker's shuffle buffer (0 = off)", bounds=ZERO_OR_MORE
+    )
     bucket_window: int = option(
-        0, help="batch by length: sort each W micro-batches' samples by length (0 = off)"
+        0,
+        help="batch by length: sort each W micro-batches' samples by length (0 = off)",
+        bounds=ZERO_OR_MORE,
     )
-    log_every: int = option(10, help="steps between metric lines")
-    eval_every: int = option(500, help="0 = only at the end")
+    log_every: int = option(10, help="steps between metric lines", bounds=AT_LEAST_1)
+    eval_every: int = option(500, help="0 = only at the end", bounds=ZERO_OR_MORE)
     eval_batches: int = option(
-        100, help="per rank, of --micro-batch-size; 0 = the whole held-out split"
+        100, help="per rank, of --micro-batch-size; 0 = the whole held-out split",
+        bounds=ZERO_OR_MORE,
+    )  # fmt: skip
+    checkpoint_every: int = option(
+        1000, help="steps between checkpoints (and one at the end)", bounds=AT_LEAST_1
     )
-    checkpoint_every: int = option(1000, help="steps between checkpoints (and one at the end)")
-    keep_checkpoints: int = option(3, help="newest checkpoints kept")
+    keep_checkpoints: int = option(3, help="newest checkpoints kept", bounds=AT_LEAST_1)
     resume: bool = option(
         False,
         help="continue from OUTPUT/checkpoints/latest; with no checkpoint there yet, start the "
@@ -72,28 +100,31 @@ class TrainConfig:
     precision: str = option("auto", help="auto (bf16 autocast on CUDA, fp32 on CPU), bf16, fp32")
     device: str = option("auto", help="auto, cuda, cpu")
     peak_tflops: float | None = option(
-        None, help="the device's peak, for MFU where it is not known"
+        None, help="the device's peak, for MFU where it is not known", bounds=POSITIVE
     )
     tensorboard: bool = option(True, help="write TensorBoard event files into the run directory")
 
     def validate(self) -> None:
+        """Stop before any work (nothing read, no directory made) on flags that mean nothing:
+        each field's bounds and finite floats (as parsing checks them, for a config built in
+        code), then the names and the flags that must agree with each other."""
+        problem = config_problem(self)
+        if problem:
+            raise ValueError(problem)
         if self.model not in MODEL_SIZES:
             raise ValueError(f"--model {self.model!r}: one of {', '.join(MODEL_SIZES)}")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"--optimizer {self.optimizer!r}: one of {', '.join(OPTIMIZERS)}")
         if self.precision not in ("auto", "bf16", "fp32"):
-            raise ValueError("--precision: auto, bf16 or fp32")
+            raise ValueError(f"--precision {self.precision!r}: one of auto, bf16, fp32")
+        if self.device not in ("auto", "cuda", "cpu"):
+            raise ValueError(f"--device {self.device!r}: one of auto, cuda, cpu")
         if self.resume and self.overwrite:
             raise ValueError(
                 "--resume continues the run in --output, --overwrite replaces it: give one"
             )
-        for name in ("micro_batch_size", "max_steps", "log_every", "keep_checkpoints"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"--{name.replace('_', '-')} must be at least 1")
         if self.warmup_steps > self.max_steps:
             raise ValueError("--warmup-steps must not exceed --max-steps")
-        if self.bucket_window < 0:
-            raise ValueError("--bucket-window must be 0 (off) or a number of micro-batches")
         check_run_location("--output", self.output, remote_ok=True)
         check_run_location("--init-checkpoint", self.init_checkpoint, remote_ok=True)
 

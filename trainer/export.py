@@ -350,7 +350,13 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--overwrite", action="store_true",
                         help="replace the files of an earlier export in --output")
     # fmt: on
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    # An empty path is the working directory to pathlib: an export would land there.
+    for name, value in (("CHECKPOINT", args.checkpoint), ("--output", args.output),
+                        ("--vocab", args.vocab)):  # fmt: skip
+        if value is not None and not value.strip():
+            parser.exit(2, f"{parser.prog}: error: {name} is empty: give it a value\n")
+    return args
 
 
 def _size(location: str) -> int:

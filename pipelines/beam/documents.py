@@ -31,7 +31,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from pipelines.beam import files
 from pipelines.beam.progress import progress_shown
 from pipelines.beam.runner import StagePaths, make_pipeline, report_submission, submitted_only
-from pipelines.io.flags import option
+from pipelines.io.flags import AT_LEAST_1, option
 from pipelines.io.hashing import HashingStream
 from pipelines.io.progress import Phase
 from schemas import (
@@ -69,7 +69,9 @@ class DocumentStageFlags:
     overwrite: bool = option(
         False, help="replace the outputs and manifest of an earlier run in --output"
     )
-    file_mb: int = option(256, help="start a new Parquet file after this many MB of text")
+    file_mb: int = option(
+        256, help="start a new Parquet file after this many MB of text", bounds=AT_LEAST_1
+    )
 
 
 # Every name a documents stage writes: the manifest, files per unit, their temporary names

@@ -79,6 +79,7 @@ def parse_stage(
 
     Every flag the config does not define goes to Beam's PipelineOptions (runner, workers,
     filesystems); one that Beam does not know either is a typo, refused like argparse does.
+    A value the flag does not take (nan, 0 megabytes: `flags.value_problem`) is refused next.
     The filesystem options apply to this process at once: the driver lists inputs and reads
     manifests before any worker starts. With `paths`, the flags naming paths are checked
     (`path_problem`); a problem ends the command with one line and exit 2, like a bad flag.
@@ -94,11 +95,11 @@ def parse_stage(
     ]
     if unknown:
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    config = flags.checked_config(config_class, known, parser)
     files.configure(options)
-    config = flags.config_from(config_class, known)
     problem = path_problem(config, paths) if paths is not None else None
     if problem:
-        parser.exit(2, f"{prog}: error: {problem}\n")
+        flags.refuse(parser, problem)
     return config, options
 
 

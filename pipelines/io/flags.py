@@ -14,17 +14,61 @@ lives in the field's metadata:
 Types: str, int, float, bool (`--cased` / `--no-cased`), `X | None` (default None), and
 `tuple[X, ...]` (one or more values, and the flag may be repeated). Beam stages parse their
 own flags this way and hand the rest to Beam (`pipelines.beam.runner.parse_stage`).
+
+Values are checked as they are parsed, before the config exists and before any work: a
+float must be finite (no flag means anything by nan or inf), a string must not be empty
+(`--output ''` would be the working directory), and a field's `bounds` say which numbers
+mean something (`option(1000, help=..., bounds=AT_LEAST_1)`). A value out of them ends the
+command with one line naming the flag, the value and what it must be, exit 2:
+
+    bertkit train: error: --checkpoint-every 0: must be at least 1
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NoReturn, TypeVar
 
 Config = TypeVar("Config")
 _SCALARS = {"str": str, "int": int, "float": float}
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """The numbers a flag takes: `low` and `high` are included unless marked open."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+
+    def holds(self, value: float) -> bool:
+        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
+            return False
+        return self.high is None or (value < self.high if self.high_open else value <= self.high)
+
+    def describe(self) -> str:
+        """What a value must be, as the end of "must be …"."""
+        if self.high is None:
+            if self.low_open:
+                return f"more than {self.low}"
+            return "0 or more" if self.low == 0 else f"at least {self.low}"
+        if self.low is None:
+            return f"less than {self.high}" if self.high_open else f"at most {self.high}"
+        if not self.low_open and not self.high_open:
+            return f"between {self.low} and {self.high}"
+        opening, closing = "(" if self.low_open else "[", ")" if self.high_open else "]"
+        return f"in {opening}{self.low}, {self.high}{closing}"
+
+
+AT_LEAST_1 = Bounds(low=1)  # a count of steps, items or megabytes that must be some
+ZERO_OR_MORE = Bounds(low=0)  # a count where 0 means none or off
+POSITIVE = Bounds(low=0, low_open=True)  # a rate, a size or an epsilon
+FRACTION = Bounds(low=0, high=1, high_open=True)  # a decay, a dropout probability
 
 
 def option(
@@ -35,15 +79,19 @@ def option(
     choices: Sequence[Any] | None = None,
     flag: str | None = None,
     parse: Callable[[str], Any] | None = None,
+    bounds: Bounds | None = None,
 ) -> Any:
     """A config field that is a flag; without `default` the flag is required.
 
     `flag` names the flag when it is not the field's name (Google's `--max_seq_length` for
     a field of several lengths); `parse` turns the one string given into the value (a comma
     list, say) and raises argparse.ArgumentTypeError with the reason when it cannot.
+    `bounds` are the numbers the flag takes (each of them, for a tuple); None is always taken
+    where it is the default.
     """
     metadata = {"help": help, "metavar": metavar, "choices": choices, "flag": flag}
     metadata["parse"] = parse
+    metadata["bounds"] = bounds
     if isinstance(default, list | dict | set):
         raise TypeError("mutable defaults: use a tuple")
     return dataclasses.field(default=default, metadata=metadata)
@@ -95,17 +143,73 @@ def add_flags(parser: argparse.ArgumentParser, config_class: type) -> None:
             raise TypeError(f"{config_class.__name__}.{spec.name}: no flag for type {kind}")
 
 
-def config_from(config_class: type[Config], namespace: argparse.Namespace) -> Config:
-    """The config a parsed namespace describes (repeated flags become tuples)."""
+def config_values(config_class: type, namespace: argparse.Namespace) -> dict[str, Any]:
+    """The field values a parsed namespace describes (repeated flags become tuples)."""
     values = {}
-    for spec in dataclasses.fields(config_class):  # type: ignore[arg-type]
+    for spec in dataclasses.fields(config_class):
         value = getattr(namespace, spec.name)
         if isinstance(value, list):
             value = tuple(value)
         elif value is None and spec.default is not dataclasses.MISSING:
             value = spec.default
         values[spec.name] = value
+    return values
+
+
+def config_from(config_class: type[Config], namespace: argparse.Namespace) -> Config:
+    """The config a parsed namespace describes; its values are not checked (`checked_config`)."""
+    return config_class(**config_values(config_class, namespace))
+
+
+def value_problem(config_class: type, values: Mapping[str, Any]) -> str | None:
+    """The first flag whose value means nothing, as one line naming the flag, the value and
+    what it must be; None if every value is taken. `values` are the config's fields (a
+    parsed namespace's, or a config's own: `config_problem`)."""
+    for spec in dataclasses.fields(config_class):
+        value = values[spec.name]
+        flag = flag_name(spec.metadata.get("flag") or spec.name)
+        for item in value if isinstance(value, tuple) else (value,):
+            problem = _item_problem(flag, item, spec.metadata.get("bounds"))
+            if problem:
+                return problem
+    return None
+
+
+def config_problem(config: Any) -> str | None:
+    """`value_problem` for a config built in code rather than parsed (its `validate()`)."""
+    values = {spec.name: getattr(config, spec.name) for spec in dataclasses.fields(config)}
+    return value_problem(type(config), values)
+
+
+def checked_config(
+    config_class: type[Config], namespace: argparse.Namespace, parser: argparse.ArgumentParser
+) -> Config:
+    """The config a parsed namespace describes, once every value is taken; a value that is
+    not ends the command with one line (exit 2), before the config exists: building one may
+    compute from its values (examples' predictions per sequence from --masked-lm-prob)."""
+    values = config_values(config_class, namespace)
+    problem = value_problem(config_class, values)
+    if problem:
+        refuse(parser, problem)
     return config_class(**values)
+
+
+def refuse(parser: argparse.ArgumentParser, problem: str) -> NoReturn:
+    """End the command with `PROG: error: PROBLEM` and exit 2, as argparse does for a bad
+    flag, without the usage: the line names the flag and what it must be."""
+    parser.exit(2, f"{parser.prog}: error: {problem}\n")
+
+
+def _item_problem(flag: str, value: Any, bounds: Bounds | None) -> str | None:
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        return f"{flag} is empty: give it a value" if not value.strip() else None
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{flag} {value}: must be a finite number"
+    if bounds is not None and isinstance(value, int | float) and not bounds.holds(value):
+        return f"{flag} {value}: must be {bounds.describe()}"
+    return None
 
 
 def parser_for(config_class: type, prog: str, description: str | None) -> argparse.ArgumentParser:
@@ -119,9 +223,10 @@ def parser_for(config_class: type, prog: str, description: str | None) -> argpar
 def parse_config(
     config_class: type[Config], argv: Sequence[str] | None, prog: str, description: str | None
 ) -> Config:
-    """Parse `argv` into `config_class`; unknown flags are an error (exit 2, with usage)."""
+    """Parse `argv` into `config_class`; unknown flags are an error (exit 2, with usage), and
+    so is a value the flag does not take (exit 2, one line: `value_problem`)."""
     parser = parser_for(config_class, prog, description)
-    return config_from(config_class, parser.parse_args(argv))
+    return checked_config(config_class, parser.parse_args(argv), parser)
 
 
 def _type_name(annotation: Any) -> str:
