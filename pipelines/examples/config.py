@@ -9,6 +9,7 @@ makes the command line from this dataclass, and the shards manifest records it (
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import dataclass
 
 from pipelines.beam import files
@@ -76,7 +77,9 @@ class ExamplesConfig:
     overwrite: bool = option(False, help="replace the shards and manifest of an earlier run")
 
     def __post_init__(self) -> None:
-        if not self.max_predictions_per_seq:  # Google's rule: round(length × probability)
+        # Google's rule: round(length × probability). A probability that is not a finite
+        # number derives nothing here: `validate` names it (round(nan) would raise first).
+        if not self.max_predictions_per_seq and math.isfinite(self.masked_lm_prob):
             derived = tuple(round(n * self.masked_lm_prob) for n in self.max_seq_lengths)
             object.__setattr__(self, "max_predictions_per_seq", derived)
 
@@ -93,34 +96,72 @@ class ExamplesConfig:
 
 def _length_problems(config: ExamplesConfig) -> list[str]:
     problems = []
-    if len(config.max_predictions_per_seq) != len(config.max_seq_lengths):
+    lengths, predictions = config.max_seq_lengths, config.max_predictions_per_seq
+    if predictions and len(predictions) != len(lengths):  # none: the probability is not finite
         problems.append(
-            f"--max-predictions-per-seq has {len(config.max_predictions_per_seq)} values for "
-            f"{len(config.max_seq_lengths)} --max-seq-length values: give one per length"
+            f"--max-predictions-per-seq has {len(predictions)} values for "
+            f"{len(lengths)} --max-seq-length values: give one per length"
         )
-    if len(set(config.max_seq_lengths)) != len(config.max_seq_lengths):
-        problems.append(f"--max-seq-length repeats a length: {config.max_seq_lengths}")
-    for length in config.max_seq_lengths:
+    if len(set(lengths)) != len(lengths):
+        problems.append(f"--max-seq-length repeats a length: {lengths}")
+    for length in lengths:
         if not 8 <= length <= 65535:
             problems.append(f"--max-seq-length {length}: must be between 8 and 65535")
-    if any(p < 1 for p in config.max_predictions_per_seq):
-        problems.append("--max-predictions-per-seq must be at least 1")
+    for length, count in zip(lengths, predictions, strict=False):
+        derived = math.isfinite(config.masked_lm_prob) and count == round(
+            length * config.masked_lm_prob
+        )
+        if derived and not 0 < config.masked_lm_prob < 1:
+            continue  # the probability's own problem says it all
+        if count < 1 and derived:
+            problems.append(
+                f"--masked-lm-prob {config.masked_lm_prob} predicts round({length} × "
+                f"{config.masked_lm_prob}) = {count} tokens at length {length}: raise it, or "
+                "give --max-predictions-per-seq"
+            )
+        elif count < 1:
+            problems.append(f"--max-predictions-per-seq {count}: must be at least 1")
+        elif count > length - 3 and 8 <= length <= 65535:
+            problems.append(
+                f"--max-predictions-per-seq {count} at length {length}: must be at most "
+                f"{length - 3} (the positions that are not [CLS] or [SEP])"
+            )
     return problems
 
 
 def _range_problems(config: ExamplesConfig) -> list[str]:
+    """Each number in the range where it means something."""
     problems = []
-    if not 0 < config.masked_lm_prob < 1:
-        problems.append(f"--masked-lm-prob {config.masked_lm_prob}: must be in (0, 1)")
-    if not 0 <= config.short_seq_prob <= 1:
-        problems.append(f"--short-seq-prob {config.short_seq_prob}: must be in [0, 1]")
-    if config.dupe_factor < 1 or config.dupe_factor > 65535:
+    for name, inside, describe in _FRACTIONS:
+        value = getattr(config, name)
+        if not math.isfinite(value):
+            problems.append(f"--{name.replace('_', '-')} {value}: must be a finite number")
+        elif not inside(value):
+            problems.append(f"--{name.replace('_', '-')} {value}: must be in {describe}")
+    if not 1 <= config.dupe_factor <= 65535:
         problems.append(f"--dupe-factor {config.dupe_factor}: must be in [1, 65535]")
-    if not 0 <= config.heldout_fraction < 1:
-        problems.append(f"--heldout-fraction {config.heldout_fraction}: must be in [0, 1)")
-    for name in ("samples_per_shard", "partner_group_docs", "work_partition_mb", "bucket_mb"):
-        if getattr(config, name) < 1:
-            problems.append(f"--{name.replace('_', '-')} must be at least 1")
     if config.partner_group_docs < 2:
-        problems.append("--partner-group-docs must be at least 2 (a NotNext needs a partner)")
+        problems.append(
+            f"--partner-group-docs {config.partner_group_docs}: must be at least 2 "
+            "(a NotNext needs a partner)"
+        )
+    for name in _AT_LEAST_ONE:
+        value = getattr(config, name)
+        if value < 1:
+            problems.append(f"--{name.replace('_', '-')} {value}: must be at least 1")
     return problems
+
+
+_FRACTIONS = (
+    ("masked_lm_prob", lambda p: 0 < p < 1, "(0, 1)"),
+    ("short_seq_prob", lambda p: 0 <= p <= 1, "[0, 1]"),
+    ("heldout_fraction", lambda p: 0 <= p < 1, "[0, 1)"),
+)
+# Counts and budgets in MB: 0 would mean a shard of nothing, or a spill file per record.
+_AT_LEAST_ONE = (
+    "samples_per_shard",
+    "work_partition_mb",
+    "bucket_mb",
+    "spill_budget_mb",
+    "regroup_budget_mb",
+)
