@@ -129,6 +129,35 @@ def test_examples_line_follows_its_three_steps_each_with_its_own_rate_and_eta(
     )
 
 
+def test_a_step_whose_count_arrives_at_once_is_timed_from_the_end_of_the_step_before(
+    sample_documents,
+):
+    # A local run as it was seen (issue 23): the shard writers publish their counts when
+    # they finish, so the write step's 42,132 examples came in one poll, 0.1 s before the
+    # end, and the line ended with "examples/s 421320". The step began when pairing last
+    # moved (25.0): 42,132 examples over its 7 seconds.
+    config = examples.ExamplesConfig(
+        documents=tuple(map(str, sample_documents)), vocab="v", output="o", dupe_factor=5
+    )
+    inputs = read_documents_inputs([str(d) for d in sample_documents])
+    view = ProgressView("examples", examples_phases(config, inputs), start=0.0)
+    view.observe({"documents_tokenized": 101}, 8.0)
+    paired = {"documents_tokenized": 101, "documents_paired": 505, "examples_made": 42132}
+    view.observe({**paired, "documents_paired": 300, "examples_made": 25000}, 15.0)
+    assert view.line(paired, 25.0) == (
+        "examples | step 2/3 pair and mask | document passes 505/505 100% | examples 42132 "
+        "| examples/s 2478 | eta 0:00:00"
+    )  # 42,132 examples over the 17 s since tokenizing last moved (8.0)
+    for now in (26.0, 28.0, 30.0):  # reading and sorting the spill buckets: nothing counts
+        view.observe(paired, now)
+    finished = {**paired, "examples_written": 42132, "shards_written": 1}
+    view.observe(finished, 31.9)
+    assert view.line(finished, 32.0, finished=True) == (
+        "examples | step 3/3 write shards | examples 42132/42132 100% | shards 1 "
+        "| examples/s 6019 | done in 0:00:32"
+    )
+
+
 def test_at_most_one_line_per_interval_then_a_last_line():
     clock = FakeClock()
     stream = io.StringIO()

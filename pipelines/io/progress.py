@@ -121,7 +121,10 @@ class ProgressView:
     The current step is the last one whose counter has moved (Beam's local runners run a
     stage's steps one after another: a step after a GroupByKey starts when the one before
     has finished), or the first before anything has. Rates and the ETA are over the time
-    since the step was first seen moving (the first step: since the run started).
+    the step has been working: since the step before it last moved (the first step: since
+    the run started). Not since the step's own counter first moved: a worker publishes its
+    counts at the end of its work, so the shard writer's count can arrive all at once, and
+    42,132 examples over the quarter second since then read as a million a second.
     """
 
     def __init__(self, stage: str, phases: Sequence[Phase], start: float) -> None:
@@ -130,16 +133,25 @@ class ProgressView:
         self.stage = stage
         self.phases = tuple(phases)
         self._since = {0: start}
+        self._counts: dict[int, int] = {}  # each step's count as last observed
+        self._moved: dict[int, float] = {}  # when each step's count last changed
 
     def current(self, totals: Mapping[str, int]) -> int:
         moved = [i for i, p in enumerate(self.phases) if totals.get(p.counter, 0) > 0]
         return moved[-1] if moved else 0
 
     def observe(self, totals: Mapping[str, int], now: float) -> int:
-        """The current step's index, noting `now` as the start of any step seen first."""
+        """The current step's index; a step seen first starts when the one before it last
+        moved (or `now`, if it never has)."""
+        for number, phase in enumerate(self.phases):
+            count = totals.get(phase.counter, 0)
+            if count != self._counts.get(number, 0):
+                self._counts[number] = count
+                self._moved[number] = now
         index = self.current(totals)
         for earlier in range(index + 1):
-            self._since.setdefault(earlier, now)
+            if earlier not in self._since:
+                self._since[earlier] = self._moved.get(earlier - 1, now)
         return index
 
     def line(self, totals: Mapping[str, int], now: float, finished: bool = False) -> str:
