@@ -111,7 +111,9 @@ class BooksFlags(DocumentStageFlags):
         bounds=AT_LEAST_1,
     )
     unit_mb: int = option(
-        64, help="group book files into units of work of about this many MB", bounds=AT_LEAST_1
+        64,
+        help="group book files into units of work of about this many MB (0: one file each)",
+        bounds=ZERO_OR_MORE,
     )
     max_line_kb: int = option(
         MAX_LINE_BYTES >> 10,

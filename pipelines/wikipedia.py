@@ -45,7 +45,7 @@ from pipelines.beam.progress import (
     counting_reader,
 )
 from pipelines.beam.runner import parse_stage, stage_main
-from pipelines.io.flags import AT_LEAST_1, ZERO_OR_MORE, option
+from pipelines.io.flags import ZERO_OR_MORE, option
 from pipelines.io.progress import Phase
 from pipelines.text.sentences import split_paragraphs
 from pipelines.text.wikidump import (
@@ -115,8 +115,9 @@ class WikipediaFlags(DocumentStageFlags):
     )
     split_mb: int = option(
         64,
-        help="cut multistream dumps into splits of about this many compressed MB",
-        bounds=AT_LEAST_1,
+        help="cut multistream dumps into splits of about this many compressed MB (0: one "
+        "split per bz2 stream)",
+        bounds=ZERO_OR_MORE,
     )
 
     def config(self) -> WikipediaConfig:

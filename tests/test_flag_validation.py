@@ -166,14 +166,13 @@ DOCUMENTS_STAGES = {"wikipedia": wikipedia.main, "books": books.main}
 @pytest.mark.parametrize(
     ("stage", "flag", "value", "message"),
     [
-        ("wikipedia", "--split-mb", "0", "--split-mb 0: must be at least 1"),
-        ("wikipedia", "--split-mb", "-64", "--split-mb -64: must be at least 1"),
+        ("wikipedia", "--split-mb", "-64", "--split-mb -64: must be 0 or more"),
         ("wikipedia", "--min-paragraph-words", "-1", "--min-paragraph-words -1: must be 0 or more"),
         ("wikipedia", "--file-mb", "0", "--file-mb 0: must be at least 1"),
         ("wikipedia", "--output", "", "--output is empty: give it a value"),
         ("wikipedia", "--input", "", "--input is empty: give it a value"),
         ("books", "--file-mb", "-1", "--file-mb -1: must be at least 1"),
-        ("books", "--unit-mb", "0", "--unit-mb 0: must be at least 1"),
+        ("books", "--unit-mb", "-1", "--unit-mb -1: must be 0 or more"),
         ("books", "--max-line-kb", "0", "--max-line-kb 0: must be at least 1"),
         ("books", "--max_line_kb", "-8", "--max-line-kb -8: must be at least 1"),
         ("books", "--lines-per-document", "0", "--lines-per-document 0: must be at least 1"),
