@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bz2
+import codecs
 import gzip
 import random
 from dataclasses import dataclass
@@ -77,18 +78,27 @@ def write_dump(
     return path
 
 
-def write_multistream(directory: Path, name: str, pages: list[Page], per_stream: int) -> Path:
-    """A `NAME-multistream.xml.bz2` of one bz2 stream per `per_stream` pages, plus its index."""
+UTF16_MARKS = {"utf-16-le": codecs.BOM_UTF16_LE, "utf-16-be": codecs.BOM_UTF16_BE}
+
+
+def write_multistream(
+    directory: Path, name: str, pages: list[Page], per_stream: int, encoding: str = "utf-8"
+) -> Path:
+    """A `NAME-multistream.xml.bz2` of one bz2 stream per `per_stream` pages, plus its index.
+    With `encoding` utf-16-le or utf-16-be, the file starts with that byte-order mark and
+    declares UTF-16; the page streams after it have no mark, as a converted dump's would."""
     dump = directory / f"{name}-multistream.xml.bz2"
+    mark = UTF16_MARKS.get(encoding, b"")
+    declared = "UTF-16" if mark else "utf-8"
     index_lines = []
     with dump.open("wb") as out:
-        out.write(bz2.compress(header().encode()))
+        out.write(bz2.compress(mark + header(encoding=declared).encode(encoding)))
         for start in range(0, len(pages), per_stream):
             offset = out.tell()
             group = pages[start : start + per_stream]
             index_lines += [f"{offset}:{p.id}:{p.title}\n" for p in group]
-            out.write(bz2.compress("".join(page_xml(p) for p in group).encode()))
-        out.write(bz2.compress(FOOTER.encode()))
+            out.write(bz2.compress("".join(page_xml(p) for p in group).encode(encoding)))
+        out.write(bz2.compress(FOOTER.encode(encoding)))
     index = directory / f"{name}-multistream-index.txt.bz2"
     index.write_bytes(bz2.compress("".join(index_lines).encode()))
     return dump

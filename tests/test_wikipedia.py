@@ -264,7 +264,8 @@ def test_hostile_dumps_keep_their_good_pages(tmp_path: Path) -> None:
     assert by_reason["page_too_many_elements"]["position"] == "page #2 'Deep'"
     assert by_reason["unsupported_encoding"]["error"].startswith(
         f"{tmp_path / 'in' / 'lying.xml'}: the document is encoded as 'latin-1' in its XML "
-        "declaration, but MediaWiki dumps are UTF-8"
+        "declaration, but only UTF-8 (MediaWiki's encoding) and UTF-16 with a byte-order mark "
+        "are read"
     )
 
 

@@ -3,21 +3,30 @@
 expat's callbacks keep only the fields a page needs, and the bytes are cut after each
 `</page>`, so memory stays bounded by `PageLimits` (elements, characters and XML bytes per
 page) plus one chunk, however large or hostile the dump. Tags are matched by local name, so
-export schema 0.10, 0.11 (and older) read the same. Every byte is decoded as UTF-8: a
-document declaring another encoding is refused. A second dump after the first's
+export schema 0.10, 0.11 (and older) read the same. A second dump after the first's
 `</mediawiki>` is read too; anything else after a root element is an error naming the byte.
+
+Encodings: MediaWiki writes UTF-8, and a file is read as UTF-8 unless its bytes say
+otherwise, whatever its declaration claims. A file that starts with a UTF-16 byte-order mark
+is UTF-16 beyond doubt: it is converted to UTF-8 as it streams (chunk by chunk, so memory
+stays bounded; the page splitting and limits then see UTF-8), and the splits of a multistream
+dump after the first, which have no mark of their own, are converted the same way
+(`DumpSplit.encoding`). A declaration must agree with the bytes: one naming anything but
+UTF-8 (or ASCII) over UTF-8 bytes, or anything but UTF-16 over UTF-16 bytes, is refused
+(`unsupported_encoding`), never honoured or guessed at; so are UTF-32 and UTF-16 without a
+mark. In a UTF-16 dump, the "decompressed byte" positions of messages count its UTF-8 form.
 
 The records it yields (`SiteInfo`, `RawPage`, `DumpSplit`, `DumpReadError`) are re-exported
 by `pipelines.text.wikidump`, which is what the stages import.
 """
 
-
 from __future__ import annotations
 
 import codecs
 import dataclasses
+import itertools
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from urllib.parse import quote
 from xml.parsers import expat
@@ -34,6 +43,11 @@ from pipelines.text.wikitext import MAX_PAGE_BYTES
 _SYNTHETIC_ROOT_OPEN = b"<mediawiki>"
 _SYNTHETIC_ROOT_CLOSE = b"</mediawiki>"
 _XML_DECLARATION = re.compile(rb"^\s*<\?xml[^>]*?encoding\s*=\s*[\"']([A-Za-z0-9._-]+)[\"']")
+UTF8 = "utf-8"
+# A file starting with one of these is UTF-16; UTF-32-LE's mark starts with UTF-16-LE's, and
+# XML never holds U+0000, so FF FE 00 00 is UTF-32, which is not read.
+_UTF16_MARKS = ((codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be"))
+_UTF32_MARKS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)
 
 
 class DumpReadError(InputReadError):
@@ -90,6 +104,9 @@ class DumpSplit:
     start: int = 0
     end: int | None = None
     siteinfo: SiteInfo | None = None  # for splits that do not start with the header
+    # The file's encoding, for splits that do not start with its byte-order mark (a split
+    # from byte 0 reads the mark itself): utf-8, utf-16-le or utf-16-be.
+    encoding: str = UTF8
 
 
 @dataclass(frozen=True)
@@ -332,6 +349,7 @@ class _SplitParser:
     def __init__(self, split: DumpSplit, limits: PageLimits) -> None:
         self.split = split
         self.limits = limits
+        self.encoding = UTF8  # of the split's bytes; UTF-16 reaches here as UTF-8
         self.ordinal = 0
         self.last_page: str | None = None
         self.base = 0  # offset in the decompressed split of the next chunk fed
@@ -533,35 +551,112 @@ class _SplitParser:
         return DumpReadError(self.split.path, position, error, self.last_page, reason)
 
     def _check_encoding(self, head: bytes, at: int) -> None:
-        """Refuse a document that declares another encoding than UTF-8 (or is UTF-16/32).
+        """Refuse a document whose declaration disagrees with its bytes, or that is in an
+        encoding that is not read (UTF-32, UTF-16 without a byte-order mark at the start).
 
         MediaWiki writes its dumps in UTF-8 (most carry no XML declaration at all). A
-        declaration naming anything else is either a lie (ISO-8859-1 over UTF-8 bytes, which
-        would decode to mojibake without a word) or a file converted by someone else; neither
-        can be told from the other for certain, so the file is refused with what to do rather
-        than guessed at. Every document is parsed as UTF-8 whatever it declares, so bytes that
-        are not UTF-8 are a loud "not well-formed" error, never wrong text.
+        declaration naming anything else over UTF-8 bytes is either a lie (ISO-8859-1 over
+        UTF-8 bytes, which would decode to mojibake without a word) or a file converted by
+        someone else; neither can be told from the other for certain, so the file is refused
+        with what to do rather than guessed at. Every document is parsed as UTF-8 whatever it
+        declares, so bytes that are not UTF-8 are a loud "not well-formed" error, never wrong
+        text. A UTF-16 file (its byte-order mark) reaches here converted to UTF-8: its
+        declaration may name UTF-16 (or the mark's byte order), or nothing.
         """
-        if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) or 0 in head[:4]:
-            declared = "UTF-16 or UTF-32 (a byte-order mark or NUL bytes at its start)"
+        if self.encoding != UTF8:
+            self._check_utf16_declaration(head.removeprefix(codecs.BOM_UTF8), at)
+            return
+        if head.startswith(_UTF32_MARKS):
+            declared = "UTF-32 (its byte-order mark)"
+        elif head.startswith(tuple(mark for mark, _ in _UTF16_MARKS)):
+            declared = "UTF-16, after a first document in UTF-8 (its byte-order mark)"
+        elif 0 in head[:4]:
+            declared = "UTF-16 or UTF-32 without a byte-order mark (NUL bytes at its start)"
         elif match := _XML_DECLARATION.match(head.removeprefix(codecs.BOM_UTF8)):
             name = match.group(1).decode("ascii")
-            try:
-                canonical = codecs.lookup(name).name
-            except LookupError:
-                canonical = name
-            if canonical in ("utf-8", "ascii"):
+            if _canonical(name) in (UTF8, "ascii"):
                 return
             declared = f"{name!r} in its XML declaration"
         else:
             return
         raise self._error(
             f"decompressed byte {at} (the start of an XML document)",
-            f"the document is encoded as {declared}, but MediaWiki dumps are UTF-8 and only "
-            "UTF-8 is read (so that no text is decoded wrongly without a word): if the bytes "
-            "are UTF-8, correct the declaration; otherwise convert the file to UTF-8 (iconv)",
+            f"the document is encoded as {declared}, but only UTF-8 (MediaWiki's encoding) "
+            "and UTF-16 with a byte-order mark are read (so that no text is decoded wrongly "
+            "without a word): if the bytes are UTF-8, correct the declaration; otherwise "
+            "convert the file to UTF-8 (iconv)",
             "unsupported_encoding",
         )
+
+    def _check_utf16_declaration(self, head: bytes, at: int) -> None:
+        match = _XML_DECLARATION.match(head)
+        if match is None:
+            return
+        name = match.group(1).decode("ascii")
+        if _canonical(name) in ("utf-16", self.encoding):
+            return
+        raise self._error(
+            f"decompressed byte {at} (the start of an XML document)",
+            f"the document's byte-order mark says {self.encoding.upper()} but its XML "
+            f"declaration says {name!r}: the two disagree, so its text cannot be read for "
+            "certain: correct the declaration, or convert the file to UTF-8 (iconv)",
+            "unsupported_encoding",
+        )
+
+
+def _canonical(name: str) -> str:
+    """Python's name for an encoding ("UTF16" → "utf-16"), or the name itself if unknown."""
+    try:
+        return codecs.lookup(name).name
+    except LookupError:
+        return name
+
+
+def encoding_of(head: bytes) -> str:
+    """utf-16-le or utf-16-be for a file whose first bytes (4 or all) are that byte-order
+    mark, else utf-8 (what is not UTF-8 then fails the declaration check or the parse)."""
+    if head.startswith(_UTF32_MARKS):
+        return UTF8
+    return next((name for mark, name in _UTF16_MARKS if head.startswith(mark)), UTF8)
+
+
+def dump_encoding(path: str, reader: Reader) -> str:
+    """The encoding of a dump file, from its first decompressed bytes (`encoding_of`)."""
+    chunks = decompressed_chunks(reader, path)
+    try:
+        encoding, _ = _sniffed(chunks)
+    finally:
+        chunks.close()
+    return encoding
+
+
+def _sniffed(chunks: Iterator[bytes]) -> tuple[str, Iterator[bytes]]:
+    """The encoding the first bytes of `chunks` show, and every chunk, those included."""
+    head = b""
+    for chunk in chunks:
+        head += chunk
+        if len(head) >= 4:
+            break
+    return encoding_of(head), itertools.chain([head] if head else [], chunks)
+
+
+def _as_utf8(chunks: Iterable[bytes], encoding: str, path: str) -> Iterator[bytes]:
+    """UTF-16 chunks as UTF-8 chunks, one for one (at most 1.5 times as long)."""
+    decoder = codecs.getincrementaldecoder(encoding)()
+    read = 0  # source bytes decoded so far
+    for chunk in itertools.chain(chunks, [None]):
+        pending = len(decoder.getstate()[0])
+        try:
+            text = decoder.decode(chunk or b"", final=chunk is None)
+        except UnicodeDecodeError as err:
+            raise InputReadError(
+                path, f"decompressed byte {read - pending + err.start} of its {encoding.upper()}",
+                f"not {encoding.upper()} as its byte-order mark says ({err.reason})",
+                "malformed_xml",
+            ) from err  # fmt: skip
+        read += len(chunk or b"")
+        if text:
+            yield text.encode(UTF8)
 
 
 def iter_elements(
@@ -571,7 +666,14 @@ def iter_elements(
     position = Position(split.start)
     state = _SplitParser(split, limits)
     try:
-        for chunk in decompressed_chunks(reader, split.path, split.start, split.end, position):
+        chunks = decompressed_chunks(reader, split.path, split.start, split.end, position)
+        encoding = split.encoding
+        if split.start == 0:  # the file's first bytes: its byte-order mark, if any
+            encoding, chunks = _sniffed(chunks)
+        if encoding != UTF8:
+            state.encoding = encoding
+            chunks = _as_utf8(chunks, encoding, split.path)
+        for chunk in chunks:
             yield from state.feed(chunk)
         yield from state.close()
     except InputReadError as err:

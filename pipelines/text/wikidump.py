@@ -6,8 +6,9 @@ runner's filesystem flags apply; tools pass `pipelines.io.storage.READER`), in f
 chunks, with expat's callbacks keeping only the fields a page needs: memory stays bounded by
 `PageLimits` (elements, characters and XML bytes per page) plus one chunk, however large or
 hostile the dump. Tags are matched by local name, so export schema 0.10, 0.11 (and older)
-all read the same. Dumps are UTF-8 (MediaWiki writes nothing else): a document declaring
-another encoding is refused, and every byte is decoded as UTF-8, never as a declaration says.
+all read the same. Dumps are UTF-8 (MediaWiki writes nothing else), or UTF-16 with a
+byte-order mark, converted to UTF-8 as they stream; a declaration that disagrees with the
+bytes is refused, never honoured (pipelines/text/dumpxml.py says which).
 
 A multistream dump (`…-multistream.xml.bz2` beside its `…-multistream-index.txt.bz2`) is a
 concatenation of independent bz2 streams of ~100 pages each; `plan_splits` groups them into
@@ -37,6 +38,7 @@ from pipelines.text.dumpxml import (
     PageLimits,
     RawPage,
     SiteInfo,
+    dump_encoding,
     iter_elements,
 )
 
@@ -98,7 +100,8 @@ def plan_splits(path: str, split_bytes: int, reader: Reader) -> list[DumpSplit]:
 
     Only a multistream dump with its index can be cut; anything else is one split. The
     header stream (bytes before the first page stream) belongs to split 0; later splits get
-    the parsed <siteinfo> so their pages are named the same way.
+    the parsed <siteinfo> so their pages are named the same way, and the file's encoding,
+    which only its first bytes show (a UTF-16 byte-order mark).
     """
     index_path = index_path_for(path)
     if index_path is None or not reader.exists(index_path):
@@ -107,13 +110,21 @@ def plan_splits(path: str, split_bytes: int, reader: Reader) -> list[DumpSplit]:
     if not offsets:
         return [DumpSplit(path=path, number=0)]
     siteinfo = read_siteinfo(path, reader, end=offsets[0])
+    encoding = dump_encoding(path, reader)
     starts = [0]
     for offset in offsets:
         if offset - starts[-1] >= split_bytes:
             starts.append(offset)
     bounds: list[int | None] = [*starts[1:], None]
     return [
-        DumpSplit(path=path, number=n, start=start, end=end, siteinfo=siteinfo if n else None)
+        DumpSplit(
+            path=path,
+            number=n,
+            start=start,
+            end=end,
+            siteinfo=siteinfo if n else None,
+            encoding=encoding,
+        )
         for n, (start, end) in enumerate(zip(starts, bounds, strict=True))
     ]
 
@@ -140,5 +151,3 @@ def iter_dump(
     if split.siteinfo is not None:
         yield split.siteinfo
     yield from iter_elements(split, reader, limits or DEFAULT_LIMITS)
-
-
