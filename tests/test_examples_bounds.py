@@ -4,11 +4,26 @@ documents or sentences of any length in bounded memory (issue 23)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from collections import Counter
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
+from pipelines.bert.sentence_cuts import MAX_SENTENCE_CHARS, cut_sentence
 from pipelines.examples import ExamplesConfig, ExamplesConfigError
-from tests.test_examples import literal_document, load_manifest, run_examples, write_documents
+from pipelines.examples.tokenize import encode_in_calls
+from pipelines.io.vocabulary import load_vocab
+from schemas.examples import NOT_NEXT
+from tests.test_examples import (
+    literal_document,
+    load_manifest,
+    read_examples,
+    run_examples,
+    write_documents,
+)
 
 # --- a corpus of one sentence -------------------------------------------------------------
 
@@ -140,3 +155,132 @@ def test_the_command_refuses_them_in_one_line_before_any_work(
     assert run_examples(sample_documents, sample_vocab, output, *flags) == 2
     assert capsys.readouterr().err == f"bertkit examples: {message}\n"
     assert not output.exists()
+
+
+# --- a sentence or a document of any length -----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("sentence", "max_chars", "pieces"),
+    [
+        ("short", 5, ["short"]),
+        ("", 5, [""]),
+        ("aaa bbb ccc", 5, ["aaa ", "bbb ", "ccc"]),  # after the window's last space
+        ("ab\tcd\nef gh", 6, ["ab\tcd\n", "ef gh"]),  # a tab or a line break is one too
+        ("abcdefghij", 4, ["abcd", "efgh", "ij"]),  # no space: at the window's end
+        (" abcdef", 3, [" ab", "cde", "f"]),  # a space that would leave an empty piece is not one
+        ("a b c d", 3, ["a ", "b ", "c d"]),
+    ],
+)
+def test_cut_sentence_cuts_after_the_last_space_of_each_window(sentence, max_chars, pieces):
+    assert cut_sentence(sentence, max_chars) == pieces
+    assert "".join(pieces) == sentence
+
+
+def test_cut_sentence_refuses_a_bound_of_nothing():
+    with pytest.raises(ValueError, match="max_chars 0: must be at least 1"):
+        cut_sentence("a", 0)
+
+
+def test_a_cut_at_spaces_keeps_every_token_of_the_sentence(sample_vocab):
+    tokenizer = load_vocab(str(sample_vocab)).tokenizer
+    sentence = " ".join(f"The river number {i} runs through the old town." for i in range(900))
+    pieces = cut_sentence(sentence)
+    assert (len(sentence), [len(p) for p in pieces]) == (43_089, [16_380, 16_384, 10_325])
+    whole = tokenizer.encode(sentence, add_special_tokens=False).ids
+    cut = [t for p in pieces for t in tokenizer.encode(p, add_special_tokens=False).ids]
+    assert cut == whole and len(whole) == 10_000
+
+
+class RecordingTokenizer:
+    """Each call's texts; a text's ids are its characters' code points."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
+    def encode_batch_fast(self, texts, add_special_tokens):
+        assert add_special_tokens is False
+        self.calls.append(list(texts))
+        return [SimpleNamespace(ids=[ord(c) for c in t]) for t in texts]
+
+
+def test_encode_in_calls_bounds_each_call_by_texts_and_characters():
+    tokenizer = RecordingTokenizer()
+    tokens, lengths = encode_in_calls(tokenizer, ["ab", "cde", "f", "ghijkl", "", "m"], 2, 4)
+    # "ab" + "cde" is 5 characters; "cde" + "f" is 2 texts; "ghijkl" (6) goes alone.
+    assert tokenizer.calls == [["ab"], ["cde", "f"], ["ghijkl"], ["", "m"]]
+    assert tokens.dtype == np.uint32 and lengths.dtype == np.uint32
+    assert "".join(map(chr, tokens.tolist())) == "abcdefghijklm"
+    assert lengths.tolist() == [2, 3, 1, 6, 0, 1]
+    nothing = RecordingTokenizer()
+    tokens, lengths = encode_in_calls(nothing, [], 2, 4)
+    assert (nothing.calls, tokens.tolist(), lengths.tolist()) == ([], [], [])
+
+
+def test_a_long_sentence_is_cut_into_sentences_and_keeps_its_tokens(tmp_path, sample_vocab):
+    # 43,089 characters without a full stop: 3 pieces, each longer than a chunk at 32, so
+    # each is a chunk of its own, a random next once per pass (Google's script: one sentence,
+    # one example per pass).
+    giant = " ".join(f"The river number {i} runs through the old town." for i in range(900))
+    story = [f"A boat number {i} sails along the coast to the harbour." for i in range(6)]
+    documents = write_documents(
+        tmp_path / "documents",
+        [
+            literal_document("t/giant", giant),
+            literal_document("t/story-a", *story),
+            literal_document("t/story-b", *story[::-1]),
+        ],
+    )
+    output = tmp_path / "shards"
+    flags = ("--max-seq-length", "32", "--dupe-factor", "2", "--heldout-fraction", "0")
+    assert run_examples([documents], sample_vocab, output, *flags) == 0
+    counts = load_manifest(output).counts
+    assert (counts["sentences"], counts["sentences_cut"]) == (13, 1)
+    assert counts["documents_with_one_sentence"] == 1  # the giant, cut or not
+    assert counts["tokens"] == 10_000 + 2 * 6 * 16  # not one token lost to the cuts
+    found = Counter(
+        (e.doc_a, e.next_sentence_label) for e in read_examples(output, "seq32", "train")
+    )
+    assert (found[("t/giant", NOT_NEXT)], found[("t/giant", 0)]) == (6, 0)
+
+
+# The command in a child of a child: RUSAGE_CHILDREN is then that one run's peak alone.
+_PEAK_RSS = """
+import resource, subprocess, sys
+subprocess.run([sys.executable, "-m", "pipelines.examples", *sys.argv[1:]], check=True)
+print(0, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)
+"""
+
+
+def _peak_mb(documents, vocab, output) -> int:
+    argv = ["--documents", str(documents), "--vocab", str(vocab), "--output", str(output),
+            "--dupe-factor", "1", "--heldout-fraction", "0"]  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-c", _PEAK_RSS, *argv], capture_output=True, text=True, check=True
+    )
+    code, peak = result.stdout.split()[-2:]
+    assert code == "0", result.stderr
+    return int(peak)
+
+
+def test_a_one_sentence_document_of_4_mb_costs_little_more_memory_than_a_small_one(
+    tmp_path, sample_vocab
+):
+    # Tokenized at once, its 4.4 MB cost 391 MB more than a 12-byte sentence (~90 bytes a
+    # character in the tokenizer; 6.9 GB for a 62 MB book); cut into 16,384-character
+    # pieces, tokenized 1 M characters a call, 45 MB more (measured: 208 → 253 MB peak).
+    words = np.random.default_rng(0).choice(["river", "town", "sea", "old", "bright"], 800_000)
+    story = [f"A boat number {i} sails along the coast to the harbour." for i in range(6)]
+    peaks = []
+    for name, sentence in (("small", "A short one."), ("big", " ".join(words.tolist()))):
+        documents = write_documents(
+            tmp_path / name,
+            [
+                literal_document("t/one", sentence),
+                literal_document("t/story-a", *story),
+                literal_document("t/story-b", *story[::-1]),
+            ],
+        )
+        peaks.append(_peak_mb(documents, sample_vocab, tmp_path / f"{name}-shards"))
+    assert len(" ".join(words.tolist())) > 4_000_000 > MAX_SENTENCE_CHARS
+    assert peaks[1] - peaks[0] < 150, peaks

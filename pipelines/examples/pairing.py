@@ -16,9 +16,9 @@ from pipelines.beam import files
 from pipelines.beam.documents import UnitTally, finish_unit
 from pipelines.beam.progress import DOCUMENTS_PAIRED, EXAMPLES_MADE, StageCounters
 from pipelines.beam.spill import TokenizedDocument, pack_example, unpack_documents
-from pipelines.bert.draws import document_stream
+from pipelines.bert.draws import RandomStream, document_stream
 from pipelines.bert.masking import MaskingConfig, mask_batch
-from pipelines.bert.pairs import create_pairs, pair_input_ids
+from pipelines.bert.pairs import SentencePair, create_pairs, pair_input_ids
 from pipelines.examples.config import ExamplesConfig
 from pipelines.examples.keys import BucketKey, PartitionKey, output_name
 from pipelines.examples.plan import Layout
@@ -29,6 +29,11 @@ from schemas import PretrainingExample, Reject
 from schemas.examples import NOT_NEXT
 
 BUCKET_COUNTS = "bucket_counts"  # the tagged output of (BucketKey, examples) counts
+# A document's examples are built and masked this many tokens at a time (at most; 8,192
+# examples at 128): masking holds ~10 numpy arrays of its tokens, ~100 MB here, however long
+# the document. Any document of fewer examples is masked in one batch, as it always was (the
+# sample's longest, 117,290 tokens, makes ~1,000 at 128).
+MASK_BATCH_TOKENS = 1 << 20
 
 
 class _Others(Sequence):
@@ -89,7 +94,9 @@ class PairAndMaskFn(beam.DoFn):
         config = self._config
         unit = key.name.replace("/", "-")
         writer = RoutedSpillWriter(
-            files.join(config.work_dir, "examples"), unit, config.spill_budget_mb << 20,
+            files.join(config.work_dir, "examples"),
+            unit,
+            config.spill_budget_mb << 20,
             self._routing,
         )
         tally = UnitTally(unit)
@@ -127,11 +134,21 @@ class PairAndMaskFn(beam.DoFn):
         """One document's examples in one pass at one length, spilled to their buckets."""
         config = self._config
         document = step.members[index]
-        others = _Others(step.members, index)
         rng = document_stream(config.seed, document.id, step.dupe_pass, length)
         pairs = create_pairs(
             step.lengths[index], _Others(step.lengths, index), length, config.short_seq_prob, rng
         )
+        batch = max(1, MASK_BATCH_TOKENS // length)
+        for first in range(0, len(pairs), batch):
+            self._spill_examples(step, index, length, pairs[first : first + batch], rng)
+
+    def _spill_examples(
+        self, step: GroupStep, index: int, length: int, pairs: list[SentencePair], rng: RandomStream
+    ) -> None:
+        """A batch of one document's pairs built, masked and spilled to their buckets; the
+        stream draws the masks, then each example's place in the shuffle."""
+        document = step.members[index]
+        others = _Others(step.members, index)
         inputs = [
             pair_input_ids(
                 pair,
@@ -168,12 +185,12 @@ class PairAndMaskFn(beam.DoFn):
             not_next += label
             tokens += len(input_ids)
             predictions += len(masked.positions)
-        if pairs:  # the counts of one document's examples, added once (not per example)
-            counts = step.tally.counts
-            counts[f"{output}/examples"] += len(pairs)
-            counts[f"{output}/not_next"] += not_next
-            counts[f"{output}/tokens"] += tokens
-            counts[f"{output}/predictions"] += predictions
+        # the counts of a batch of examples, added once (not per example)
+        counts = step.tally.counts
+        counts[f"{output}/examples"] += len(pairs)
+        counts[f"{output}/not_next"] += not_next
+        counts[f"{output}/tokens"] += tokens
+        counts[f"{output}/predictions"] += predictions
 
 
 def _alone(document_id: str, key: PartitionKey, group: int) -> Reject:

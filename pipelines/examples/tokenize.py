@@ -4,7 +4,7 @@ dupe pass (through spill files: Beam carries only their paths)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from itertools import chain
 from typing import Any
 
@@ -15,6 +15,7 @@ from pipelines.beam import files
 from pipelines.beam.documents import UnitTally, finish_unit
 from pipelines.beam.progress import DOCUMENTS_TOKENIZED, StageCounters
 from pipelines.beam.spill import TokenizedDocument, pack_document
+from pipelines.bert.sentence_cuts import cut_sentence
 from pipelines.examples.config import ExamplesConfig
 from pipelines.examples.keys import PartitionKey
 from pipelines.examples.plan import Layout, split_of
@@ -24,9 +25,13 @@ from pipelines.io.vocabulary import Vocabulary, load_vocab
 from schemas import DocumentColumn, Reject
 
 SUMMARY = "summary"  # the tagged output of unit summaries (counts, drops, rejects)
-# A tokenizers Encoding holds ids, strings and offsets: ~100 bytes a token. Tokenizing ~4,000
-# sentences per call keeps that near 10 MB and still feeds every tokenizer thread.
+# A tokenizers Encoding holds ids, strings and offsets: ~100 bytes a token, and the call ~90
+# bytes a character of its text. Tokenizing ~4,000 sentences per call keeps that near 10 MB
+# and still feeds every tokenizer thread; a call never takes more than 1 M characters (a
+# document of long sentences, or a million of them, goes in several calls), so it never
+# holds more than ~100 MB however long the document.
 TOKENIZE_BATCH_SENTENCES = 4096
+TOKENIZE_CALL_CHARS = 1 << 20
 
 
 class TokenizeDocumentsFn(beam.DoFn):
@@ -49,7 +54,9 @@ class TokenizeDocumentsFn(beam.DoFn):
         config, layout = self._config, self._layout
         tally = UnitTally(name)
         writer = RoutedSpillWriter(
-            files.join(config.work_dir, "documents"), name, config.spill_budget_mb << 20,
+            files.join(config.work_dir, "documents"),
+            name,
+            config.spill_budget_mb << 20,
             self._routing,
         )
         for document in self._read_tokenized(path, tally):
@@ -88,29 +95,74 @@ class TokenizeDocumentsFn(beam.DoFn):
     ) -> Iterator[TokenizedDocument]:
         assert self._vocab is not None and self._counters is not None
         self._counters.add(DOCUMENTS_TOKENIZED, len(batch))
-        flat = [sentence for _, doc_sentences in batch for sentence in doc_sentences]
-        encoded = self._vocab.tokenizer.encode_batch_fast(flat, add_special_tokens=False)
-        cursor = 0
+        pieces: list[str] = []
+        per_sentence: list[int] = []  # pieces of each sentence (1 unless it was cut)
+        for _, doc_sentences in batch:
+            for sentence in doc_sentences:
+                cut = cut_sentence(sentence)
+                pieces.extend(cut)
+                per_sentence.append(len(cut))
+        tokens, lengths = encode_in_calls(
+            self._vocab.tokenizer, pieces, TOKENIZE_BATCH_SENTENCES, TOKENIZE_CALL_CHARS
+        )
+        sentence_at = piece_at = token_at = 0
         for doc_id, doc_sentences in batch:
-            pieces = [e.ids for e in encoded[cursor : cursor + len(doc_sentences)]]
-            cursor += len(doc_sentences)
+            sentences = len(doc_sentences)
+            counts = per_sentence[sentence_at : sentence_at + sentences]
+            sentence_at += sentences
+            piece_lengths = lengths[piece_at : piece_at + sum(counts)]
+            piece_at += len(piece_lengths)
             tally.counts["documents"] += 1
-            tally.counts["sentences"] += len(doc_sentences)
-            kept = [p for p in pieces if p]
-            if len(kept) < len(pieces):
+            tally.counts["sentences"] += sentences
+            if len(piece_lengths) == sentences:  # no sentence was cut
+                with_tokens = int(np.count_nonzero(piece_lengths))
+            else:
+                tally.counts["sentences_cut"] += sum(1 for c in counts if c > 1)
+                owner = np.repeat(np.arange(sentences), counts)
+                per_owner = np.bincount(owner, weights=piece_lengths, minlength=sentences)
+                with_tokens = int(np.count_nonzero(per_owner))
+            if with_tokens < sentences:
                 # Google's script skips these too ("if tokens:").
-                tally.drop("sentence_without_tokens", len(pieces) - len(kept))
-            if not kept:
-                tally.reject(_without_tokens(doc_id, path, row_group, len(pieces)))
+                tally.drop("sentence_without_tokens", sentences - with_tokens)
+            if not with_tokens:
+                tally.reject(_without_tokens(doc_id, path, row_group, sentences))
                 continue
-            if len(kept) == 1:
+            if with_tokens == 1:
                 tally.counts["documents_with_one_sentence"] += 1
-            lengths = np.fromiter((len(p) for p in kept), dtype=np.uint32, count=len(kept))
-            tokens = np.fromiter(
-                chain.from_iterable(kept), dtype=np.uint32, count=int(lengths.sum())
-            )
-            tally.counts["tokens"] += len(tokens)
-            yield TokenizedDocument(doc_id, tokens, lengths)
+            count = int(piece_lengths.sum())
+            document_tokens = tokens[token_at : token_at + count]
+            token_at += count
+            tally.counts["tokens"] += count
+            yield TokenizedDocument(doc_id, document_tokens, piece_lengths[piece_lengths > 0])
+
+
+def encode_in_calls(
+    tokenizer: Any, texts: Sequence[str], max_texts: int, max_chars: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every text's token ids (uint32, one after another) and each text's count (uint32),
+    from tokenizer calls of at most `max_texts` texts and `max_chars` characters (a longer
+    text goes alone), each call's encodings let go before the next: the memory of one call
+    is bounded, whatever the number or length of the texts."""
+    all_tokens: list[np.ndarray] = []
+    all_lengths: list[np.ndarray] = []
+    start = 0
+    while start < len(texts):
+        end, chars = start + 1, len(texts[start])
+        while end < len(texts) and end - start < max_texts and chars + len(texts[end]) <= max_chars:
+            chars += len(texts[end])
+            end += 1
+        encoded = tokenizer.encode_batch_fast(texts[start:end], add_special_tokens=False)
+        ids = [e.ids for e in encoded]
+        del encoded
+        lengths = np.fromiter(map(len, ids), dtype=np.uint32, count=len(ids))
+        all_tokens.append(
+            np.fromiter(chain.from_iterable(ids), dtype=np.uint32, count=int(lengths.sum()))
+        )
+        all_lengths.append(lengths)
+        start = end
+    if not all_lengths:
+        return np.zeros(0, dtype=np.uint32), np.zeros(0, dtype=np.uint32)
+    return np.concatenate(all_tokens), np.concatenate(all_lengths)
 
 
 def _without_tokens(doc_id: str, path: str, row_group: int, sentences: int) -> Reject:
