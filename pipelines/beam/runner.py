@@ -5,7 +5,14 @@
   checks the flags that name paths (`StagePaths`) before any work: an --output that is a
   file or lies inside an input, an input directory that is a file, an input file that is a
   directory, a FIFO or unreadable. Each is one line naming the flag, the path and the fix,
-  exit 2, as argparse does for a bad flag; nothing has been read or written yet.
+  exit 2, as argparse does for a bad flag; nothing has been read or written yet. A local
+  --output on a read-only file system, or in a directory this user may not write, is one of
+  them ("--output /mnt/ro/out cannot be written (Read-only file system): …").
+- Writing fails mid-run (a full disk, a quota, a file system remounted read-only): the
+  error, which Beam wraps in its own (a RuntimeError naming the step, or only its text when
+  a worker process raised it), is found and said in one line naming --output and the OS's
+  words ("No space left on device"), exit 1 as for an input not read to its end; Beam's
+  logged traceback of it is held back (`stage_main`).
 
 - Local (the default, `--runner DirectRunner` or none): Beam's FnApiRunner, in process, or
   with `--direct_num_workers N --direct_running_mode multi_processing` in N worker
@@ -23,6 +30,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import re
@@ -53,6 +61,13 @@ Config = TypeVar("Config")
 _LOG = logging.getLogger(__name__)
 _LOCAL_RUNNERS = {None, "", "directrunner", "direct", "fnapirunner"}
 PROJECT_ROOT = Path(__file__).resolve().parents[2]  # pipelines/beam/runner.py → the checkout
+# Errors that only a write gives, whoever hits them: the output's disk is full or read-only.
+WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
+# How an OSError reads once a worker process's failure reaches the driver as text.
+_OS_ERROR_TEXT = re.compile(r"\b[A-Za-z]*Error: \[Errno (\d+)\]")
+# The output flag and path of the stage this process runs (one per process), set by
+# parse_stage: a write failure found in a worker's error is reported against them.
+_stage_output: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -100,6 +115,9 @@ def parse_stage(
     problem = path_problem(config, paths) if paths is not None else None
     if problem:
         flags.refuse(parser, problem)
+    if paths is not None:
+        global _stage_output
+        _stage_output = (flags.flag_name(paths.output), getattr(config, paths.output))
     return config, options
 
 
@@ -150,15 +168,70 @@ def _output_problem(flag: str, output: str) -> str | None:
     path = Path(output)
     if path.exists() and not path.is_dir():
         return f"{flag} {output} is a file, not a directory: choose a new or empty directory"
+    nearest = path.absolute()  # the output, or the nearest directory that would hold it
     for parent in path.absolute().parents:
-        if parent.exists():
-            if not parent.is_dir():
-                return (
-                    f"{flag} {output}: {parent} is a file, so it cannot hold a directory: "
-                    "choose a directory path"
-                )
+        if nearest.exists():
             break
-    return None
+        nearest = parent
+        if parent.exists() and not parent.is_dir():
+            return (
+                f"{flag} {output}: {parent} is a file, so it cannot hold a directory: "
+                "choose a directory path"
+            )
+    return _unwritable(flag, output, nearest)
+
+
+def _unwritable(flag: str, output: str, directory: Path) -> str | None:
+    """Whether this user may create files in `directory` (root may, unless its file system
+    is read-only: the kernel's access check says both)."""
+    if os.access(directory, os.W_OK | os.X_OK):
+        return None
+    if os.statvfs(directory).f_flag & os.ST_RDONLY:
+        return (
+            f"{flag} {output} cannot be written ({os.strerror(errno.EROFS)}): choose an "
+            f"{flag} on a writable file system"
+        )
+    where = "" if directory == Path(output).absolute() else f" in {directory}"
+    return (
+        f"{flag} {output} cannot be written ({os.strerror(errno.EACCES)}{where}): fix its "
+        f"permissions or choose another {flag}"
+    )
+
+
+def write_failure(error: BaseException) -> OSError | None:
+    """The OSError of a failed write (`WRITE_ERRNOS`) behind `error`, or None.
+
+    Beam re-raises a DoFn's error as its own (same type with the step in its message, or a
+    RuntimeError whose context is the original); from a worker process only the text comes
+    back. So the chain of causes is searched first, then the text.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno in WRITE_ERRNOS:
+            return current
+        current = current.__cause__ or current.__context__
+    number = _write_errno_in(str(error))
+    return None if number is None else OSError(number, os.strerror(number))
+
+
+def _write_errno_in(text: str) -> int | None:
+    """The first `WRITE_ERRNOS` number an error's text names ("OSError: [Errno 28] …")."""
+    numbers = (int(match.group(1)) for match in _OS_ERROR_TEXT.finditer(text))
+    return next((number for number in numbers if number in WRITE_ERRNOS), None)
+
+
+def write_failure_message(failure: OSError, output: tuple[str, str] | None) -> str:
+    """One line for a write that failed mid-run, naming the output the user gave."""
+    flag, path = output if output is not None else ("--output", "(the output)")
+    reason = os.strerror(failure.errno) if failure.errno else str(failure)
+    fix = (
+        f"choose an {flag} on a writable file system"
+        if failure.errno == errno.EROFS
+        else f"free space there or choose another {flag}"
+    )
+    return f"writing {flag} {path} failed ({reason}): {fix}, then rerun with --overwrite"
 
 
 def _input_files_problem(flag: str, pattern: str) -> str | None:
@@ -382,11 +455,34 @@ def stage_main(
 ) -> None:
     """Entry point shared by the Beam stages: logging set up, exit code from `run`; an output
     directory it may not write into, an input that matches nothing, or one of the stage's own
-    `refusals` of its inputs is a message (exit 2)."""
+    `refusals` of its inputs is a message (exit 2); a write that failed mid-run for a full or
+    read-only disk is a message too (exit 1), without the traceback Beam logs for it."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    handlers = logging.getLogger().handlers
+    for handler in handlers:
+        handler.addFilter(_hold_back_write_failures)
     try:
         code = run(argv)
     except (files.OutputDirectoryError, FileNotFoundError, *refusals) as error:
         print(f"{prog}: error: {error}", file=sys.stderr)
         code = 2
+    except Exception as error:  # only a failed write is said here; anything else goes on up
+        failure = write_failure(error)
+        if failure is None:
+            raise
+        print(f"{prog}: error: {write_failure_message(failure, _stage_output)}", file=sys.stderr)
+        code = 1
+    finally:
+        for handler in handlers:
+            handler.removeFilter(_hold_back_write_failures)
     sys.exit(code)
+
+
+def _hold_back_write_failures(record: logging.LogRecord) -> bool:
+    """Beam logs a failed step's traceback before it raises (from this process, or a
+    worker's as text): not for a failed write, which `stage_main` says in one line."""
+    if record.levelno < logging.ERROR:
+        return True
+    if record.exc_info and record.exc_info[1] is not None:
+        return write_failure(record.exc_info[1]) is None
+    return _write_errno_in(record.getMessage()) is None
