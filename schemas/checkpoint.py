@@ -14,7 +14,10 @@ so it holds only tensors and plain containers of str/int/float/bool/None: no pic
                         "device": [ByteTensor per rank] | None (the accelerator's generator),
                         "cuda": the same as "device" on CUDA, else None (older readers)}
     train_config       trainer.config.TrainConfig as a dict: every flag, resolved
-    data               {"manifest", "schema_version", "max_seq_length", "samples_per_epoch"}
+    data               {"manifest", "schema_version", "max_seq_length", "samples_per_epoch",
+                        "shards", "shards_sha256"}: what the run reads; the digest is the
+                        sha256 of [split, [[path, samples, bytes, sha256] per shard]] as JSON,
+                        so --resume refuses shards rebuilt under the same path
     vocab              the shards manifest's vocab record: {"path", "sha256", "size", "cased"}
     world_size         processes in the run that wrote it (resume needs the same)
     num_workers        loader workers per process (resume needs the same)

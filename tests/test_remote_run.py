@@ -151,7 +151,7 @@ def test_storage_errors_are_reported_and_leave_no_temporary_files(
     monkeypatch.setattr(tempfile, "tempdir", str(staging))
     common = [*TINY, "--shards", str(sample_shards), *STEPS]
     assert train.run([*common, "--output", "s3://no-such-bucket/r"]) == 2
-    assert "bertkit train: error: listing s3://no-such-bucket/r: no such bucket or object" in (
+    assert "bertkit train: error: creating s3://no-such-bucket/r/run.lock: no such bucket or object" in (
         capsys.readouterr().err
     )
     with pytest.raises(FileNotFoundError, match=f"reading s3://{BUCKET}/none/checkpoints/latest: "

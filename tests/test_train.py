@@ -112,7 +112,9 @@ def test_resume_before_the_first_checkpoint_starts_the_run(sample_shards, tmp_pa
     assert f"--resume: {killed}/checkpoints has no checkpoint yet" in caplog.text
     assert "starting at step 0 from --init-checkpoint" in caplog.text
     lines = [json.loads(line) for line in (killed / METRICS_FILE).read_text().splitlines()]
-    assert [r["step"] for r in lines if r["kind"] == "train"] == [1, 2, 3, 1, 2, 3]  # appended
+    # replaced, not appended to: the killed try's steps 1-3 are not in the metrics twice
+    assert [r["step"] for r in lines if r["kind"] == "train"] == [1, 2, 3]
+    assert f"{killed}: an earlier run stopped before its first checkpoint; its metrics.jsonl will be replaced" in caplog.text
     want = torch.load(latest_checkpoint(phase2 / "checkpoints"), weights_only=True)
     got = torch.load(latest_checkpoint(killed / "checkpoints"), weights_only=True)
     assert got[CheckpointKey.STEP] == 3

@@ -8,6 +8,7 @@ whole one.
 
 from __future__ import annotations
 
+import logging
 import os
 import pickle
 import re
@@ -30,6 +31,9 @@ from schemas.checkpoint import (
 )
 from trainer.metrics import METRICS_FILE
 from trainer.model import BertConfig, BertForPreTraining
+from trainer.run_lock import LOCK_FILE
+
+_LOG = logging.getLogger(__name__)
 
 _ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -57,8 +61,9 @@ class CheckpointError(ValueError):
 # Names relative to the run directory, `/`-separated; none reaches into a folder of its own.
 _RUN_FILE = re.compile(
     rf"{CHECKPOINTS_DIR}/(?:step-[0-9]{{8}}\.pt|{re.escape(LATEST_FILE)})"
-    rf"|{re.escape(METRICS_FILE)}|events\.out\.tfevents\.[^/]+"
+    rf"|{re.escape(METRICS_FILE)}|events\.out\.tfevents\.[^/]+|{re.escape(LOCK_FILE)}"
 )
+_CHECKPOINT_FILE = re.compile(rf"{CHECKPOINTS_DIR}/step-[0-9]{{8}}\.pt")
 # A checkpoint or `latest` write that never reached its rename (a kill, a full disk): only in
 # a local run directory (a run on object storage uploads whole files, never these).
 _TEMPORARY = re.compile(r"\.tmp-[0-9a-f]{32}-(?:step-[0-9]{8}\.pt|" + re.escape(LATEST_FILE) + ")")
@@ -132,17 +137,27 @@ def check_output_outside_shards(output: str, shards: str) -> None:
     )
 
 
-# The flags that decide which batches each rank reads, in which order.
-_INPUT_FLAGS = ("num_workers", "micro_batch_size", "global_batch_size", "seed", "shards",
-                "max_seq_length", "shuffle_buffer", "bucket_window")  # fmt: skip
+# The flags that decide which batches each rank reads, in which order. The data itself (which
+# shards, of which length) is compared by what it is, not by the flags that named it.
+_INPUT_FLAGS = ("num_workers", "micro_batch_size", "global_batch_size", "seed", "shuffle_buffer",
+                "bucket_window")  # fmt: skip
 # What a checkpoint written before a flag existed ran with.
 _INPUT_DEFAULTS = {"bucket_window": 0}
+# The data record's fields a resume compares (schemas/checkpoint.py), in the order named.
+_DATA_FIELDS = {"max_seq_length": "sequence length", "samples_per_epoch": "samples per epoch",
+                "shards": "shards", "shards_sha256": "the shards' sha256 digest"}  # fmt: skip
 
 
-def check_resumable(checkpoint: dict[str, Any], current: dict[str, Any], world: int) -> None:
+def check_resumable(
+    checkpoint: dict[str, Any], current: dict[str, Any], world: int,
+    data: dict[str, Any] | None = None,
+) -> None:  # fmt: skip
     """A resume is exact only if every rank reads the same batches in the same order: the
     checkpoint's world size and input flags must be the run's (`current`: its config as the
-    checkpoint records it, credentials redacted)."""
+    checkpoint records it, credentials redacted), and its data the same data (`data`: the
+    record `data_record` makes of the shards the run opened). Shards rebuilt under the same
+    path (another seed, length or corpus) are other data; the same shards moved elsewhere
+    are not."""
     saved = checkpoint[CheckpointKey.TRAIN_CONFIG]
     problems = []
     if checkpoint[CheckpointKey.WORLD_SIZE] != world:
@@ -152,48 +167,97 @@ def check_resumable(checkpoint: dict[str, Any], current: dict[str, Any], world: 
         if was != current[name]:
             flag = "--" + name.replace("_", "-")
             problems.append(f"{flag} {was}, now {current[name]}")
+    saved_data = checkpoint.get(CheckpointKey.DATA) or {}
+    if data is not None:
+        if "shards_sha256" not in saved_data and saved.get("shards") != current.get("shards"):
+            # a checkpoint from before the data digest: the shards flag is all it has
+            problems.append(f"--shards {saved.get('shards')}, now {current.get('shards')}")
+        for name, what in _DATA_FIELDS.items():
+            if name in saved_data and saved_data[name] != data[name]:
+                problems.append(f"{what} {_short(saved_data[name])}, now {_short(data[name])}")
     if problems:
         raise ValueError(
-            "--resume continues exactly only with the input set-up the run started with: "
-            + "; ".join(problems)
-            + ". Use the original flags, or start a new run with --init-checkpoint"
+            "--resume continues exactly only with the input set-up and the data the run "
+            "started with: " + "; ".join(problems)
+            + ". Use the original flags and shards, or start a new run with --init-checkpoint"
         )
+
+
+def _short(value: Any) -> str:
+    text = str(value)
+    return f"{text[:16]}…" if len(text) == 64 else text  # a sha256
 
 
 def prepare_run_directory(output: Path, resume: bool, overwrite: bool) -> list[Path]:
     """Check `output` before any work; return the earlier run's files to remove once every
-    check has passed.
+    check has passed. The caller holds the run's lock (trainer/run_lock.py), so no other
+    trainer is writing here while this looks.
 
     A directory holding an earlier run needs --resume (go on) or --overwrite (start over).
     --overwrite deletes only what a run writes (`is_run_file`), and refuses a directory that
     holds anything else, naming it: bertkit never deletes what it did not write. --resume
     deletes only the temporary files of a checkpoint write that was killed before its
-    rename: nothing reads them, and no later write would replace them.
+    rename: nothing reads them, and no later write would replace them. An earlier run that
+    wrote no checkpoint (it failed or was stopped before its first) left only its metrics
+    and event files, which nothing can continue: a rerun with the same flags replaces them.
+    The paths a run writes must not be symbolic links: a linked checkpoints/ would hide an
+    earlier run from these checks and let rotation delete files in the folder it points to.
     """
     if output.exists() and not output.is_dir():
         raise CheckpointError(f"--output {output} is a file: give a run directory")
+    _refuse_links(output)
     earlier = sorted(
         p
         for p in output.rglob("*")
-        if p.is_file() and is_run_file(p.relative_to(output).as_posix())
+        if p.is_file() and is_run_file(p.relative_to(output).as_posix()) and p.name != LOCK_FILE
     )
+    names = [p.relative_to(output).as_posix() for p in earlier]
     if resume:
-        return [p for p in earlier if _TEMPORARY.fullmatch(p.name)]
+        if any(_CHECKPOINT_FILE.fullmatch(n) for n in names):
+            return [p for p in earlier if _TEMPORARY.fullmatch(p.name)]
+        return _no_checkpoint_leftovers(output, earlier)
     if not earlier:
         return []
+    if not any(_CHECKPOINT_FILE.fullmatch(n) or n.endswith(f"/{LATEST_FILE}") for n in names):
+        return _no_checkpoint_leftovers(output, earlier)
     if not overwrite:
         raise CheckpointError(
             f"{output} holds an earlier run ({earlier[0].relative_to(output)}, …): pass --resume "
             "to continue it, or --overwrite to start over (deletes only its checkpoints, "
             "metrics and event files)"
         )
-    known = {CHECKPOINTS_DIR, *(str(p.relative_to(output)) for p in earlier)}
+    known = {CHECKPOINTS_DIR, LOCK_FILE, *(str(p.relative_to(output)) for p in earlier)}
     foreign = sorted(p for p in output.rglob("*") if str(p.relative_to(output)) not in known)
     if foreign:
         raise CheckpointError(
             f"--overwrite: {output} also holds {foreign[0].relative_to(output)}, which no "
             "training run writes; nothing was deleted. Move it, or choose another --output"
         )
+    return earlier
+
+
+def _refuse_links(output: Path) -> None:
+    """The run's own paths must be its own: no symbolic link among them."""
+    checkpoints = output / CHECKPOINTS_DIR
+    candidates = [checkpoints, output / METRICS_FILE]
+    if checkpoints.is_dir() and not checkpoints.is_symlink():
+        candidates += sorted(checkpoints.iterdir())
+    for path in candidates:
+        if path.is_symlink():
+            raise CheckpointError(
+                f"{path} is a symbolic link (to {os.readlink(path)}): a run writes, rotates and "
+                "deletes files only in a directory of its own. Replace the link with a "
+                "directory, or choose another --output"
+            )
+
+
+def _no_checkpoint_leftovers(output: Path, earlier: list[Path]) -> list[Path]:
+    """An earlier run with no checkpoint: its metrics and event files, to be replaced."""
+    if earlier:
+        _LOG.warning(
+            "%s: an earlier run stopped before its first checkpoint; its %s will be replaced",
+            output, ", ".join(str(p.relative_to(output)) for p in earlier),
+        )  # fmt: skip
     return earlier
 
 
@@ -211,9 +275,24 @@ def _read_latest(pointer: Path) -> str:
 
 
 def latest_checkpoint(directory: Path) -> Path | None:
-    """The checkpoint `latest` names, or None when the directory holds none yet."""
+    """The checkpoint `latest` names, or None when the directory holds none yet. A `latest`
+    that is missing beside checkpoints, or is not a regular file, is refused: starting over
+    there would overwrite the checkpoints and repeat their steps in the metrics."""
     pointer = directory / LATEST_FILE
+    if os.path.lexists(pointer) and (pointer.is_symlink() or not pointer.is_file()):
+        raise CheckpointError(
+            f"{pointer} is not a regular file: the trainer writes the newest checkpoint's name "
+            "there. Replace it with a file holding that name (step-NNNNNNNN.pt)"
+        )
     if not pointer.is_file():
+        found = sorted(p.name for p in directory.glob(CHECKPOINT_GLOB))
+        if found:
+            raise CheckpointError(
+                f"{pointer} is missing, but {directory} holds {', '.join(found)}: `latest` "
+                "names the newest complete one, and nothing else says which that is. Write its "
+                f"name into {pointer} (echo {found[-1]} > {pointer}) to resume from it, or "
+                "pass --overwrite to start over"
+            )
         return None
     path = directory / _read_latest(pointer)
     if not path.is_file():

@@ -30,6 +30,7 @@ from schemas.checkpoint import (
     parse_latest,
 )
 from trainer.checkpoint import CheckpointError, is_run_file
+from trainer.run_lock import LOCK_FILE
 
 
 def _latest_name(pointer: Path, where: str) -> str:
@@ -43,6 +44,10 @@ def _latest_name(pointer: Path, where: str) -> str:
 
 def _is_run_file(name: str) -> bool:
     return is_run_file(name, local=False)
+
+
+def _is_checkpoint(name: str) -> bool:
+    return _is_run_file(name) and name.startswith(f"{CHECKPOINTS_DIR}/") and name.endswith(".pt")
 
 
 @dataclass
@@ -66,12 +71,15 @@ class RemoteRun:
         Returns the earlier run's objects to delete (--overwrite) once every check passed."""
         # A name ending in / is a zero-byte folder marker (consoles make them), not a file.
         names = [n for n in objects.list_names(self.url) if n and not n.endswith("/")]
-        earlier = [n for n in names if _is_run_file(n)]
+        earlier = [n for n in names if _is_run_file(n) and n != LOCK_FILE]
         where = storage.redact(self.url)
+        latest = f"{CHECKPOINTS_DIR}/{LATEST_FILE}"
+        if not any(_is_checkpoint(n) or n == latest for n in earlier):
+            # A run that stopped before its first checkpoint left only metrics and events,
+            # which nothing can continue: a rerun with the same flags replaces them.
+            return earlier
         if resume:
             self._fetch_for_resume(names)
-            return []
-        if not earlier:
             return []
         if not overwrite:
             raise CheckpointError(
@@ -90,7 +98,13 @@ class RemoteRun:
     def _fetch_for_resume(self, names: list[str]) -> None:
         latest = f"{CHECKPOINTS_DIR}/{LATEST_FILE}"
         if latest not in names:
-            return  # setup says there is no checkpoint yet
+            found = sorted(n.split("/", 1)[1] for n in names if _is_checkpoint(n))
+            raise CheckpointError(
+                f"{storage.redact(self._url(latest))} is missing, but the run holds "
+                f"{', '.join(found)}: `latest` names the newest complete one, and nothing "
+                f"else says which that is. Upload a `latest` holding its name ({found[-1]}) "
+                "to resume from it, or pass --overwrite to start over"
+            )
         objects.download(self._url(latest), self.staging / latest)
         pointer = self.staging / latest
         name = _latest_name(pointer, self._url(latest))

@@ -34,6 +34,8 @@ TrainConfig, are in trainer/config.py.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import logging
 import math
 import os
@@ -81,6 +83,7 @@ from trainer.model import BertConfig, BertForPreTraining, batch_flops, config_fo
 from trainer.optim import build_optimizer, warmup_decay_schedule
 from trainer.preemption import PREEMPTED_EXIT_CODE, StopRequest, signal_name
 from trainer.remote_run import RemoteRun, fetch_checkpoint
+from trainer.run_lock import RunLock
 
 _LOG = logging.getLogger("bertkit.train")
 
@@ -122,6 +125,7 @@ class Run:
     logger: MetricsLogger
     progress: ProgressLine
     meter: ThroughputMeter
+    lock: RunLock | None = None  # rank 0's lock on the run directory
 
     @property
     def checkpoints(self) -> Path:
@@ -140,15 +144,21 @@ def setup(config: TrainConfig, env: distributed.Distributed) -> Run:
     the model's initialisation has drawn from them."""
     accumulation = accumulation_steps(config, env.world_size)
     check_output_outside_shards(config.output, config.shards)
+    # One trainer a run directory: rank 0 holds the lock before it looks at what is there.
+    lock = RunLock.acquire(config.output) if env.is_main else None
     remote = None
-    if storage.is_remote(config.output):
-        remote = RemoteRun.open(config.output, config.keep_checkpoints)
     try:
-        return _setup(config, env, accumulation, remote)
+        if storage.is_remote(config.output):
+            remote = RemoteRun.open(config.output, config.keep_checkpoints)
+        run = _setup(config, env, accumulation, remote)
     except BaseException:
         if remote is not None:
             remote.close()  # its staging directory: nothing else would remove it
+        if lock is not None:
+            lock.release()
         raise
+    run.lock = lock
+    return run
 
 
 def _setup(
@@ -165,7 +175,7 @@ def _setup(
     source = open_source(config.shards, "train", config.max_seq_length)
     heldout = _heldout_source(source)
     vocab_size = _vocab_size(source)
-    resumed, init = _checkpoints_to_start_from(config, env, run_dir)
+    resumed, init = _checkpoints_to_start_from(config, env, run_dir, source)
     model = _build_model(config, env, source, vocab_size, init)
     # Once every check has passed: --overwrite's earlier run files, or the temporaries of a
     # checkpoint write that a kill cut short before --resume.
@@ -239,7 +249,7 @@ def _vocab_size(source: DataSource) -> int:
 
 
 def _checkpoints_to_start_from(
-    config: TrainConfig, env: distributed.Distributed, run_dir: Path
+    config: TrainConfig, env: distributed.Distributed, run_dir: Path, source: DataSource
 ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """(the checkpoint resumed, the checkpoint whose weights start the run): --resume with a
     checkpoint in the run gives both, --init-checkpoint the second (on s3:// or gs://,
@@ -256,7 +266,10 @@ def _checkpoints_to_start_from(
             )  # fmt: skip
         else:
             resumed = load_checkpoint(path)
-            check_resumable(resumed, storage.redact_values(asdict(config)), env.world_size)
+            check_resumable(
+                resumed, storage.redact_values(asdict(config)), env.world_size,
+                data_record(source),
+            )  # fmt: skip
             init = resumed
     if resumed is None and config.init_checkpoint:
         if storage.is_remote(config.init_checkpoint):
@@ -447,6 +460,8 @@ def _train(
         run.loader.close()  # its worker processes, whatever ended the loop
         if run.remote is not None:
             run.remote.close()
+        if run.lock is not None:
+            run.lock.release()
 
 
 def _loop(run: Run, stop_request: StopRequest) -> dict[str, Any]:
@@ -541,6 +556,26 @@ def _checkpoint(run: Run) -> None:
     distributed.barrier(run.env)
 
 
+def data_record(source: DataSource) -> dict[str, Any]:
+    """What data a run reads, for its checkpoints and --resume's check: the manifest, the
+    sequence length, the counts and a digest of every shard (path, samples, bytes, sha256,
+    in the manifest's order), so shards rebuilt under the same path are told apart."""
+    assert source.manifest is not None  # the trainer needs one (_vocab_size)
+    shards = [
+        [s.info.path, s.info.samples, s.info.bytes, s.info.sha256] if s.info else [s.url]
+        for s in source.shards
+    ]
+    digest = hashlib.sha256(json.dumps([source.split, shards]).encode()).hexdigest()
+    return {
+        "manifest": storage.redact(source.manifest_url or ""),
+        "schema_version": source.manifest.schema_version,
+        "max_seq_length": source.max_seq_length,
+        "samples_per_epoch": source.samples,
+        "shards": len(source.shards),
+        "shards_sha256": digest,
+    }
+
+
 def _checkpoint_payload(run: Run, rng: dict[str, Any]) -> dict[str, Any]:
     """Everything --resume needs to go on exactly, and export-hf to rebuild the model."""
     config, source = run.config, run.source
@@ -555,12 +590,7 @@ def _checkpoint_payload(run: Run, rng: dict[str, Any]) -> dict[str, Any]:
         CheckpointKey.DATA_POSITION: run.loader.position.to_dict(),
         CheckpointKey.RNG: rng,
         CheckpointKey.TRAIN_CONFIG: storage.redact_values(asdict(config)),
-        CheckpointKey.DATA: {
-            "manifest": storage.redact(source.manifest_url or ""),
-            "schema_version": source.manifest.schema_version,
-            "max_seq_length": source.max_seq_length,
-            "samples_per_epoch": source.samples,
-        },
+        CheckpointKey.DATA: data_record(source),
         CheckpointKey.VOCAB: dict(source.manifest.vocab),
         CheckpointKey.WORLD_SIZE: run.env.world_size,
         CheckpointKey.NUM_WORKERS: config.num_workers,

@@ -32,7 +32,9 @@ import ctypes
 import functools
 import logging
 import multiprocessing
+import multiprocessing.util
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -68,7 +70,11 @@ def _init_worker(closing: Any, parent_pid: int, _worker_id: int) -> None:
 
     def on_stop(number: int, frame: FrameType | None) -> None:
         if closing.value or os.getppid() != parent_pid:
-            os._exit(0)  # the trainer is closing the pool: exit now, whatever we were doing
+            # Exit now, whatever we were doing: no exit handlers (multiprocessing's would join
+            # a queue's feeder thread that nobody reads any more), so remove the one thing
+            # they would: the folder for the sockets that pass tensors to the trainer.
+            shutil.rmtree(multiprocessing.util.get_temp_dir(), ignore_errors=True)
+            os._exit(0)
         # Otherwise a scheduler's signal to the whole job: the trainer stops after its step.
 
     for number in STOP_SIGNALS:

@@ -121,3 +121,48 @@ def delete(url: str) -> None:
             _s3().delete_object(Bucket=bucket, Key=key)
         else:
             _gcs_bucket(bucket).blob(key).delete()
+
+
+def create(url: str, data: bytes) -> bool:
+    """Write `data` to `url` only if no object is there (S3's If-None-Match: *, GCS's
+    if_generation_match=0): True if this call created it, False if one was already there.
+    The storage decides, so of two writers racing for the name exactly one wins."""
+    kind, bucket, key = split(url)
+    try:
+        with _request("creating", url):
+            if kind == "s3":
+                _s3().put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
+            else:
+                _gcs_bucket(bucket).blob(key).upload_from_string(data, if_generation_match=0)
+    except storage.StorageError as error:
+        if _is_precondition_failure(error.__cause__):
+            return False
+        raise
+    return True
+
+
+def _is_precondition_failure(error: BaseException | None) -> bool:
+    response = getattr(error, "response", None)
+    if isinstance(response, dict):  # botocore: 412, or 409 for a concurrent conditional write
+        code = str(response.get("Error", {}).get("Code"))
+        return code in ("PreconditionFailed", "ConditionalRequestConflict", "412", "409")
+    return getattr(error, "code", None) == 412  # google.api_core's PreconditionFailed
+
+
+def put(url: str, data: bytes) -> None:
+    kind, bucket, key = split(url)
+    with _request("writing", url):
+        if kind == "s3":
+            _s3().put_object(Bucket=bucket, Key=key, Body=data)
+        else:
+            _gcs_bucket(bucket).blob(key).upload_from_string(data)
+
+
+def get(url: str, limit: int) -> bytes:
+    """An object's bytes, at most `limit` + 1 of them (the caller refuses a longer one)."""
+    kind, bucket, key = split(url)
+    with _request("reading", url):
+        if kind == "s3":
+            body = _s3().get_object(Bucket=bucket, Key=key, Range=f"bytes=0-{limit}")["Body"]
+            return body.read(limit + 1)
+        return _gcs_bucket(bucket).blob(key).download_as_bytes(start=0, end=limit)
