@@ -222,3 +222,29 @@ def test_the_lock_on_object_storage_is_exclusive_and_a_stale_one_is_taken_over(
         Holder.parse(s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()).renewed > first_renewal
     )
     lock.release()
+
+
+def test_a_damaged_checkpoint_on_gcs_is_named_by_its_url_not_the_staging_folder(
+    sample_shards, capsys
+):
+    from bench.gcsserver import gcs_emulator
+
+    common = ["--shards", str(sample_shards), "--max-steps", "4", *STEPS]
+    with gcs_emulator(BUCKET) as client:
+        url = f"gs://{BUCKET}/damaged"
+        assert run_train(*common, "--output", url, "--stop-at-step", "2") == 0
+        blob = client.bucket(BUCKET).blob("damaged/checkpoints/step-00000002.pt")
+        blob.upload_from_string(b"not a checkpoint")
+        assert run_train(*common, "--output", url, "--resume") == 2
+        error = capsys.readouterr().err.split("bertkit train: error: ", 1)[1]
+        assert error.startswith(
+            f"{url}/checkpoints/step-00000002.pt is not a bertkit "
+            "checkpoint (torch.load(weights_only=True): "
+        ), error
+        assert "bertkit-run-" not in error
+        assert run_train(*common, "--output", f"gs://{BUCKET}/phase2",
+                         "--init-checkpoint", f"{url}/checkpoints") == 2  # fmt: skip
+        error = capsys.readouterr().err.split("bertkit train: error: ", 1)[1]
+        assert error.startswith(
+            f"{url}/checkpoints/step-00000002.pt is not a bertkit checkpoint"
+        ), error

@@ -57,6 +57,7 @@ from schemas.batch import MODEL_INPUTS, BatchField
 from schemas.checkpoint import CHECKPOINT_FORMAT, CHECKPOINTS_DIR, CheckpointKey
 from trainer import distributed
 from trainer.checkpoint import (
+    CheckpointError,
     check_output_outside_shards,
     check_resumable,
     latest_checkpoint,
@@ -175,7 +176,14 @@ def _setup(
     source = open_source(config.shards, "train", config.max_seq_length)
     heldout = _heldout_source(source)
     vocab_size = _vocab_size(source)
-    resumed, init = _checkpoints_to_start_from(config, env, run_dir, source)
+    try:
+        resumed, init = _checkpoints_to_start_from(config, env, run_dir, source)
+    except CheckpointError as error:
+        if remote is None:
+            raise
+        # Name the object the user knows, not the staging folder it was downloaded to.
+        where = str(error).replace(str(run_dir), storage.redact(remote.url))
+        raise CheckpointError(where) from error
     model = _build_model(config, env, source, vocab_size, init)
     # Once every check has passed: --overwrite's earlier run files, or the temporaries of a
     # checkpoint write that a kill cut short before --resume.
@@ -276,6 +284,10 @@ def _checkpoints_to_start_from(
             path, folder = fetch_checkpoint(config.init_checkpoint)
             try:
                 init = load_checkpoint(path)
+            except CheckpointError as error:
+                url = storage.redact(config.init_checkpoint.rstrip("/"))
+                url = url if url.endswith(".pt") else f"{url}/{path.name}"
+                raise CheckpointError(str(error).replace(str(path), url)) from error
             finally:
                 shutil.rmtree(folder, ignore_errors=True)
         else:
