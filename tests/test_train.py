@@ -374,24 +374,6 @@ def test_url_credentials_are_used_but_never_printed_logged_or_stored(
     assert checkpoint[CheckpointKey.STEP] == 3  # the failed --overwrite deleted nothing
 
 
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("http://u:p%40ss@h:80/a?x=1", "http://***@h:80/a?x=1"),
-        ("https://token@h/s.tar", "https://***@h/s.tar"),
-        ("open https://h/s.tar?X-Amz-Signature=ab12&X-Amz-Credential=K%2F1&part=2 failed",
-         "open https://h/s.tar?X-Amz-Signature=***&X-Amz-Credential=***&part=2 failed"),
-        ("gs://b/x?sig=zz&token=t", "gs://b/x?sig=***&token=***"),
-        ("s3://bucket/shards/manifest.json", "s3://bucket/shards/manifest.json"),
-        ("/data/user@host/shards", "/data/user@host/shards"),
-    ],
-)  # fmt: skip
-def test_redact_hides_url_credentials_and_nothing_else(text: str, expected: str) -> None:
-    from pipelines.io.storage import redact
-
-    assert redact(text) == expected
-
-
 def test_a_refused_checkpoint_keeps_torchs_reason_and_warning(tmp_path):
     import datetime
 

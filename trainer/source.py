@@ -23,16 +23,50 @@ class DataConfigError(ValueError):
     """The shards cannot feed this run: wrong schema, vocabulary or sequence length."""
 
 
-@dataclass(frozen=True, slots=True)
 class ShardEntry:
-    url: str
-    samples: int
-    info: ShardInfo | None = None  # the manifest's entry (sizes, block sha256s); None for a
-    # shard named by pattern with no manifest, which nothing can verify
+    """One shard of a run: its URL, its sample count, and the manifest's entry (sizes, block
+    sha256s; None for a shard named by pattern with no manifest, which nothing can verify).
+
+    A shard with no manifest has no count until `samples` is first asked for: it is counted
+    then, by reading it once. So whatever refuses such shards first (the trainer needs a
+    manifest's vocabulary) refuses before any of them is read in full.
+    """
+
+    __slots__ = ("_samples", "info", "url")
+
+    def __init__(self, url: str, samples: int | None, info: ShardInfo | None = None) -> None:
+        self.url, self.info, self._samples = url, info, samples
+
+    @property
+    def samples(self) -> int:
+        if self._samples is None:
+            self._samples = _count_samples(self.url)
+        return self._samples
 
     @property
     def bytes(self) -> int | None:
         return self.info.bytes if self.info is not None else None
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ShardEntry):
+            return NotImplemented
+        return (self.url, self.samples, self.info) == (other.url, other.samples, other.info)
+
+    __hash__ = None  # type: ignore[assignment]  (mutable: a count is filled in when needed)
+
+    def __repr__(self) -> str:
+        count = "not counted yet" if self._samples is None else self._samples
+        return f"ShardEntry({self.url!r}, {count!r}, {self.info!r})"
+
+
+def _count_samples(url: str) -> int:
+    _LOG.warning(
+        "%s: not in a manifest; counting its samples by reading it. Nothing can verify its "
+        "bytes: train on shards with their manifest.json to have every block checked before "
+        "use", url,
+    )  # fmt: skip
+    with open_with_retries(url, RetryPolicy()) as stream:
+        return sum(1 for _ in iter_tar_samples(stream, url))
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,11 +91,12 @@ def open_source(spec: str, split: str = "train", max_seq_length: int | None = No
     counts and checksums are used), or a list of shard URLs with brace patterns
     (`s3://b/shards/seq128/train/shard-{000000..000099}.tar`, as webdataset expands them),
     whose manifest is looked for at the usual place, three levels up; shards without one are
-    counted by reading them once.
+    counted by reading them once, when their count is first needed (`ShardEntry`). A shard
+    URL with a query (presigned) names that object alone: no manifest is looked for beside it.
     """
     from webdataset.shardlists import expand_urls  # the brace expansion webdataset users know
 
-    if spec.endswith(".tar") or "{" in spec or "::" in spec:
+    if storage.basename(spec).endswith(".tar") or "{" in spec or "::" in spec:
         urls = expand_urls(spec)
         return _source_from_urls(urls, split, max_seq_length)
     location = storage.locate(spec)
@@ -127,7 +162,14 @@ def _source_from_urls(urls: list[str], split: str, max_seq_length: int | None) -
     if not urls:
         raise DataConfigError("the shard pattern expands to no URL")
     manifest_url, _ = storage.shard_manifest(urls[0])
-    manifest = _read_manifest(manifest_url) if storage.exists(manifest_url) else None
+    if storage.query_of(urls[0]):
+        _LOG.warning(
+            "%s: a URL with a query names one object (a presigned URL signs that object "
+            "alone), so no manifest is looked for beside it", storage.redact(urls[0]),
+        )  # fmt: skip
+        manifest = None
+    else:
+        manifest = _read_manifest(manifest_url) if storage.exists(manifest_url) else None
     listed = manifest.shards_by_path() if manifest is not None else {}
     entries = []
     length = None
@@ -139,14 +181,7 @@ def _source_from_urls(urls: list[str], split: str, max_seq_length: int | None) -
             entries.append(ShardEntry(url, info.samples, info))
             length = manifest.outputs[output_name].max_seq_length  # type: ignore[union-attr]
         else:
-            _LOG.warning(
-                "%s: not in a manifest; counting its samples by reading it. Nothing can "
-                "verify its bytes: train on shards with their manifest.json to have every "
-                "block checked before use", url,
-            )  # fmt: skip
-            with open_with_retries(url, RetryPolicy()) as stream:
-                count = sum(1 for _ in iter_tar_samples(stream, url))
-            entries.append(ShardEntry(url, count))
+            entries.append(ShardEntry(url, None))  # counted when first needed
     if max_seq_length is not None and length is not None and length != max_seq_length:
         raise DataConfigError(
             f"{urls[0]}: shards of max_seq_length {length}, the run asks for {max_seq_length}"

@@ -84,9 +84,13 @@ def _parse_manifest(url: str, record: type[Any]) -> Any:
 
 
 def _single_shard_target(location: storage.Location) -> Target:
-    """A shard at DIR/seqN/SPLIT/shard-*.tar is checked against DIR/manifest.json if there."""
+    """A shard at DIR/seqN/SPLIT/shard-*.tar is checked against DIR/manifest.json if there
+    (not for a URL with a query: see below)."""
     manifest_url, relative = storage.shard_manifest(location.url)
-    if relative.startswith("seq") and storage.exists(manifest_url):
+    # A URL with a query (presigned) names the shard alone: a manifest beside it would need
+    # a signature of its own, so none is looked for.
+    signed = bool(storage.query_of(location.url))
+    if relative.startswith("seq") and not signed and storage.exists(manifest_url):
         manifest = _parse_manifest(manifest_url, ShardsManifest)
         found = manifest.shards_by_path().get(relative)
         if found is not None:

@@ -9,6 +9,7 @@ file, a corrupt shard) go straight through.
 
 from __future__ import annotations
 
+import io
 import logging
 import time
 from collections.abc import Callable
@@ -59,7 +60,7 @@ def retry(action: Callable[[], Any], url: str, policy: RetryPolicy, what: str) -
     for attempt in range(1, policy.attempts + 1):
         try:
             return action()
-        except (FileNotFoundError, ShardReadError):
+        except (FileNotFoundError, ShardReadError, storage.NotAFileError):
             raise  # not transient: retrying cannot help
         except _TRANSIENT as error:
             if attempt == policy.attempts:
@@ -84,6 +85,12 @@ class ResumingStream:
     manifest's byte count both are caught. After reopening, the bytes already delivered are
     skipped (by seeking where the stream can, else by reading), so the caller sees one
     unbroken stream.
+
+    A server that ignores Range requests (Python's http.server, some static hosts) answers a
+    ranged GET with 200 and the whole body: smart_open's seek then raises
+    io.UnsupportedOperation. That is no network fault and is not retried: the stream is
+    reopened once and read through, the bytes before the wanted offset read and dropped in
+    1 MiB pieces (memory stays flat), and every later reopen of this stream reads through too.
     """
 
     def __init__(self, url: str, size: int | None, policy: RetryPolicy, start: int = 0) -> None:
@@ -93,21 +100,29 @@ class ResumingStream:
         self._stream: BinaryIO | None = None
         self.position = start
         self._ended_at: int | None = None  # where the stream last ended early
+        self._reads_through = False  # the server ignores Range: skip by reading
 
     def _reopen(self) -> BinaryIO:
         if self._stream is not None:
             self._stream.close()
+            self._stream = None
         stream = storage.open_binary(self._url)
-        if self.position:
-            if stream.seekable():
+        if self.position and stream.seekable() and not self._reads_through:
+            try:
                 stream.seek(self.position)
+            except io.UnsupportedOperation:  # a 200 with the whole body to a Range request
+                stream.close()
+                self._reads_through = True
+                _LOG.info(
+                    "%s: the server answers a Range request with the whole file; reading "
+                    "through to byte %s instead", storage.redact(self._url), f"{self.position:,}",
+                )  # fmt: skip
+                stream = storage.open_binary(self._url)
             else:
-                left = self.position
-                while left:
-                    skipped = stream.read(min(left, 1 << 20))
-                    if not skipped:
-                        raise ConnectionError(f"ended after {self.position - left} bytes")
-                    left -= len(skipped)
+                self._stream = stream
+                return stream
+        if self.position:
+            _skip(stream, self.position)
         self._stream = stream
         return stream
 
@@ -156,6 +171,18 @@ class ResumingStream:
 
     def __exit__(self, *_exc: object) -> None:
         self.close()
+
+
+def _skip(stream: BinaryIO, size: int) -> None:
+    """Read `size` bytes and drop them, 1 MiB at a time; ConnectionError (retried) if the
+    stream ends first."""
+    left = size
+    while left:
+        skipped = stream.read(min(left, 1 << 20))
+        if not skipped:
+            stream.close()
+            raise ConnectionError(f"ended after {size - left:,} of the {size:,} bytes skipped")
+        left -= len(skipped)
 
 
 def range_opener(url: str, policy: RetryPolicy) -> Callable[[int, int], ResumingStream]:

@@ -24,6 +24,7 @@ import os
 import posixpath
 import re
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -48,6 +49,11 @@ class StorageError(OSError):
     """A file or URL could not be opened for a reason other than its absence."""
 
 
+class NotAFileError(StorageError):
+    """A local path that exists but is not a regular file (a FIFO, a directory, a device):
+    refused at once, never read (a FIFO would block for ever) nor retried as a network fault."""
+
+
 class NotATargetError(StorageError):
     """A path that exists but is not something bertkit reads (a shard, manifest or their
     directory)."""
@@ -66,25 +72,82 @@ class Location:
     manifest_url: str | None
 
 
-# Credentials a URL may carry: user:password@ (HTTP basic auth) and the query parameters of
-# presigned S3/GCS/Azure URLs and token-bearing links.
-_USERINFO_RE = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s]+@")
-_SECRET_QUERY_RE = re.compile(
-    r"(?i)([?&](?:x-amz-signature|x-amz-credential|x-amz-security-token|x-goog-signature|"
-    r"x-goog-credential|signature|sig|token|access_token|api_key|key|password)=)[^&\s'\"]+"
-)
+# Credentials a URL may carry, and how they are found in any text (an error message, a flag):
+#   userinfo  everything from `scheme://` to the last `@` before the first `/`, as urllib3 splits
+#             `http://user:pa@ss@host/` (a password may hold `@`); or, where the part before
+#             the first `@` is `ID:SECRET` and the secret holds `/` (an AWS secret key in
+#             smart_open's `s3://ID:SE/CRET@bucket/key`), up to that `@`. A port (`host:8080/`)
+#             is not taken for a secret.
+#   query and fragment  every value, except under the names in `_HARMLESS_QUERY_NAMES`. An
+#             allowlist, not a list of names that look secret: a secret travels under names
+#             nobody can list (nginx secure_link's `md5=`, CloudFront's `Policy=`, `code=`,
+#             `s=`), and a redacted harmless value costs only a less specific message.
+_URL_IN_TEXT = re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://[^\s'\"<>]*?(?=:?(?:[\s'\"<>]|$))")
+# A URL's path and query without its scheme and host, as urllib3 and requests name a URL in
+# their errors ("Max retries exceeded with url: /shards/manifest.json?X-Amz-Signature=…").
+_PATH_QUERY_IN_TEXT = re.compile(r"(?<![\w:/.])(/[^\s?#'\"<>]*)\?([^\s#'\"<>]*)")
+_SLASHED_SECRET = re.compile(r"[^/:@]+:(?!\d{1,5}(?:[/?#]|$))[^@]*@")
+_HARMLESS_QUERY_NAMES = frozenset({
+    "x-amz-algorithm", "x-amz-date", "x-amz-expires", "x-amz-signedheaders",
+    "x-goog-algorithm", "x-goog-date", "x-goog-expires", "x-goog-signedheaders",
+    "versionid", "generation", "alt",
+})  # fmt: skip
 REDACTED = "***"
 
 
 def redact(text: str) -> str:
     """`text` with the credentials of every URL in it replaced by ***: for anything printed,
-    logged or stored (a checkpoint, a manifest). Opening still uses the URL as given."""
-    return _SECRET_QUERY_RE.sub(rf"\1{REDACTED}", _USERINFO_RE.sub(rf"\1{REDACTED}@", text))
+    logged or stored (a checkpoint, a manifest). Opening still uses the URL as given.
+
+    `http://user:pa@ss@h/s.tar?versionId=3&sig=x#token=y`
+    → `http://***@h/s.tar?versionId=3&sig=***#token=***`
+    """
+    text = _URL_IN_TEXT.sub(lambda found: _redact_url(found.group()), text)
+    return _PATH_QUERY_IN_TEXT.sub(
+        lambda found: f"{found.group(1)}?{_redact_parameters(found.group(2))}", text
+    )
 
 
-def redact_values(values: dict[str, Any]) -> dict[str, Any]:
-    """A config or record as stored (a checkpoint's flags, say): its strings redacted."""
-    return {k: redact(v) if isinstance(v, str) else v for k, v in values.items()}
+def _redact_url(url: str) -> str:
+    head, _, rest = url.partition("://")
+    path_start = rest.find("/")
+    at = rest.rfind("@", 0, path_start if path_start >= 0 else len(rest))
+    if at >= 0:
+        rest = f"{REDACTED}{rest[at:]}"
+    elif slashed := _SLASHED_SECRET.match(rest):
+        rest = f"{REDACTED}@{rest[slashed.end() :]}"
+    address, hash_mark, fragment = rest.partition("#")
+    address, question_mark, query = address.partition("?")
+    return (
+        f"{head}://{address}{question_mark}{_redact_parameters(query)}"
+        f"{hash_mark}{_redact_parameters(fragment)}"
+    )
+
+
+def _redact_parameters(parameters: str) -> str:
+    """`name=value&…` with every value but a harmless name's replaced; a bare `value` too."""
+    redacted = []
+    for part in parameters.split("&"):
+        name, equals, _ = part.partition("=")
+        if not part or (equals and name.lower() in _HARMLESS_QUERY_NAMES):
+            redacted.append(part)
+        else:
+            redacted.append(f"{name}={REDACTED}" if equals else REDACTED)
+    return "&".join(redacted)
+
+
+def redact_values(values: Any) -> Any:
+    """A config or record as stored (a checkpoint's flags, say): every string in it redacted,
+    inside lists, tuples and dicts too (`--documents URL URL`)."""
+    if isinstance(values, str):
+        return redact(values)
+    if isinstance(values, dict):
+        return {key: redact_values(value) for key, value in values.items()}
+    if isinstance(values, list):
+        return [redact_values(value) for value in values]
+    if isinstance(values, tuple):
+        return tuple(redact_values(value) for value in values)
+    return values
 
 
 class RedactingFilter(logging.Filter):
@@ -133,23 +196,45 @@ def _is_url_path(value: str) -> bool:
     return is_url(value) and not value.startswith(_FILE_SCHEME)
 
 
+def query_of(url: str) -> str:
+    """A remote URL's `?query` and `#fragment` as given ("" for none, and for local paths,
+    whose `?` and `#` are characters of a name)."""
+    if not is_remote(url):
+        return ""
+    cut = min((i for i in (url.find("?"), url.find("#")) if i >= 0), default=len(url))
+    return url[cut:]
+
+
+def _address(url: str) -> str:
+    """A URL without its query and fragment: what its path is read from. The query names one
+    object (a presigned URL's signature signs that object alone), so nothing derived from a
+    URL (its directory, a file beside it) carries it."""
+    query = query_of(url)
+    return url[: len(url) - len(query)] if query else url
+
+
 def join(base: str, relative: str) -> str:
-    """`base`/`relative` for a local path or a URL (always `/` in URLs)."""
+    """`base`/`relative` for a local path or a URL (always `/` in URLs; a URL's query is
+    not carried over: see `_address`)."""
     if _is_url_path(base):
-        return f"{base.rstrip('/')}/{relative.lstrip('/')}"
+        return f"{_address(base).rstrip('/')}/{relative.lstrip('/')}"
     return os.path.join(_local_path(base), relative)
 
 
 def parent(url: str) -> str:
-    """The directory holding `url`: `s3://b/a/x.tar` → `s3://b/a`."""
+    """The directory holding `url`: `s3://b/a/x.tar` → `s3://b/a` (`https://h/a/x.tar?sig=…`
+    → `https://h/a`: the directory of the URL's path, not of its query)."""
     if _is_url_path(url):
-        head, _, path = url.partition("://")
+        head, _, path = _address(url).partition("://")
         return f"{head}://{posixpath.dirname(path.rstrip('/'))}"
     return os.path.dirname(os.path.normpath(_local_path(url)))
 
 
 def basename(url: str) -> str:
-    return posixpath.basename(url.rstrip("/")) if _is_url_path(url) else os.path.basename(url)
+    """The last name of a URL's path (`https://h/a/x.tar?sig=…` → `x.tar`) or of a path."""
+    if _is_url_path(url):
+        return posixpath.basename(_address(url).rstrip("/"))
+    return os.path.basename(url)
 
 
 def open_binary(url: str) -> BinaryIO:
@@ -160,7 +245,7 @@ def open_binary(url: str) -> BinaryIO:
     """
     kind = scheme(url)
     if not kind:
-        return open(_local_path(url), "rb")  # the caller closes it
+        return _open_regular_file(_local_path(url))
     if kind == "gs":
         _require_gcs()
     smart_open = _smart_open()
@@ -183,6 +268,36 @@ def open_binary(url: str) -> BinaryIO:
         raise StorageError(f"{url}: cannot be read: {error}") from error
 
 
+_FILE_KINDS = {
+    stat.S_IFDIR: "a directory", stat.S_IFIFO: "a named pipe (FIFO)",
+    stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket",
+}  # fmt: skip
+
+
+def _not_a_file(path: str, mode: int) -> NotAFileError:
+    kind = _FILE_KINDS.get(stat.S_IFMT(mode), "not a regular file")
+    return NotAFileError(
+        f"{path} is {kind}, not a regular file: bertkit reads what it wrote only from regular "
+        "files; put the file bertkit wrote there"
+    )
+
+
+def _open_regular_file(path: str) -> BinaryIO:
+    """A local file opened for reading, refused unless it is a regular file: checked before
+    opening (a FIFO is never opened, so nothing waits on a writer) and again on what was
+    opened (O_NONBLOCK: a FIFO swapped in between does not block the open either)."""
+    mode = os.stat(path).st_mode  # FileNotFoundError as open() would raise it
+    if not stat.S_ISREG(mode):
+        raise _not_a_file(path, mode)
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    mode = os.fstat(descriptor).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(descriptor)
+        raise _not_a_file(path, mode)
+    os.set_blocking(descriptor, True)
+    return os.fdopen(descriptor, "rb")  # the caller closes it
+
+
 def read_bytes(url: str, max_bytes: int | None = None) -> bytes:
     """The file's bytes; with `max_bytes`, a larger file is refused after reading just past
     the bound (a manifest or a vocabulary that names `/dev/zero` cannot fill the memory)."""
@@ -195,7 +310,7 @@ def read_bounded(source: BinaryIO, url: str, max_bytes: int | None) -> bytes:
         return source.read()
     parts, got = [], 0
     while got <= max_bytes:  # network streams may return short reads
-        more = source.read(max_bytes + 1 - got)
+        more = source.read(min(max_bytes + 1 - got, _MAX_READ_BYTES))
         if not more:
             return b"".join(parts)
         parts.append(more)
@@ -206,13 +321,20 @@ def read_bounded(source: BinaryIO, url: str, max_bytes: int | None) -> bytes:
     )
 
 
+# The most one read asks a stream for. A file object allocates what a read asks for before it
+# reads, so a size taken from a file (a tar header's 8^12 - 1 bytes, a manifest's shard size)
+# must never be asked for at once: memory grows with the bytes that arrive, never with a claim.
+_MAX_READ_BYTES = 8 << 20
+
+
 def read_exactly(stream: BinaryIO, size: int, chunk_bytes: int = 0) -> bytes:
     """`size` bytes, fewer only where the stream ends (network streams return short reads):
-    reads of at least `chunk_bytes`, so exactly `size` with the default 0."""
+    reads of at least `chunk_bytes`, so exactly `size` with the default 0, each at most 8 MiB
+    (or `chunk_bytes`) however large `size` is."""
     parts = []
     got = 0
     while got < size:
-        part = stream.read(max(size - got, chunk_bytes))
+        part = stream.read(min(max(size - got, chunk_bytes), max(chunk_bytes, _MAX_READ_BYTES)))
         if not part:
             break
         parts.append(part)
@@ -225,9 +347,18 @@ def read_text(url: str, max_bytes: int | None = None) -> str:
 
 
 def exists(url: str) -> bool:
-    """Whether `url` names a readable file (never a directory: HTTP cannot tell them apart)."""
+    """Whether `url` names a readable file (never a directory: HTTP cannot tell them apart).
+    A local path that is there but is not a regular file raises NotAFileError: "not there"
+    would be the wrong words for a FIFO or a directory in a file's place."""
     if not is_remote(url):
-        return os.path.isfile(_local_path(url))
+        path = _local_path(url)
+        try:
+            mode = os.stat(path).st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        if not stat.S_ISREG(mode):
+            raise _not_a_file(path, mode)
+        return True
     try:
         with open_binary(url):
             return True
@@ -282,6 +413,15 @@ def locate(path_or_url: str) -> Location:
     """Decide what a target is; FileNotFoundError, with what was tried, if it is not there."""
     target = path_or_url.rstrip("/") if len(path_or_url) > 1 else path_or_url
     name = basename(target)
+    if query_of(target) and not name.endswith(SHARD_SUFFIX):
+        raise NotATargetError(
+            f"{redact(path_or_url)}: a URL with a query names one object (a presigned URL's "
+            "signature signs that object alone), and a manifest's shards and block tables are "
+            "other objects beside it, which its query cannot sign. Give the directory "
+            "itself: s3://BUCKET/… or gs://BUCKET/… with credentials from the environment, "
+            "or an http(s):// directory the server serves without a per-object signature "
+            "(user:password@ works)"
+        )
     if name.endswith(SHARD_SUFFIX):
         if not exists(target):
             raise FileNotFoundError(f"{path_or_url}: no such shard")
