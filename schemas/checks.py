@@ -9,6 +9,7 @@ URL of its choosing.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -23,8 +24,46 @@ MAX_RECORD_BYTES = 256 << 20  # manifest.json, _manifest.json, vocab.json
 MAX_VOCAB_FILE_BYTES = 256 << 20  # vocab.txt, tokenizer.json
 
 
+# A record is a few levels deep (a shards manifest: 6, outputs → splits → shards → entry →
+# block_table); JSON nested deeper is not one. Python's parser recurses once a level, so JSON
+# nested past its recursion limit raises RecursionError, not a ValueError.
+MAX_JSON_DEPTH = 32
+
+
 class RecordError(ValueError):
     """A field of a record has the wrong type or value."""
+
+
+def load_json(text: str | bytes) -> Any:
+    """`json.loads` for every JSON bertkit reads as input (manifests, block tables,
+    vocab.json): JSON nested deeper than MAX_JSON_DEPTH, as deep as Python's recursion limit
+    included, is a RecordError (a ValueError, which each reader reports naming its file)."""
+    try:
+        value = json.loads(text)
+    except RecursionError as error:
+        raise RecordError(
+            f"JSON nested too deep to parse ({error}); a bertkit record is at most "
+            f"{MAX_JSON_DEPTH} levels deep"
+        ) from error
+    _check_depth(value)
+    return value
+
+
+def _check_depth(value: Any) -> None:
+    """Refuse lists and objects nested past MAX_JSON_DEPTH, walked without recursion (what
+    walks a record next, `asdict` or `json.dumps`, recurses)."""
+    pending = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if not isinstance(item, dict | list):
+            continue
+        if depth > MAX_JSON_DEPTH:
+            raise RecordError(
+                f"JSON nested more than {MAX_JSON_DEPTH} levels deep; a bertkit record is "
+                "never that deep"
+            )
+        children = item.values() if isinstance(item, dict) else item
+        pending.extend((child, depth + 1) for child in children)
 
 
 def need_int(value: Any, field: str, minimum: int = 0, maximum: int | None = None) -> None:

@@ -201,6 +201,12 @@ def sample_key(position: int) -> str:
 
 _BLOCK_MAGIC = b"BKB1"
 _BLOCK_HEADER = struct.Struct("<4sI")
+BLOCK_SAMPLES = 512  # the most samples a block holds: the writer's block, and the format's bound
+# The largest sample the header can describe (its counts are uint16, ids up to 4 bytes), and
+# so the largest block: what a reader allows a tar header or a block's count to claim before
+# it reads, so that a lying header costs an error, not the memory it claims.
+MAX_SAMPLE_BYTES = HEADER_BYTES + 0xFFFF * (4 + POSITION_DTYPE.itemsize + 4) + 2 * 0xFFFF
+MAX_BLOCK_MEMBER_BYTES = _BLOCK_HEADER.size + BLOCK_SAMPLES * (4 + MAX_SAMPLE_BYTES)
 
 
 def pack_samples(samples: Sequence[bytes]) -> bytes:
@@ -214,6 +220,10 @@ def unpack_samples(data: bytes) -> list[bytes]:
     if len(data) < _BLOCK_HEADER.size:
         raise ExampleDecodeError(f"a block of {len(data)} bytes is shorter than its header")
     magic, count = _BLOCK_HEADER.unpack_from(data)
+    if magic == _BLOCK_MAGIC and count > BLOCK_SAMPLES:  # refused before a bytes object each
+        raise ExampleDecodeError(
+            f"a block of {count:,} samples, and a block holds at most {BLOCK_SAMPLES}"
+        )
     table_end = _BLOCK_HEADER.size + 4 * count
     if magic != _BLOCK_MAGIC or table_end > len(data):
         raise ExampleDecodeError(

@@ -14,7 +14,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from schemas.checks import RecordError, need_int, need_relative_path, need_sha256
+from schemas.checks import RecordError, load_json, need_int, need_relative_path, need_sha256
 from schemas.documents import DOCUMENT_SCHEMA_VERSION
 
 MANIFEST_NAME = "_manifest.json"
@@ -52,7 +52,7 @@ class DocumentsManifest:
 
     @classmethod
     def from_json(cls, text: str) -> DocumentsManifest:
-        raw = json.loads(text)
+        raw = load_json(text)
         raw["files"] = [OutputFile(**f) for f in raw["files"]]
         manifest = cls(**raw)
         manifest.validate()

@@ -46,6 +46,7 @@ from typing import Any, ClassVar
 from schemas.checks import (
     MAX_RECORD_BYTES,
     RecordError,
+    load_json,
     need_dict,
     need_int,
     need_list,
@@ -53,11 +54,36 @@ from schemas.checks import (
     need_sha256,
     need_str,
 )
-from schemas.examples import EXAMPLES_SCHEMA_VERSION, READABLE_MAJORS, SAMPLES_MEMBER
+from schemas.examples import (
+    BLOCK_SAMPLES,  # samples per verified block: ~0.6 MB at 128 tokens, ~2 MB at 512
+    EXAMPLES_SCHEMA_VERSION,
+    MAX_SAMPLE_BYTES,
+    READABLE_MAJORS,
+    SAMPLES_MEMBER,
+)
 
 SHARD_DEPTH = 3  # seqN/SPLIT/shard-NNNNNN.tar: a shard's manifest is three levels up
-BLOCK_SAMPLES = 512  # samples per verified block: ~0.6 MB at 128 tokens, ~2 MB at 512
 BLOCK_TABLE_SUFFIX = ".blocks.json"  # a shard's block table: `shard-000000.tar.blocks.json`
+
+
+def max_block_bytes(block_samples: int) -> int:
+    """The most bytes a block of `block_samples` samples can take in either layout: one tar
+    member of them (2.x) or a member each (1.x), headers, padding and the end-of-archive
+    blocks included. A block table claiming more is refused before the block is read."""
+    return block_samples * (4 + MAX_SAMPLE_BYTES + 2 * 512) + 4 * 512
+
+
+# A block table lists, per block, an offset (at most 20 digits) and a sha256 (64 hex digits),
+# each quoted or comma-separated: a table is at most this many bytes a block, plus its keys.
+_TABLE_BYTES_PER_BLOCK = 90
+_TABLE_BYTES_FIXED = 64
+
+
+def max_block_table_bytes(samples: int, block_samples: int) -> int:
+    """The most bytes the block table of a shard of `samples` samples can take: its read is
+    bounded by what the manifest says the shard holds, not only by MAX_RECORD_BYTES."""
+    blocks = max(1, -(-samples // block_samples))
+    return min(MAX_RECORD_BYTES, _TABLE_BYTES_FIXED + _TABLE_BYTES_PER_BLOCK * blocks)
 
 
 def block_table_path(shard_path: str) -> str:
@@ -169,7 +195,7 @@ def decode_block_table(table: bytes, info: ShardInfo, where: str) -> tuple[Shard
     """A block table's blocks, checked against the shard's entry (RecordError naming
     `where` and the field otherwise)."""
     try:
-        raw = json.loads(table)
+        raw = load_json(table)
     except ValueError as error:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         raise RecordError(f"{where}: not a block table ({error})") from error
     need_dict(raw, where)
@@ -227,7 +253,7 @@ def _check_blocks(info: ShardInfo, where: str) -> None:
     `block_samples` samples."""
     if not info.blocks:
         return
-    need_int(info.block_samples, f"{where}.block_samples", 1)
+    need_int(info.block_samples, f"{where}.block_samples", 1, BLOCK_SAMPLES)
     expected = max(1, -(-info.samples // info.block_samples))
     if len(info.blocks) != expected:
         raise RecordError(
@@ -245,6 +271,15 @@ def _check_blocks(info: ShardInfo, where: str) -> None:
             )
         need_sha256(block.sha256, f"{field}.sha256")
         previous = block.offset
+    largest = max_block_bytes(info.block_samples)
+    ends = [block.offset for block in info.blocks[1:]] + [info.bytes]
+    for index, (block, end) in enumerate(zip(info.blocks, ends, strict=True)):
+        if end - block.offset > largest:
+            raise RecordError(
+                f"{where}.blocks[{index}]: {end - block.offset:,} bytes (from byte "
+                f"{block.offset:,}), more than any block of {info.block_samples} samples takes "
+                f"({largest:,})"
+            )
 
 
 def _check_block_table(info: ShardInfo, where: str) -> None:
@@ -254,8 +289,9 @@ def _check_block_table(info: ShardInfo, where: str) -> None:
         return
     if info.blocks:
         raise RecordError(f"{where}: lists blocks inline and a block_table; one or the other")
-    need_int(info.block_samples, f"{where}.block_samples", 1)
-    need_int(table.bytes, f"{where}.block_table.bytes", 1, MAX_RECORD_BYTES)
+    need_int(info.block_samples, f"{where}.block_samples", 1, BLOCK_SAMPLES)
+    largest = max_block_table_bytes(info.samples, info.block_samples)
+    need_int(table.bytes, f"{where}.block_table.bytes", 1, largest)
     need_sha256(table.sha256, f"{where}.block_table.sha256")
 
 
@@ -295,7 +331,7 @@ class ShardsManifest:
 
     @classmethod
     def from_json(cls, text: str) -> ShardsManifest:
-        raw = json.loads(text)
+        raw = load_json(text)
         raw["outputs"] = {
             name: SequenceOutput(
                 max_seq_length=out["max_seq_length"],

@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from schemas.checks import (
     RecordError,
+    load_json,
     need_bool,
     need_dict,
     need_int,
@@ -70,7 +71,7 @@ class VocabMetadata:
 
     @classmethod
     def from_json(cls, text: str) -> VocabMetadata:
-        metadata = cls(**json.loads(text))
+        metadata = cls(**load_json(text))
         metadata.validate()
         return metadata
 

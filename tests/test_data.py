@@ -541,7 +541,7 @@ def _inline(raw: dict, blocks) -> None:
         (lambda raw: _first_shard(raw).update(block_samples=0),
          r"shards\[0\]\.block_samples is 0: it must be at least 1"),
         (lambda raw: _first_shard(raw)["block_table"].update(bytes=0),
-         r"shards\[0\]\.block_table\.bytes is 0: it must be at least 1 and at most 268435456"),
+         r"shards\[0\]\.block_table\.bytes is 0: it must be at least 1 and at most 154"),  # 7 samples: one block
         (lambda raw: _first_shard(raw)["block_table"].update(sha256="AB" * 32),
          r"shards\[0\]\.block_table\.sha256 is 'ABAB.*not a sha256"),
         (lambda raw: _first_shard(raw).update(block_table=[7]),

@@ -51,7 +51,10 @@ def read_examples(
         yield from _decode(samples, shard.url)
         return
     with storage.open_binary(shard.url) as source:
-        yield from _decode(iter_tar_samples(source, shard.url), shard.url, limit)
+        # A local file's size bounds what a tar header may claim (iter_tar_samples).
+        size = None if storage.is_remote(shard.url) else os.fstat(source.fileno()).st_size
+        samples = iter_tar_samples(source, shard.url, size=size)
+        yield from _decode(samples, shard.url, limit)
 
 
 def _decode(

@@ -26,10 +26,11 @@ import io
 from collections.abc import Callable, Iterator, Sequence
 from typing import BinaryIO
 
-from pipelines.io.storage import read_exactly
+from pipelines.io.storage import NotAFileError, read_exactly
 from schemas.checks import RecordError
 from schemas.examples import (
     EXAMPLE_MEMBER,
+    MAX_BLOCK_MEMBER_BYTES,
     SAMPLES_MEMBER,
     pack_samples,
     sample_key,
@@ -159,6 +160,8 @@ def load_blocks(open_table: RangeOpener, name: str, info: ShardInfo) -> ShardInf
             f"{where} is missing, so none of the shard's samples can be verified; restore it "
             "with the shard or rebuild the shards"
         ) from error
+    except NotAFileError as error:  # a FIFO or a directory in its place: never waited on
+        raise ShardReadError(f"{where}: {error}") from error
     except ShardReadError as error:  # ResumingStream: it ended before the recorded size
         raise ShardReadError(f"{name}: {error}") from error
     if len(data) != table.bytes:
@@ -224,7 +227,9 @@ def read_verified_samples(
                     "changed or damaged after writing: rebuild it or restore it from the source"
                 )
             final = span.end == info.bytes  # the last block holds the end-of-archive bytes
-            samples = list(iter_tar_samples(io.BytesIO(data), name, end_of_archive=final))
+            samples = list(
+                iter_tar_samples(io.BytesIO(data), name, end_of_archive=final, size=len(data))
+            )
             if len(samples) != span.stop - span.first:
                 raise ShardReadError(
                     f"{name}: {where} hold {len(samples)} samples, the manifest says "
@@ -234,7 +239,11 @@ def read_verified_samples(
 
 
 def iter_tar_samples(
-    stream: BinaryIO, name: str, chunk_bytes: int = _READ_BYTES, end_of_archive: bool = True
+    stream: BinaryIO,
+    name: str,
+    chunk_bytes: int = _READ_BYTES,
+    end_of_archive: bool = True,
+    size: int | None = None,
 ) -> Iterator[tuple[str, bytes]]:
     """Stream `(key, example bytes)` out of a shard; errors name the shard and position.
 
@@ -247,6 +256,12 @@ def iter_tar_samples(
     sample) is refused; a block yields its samples, keyed first key + i. With
     `end_of_archive=False` (a block from the middle of a shard) the stream may instead end
     exactly after a member.
+
+    A member's size is checked before any of it is read: at most the largest block the format
+    allows (`MAX_BLOCK_MEMBER_BYTES`), and, with `size` (the stream's bytes, when known), at
+    most what is left of the stream; a block's sample count at most `BLOCK_SAMPLES`. A header
+    or block that claims more is an error naming the shard, the member and its byte, so memory
+    follows the bytes there are, never what a header claims.
     """
     buffer = b""
     offset = 0
@@ -280,8 +295,9 @@ def iter_tar_samples(
             if rest[:_BLOCK] != _ZERO_BLOCK:
                 raise truncated("after one end-of-archive block")
             return
-        member, size, kind = _parse_header(header, name, last_key)
-        end = offset + _BLOCK + size
+        member, member_size, kind = _parse_header(header, name, last_key)
+        _check_member_size(name, member, read - (len(buffer) - offset), member_size, size)
+        end = offset + _BLOCK + member_size
         if len(buffer) < end:
             more = read_exactly(stream, end - len(buffer), chunk_bytes)
             read += len(more)
@@ -290,9 +306,9 @@ def iter_tar_samples(
             offset = 0
             if len(buffer) < end:
                 got = len(buffer) - _BLOCK
-                raise truncated(f"inside member {member!r} ({got} of {size} bytes)")
+                raise truncated(f"inside member {member!r} ({got} of {member_size} bytes)")
         data = buffer[offset + _BLOCK : end]
-        offset = end + (-size % _BLOCK)
+        offset = end + (-member_size % _BLOCK)
         if offset > len(buffer):  # the padding runs past this read: skip the rest of it
             more = read_exactly(stream, offset - len(buffer), chunk_bytes)
             read += len(more)
@@ -317,6 +333,26 @@ def iter_tar_samples(
         for number, sample in enumerate(block):
             last_key = sample_key(first + number)
             yield last_key, sample
+
+
+def _check_member_size(
+    name: str, member: str, start: int, member_size: int, stream_size: int | None
+) -> None:
+    """Refuse a member whose header claims more bytes than a block can take, or than the
+    stream has left after the header, before any of them is read."""
+    left = None if stream_size is None else stream_size - start - _BLOCK
+    if member_size <= MAX_BLOCK_MEMBER_BYTES and (left is None or member_size <= left):
+        return
+    bound = (
+        f"the {left:,} bytes left in it after the header"
+        if left is not None and left < MAX_BLOCK_MEMBER_BYTES
+        else f"the {MAX_BLOCK_MEMBER_BYTES:,} bytes of the largest block of samples"
+    )
+    raise ShardReadError(
+        f"{name}: member {member!r} at byte {start:,} claims {member_size:,} bytes, more than "
+        f"{bound}; the shard is corrupt or not a bertkit shard: rebuild it or restore it from "
+        "the source"
+    )
 
 
 def _parse_header(header: bytes, name: str, last_key: str | None) -> tuple[str, int, bytes]:
