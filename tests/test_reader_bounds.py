@@ -310,3 +310,34 @@ def test_shards_without_a_manifest_are_not_read_before_the_trainer_refuses(
     assert [shard.samples for shard in source.shards] == SHARD_SIZES
     assert opened == [f"{shards_dir}/seq128/train/shard-{n:06d}.tar" for n in range(5)]
     assert source.samples == sum(SHARD_SIZES) and len(opened) == 5  # counted once
+
+
+def test_the_trainers_unverified_read_of_a_local_shard_is_bounded_by_its_size(
+    tmp_path: Path,
+) -> None:
+    """A local shard named without a manifest: the trainer's reader knows the file's size,
+    so a member claiming more is refused with the bytes the file really has left."""
+    from pipelines.io.retry import RetryPolicy
+    from trainer.data import Segment, read_samples
+    from trainer.source import ShardEntry
+
+    shard = tmp_path / "shard-000000.tar"
+    shard.write_bytes(_huge_member_shard())
+    segments = [Segment(ShardEntry(str(shard), 1), 0, 1)]
+    with pytest.raises(ShardReadError, match="more than the 1,024 bytes left in it after"):
+        next(read_samples(segments, RetryPolicy()))
+
+
+def test_a_presigned_shard_url_is_refused_by_the_trainer_naming_why(tmp_path, capsys):
+    from trainer import train
+
+    url = "http://127.0.0.1:9/s/seq128/train/shard-000000.tar?X-Amz-Signature=abc"
+    assert train.run(["--shards", url, "--output", str(tmp_path / "run"),
+                      "--max-steps", "1", "--warmup-steps", "0"]) == 2  # fmt: skip
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "bertkit train: error: http://127.0.0.1:9/s/seq128/train/shard-000000.tar?"
+        "X-Amz-Signature=***: a shard URL with a query (presigned) is read without a manifest, "
+        "and the trainer takes the vocabulary's size and sha256 from one. Give the shards "
+        "directory on s3://, gs:// or http(s):// instead"
+    )
+    assert not (tmp_path / "run").exists()

@@ -57,6 +57,7 @@ from __future__ import annotations
 import argparse
 import logging
 import math
+import os
 import random
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -64,6 +65,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
+from pipelines.io import storage
 from pipelines.io.hashing import stable_hash64
 from pipelines.io.retry import ResumingStream, RetryPolicy, range_opener
 from pipelines.io.shards import ShardReadError, iter_tar_samples, read_verified_samples
@@ -198,10 +200,13 @@ def read_samples(
             for key, data in samples:
                 yield RawSample(int(key), data, shard.url)
             continue
-        with ResumingStream(shard.url, shard.bytes, policy) as stream:
+        size = shard.bytes
+        if size is None and not storage.is_url(shard.url):
+            size = os.path.getsize(shard.url)  # bounds what a tar header may claim
+        with ResumingStream(shard.url, size, policy) as stream:
             stop = segment.skip + segment.take
             count = 0
-            for key, data in iter_tar_samples(stream, shard.url):
+            for key, data in iter_tar_samples(stream, shard.url, size=size):
                 if count >= segment.skip:
                     yield RawSample(int(key), data, shard.url)
                 count += 1

@@ -248,8 +248,15 @@ def _heldout_source(source: DataSource) -> DataSource | None:
 
 def _vocab_size(source: DataSource) -> int:
     if source.manifest is None:
+        first = storage.redact(source.shards[0].url)
+        if storage.query_of(source.shards[0].url):
+            raise DataConfigError(
+                f"{first}: a shard URL with a query (presigned) is read without a manifest, "
+                "and the trainer takes the vocabulary's size and sha256 from one. Give the "
+                "shards directory on s3://, gs:// or http(s):// instead"
+            )
         raise DataConfigError(
-            f"{source.shards[0].url}: no manifest.json found three levels up; the trainer "
+            f"{first}: no manifest.json found three levels up; the trainer "
             "takes the vocabulary's size and sha256 from it. Give the shards directory, or "
             "keep manifest.json where `bertkit examples` wrote it"
         )
