@@ -230,17 +230,57 @@ def test_close_ends_the_workers_and_the_loader_reads_on(sample_shards):
     from trainer.data import DataPosition, LoaderConfig, PretrainingLoader, open_source
 
     source = open_source(str(sample_shards), "train", None)
+    others = set(children(os.getpid()))  # the session's servers, say
+
+    def workers() -> int:
+        return len(set(children(os.getpid())) - others)
+
     with PretrainingLoader(source, LoaderConfig(16, num_workers=2)) as loader:
         epoch = loader.epoch(DataPosition())
         first = next(epoch)
-        assert len(children(os.getpid())) == 2
+        assert workers() == 2
         loader.close()
-        assert children(os.getpid()) == []
+        assert workers() == 0
         with pytest.raises(StopIteration):
             next(epoch)
         second = loader.epoch(DataPosition())
         assert next(second)["sample_index"].tolist() == first["sample_index"].tolist()
-        assert len(children(os.getpid())) == 2
-    assert children(os.getpid()) == []
+        assert workers() == 2
+    assert workers() == 0
     next(loader.epoch(DataPosition()))  # a generator dropped at once takes its workers along
-    assert children(os.getpid()) == []
+    assert workers() == 0
+
+
+def test_an_error_on_one_rank_of_two_ends_the_whole_job(sample_shards, tmp_path):
+    """torchrun, two trainers on Gloo with two loader workers each: rank 1 fails in its
+    fourth step; rank 0, waiting in the gradients' all-reduce, gets the closed connection,
+    and torchrun ends with the failure; nothing of the job is left."""
+    from tests.test_train import free_port
+
+    patch = """
+        import os
+        real_step = trainer.train.train_step
+        def failing_step(run, sums):
+            if run.step == 3 and os.environ["RANK"] == "1":
+                raise RuntimeError("rank 1 failed")
+            return real_step(run, sums)
+        trainer.train.train_step = failing_step
+    """
+    script = tmp_path / "failing_rank.py"
+    script.write_text(
+        "import sys\nimport trainer.train\n" + textwrap.dedent(patch)
+        + "sys.exit(trainer.train.run(sys.argv[1:]))\n"
+    )  # fmt: skip
+    run_dir = tmp_path / "run"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+         "--master-addr", "127.0.0.1", "--master-port", str(free_port()), str(script),
+         *TINY, "--shards", str(sample_shards), "--output", str(run_dir), *FLAGS,
+         "--max-steps", "1000", "--global-batch-size", "32"],
+        env=ENV, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )  # fmt: skip
+    wait_for_step(run_dir, 3, process)
+    code, output, _ = wait_for_exit(process, time.monotonic())
+    assert code == 1, output
+    assert "RuntimeError: rank 1 failed" in output
