@@ -21,9 +21,14 @@ progress line; every --eval-every steps the held-out split is evaluated; every
 
 `--resume` continues from OUTPUT/checkpoints/latest exactly: weights, optimizer, schedule,
 every rank's RNG and the input position, so the losses are those of an uninterrupted run
-(tests/test_train.py). It needs the same world size, workers and batch sizes. A run stopped
-before its first checkpoint has nothing to go on from: --resume starts it again (from
---init-checkpoint's weights if given), so a requeued job always passes the same flags.
+(tests/test_train.py). It needs the same world size, workers and batch sizes, and the same
+data (every shard's sha256 is in the checkpoint). A run stopped before its first checkpoint
+has nothing to go on from: a rerun, --resume or not, replaces its metrics and starts it again
+(from --init-checkpoint's weights if given), so a requeued job always passes the same flags.
+Rank 0 holds the run directory's lock (trainer/run_lock.py) from before it looks at the
+directory until it exits; the loader's worker processes end with the run, whatever ends it
+(trainer/workers.py). Exit codes: 0 done, 1 an error during the run, 2 refused before the
+first step, 75 preempted (checkpoint written), 130 interrupted.
 
 This file reads top to bottom: `setup`, which builds a Run (model, DDP wrapper, optimizer,
 schedule, loader, meters), restored on --resume; `train_step`, one optimizer step;
