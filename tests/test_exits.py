@@ -168,6 +168,30 @@ def test_a_signal_to_the_trainer_ends_every_process(sample_shards, tmp_path, sig
     assert code == expected, output
 
 
+def test_a_failure_after_a_stop_signal_exits_with_the_error(sample_shards, tmp_path):
+    """SIGTERM asks for a stop after the step; the step then fails: the failure wins (exit 1,
+    not 75: there is no checkpoint of that step to resume from), and promptly."""
+    patch = """
+        import time
+        real_step = trainer.train.train_step
+        def failing_step(run, sums):
+            if run.step == 3:
+                print("step 4 started", flush=True)
+                time.sleep(1.0)
+                raise OSError("the shard server went away")
+            return real_step(run, sums)
+        trainer.train.train_step = failing_step
+    """
+    process = train_process(sample_shards, tmp_path / "run", "--max-steps", "50", patch=patch)
+    while process.stdout.readline() not in ("step 4 started\n", ""):
+        pass
+    started = time.monotonic()
+    process.send_signal(signal.SIGTERM)
+    code, output, _ = wait_for_exit(process, started)
+    assert code == 1, output
+    assert "bertkit train: error: the shard server went away" in output
+
+
 def test_a_signal_to_the_whole_job_stops_the_trainer_after_a_checkpoint(sample_shards, tmp_path):
     """SLURM's scancel signals every process of the job, workers included: the workers leave
     it to the trainer, which checkpoints and exits 75; then nothing is left."""
