@@ -5,18 +5,22 @@ from __future__ import annotations
 import dataclasses
 import io
 import re
+import tracemalloc
 from functools import cache
 from pathlib import Path
 
 import pytest
 
 from pipelines.text.booktext import (
+    MAX_PARAGRAPH_CHARS,
     BookTextError,
     DecodedBook,
     LongTextLine,
     book_paragraphs,
+    cut_long_paragraphs,
     decode_book,
     drop_long_lines,
+    iter_book_paragraphs,
     line_documents,
 )
 from pipelines.text.gutenberg import book_title, strip_gutenberg
@@ -377,6 +381,102 @@ def test_a_long_line_ends_its_paragraph() -> None:
         "The river ran north past the town.",
         "In winter it froze over.",
     ]
+
+
+def test_drop_long_lines_first_and_last_lines() -> None:
+    text = "x" * 30 + "\nkept\n" + "y" * 30 + "\n"
+    assert drop_long_lines(text, max_bytes=21) == (
+        "\nkept\n\n",
+        [LongTextLine(1, 30), LongTextLine(3, 30)],
+    )
+    assert drop_long_lines("z" * 30, max_bytes=21) == ("", [LongTextLine(1, 30)])
+
+
+def test_drop_long_lines_does_not_copy_the_text_into_lines() -> None:
+    # 8 MB of 70-character lines: split into lines, they took 1.7 times the text.
+    text = ("a" * 69 + "\n") * 120_000
+    tracemalloc.start()
+    kept, dropped = drop_long_lines(text, max_bytes=1 << 10)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert (kept is text, dropped) == (True, [])
+    assert peak < 1 << 20, peak
+
+
+# --------------------------------------------------------------------------------------
+# cut_long_paragraphs
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "max_chars", "expected"),
+    [
+        # 14 characters: cut after the last line that fits in 12 ("aa bb\ncc dd" is 11).
+        ("aa bb\ncc dd\nee\n\nff gg\nhh", 12, ("aa bb\ncc dd\n\nee\n\nff gg\nhh", 1)),
+        # A block of exactly the bound, newlines counted, is whole.
+        ("aa bb\ncc dd\nee\n\nff", 14, ("aa bb\ncc dd\nee\n\nff", 0)),
+        # One block in three pieces counts once; the other block is cut too.
+        ("a b\nc d\ne f\ng h\ni j\n\nk l\nm n\no p", 7,
+         ("a b\nc d\n\ne f\ng h\n\ni j\n\nk l\nm n\n\no p", 2)),
+        # A line over the bound is a piece by itself; alone in its block it is left as it is.
+        ("ab\n" + "x" * 20 + "\ncd", 5, ("ab\n\n" + "x" * 20 + "\n\ncd", 1)),
+        ("x" * 20 + "\n\nab", 5, ("x" * 20 + "\n\nab", 0)),
+        # Separators of blank lines with spaces are kept as they are; an indented line
+        # starting a piece keeps its indent.
+        ("a b\n \t\n c d\n  e f\n", 6, ("a b\n \t\n c d\n\n  e f\n", 1)),
+        ("", 1, ("", 0)),
+    ],
+)  # fmt: skip
+def test_cut_long_paragraphs(text: str, max_chars: int, expected: tuple[str, int]) -> None:
+    assert cut_long_paragraphs(text, max_chars) == expected
+
+
+def test_cut_long_paragraphs_pieces_are_paragraphs_of_their_own() -> None:
+    text = "The river ran north past the\nold town and the mill-\nPOND FROZE\nin the winter.\n"
+    cut, blocks_cut = cut_long_paragraphs(text, 51)  # the first two lines are 51
+    assert (cut, blocks_cut) == (
+        "The river ran north past the\nold town and the mill-\n\nPOND FROZE\nin the winter.\n", 1
+    )  # fmt: skip
+    # The all-caps line leading the second piece is a heading there (rule 3), and the word
+    # hyphenated across the cut is not joined (rule 5).
+    assert book_paragraphs(cut) == [
+        "The river ran north past the old town and the mill-",
+        "in the winter.",
+    ]
+    assert book_paragraphs(text) == [
+        "The river ran north past the old town and the mill-POND FROZE in the winter."
+    ]
+
+
+def test_cut_long_paragraphs_leaves_real_books_alone() -> None:
+    # Their longest block is a verse paragraph of Paradise Lost: 51,297 characters.
+    for name in BOOKS:
+        body = _book(name)[1]
+        assert cut_long_paragraphs(body) == (body, 0)
+        assert cut_long_paragraphs(body)[0] is body
+
+
+def test_cut_long_paragraphs_bounds_a_book_without_blank_lines() -> None:
+    line = "the river ran north past the old town where the railway was built"  # 65
+    text = (line + "\n") * 40_000  # 2.6 MB, one block
+    cut, blocks_cut = cut_long_paragraphs(text)
+    assert blocks_cut == 1
+    paragraphs = list(iter_book_paragraphs(cut))
+    # 15,887 lines of 66 characters (newline counted, the last one not) fit in 1 MiB.
+    assert [len(p) for p in paragraphs] == [66 * 15_887 - 1] * 2 + [66 * 8_226 - 1]
+    assert " ".join(paragraphs) == " ".join(text.split())
+
+
+def test_cut_long_paragraphs_refuses_a_bound_of_nothing() -> None:
+    with pytest.raises(ValueError, match="max_chars must be >= 1, got 0"):
+        cut_long_paragraphs("a", 0)
+
+
+def test_iter_book_paragraphs_is_lazy() -> None:
+    paragraphs = iter_book_paragraphs("One two three.\n\nFour five six.\n")
+    assert next(paragraphs) == "One two three."
+    assert list(paragraphs) == ["Four five six."]
+    assert MAX_PARAGRAPH_CHARS == 1 << 20
 
 
 # --------------------------------------------------------------------------------------

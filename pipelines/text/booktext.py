@@ -10,6 +10,7 @@ Typical use for one plain-text book file::
     text, long_lines = drop_long_lines(decoded.text)      # reject each of long_lines
     title = book_title(text, fallback=file_stem)   # gutenberg.py, reads the header
     body, had_boilerplate = strip_gutenberg(text)  # gutenberg.py
+    body, cut = cut_long_paragraphs(body)          # count the paragraphs cut
     paragraphs = book_paragraphs(body)             # then sentence-split each paragraph
 
 and for a BookCorpus-mirror file (one sentence per line)::
@@ -29,12 +30,15 @@ from dataclasses import dataclass
 __all__ = [
     "MAX_DOCUMENT_CHARS",
     "MAX_LINE_BYTES",
+    "MAX_PARAGRAPH_CHARS",
     "BookTextError",
     "DecodedBook",
     "LongTextLine",
     "book_paragraphs",
+    "cut_long_paragraphs",
     "decode_book",
     "drop_long_lines",
+    "iter_book_paragraphs",
     "line_documents",
 ]
 
@@ -46,6 +50,12 @@ MAX_LINE_BYTES = 1 << 20
 # A one-sentence-per-line document holds at most this many characters (rule 3 of
 # line_documents), so a streaming reader never holds more, whatever the lines are.
 MAX_DOCUMENT_CHARS = 16 << 20
+# A paragraph's reflow and sentence split hold up to ~28 bytes a character at once (its
+# lines, its words as strings, blingfire's buffers), so a paragraph of a whole book (58 MB
+# hard-wrapped without a blank line) took 1.85 GB. No real paragraph comes near this
+# bound: the sample's longest is a verse paragraph of Paradise Lost, 51,297 characters. It
+# is the default line bound, so any line kept by default fits in one paragraph.
+MAX_PARAGRAPH_CHARS = 1 << 20
 
 
 class BookTextError(ValueError):
@@ -183,17 +193,76 @@ def drop_long_lines(text: str, max_bytes: int = MAX_LINE_BYTES) -> tuple[str, li
     # A line has at most 4 UTF-8 bytes per character: shorter texts and lines cannot be over.
     if len(text) <= max_bytes // 4:
         return text, []
-    lines = text.split("\n")
-    long_lines = [
-        LongTextLine(number, length)
-        for number, line in enumerate(lines, start=1)
-        if len(line) > max_bytes // 4 and (length := len(line.encode("utf-8"))) > max_bytes
-    ]
+    # Only lines of over max_bytes // 4 characters can be over: found without splitting the
+    # text into lines (that list alone took 1.7 times the text).
+    long_lines, spans = [], []
+    number, counted_to = 1, 0
+    for match in re.finditer(f"(?m)^[^\n]{{{max_bytes // 4 + 1},}}", text):
+        number += text.count("\n", counted_to, match.start())
+        counted_to = match.start()
+        if (length := len(match.group().encode("utf-8"))) > max_bytes:
+            long_lines.append(LongTextLine(number, length))
+            spans.append(match.span())
     if not long_lines:
         return text, []
-    for line in long_lines:
-        lines[line.number - 1] = ""
-    return "\n".join(lines), long_lines
+    parts, done = [], 0
+    for start, end in spans:
+        parts.append(text[done:start])
+        done = end
+    parts.append(text[done:])
+    return "".join(parts), long_lines
+
+
+# --------------------------------------------------------------------------------------
+# cut_long_paragraphs
+# --------------------------------------------------------------------------------------
+
+
+def cut_long_paragraphs(text: str, max_chars: int = MAX_PARAGRAPH_CHARS) -> tuple[str, int]:
+    """Cut every block (rule 1 of book_paragraphs) over ``max_chars`` characters; count them.
+
+    A block is cut at line boundaries into blocks of whole lines, each at most ``max_chars``
+    characters long (newlines inside it counted, the one ending it not); a line longer than
+    that is a block by itself (the caller bounds line length: drop_long_lines).  A cut is a
+    blank line put after the last line that fits, so each piece goes through book_paragraphs'
+    rules as a block of its own (a heading line leading a piece is dropped, a word
+    hyphenated across the cut is not joined), and no paragraph it makes is longer than the
+    bound or its one line.  The cuts depend only on the text: the same on every run.
+
+    Returns the text (``text`` itself when nothing is cut) and the number of blocks cut.
+    Raises ``ValueError`` if ``max_chars < 1``.
+    """
+    if max_chars < 1:
+        raise ValueError(f"max_chars must be >= 1, got {max_chars}")
+    if len(text) <= max_chars:
+        return text, 0
+    parts: list[str] = []
+    done = 0  # text[:done] is in parts
+    blocks_cut = 0
+    for start, end in _block_spans(text):
+        pieces = len(parts)
+        while end - start > max_chars:
+            cut = text.rfind("\n", start, start + max_chars + 1)
+            if cut < 0:  # the first line alone is longer: it is a piece by itself
+                cut = text.find("\n", start + max_chars + 1, end)
+                if cut < 0:
+                    break
+            parts += (text[done : cut + 1], "\n")
+            done = start = cut + 1
+        blocks_cut += len(parts) > pieces
+    if not blocks_cut:
+        return text, 0
+    parts.append(text[done:])
+    return "".join(parts), blocks_cut
+
+
+def _block_spans(text: str) -> Iterator[tuple[int, int]]:
+    """``(start, end)`` of each block: the text between blank-line separators."""
+    start = 0
+    for separator in _BLANK_LINES_RE.finditer(text):
+        yield start, separator.start()
+        start = separator.end()
+    yield start, len(text)
 
 
 # --------------------------------------------------------------------------------------
@@ -287,7 +356,8 @@ def book_paragraphs(text: str, min_words: int = 3) -> list[str]:
     order they are applied, and why:
 
     1. Blocks - one or more blank (whitespace-only) lines separate paragraphs: the
-       paragraph convention of plain-text books.
+       paragraph convention of plain-text books.  (A caller bounds a block's length with
+       cut_long_paragraphs first: a book without blank lines is otherwise one block.)
     2. First-line indentation - inside a block, a line indented deeper than the lines
        before and after it starts a new paragraph when the line before it ends a
        sentence (``.``, ``!`` or ``?``, optionally followed by closing quotes/brackets;
@@ -351,9 +421,14 @@ def book_paragraphs(text: str, min_words: int = 3) -> list[str]:
     Paradise Lost, yields very long paragraphs); a play gives one paragraph per speech,
     without speaker names, stage directions and cast list.
     """
-    out: list[str] = []
+    return list(iter_book_paragraphs(text, min_words))
+
+
+def iter_book_paragraphs(text: str, min_words: int = 3) -> Iterator[str]:
+    """book_paragraphs, one paragraph at a time: only the one being made is held."""
     cast_blocks = 0  # > 0 while skipping a cast list (rule 4)
-    for chunk in _BLANK_LINES_RE.split(text):
+    for start, end in _block_spans(text):
+        chunk = text[start:end]
         lines = chunk.split("\n")
         # Only the first/last chunk can start/end with a blank line.
         while lines and not lines[-1].strip():
@@ -381,8 +456,7 @@ def book_paragraphs(text: str, min_words: int = 3) -> list[str]:
         for block in blocks:
             para = _block_paragraph(block, min_words)
             if para is not None:
-                out.append(para)
-    return out
+                yield para
 
 
 def _block_paragraph(lines: list[str], min_words: int) -> str | None:
