@@ -10,7 +10,10 @@ document; a file without blank lines is cut every `--lines_per_document` lines (
 lost the book boundaries; fixed windows are the honest, deterministic choice).
 
 In both formats a line over `--max_line_kb` is no text: it is rejected (`line_too_long`),
-never held in memory whole, and the rest of the file is kept.
+never held in memory whole, and the rest of the file is kept. A paragraph over 1 Mi
+characters (a book without blank lines) is cut at line boundaries, and a sentence over
+16,384 characters after the last space of each window, as `bertkit examples` cuts them
+(counts: paragraphs_cut, sentences_cut), so memory is bounded whatever their length.
 
 Writes DIR/documents-*.parquet (Document schema), DIR/_rejects/ and, last, DIR/_manifest.json.
 Exits 1 if any input could not be read to its end.
@@ -24,6 +27,7 @@ Flags not listed below go to Beam's PipelineOptions (e.g. --runner DataflowRunne
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import apache_beam as beam
@@ -48,6 +52,7 @@ from pipelines.beam.progress import (
     counting_reader,
 )
 from pipelines.beam.runner import parse_stage, stage_main
+from pipelines.bert.sentence_cuts import cut_sentence
 from pipelines.io.compressed import InputReadError, LongLine, decompressed_chunks, lines
 from pipelines.io.flags import AT_LEAST_1, ZERO_OR_MORE, option
 from pipelines.io.progress import Phase
@@ -55,14 +60,16 @@ from pipelines.io.storage import Reader
 from pipelines.text.booktext import (
     MAX_LINE_BYTES,
     BookTextError,
+    DecodedBook,
     LongTextLine,
-    book_paragraphs,
+    cut_long_paragraphs,
     decode_book,
     drop_long_lines,
+    iter_book_paragraphs,
     line_documents,
 )
 from pipelines.text.gutenberg import book_title, strip_gutenberg
-from pipelines.text.sentences import split_paragraphs
+from pipelines.text.sentences import split_sentences
 from schemas import Document, Reject
 
 STAGE = "books"
@@ -188,6 +195,32 @@ def book_document(
     """One book file → one Document, or None after recording why not."""
     tally.count("input_files")
     doc_id = f"books/{name}"
+    decoded = _decoded_book(path, doc_id, tally, reader)
+    if decoded is None:
+        return None
+    text, long_lines = drop_long_lines(decoded.text, config.max_line_bytes)
+    del decoded  # the book is held as few times as its steps need (text and body)
+    for line in long_lines:
+        error = line.error(config.max_line_bytes)
+        tally.reject(Reject(doc_id, path, f"line {line.number}", "line_too_long", error))
+    title = book_title(text, fallback=posixpath.basename(name))
+    body, had_boilerplate = strip_gutenberg(text)
+    del text
+    if had_boilerplate:
+        tally.count("gutenberg_boilerplate_removed")
+    body, paragraphs_cut = cut_long_paragraphs(body)
+    if paragraphs_cut:
+        tally.count("paragraphs_cut", paragraphs_cut)
+    paragraphs = iter_book_paragraphs(body, min_words=config.min_paragraph_words)
+    sentences = book_sentences(paragraphs, tally)
+    if not sentences:
+        tally.drop("no_running_text")
+        return None
+    return Document(id=doc_id, source="books", title=title, sentences=tuple(sentences))
+
+
+def _decoded_book(path: str, doc_id: str, tally: UnitTally, reader: Reader) -> DecodedBook | None:
+    """The book file decoded, or None after recording why not (its bytes go on return)."""
     try:
         data = read_book_bytes(path, reader)
     except _READ_ERRORS as err:
@@ -201,19 +234,26 @@ def book_document(
         return None
     if decoded.used_fallback:
         tally.count("decoded_with_fallback")
-    text, long_lines = drop_long_lines(decoded.text, config.max_line_bytes)
-    for line in long_lines:
-        error = line.error(config.max_line_bytes)
-        tally.reject(Reject(doc_id, path, f"line {line.number}", "line_too_long", error))
-    body, had_boilerplate = strip_gutenberg(text)
-    if had_boilerplate:
-        tally.count("gutenberg_boilerplate_removed")
-    sentences = split_paragraphs(book_paragraphs(body, min_words=config.min_paragraph_words))
-    if not sentences:
-        tally.drop("no_running_text")
-        return None
-    title = book_title(text, fallback=posixpath.basename(name))
-    return Document(id=doc_id, source="books", title=title, sentences=tuple(sentences))
+    return decoded
+
+
+def book_sentences(paragraphs: Iterable[str], tally: UnitTally) -> list[str]:
+    """The paragraphs' sentences; one over the examples stage's bound is cut as it cuts them.
+
+    `bertkit examples` would cut it anyway (pipelines/bert/sentence_cuts.py: after the last
+    space of each 16,384-character window); cut here, no sentence of a Document is longer.
+    The pieces are stripped, as every sentence is (so `" ".join` gives the sentence back),
+    and each sentence cut counts once (sentences_cut).
+    """
+    sentences: list[str] = []
+    for paragraph in paragraphs:
+        for sentence in split_sentences(paragraph):
+            pieces = cut_sentence(sentence)
+            if len(pieces) > 1:
+                tally.count("sentences_cut")
+                pieces = [piece.strip() for piece in pieces]
+            sentences += pieces
+    return sentences
 
 
 def line_file_documents(

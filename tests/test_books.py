@@ -18,6 +18,7 @@ from pipelines.books import (
     BooksConfig,
     ExtractBooks,
     book_name,
+    book_sentences,
     common_root,
     line_file_documents,
     plan_units,
@@ -194,6 +195,22 @@ def test_lines_format_memory_is_bounded_by_the_line_limit(tmp_path: Path) -> Non
     assert (reject.reason, reject.position, reject.id) == ("line_too_long", "line 2", None)
     assert reject.error.startswith("line 2 is 33554432 bytes, over the 65536-byte line limit")
     assert tally.counts["input_bytes"] == (32 << 20) + len(b"Before.\n\nAfter.\n")
+
+
+def test_book_sentences_cuts_one_over_the_examples_bound_and_counts_it() -> None:
+    # 19,999 characters without a full stop: cut after the space at 16,379 (the last one in
+    # the first 16,384), each piece stripped as every sentence is.
+    tally = UnitTally("00000")
+    paragraphs = ["The river ran north. It froze over.", ("word " * 4000).strip()]
+    assert book_sentences(paragraphs, tally) == [
+        "The river ran north.",
+        "It froze over.",
+        ("word " * 3276).strip(),
+        ("word " * 724).strip(),
+    ]
+    assert tally.counts == {"sentences_cut": 1}
+    assert book_sentences(["x" * 16_384], tally) == ["x" * 16_384]  # at the bound: whole
+    assert tally.counts == {"sentences_cut": 1}
 
 
 def test_files_format_rejects_a_huge_line_and_keeps_the_book(tmp_path: Path) -> None:
