@@ -6,7 +6,7 @@ undisturbed run's.
     python -m bench.faults --kills 2 --only examples,train --s3-runs 0
 
 Everything runs on the embedded real sample (data/: the enwiki dump and four books) through
-the real commands, each in a child process of its own session (`python -m pipelines.cli
+the real commands, each in a child process of its own session (`python -m bertkit
 STAGE …` = `bertkit STAGE …`), so a kill takes its Beam or loader workers with it.
 
 - **kill -9, stages** (wikipedia, books, vocab, examples, and examples on two Beam worker

@@ -117,7 +117,7 @@ def train_argv(shards: str, output: Path, *extra: str) -> list[str]:
 
 def command(argv: list[str]) -> list[str]:
     """The child process for `bertkit ARGV`."""
-    return [repo_python(), "-m", "pipelines.cli", *argv]
+    return [repo_python(), "-m", "bertkit", *argv]
 
 
 def child_environment(extra: dict[str, str] | None = None) -> dict[str, str]:

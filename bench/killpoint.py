@@ -55,7 +55,7 @@ def main() -> None:
     if kill_at == 0:
         atexit.register(lambda: print(f"renames: {renames}", file=sys.stderr))
     sys.argv = ["bertkit", *sys.argv[3:]]
-    runpy.run_module("pipelines.cli", run_name="__main__", alter_sys=True)
+    runpy.run_module("bertkit.cli", run_name="__main__", alter_sys=True)
 
 
 if __name__ == "__main__":

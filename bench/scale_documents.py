@@ -5,7 +5,7 @@
 
 The sample (97 Wikipedia articles and 4 books, 3.6 MB of sentence text: `bertkit demo`'s
 output, taken from out/demo/documents if it is there, else made with `python -m
-pipelines.demo --output WORKDIR/demo`) is far too small to time the example stage or to see
+bertkit.demo --output WORKDIR/demo`) is far too small to time the example stage or to see
 whether its memory grows with input, so the benchmark scales it up. Documents are copied in
 rounds, the whole sample per round (Wikipedia first, then the books), until the copies hold
 --target-mb MB (10^6 bytes) of UTF-8 sentence text; copy r > 0 of a document gets the id
@@ -82,14 +82,14 @@ def scaled_path(workdir: Path, target_mb: float) -> Path:
 
 
 def find_sample_documents(workdir: Path) -> dict[str, Path]:
-    """The demo's documents directories; made with `pipelines.demo` if out/demo lacks them."""
+    """The demo's documents directories; made with `bertkit.demo` if out/demo lacks them."""
     for base in (DEMO_DOCUMENTS, workdir / "demo" / "documents"):
         if all((base / source / MANIFEST_NAME).exists() for source in SOURCES):
             return {source: base / source for source in SOURCES}
     output = workdir / "demo"
-    print(f"making the sample documents: python -m pipelines.demo --output {output}", flush=True)
+    print(f"making the sample documents: python -m bertkit.demo --output {output}", flush=True)
     subprocess.run(
-        [sys.executable, "-m", "pipelines.demo", "--output", str(output)], cwd=REPO_ROOT, check=True
+        [sys.executable, "-m", "bertkit.demo", "--output", str(output)], cwd=REPO_ROOT, check=True
     )
     return {source: output / "documents" / source for source in SOURCES}
 

@@ -29,7 +29,7 @@ SMALL_BOOK = (
 # The command in a child of a child: RUSAGE_CHILDREN is then that one run's peak alone.
 _PEAK_RSS = """
 import resource, subprocess, sys
-subprocess.run([sys.executable, "-m", "pipelines.cli", "books", *sys.argv[1:]], check=True)
+subprocess.run([sys.executable, "-m", "bertkit", "books", *sys.argv[1:]], check=True)
 print(0, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)
 """
 

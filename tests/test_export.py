@@ -10,7 +10,7 @@ import torch
 import transformers
 from safetensors import safe_open
 
-from pipelines import cli
+from bertkit import cli
 from pipelines.io.vocabulary import load_vocab
 from schemas.checkpoint import CHECKPOINT_FORMAT, LATEST_FILE, CheckpointKey, checkpoint_name
 from trainer.checkpoint import CheckpointError

@@ -1,6 +1,6 @@
 """The fault suite: kill -9 and object-store errors; nothing good lost, reruns byte-identical.
 
-Real commands in child processes (`python -m pipelines.cli STAGE …`), killed with SIGKILL
+Real commands in child processes (`python -m bertkit STAGE …`), killed with SIGKILL
 (their whole process group), and moto's S3 server behind bench.faultproxy, which breaks a
 seeded share of the requests (503, 500, a reset mid-request, a write done but unanswered,
 an answer cut mid-body). The machinery is bench.faults (whose `python -m bench.faults` runs

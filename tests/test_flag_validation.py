@@ -138,7 +138,7 @@ def test_bertkit_train_checkpoint_every_0_exits_2_before_making_the_run_director
 ) -> None:
     run_dir = tmp_path / "run"
     done = subprocess.run(
-        [sys.executable, "-m", "pipelines.cli", "train", "--shards", str(sample_shards),
+        [sys.executable, "-m", "bertkit", "train", "--shards", str(sample_shards),
          "--output", str(run_dir), "--model", "tiny", "--micro-batch-size", "8",
          "--max-steps", "2", "--warmup-steps", "1", "--num-workers", "0",
          "--checkpoint-every", "0"],

@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from pipelines import cli
+from bertkit import cli
 from pipelines.beam.shards import write_shard
 from pipelines.inspect import example_stats, iter_examples, open_target, shard_refs
 from pipelines.inspect.stats import (

@@ -1,14 +1,19 @@
 """The layers, enforced: who may import whom (read from every module's source with ast).
 
-    schemas/                         imports nothing of the project
-    pipelines/io/                    schemas and itself; never Apache Beam
+    bertkit/                         the application (the `bertkit` command, the demo):
+                                     schemas/, pipelines/ and trainer/, the only code that
+                                     imports both of the last two
+    trainer/                         schemas and pipelines/io only; never Apache Beam
+    pipelines/ (the rest)            anything in pipelines/ and schemas/
     pipelines/text/, pipelines/bert/ schemas, pipelines/io and themselves; never Apache Beam
-    pipelines/ (the rest)            anything in pipelines/ and schemas/; trainer/ only from
-                                     the CLI and the demo
-    trainer/                         schemas and pipelines/io only
+    pipelines/io/                    schemas and itself; never Apache Beam
+    schemas/                         imports nothing of the project
     bench/                           anything but tests/
 
-Imports inside functions count too: a lazy import still crosses the layer when it runs.
+Lower never imports higher, with no exception: nothing below bertkit/ imports it, pipelines/
+never imports trainer/, and no product code (schemas, pipelines, trainer, bertkit) imports
+bench/ or tests/. Imports inside functions count too: a lazy import still crosses the layer
+when it runs.
 """
 
 from __future__ import annotations
@@ -21,9 +26,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PROJECT = ("schemas", "pipelines", "trainer", "bench", "tests")
+PROJECT = ("schemas", "pipelines", "trainer", "bertkit", "bench", "tests")
+PRODUCT = ("schemas", "pipelines", "trainer", "bertkit")  # what the wheel ships
 BEAM_FREE = ("pipelines.io", "pipelines.text", "pipelines.bert")
-MAY_IMPORT_TRAINER = ("pipelines.cli", "pipelines.demo")
 
 
 def module_name(path: Path) -> str:
@@ -74,9 +79,14 @@ def violations(module: str, imports: list[str]) -> list[str]:
             problems.append(f"{module} imports {name}: trainer/ imports schemas, pipelines.io")
         if within(module, "trainer") and within(name, "apache_beam"):
             problems.append(f"{module} imports {name}: the trainer never loads Beam")
-        reaches_trainer = within(module, "pipelines") and within(name, "trainer")
-        if reaches_trainer and module not in MAY_IMPORT_TRAINER:
-            problems.append(f"{module} imports {name}: only the CLI and demo reach trainer/")
+        if within(module, "pipelines") and within(name, "trainer"):
+            problems.append(f"{module} imports {name}: only bertkit/ imports pipelines and trainer")
+        below_app = any(within(module, layer) for layer in ("schemas", "pipelines", "trainer"))
+        if below_app and within(name, "bertkit"):
+            problems.append(f"{module} imports {name}: nothing below bertkit/ imports it")
+        product = any(within(module, layer) for layer in PRODUCT)
+        if product and within(name, "bench"):
+            problems.append(f"{module} imports {name}: the product never imports bench/")
         if within(module, "bench") and within(name, "tests"):
             problems.append(f"{module} imports {name}: bench/ must not import tests/")
         if not within(module, "tests") and ours and within(name, "tests"):
@@ -87,7 +97,7 @@ def violations(module: str, imports: list[str]) -> list[str]:
 def project_modules() -> list[tuple[str, Path]]:
     paths = [
         p
-        for layer in ("schemas", "pipelines", "trainer", "bench")
+        for layer in ("schemas", "pipelines", "trainer", "bertkit", "bench")
         for p in (ROOT / layer).rglob("*.py")
     ]
     return [(module_name(p), p) for p in sorted(paths) if "third_party" not in p.parts]
@@ -103,12 +113,11 @@ def test_every_module_keeps_to_its_layer() -> None:
 
 def test_the_folders_are_the_layers() -> None:
     modules = {module for module, _ in project_modules()}
-    for layer in ("pipelines.io", "pipelines.text", "pipelines.bert", "pipelines.beam"):
+    for layer in ("pipelines.io", "pipelines.text", "pipelines.bert", "pipelines.beam", "bertkit"):
         assert layer in modules, f"{layer}/ is missing its __init__.py"
     flat = {m for m in modules if m.count(".") == 1 and m.startswith("pipelines.")}
     stages = {"pipelines.wikipedia", "pipelines.books", "pipelines.vocab", "pipelines.examples",
-              "pipelines.inspect", "pipelines.cli", "pipelines.demo",
-              "pipelines.dataflow"}  # fmt: skip
+              "pipelines.inspect", "pipelines.dataflow"}  # fmt: skip
     assert flat - {f"{layer}" for layer in ("pipelines.io", "pipelines.text", "pipelines.bert",
                                              "pipelines.beam")} == stages  # fmt: skip
 
@@ -149,9 +158,48 @@ def test_the_folders_are_the_layers() -> None:
         (
             "pipelines.vocab",
             "from trainer import train",
-            ["pipelines.vocab imports trainer.train: only the CLI and demo reach trainer/"],
+            ["pipelines.vocab imports trainer.train: only bertkit/ imports pipelines and trainer"],
         ),
-        ("pipelines.demo", "from trainer import train", []),
+        (
+            "pipelines.examples.cli",
+            "def main():\n    from trainer import train",
+            [
+                "pipelines.examples.cli imports trainer.train: only bertkit/ imports pipelines and trainer"
+            ],
+        ),
+        ("bertkit.demo", "from pipelines import wikipedia\nfrom trainer import train", []),
+        ("bertkit.cli", "import schemas.manifest\nimport pipelines.inspect\nimport trainer.export", []),
+        (
+            "trainer.train",
+            "from bertkit import demo",
+            [
+                "trainer.train imports bertkit.demo: trainer/ imports schemas, pipelines.io",
+                "trainer.train imports bertkit.demo: nothing below bertkit/ imports it",
+            ],
+        ),
+        (
+            "pipelines.wikipedia",
+            "from bertkit.cli import COMMANDS",
+            ["pipelines.wikipedia imports bertkit.cli.COMMANDS: nothing below bertkit/ imports it"],
+        ),
+        (
+            "schemas.manifest",
+            "import bertkit",
+            [
+                "schemas.manifest imports bertkit: schemas/ imports nothing of the project",
+                "schemas.manifest imports bertkit: nothing below bertkit/ imports it",
+            ],
+        ),
+        (
+            "bertkit.cli",
+            "from bench import faults",
+            ["bertkit.cli imports bench.faults: the product never imports bench/"],
+        ),
+        (
+            "pipelines.beam.runner",
+            "import bench.measure",
+            ["pipelines.beam.runner imports bench.measure: the product never imports bench/"],
+        ),
         (
             "bench.loader",
             "from tests.s3server import start_s3_server",

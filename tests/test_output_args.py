@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines import books, demo, vocab, wikipedia
+from bertkit import demo
+from pipelines import books, vocab, wikipedia
 from pipelines.examples import cli as examples
 
 STAGES = {"wikipedia": wikipedia.main, "books": books.main}
@@ -266,7 +267,7 @@ def test_demo_into_a_file_stops_at_the_first_stage(workdir, capsys) -> None:
     ],
 )  # fmt: skip
 def test_trainer_commands_refuse_an_output_that_is_a_file(argv, message, workdir, capsys) -> None:
-    from pipelines import cli
+    from bertkit import cli
 
     (workdir / "shards").mkdir()
     (workdir / "run" / "checkpoints").mkdir(parents=True)

@@ -45,7 +45,7 @@ def run_on_tmpfs(mount_options: str, directory: Path, *argv: str) -> subprocess.
     script = 'mount -t tmpfs -o "$0" tmpfs "$1" && shift && exec "$@"'
     return subprocess.run(
         ["unshare", "-rm", "sh", "-c", script, mount_options, str(directory),
-         sys.executable, "-m", "pipelines.cli", *argv],
+         sys.executable, "-m", "bertkit", *argv],
         capture_output=True, text=True, timeout=300, cwd=PROJECT_ROOT, check=False,
     )  # fmt: skip
 

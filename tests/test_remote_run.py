@@ -17,7 +17,7 @@ import pytest
 
 from bench.gcsserver import gcs_emulator
 from bench.s3server import client_environment
-from pipelines import cli
+from bertkit import cli
 from pipelines.io import objects
 from tests.test_train import TINY, free_port, metrics
 from trainer import train

@@ -8,7 +8,7 @@ import zipfile
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
-from pipelines import cli
+from bertkit import cli
 from pipelines.beam.runner import build_wheel, ensure_project_shipped, is_local, make_pipeline
 
 
@@ -32,7 +32,7 @@ def test_wheel_for_dataflow_workers_holds_the_packages(tmp_path) -> None:
                    "pipelines/text/wikitext.py", "pipelines/io/storage.py",
                    "pipelines/bert/pairs.py", "pipelines/beam/files.py",
                    "pipelines/examples/transforms.py", "pipelines/inspect/cli.py",
-                   "trainer/__init__.py"):  # fmt: skip
+                   "trainer/__init__.py", "bertkit/cli.py"):  # fmt: skip
         assert module in names
     metadata = next(n for n in names if n.endswith("METADATA"))
     requirements = zipfile.ZipFile(wheel).read(metadata).decode()
@@ -63,7 +63,7 @@ def test_cli_lists_commands(capsys) -> None:
 
 def test_stage_help_is_the_module_docstring() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "pipelines.cli", "wikipedia", "--help"],
+        [sys.executable, "-m", "bertkit", "wikipedia", "--help"],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert result.returncode == 0
@@ -88,7 +88,7 @@ COMMAND_HELP = {
 def test_every_command_answers_help_through_bertkit_and_python_m(command: str) -> None:
     title, flag = COMMAND_HELP[command]
     module = cli.COMMANDS[command][0]
-    for argv in (["-m", "pipelines.cli", command, "--help"], ["-m", module, "--help"]):
+    for argv in (["-m", "bertkit", command, "--help"], ["-m", module, "--help"]):
         result = subprocess.run(
             [sys.executable, *argv], capture_output=True, text=True, check=False
         )  # fmt: skip
@@ -124,7 +124,7 @@ DEMO_SHA256 = {
 
 
 def test_demo_runs_the_whole_chain_on_the_embedded_sample(tmp_path, capsys) -> None:
-    from pipelines import demo
+    from bertkit import demo
     from pipelines.beam.documents import read_manifest
 
     # 20 training steps instead of 1,200: the chain, not the accuracy (tests/test_train.py).

@@ -18,7 +18,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines import cli, vocab
+from bertkit import cli
+from pipelines import vocab
 from pipelines.beam import files
 from pipelines.beam.documents import DocumentsInputError
 from pipelines.io.vocabulary import (

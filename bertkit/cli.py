@@ -19,7 +19,7 @@ import sys
 
 # Subcommand → module with a `main(argv)`; imported lazily so `bertkit --help` is instant.
 COMMANDS = {
-    "demo": ("pipelines.demo", "run the chain on the embedded real sample"),
+    "demo": ("bertkit.demo", "run the chain on the embedded real sample"),
     "wikipedia": ("pipelines.wikipedia", "Wikipedia XML dumps → sentence-split documents"),
     "books": ("pipelines.books", "book files → sentence-split documents"),
     "vocab": ("pipelines.vocab", "documents → WordPiece vocabulary (vocab.txt, tokenizer.json)"),
