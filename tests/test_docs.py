@@ -1,0 +1,131 @@
+"""The documentation holds together: README.md and every page under docs/.
+
+Every relative link resolves to a file inside the repository (and an `#anchor` to a heading
+of its page, slugged as GitHub slugs it), every docs/ page is one click from the README, the
+README stays a short front door, and no page points at what a reader cannot open: an issue
+number or a design file that is not in the repository.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+README_MAX_LINES = 200
+
+FENCE = re.compile(r"^\s*(```|~~~)")
+HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+INLINE_CODE = re.compile(r"(`+)(.+?)\1")
+LINK = re.compile(r"\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
+UNREADABLE = re.compile(r"\bissues?\s+#?\d+|\bDESIGN\.md\b", re.IGNORECASE)
+
+
+def pages() -> list[Path]:
+    return [README, *sorted(DOCS.rglob("*.md"))]
+
+
+def prose_lines(path: Path) -> list[str]:
+    """The page's lines outside fenced code blocks."""
+    lines, fenced = [], False
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if FENCE.match(line):
+            fenced = not fenced
+            continue
+        if not fenced:
+            lines.append(line)
+    return lines
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading: its text lower-cased, code marks and punctuation
+    dropped (letters, digits, `_` and `-` stay), each space a hyphen."""
+    text = INLINE_CODE.sub(lambda m: m.group(2), heading)
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)  # a link in a heading: its text
+    return re.sub(r"[^\w\- ]", "", text.lower()).replace(" ", "-")
+
+
+def anchors(path: Path) -> set[str]:
+    seen: dict[str, int] = {}
+    found = set()
+    for line in prose_lines(path):
+        match = HEADING.match(line)
+        if not match:
+            continue
+        base = slug(match.group(2))
+        count = seen.get(base, 0)
+        seen[base] = count + 1
+        found.add(base if count == 0 else f"{base}-{count}")
+    return found
+
+
+def relative_links(path: Path) -> list[str]:
+    links = []
+    for line in prose_lines(path):
+        # A code span may hold "[x](y)" that is no link; link text may hold a code span.
+        line = INLINE_CODE.sub(lambda m: "x" * len(m.group(2)), line)
+        links += [t for t in LINK.findall(line) if not SCHEME.match(t)]
+    return links
+
+
+def test_the_slugs_are_githubs() -> None:
+    assert slug("Why spill files and not Beam's shuffle") == "why-spill-files-and-not-beams-shuffle"
+    assert slug("Extraction (`bench.extract`)") == "extraction-benchextract"
+    assert slug("Stage 1a: Wikipedia → documents") == "stage-1a-wikipedia--documents"
+    assert slug("The vocabulary's serial step (`bench.vocab_learn`)") == (
+        "the-vocabularys-serial-step-benchvocab_learn"
+    )
+
+
+def test_the_link_reader_sees_links_and_only_links(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "See [a](a.md), [`b/`](b/README.md#x) and [web](https://example.com).\n"
+        "`[not](a link)` in code\n```\n[nor](in/a/fence.md)\n```\n# A `heading`\n",
+        encoding="utf-8",
+    )
+    assert relative_links(page) == ["a.md", "b/README.md#x"]
+    assert anchors(page) == {"a-heading"}
+
+
+@pytest.mark.parametrize("page", pages(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_relative_link_resolves(page: Path) -> None:
+    dead = []
+    for link in relative_links(page):
+        target, _, anchor = link.partition("#")
+        resolved = (page.parent / target).resolve() if target else page
+        if not resolved.is_relative_to(ROOT):
+            dead.append(f"{link}: outside the repository")
+        elif not resolved.is_file():
+            dead.append(f"{link}: no such file ({resolved.relative_to(ROOT)})")
+        elif anchor and resolved.suffix == ".md" and anchor not in anchors(resolved):
+            dead.append(f"{link}: {resolved.relative_to(ROOT)} has no heading #{anchor}")
+    assert not dead, f"{page.relative_to(ROOT)}: dead links:\n" + "\n".join(dead)
+
+
+def test_every_docs_page_is_linked_from_the_readme() -> None:
+    linked = {
+        (ROOT / link.partition("#")[0]).resolve() for link in relative_links(README)
+    }
+    unlinked = [str(p.relative_to(ROOT)) for p in sorted(DOCS.rglob("*.md")) if p not in linked]
+    assert not unlinked, f"docs pages the README does not link to: {unlinked}"
+
+
+def test_the_readme_is_a_short_front_door() -> None:
+    lines = len(README.read_text(encoding="utf-8").splitlines())
+    assert lines <= README_MAX_LINES, f"README.md has {lines} lines: move detail into docs/"
+
+
+@pytest.mark.parametrize("page", pages(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_page_points_at_what_a_reader_cannot_open(page: Path) -> None:
+    hits = [
+        f"line {number}: {match.group(0)!r}"
+        for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1)
+        for match in UNREADABLE.finditer(line)
+    ]
+    assert not hits, f"{page.relative_to(ROOT)} names an issue or an absent file: {hits}"
