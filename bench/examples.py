@@ -3,7 +3,12 @@
     python -m bench.examples                          # full: --sizes 12,25,50 --repeats 3
     python -m bench.examples --sizes 12,25,50,100     # the headline run, 100 MB
     python -m bench.examples --quick                  # 12 MB only, one repeat
-    python -m bench.examples --sizes 12 --repeats 1 --no-google
+    python -m bench.examples --sizes 12 --google-bert ~/src/bert   # with Google's script
+
+Google's rows need a checkout of google-research/bert (`git clone
+https://github.com/google-research/bert DIR`; the figures in docs/benchmarks.md were measured
+at its commit eedf571): --google-bert DIR runs its create_pretraining_data.py from there.
+Without it the benchmark runs bertkit's rows and says how to add Google's.
 
 Run from the repository root. Inputs: the real sample's documents (97 Wikipedia articles + 4
 books, 3.6 MB of sentence text, from `bertkit demo`) repeated with new ids until they hold N
@@ -14,9 +19,10 @@ smallest set and used by every example run. Every measured run is a fresh child 
 peak RSS the largest process's VmHWM (bench.measure). Three comparisons:
 
   examples  bertkit examples on every size against google-research/bert's
-            create_pretraining_data.py on the smallest only, since it holds the whole corpus
-            and every instance in memory: seq 128, dupe factor 5, the same documents and
-            vocabulary (bench.examples_tools says how each tool is run and counted)
+            create_pretraining_data.py (--google-bert) on the smallest only, since it holds
+            the whole corpus and every instance in memory: seq 128, dupe factor 5, the same
+            documents and vocabulary (bench.examples_tools says how each tool is run and
+            counted)
   vocab     bertkit vocab against bare tokenizers training the same WordPiece vocabulary on
             the same sample, on the largest size (bench.examples_vocab)
   bytes     bytes per example of bertkit's shards and of Google's TFRecords, on the
@@ -47,13 +53,16 @@ from bench import measure, runs, scale_documents
 from bench.examples_bytes import bertkit_bytes, google_bytes, print_bytes_table, storage_per_size
 from bench.examples_tools import (
     DUPE_FACTOR,
+    GOOGLE_HOW_TO,
     MAX_PREDICTIONS,
     MAX_SEQ_LENGTH,
     Settings,
     Summary,
+    checkout_commit,
     describe_run,
     ensure_google_venv,
     examples_command,
+    google_checkout_problem,
     google_command,
     output_dir,
     run_examples_tool,
@@ -204,7 +213,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="only bertkit vocab beside bare tokenizers, on the largest size",
     )  # fmt: skip
     parser.add_argument(
-        "--no-google", action="store_true", help="skip Google's script (use the reference figure)"
+        "--google-bert",
+        type=Path,
+        metavar="DIR",
+        help="a checkout of google-research/bert: adds its create_pretraining_data.py's rows "
+        "(without it: bertkit's rows and the reference figure)",
     )
     parser.add_argument(
         "--workdir",
@@ -221,6 +234,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if not args.sizes or args.repeats < 1:
         parser.error("--sizes needs at least one size and --repeats at least 1")
     args.workdir = args.workdir.resolve()
+    if args.google_bert is not None and not args.vocab_only:
+        args.google_bert = args.google_bert.expanduser().resolve()
+        if (problem := google_checkout_problem(args.google_bert)) is not None:
+            parser.error(f"--google-bert: {problem}")
     return args
 
 
@@ -271,7 +288,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.vocab_only:
         return vocab_only(args, settings)
     smallest, largest = args.sizes[0], args.sizes[-1]
-    google_note = "skipped (--no-google)" if args.no_google else ensure_google_venv(args.workdir)
+    if args.google_bert is None:
+        google_note = f"not run; {GOOGLE_HOW_TO}"
+    else:
+        google_note = ensure_google_venv(args.workdir)
+        commit = checkout_commit(args.google_bert)
+        print(f"Google's script: {args.google_bert} at commit {commit or 'unknown (not git)'}")
     documents = {
         size: prepare_documents(size, args.workdir, size == smallest and google_note is None)
         for size in args.sizes
@@ -288,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     if google_note is None:
         text = Path(documents[smallest].path) / scale_documents.GOOGLE_TEXT_NAME
         output = output_dir(args.workdir, "google", smallest)
-        command = google_command(args.workdir, text, vocab, output)
+        command = google_command(args.workdir, args.google_bert, text, vocab, output)
         google = run_examples_tool("google", documents[smallest], command, settings)
         if not google.ok:
             google_note = f"failed (see {google.runs[-1]['log']})"
@@ -344,6 +366,12 @@ def write_results(
         "examples": {f"{size:g}": asdict(summary) for size, summary in bertkit.items()},
         "google": asdict(google) if google else None,
         "google_note": google_note,
+        "google_bert": {
+            "dir": str(args.google_bert),
+            "commit": checkout_commit(args.google_bert),
+        }
+        if args.google_bert
+        else None,
         "vocab": {tool: asdict(summary) for tool, summary in vocab.items()},
         "bytes_per_example": storage,
         "targets": {

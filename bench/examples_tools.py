@@ -2,8 +2,9 @@
 
   bertkit  python -m pipelines.examples --documents WIKI BOOKS --vocab V --output O
            --max-seq-length 128 --dupe-factor 5          (FnApiRunner, in process)
-  google   google-research/bert's create_pretraining_data.py (bench/third_party/google_bert,
-           TF1 API through tf.compat.v1) with TensorFlow from a throwaway venv,
+  google   google-research/bert's create_pretraining_data.py from the user's checkout
+           (--google-bert DIR), run as it is on TensorFlow 2 by bench/tf1_on_tf2.py (its TF1
+           API is tensorflow.compat.v1) with TensorFlow from a throwaway venv,
            WORKDIR/google-bert-venv (bench.venvs: TensorFlow is never a bertkit dependency):
            the same documents as one sentence per line, bertkit's vocab.txt,
            --max_seq_length 128 --max_predictions_per_seq 20 --dupe_factor 5
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +31,16 @@ from bench.measure import REPO_ROOT, RunMeasurement, repo_python
 from bench.scale_documents import ScaledDocumentsInfo
 
 BENCHMARK = "examples"  # outputs and logs go to WORKDIR/{out,logs}/examples/
-GOOGLE_DIR = REPO_ROOT / "bench" / "third_party" / "google_bert"
+GOOGLE_SCRIPT = "create_pretraining_data.py"  # with its tokenization.py beside it
+GOOGLE_REPOSITORY = "https://github.com/google-research/bert"
+# The commit the published figures were measured with (master since 2020; with its default
+# --do_whole_word_mask=False it makes the examples the 2018 script made).
+GOOGLE_MEASURED_COMMIT = "eedf5716ce1268e56f0a50264a88cafad334ac61"
+GOOGLE_HOW_TO = (
+    f"add --google-bert DIR, a checkout of {GOOGLE_REPOSITORY} "
+    f"(measured at commit {GOOGLE_MEASURED_COMMIT[:7]})"
+)
+TF1_ON_TF2 = REPO_ROOT / "bench" / "tf1_on_tf2.py"
 GOOGLE_VENV = "google-bert-venv"
 GOOGLE_WROTE_RE = re.compile(r"Wrote (\d+) total instances")
 
@@ -71,10 +82,39 @@ def examples_command(documents: ScaledDocumentsInfo, vocab: Path, output: Path) 
     ]
 
 
-def google_command(workdir: Path, text: Path, vocab: Path, output: Path) -> list[str]:
+def google_checkout_problem(checkout: Path) -> str | None:
+    """Why `checkout` is not a google-research/bert checkout bench.examples can run, or None."""
+    names = (GOOGLE_SCRIPT, "tokenization.py")
+    missing = [name for name in names if not (checkout / name).is_file()]
+    if missing:
+        return (
+            f"{checkout} has no {' or '.join(missing)}: pass a checkout of google-research/bert "
+            f"(git clone {GOOGLE_REPOSITORY} DIR)"
+        )
+    return None
+
+
+def checkout_commit(checkout: Path) -> str | None:
+    """The commit `checkout` has checked out, when it is a git work tree of its own (not a
+    folder inside another repository's)."""
+    result = subprocess.run(
+        ["git", "-C", str(checkout), "rev-parse", "--show-toplevel", "HEAD"],
+        capture_output=True,
+        text=True,
+    )
+    lines = result.stdout.split()
+    if result.returncode != 0 or len(lines) != 2 or Path(lines[0]) != checkout.resolve():
+        return None
+    return lines[1]
+
+
+def google_command(
+    workdir: Path, checkout: Path, text: Path, vocab: Path, output: Path
+) -> list[str]:
     return [
         str(venvs.venv_python(workdir, GOOGLE_VENV)),
-        str(GOOGLE_DIR / "create_pretraining_data.py"),
+        str(TF1_ON_TF2),
+        str(checkout / GOOGLE_SCRIPT),
         f"--input_file={text}",
         f"--output_file={output / 'examples.tfrecord'}",
         f"--vocab_file={vocab / 'vocab.txt'}",
