@@ -53,9 +53,9 @@ from pipelines.beam.progress import (
 )
 from pipelines.beam.runner import parse_stage, stage_main
 from pipelines.bert.sentence_cuts import cut_sentence
+from pipelines.command.flags import AT_LEAST_1, ZERO_OR_MORE, option
+from pipelines.command.progress import Phase
 from pipelines.io.compressed import InputReadError, LongLine, decompressed_chunks, lines
-from pipelines.io.flags import AT_LEAST_1, ZERO_OR_MORE, option
-from pipelines.io.progress import Phase
 from pipelines.io.storage import Reader
 from pipelines.text.booktext import (
     MAX_LINE_BYTES,

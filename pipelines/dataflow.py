@@ -43,7 +43,7 @@ STAGE_ENV = "BERTKIT_STAGE"
 @dataclasses.dataclass(frozen=True)
 class TemplateStage:
     name: str
-    flags: type  # the stage's flag dataclass (pipelines.io.flags)
+    flags: type  # the stage's flag dataclass (pipelines.command.flags)
     run: Callable[[list[str] | None], int]
     description: str
 

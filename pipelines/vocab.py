@@ -89,10 +89,10 @@ from pipelines.beam.runner import (
     stage_main,
     submitted_only,
 )
-from pipelines.io.flags import AT_LEAST_1, POSITIVE, ZERO_OR_MORE, config_problem, option
+from pipelines.command.flags import AT_LEAST_1, POSITIVE, ZERO_OR_MORE, config_problem, option
+from pipelines.command.progress import Phase
 from pipelines.io.hashing import keyed_fraction
 from pipelines.io.parquet import iter_row_groups
-from pipelines.io.progress import Phase
 from pipelines.io.vocabulary import VocabError, bert_normalizer, build_tokenizer, vocab_txt_bytes
 from pipelines.text.wordpiece import WordCounter, choose_alphabet, learn_pieces
 from schemas.checks import MAX_RECORD_BYTES

@@ -45,8 +45,8 @@ from pipelines.beam.progress import (
     counting_reader,
 )
 from pipelines.beam.runner import parse_stage, stage_main
-from pipelines.io.flags import ZERO_OR_MORE, option
-from pipelines.io.progress import Phase
+from pipelines.command.flags import ZERO_OR_MORE, option
+from pipelines.command.progress import Phase
 from pipelines.text.sentences import split_paragraphs
 from pipelines.text.wikidump import (
     DumpReadError,

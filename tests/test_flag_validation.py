@@ -1,7 +1,7 @@
 """Every flag's value is checked before any work (issue 23, section 4): a count that must be
 some, a float that is nan or inf, a decay or dropout outside [0, 1), an empty path. Each is
 one line naming the flag, the value and what it must be, exit 2; nothing is read, written or
-made. The rules live beside each flag (`option(..., bounds=...)`, pipelines/io/flags.py)."""
+made. The rules live beside each flag (`option(..., bounds=...)`, pipelines/command/flags.py)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from collections.abc import Callable
 import pytest
 
 from pipelines import books, vocab, wikipedia
+from pipelines.command import flags
+from pipelines.command.flags import AT_LEAST_1, FRACTION, POSITIVE, ZERO_OR_MORE, Bounds
 from pipelines.examples import cli as examples
-from pipelines.io import flags
-from pipelines.io.flags import AT_LEAST_1, FRACTION, POSITIVE, ZERO_OR_MORE, Bounds
 from pipelines.io.vocabulary import VocabError
 from trainer import export
 from trainer.config import TrainConfig

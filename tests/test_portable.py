@@ -17,7 +17,7 @@ import pytest
 
 from bench.portable import portable_engine
 from pipelines import books, examples, vocab, wikipedia
-from pipelines.io.progress import PROGRESS_ENV, format_bytes
+from pipelines.command.progress import PROGRESS_ENV, format_bytes
 from schemas.manifest import MANIFEST_NAME
 from tests.conftest import DATA_DIR
 

@@ -20,9 +20,7 @@ from pipelines.beam.progress import (
     progress_shown,
     workers_in_this_process,
 )
-from pipelines.examples.cli import progress_phases as examples_phases
-from pipelines.examples.plan import read_documents_inputs
-from pipelines.io.progress import (
+from pipelines.command.progress import (
     PROGRESS_DIR_ENV,
     PROGRESS_ENV,
     ProgressPrinter,
@@ -36,6 +34,8 @@ from pipelines.io.progress import (
     publish_totals,
     read_totals,
 )
+from pipelines.examples.cli import progress_phases as examples_phases
+from pipelines.examples.plan import read_documents_inputs
 from schemas import ShardsManifest
 
 MIB = 1 << 20

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pipelines.io.flags import (
+from pipelines.command.flags import (
     AT_LEAST_1,
     FRACTION,
     POSITIVE,

@@ -23,10 +23,10 @@ from typing import Any, TextIO
 
 import torch
 
-# Shared with the Beam stages' progress line (pipelines/io/progress.py), so both read alike:
+# Shared with the Beam stages' progress line (pipelines/command/progress.py), so both read alike:
 # four significant digits (large rates as whole numbers), durations as H:MM:SS.
-from pipelines.io.progress import format_duration as _format_duration
-from pipelines.io.progress import format_value as _format_value
+from pipelines.command.progress import format_duration as _format_duration
+from pipelines.command.progress import format_value as _format_value
 
 __all__ = ["METRICS_FILE", "MetricsLogger", "ProgressLine", "ThroughputMeter", "peak_flops"]
 

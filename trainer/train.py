@@ -56,8 +56,8 @@ import numpy as np
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
+from pipelines.command.flags import parse_config
 from pipelines.io import storage
-from pipelines.io.flags import parse_config
 from schemas.batch import MODEL_INPUTS, BatchField
 from schemas.checkpoint import CHECKPOINT_FORMAT, CHECKPOINTS_DIR, CheckpointKey
 from trainer import distributed
@@ -625,7 +625,7 @@ def _checkpoint_payload(run: Run, rng: dict[str, Any]) -> dict[str, Any]:
 
 
 def parse_arguments(argv: list[str] | None) -> TrainConfig:
-    """TrainConfig's flags (pipelines.io.flags): `--micro-batch-size` for `micro_batch_size`."""
+    """TrainConfig's flags (pipelines.command): `--micro-batch-size` for `micro_batch_size`."""
     return parse_config(TrainConfig, argv, "bertkit train", __doc__)
 
 

@@ -31,9 +31,9 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from pipelines.beam import files
 from pipelines.beam.progress import progress_shown
 from pipelines.beam.runner import StagePaths, make_pipeline, report_submission, submitted_only
-from pipelines.io.flags import AT_LEAST_1, option
+from pipelines.command.flags import AT_LEAST_1, option
+from pipelines.command.progress import Phase
 from pipelines.io.hashing import HashingStream
-from pipelines.io.progress import Phase
 from schemas import (
     DOCUMENT_SCHEMA,
     DOCUMENTS_FILE_GLOB,

@@ -4,12 +4,12 @@ Inside a DoFn, a `StageCounters` (made in `setup()`) counts the work: input byte
 documents, examples. It adds its counts to Beam counters in the "bertkit" namespace (what
 Dataflow shows as the step's custom counters, and `PipelineResult.metrics()` returns at the
 end) at most once a second and at the end of every element, and, in a local run, writes its
-running totals to the folder the driver named (`pipelines.io.progress.publish_totals`).
+running totals to the folder the driver named (`pipelines.command.progress.publish_totals`).
 
 In the driver, `progress_shown` wraps a local run: it names that folder through the
 environment (so the `--direct_running_mode multi_processing` workers, which Beam starts with
 the driver's environment, find it too), and a thread sums the folder and prints the line
-(`pipelines.io.progress.progress_printed`). Why not poll Beam's metrics instead: the
+(`pipelines.command.progress.progress_printed`). Why not poll Beam's metrics instead: the
 FnApiRunner returns them only when the pipeline has finished (`run()` blocks until then, and
 the progress reports it can request from its workers are dropped inside the runner).
 
@@ -47,7 +47,7 @@ from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions, PortableOptions, StandardOptions
 
 from pipelines.beam.runner import is_local, submitted_only
-from pipelines.io.progress import (
+from pipelines.command.progress import (
     PROGRESS_DIR_ENV,
     Phase,
     progress_enabled,

@@ -1,6 +1,6 @@
 """Choosing and preparing the Beam runner for a bertkit stage, and its command line.
 
-- Flags: a stage's own flags come from its config dataclass (`pipelines.io.flags`);
+- Flags: a stage's own flags come from its config dataclass (`pipelines.command.flags`);
   `parse_stage` hands every other flag to Beam's PipelineOptions and refuses typos, then
   checks the flags that name paths (`StagePaths`) before any work: an --output that is a
   file or lies inside an input, an input directory that is a file, an input file that is a
@@ -54,7 +54,7 @@ from apache_beam.options.pipeline_options import (
 )
 
 from pipelines.beam import files
-from pipelines.io import flags
+from pipelines.command import flags
 
 Config = TypeVar("Config")
 
@@ -90,7 +90,7 @@ def parse_stage(
     description: str | None,
     paths: StagePaths | None = None,
 ) -> tuple[Config, PipelineOptions]:
-    """A Beam stage's command line: its config's flags (`pipelines.io.flags`), then Beam's.
+    """A Beam stage's command line: its config's flags (`pipelines.command.flags`), then Beam's.
 
     Every flag the config does not define goes to Beam's PipelineOptions (runner, workers,
     filesystems); one that Beam does not know either is a typo, refused like argparse does.

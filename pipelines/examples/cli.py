@@ -30,11 +30,11 @@ from pipelines.beam.runner import (
     stage_main,
     submitted_only,
 )
+from pipelines.command.progress import Phase
 from pipelines.examples.config import WORK_DIR, ExamplesConfig
 from pipelines.examples.manifest import build_manifest, report
 from pipelines.examples.plan import plan_layout, plan_routes, read_documents_inputs
 from pipelines.examples.transforms import CreateExamples, WriteShards
-from pipelines.io.progress import Phase
 from pipelines.io.vocabulary import Vocabulary, load_vocab
 from schemas import REJECTS_DIR, SHARDS_MANIFEST_NAME
 from schemas.shards import BLOCK_TABLE_SUFFIX

@@ -1,7 +1,7 @@
 """`bertkit examples`' one config: every flag, its type, default and help, written once.
 
 The flags are Google's `create_pretraining_data.py` names and defaults (`--max_seq_length`,
-`--dupe_factor`, …, also spelled with hyphens) plus bertkit's own; `pipelines.io.flags`
+`--dupe_factor`, …, also spelled with hyphens) plus bertkit's own; `pipelines.command.flags`
 makes the command line from this dataclass, and the shards manifest records it (all but
 `output` and `overwrite`, which say where and how to write, not what).
 """
@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 
 from pipelines.beam import files
-from pipelines.io.flags import option
+from pipelines.command.flags import option
 
 WORK_DIR = "_work"  # spill files between steps; removed when the manifest is written
 
