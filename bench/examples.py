@@ -6,8 +6,9 @@
     python -m bench.examples --sizes 12 --google-bert ~/src/bert   # with Google's script
 
 Google's rows need a checkout of google-research/bert (`git clone
-https://github.com/google-research/bert DIR`; the figures in docs/benchmarks.md were measured
-at its commit eedf571): --google-bert DIR runs its create_pretraining_data.py from there.
+https://github.com/google-research/bert DIR && git -C DIR checkout d452612`, the commit the
+figures in docs/benchmarks.md were measured at): --google-bert DIR runs its
+create_pretraining_data.py from there, and the results record the commit.
 Without it the benchmark runs bertkit's rows and says how to add Google's.
 
 Run from the repository root. Inputs: the real sample's documents (97 Wikipedia articles + 4
