@@ -1,5 +1,8 @@
 """`python -m bertkit COMMAND …`: the `bertkit` command without the console script."""
 
+import sys
+
 from bertkit.cli import main
 
+sys.argv[0] = "bertkit"  # usage lines read as the console script's do
 main()
