@@ -258,3 +258,25 @@ def test_the_trainer_export_and_io_never_load_beam() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
     )
     assert result.stdout.strip() == "0 []"
+
+
+def test_nothing_the_trainer_imports_loads_beam() -> None:
+    """Every trainer/ module and every Beam-free layer, imported in one process: whatever
+    they import in turn (pipelines.io, pipelines.command, their own imports) loads no Beam."""
+    modules = [
+        module
+        for module, _ in project_modules()
+        if any(within(module, layer) for layer in ("trainer", *BEAM_FREE))
+    ]
+    code = (
+        "import importlib, sys\n"
+        f"for module in {modules!r}:\n"
+        "    importlib.import_module(module)\n"
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] == 'apache_beam')\n"
+        "print(len(loaded), loaded[:3])\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    assert "trainer.train" in modules and "pipelines.command.progress" in modules
+    assert result.stdout.strip() == "0 []"
