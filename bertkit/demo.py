@@ -101,13 +101,13 @@ def run(argv: list[str] | None = None) -> int:
 
 
 def _train(shards_dir: Path, run_dir: Path, steps: int) -> int:
-    """A tiny BERT (2 layers, 128 wide) on 2 cores: ~240 sequences/s, ~3 min for 1,200 steps.
+    """A tiny BERT (2 layers, 128 wide) on the CPU; its speed and the loader's are in
+    docs/benchmarks.md (`python -m bench.train_step`, `python -m bench.loader`).
 
-    Tuned for a short run on 40,000 examples (measured on the sample): lr 1e-3 leaves the
-    unigram plateau by step 300, where 5e-3 stays on it (always ","); no dropout, since the
-    run sees each example about once; no loader worker, since the loader (~95,000
-    samples/s) needs under 1 % of a core here and a worker process would take one of the
-    two cores from the model.
+    Tuned for a short run on the sample's 40,685 examples: lr 1e-3 leaves the unigram plateau
+    within the run, where 5e-3 stays on it (always ","); no dropout, since the run sees each
+    example about once; no loader worker, since the loader needs a small share of a core and
+    a worker process would take a core from the model.
     """
     from trainer import train  # lazily: torch is the `train` extra
 
