@@ -12,7 +12,7 @@ STAGE …` = `bertkit STAGE …`), so a kill takes its Beam or loader workers wi
 - **kill -9, stages** (wikipedia, books, vocab, examples, and examples on two Beam worker
   processes): an undisturbed reference run writes OUT/<row>/out; then the same command in
   the same directory is SIGKILLed right before each of the renames that publish its files
-  (bench.killpoint; in-process runs only), and --kills times (its whole process group)
+  (tests.support.killpoint; in-process runs only), and --kills times (its whole process group)
   after a seeded random delay between 30 % and 100 % of the reference's time. Every file
   the killed run left under a name the reference has must already hold the reference's
   bytes (files are written under a temporary name and renamed, or not at all).
@@ -32,7 +32,7 @@ STAGE …` = `bertkit STAGE …`), so a kill takes its Beam or loader workers wi
   docstring says readers keep) the same values but the throughput figures. A killed
   checkpoint write's `checkpoints/.tmp-*` left after the rerun would be noted (below the
   table); --resume deletes them, so none should be.
-- **object storage** (moto's S3 server on loopback behind bench.faultproxy): `bertkit
+- **object storage** (moto's S3 server on loopback behind tests.support.faultproxy): `bertkit
   examples` and `bertkit wikipedia` read from and write to s3:// while --rate of the
   requests meet a 503, a 500, a connection reset mid-request, a write done but its answer
   dropped, or an answer cut mid-body; the objects must be those of a fault-free run at the
@@ -56,68 +56,35 @@ import random
 import shutil
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from bench.faults_runs import (
-    Finished,
-    Inputs,
-    Snapshot,
-    Tally,
-    command,
-    killpoint_command,
-    prepare_inputs,
-    reference_run,
-    run_and_kill,
-    run_to_end,
-    snapshot,
-    stage_argv,
-)
-from bench.faults_s3 import (
-    s3_outage_campaign,
-    s3_server,
-    s3_stage_campaign,
-    s3_training_campaign,
-    upload_inputs,
-)
-from bench.faults_training import training_campaign
 from bench.measure import (
     DEFAULT_WORKDIR,
     argument_parser,
     print_table,
     write_results,
 )
+from tests.support.faults_runs import (
+    Inputs,
+    Tally,
+    kill_stage,
+    prepare_inputs,
+    reference_run,
+    snapshot,
+    stage_argv,
+)
+from tests.support.faults_s3 import (
+    s3_outage_campaign,
+    s3_server,
+    s3_stage_campaign,
+    s3_training_campaign,
+    upload_inputs,
+)
+from tests.support.faults_training import training_campaign
 
 # --- Stages under kill -9 --------------------------------------------------------------------
-
-
-def kill_stage(
-    tally: Tally,
-    argv: list[str],
-    output: Path,
-    reference: Snapshot,
-    after_s: float | None = None,
-    when: Callable[[], bool] | None = None,
-    fresh: bool = True,
-    before_rename: int | None = None,
-) -> tuple[Finished, Snapshot, Finished]:
-    """One trial: the command killed (in an empty `output` when `fresh`) after `after_s`,
-    when `when()`, or right before its `before_rename`-th rename; what it left checked
-    (returned); the same command rerun, and its output compared with `reference`."""
-    if fresh:
-        shutil.rmtree(output, ignore_errors=True)
-    where = f"{tally.row} kill {tally.runs + 1}"
-    cmd = command(argv) if before_rename is None else killpoint_command(argv, before_rename)
-    killed = run_and_kill(cmd, after_s=after_s, when=when)
-    tally.count_kill(killed, where)
-    left = snapshot(output)
-    tally.check_left_behind(reference, left, where)
-    rerun = run_to_end(command(argv))
-    if tally.rerun_ok(rerun, where) and tally.compare_trees(reference, snapshot(output), where):
-        tally.recovered += 1
-    return killed, left, rerun
 
 
 def stage_campaign(

@@ -19,10 +19,10 @@ table shows the medians. The rows:
                    checked before its samples are used, drop_last): what `bertkit train` runs
                    per loader worker
   bertkit …, 1.x    the same rows on the same samples in the 1.x layout (one tar member per
-                   sample, bench/legacy_shards.py), side by side: what the compact 2.0 layout
-                   (one member per block of 512) changes
+                   sample, tests/support/legacy_shards.py), side by side: what the compact
+                   2.0 layout (one member per block of 512) changes
   bertkit S3       the same shards (manifest included) uploaded to moto's S3 server on
-                   loopback (bench.s3server, `python -m moto.server`, started here), read as
+                   loopback (tests.support.s3server, `python -m moto.server`, started here), read as
                    open_source("s3://BUCKET/shards") through smart_open and boto3. The server
                    is another process on the same cores: its CPU-s is shown apart and is not
                    in the loader's figure (on real S3 it runs on someone else's machines), but
@@ -65,7 +65,6 @@ import numpy as np
 import torch
 
 from bench import measure
-from bench.legacy_shards import write_legacy_copy
 from bench.measure import (
     CLOCK_TICKS,
     DEMO_OUTPUT,
@@ -74,10 +73,11 @@ from bench.measure import (
     read_proc_stat,
     verdict_word,
 )
-from bench.s3server import client_environment, start_s3_server, stop_server
 from pipelines.io.shards import iter_tar_samples
 from schemas.batch import IGNORE_INDEX, PAD_MULTIPLE, BatchField
 from schemas.examples import SAMPLES_MEMBER, PretrainingExample, sample_key, unpack_samples
+from tests.support.legacy_shards import write_legacy_copy
+from tests.support.s3server import client_environment, start_s3_server, stop_server
 from trainer.data import DataPosition, DataSource, LoaderConfig, PretrainingLoader, open_source
 
 DEFAULT_SHARDS = DEMO_OUTPUT / "shards"

@@ -8,9 +8,13 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.portability.fn_api_runner import fn_runner
 from apache_beam.testing.test_pipeline import TestPipeline
 
-from bench.s3server import start_s3_server, stop_server
-
-DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+from tests.support.s3server import start_s3_server, stop_server
+from tests.support.sample import (  # noqa: F401 (session fixtures, shared with bench/tests)
+    DATA_DIR,
+    sample_documents,
+    sample_shards,
+    sample_vocab,
+)
 
 
 def pytest_collection_modifyitems(config, items) -> None:
@@ -39,48 +43,6 @@ def test_pipeline() -> TestPipeline:
     # Beam's default DirectRunner tries to download the Prism binary first; FnApiRunner is
     # what bertkit runs locally.
     return TestPipeline(runner=fn_runner.FnApiRunner(), options=PipelineOptions([]))
-
-
-@pytest.fixture(scope="session")
-def sample_documents(tmp_path_factory) -> tuple[Path, Path]:
-    """The real sample extracted once per session: (wikipedia documents, books documents)."""
-    from pipelines import books, wikipedia
-
-    root = tmp_path_factory.mktemp("sample-documents")
-    wiki, book = root / "wikipedia", root / "books"
-    (dump,) = (DATA_DIR / "wikipedia").glob("*.xml.bz2")
-    assert wikipedia.run(["--input", str(dump), "--output", str(wiki)]) == 0
-    assert books.run(["--input", str(DATA_DIR / "books" / "*.txt"), "--output", str(book)]) == 0
-    return wiki, book
-
-
-@pytest.fixture(scope="session")
-def sample_vocab(tmp_path_factory, sample_documents) -> Path:
-    """An 8,000-token uncased vocabulary trained on the real sample, once per session."""
-    from pipelines import vocab
-
-    output = tmp_path_factory.mktemp("sample-vocab") / "vocab"
-    documents = [str(d) for d in sample_documents]
-    assert (
-        vocab.run(["--documents", *documents, "--output", str(output), "--vocab-size", "8000"]) == 0
-    )
-    return output
-
-
-@pytest.fixture(scope="session")
-def sample_shards(tmp_path_factory, sample_documents, sample_vocab) -> Path:
-    """The real sample's examples at 128 (dupe factor 2, 5 % held out), once per session:
-    ~16,000 train and ~600 held-out examples in shards of 2,000."""
-    from pipelines import examples
-
-    output = tmp_path_factory.mktemp("sample-shards") / "shards"
-    documents = [str(d) for d in sample_documents]
-    assert examples.run(
-        ["--documents", *documents, "--vocab", str(sample_vocab), "--output", str(output),
-         "--max-seq-length", "128", "--dupe-factor", "2", "--heldout-fraction", "0.05",
-         "--samples-per-shard", "2000"]
-    ) == 0  # fmt: skip
-    return output
 
 
 class S3Server(NamedTuple):

@@ -610,7 +610,7 @@ def test_the_loader_refuses_a_sample_outside_the_manifests_vocabulary(tmp_path):
 
 def test_shards_in_the_1x_layout_are_still_read(tmp_path):
     """A 1.1 manifest over shards of one tar member per sample gives the same batches."""
-    from bench.legacy_shards import write_legacy_copy
+    from tests.support.legacy_shards import write_legacy_copy
 
     shards_dir = write_uneven_shards(tmp_path)
     legacy = write_legacy_copy(shards_dir, tmp_path / "legacy")

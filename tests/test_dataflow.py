@@ -52,10 +52,10 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.portability.api import beam_runner_api_pb2
 
-from bench.gcsserver import gcs_emulator
 from pipelines import books, examples, vocab, wikipedia
 from pipelines.beam.runner import report_submission
 from tests.conftest import DATA_DIR
+from tests.support.gcsserver import gcs_emulator
 
 BUCKET = "staging"
 IMAGE = "us-central1-docker.pkg.dev/my-project/bertkit/bertkit:0.1.0"

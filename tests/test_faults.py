@@ -1,11 +1,11 @@
 """The fault suite: kill -9 and object-store errors; nothing good lost, reruns byte-identical.
 
 Real commands in child processes (`python -m bertkit STAGE …`), killed with SIGKILL
-(their whole process group), and moto's S3 server behind bench.faultproxy, which breaks a
-seeded share of the requests (503, 500, a reset mid-request, a write done but unanswered,
-an answer cut mid-body). The machinery is bench.faults (whose `python -m bench.faults` runs
-the longer randomized campaign) and bench.killpoint (a kill right before the N-th rename,
-where a timed kill lands only by luck). The default run: examples killed mid-publication
+(their whole process group), and moto's S3 server behind tests.support.faultproxy, which
+breaks a seeded share of the requests (503, 500, a reset mid-request, a write done but
+unanswered, an answer cut mid-body). The machinery is tests.support.faults_* (which `python -m
+bench.faults` runs as the longer randomized campaign) and tests.support.killpoint (a kill
+right before the N-th rename, where a timed kill lands only by luck). The default run: examples killed mid-publication
 and rerun, training killed between a checkpoint's write and its rename and resumed, and
 wikipedia reading its dump from and writing its documents to S3 through faults. `-m slow`:
 every stage killed before each of its renames, kills at seeded random delays (Beam on two
@@ -21,22 +21,20 @@ import random
 
 import pytest
 
-from bench.faultproxy import FaultProxy
-from bench.faults import (
-    kill_stage,
-)
-from bench.faults_runs import (
+from tests.support.faultproxy import FaultProxy
+from tests.support.faults_runs import (
     Inputs,
     Tally,
     child_environment,
     command,
+    kill_stage,
     reference_run,
     run_to_end,
     snapshot,
     stage_argv,
     train_argv,
 )
-from bench.faults_s3 import (
+from tests.support.faults_s3 import (
     S3,
     S3_TRAIN_FIELDS,
     RemoteInputs,
@@ -47,13 +45,13 @@ from bench.faults_s3 import (
     s3_stage_argv,
     upload_inputs,
 )
-from bench.faults_training import (
+from tests.support.faults_training import (
     RESUME_FIELDS,
     TrainingReference,
     compare_training,
     kill_training,
 )
-from bench.s3server import client_environment
+from tests.support.s3server import client_environment
 
 SHARD_NAMES = [
     "seq128/heldout/shard-000000.tar",

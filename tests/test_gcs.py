@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from bench.gcsserver import gcs_emulator
 from pipelines import books, examples, vocab, wikipedia
 from pipelines.beam.documents import read_manifest
 from pipelines.inspect import cli as inspect_cli
@@ -24,6 +23,7 @@ from schemas import ShardsManifest
 from schemas.shards import block_table_path
 from schemas.vocab import TOKENIZER_FILE, VOCAB_FILE, VOCAB_METADATA_FILE
 from tests.conftest import DATA_DIR
+from tests.support.gcsserver import gcs_emulator
 from trainer.data import DataPosition, LoaderConfig, PretrainingLoader, open_source
 
 BUCKET = "corpus"

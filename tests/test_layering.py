@@ -3,15 +3,13 @@
     bertkit/                         the application (the `bertkit` command, the demo):
                                      schemas/, pipelines/ and trainer/, the only code that
                                      imports both of the last two
-    trainer/                         schemas, pipelines/io and pipelines/command only; never
-                                     Apache Beam
+    trainer/                         schemas and pipelines/io only; never Apache Beam
     pipelines/ (the rest)            anything in pipelines/ and schemas/
     pipelines/text/, pipelines/bert/ schemas, pipelines/io and themselves; never Apache Beam
-    pipelines/command/               (flags from a config, the progress line) schemas,
-                                     pipelines/io and itself; never Apache Beam
     pipelines/io/                    schemas and itself; never Apache Beam
     schemas/                         imports nothing of the project
-    bench/                           anything but tests/
+    bench/                           anything; of tests/, only tests/support (the loopback
+                                     servers and the fault machinery the tests use too)
 
 Lower never imports higher, with no exception: nothing below bertkit/ imports it, pipelines/
 never imports trainer/, and no product code (schemas, pipelines, trainer, bertkit) imports
@@ -31,7 +29,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = ("schemas", "pipelines", "trainer", "bertkit", "bench", "tests")
 PRODUCT = ("schemas", "pipelines", "trainer", "bertkit")  # what the wheel ships
-BEAM_FREE = ("pipelines.io", "pipelines.command", "pipelines.text", "pipelines.bert")
+BEAM_FREE = ("pipelines.io", "pipelines.text", "pipelines.bert")
 
 
 def module_name(path: Path) -> str:
@@ -77,11 +75,9 @@ def violations(module: str, imports: list[str]) -> list[str]:
                 problems.append(f"{module} imports {name}: this layer is Beam-free")
             elif ours and not any(within(name, layer) for layer in allowed):
                 problems.append(f"{module} imports {name}: below the Beam stages")
-        trainer_may = ("schemas", "trainer", "pipelines.io", "pipelines.command")
+        trainer_may = ("schemas", "trainer", "pipelines.io")
         if within(module, "trainer") and ours and not any(within(name, t) for t in trainer_may):
-            problems.append(
-                f"{module} imports {name}: trainer/ imports schemas, pipelines.io, pipelines.command"
-            )
+            problems.append(f"{module} imports {name}: trainer/ imports schemas, pipelines.io")
         if within(module, "trainer") and within(name, "apache_beam"):
             problems.append(f"{module} imports {name}: the trainer never loads Beam")
         if within(module, "pipelines") and within(name, "trainer"):
@@ -92,9 +88,11 @@ def violations(module: str, imports: list[str]) -> list[str]:
         product = any(within(module, layer) for layer in PRODUCT)
         if product and within(name, "bench"):
             problems.append(f"{module} imports {name}: the product never imports bench/")
-        if within(module, "bench") and within(name, "tests"):
-            problems.append(f"{module} imports {name}: bench/ must not import tests/")
-        if not within(module, "tests") and ours and within(name, "tests"):
+        support = within(name, "tests.support")
+        if within(module, "bench") and within(name, "tests") and not support:
+            problems.append(f"{module} imports {name}: bench/ imports tests/support only")
+        bench_support = within(module, "bench") and support
+        if not within(module, "tests") and ours and within(name, "tests") and not bench_support:
             problems.append(f"{module} imports {name}: nothing imports tests/")
     return problems
 
@@ -118,14 +116,13 @@ def test_every_module_keeps_to_its_layer() -> None:
 
 def test_the_folders_are_the_layers() -> None:
     modules = {module for module, _ in project_modules()}
-    layers = ("pipelines.io", "pipelines.command", "pipelines.text", "pipelines.bert",
-              "pipelines.beam")  # fmt: skip
-    for layer in (*layers, "bertkit"):
+    for layer in ("pipelines.io", "pipelines.text", "pipelines.bert", "pipelines.beam", "bertkit"):
         assert layer in modules, f"{layer}/ is missing its __init__.py"
     flat = {m for m in modules if m.count(".") == 1 and m.startswith("pipelines.")}
     stages = {"pipelines.wikipedia", "pipelines.books", "pipelines.vocab", "pipelines.examples",
               "pipelines.inspect", "pipelines.dataflow"}  # fmt: skip
-    assert flat - set(layers) == stages
+    assert flat - {f"{layer}" for layer in ("pipelines.io", "pipelines.text", "pipelines.bert",
+                                             "pipelines.beam")} == stages  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -138,23 +135,10 @@ def test_the_folders_are_the_layers() -> None:
         ),
         ("schemas.x", "import numpy\nfrom schemas.vocab import VOCAB_FILE", []),
         ("trainer.data", "from pipelines.io.shards import check_shard", []),
-        ("trainer.train", "from pipelines.command.flags import parse_config", []),
-        (
-            "pipelines.command.progress",
-            "import apache_beam.metrics",
-            ["pipelines.command.progress imports apache_beam.metrics: this layer is Beam-free"],
-        ),
-        (
-            "pipelines.command.flags",
-            "from pipelines.beam.runner import parse_stage",
-            [
-                "pipelines.command.flags imports pipelines.beam.runner.parse_stage: below the Beam stages"
-            ],
-        ),
         (
             "trainer.data",
             "def f():\n    from pipelines.bert import draws",
-            ["trainer.data imports pipelines.bert.draws: trainer/ imports schemas, pipelines.io, pipelines.command"],
+            ["trainer.data imports pipelines.bert.draws: trainer/ imports schemas, pipelines.io"],
         ),
         (
             "trainer.export",
@@ -192,7 +176,7 @@ def test_the_folders_are_the_layers() -> None:
             "trainer.train",
             "from bertkit import demo",
             [
-                "trainer.train imports bertkit.demo: trainer/ imports schemas, pipelines.io, pipelines.command",
+                "trainer.train imports bertkit.demo: trainer/ imports schemas, pipelines.io",
                 "trainer.train imports bertkit.demo: nothing below bertkit/ imports it",
             ],
         ),
@@ -223,9 +207,15 @@ def test_the_folders_are_the_layers() -> None:
             "bench.loader",
             "from tests.s3server import start_s3_server",
             [
-                "bench.loader imports tests.s3server.start_s3_server: bench/ must not import tests/",
+                "bench.loader imports tests.s3server.start_s3_server: bench/ imports tests/support only",
                 "bench.loader imports tests.s3server.start_s3_server: nothing imports tests/",
             ],
+        ),
+        ("bench.loader", "from tests.support.s3server import start_s3_server", []),
+        (
+            "pipelines.vocab",
+            "from tests.support.s3server import start_s3_server",
+            ["pipelines.vocab imports tests.support.s3server.start_s3_server: nothing imports tests/"],
         ),
     ],
 )
@@ -247,8 +237,7 @@ def test_the_trainer_export_and_io_never_load_beam() -> None:
         "import sys\n"
         "import trainer.export, trainer.data, trainer.train, trainer.evaluate\n"
         "import pipelines.io.storage, pipelines.io.shards, pipelines.io.vocabulary\n"
-        "import pipelines.io.retry, pipelines.io.compressed\n"
-        "import pipelines.command.flags, pipelines.command.progress\n"
+        "import pipelines.io.retry, pipelines.io.compressed, pipelines.io.flags\n"
         "import pipelines.text.wikidump, pipelines.text.wikitext, pipelines.text.booktext\n"
         "import pipelines.bert.pairs, pipelines.bert.masking\n"
         "loaded = sorted(m for m in sys.modules if m.split('.')[0] == 'apache_beam')\n"
@@ -257,26 +246,4 @@ def test_the_trainer_export_and_io_never_load_beam() -> None:
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
     )
-    assert result.stdout.strip() == "0 []"
-
-
-def test_nothing_the_trainer_imports_loads_beam() -> None:
-    """Every trainer/ module and every Beam-free layer, imported in one process: whatever
-    they import in turn (pipelines.io, pipelines.command, their own imports) loads no Beam."""
-    modules = [
-        module
-        for module, _ in project_modules()
-        if any(within(module, layer) for layer in ("trainer", *BEAM_FREE))
-    ]
-    code = (
-        "import importlib, sys\n"
-        f"for module in {modules!r}:\n"
-        "    importlib.import_module(module)\n"
-        "loaded = sorted(m for m in sys.modules if m.split('.')[0] == 'apache_beam')\n"
-        "print(len(loaded), loaded[:3])\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
-    )
-    assert "trainer.train" in modules and "pipelines.command.progress" in modules
     assert result.stdout.strip() == "0 []"

@@ -1,5 +1,5 @@
 """The Beam stages on a cluster-shaped engine: Beam's portable job service and a separate
-external worker pool, each its own process on loopback (bench/portable.py). The documents
+external worker pool, each its own process on loopback (tests/support/portable.py). The documents
 and shards are byte-identical to the in-process run of the same flags (conftest's sample
 fixtures): this is how to check a change before paying for Dataflow. A launch with
 --no_wait_until_finish returns at submission with the job's id; the job then finishes on
@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from bench.portable import portable_engine
 from pipelines import books, examples, vocab, wikipedia
-from pipelines.command.progress import PROGRESS_ENV, format_bytes
+from pipelines.io.progress import PROGRESS_ENV, format_bytes
 from schemas.manifest import MANIFEST_NAME
 from tests.conftest import DATA_DIR
+from tests.support.portable import portable_engine
 
 # The flags of conftest's sample_shards.
 EXAMPLE_FLAGS = ["--max-seq-length", "128", "--dupe-factor", "2", "--heldout-fraction", "0.05",

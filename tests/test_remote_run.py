@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from bench.gcsserver import gcs_emulator
-from bench.s3server import client_environment
 from bertkit import cli
 from pipelines.io import objects
+from tests.support.gcsserver import gcs_emulator
+from tests.support.s3server import client_environment
 from tests.test_train import TINY, free_port, metrics
 from trainer import train
 from trainer.export import CONFIG_FILE, WEIGHTS_FILE, ExportError, export_hf

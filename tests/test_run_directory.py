@@ -227,7 +227,7 @@ def test_the_lock_on_object_storage_is_exclusive_and_a_stale_one_is_taken_over(
 def test_a_damaged_checkpoint_on_gcs_is_named_by_its_url_not_the_staging_folder(
     sample_shards, capsys
 ):
-    from bench.gcsserver import gcs_emulator
+    from tests.support.gcsserver import gcs_emulator
 
     common = ["--shards", str(sample_shards), "--max-steps", "4", *STEPS]
     with gcs_emulator(BUCKET) as client:

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from bench.s3server import free_port
 from schemas.checkpoint import LATEST_FILE, CheckpointKey
+from tests.support.s3server import free_port
 from tests.test_data import write_uneven_shards
 from trainer import train
 from trainer.checkpoint import latest_checkpoint

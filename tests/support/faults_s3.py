@@ -1,5 +1,5 @@
 """Object storage under faults, for the fault campaign (bench/faults.py): moto's S3 server
-behind bench.faultproxy, the stages and the trainer reading and writing through it, an
+behind tests.support.faultproxy, the stages and the trainer reading and writing through it, an
 outage and its rerun, each compared with a fault-free run. Not a command.
 """
 
@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.faultproxy import FaultProxy
-from bench.faults_runs import (
+from tests.support.faultproxy import FaultProxy
+from tests.support.faults_runs import (
     DUMP_GLOB,
     EXAMPLES_FLAGS,
     Finished,
@@ -28,8 +28,8 @@ from bench.faults_runs import (
     run_to_end,
     train_argv,
 )
-from bench.faults_training import TrainingReference, compare_training
-from bench.s3server import client_environment, start_s3_server, stop_server
+from tests.support.faults_training import TrainingReference, compare_training
+from tests.support.s3server import client_environment, start_s3_server, stop_server
 
 TRAIN_READ_RATE = 0.5  # the least share of the trainer's S3 requests broken
 S3_BUCKET = "faults"

@@ -1,26 +1,37 @@
-"""The pieces every row of the fault campaign (bench/faults.py) uses: the sample's inputs and
-the commands run on them, running a command to its end or killing it (after a delay, or right
-before its N-th rename: bench/killpoint.py), and comparing what a run left with an undisturbed
-run's, file by file (`Tally` counts it all). Not a command.
+"""The pieces every case of the fault suite (tests/test_faults.py) and every row of the fault
+campaign (bench/faults.py) use: the sample's inputs and the commands run on them, running a
+command to its end or killing it (after a delay, or right before its N-th rename:
+tests/support/killpoint.py), and comparing what a run left with an undisturbed run's, file
+by file (`Tally` counts it all). Not a command.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.measure import (
-    REPO_ROOT,
-    kill_process_group,
-    repo_python,
-)
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def repo_python() -> str:
+    """bertkit runs with the project's own venv, wherever the campaign is launched from."""
+    venv_python = REPO_ROOT / ".venv" / "bin" / "python"
+    return str(venv_python) if venv_python.exists() else sys.executable
+
+
+def kill_process_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+
 
 DUMP_GLOB = str(REPO_ROOT / "data" / "wikipedia" / "*.xml.bz2")
 BOOKS_GLOB = str(REPO_ROOT / "data" / "books" / "*.txt")
@@ -226,8 +237,8 @@ def _wait_for_group_gone(pgid: int, timeout_s: float = 30) -> None:
 
 
 def killpoint_command(argv: list[str], before_rename: int) -> list[str]:
-    """`bertkit ARGV`, SIGKILLed right before its N-th rename (bench.killpoint); 0: never."""
-    return [repo_python(), "-m", "bench.killpoint", str(before_rename), "--", *argv]
+    """`bertkit ARGV`, SIGKILLed right before its N-th rename (tests/support/killpoint.py); 0: never."""
+    return [repo_python(), "-m", "tests.support.killpoint", str(before_rename), "--", *argv]
 
 
 def reference_run(argv: list[str], env: dict[str, str] | None = None) -> tuple[Finished, int]:
@@ -315,3 +326,30 @@ class Tally:
                 self.mismatches.append(message.format(name))
                 ok = False
         return ok
+
+
+def kill_stage(
+    tally: Tally,
+    argv: list[str],
+    output: Path,
+    reference: Snapshot,
+    after_s: float | None = None,
+    when: Callable[[], bool] | None = None,
+    fresh: bool = True,
+    before_rename: int | None = None,
+) -> tuple[Finished, Snapshot, Finished]:
+    """One trial: the command killed (in an empty `output` when `fresh`) after `after_s`,
+    when `when()`, or right before its `before_rename`-th rename; what it left checked
+    (returned); the same command rerun, and its output compared with `reference`."""
+    if fresh:
+        shutil.rmtree(output, ignore_errors=True)
+    where = f"{tally.row} kill {tally.runs + 1}"
+    cmd = command(argv) if before_rename is None else killpoint_command(argv, before_rename)
+    killed = run_and_kill(cmd, after_s=after_s, when=when)
+    tally.count_kill(killed, where)
+    left = snapshot(output)
+    tally.check_left_behind(reference, left, where)
+    rerun = run_to_end(command(argv))
+    if tally.rerun_ok(rerun, where) and tally.compare_trees(reference, snapshot(output), where):
+        tally.recovered += 1
+    return killed, left, rerun

@@ -1,6 +1,6 @@
 """An HTTP proxy on loopback that breaks a seeded share of the requests it passes on.
 
-Put it in front of the moto S3 server (bench.s3server) and point a client at it instead
+Put it in front of the moto S3 server (tests.support.s3server) and point a client at it instead
 (`--s3_endpoint_url` for a Beam stage, `AWS_ENDPOINT_URL` for the trainer and smart_open):
 every request, reads and writes alike (GET with a range, HEAD, LIST, PUT, the multipart
 calls, copy, delete), is forwarded to the server, except that a request drawn by the seeded
@@ -56,7 +56,7 @@ _HOP_BY_HOP = {
 }
 _ERROR_BODY = (
     '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code>'
-    "<Message>injected by bench.faultproxy</Message><RequestId>fault</RequestId></Error>"
+    "<Message>injected by tests.support.faultproxy</Message><RequestId>fault</RequestId></Error>"
 )
 _ERRORS = {
     "503": ("503 Slow Down", "SlowDown"),

@@ -1,7 +1,7 @@
 """Run a bertkit command and SIGKILL it at an exact point: right before its N-th rename.
 
-    python -m bench.killpoint 3 -- examples --documents … --output …   # = bertkit examples …
-    python -m bench.killpoint 0 -- vocab …     # no kill: prints the number of renames at exit
+    python -m tests.support.killpoint 3 -- examples --documents … --output …   # = bertkit examples …
+    python -m tests.support.killpoint 0 -- vocab …     # no kill: prints the number of renames at exit
 
 Everything bertkit publishes is written under a temporary name, then renamed: a stage's
 documents, shards, vocabulary files and manifests through Beam's `FileSystems.rename`
@@ -27,7 +27,7 @@ import sys
 
 def main() -> None:
     if len(sys.argv) < 3 or sys.argv[2] != "--":
-        sys.exit("usage: python -m bench.killpoint N -- BERTKIT_COMMAND [flags]")
+        sys.exit("usage: python -m tests.support.killpoint N -- BERTKIT_COMMAND [flags]")
     kill_at = int(sys.argv[1])
     renames = 0
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.faults_runs import (
+from tests.support.faults_runs import (
     Finished,
     Inputs,
     Tally,

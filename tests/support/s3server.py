@@ -1,8 +1,8 @@
 """A real S3 endpoint for benchmarks and tests: moto's server on loopback, in its own process.
 
 bench.loader reads shards from it (the "bertkit S3" row), and the tests' s3_server fixture
-(tests/conftest.py) starts it once per session: bench owns it because tests may import bench,
-but bench never imports tests. Not a command of its own.
+(tests/conftest.py) starts it once per session: tests/support owns it because bench may
+import tests/support, but no test imports bench. Not a command of its own.
 """
 
 from __future__ import annotations

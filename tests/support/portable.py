@@ -21,7 +21,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from bench.s3server import await_server, free_port, stop_server
+from tests.support.s3server import await_server, free_port, stop_server
 
 
 def _listening(port: int) -> None:

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from bench.s3server import await_server, free_port, stop_server
+from tests.support.s3server import await_server, free_port, stop_server
 
 __all__ = ["client_environment", "gcs_emulator", "start_gcs_server", "stop_server"]
 
