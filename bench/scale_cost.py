@@ -1,7 +1,7 @@
 """bench.scale's cost model: the measured per-stage figures projected onto a full English
 Wikipedia + BookCorpus-sized run on Dataflow (vCPU-hours, list-price cost, wall time at a
 given number of vCPUs, every serial step included). Pure arithmetic on the figures
-bench.scale measured; tests/test_bench_scale.py checks it on literal numbers. Not a command.
+bench.scale measured; bench/tests/test_scale.py checks it on literal numbers. Not a command.
 """
 
 from __future__ import annotations
