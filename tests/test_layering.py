@@ -3,9 +3,12 @@
     bertkit/                         the application (the `bertkit` command, the demo):
                                      schemas/, pipelines/ and trainer/, the only code that
                                      imports both of the last two
-    trainer/                         schemas and pipelines/io only; never Apache Beam
+    trainer/                         schemas, pipelines/io and pipelines/command only; never
+                                     Apache Beam
     pipelines/ (the rest)            anything in pipelines/ and schemas/
     pipelines/text/, pipelines/bert/ schemas, pipelines/io and themselves; never Apache Beam
+    pipelines/command/               (flags from a config, the progress line) schemas,
+                                     pipelines/io and itself; never Apache Beam
     pipelines/io/                    schemas and itself; never Apache Beam
     schemas/                         imports nothing of the project
     bench/                           anything; of tests/, only tests/support (the loopback
@@ -29,7 +32,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = ("schemas", "pipelines", "trainer", "bertkit", "bench", "tests")
 PRODUCT = ("schemas", "pipelines", "trainer", "bertkit")  # what the wheel ships
-BEAM_FREE = ("pipelines.io", "pipelines.text", "pipelines.bert")
+BEAM_FREE = ("pipelines.io", "pipelines.command", "pipelines.text", "pipelines.bert")
 
 
 def module_name(path: Path) -> str:
@@ -75,9 +78,11 @@ def violations(module: str, imports: list[str]) -> list[str]:
                 problems.append(f"{module} imports {name}: this layer is Beam-free")
             elif ours and not any(within(name, layer) for layer in allowed):
                 problems.append(f"{module} imports {name}: below the Beam stages")
-        trainer_may = ("schemas", "trainer", "pipelines.io")
+        trainer_may = ("schemas", "trainer", "pipelines.io", "pipelines.command")
         if within(module, "trainer") and ours and not any(within(name, t) for t in trainer_may):
-            problems.append(f"{module} imports {name}: trainer/ imports schemas, pipelines.io")
+            problems.append(
+                f"{module} imports {name}: trainer/ imports schemas, pipelines.io, pipelines.command"
+            )
         if within(module, "trainer") and within(name, "apache_beam"):
             problems.append(f"{module} imports {name}: the trainer never loads Beam")
         if within(module, "pipelines") and within(name, "trainer"):
@@ -116,13 +121,14 @@ def test_every_module_keeps_to_its_layer() -> None:
 
 def test_the_folders_are_the_layers() -> None:
     modules = {module for module, _ in project_modules()}
-    for layer in ("pipelines.io", "pipelines.text", "pipelines.bert", "pipelines.beam", "bertkit"):
+    layers = ("pipelines.io", "pipelines.command", "pipelines.text", "pipelines.bert",
+              "pipelines.beam")  # fmt: skip
+    for layer in (*layers, "bertkit"):
         assert layer in modules, f"{layer}/ is missing its __init__.py"
     flat = {m for m in modules if m.count(".") == 1 and m.startswith("pipelines.")}
     stages = {"pipelines.wikipedia", "pipelines.books", "pipelines.vocab", "pipelines.examples",
               "pipelines.inspect", "pipelines.dataflow"}  # fmt: skip
-    assert flat - {f"{layer}" for layer in ("pipelines.io", "pipelines.text", "pipelines.bert",
-                                             "pipelines.beam")} == stages  # fmt: skip
+    assert flat - set(layers) == stages
 
 
 @pytest.mark.parametrize(
@@ -135,10 +141,23 @@ def test_the_folders_are_the_layers() -> None:
         ),
         ("schemas.x", "import numpy\nfrom schemas.vocab import VOCAB_FILE", []),
         ("trainer.data", "from pipelines.io.shards import check_shard", []),
+        ("trainer.train", "from pipelines.command.flags import parse_config", []),
+        (
+            "pipelines.command.progress",
+            "import apache_beam.metrics",
+            ["pipelines.command.progress imports apache_beam.metrics: this layer is Beam-free"],
+        ),
+        (
+            "pipelines.command.flags",
+            "from pipelines.beam.runner import parse_stage",
+            [
+                "pipelines.command.flags imports pipelines.beam.runner.parse_stage: below the Beam stages"
+            ],
+        ),
         (
             "trainer.data",
             "def f():\n    from pipelines.bert import draws",
-            ["trainer.data imports pipelines.bert.draws: trainer/ imports schemas, pipelines.io"],
+            ["trainer.data imports pipelines.bert.draws: trainer/ imports schemas, pipelines.io, pipelines.command"],
         ),
         (
             "trainer.export",
@@ -176,7 +195,7 @@ def test_the_folders_are_the_layers() -> None:
             "trainer.train",
             "from bertkit import demo",
             [
-                "trainer.train imports bertkit.demo: trainer/ imports schemas, pipelines.io",
+                "trainer.train imports bertkit.demo: trainer/ imports schemas, pipelines.io, pipelines.command",
                 "trainer.train imports bertkit.demo: nothing below bertkit/ imports it",
             ],
         ),
@@ -237,7 +256,8 @@ def test_the_trainer_export_and_io_never_load_beam() -> None:
         "import sys\n"
         "import trainer.export, trainer.data, trainer.train, trainer.evaluate\n"
         "import pipelines.io.storage, pipelines.io.shards, pipelines.io.vocabulary\n"
-        "import pipelines.io.retry, pipelines.io.compressed, pipelines.io.flags\n"
+        "import pipelines.io.retry, pipelines.io.compressed\n"
+        "import pipelines.command.flags, pipelines.command.progress\n"
         "import pipelines.text.wikidump, pipelines.text.wikitext, pipelines.text.booktext\n"
         "import pipelines.bert.pairs, pipelines.bert.masking\n"
         "loaded = sorted(m for m in sys.modules if m.split('.')[0] == 'apache_beam')\n"
@@ -246,4 +266,26 @@ def test_the_trainer_export_and_io_never_load_beam() -> None:
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
     )
+    assert result.stdout.strip() == "0 []"
+
+
+def test_nothing_the_trainer_imports_loads_beam() -> None:
+    """Every trainer/ module and every Beam-free layer, imported in one process: whatever
+    they import in turn (pipelines.io, pipelines.command, their own imports) loads no Beam."""
+    modules = [
+        module
+        for module, _ in project_modules()
+        if any(within(module, layer) for layer in ("trainer", *BEAM_FREE))
+    ]
+    code = (
+        "import importlib, sys\n"
+        f"for module in {modules!r}:\n"
+        "    importlib.import_module(module)\n"
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] == 'apache_beam')\n"
+        "print(len(loaded), loaded[:3])\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    assert "trainer.train" in modules and "pipelines.command.progress" in modules
     assert result.stdout.strip() == "0 []"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from pipelines import books, examples, vocab, wikipedia
-from pipelines.io.progress import PROGRESS_ENV, format_bytes
+from pipelines.command.progress import PROGRESS_ENV, format_bytes
 from schemas.manifest import MANIFEST_NAME
 from tests.conftest import DATA_DIR
 from tests.support.portable import portable_engine
