@@ -31,8 +31,9 @@ peak RSS the largest process's VmHWM (bench.measure). Three comparisons:
 
 Throughput is examples per CPU-second (= per core) and per wall-second of the whole process,
 start-up included (imports and pipeline set-up for bertkit, importing TensorFlow for
-Google). The target is 5× Google's 2,450 examples/s per core (shared/DESIGN.md) = 12,250,
-with peak RSS flat as the input grows; Google's figure measured here is printed beside it.
+Google). The target is 5× Google's 2,450 examples/s per core (a reference figure, used
+when no --google-bert is given) = 12,250, with peak RSS flat as the input grows; Google's
+figure measured in the same run is printed beside it.
 The vocab target is time: bertkit ≤ 1.2× bare tokenizers, wall-clock on the largest set (CPU
 beside it).
 
@@ -80,7 +81,7 @@ from bench.examples_vocab import (
 from bench.measure import DEFAULT_WORKDIR, MB, fmt, importlib_version, print_table, verdict_word
 from bench.scale_documents import ScaledDocumentsInfo
 
-GOOGLE_REFERENCE_PER_CORE = 2450.0  # shared/DESIGN.md, "Figures to beat": seq 128, dupe 5
+GOOGLE_REFERENCE_PER_CORE = 2450.0  # Google's script per core, seq 128, dupe 5 (docs/benchmarks.md)
 EXAMPLES_TARGET_FACTOR = 5.0
 EXAMPLES_TARGET_PER_CORE = EXAMPLES_TARGET_FACTOR * GOOGLE_REFERENCE_PER_CORE  # 12,250
 # "Flat" RSS: within 25% from the smallest to the largest input (≥ 4× more text), where a

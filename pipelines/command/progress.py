@@ -311,7 +311,7 @@ def publish_totals(directory: str, name: str, totals: Mapping[str, int]) -> None
     temporary.write_text(json.dumps(dict(totals)), encoding="utf-8")
     # os.rename replaces the file atomically on POSIX as os.replace does; os.replace is left
     # to bertkit's outputs, whose renames the fault suite counts and kills before
-    # (bench/killpoint.py): a progress file is no output.
+    # (tests/support/killpoint.py): a progress file is no output.
     os.rename(temporary, path)
 
 
