@@ -1,11 +1,12 @@
-"""Writing a shard where a Beam stage writes: encoded by `pipelines.io.shards`, stored
-atomically through Beam's filesystems (a reader listing the directory never sees a partial
-shard), its block table beside it."""
+"""Writing a shard where a Beam stage writes: every byte encoded by the shard codec
+(`pipelines.io.shards.write`: the tar, the block table), stored atomically through Beam's
+filesystems (a reader listing the directory never sees a partial shard), its block table
+beside it."""
 
 from __future__ import annotations
 
 from pipelines.beam import files
-from pipelines.io.shards import block_table_file, encode_shard
+from pipelines.io.shards.write import block_table_file, encode_shard
 from schemas.shards import ShardInfo, block_table_path
 
 

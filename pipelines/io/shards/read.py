@@ -1,52 +1,31 @@
-"""Writing and reading WebDataset shards: plain tar files of `<first key>.examples.bin`
-members, each a block of up to 512 samples (schemas/examples.py; 1.x shards, one
-`<key>.example.bin` member per sample, are still read).
-
-The writer is deterministic (mtime 0, uid/gid 0, no user names, mode 0444), so the same
-samples give the same tar bytes, and atomic: it writes `NAME.tmp-<uuid>` and renames it, so
-a reader listing the directory never sees a partial shard. It writes the ustar headers itself
-(`tarfile.addfile` builds a TarInfo per member, which costs more than the rest); `tarfile` and
-`webdataset` read the result (tested), and so does this module's own reader, which is what
-the trainer streams through.
-
-The writer also cuts each shard into blocks of `BLOCK_SAMPLES` samples and records each
-block's first byte and sha256 in the shard's block table, a small file beside it whose own
-sha256 the manifest records (schemas/shards.py). `read_verified_samples` is how the trainer
-and `inspect` read: the block table first (its exact recorded bytes, its sha256 checked),
-then by byte range, block by block, each block's samples released only after its sha256
-matched the table, and never a byte past what the manifest and table record. The plain
-stream reader, `iter_tar_samples`, turns a truncated or corrupt tar into a `ShardReadError`
-that names the shard and the last good sample.
+"""Reading shards: `read_verified_samples` is how the trainer and `inspect` read: the
+block table first (its exact recorded bytes, its sha256 checked), then by byte range, block
+by block, each block's samples released only after its sha256 matched the table, and never a
+byte past what the manifest and table record. The plain stream reader, `iter_tar_samples`,
+turns a truncated or corrupt tar into a `ShardReadError` that names the shard and the last
+good sample; it reads 2.x shards (a member per block of samples) and 1.x shards (a member
+per sample).
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
+from pipelines.io.shards.tar import TAR_BLOCK, ZERO_BLOCK
 from pipelines.io.storage import NotAFileError, read_exactly
 from schemas.checks import RecordError
 from schemas.examples import (
     EXAMPLE_MEMBER,
     MAX_BLOCK_MEMBER_BYTES,
     SAMPLES_MEMBER,
-    pack_samples,
     sample_key,
     unpack_samples,
 )
-from schemas.shards import (
-    BLOCK_SAMPLES,
-    ShardBlock,
-    ShardInfo,
-    block_table_path,
-    encode_block_table,
-)
+from schemas.shards import ShardInfo, block_table_path
 
-_BLOCK = 512
-_ZERO_BLOCK = b"\0" * _BLOCK
-_END_OF_ARCHIVE = _ZERO_BLOCK * 2
 _READ_BYTES = 1 << 20
 _FILE_TYPES = (b"0", b"\0")
 _PAX_TYPES = (b"x", b"g")  # extended headers: their payload is metadata, not a sample
@@ -55,90 +34,6 @@ _DIRECTORY = b"5"
 
 class ShardReadError(OSError):
     """A shard could not be read: wrong checksum, truncated or not a tar file."""
-
-
-def _octal(value: int, width: int) -> bytes:
-    return b"%0*o\0" % (width - 1, value)
-
-
-def ustar_header(name: str, size: int) -> bytes:
-    """A POSIX ustar header for a regular file, with the fields fixed for determinism."""
-    raw_name = name.encode("utf-8")
-    if len(raw_name) > 100:
-        raise ValueError(f"tar member name over 100 bytes: {name!r}")
-    header = bytearray(_BLOCK)
-    header[0 : len(raw_name)] = raw_name
-    header[100:108] = _octal(0o444, 8)  # mode
-    header[108:116] = _octal(0, 8)  # uid
-    header[116:124] = _octal(0, 8)  # gid
-    header[124:136] = _octal(size, 12)
-    header[136:148] = _octal(0, 12)  # mtime
-    header[148:156] = b" " * 8  # checksum placeholder
-    header[156:157] = b"0"  # regular file
-    header[257:265] = b"ustar\x0000"
-    checksum = sum(header)
-    header[148:156] = b"%06o\0 " % checksum
-    return bytes(header)
-
-
-def tar_bytes(samples: Sequence[tuple[str, bytes]]) -> bytes:
-    """`(key, example bytes)` pairs → the bytes of a tar file, a member per block of samples."""
-    return _tar(samples, BLOCK_SAMPLES)[0]
-
-
-def tar_member(name: str, data: bytes) -> bytes:
-    """One regular-file member: its header, its data, zeros to the next 512-byte block."""
-    return ustar_header(name, len(data)) + data + b"\0" * (-len(data) % _BLOCK)
-
-
-def tar_archive(members: Sequence[bytes]) -> tuple[bytes, list[int]]:
-    """Encoded members → the tar file's bytes (end-of-archive blocks added) and the first
-    byte of every member."""
-    starts = [0]
-    for member in members[:-1]:
-        starts.append(starts[-1] + len(member))
-    return b"".join([*members, _END_OF_ARCHIVE]), starts
-
-
-def _tar(samples: Sequence[tuple[str, bytes]], block_samples: int) -> tuple[bytes, list[int]]:
-    """The tar bytes (one `<first key>.examples.bin` member per `block_samples` samples),
-    and the first byte of every member."""
-    starts = range(0, len(samples), block_samples)
-    blocks = [samples[first : first + block_samples] for first in starts]
-    return tar_archive([
-        tar_member(f"{block[0][0]}.{SAMPLES_MEMBER}", pack_samples([s for _, s in block]))
-        for block in blocks
-    ])  # fmt: skip
-
-
-def encode_shard(
-    relative_path: str, samples: Sequence[tuple[str, bytes]], block_samples: int = BLOCK_SAMPLES
-) -> tuple[bytes, ShardInfo]:
-    """A shard's tar bytes and its entry, with the block checksums inline (writing it, and
-    its block table: `encode_block_table`, is the caller's: `pipelines.beam.shards`)."""
-    data, starts = _tar(samples, block_samples)
-    view = memoryview(data)
-    ends = [*starts[1:], len(data)]
-    info = ShardInfo(
-        path=relative_path,
-        samples=len(samples),
-        bytes=len(data),
-        sha256=hashlib.sha256(data).hexdigest(),
-        first_key=samples[0][0] if samples else "",
-        block_samples=block_samples,
-        blocks=tuple(
-            ShardBlock(start, hashlib.sha256(view[start:end]).hexdigest())
-            for start, end in zip(starts, ends, strict=True)
-        ),
-    )
-    return data, info
-
-
-def block_table_file(info: ShardInfo) -> tuple[bytes, ShardInfo]:
-    """An entry with its blocks inline → its block table file's bytes, and the entry a 2.1
-    manifest lists (the file's size and sha256 instead of the blocks)."""
-    table = encode_block_table(info)
-    return table, info.with_table_file(table)
 
 
 RangeOpener = Callable[[int, int], BinaryIO]  # (first byte, end byte) → a stream of them
@@ -276,28 +171,28 @@ def iter_tar_samples(
         )
 
     while True:
-        if len(buffer) - offset < _BLOCK:
-            more = read_exactly(stream, _BLOCK - (len(buffer) - offset), chunk_bytes)
+        if len(buffer) - offset < TAR_BLOCK:
+            more = read_exactly(stream, TAR_BLOCK - (len(buffer) - offset), chunk_bytes)
             read += len(more)
             buffer = buffer[offset:] + more
             offset = 0
             if not buffer and not end_of_archive:
                 return
-            if len(buffer) < _BLOCK:
+            if len(buffer) < TAR_BLOCK:
                 raise truncated("without the tar end-of-archive blocks")
-        header = buffer[offset : offset + _BLOCK]
-        if header == _ZERO_BLOCK:
-            rest = buffer[offset + _BLOCK :]
-            if len(rest) < _BLOCK:
-                more = read_exactly(stream, _BLOCK - len(rest), _BLOCK)
+        header = buffer[offset : offset + TAR_BLOCK]
+        if header == ZERO_BLOCK:
+            rest = buffer[offset + TAR_BLOCK :]
+            if len(rest) < TAR_BLOCK:
+                more = read_exactly(stream, TAR_BLOCK - len(rest), TAR_BLOCK)
                 read += len(more)
                 rest += more
-            if rest[:_BLOCK] != _ZERO_BLOCK:
+            if rest[:TAR_BLOCK] != ZERO_BLOCK:
                 raise truncated("after one end-of-archive block")
             return
         member, member_size, kind = _parse_header(header, name, last_key)
         _check_member_size(name, member, read - (len(buffer) - offset), member_size, size)
-        end = offset + _BLOCK + member_size
+        end = offset + TAR_BLOCK + member_size
         if len(buffer) < end:
             more = read_exactly(stream, end - len(buffer), chunk_bytes)
             read += len(more)
@@ -305,10 +200,10 @@ def iter_tar_samples(
             end -= offset
             offset = 0
             if len(buffer) < end:
-                got = len(buffer) - _BLOCK
+                got = len(buffer) - TAR_BLOCK
                 raise truncated(f"inside member {member!r} ({got} of {member_size} bytes)")
-        data = buffer[offset + _BLOCK : end]
-        offset = end + (-member_size % _BLOCK)
+        data = buffer[offset + TAR_BLOCK : end]
+        offset = end + (-member_size % TAR_BLOCK)
         if offset > len(buffer):  # the padding runs past this read: skip the rest of it
             more = read_exactly(stream, offset - len(buffer), chunk_bytes)
             read += len(more)
@@ -340,7 +235,7 @@ def _check_member_size(
 ) -> None:
     """Refuse a member whose header claims more bytes than a block can take, or than the
     stream has left after the header, before any of them is read."""
-    left = None if stream_size is None else stream_size - start - _BLOCK
+    left = None if stream_size is None else stream_size - start - TAR_BLOCK
     if member_size <= MAX_BLOCK_MEMBER_BYTES and (left is None or member_size <= left):
         return
     bound = (
