@@ -208,10 +208,12 @@ def summarise(
 
 def manifest_splits(output: Path) -> dict[str, Any] | None:
     """The splits of a bertkit examples output at MAX_SEQ_LENGTH, from its manifest.json."""
+    from schemas.shards import seq_dir  # lazily: the harness imports no bertkit module to start
+
     path = output / "manifest.json"
     if not path.exists():
         return None
-    return json.loads(path.read_text())["outputs"][f"seq{MAX_SEQ_LENGTH}"]["splits"]
+    return json.loads(path.read_text())["outputs"][seq_dir(MAX_SEQ_LENGTH)]["splits"]
 
 
 def bertkit_examples(output: Path) -> int | None:

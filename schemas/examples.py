@@ -187,14 +187,6 @@ def id_width_for_vocab(vocab_size: int) -> int:
     return 2 if vocab_size <= 1 << 16 else 4
 
 
-def seq_dir(max_seq_length: int) -> str:
-    return f"seq{max_seq_length}"
-
-
-def shard_name(index: int) -> str:
-    return f"shard-{index:06d}.tar"
-
-
 def sample_key(position: int) -> str:
     return f"{position:012d}"
 

@@ -9,7 +9,8 @@ Layout of `DIR` (`bertkit examples`):
     manifest.json                      this record
 
 A shard's path names its place: `DIR/seqN/SPLIT/shard-*.tar` is listed in `DIR/manifest.json`
-as `seqN/SPLIT/shard-*.tar` (`SHARD_DEPTH` levels below the manifest; `shards_by_path`).
+as `seqN/SPLIT/shard-*.tar` (`SHARD_DEPTH` levels below the manifest; `shards_by_path`). The
+names are built here and nowhere else: `seq_dir`, `split_dir`, `shard_name`.
 
 A reader checks `schema_version`, `vocab.sha256` and `max_seq_length` before it trusts a
 shard, and a block's sha256 before it uses a sample in it. Holds no timestamps or host names:
@@ -64,6 +65,20 @@ from schemas.examples import (
 
 SHARD_DEPTH = 3  # seqN/SPLIT/shard-NNNNNN.tar: a shard's manifest is three levels up
 BLOCK_TABLE_SUFFIX = ".blocks.json"  # a shard's block table: `shard-000000.tar.blocks.json`
+
+
+def seq_dir(max_seq_length: int) -> str:
+    """The tree of one sequence length, and its key in the manifest's outputs: "seq128"."""
+    return f"seq{max_seq_length}"
+
+
+def split_dir(max_seq_length: int, split: str) -> str:
+    """The folder of one split of one sequence length: "seq128/train"."""
+    return f"{seq_dir(max_seq_length)}/{split}"
+
+
+def shard_name(index: int) -> str:
+    return f"shard-{index:06d}.tar"
 
 
 def max_block_bytes(block_samples: int) -> int:

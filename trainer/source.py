@@ -12,8 +12,7 @@ from pipelines.io import storage
 from pipelines.io.retry import RetryPolicy, open_with_retries
 from pipelines.io.shards import iter_tar_samples
 from schemas.checks import MAX_RECORD_BYTES
-from schemas.examples import seq_dir
-from schemas.shards import ShardInfo, ShardsManifest, SplitShards
+from schemas.shards import ShardInfo, ShardsManifest, SplitShards, seq_dir
 from schemas.versions import read_record
 
 _LOG = logging.getLogger(__name__)

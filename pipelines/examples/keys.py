@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from pipelines.beam.spill import SpillWriter
-from schemas.examples import seq_dir
 
 
 class PartitionKey(NamedTuple):
@@ -36,11 +35,6 @@ class BucketKey(NamedTuple):
     @property
     def name(self) -> str:
         return f"{self.output}/b{self.bucket:05d}"
-
-
-def output_name(max_seq_length: int, split: str) -> str:
-    """The output tree of a length and split: "seq128/train"."""
-    return f"{seq_dir(max_seq_length)}/{split}"
 
 
 class KeyedSpillWriter:

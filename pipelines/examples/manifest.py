@@ -11,12 +11,18 @@ from typing import Any
 from pipelines.beam import files
 from pipelines.beam.documents import DocumentsInput
 from pipelines.examples.config import ExamplesConfig
-from pipelines.examples.keys import output_name
 from pipelines.examples.plan import Layout
 from pipelines.io.vocabulary import Vocabulary
 from schemas.checks import MAX_RECORD_BYTES
-from schemas.examples import SPLITS, seq_dir
-from schemas.shards import SequenceOutput, ShardInfo, ShardsManifest, SplitShards
+from schemas.examples import SPLITS
+from schemas.shards import (
+    SequenceOutput,
+    ShardInfo,
+    ShardsManifest,
+    SplitShards,
+    seq_dir,
+    split_dir,
+)
 
 DEVIATIONS = [
     "NotNext partner: drawn from a random group of documents of the whole corpus, regrouped "
@@ -105,7 +111,7 @@ def _splits(length: int, infos: list[ShardInfo], counts: Counter) -> dict[str, S
     """The splits of one length, their counts taken out of `counts`, checked against shards."""
     splits = {}
     for split in SPLITS:
-        prefix = output_name(length, split)
+        prefix = split_dir(length, split)
         split_shards = [s for s in infos if s.path.startswith(prefix + "/")]
         splits[split] = SplitShards(
             samples=counts.pop(f"{prefix}/examples", 0),

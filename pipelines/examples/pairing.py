@@ -20,13 +20,14 @@ from pipelines.bert.draws import RandomStream, document_stream
 from pipelines.bert.masking import MaskingConfig, mask_batch
 from pipelines.bert.pairs import SentencePair, create_pairs, pair_input_ids
 from pipelines.examples.config import ExamplesConfig
-from pipelines.examples.keys import BucketKey, PartitionKey, output_name
+from pipelines.examples.keys import BucketKey, PartitionKey
 from pipelines.examples.plan import Layout
 from pipelines.examples.shuffle import RoutedSpillWriter, Routing
 from pipelines.examples.tokenize import SUMMARY
 from pipelines.io.vocabulary import load_vocab
 from schemas import PretrainingExample, Reject
 from schemas.examples import NOT_NEXT
+from schemas.shards import split_dir
 
 BUCKET_COUNTS = "bucket_counts"  # the tagged output of (BucketKey, examples) counts
 # A document's examples are built and masked this many tokens at a time (at most; 8,192
@@ -167,7 +168,7 @@ class PairAndMaskFn(beam.DoFn):
         )
         sort_keys = (rng.uniforms(len(pairs)) * 2**53).astype(np.int64).tolist()
         self._counters.add(EXAMPLES_MADE, len(pairs))
-        output = output_name(length, step.split)
+        output = split_dir(length, step.split)
         buckets = self._layout.buckets[output]
         not_next = tokens = predictions = 0
         for pair, (input_ids, a_length), masked, sort_key in zip(

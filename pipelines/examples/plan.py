@@ -13,11 +13,12 @@ from dataclasses import dataclass
 
 from pipelines.beam.documents import DocumentsInput, read_documents_input
 from pipelines.examples.config import ExamplesConfig, ExamplesConfigError
-from pipelines.examples.keys import BucketKey, PartitionKey, output_name
+from pipelines.examples.keys import BucketKey, PartitionKey
 from pipelines.examples.shuffle import Routing, SpillSizes, plan_routing, spill_files
 from pipelines.io.hashing import stable_hash64, unit_fraction
 from schemas import MANIFEST_NAME
 from schemas.examples import id_width_for_vocab
+from schemas.shards import split_dir
 
 # Planning estimates: BERT's uncased WordPiece makes ~1 token per 4.6 bytes of English text;
 # an example costs its ids plus ~60 bytes of predictions, header and provenance.
@@ -72,7 +73,7 @@ def plan_layout(config: ExamplesConfig, inputs: list[DocumentsInput], vocab_size
         splits[split] = SplitLayout(groups, partitions)
         for length in config.max_seq_lengths:
             example_bytes = _example_bytes(config, token_bytes, length)
-            buckets[output_name(length, split)] = max(
+            buckets[split_dir(length, split)] = max(
                 1, math.ceil(example_bytes / (config.bucket_mb << 20))
             )
     return Layout(id_width, splits, buckets)

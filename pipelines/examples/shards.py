@@ -16,7 +16,8 @@ from pipelines.beam.shards import write_shard
 from pipelines.beam.spill import pack_example, unpack_examples
 from pipelines.examples.config import ExamplesConfig
 from pipelines.examples.keys import BucketKey
-from schemas.examples import sample_key, shard_name
+from schemas.examples import sample_key
+from schemas.shards import shard_name
 
 PIECES = "pieces"  # the tagged output of (shard path, piece file) for straddling shards
 COUNTERS = (EXAMPLES_WRITTEN, SHARDS_WRITTEN)  # Beam counters of both shard-writing steps

@@ -8,12 +8,9 @@ from typing import Any
 
 from pipelines.io import storage
 from schemas.checks import MAX_RECORD_BYTES
-from schemas.examples import (
-    SPLITS,
-    seq_dir,
-)
+from schemas.examples import SPLITS
 from schemas.manifest import DocumentsManifest
-from schemas.shards import SequenceOutput, ShardInfo, ShardsManifest
+from schemas.shards import SequenceOutput, ShardInfo, ShardsManifest, seq_dir
 
 
 class InspectError(Exception):
