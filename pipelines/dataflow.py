@@ -53,7 +53,7 @@ STAGES = {
     stage.name: stage
     for stage in (
         TemplateStage(
-            "wikipedia", wikipedia.WikipediaFlags, wikipedia.run,
+            "wikipedia", wikipedia.WikipediaConfig, wikipedia.run,
             "bertkit wikipedia: sentence-split articles from a pages-articles dump",
         ),
         TemplateStage(

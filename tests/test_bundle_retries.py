@@ -200,11 +200,14 @@ def test_wikipedia_split_retried_after_a_crash_mid_write_leaves_one_run(
     pages.append(Page(90, "Deep", "{{a|" * 50 + "x" + "}}" * 50))  # rejected: 50 deep
     dump = write_dump(tmp_path / "testwiki-pages-articles.xml.bz2", pages)
     (split,) = plan_splits(str(dump), 64 << 20, files.READER)
-    config = wikipedia.WikipediaConfig(max_file_text_bytes=2000)
     out = tmp_path / "out"
+    # 2000 bytes of text a file: the split writes four.
+    config = wikipedia.WikipediaConfig(
+        input=(str(dump),), output=str(out), file_mb=2000 / (1 << 20)
+    )
 
     def make_fn() -> beam.DoFn:
-        return wikipedia._ExtractSplitFn(str(out), config)
+        return wikipedia.transforms._ExtractSplitFn(str(out), config)
 
     clean = run_bundle(make_fn(), [(0, split)])
     expected = snapshot(out)

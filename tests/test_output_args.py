@@ -318,5 +318,5 @@ def test_remote_paths_are_checked_by_place(input_, output, message) -> None:
     from pipelines.beam.documents import DOCUMENTS_STAGE_PATHS
     from pipelines.beam.runner import path_problem
 
-    config = wikipedia.WikipediaFlags(input=(input_,), output=output)
+    config = wikipedia.WikipediaConfig(input=(input_,), output=output)
     assert path_problem(config, DOCUMENTS_STAGE_PATHS) == message

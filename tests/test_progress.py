@@ -322,7 +322,7 @@ def test_extraction_leaves_its_counts_as_beam_counters(sample_dump, test_pipelin
     """What Dataflow shows in the job's UI: the same counts, as Beam counters."""
     output = tmp_path / "out"
     output.mkdir()
-    config = wikipedia.WikipediaConfig()
+    config = wikipedia.WikipediaConfig(input=(str(sample_dump),), output=str(output))
     _ = test_pipeline | wikipedia.ExtractArticles([str(sample_dump)], str(output), config)
     result = test_pipeline.run()
     result.wait_until_finish()

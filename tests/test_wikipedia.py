@@ -3,6 +3,7 @@
 import bz2
 import gzip
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import apache_beam as beam
@@ -30,6 +31,7 @@ from tests.dumpfiles import (
 
 SITE = SiteInfo(dbname="enwiki", base_url="https://en.wikipedia.org/wiki/")
 CONTEXT = PageContext.of("dump.xml", SITE)
+CONFIG = WikipediaConfig(input=("dump.xml",), output="out")  # the flags' defaults
 
 
 def raw(text: str, title: str = "Alberta", **fields) -> RawPage:
@@ -42,7 +44,7 @@ def raw(text: str, title: str = "Alberta", **fields) -> RawPage:
 def test_article_becomes_a_sentence_split_document() -> None:
     tally = UnitTally("u")
     page = raw("'''Alberta''' is a province of [[Canada]]. It is west of Saskatchewan.")
-    document = document_from_page(page, CONTEXT, WikipediaConfig(min_paragraph_words=0), tally)
+    document = document_from_page(page, CONTEXT, replace(CONFIG, min_paragraph_words=0), tally)
     assert document == Document(
         id="enwiki/717",
         source="enwiki",
@@ -67,14 +69,14 @@ def test_article_becomes_a_sentence_split_document() -> None:
 )
 def test_dropped_pages_are_counted_by_reason(page: RawPage, reason: str) -> None:
     tally = UnitTally("u")
-    assert document_from_page(page, CONTEXT, WikipediaConfig(), tally) is None
+    assert document_from_page(page, CONTEXT, CONFIG, tally) is None
     assert dict(tally.dropped) == {reason: 1} and tally.rejects == []
 
 
 def test_page_that_breaks_the_parser_is_rejected_with_reason() -> None:
     tally = UnitTally("u")
     nested = "{{nowrap|" * 50 + "x" + "}}" * 50
-    assert document_from_page(raw(nested), CONTEXT, WikipediaConfig(), tally) is None
+    assert document_from_page(raw(nested), CONTEXT, CONFIG, tally) is None
     (reject,) = tally.rejects
     assert (reject.id, reject.input, reject.position, reject.reason) == (
         "enwiki/717", "dump.xml", "page #1 'Alberta'", "wikitext_limit",
@@ -85,7 +87,7 @@ def test_page_that_breaks_the_parser_is_rejected_with_reason() -> None:
 def test_malformed_page_is_rejected() -> None:
     tally = UnitTally("u")
     page = raw("x", page_id=None, problem="page id 'two' is not an integer")
-    assert document_from_page(page, CONTEXT, WikipediaConfig(), tally) is None
+    assert document_from_page(page, CONTEXT, CONFIG, tally) is None
     assert [(r.id, r.reason) for r in tally.rejects] == [(None, "malformed_page")]
 
 
@@ -95,7 +97,7 @@ def test_extract_articles_transform(tmp_path, test_pipeline) -> None:
     out = tmp_path / "out"
     wikitext_bytes = len(pages[0].text) + len(pages[2].text)
     with test_pipeline as pipeline:
-        summaries = pipeline | ExtractArticles([str(dump)], str(out), WikipediaConfig())
+        summaries = pipeline | ExtractArticles([str(dump)], str(out), CONFIG)
         assert_that(
             summaries | beam.Map(lambda s: (s["unit"], s["counts"], s["dropped"], s["rejected"])),
             equal_to([("00000-00000",
@@ -227,7 +229,7 @@ def test_bad_inputs_are_reported_and_good_documents_kept(tmp_path: Path) -> None
 def test_page_over_a_limit_is_rejected_with_its_reason() -> None:
     tally = UnitTally("00000")
     page = raw(None, problem="over 10000 XML elements …", problem_reason="page_too_many_elements")
-    assert document_from_page(page, CONTEXT, WikipediaConfig(), tally) is None
+    assert document_from_page(page, CONTEXT, CONFIG, tally) is None
     (reject,) = tally.rejects
     assert (reject.id, reject.reason, reject.position) == (
         "enwiki/717", "page_too_many_elements", "page #1 'Alberta'",

@@ -393,8 +393,10 @@ def expand_inputs(patterns: list[str]) -> list[dict[str, Any]]:
 
 
 def json_config(config: Any) -> dict[str, Any]:
-    """A dataclass config as a JSON-safe dict (for the manifest)."""
-    return json.loads(json.dumps(asdict(config), default=str))
+    """A config (a dataclass, or the dict a stage records of it) as a JSON-safe dict (for the
+    manifest)."""
+    values = config if isinstance(config, dict) else asdict(config)
+    return json.loads(json.dumps(values, default=str))
 
 
 def report(output_dir: str) -> int:

@@ -1,0 +1,5 @@
+"""`python -m pipelines.wikipedia` = `bertkit wikipedia`."""
+
+from pipelines.wikipedia.cli import main
+
+main()
