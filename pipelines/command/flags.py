@@ -80,6 +80,9 @@ def option(
     flag: str | None = None,
     parse: Callable[[str], Any] | None = None,
     bounds: Bounds | None = None,
+    aliases: Sequence[str] = (),
+    switch: bool = False,
+    positional: bool = False,
 ) -> Any:
     """A config field that is a flag; without `default` the flag is required.
 
@@ -87,11 +90,17 @@ def option(
     a field of several lengths); `parse` turns the one string given into the value (a comma
     list, say) and raises argparse.ArgumentTypeError with the reason when it cannot.
     `bounds` are the numbers the flag takes (each of them, for a tuple); None is always taken
-    where it is the default.
+    where it is the default. `aliases` are more option strings for the same flag (inspect's
+    `--seq` for `--max-seq-length`). A bool with `switch` is a bare flag that sets the
+    opposite of its default (`--no-verify`, default True), with no `--no-` twin; a field
+    with `positional` is an argument, not a flag (inspect's PATH_OR_URL).
     """
     metadata = {"help": help, "metavar": metavar, "choices": choices, "flag": flag}
     metadata["parse"] = parse
     metadata["bounds"] = bounds
+    metadata["aliases"] = tuple(aliases)
+    metadata["switch"] = switch
+    metadata["positional"] = positional
     if isinstance(default, list | dict | set):
         raise TypeError("mutable defaults: use a tuple")
     return dataclasses.field(default=default, metadata=metadata)
@@ -108,19 +117,28 @@ def add_flags(parser: argparse.ArgumentParser, config_class: type) -> None:
         names = [flag_name(name)]
         if "_" in name.replace("-", "_"):
             names.append("--" + name.replace("-", "_"))
+        names += spec.metadata.get("aliases", ())
         required = spec.default is dataclasses.MISSING
         default = None if required else spec.default
         kind = _type_name(spec.type)
         base = kind.removesuffix("|None")  # `X | None` parses as X, with default None
         help_text = spec.metadata.get("help", "")
-        if not required and default is not None and default is not False and default != ():
+        switch = spec.metadata.get("switch", False)
+        shown = default is not None and default is not False and default != ()
+        if not required and shown and not switch:
             help_text += f" (default {_shown(default)})"
         keywords: dict[str, Any] = {"dest": spec.name, "help": help_text}
         if spec.metadata.get("metavar"):
             keywords["metavar"] = spec.metadata["metavar"]
         if spec.metadata.get("choices"):
             keywords["choices"] = spec.metadata["choices"]
-        if spec.metadata.get("parse"):
+        if spec.metadata.get("positional"):
+            del keywords["dest"]  # argparse names a positional's value after it
+            parser.add_argument(spec.name, type=_SCALARS[base], **keywords)
+        elif switch and base == "bool":
+            action = "store_false" if default else "store_true"
+            parser.add_argument(*names, action=action, default=default, **keywords)
+        elif spec.metadata.get("parse"):
             parser.add_argument(
                 *names, type=spec.metadata["parse"], default=default, required=required,
                 **keywords,
