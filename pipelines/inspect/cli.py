@@ -5,15 +5,17 @@ Its --help is the package docstring (pipelines/inspect/__init__.py).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow.parquet as pq
 
+from pipelines.command import flags
+from pipelines.command.flags import option
 from pipelines.inspect.formatting import (
     format_document,
     format_document_stats,
@@ -56,28 +58,34 @@ from schemas.manifest import DocumentsManifest
 from schemas.vocab import MASK_TOKEN
 
 
-def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="bertkit inspect",
-        description=sys.modules["pipelines.inspect"].__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+@dataclass(frozen=True, slots=True)
+class InspectConfig:
+    """Every flag of `bertkit inspect`: what to read, and what to print of it."""
+
+    target: str = option(
+        help="shards, a shard or documents", metavar="PATH_OR_URL", positional=True
     )
-    parser.add_argument("target", metavar="PATH_OR_URL", help="shards, a shard or documents")
-    parser.add_argument("--schema", action="store_true", help="print the Arrow schema")
-    parser.add_argument("--show", type=int, metavar="N", help="print N examples or documents")
-    parser.add_argument("--json", type=int, metavar="N", help="print N as JSON lines, only that")
-    parser.add_argument("--stats", action="store_true", help="statistics computed from the data")
-    parser.add_argument("--vocab", metavar="DIR", help="vocabulary directory (for tokens)")
-    parser.add_argument("--seq", type=int, metavar="LENGTH", help="only seqLENGTH shards")
-    parser.add_argument("--split", choices=SPLITS, help="only this split's shards")
-    parser.add_argument(
-        "--no-verify",
-        "--no_verify",
-        dest="verify",
-        action="store_false",
+    schema: bool = option(False, help="print the Arrow schema", switch=True)
+    show: int | None = option(None, help="print N examples or documents", metavar="N")
+    json: int | None = option(None, help="print N as JSON lines, only that", metavar="N")
+    stats: bool = option(False, help="statistics computed from the data", switch=True)
+    vocab: str | None = option(None, help="vocabulary directory (for tokens)", metavar="DIR")
+    # `--seq`, its first name, stays an alias of the name every other command uses.
+    max_seq_length: int | None = option(
+        None, help="only seqLENGTH shards", metavar="LENGTH", aliases=("--seq",)
+    )
+    split: str | None = option(None, help="only this split's shards", choices=SPLITS)
+    verify: bool = option(
+        True, flag="no-verify", switch=True,
         help="do not check shards against the manifest's sample counts, sizes and sha256",
+    )  # fmt: skip
+
+
+def parse_arguments(argv: list[str] | None) -> InspectConfig:
+    parser = flags.parser_for(
+        InspectConfig, "bertkit inspect", sys.modules["pipelines.inspect"].__doc__
     )
-    args = parser.parse_args(argv)
+    args = flags.config_from(InspectConfig, parser.parse_args(argv))
     for flag in ("show", "json"):
         if getattr(args, flag) is not None and getattr(args, flag) < 0:
             parser.error(f"--{flag} takes a count of 0 or more")
@@ -92,7 +100,7 @@ def run(argv: list[str] | None = None) -> int:
     try:
         target = open_target(args.target)
         if target.kind == "documents":
-            if args.seq is not None or args.split or args.vocab:
+            if args.max_seq_length is not None or args.split or args.vocab:
                 raise InspectError(
                     f"{args.target} is a documents directory: --seq, --split and --vocab "
                     "apply to shards"
@@ -107,10 +115,13 @@ def run(argv: list[str] | None = None) -> int:
         return 1
 
 
-def _run_shards(target: Target, args: argparse.Namespace) -> int:
-    refs = shard_refs(target, args.seq, args.split)  # checks --seq/--split before any output
+def _run_shards(target: Target, args: InspectConfig) -> int:
+    # Checks --max-seq-length/--split before any output.
+    refs = shard_refs(target, args.max_seq_length, args.split)
     if args.json is not None:
-        for example in iter_examples(target, args.seq, args.split, args.verify, args.json):
+        for example in iter_examples(
+            target, args.max_seq_length, args.split, args.verify, args.json
+        ):
             print(json.dumps(example.training_fields(), separators=(",", ":")))
         return 0
     sections = args.schema or args.show is not None or args.stats
@@ -140,17 +151,15 @@ def _run_shards(target: Target, args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_shards_stats(
-    target: Target, args: argparse.Namespace, vocab: Vocab | None, note: str
-) -> int:
+def _print_shards_stats(target: Target, args: InspectConfig, vocab: Vocab | None, note: str) -> int:
     mask_id = vocab.id_of(MASK_TOKEN) if vocab is not None else None
     if vocab is not None and mask_id is None:
         note = f"{vocab.url} has no {MASK_TOKEN}"
     _print_lines(format_summary(target))
-    stats = ShardsStats(ExampleStats(mask_id, max_seq_length_of(target, args.seq)))
+    stats = ShardsStats(ExampleStats(mask_id, max_seq_length_of(target, args.max_seq_length)))
     result = _collect_and_print(
         stats,
-        lambda: collect_shards_stats(target, stats, args.seq, args.split, args.verify),
+        lambda: collect_shards_stats(target, stats, args.max_seq_length, args.split, args.verify),
         lambda result: format_example_stats(result, note),
     )
     if args.verify:
@@ -184,7 +193,7 @@ def _check_counts(problems: list[str], what: str, remedy: str) -> None:
         )
 
 
-def _run_documents(target: Target, args: argparse.Namespace) -> int:
+def _run_documents(target: Target, args: InspectConfig) -> int:
     manifest = target.manifest
     assert isinstance(manifest, DocumentsManifest)
     if args.json is not None:
