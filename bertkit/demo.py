@@ -19,10 +19,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from pipelines import books, examples, vocab, wikipedia
 from pipelines.beam.runner import PROJECT_ROOT
+from pipelines.command import flags
+from pipelines.command.flags import option
 from pipelines.io import storage
 
 SAMPLE_DIR = PROJECT_ROOT / "data"
@@ -30,15 +33,20 @@ WIKIPEDIA_SAMPLE = SAMPLE_DIR / "wikipedia" / "*.xml.bz2"
 BOOKS_SAMPLE = SAMPLE_DIR / "books" / "*.txt"
 
 
+@dataclass(frozen=True, slots=True)
+class DemoConfig:
+    """Every flag of `bertkit demo`."""
+
+    output: str = option("out/demo", help="where to write (replaced)")
+    train_steps: int = option(1200, help="tiny-BERT steps of 32 (0: no training)")
+
+
 def run(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--output", default="out/demo", help="where to write (replaced)")
-    parser.add_argument(
-        "--train-steps", type=int, default=1200, help="tiny-BERT steps of 32 (0: no training)"
-    )
-    args = parser.parse_args(argv)
+    flags.add_flags(parser, DemoConfig)
+    args = flags.config_from(DemoConfig, parser.parse_args(argv))
     if storage.is_url(args.output):
         parser.error(f"--output {args.output}: the demo writes to a local directory")
     output = Path(args.output)
