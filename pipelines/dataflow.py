@@ -57,7 +57,7 @@ STAGES = {
             "bertkit wikipedia: sentence-split articles from a pages-articles dump",
         ),
         TemplateStage(
-            "books", books.BooksFlags, books.run,
+            "books", books.BooksConfig, books.run,
             "bertkit books: sentence-split paragraphs from plain-text books",
         ),
         TemplateStage(

@@ -5,6 +5,7 @@ import gzip
 import json
 import shutil
 import tracemalloc
+from dataclasses import replace
 from pathlib import Path
 
 import apache_beam as beam
@@ -25,6 +26,8 @@ from pipelines.books import (
 )
 from schemas import REJECTS_DIR
 
+CONFIG = BooksConfig(input=("books/*.txt",), output="out")  # the flags' defaults
+
 STORY = (
     "The river ran north past the old town,\nwhere the railway had been built early.\n\n"
     "In winter the lake froze over\nand people crossed it on foot.\n"
@@ -41,7 +44,7 @@ def test_extract_books_transform(tmp_path: Path, test_pipeline) -> None:
     (tmp_path / "in" / "empty.txt").write_bytes(b"")
     inputs = expand_inputs([str(tmp_path / "in" / "*.txt")])
     with test_pipeline as pipeline:
-        summaries = pipeline | ExtractBooks(inputs, str(tmp_path / "out"), BooksConfig())
+        summaries = pipeline | ExtractBooks(inputs, str(tmp_path / "out"), CONFIG)
         assert_that(
             summaries | beam.Map(lambda s: (s["counts"]["documents"], s["rejected"])),
             equal_to([(1, {"not_text": 1})]),
@@ -183,7 +186,7 @@ def test_lines_format_memory_is_bounded_by_the_line_limit(tmp_path: Path) -> Non
     mebibyte = gzip.compress(b"q" * (1 << 20))
     path = tmp_path / "huge.txt.gz"
     path.write_bytes(gzip.compress(b"Before.\n") + mebibyte * 32 + gzip.compress(b"\nAfter.\n"))
-    config = BooksConfig(format="lines", max_line_bytes=64 << 10)
+    config = replace(CONFIG, format="lines", max_line_kb=64)
     tally = UnitTally("00000")
     tracemalloc.start()
     found = [d.sentences for d in line_file_documents(str(path), "huge", config, tally)]

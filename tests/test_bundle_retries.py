@@ -161,12 +161,12 @@ def test_books_unit_retried_after_a_crash_mid_write_leaves_one_run(
 ) -> None:
     paths = book_inputs(tmp_path / "in")
     # Small files: the unit writes one Parquet file per book, so a crash can follow a rename.
-    config = books.BooksConfig(max_file_text_bytes=1000)
-    root = books.common_root(paths)
     out = tmp_path / "out"
+    config = books.BooksConfig(input=tuple(paths), output=str(out), file_mb=1000 / (1 << 20))
+    root = books.common_root(paths)
 
     def make_fn() -> beam.DoFn:
-        return books._ExtractBooksFn(str(out), root, config)
+        return books.transforms._ExtractBooksFn(str(out), root, config)
 
     clean = run_bundle(make_fn(), [(0, paths)])
     expected = snapshot(out)
@@ -183,7 +183,9 @@ def test_books_unit_retried_after_a_crash_mid_write_leaves_one_run(
 def test_a_temporary_file_left_by_a_killed_attempt_is_removed_by_the_retry(tmp_path) -> None:
     paths = book_inputs(tmp_path / "in")
     out = tmp_path / "out"
-    fn = books._ExtractBooksFn(str(out), books.common_root(paths), books.BooksConfig())
+    fn = books.transforms._ExtractBooksFn(
+        str(out), books.common_root(paths), books.BooksConfig(input=tuple(paths), output=str(out))
+    )
     run_bundle(fn, [(0, paths)])
     expected = snapshot(out)
     # kill -9 mid-write: no exception handler ran, the unit's temporary file stays behind.
@@ -357,7 +359,9 @@ def test_documents_manifest_retried_after_a_crash_mid_write_leaves_one_manifest(
 ) -> None:
     paths = book_inputs(tmp_path / "in")
     out = tmp_path / "out"
-    fn = books._ExtractBooksFn(str(out), books.common_root(paths), books.BooksConfig())
+    fn = books.transforms._ExtractBooksFn(
+        str(out), books.common_root(paths), books.BooksConfig(input=tuple(paths), output=str(out))
+    )
     summaries = run_bundle(fn, [(0, paths)])["main"]
     inputs = [{"path": path, "bytes": Path(path).stat().st_size} for path in paths]
     write = WriteManifest(str(out), "books", inputs, {"format": "files"})._write

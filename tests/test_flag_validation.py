@@ -243,7 +243,7 @@ def test_export_hf_refuses_an_empty_path(argv, message, tmp_path, monkeypatch, c
 
 def test_every_float_flag_of_every_command_is_checked() -> None:
     """No float flag escapes the finite check: each config's floats are found by type."""
-    configs = [TrainConfig, wikipedia.WikipediaConfig, books.BooksFlags, vocab.VocabConfig]
+    configs = [TrainConfig, wikipedia.WikipediaConfig, books.BooksConfig, vocab.VocabConfig]
     for config_class in configs:
         parser = flags.parser_for(config_class, "p", None)
         required = [a for action in parser._actions if action.required

@@ -28,7 +28,7 @@ def test_wheel_for_dataflow_workers_holds_the_packages(tmp_path) -> None:
     wheel = build_wheel(tmp_path)
     names = zipfile.ZipFile(wheel).namelist()
     # Every layer's subpackage must reach the workers.
-    for module in ("schemas/documents.py", "pipelines/wikipedia/cli.py", "pipelines/books.py",
+    for module in ("schemas/documents.py", "pipelines/wikipedia/cli.py", "pipelines/books/cli.py",
                    "pipelines/text/wikitext.py", "pipelines/io/storage.py",
                    "pipelines/bert/pairs.py", "pipelines/beam/files.py",
                    "pipelines/examples/transforms.py", "pipelines/inspect/cli.py",
