@@ -7,11 +7,8 @@ from typing import Any
 import pyarrow as pa
 
 from pipelines.inspect.reading import Vocab
-from pipelines.inspect.targets import (
-    Target,
-    ordered_outputs,
-    ordered_splits,
-)
+from pipelines.inspect.targets import Target
+from pipelines.io.shards.source import ordered_outputs, ordered_splits
 from schemas.documents import DOCUMENT_SCHEMA_VERSION, DocumentColumn
 from schemas.examples import (
     EXAMPLES_SCHEMA_VERSION,

@@ -1,5 +1,9 @@
 """What `bertkit inspect` was pointed at: a shard, a shards directory or a documents
-directory, found through its manifest (nothing is listed, so plain HTTP servers work)."""
+directory, found through its manifest (nothing is listed, so plain HTTP servers work). A
+shards directory is opened as the trainer opens it (pipelines/io/shards/source.py: where a
+manifest lists a shard, a listed shard's URL, the order of outputs and splits); inspect
+reads any manifest it can parse, and says which output or split a flag names that is not
+there in its own words."""
 
 from __future__ import annotations
 
@@ -7,10 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipelines.io import storage
+from pipelines.io.shards.source import listed_shard, ordered_outputs, ordered_splits, shard_url
 from schemas.checks import MAX_RECORD_BYTES
-from schemas.examples import SPLITS
 from schemas.manifest import DocumentsManifest
-from schemas.shards import SequenceOutput, ShardInfo, ShardsManifest, seq_dir
+from schemas.shards import ShardInfo, ShardsManifest, seq_dir
 
 
 class InspectError(Exception):
@@ -89,21 +93,12 @@ def _single_shard_target(location: storage.Location) -> Target:
     signed = bool(storage.query_of(location.url))
     if relative.startswith("seq") and not signed and storage.exists(manifest_url):
         manifest = _parse_manifest(manifest_url, ShardsManifest)
-        found = manifest.shards_by_path().get(relative)
+        found = listed_shard(location.url, manifest_url, manifest.shards_by_path())
         if found is not None:
             name, split, info = found
             located = storage.Location("shard", location.url, manifest_url)
             return Target(located, manifest, ShardRef(location.url, info, name, split))
     return Target(location, None, ShardRef(location.url, None))
-
-
-def ordered_outputs(manifest: ShardsManifest) -> list[tuple[str, SequenceOutput]]:
-    return sorted(manifest.outputs.items(), key=lambda item: item[1].max_seq_length)
-
-
-def ordered_splits(output: SequenceOutput) -> list[str]:
-    # train before heldout (the manifest's JSON has its keys sorted, heldout first)
-    return sorted(output.splits, key=lambda s: (SPLITS.index(s) if s in SPLITS else 99, s))
 
 
 def shard_refs(target: Target, seq: int | None = None, split: str | None = None) -> list[ShardRef]:
@@ -119,6 +114,7 @@ def shard_refs(target: Target, seq: int | None = None, split: str | None = None)
         return [target.shard]
     manifest = target.manifest
     assert isinstance(manifest, ShardsManifest)
+    assert target.manifest_url is not None
     outputs = ordered_outputs(manifest)
     if seq is not None:
         outputs = [(name, out) for name, out in outputs if name == seq_dir(seq)]
@@ -139,7 +135,8 @@ def shard_refs(target: Target, seq: int | None = None, split: str | None = None)
             splits = [split]
         for split_name in splits:
             for info in output.splits[split_name].shards:
-                refs.append(ShardRef(storage.join(target.url, info.path), info, name, split_name))
+                url = shard_url(target.manifest_url, info)
+                refs.append(ShardRef(url, info, name, split_name))
     return refs
 
 
