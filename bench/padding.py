@@ -25,12 +25,11 @@ from bench.measure import DEFAULT_WORKDIR, argument_parser, print_table, write_r
 
 def measure(shards: str, length: int, batch: int, batches: int, window: int) -> dict[str, Any]:
     from schemas.batch import IGNORE_INDEX, BatchField
-    from schemas.shards import seq_dir
     from trainer.collate import FixedShape
     from trainer.data import DataPosition, LoaderConfig, PretrainingLoader, open_source
 
     source = open_source(shards, "train", length)
-    max_predictions = source.manifest.outputs[seq_dir(length)].max_predictions_per_seq
+    max_predictions = source.output.max_predictions_per_seq
     fixed = FixedShape.of(length, max_predictions, buckets=4 if window else 1)
     loader = PretrainingLoader(source, LoaderConfig(batch, seed=0, bucket_window=window))
     real = eager = sequences = predictions = eager_slots = compiled = 0

@@ -60,7 +60,6 @@ from pipelines.command.flags import parse_config
 from pipelines.io import storage
 from schemas.batch import MODEL_INPUTS, BatchField
 from schemas.checkpoint import CHECKPOINT_FORMAT, CHECKPOINTS_DIR, CheckpointKey
-from schemas.shards import seq_dir
 from trainer import distributed
 from trainer.checkpoint import (
     CheckpointError,
@@ -235,7 +234,8 @@ def _fixed_shape(config: TrainConfig, source: DataSource) -> FixedShape:
     """The sequence lengths and prediction slots of batches under --compile: the manifest's
     (or its quarters, with --bucket-window), so that no batch brings a new shape and a
     recompile."""
-    output = source.manifest.outputs[seq_dir(source.max_seq_length)]  # checked by open_source
+    output = source.output
+    assert output is not None  # checked by open_source
     buckets = 4 if config.bucket_window else 1
     return FixedShape.of(source.max_seq_length, output.max_predictions_per_seq, buckets)
 
@@ -245,7 +245,7 @@ def _heldout_source(source: DataSource) -> DataSource | None:
     if source.manifest_url is None or source.manifest is None:
         _LOG.warning("no manifest, so no held-out split: evaluation is off")
         return None
-    output = source.manifest.outputs.get(seq_dir(source.max_seq_length))
+    output = source.output
     if output is None or not output.splits.get("heldout") or not output.splits["heldout"].shards:
         _LOG.warning("%s: no held-out shards; evaluation is off", source.manifest_url)
         return None

@@ -86,6 +86,14 @@ class DataSource:
     def samples(self) -> int:
         return sum(shard.samples for shard in self.shards)
 
+    @property
+    def output(self) -> SequenceOutput | None:
+        """The manifest's entry for this sequence length; None without a manifest that has
+        one."""
+        if self.manifest is None or self.max_seq_length is None:
+            return None
+        return self.manifest.outputs.get(seq_dir(self.max_seq_length))
+
 
 def open_source(spec: str, split: str = "train", max_seq_length: int | None = None) -> DataSource:
     """Resolve `spec` into shards with sample counts.
