@@ -2,9 +2,9 @@
 
 The stages, each a small function, in the order a sample goes through them:
 
-    open_source(spec)        the shard list (trainer/source.py): a manifest (a shards
-                             directory, its manifest.json, local or a URL) or a brace
-                             pattern of shards
+    open_source(spec)        the shard list (pipelines/io/shards/source.py, shared with
+                             `inspect`): a manifest (a shards directory, its
+                             manifest.json, local or a URL) or a brace pattern of shards
     epoch_shards             shard order, shuffled per epoch from (seed, epoch)
     split_by_node            this rank's contiguous range of the epoch's sample stream
     split_by_worker          this loader worker's contiguous range of the rank's batches
@@ -77,8 +77,9 @@ from schemas.examples import (
 from schemas.shards import block_table_path
 from trainer.collate import FixedShape, SampleLimits, collate, pad_batch
 
-# The shard list, the first stage, lives in trainer/source.py; re-exported here so the
-# loader's callers find every stage through this module.
+# The shard list, the first stage, is opened by pipelines/io/shards/source.py (shared with
+# `inspect`) and checked by trainer/source.py; re-exported here so the loader's callers find
+# every stage through this module.
 from trainer.source import (  # noqa: F401
     DataConfigError,
     DataSource,
