@@ -1,9 +1,11 @@
 """Opening shards: `open_source` resolves a shards directory, its manifest.json (local or a
 URL) or a brace pattern of shard URLs → the manifest → one sequence length's output → one
-split → the shard list, with sample counts. The trainer's first stage (trainer/source.py,
-trainer/data.py) and `bertkit inspect` (pipelines/inspect/targets.py) open shards through
-this module: `read_manifest`, `listed_shard` (where a manifest lists a shard named by URL),
-`shard_url`, and the order of outputs and splits (`ordered_outputs`, `ordered_splits`).
+split → the shard list, with sample counts; it is the trainer's first stage
+(trainer/source.py, trainer/data.py). `bertkit inspect` (pipelines/inspect/targets.py) finds
+shards through the same pieces: `listed_shard` (where a manifest lists a shard named by URL),
+`shard_url`, and the order of outputs and splits (`ordered_outputs`, `ordered_splits`); it
+parses a manifest and words a missing output or split in its own way, since it shows
+manifests the trainer would refuse (`read_manifest` checks the schema version).
 """
 
 from __future__ import annotations
