@@ -20,7 +20,7 @@ from bench.measure import (
 MIB = 1 << 20
 STAGES = ("wikipedia", "books", "vocab", "examples")  # the chain, in its order
 
-# The full run to project onto (issue 11): enwiki's multistream dump and a BookCorpus-sized
+# The full run to project onto: enwiki's multistream dump and a BookCorpus-sized
 # book collection.
 FULL_WIKITEXT_MB = 100_000.0  # ~100 GB of XML wikitext (a ~22 GB multistream bz2)
 FULL_BOOKS_MB = 5_000.0  # ~5 GB of book text, ~11k books

@@ -41,10 +41,7 @@ from xml.sax.saxutils import unescape
 from bench.measure import DEFAULT_WORKDIR, MB, REPO_ROOT, argument_parser
 
 SAMPLE_NAME = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.xml.bz2"
-SAMPLE_CANDIDATES = (
-    REPO_ROOT / "data" / "wikipedia" / SAMPLE_NAME,
-    Path("/work/shared/data/wikipedia") / SAMPLE_NAME,
-)
+SAMPLE_CANDIDATES = (REPO_ROOT / "data" / "wikipedia" / SAMPLE_NAME,)
 
 # Copy k of a page gets page id ``orig + k * PAGE_ID_STRIDE``; the stride is larger than any
 # real enwiki page id, so ``new_id % PAGE_ID_STRIDE`` recovers the source page.

@@ -1,4 +1,4 @@
-"""`bertkit books` on a book of one paragraph and no full stop: memory bounded (issue 23).
+"""`bertkit books` on a book of one paragraph and no full stop: memory bounded.
 
 A 58 MB book hard-wrapped without a blank line or a full stop was one paragraph and one
 sentence: it peaked at 1.85 GB (its words as a list of strings, blingfire's buffers). Now the

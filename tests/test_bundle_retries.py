@@ -1,4 +1,4 @@
-"""A retried bundle is harmless (issue 10, "Also build"): a runner may run a bundle twice
+"""A retried bundle is harmless: a runner may run a bundle twice
 (Dataflow retries a failed work item), the second time after the first died half-way
 through writing a file. Every DoFn that writes files is driven here as a runner drives it
 (setup, start_bundle, process, finish_bundle), first crashing inside a write after some

@@ -1,5 +1,5 @@
 """`bertkit examples` at the edges: a corpus of one sentence, flags that mean nothing, and
-documents or sentences of any length in bounded memory (issue 23)."""
+documents or sentences of any length in bounded memory."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every flag's value is checked before any work (issue 23, section 4): a count that must be
+"""Every flag's value is checked before any work: a count that must be
 some, a float that is nan or inf, a decay or dropout outside [0, 1), an empty path. Each is
 one line naming the flag, the value and what it must be, exit 2; nothing is read, written or
 made. The rules live beside each flag (`option(..., bounds=...)`, pipelines/command/flags.py)."""

@@ -1,4 +1,4 @@
-"""Shards on an HTTP server without Range support, and presigned URLs (issue 23, section 4).
+"""Shards on an HTTP server without Range support, and presigned URLs.
 
 Python's http.server answers every GET with 200 and the whole file, whatever Range it was
 asked for: a reader that must start inside a shard reads through to its byte instead of

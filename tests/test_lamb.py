@@ -1,6 +1,6 @@
 """The multi-tensor LAMB (trainer/optim.py) against the per-tensor loop it replaced.
 
-`ReferenceLamb` is `Lamb.step` as it was before issue 14: a Python loop over the parameter
+`ReferenceLamb` is `Lamb.step` as it was before it was vectorised: a Python loop over the parameter
 tensors, ~20 small ops each. It lives here only, as the reference the `torch._foreach_*`
 implementation must match, update for update and checkpoint for checkpoint.
 """

@@ -1,5 +1,5 @@
 """Paths of the wrong type or place are refused before any work, with one line naming the
-flag, the path and the fix, and exit 2 (issue 10, item 7): an --output that is a file, or
+flag, the path and the fix, and exit 2: an --output that is a file, or
 inside the inputs; an input directory that is a file; an input file that is a directory, a
 FIFO, unreadable, or a glob matching nothing. Each case runs the command's real `main` and
 checks that nothing under the test's directory changed."""

@@ -1,5 +1,5 @@
-"""An output that cannot be written, said in one line naming --output and the OS's words
-(issue 23, section 4): a read-only one before any work (exit 2), a disk that fills mid-run
+"""An output that cannot be written, said in one line naming --output and the OS's words:
+a read-only one before any work (exit 2), a disk that fills mid-run
 (exit 1, as for an input not read to its end), never Beam's traceback.
 
 The file systems are real: a tmpfs mounted read-only, or of a few kB, in a private mount

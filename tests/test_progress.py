@@ -132,7 +132,7 @@ def test_examples_line_follows_its_three_steps_each_with_its_own_rate_and_eta(
 def test_a_step_whose_count_arrives_at_once_is_timed_from_the_end_of_the_step_before(
     sample_documents,
 ):
-    # A local run as it was seen (issue 23): the shard writers publish their counts when
+    # A local run as it was seen: the shard writers publish their counts when
     # they finish, so the write step's 42,132 examples came in one poll, 0.1 s before the
     # end, and the line ended with "examples/s 421320". The step began when pairing last
     # moved (25.0): 42,132 examples over its 7 seconds.

@@ -1,5 +1,5 @@
-"""What a reader takes from its input is bounded by the format, not by what the input claims
-(issue 23, section 3): a block's sample count, a tar member's size, a JSON record's depth, a
+"""What a reader takes from its input is bounded by the format, not by what the input claims:
+a block's sample count, a tar member's size, a JSON record's depth, a
 file that is not a regular file, and a shard list without a manifest.
 
 Each test builds the hostile input with the real writer's pieces and checks the exact error:

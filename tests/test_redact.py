@@ -1,4 +1,4 @@
-"""URL credentials are redacted from everything printed, logged or stored (issue 23, 4).
+"""URL credentials are redacted from everything printed, logged or stored.
 
 The rule (pipelines/io/storage.py): userinfo up to the last `@` before the host's path (or an
 `ID:SECRET@` whose secret holds `/`), and every query and fragment value except under a short

@@ -106,9 +106,8 @@ def test_missing_required_flag_names_it() -> None:
 
 
 # The demo's data files: any change of behaviour in extraction, vocabulary or examples changes
-# one of these. The documents and vocabulary are as before the layers were reshaped (issue 9);
-# the shards hold the same samples as then, in the compact 2.0 layout (a tar member per block,
-# issue 11). The manifests are left out because they hold the output's own path.
+# one of these. The documents and vocabulary are as before the layers were reshaped;
+# the shards hold the same samples as then, in the compact 2.0 layout (a tar member per block). The manifests are left out because they hold the output's own path.
 DEMO_SHA256 = {
     "documents/books/documents-00000-0000.parquet": "b4b3dd7dba9c3f40060180ca2defd693e61a5cd5b1921bb1281f81c8a683dca5",
     "documents/wikipedia/documents-00000-00000-0000.parquet": "6217e92131c14a2e19d975cd96e47e9fb4b8a33070c7f065c9781b47549bad57",

@@ -1,4 +1,4 @@
-"""A dump in UTF-16 with a byte-order mark is read (issue 23, section 4): its bytes say what it
+"""A dump in UTF-16 with a byte-order mark is read: its bytes say what it
 is beyond doubt, so it is converted to UTF-8 as it streams and yields exactly the pages and
 documents of the same dump in UTF-8. A declaration that the bytes contradict is refused
 (`unsupported_encoding`), as over UTF-8; so are UTF-32 and UTF-16 without a mark."""

@@ -229,7 +229,7 @@ def test_reads_the_real_sample(sample_dump) -> None:
     assert sum(len(p.text.encode()) for p in pages) == 5_752_489
 
 
-# --- limits: a page can cost only so much memory (issue 10, item 3) --------------------------
+# --- limits: a page can cost only so much memory --------------------------
 
 
 def deep_page(page_id: int, nested: int) -> str:

@@ -6,7 +6,7 @@ _manifest.json. Nothing is listed: files are found through the manifest, so a pl
 server works. With no flag it prints a short summary from the manifest.
 
     bertkit inspect out/shards                                   # what it is, counts, hashes
-    bertkit inspect out/shards --stats --seq 128 --split train   # computed from every shard
+    bertkit inspect out/shards --stats --max-seq-length 128 --split train  # every shard read
     bertkit inspect out/shards/seq128/train/shard-000000.tar --show 3 --vocab out/vocab
     bertkit inspect s3://bucket/shards/manifest.json --json 100 > examples.jsonl
     bertkit inspect out/demo/documents/books --show 2 --schema
