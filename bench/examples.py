@@ -211,9 +211,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--quick", action="store_true", help="smoke run: --sizes 12 --repeats 1")
     parser.add_argument(
-        "--vocab-only", action="store_true",
+        "--vocab-only",
+        action="store_true",
         help="only bertkit vocab beside bare tokenizers, on the largest size",
-    )  # fmt: skip
+    )
     parser.add_argument(
         "--google-bert",
         type=Path,

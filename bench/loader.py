@@ -311,8 +311,17 @@ def print_results(summaries: dict[str, RowSummary], batch_size: int) -> None:
         f"\nInput pipeline, batch {batch_size}, one process, no workers (median of repeats; "
         "CPU = this process only)"
     )
-    headers = ["row", "samples", "CPU s", "wall s", "samples/CPU-s", "samples/wall-s",
-               "vs local CPU", "vs local wall", "server CPU s"]  # fmt: skip
+    headers = [
+        "row",
+        "samples",
+        "CPU s",
+        "wall s",
+        "samples/CPU-s",
+        "samples/wall-s",
+        "vs local CPU",
+        "vs local wall",
+        "server CPU s",
+    ]
     rows = []
     for summary in summaries.values():
         if not summary.ok:
@@ -388,8 +397,10 @@ def print_verdicts(result: dict[str, Any]) -> None:
     for where in ("local", "s3"):
         value = result[f"layout_2_over_1x_{where}_per_cpu_s"]
         if value is not None:
-            print(f"2.0 layout (a member per block) / 1.x (a member per sample), {where}, per "
-                  f"CPU-s: {value:.2f}× (target ≥ 1.00×)")  # fmt: skip
+            print(
+                f"2.0 layout (a member per block) / 1.x (a member per sample), {where}, per "
+                f"CPU-s: {value:.2f}× (target ≥ 1.00×)"
+            )
     versus = result["bertkit_over_webdataset_per_cpu_s"]
     if versus is not None:
         print(f"bertkit local / plain webdataset, per CPU-s: {versus:.2f}×")

@@ -67,8 +67,9 @@ def main() -> None:
     parser.add_argument("--shards", required=True, help="a shards directory or its manifest")
     parser.add_argument("--batch", type=int, default=64, help="sequences per batch")
     parser.add_argument("--batches", type=int, default=100, help="batches read per length")
-    parser.add_argument("--bucket-windows", default="0,16",
-                        help="comma-separated --bucket-window values (0 = off)")
+    parser.add_argument(
+        "--bucket-windows", default="0,16", help="comma-separated --bucket-window values (0 = off)"
+    )
     parser.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR)
     args = parser.parse_args()
     from pipelines.io import storage
@@ -80,21 +81,39 @@ def main() -> None:
     manifest = ShardsManifest.from_json(storage.read_text(location.manifest_url, MAX_RECORD_BYTES))
     lengths = sorted(output.max_seq_length for output in manifest.outputs.values())
     windows = [int(w) for w in args.bucket_windows.split(",")]
-    results = [measure(args.shards, length, args.batch, args.batches, window)
-               for length in lengths for window in windows]  # fmt: skip
+    results = [
+        measure(args.shards, length, args.batch, args.batches, window)
+        for length in lengths
+        for window in windows
+    ]
     rows = [
-        [f"seq{r['length']}", str(r["bucket_window"] or "off"), f"{r['sequences']:,}",
-         f"{r['padding_eager']:.1%}", f"{r['padding_compiled']:.1%}",
-         f"{r['slot_padding_eager']:.1%}",
-         f"{r['slot_padding_compiled']:.1%}", "/".join(f"{q:.0f}" for q in r["length_quartiles"]),
-         f"{r['full_length_share']:.1%}"]
+        [
+            f"seq{r['length']}",
+            str(r["bucket_window"] or "off"),
+            f"{r['sequences']:,}",
+            f"{r['padding_eager']:.1%}",
+            f"{r['padding_compiled']:.1%}",
+            f"{r['slot_padding_eager']:.1%}",
+            f"{r['slot_padding_compiled']:.1%}",
+            "/".join(f"{q:.0f}" for q in r["length_quartiles"]),
+            f"{r['full_length_share']:.1%}",
+        ]
         for r in results
-    ]  # fmt: skip
+    ]
     print_table(
-        ["length", "bucketing", "sequences", "padding (eager)", "padding (--compile)",
-         "slots (eager)", "slots (--compile)", "length quartiles", "full length"],
+        [
+            "length",
+            "bucketing",
+            "sequences",
+            "padding (eager)",
+            "padding (--compile)",
+            "slots (eager)",
+            "slots (--compile)",
+            "length quartiles",
+            "full length",
+        ],
         rows,
-    )  # fmt: skip
+    )
     write_results(args.workdir / "results" / "padding.json", {"runs": results})
 
 

@@ -265,9 +265,15 @@ def run_chain(size_mb: float, args: Any) -> dict[str, Any]:
     base = args.workdir / "scale"
     print(f"\n{size_mb:g} MB of wikitext:", flush=True)
     runs.build_in_child(
-        "bench.scale_dump", "--target-mb", f"{size_mb:g}", "--multistream",
-        "--jobs", "2", "--workdir", str(base),
-    )  # fmt: skip
+        "bench.scale_dump",
+        "--target-mb",
+        f"{size_mb:g}",
+        "--multistream",
+        "--jobs",
+        "2",
+        "--workdir",
+        str(base),
+    )
     dump_path, info_path = scale_dump.scaled_dump_paths(base, size_mb, multistream=True)
     dump = json.loads(info_path.read_text())
     books_dir = base / f"books-{size_mb:g}mb"
@@ -286,22 +292,31 @@ def run_chain(size_mb: float, args: Any) -> dict[str, Any]:
     stages["wikipedia"] = run_stage(
         "wikipedia",
         ["--input", str(dump_path), "--output", str(wiki), *BEAM_WORKER_FLAGS],
-        dump["wikitext_bytes"] / MB, wiki, logs / f"wikipedia-{size_mb:g}mb.log", timeout,
-    )  # fmt: skip
+        dump["wikitext_bytes"] / MB,
+        wiki,
+        logs / f"wikipedia-{size_mb:g}mb.log",
+        timeout,
+    )
     stages["books"] = run_stage(
         "books",
         ["--input", str(books_dir / "*.txt"), "--output", str(books), *BEAM_WORKER_FLAGS],
-        book_bytes / MB, books, logs / f"books-{size_mb:g}mb.log", timeout,
-    )  # fmt: skip
+        book_bytes / MB,
+        books,
+        logs / f"books-{size_mb:g}mb.log",
+        timeout,
+    )
     if not (stages["wikipedia"]["ok"] and stages["books"]["ok"]):
         return {"size_mb": size_mb, "dump": dump, "stages": stages}
     documents_mb = (text_bytes_of(wiki) + text_bytes_of(books)) / MB
-    vocab_args = ["--documents", str(wiki), str(books), "--output", str(vocab),
-                  *BEAM_WORKER_FLAGS]  # fmt: skip
+    vocab_args = ["--documents", str(wiki), str(books), "--output", str(vocab), *BEAM_WORKER_FLAGS]
     stages["vocab"] = run_stage(
-        "vocab", vocab_args, min(documents_mb, FULL_VOCAB_SAMPLE_MIB * MIB / MB), vocab,
-        logs / f"vocab-{size_mb:g}mb.log", timeout,
-    )  # fmt: skip
+        "vocab",
+        vocab_args,
+        min(documents_mb, FULL_VOCAB_SAMPLE_MIB * MIB / MB),
+        vocab,
+        logs / f"vocab-{size_mb:g}mb.log",
+        timeout,
+    )
     # The full run's vocabulary reads every documents file for a ~2 % sample: the same stage
     # on a 2 % sample here measures what reading and choosing cost per MB of documents.
     sampled = out / "vocab-sampled"
@@ -309,17 +324,31 @@ def run_chain(size_mb: float, args: Any) -> dict[str, Any]:
     stages["vocab_sampled"] = run_stage(
         "vocab",
         [*vocab_args[:4], str(sampled), "--sample-mb", f"{sample_mib:.3f}", *BEAM_WORKER_FLAGS],
-        documents_mb, sampled, logs / f"vocab-sampled-{size_mb:g}mb.log", timeout,
-    )  # fmt: skip
+        documents_mb,
+        sampled,
+        logs / f"vocab-sampled-{size_mb:g}mb.log",
+        timeout,
+    )
     stages["vocab_sampled"]["sample_mb"] = sampled_text_mb(sampled)
     shutil.rmtree(sampled, ignore_errors=True)
     if stages["vocab"]["ok"]:
         stages["examples"] = run_stage(
             "examples",
-            ["--documents", str(wiki), str(books), "--vocab", str(vocab),
-             "--output", str(shards), *BEAM_WORKER_FLAGS],
-            documents_mb, shards, logs / f"examples-{size_mb:g}mb.log", timeout,
-        )  # fmt: skip
+            [
+                "--documents",
+                str(wiki),
+                str(books),
+                "--vocab",
+                str(vocab),
+                "--output",
+                str(shards),
+                *BEAM_WORKER_FLAGS,
+            ],
+            documents_mb,
+            shards,
+            logs / f"examples-{size_mb:g}mb.log",
+            timeout,
+        )
     return {
         "size_mb": size_mb,
         "dump": dump,
@@ -339,22 +368,44 @@ def mib(value: float) -> str:
 
 def print_stage_table(chain: dict[str, Any]) -> None:
     print(f"\n{chain['size_mb']:g} MB of wikitext (2 local workers):")
-    headers = ["stage", "input MB", "CPU-s", "CPU-s/MB", "wall s", "serial s", "serial CPU-s",
-               "driver RSS MiB", "worker RSS MiB", "_work files", "_work MB", ".tmp files",
-               "output MB"]  # fmt: skip
+    headers = [
+        "stage",
+        "input MB",
+        "CPU-s",
+        "CPU-s/MB",
+        "wall s",
+        "serial s",
+        "serial CPU-s",
+        "driver RSS MiB",
+        "worker RSS MiB",
+        "_work files",
+        "_work MB",
+        ".tmp files",
+        "output MB",
+    ]
     rows = []
     for stage in TABLE_STAGES:
         s = chain["stages"].get(stage)
         if s is None:
             continue
         workers = "/".join(mib(w) for w in s["worker_peak_rss_mib"]) or "-"
-        rows.append([
-            stage + ("" if s["ok"] else " FAILED"), f"{s['input_mb']:,.1f}", f"{s['cpu_s']:,.1f}",
-            f"{s['cpu_s_per_mb']:.3f}", f"{s['wall_s']:,.1f}", f"{s['serial_s']:,.1f}",
-            f"{s['serial_cpu_s']:,.1f}",
-            mib(s["driver_peak_rss_mib"]), workers, f"{s['work_files']:,}",
-            f"{s['work_bytes'] / MB:,.1f}", f"{s['tmp_files']:,}", f"{s['output_bytes'] / MB:,.1f}",
-        ])  # fmt: skip
+        rows.append(
+            [
+                stage + ("" if s["ok"] else " FAILED"),
+                f"{s['input_mb']:,.1f}",
+                f"{s['cpu_s']:,.1f}",
+                f"{s['cpu_s_per_mb']:.3f}",
+                f"{s['wall_s']:,.1f}",
+                f"{s['serial_s']:,.1f}",
+                f"{s['serial_cpu_s']:,.1f}",
+                mib(s["driver_peak_rss_mib"]),
+                workers,
+                f"{s['work_files']:,}",
+                f"{s['work_bytes'] / MB:,.1f}",
+                f"{s['tmp_files']:,}",
+                f"{s['output_bytes'] / MB:,.1f}",
+            ]
+        )
     print_table(headers, rows, left=(0, 8))
 
 
@@ -382,20 +433,26 @@ def main() -> None:
     parser = argument_parser("bench.scale", __doc__)
     parser.add_argument("--sizes", default="256,1024", help="MB of wikitext (default 256,1024)")
     parser.add_argument(
-        "--books-share", type=float, default=0.05,
+        "--books-share",
+        type=float,
+        default=0.05,
         help="book bytes per wikitext byte (default 0.05: BookCorpus ÷ enwiki)",
-    )  # fmt: skip
+    )
     parser.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR)
     parser.add_argument("--timeout-s", type=float, default=3 * 3600, help="per stage")
     parser.add_argument(
-        "--project-full-run", action=argparse.BooleanOptionalAction, default=True,
+        "--project-full-run",
+        action=argparse.BooleanOptionalAction,
+        default=True,
         help="print the Dataflow projection (default on; --no-project-full-run skips it)",
-    )  # fmt: skip
+    )
     parser.add_argument("--vcpus", default="32,256", help="vCPU counts to project wall time at")
     parser.add_argument(
-        "--from-results", type=Path, default=None,
+        "--from-results",
+        type=Path,
+        default=None,
         help="print the tables from an earlier run's results JSON instead of running",
-    )  # fmt: skip
+    )
     args = parser.parse_args()
     vcpus = [int(v) for v in args.vcpus.split(",")]
     if args.from_results:

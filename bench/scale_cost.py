@@ -291,22 +291,46 @@ def print_projection(
         "wikipedia and books are two jobs side by side. Not counted: Dataflow Shuffle (the "
         "GroupByKeys carry keys, paths and counts) and GCS storage; GCS requests below"
     )
-    headers = ["stage", "full input MB", "CPU-s/MB", "vCPU-h", "serial s", "unit s",
-               *(f"wall @{v} vCPU" for v in vcpus), f"USD @{max(vcpus)}"]  # fmt: skip
+    headers = [
+        "stage",
+        "full input MB",
+        "CPU-s/MB",
+        "vCPU-h",
+        "serial s",
+        "unit s",
+        *(f"wall @{v} vCPU" for v in vcpus),
+        f"USD @{max(vcpus)}",
+    ]
     rows = []
     for name in STAGES:
         f, p = figures[name], projections[name]
-        rows.append([
-            name, f"{f.full_input_mb:,.0f}", f"{f.cpu_s_per_mb:.3f}", f"{p.vcpu_hours:,.1f}",
-            f"{p.serial_s:,.0f}", f"{f.unit_cpu_s:,.0f}",
-            *(f"{p.wall_s[v] / 60:,.1f} min" for v in vcpus),
-            f"{p.cost_usd:,.2f}",
-        ])  # fmt: skip
+        rows.append(
+            [
+                name,
+                f"{f.full_input_mb:,.0f}",
+                f"{f.cpu_s_per_mb:.3f}",
+                f"{p.vcpu_hours:,.1f}",
+                f"{p.serial_s:,.0f}",
+                f"{f.unit_cpu_s:,.0f}",
+                *(f"{p.wall_s[v] / 60:,.1f} min" for v in vcpus),
+                f"{p.cost_usd:,.2f}",
+            ]
+        )
     total_hours = sum(p.vcpu_hours for p in projections.values())
     total_cost = sum(p.cost_usd for p in projections.values())
     walls = {v: chain_wall_s(projections, v) for v in vcpus}
-    rows.append(["chain", "", "", f"{total_hours:,.1f}", "", "",
-                 *(f"{walls[v] / 60:,.1f} min" for v in vcpus), f"{total_cost:,.2f}"])  # fmt: skip
+    rows.append(
+        [
+            "chain",
+            "",
+            "",
+            f"{total_hours:,.1f}",
+            "",
+            "",
+            *(f"{walls[v] / 60:,.1f} min" for v in vcpus),
+            f"{total_cost:,.2f}",
+        ]
+    )
     print_table(headers, rows)
     spills = project_spill_files(figures["examples"].full_input_mb)
     say(

@@ -68,8 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argument_parser("bench.shuffle_levels", __doc__)
     parser.add_argument("--size-mb", type=float, default=25.0, help="documents text to build")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--unit-mb", type=int, default=1,
-                        help="--work-partition-mb and --bucket-mb of the runs")  # fmt: skip
+    parser.add_argument(
+        "--unit-mb", type=int, default=1, help="--work-partition-mb and --bucket-mb of the runs"
+    )
     parser.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR)
     args = parser.parse_args(argv)
     runs.build_in_child(
@@ -79,9 +80,12 @@ def main(argv: list[str] | None = None) -> int:
     vocab = runs.output_dir(args.workdir, "shuffle_levels", "vocab", args.size_mb)
     if not (vocab / "vocab.json").exists():
         run = runs.run_fresh(
-            vocab_command(documents, vocab), Path.cwd(), vocab,
-            runs.log_path(args.workdir, "shuffle_levels", "vocab", 1), 3600,
-        )  # fmt: skip
+            vocab_command(documents, vocab),
+            Path.cwd(),
+            vocab,
+            runs.log_path(args.workdir, "shuffle_levels", "vocab", 1),
+            3600,
+        )
         if not run.ok:
             print(runs.failure(run), file=sys.stderr)
             return 1
@@ -93,11 +97,22 @@ def main(argv: list[str] | None = None) -> int:
             label = f"levels{levels}"
             output = runs.output_dir(args.workdir, "shuffle_levels", label, args.size_mb)
             command = [
-                repo_python(), "-m", "pipelines.examples", "--documents", *documents.directories,
-                "--vocab", str(vocab), "--output", str(output),
-                "--work-partition-mb", str(args.unit_mb), "--bucket-mb", str(args.unit_mb),
-                "--shuffle-levels", levels,
-            ]  # fmt: skip
+                repo_python(),
+                "-m",
+                "pipelines.examples",
+                "--documents",
+                *documents.directories,
+                "--vocab",
+                str(vocab),
+                "--output",
+                str(output),
+                "--work-partition-mb",
+                str(args.unit_mb),
+                "--bucket-mb",
+                str(args.unit_mb),
+                "--shuffle-levels",
+                levels,
+            ]
             counter = SpillCounter(output / "_work")
             shutil.rmtree(output, ignore_errors=True)
             counter.start()
@@ -116,13 +131,15 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for levels in ("1", "2"):
         measured = figures[levels]
-        rows.append([
-            f"--shuffle-levels {levels}",
-            f"{statistics.median(r.cpu_s for r in measured):.1f}",
-            f"{statistics.median(r.wall_s for r in measured):.1f}",
-            f"{statistics.median(r.peak_rss_mib for r in measured):.0f}",
-            f"{statistics.median(files[levels]):,.0f}",
-        ])  # fmt: skip
+        rows.append(
+            [
+                f"--shuffle-levels {levels}",
+                f"{statistics.median(r.cpu_s for r in measured):.1f}",
+                f"{statistics.median(r.wall_s for r in measured):.1f}",
+                f"{statistics.median(r.peak_rss_mib for r in measured):.0f}",
+                f"{statistics.median(files[levels]):,.0f}",
+            ]
+        )
     print(
         f"\nbertkit examples on {documents.text_mb:.1f} MB of documents text, "
         f"--work-partition-mb/--bucket-mb {args.unit_mb} (medians of {args.repeats})"

@@ -240,8 +240,9 @@ class RowResult:
 
     @property
     def spec(self) -> RowSpec:
-        return RowSpec(self.model, self.compiled, self.optimizer, self.implementation,
-                       self.bucket_window)  # fmt: skip
+        return RowSpec(
+            self.model, self.compiled, self.optimizer, self.implementation, self.bucket_window
+        )
 
 
 def synchronize(device: torch.device) -> None:
@@ -430,13 +431,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--optimizer", default="adamw", help="comma-separated: adamw, lamb (a row set each)"
     )
     parser.add_argument(
-        "--reference", action="store_true",
+        "--reference",
+        action="store_true",
         help="add transformers' BertForPreTraining rows and bertkit ÷ transformers",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--bucket-windows", default="0",
+        "--bucket-windows",
+        default="0",
         help="comma-separated loader --bucket-window values, real batches only (0 = off)",
-    )  # fmt: skip
+    )
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args(argv)
     args.optimizers = [o.strip() for o in args.optimizer.split(",") if o.strip()]
@@ -495,9 +498,12 @@ def row_specs(args: argparse.Namespace, device: torch.device) -> list[RowSpec]:
     implementations = IMPLEMENTATIONS if args.reference else IMPLEMENTATIONS[:1]
     return [
         RowSpec(model, compiled, optimizer, implementation, window)
-        for model in models for window in args.windows for compiled in modes
-        for optimizer in args.optimizers for implementation in implementations
-    ]  # fmt: skip
+        for model in models
+        for window in args.windows
+        for compiled in modes
+        for optimizer in args.optimizers
+        for implementation in implementations
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -525,8 +531,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     else:
         try:
-            datasets = {w: real_batches(args.shards, args.seq, batch, args.batches, w)
-                        for w in args.windows}  # fmt: skip
+            datasets = {
+                w: real_batches(args.shards, args.seq, batch, args.batches, w) for w in args.windows
+            }
         except DataConfigError as error:
             print(f"{error}\nrun with --synthetic to use random batches", file=sys.stderr)
             return 2
@@ -553,9 +560,15 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as error:  # noqa: BLE001 - an OOM or a compile failure: run the rest
             first_line = str(error).splitlines()[0] if str(error) else ""
             message = f"{type(error).__name__}: {first_line}"
-            result = RowResult(spec.model, spec.compiled, ok=False, optimizer=spec.optimizer,
-                               implementation=spec.implementation,
-                               bucket_window=spec.bucket_window, error=message)  # fmt: skip
+            result = RowResult(
+                spec.model,
+                spec.compiled,
+                ok=False,
+                optimizer=spec.optimizer,
+                implementation=spec.implementation,
+                bucket_window=spec.bucket_window,
+                error=message,
+            )
         if spec.compiled:
             torch._dynamo.reset()  # drop the graphs (and what they hold) of this row's model
         if cuda:

@@ -21,15 +21,35 @@ TARGET_MODEL = "base"
 
 
 def print_results(results: list[RowResult], device: torch.device) -> None:
-    headers = ["model", "impl", "mode", "optimizer", "buckets", "params M", "batch",
-               "padded len", "preds/seq", "warmup s", "step ms", "seq/s", "tokens/s",
-               "model TFLOP/s", "MFU", "÷ transformers"]  # fmt: skip
+    headers = [
+        "model",
+        "impl",
+        "mode",
+        "optimizer",
+        "buckets",
+        "params M",
+        "batch",
+        "padded len",
+        "preds/seq",
+        "warmup s",
+        "step ms",
+        "seq/s",
+        "tokens/s",
+        "model TFLOP/s",
+        "MFU",
+        "÷ transformers",
+    ]
     if device.type == "cuda":
         headers.append("peak mem GiB")
     rows = []
     for result in results:
-        labels = [result.model, result.implementation, result.spec.mode, result.optimizer,
-                  str(result.bucket_window or "off")]  # fmt: skip
+        labels = [
+            result.model,
+            result.implementation,
+            result.spec.mode,
+            result.optimizer,
+            str(result.bucket_window or "off"),
+        ]
         if not result.ok:
             rows.append([*labels, "FAILED", *["n/a"] * (len(headers) - len(labels) - 1)])
             continue
@@ -66,8 +86,14 @@ def describe_row(spec: RowSpec) -> str:
 def target_verdict(
     results: list[RowResult], device: torch.device, device_name: str, seq: int
 ) -> dict[str, Any]:
-    base = [r for r in results if r.ok and r.model == TARGET_MODEL and r.medians.get("mfu")
-            and r.implementation == "bertkit"]  # fmt: skip
+    base = [
+        r
+        for r in results
+        if r.ok
+        and r.model == TARGET_MODEL
+        and r.medians.get("mfu")
+        and r.implementation == "bertkit"
+    ]
     best = max(base, key=lambda r: r.medians["mfu"] or 0.0, default=None)
     mfu = best.medians["mfu"] if best else None
     on_h100 = device.type == "cuda" and "H100" in device_name.upper()

@@ -113,8 +113,9 @@ def spill_units(
     for unit, share in enumerate(shares):
         name = f"d000-f{unit:05d}"
         words = sorted(share)
-        table = pa.table({"word": words, "count": [share[w] for w in words]},
-                         schema=WORD_COUNTS_SCHEMA)  # fmt: skip
+        table = pa.table(
+            {"word": words, "count": [share[w] for w in words]}, schema=WORD_COUNTS_SCHEMA
+        )
         pq.write_table(table, directory / WORD_COUNTS_DIR / f"{name}.parquet", compression="zstd")
         summaries.append({"unit": name})
         entries += len(words)
@@ -133,8 +134,11 @@ def measure(counts: Counter[str], workdir: Path) -> dict[str, Any]:
     assert summed == counts
     start = time.perf_counter()
     alphabet = choose_alphabet(summed, 1000)
-    fixed = [*reserved_tokens(0), *alphabet,
-             *("##" + c for c in continuation_alphabet(alphabet, cased=False))]  # fmt: skip
+    fixed = [
+        *reserved_tokens(0),
+        *alphabet,
+        *("##" + c for c in continuation_alphabet(alphabet, cased=False)),
+    ]
     tokens = learn_pieces(summed, fixed, VOCAB_SIZE, min_frequency=2)
     learn_s = time.perf_counter() - start
     return {
@@ -159,13 +163,25 @@ def main() -> None:
         counts = scaled_counts(base, max(size, len(base)))
         result = measure(counts, args.workdir / "vocab_learn")
         results.append(result)
-        rows.append([f"{result['distinct_words']:,}", f"{result['entries_summed']:,}",
-                     f"{result['sum_s']:.1f}",
-                     f"{result['learn_s']:.1f}", f"{result['tokens']:,}",
-                     f"{result['peak_rss_mib']:,.0f}"])  # fmt: skip
+        rows.append(
+            [
+                f"{result['distinct_words']:,}",
+                f"{result['entries_summed']:,}",
+                f"{result['sum_s']:.1f}",
+                f"{result['learn_s']:.1f}",
+                f"{result['tokens']:,}",
+                f"{result['peak_rss_mib']:,.0f}",
+            ]
+        )
         print(f"  {rows[-1]}", flush=True)
-    headers = ["distinct words", "entries summed", "sum s", "learn s", "tokens",
-               "peak RSS MiB (so far)"]  # fmt: skip
+    headers = [
+        "distinct words",
+        "entries summed",
+        "sum s",
+        "learn s",
+        "tokens",
+        "peak RSS MiB (so far)",
+    ]
     print_table(headers, rows)
     largest = results[-1]
     per_million = (largest["sum_s"] + largest["learn_s"]) / (largest["distinct_words"] / 1e6)

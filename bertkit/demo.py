@@ -65,20 +65,43 @@ def run(argv: list[str] | None = None) -> int:
     # 8,000 tokens: the 3.6 MB sample has too few pairs seen twice to fill BERT's 30,522.
     print(f"3/6 Vocabulary: documents → {vocab_dir}")
     code |= vocab.run(
-        ["--documents", *documents, "--output", str(vocab_dir), "--vocab-size", "8000",
-         "--overwrite"]
-    )  # fmt: skip
+        [
+            "--documents",
+            *documents,
+            "--output",
+            str(vocab_dir),
+            "--vocab-size",
+            "8000",
+            "--overwrite",
+        ]
+    )
     print(f"4/6 Examples: documents → {shards_dir}")
     code |= examples.run(
-        ["--documents", *documents, "--vocab", str(vocab_dir), "--output", str(shards_dir),
-         "--max-seq-length", "128", "--dupe-factor", "5", "--heldout-fraction", "0.05",
-         "--samples-per-shard", "10000", "--overwrite"]
-    )  # fmt: skip
+        [
+            "--documents",
+            *documents,
+            "--vocab",
+            str(vocab_dir),
+            "--output",
+            str(shards_dir),
+            "--max-seq-length",
+            "128",
+            "--dupe-factor",
+            "5",
+            "--heldout-fraction",
+            "0.05",
+            "--samples-per-shard",
+            "10000",
+            "--overwrite",
+        ]
+    )
 
     trained = False
     if code == 0 and args.train_steps > 0:
-        print(f"5/6 Training a tiny BERT on the CPU ({args.train_steps} steps of 32): "
-              f"{shards_dir} → {run_dir}")  # fmt: skip
+        print(
+            f"5/6 Training a tiny BERT on the CPU ({args.train_steps} steps of 32): "
+            f"{shards_dir} → {run_dir}"
+        )
         code |= _train(shards_dir, run_dir, args.train_steps)
         if code == 0:
             print(f"6/6 Export for transformers: {run_dir}/checkpoints → {hf_dir}")
@@ -121,12 +144,36 @@ def _train(shards_dir: Path, run_dir: Path, steps: int) -> int:
 
     # --overwrite: an earlier demo's run is replaced, and only its own files are deleted.
     return train.run(
-        ["--shards", str(shards_dir), "--output", str(run_dir), "--model", "tiny",
-         "--micro-batch-size", "32", "--max-steps", str(steps), "--lr", "1e-3",
-         "--warmup-steps", str(max(steps // 12, 1)), "--dropout", "0",
-         "--eval-every", str(max(steps // 4, 1)), "--eval-batches", "0", "--log-every", "100",
-         "--num-workers", "0", "--checkpoint-every", str(steps), "--overwrite"]
-    )  # fmt: skip
+        [
+            "--shards",
+            str(shards_dir),
+            "--output",
+            str(run_dir),
+            "--model",
+            "tiny",
+            "--micro-batch-size",
+            "32",
+            "--max-steps",
+            str(steps),
+            "--lr",
+            "1e-3",
+            "--warmup-steps",
+            str(max(steps // 12, 1)),
+            "--dropout",
+            "0",
+            "--eval-every",
+            str(max(steps // 4, 1)),
+            "--eval-batches",
+            "0",
+            "--log-every",
+            "100",
+            "--num-workers",
+            "0",
+            "--checkpoint-every",
+            str(steps),
+            "--overwrite",
+        ]
+    )
 
 
 def _export(run_dir: Path, hf_dir: Path) -> int:

@@ -53,23 +53,31 @@ STAGES = {
     stage.name: stage
     for stage in (
         TemplateStage(
-            "wikipedia", wikipedia.WikipediaConfig, wikipedia.run,
+            "wikipedia",
+            wikipedia.WikipediaConfig,
+            wikipedia.run,
             "bertkit wikipedia: sentence-split articles from a pages-articles dump",
         ),
         TemplateStage(
-            "books", books.BooksConfig, books.run,
+            "books",
+            books.BooksConfig,
+            books.run,
             "bertkit books: sentence-split paragraphs from plain-text books",
         ),
         TemplateStage(
-            "vocab", vocab.VocabConfig, vocab.run,
+            "vocab",
+            vocab.VocabConfig,
+            vocab.run,
             "bertkit vocab: a WordPiece vocabulary from a sample of documents",
         ),
         TemplateStage(
-            "examples", ExamplesConfig, examples.run,
+            "examples",
+            ExamplesConfig,
+            examples.run,
             "bertkit examples: documents to BERT pre-training shards (NSP pairs, MLM masks)",
         ),
     )
-}  # fmt: skip
+}
 
 
 def _flag_of(spec: dataclasses.Field) -> str:
@@ -114,8 +122,11 @@ def template_metadata(stage: TemplateStage) -> dict[str, Any]:
         elif spec.metadata.get("choices"):
             parameter["regexes"] = ["^(" + "|".join(map(str, spec.metadata["choices"])) + ")$"]
         parameters.append(parameter)
-    return {"name": f"bertkit-{stage.name}", "description": stage.description,
-            "parameters": parameters}  # fmt: skip
+    return {
+        "name": f"bertkit-{stage.name}",
+        "description": stage.description,
+        "parameters": parameters,
+    }
 
 
 def template_argv(stage: TemplateStage, argv: Sequence[str]) -> list[str]:

@@ -221,8 +221,12 @@ def unpack_samples(data: bytes) -> list[bytes]:
         raise ExampleDecodeError(
             f"not a block of samples (magic {magic!r}, {count} samples in {len(data)} bytes)"
         )
-    ends = np.cumsum(np.frombuffer(data, dtype="<u4", count=count, offset=_BLOCK_HEADER.size),
-                     dtype=np.int64) + table_end  # fmt: skip
+    ends = (
+        np.cumsum(
+            np.frombuffer(data, dtype="<u4", count=count, offset=_BLOCK_HEADER.size), dtype=np.int64
+        )
+        + table_end
+    )
     if count and int(ends[-1]) != len(data):
         raise ExampleDecodeError(
             f"a block's {count} sample lengths add up to {int(ends[-1]) - table_end} bytes, "

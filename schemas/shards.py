@@ -179,11 +179,13 @@ class ShardInfo:
         table = raw.get("block_table")
         if table is not None and not isinstance(table, dict):
             raise RecordError("block_table must be a {bytes, sha256} object")
-        return cls(**{
-            **raw,
-            "blocks": tuple(ShardBlock(**block) for block in blocks),
-            "block_table": BlockTableFile(**table) if table is not None else None,
-        })  # fmt: skip
+        return cls(
+            **{
+                **raw,
+                "blocks": tuple(ShardBlock(**block) for block in blocks),
+                "block_table": BlockTableFile(**table) if table is not None else None,
+            }
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The manifest's entry: `blocks` only when inline, `block_table` only when 2.1."""
@@ -215,8 +217,9 @@ def decode_block_table(table: bytes, info: ShardInfo, where: str) -> tuple[Shard
         raise RecordError(f"{where}: not a block table ({error})") from error
     need_dict(raw, where)
     if sorted(raw) != ["block_samples", "offsets", "sha256"]:
-        raise RecordError(f"{where}: fields {sorted(raw)}, a block table has block_samples, "
-                          "offsets and sha256")  # fmt: skip
+        raise RecordError(
+            f"{where}: fields {sorted(raw)}, a block table has block_samples, offsets and sha256"
+        )
     if raw["block_samples"] != info.block_samples:
         raise RecordError(
             f"{where}.block_samples is {raw['block_samples']!r}, the manifest says "

@@ -20,9 +20,14 @@ def major(version: str) -> str:
 
 
 def version_problem(
-    where: str, found_record: str, found_version: str, record: str, version: str, remedy: str,
+    where: str,
+    found_record: str,
+    found_version: str,
+    record: str,
+    version: str,
+    remedy: str,
     readable_majors: tuple[str, ...] = (),
-) -> str | None:  # fmt: skip
+) -> str | None:
     """None if a `found_record` at `found_version` can be read as `record` at `version` (or
     at one of `readable_majors`); else the message for the user."""
     majors = {major(version), *readable_majors}
@@ -52,9 +57,14 @@ def read_record(
         ) from problem
     defaults = {f.name: f.default for f in dataclasses.fields(record_class)}  # type: ignore[arg-type]
     problem = version_problem(
-        where, record.record, record.schema_version, defaults["record"],
-        defaults["schema_version"], remedy, getattr(record_class, "READABLE_MAJORS", ()),
-    )  # fmt: skip
+        where,
+        record.record,
+        record.schema_version,
+        defaults["record"],
+        defaults["schema_version"],
+        remedy,
+        getattr(record_class, "READABLE_MAJORS", ()),
+    )
     if problem:
         raise error(problem)
     return record

@@ -61,8 +61,16 @@ class S3Server(NamedTuple):
 
 def s3_flags(endpoint: str) -> list[str]:
     """Beam's s3:// filesystem flags for the loopback server."""
-    return ["--s3_endpoint_url", endpoint, "--s3_access_key_id", "test",
-            "--s3_secret_access_key", "test", "--s3_region_name", "us-east-1"]  # fmt: skip
+    return [
+        "--s3_endpoint_url",
+        endpoint,
+        "--s3_access_key_id",
+        "test",
+        "--s3_secret_access_key",
+        "test",
+        "--s3_region_name",
+        "us-east-1",
+    ]
 
 
 @pytest.fixture(scope="session")

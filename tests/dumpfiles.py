@@ -107,7 +107,22 @@ def write_multistream(
 def article(page_id: int, words: int = 12, seed: int | None = None) -> Page:
     """An article whose one paragraph is `words` pseudo-random words (distinct per id)."""
     rng = random.Random(page_id if seed is None else seed)
-    vocabulary = ["river", "north", "town", "built", "railway", "people", "early", "lake",
-                  "summer", "winter", "valley", "county", "church", "bridge", "market"]  # fmt: skip
+    vocabulary = [
+        "river",
+        "north",
+        "town",
+        "built",
+        "railway",
+        "people",
+        "early",
+        "lake",
+        "summer",
+        "winter",
+        "valley",
+        "county",
+        "church",
+        "bridge",
+        "market",
+    ]
     body = " ".join(rng.choice(vocabulary) for _ in range(words))
     return Page(page_id, f"Article {page_id}", f"'''Article {page_id}''' is about {body}.")

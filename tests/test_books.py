@@ -78,9 +78,11 @@ def test_real_books_end_to_end(tmp_path: Path, books_dir: Path) -> None:
 
 def test_compressed_books_give_the_same_document(tmp_path: Path, books_dir: Path) -> None:
     data = (books_dir / "alice29.txt").read_bytes()
-    for folder, name, payload in [("plain", "alice29.txt", data),
-                                  ("gz", "alice29.txt.gz", gzip.compress(data)),
-                                  ("bz2", "alice29.txt.bz2", bz2.compress(data))]:  # fmt: skip
+    for folder, name, payload in [
+        ("plain", "alice29.txt", data),
+        ("gz", "alice29.txt.gz", gzip.compress(data)),
+        ("bz2", "alice29.txt.bz2", bz2.compress(data)),
+    ]:
         (tmp_path / folder).mkdir()
         (tmp_path / folder / name).write_bytes(payload)
     out = tmp_path / "out"
@@ -174,11 +176,13 @@ def test_lines_format_rejects_a_huge_line_and_keeps_the_rest(tmp_path: Path) -> 
     manifest = read_manifest(str(out))
     assert manifest.rejected == {"line_too_long": 3}
     assert manifest.config["max_line_bytes"] == 64 << 10
-    assert sorted((Path(r["input"]).name, r["position"], r["reason"], r["error"], r["id"])
-                  for r in rejects_of(out)) == [
+    assert sorted(
+        (Path(r["input"]).name, r["position"], r["reason"], r["error"], r["id"])
+        for r in rejects_of(out)
+    ) == [
         (name, "line 3", "line_too_long", LONG_LINE_ERROR, None)
         for name in ("packed.txt.gz", "plain.txt", "squeezed.txt.bz2")
-    ]  # fmt: skip
+    ]
 
 
 def test_lines_format_memory_is_bounded_by_the_line_limit(tmp_path: Path) -> None:
@@ -229,10 +233,12 @@ def test_files_format_rejects_a_huge_line_and_keeps_the_book(tmp_path: Path) -> 
     ]
     (reject,) = rejects_of(out)
     assert reject == {
-        "id": "books/story", "input": str(tmp_path / "in" / "story.txt.gz"),
-        "position": "line 4", "reason": "line_too_long", "error": LONG_LINE_ERROR.replace(
-            "line 3 ", "line 4 "),
-    }  # fmt: skip
+        "id": "books/story",
+        "input": str(tmp_path / "in" / "story.txt.gz"),
+        "position": "line 4",
+        "reason": "line_too_long",
+        "error": LONG_LINE_ERROR.replace("line 3 ", "line 4 "),
+    }
     assert read_manifest(str(out)).rejected == {"line_too_long": 1}
 
 
@@ -256,5 +262,7 @@ def test_common_root_keeps_the_scheme() -> None:
 def test_units_are_fixed_by_the_inputs() -> None:
     inputs = [{"path": f"/b/{i}.txt", "bytes": 40} for i in range(5)]
     assert plan_units(inputs, unit_bytes=100) == [
-        (0, ["/b/0.txt", "/b/1.txt"]), (1, ["/b/2.txt", "/b/3.txt"]), (2, ["/b/4.txt"]),
-    ]  # fmt: skip
+        (0, ["/b/0.txt", "/b/1.txt"]),
+        (1, ["/b/2.txt", "/b/3.txt"]),
+        (2, ["/b/4.txt"]),
+    ]

@@ -69,10 +69,17 @@ def test_a_book_of_one_paragraph_and_no_full_stop_is_cut_and_its_memory_bounded(
     # after the last space of its 16,384-character windows: 707 sentences. Of the text only
     # the 11 paragraphs' last line breaks and the 696 spaces at the sentence cuts are gone.
     assert manifest["counts"] == {
-        "documents": 1, "files": 1, "input_bytes": 11_404_246, "input_files": 1,
-        "paragraphs_cut": 1, "rejected": 0, "sentences": 707, "sentences_cut": 11,
-        "text_bytes": 11_404_246 - 11 - 696, "units": 1,
-    }  # fmt: skip
+        "documents": 1,
+        "files": 1,
+        "input_bytes": 11_404_246,
+        "input_files": 1,
+        "paragraphs_cut": 1,
+        "rejected": 0,
+        "sentences": 707,
+        "sentences_cut": 11,
+        "text_bytes": 11_404_246 - 11 - 696,
+        "units": 1,
+    }
     (row,) = ds.dataset(tmp_path / "big" / "out").to_table().to_pylist()
     sentences = row["sentences"]
     assert max(len(s) for s in sentences) == MAX_SENTENCE_CHARS - 1  # cut after a space

@@ -347,8 +347,12 @@ def test_line_documents_rejects_bad_max_lines() -> None:
 def test_line_documents_cut_before_a_line_that_passes_max_chars() -> None:
     lines = ["aaaa", "bbb", "cc", "dddddddddd", "e", "", "f"]
     assert list(line_documents(lines, max_chars=7)) == [
-        ["aaaa", "bbb"], ["cc"], ["dddddddddd"], ["e"], ["f"],
-    ]  # fmt: skip
+        ["aaaa", "bbb"],
+        ["cc"],
+        ["dddddddddd"],
+        ["e"],
+        ["f"],
+    ]
 
 
 # --------------------------------------------------------------------------------------
@@ -416,8 +420,11 @@ def test_drop_long_lines_does_not_copy_the_text_into_lines() -> None:
         # A block of exactly the bound, newlines counted, is whole.
         ("aa bb\ncc dd\nee\n\nff", 14, ("aa bb\ncc dd\nee\n\nff", 0)),
         # One block in three pieces counts once; the other block is cut too.
-        ("a b\nc d\ne f\ng h\ni j\n\nk l\nm n\no p", 7,
-         ("a b\nc d\n\ne f\ng h\n\ni j\n\nk l\nm n\n\no p", 2)),
+        (
+            "a b\nc d\ne f\ng h\ni j\n\nk l\nm n\no p",
+            7,
+            ("a b\nc d\n\ne f\ng h\n\ni j\n\nk l\nm n\n\no p", 2),
+        ),
         # A line over the bound is a piece by itself; alone in its block it is left as it is.
         ("ab\n" + "x" * 20 + "\ncd", 5, ("ab\n\n" + "x" * 20 + "\n\ncd", 1)),
         ("x" * 20 + "\n\nab", 5, ("x" * 20 + "\n\nab", 0)),
@@ -426,7 +433,7 @@ def test_drop_long_lines_does_not_copy_the_text_into_lines() -> None:
         ("a b\n \t\n c d\n  e f\n", 6, ("a b\n \t\n c d\n\n  e f\n", 1)),
         ("", 1, ("", 0)),
     ],
-)  # fmt: skip
+)
 def test_cut_long_paragraphs(text: str, max_chars: int, expected: tuple[str, int]) -> None:
     assert cut_long_paragraphs(text, max_chars) == expected
 
@@ -435,8 +442,9 @@ def test_cut_long_paragraphs_pieces_are_paragraphs_of_their_own() -> None:
     text = "The river ran north past the\nold town and the mill-\nPOND FROZE\nin the winter.\n"
     cut, blocks_cut = cut_long_paragraphs(text, 51)  # the first two lines are 51
     assert (cut, blocks_cut) == (
-        "The river ran north past the\nold town and the mill-\n\nPOND FROZE\nin the winter.\n", 1
-    )  # fmt: skip
+        "The river ran north past the\nold town and the mill-\n\nPOND FROZE\nin the winter.\n",
+        1,
+    )
     # The all-caps line leading the second piece is a heading there (rule 3), and the word
     # hyphenated across the cut is not joined (rule 5).
     assert book_paragraphs(cut) == [

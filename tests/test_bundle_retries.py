@@ -110,9 +110,14 @@ def run_bundle(fn: beam.DoFn, elements: list, *side_inputs: Any) -> dict[str, li
 
 
 def crash_then_retry(
-    monkeypatch, make_fn: Callable[[], beam.DoFn], elements: list, name: str, budget: int,
-    *side_inputs: Any, nth: int = 1,
-) -> dict[str, list]:  # fmt: skip
+    monkeypatch,
+    make_fn: Callable[[], beam.DoFn],
+    elements: list,
+    name: str,
+    budget: int,
+    *side_inputs: Any,
+    nth: int = 1,
+) -> dict[str, list]:
     """The bundle's first attempt dies inside a write; a fresh DoFn runs it again."""
     with (
         crash_in_write(monkeypatch, name, budget, nth) as crashed,
@@ -171,9 +176,11 @@ def test_books_unit_retried_after_a_crash_mid_write_leaves_one_run(
     clean = run_bundle(make_fn(), [(0, paths)])
     expected = snapshot(out)
     assert sorted(expected) == [
-        "_rejects/rejects-00000.jsonl", "documents-00000-0000.parquet",
-        "documents-00000-0001.parquet", "documents-00000-0002.parquet",
-    ]  # fmt: skip
+        "_rejects/rejects-00000.jsonl",
+        "documents-00000-0000.parquet",
+        "documents-00000-0001.parquet",
+        "documents-00000-0002.parquet",
+    ]
     shutil.rmtree(out)
     retried = crash_then_retry(monkeypatch, make_fn, [(0, paths)], name, budget, nth=nth)
     assert snapshot(out) == expected
@@ -240,9 +247,12 @@ def tiny_corpus(tmp_path_factory) -> tuple[Path, Path]:
         (root / "in" / f"{topic}.txt").write_text("\n\n".join(paragraphs) + "\n")
     documents, vocabulary = root / "documents", root / "vocab"
     assert books.run(["--input", str(root / "in" / "*.txt"), "--output", str(documents)]) == 0
-    assert vocab.run(
-        ["--documents", str(documents), "--output", str(vocabulary), "--vocab-size", "300"]
-    ) == 0  # fmt: skip
+    assert (
+        vocab.run(
+            ["--documents", str(documents), "--output", str(vocabulary), "--vocab-size", "300"]
+        )
+        == 0
+    )
     return documents, vocabulary
 
 
@@ -287,9 +297,7 @@ def run_examples_chain(
         lambda: TokenizeDocumentsFn(config, layout, routes.partitions),
         documents_units(inputs),
     )
-    partitions = regroup(
-        "regroup-partitions", "documents", routes.partitions, tokenized["main"]
-    )
+    partitions = regroup("regroup-partitions", "documents", routes.partitions, tokenized["main"])
     paired = step(
         "pair", lambda: PairAndMaskFn(config, layout, routes.buckets), group(partitions["main"])
     )
@@ -300,11 +308,15 @@ def run_examples_chain(
     ordered = step("order", lambda: OrderBucketFn(config), group(buckets["main"]), dict(counts))
     joined = step("join", lambda: JoinPiecesFn(config), group(ordered[PIECES]))
     return {
-        "tokenize": tokenized, "regroup-partitions": partitions, "pair": paired,
-        "regroup-buckets": buckets, "order": ordered, "join": joined,
+        "tokenize": tokenized,
+        "regroup-partitions": partitions,
+        "pair": paired,
+        "regroup-buckets": buckets,
+        "order": ordered,
+        "join": joined,
         "shards": sorted(ordered["main"] + joined["main"], key=lambda s: s["path"]),
         "summaries": tokenized[SUMMARY] + paired[SUMMARY],
-    }  # fmt: skip
+    }
 
 
 @pytest.mark.parametrize(
@@ -328,10 +340,16 @@ def test_examples_steps_retried_after_a_crash_mid_write_leave_one_run(
     documents, vocabulary = tiny_corpus
     out = tmp_path / "shards"
     config = ExamplesConfig(
-        documents=(str(documents),), vocab=str(vocabulary), output=str(out), dupe_factor=2,
-        samples_per_shard=10, partner_group_docs=2, spill_budget_mb=0, regroup_budget_mb=0,
+        documents=(str(documents),),
+        vocab=str(vocabulary),
+        output=str(out),
+        dupe_factor=2,
+        samples_per_shard=10,
+        partner_group_docs=2,
+        spill_budget_mb=0,
+        regroup_budget_mb=0,
         shuffle_levels=levels,
-    )  # fmt: skip
+    )
     clean = run_examples_chain(config, None, monkeypatch)
     clean_files = snapshot(out)
     remove_stage_leftovers(config)

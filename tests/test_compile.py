@@ -28,9 +28,14 @@ FIXED = FixedShape.of(24, 3)  # 24 tokens, 3 predictions → 8 slots (PAD_MULTIP
 def tiny(dropout: float = 0.1) -> BertForPreTraining:
     torch.manual_seed(0)
     return BertForPreTraining(
-        config_for("tiny", VOCAB, max_position_embeddings=64, hidden_dropout_prob=dropout,
-                   attention_probs_dropout_prob=dropout)
-    )  # fmt: skip
+        config_for(
+            "tiny",
+            VOCAB,
+            max_position_embeddings=64,
+            hidden_dropout_prob=dropout,
+            attention_probs_dropout_prob=dropout,
+        )
+    )
 
 
 def batch_of(seed: int, length: int, predictions: int) -> dict[str, torch.Tensor]:
@@ -49,11 +54,13 @@ def batch_of(seed: int, length: int, predictions: int) -> dict[str, torch.Tensor
     labels[1, -1] = IGNORE_INDEX
     positions[1, -1] = 0
     return {
-        BatchField.INPUT_IDS: ids, BatchField.TOKEN_TYPE_IDS: types,
-        BatchField.ATTENTION_MASK: mask, BatchField.MASKED_POSITIONS: positions,
+        BatchField.INPUT_IDS: ids,
+        BatchField.TOKEN_TYPE_IDS: types,
+        BatchField.ATTENTION_MASK: mask,
+        BatchField.MASKED_POSITIONS: positions,
         BatchField.MASKED_LABELS: labels,
         BatchField.NEXT_SENTENCE_LABELS: torch.tensor([0, 1]),
-    }  # fmt: skip
+    }
 
 
 def inputs(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -110,8 +117,10 @@ def test_compiled_steps_match_eager_and_never_recompile() -> None:
     losses: dict[str, list[float]] = {"eager": [], "compiled": []}
     for raw in batches:
         batch = to_device(dict(raw), torch.device("cpu"), FIXED)
-        for name, forward, optimizer in (("eager", eager, optimizers[0]),
-                                         ("compiled", compiled, optimizers[1])):  # fmt: skip
+        for name, forward, optimizer in (
+            ("eager", eager, optimizers[0]),
+            ("compiled", compiled, optimizers[1]),
+        ):
             out = forward(**inputs(batch))
             out.loss.backward()
             optimizer.step()
@@ -156,9 +165,27 @@ def test_the_trainer_compiled_gives_eager_s_losses(sample_shards, tmp_path) -> N
     differently)."""
     from trainer import train
 
-    common = ["--model", "tiny", "--micro-batch-size", "16", "--lr", "2e-3", "--log-every", "1",
-              "--no-tensorboard", "--shards", str(sample_shards), "--max-steps", "4",
-              "--warmup-steps", "1", "--dropout", "0", "--eval-every", "0"]  # fmt: skip
+    common = [
+        "--model",
+        "tiny",
+        "--micro-batch-size",
+        "16",
+        "--lr",
+        "2e-3",
+        "--log-every",
+        "1",
+        "--no-tensorboard",
+        "--shards",
+        str(sample_shards),
+        "--max-steps",
+        "4",
+        "--warmup-steps",
+        "1",
+        "--dropout",
+        "0",
+        "--eval-every",
+        "0",
+    ]
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
     assert train.run([*common, "--output", str(tmp_path / "compiled"), "--compile"]) == 0
@@ -169,7 +196,9 @@ def test_the_trainer_compiled_gives_eager_s_losses(sample_shards, tmp_path) -> N
     assert train.run([*common, "--output", str(tmp_path / "eager")]) == 0
     losses, evals = {}, {}
     for name in ("compiled", "eager"):
-        records = list(map(json.loads, (tmp_path / name / "metrics.jsonl").read_text().splitlines()))
+        records = list(
+            map(json.loads, (tmp_path / name / "metrics.jsonl").read_text().splitlines())
+        )
         losses[name] = [r["loss"] for r in records if r["kind"] == "train"]
         (evals[name],) = [r for r in records if r["kind"] == "eval"]
     assert len(losses["compiled"]) == 4

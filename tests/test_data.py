@@ -50,11 +50,15 @@ def make_example(index: int) -> PretrainingExample:
     b = [6 + index % 5] * (1 + index % 4)
     ids = np.array([2, *a, 3, *b, 3], dtype=np.uint16)
     return PretrainingExample(
-        input_ids=ids, segment_a_length=len(a) + 2,
+        input_ids=ids,
+        segment_a_length=len(a) + 2,
         masked_lm_positions=np.array([1], dtype=np.uint16),
         masked_lm_ids=np.array([100 + index], dtype=np.uint16),
-        next_sentence_label=index % 2, doc_a=f"d{index}", doc_b=f"d{index}", dupe_pass=0,
-    )  # fmt: skip
+        next_sentence_label=index % 2,
+        doc_a=f"d{index}",
+        doc_b=f"d{index}",
+        dupe_pass=0,
+    )
 
 
 def write_uneven_shards(root: Path, sizes: list[int] = SHARD_SIZES) -> Path:
@@ -67,12 +71,26 @@ def write_uneven_shards(root: Path, sizes: list[int] = SHARD_SIZES) -> Path:
         infos.append(write_shard(str(shards_dir), f"seq128/train/shard-{number:06d}.tar", samples))
         first += size
     manifest = ShardsManifest(
-        vocab={"path": "vocab", "sha256": VOCAB_SHA, "size": 200, "cased": False}, inputs=[],
-        config={}, layout={}, deviations=[], counts={}, dropped={}, rejected={},
-        outputs={"seq128": SequenceOutput(128, 20, {
-            "train": SplitShards(samples=first, not_next=0, tokens=0, predictions=0,
-                                 shards=infos)})},
-    )  # fmt: skip
+        vocab={"path": "vocab", "sha256": VOCAB_SHA, "size": 200, "cased": False},
+        inputs=[],
+        config={},
+        layout={},
+        deviations=[],
+        counts={},
+        dropped={},
+        rejected={},
+        outputs={
+            "seq128": SequenceOutput(
+                128,
+                20,
+                {
+                    "train": SplitShards(
+                        samples=first, not_next=0, tokens=0, predictions=0, shards=infos
+                    )
+                },
+            )
+        },
+    )
     (shards_dir / SHARDS_MANIFEST_NAME).write_text(manifest.to_json())
     return shards_dir
 
@@ -235,15 +253,16 @@ def test_bucketed_batches_hold_the_same_samples_sorted_by_length(tmp_path, worke
     source = open_source(str(write_uneven_shards(tmp_path)))
     for rank in range(2):
         plain = LoaderConfig(3, rank=rank, world_size=2, num_workers=workers, shuffle_buffer=5)
-        bucketed = LoaderConfig(3, rank=rank, world_size=2, num_workers=workers,
-                                shuffle_buffer=5, bucket_window=2)  # fmt: skip
+        bucketed = LoaderConfig(
+            3, rank=rank, world_size=2, num_workers=workers, shuffle_buffer=5, bucket_window=2
+        )
         before = [indices([b]) for b in PretrainingLoader(source, plain).epoch(DataPosition())]
         after = [indices([b]) for b in PretrainingLoader(source, bucketed).epoch(DataPosition())]
         assert len(before) == len(after) == 5  # 35 samples, 2 ranks × 5 batches of 3
         assert sorted(i for b in before for i in b) == sorted(i for b in after for i in b)
         # Worker w's k-th pair of batches is a window: the same samples, sorted, cut in two.
-        streams = [before[w::max(workers, 1)] for w in range(max(workers, 1))]
-        bucket_streams = [after[w::max(workers, 1)] for w in range(max(workers, 1))]
+        streams = [before[w :: max(workers, 1)] for w in range(max(workers, 1))]
+        bucket_streams = [after[w :: max(workers, 1)] for w in range(max(workers, 1))]
         for plain_batches, bucket in zip(streams, bucket_streams, strict=True):
             for start in range(0, len(plain_batches), 2):
                 pair = plain_batches[start : start + 2]
@@ -460,8 +479,12 @@ def test_http_shard_that_keeps_failing_is_named(flaky_server):
 
 
 def test_s3_shards_stream_from_a_real_server(tmp_path, s3_server, monkeypatch):
-    for name, value in [("AWS_ENDPOINT_URL", s3_server.endpoint), ("AWS_ACCESS_KEY_ID", "test"),
-                        ("AWS_SECRET_ACCESS_KEY", "test"), ("AWS_DEFAULT_REGION", "us-east-1")]:  # fmt: skip
+    for name, value in [
+        ("AWS_ENDPOINT_URL", s3_server.endpoint),
+        ("AWS_ACCESS_KEY_ID", "test"),
+        ("AWS_SECRET_ACCESS_KEY", "test"),
+        ("AWS_DEFAULT_REGION", "us-east-1"),
+    ]:
         monkeypatch.setenv(name, value)
     bucket = s3_server.bucket("trainer-data")
     shards_dir = write_uneven_shards(tmp_path)
@@ -511,45 +534,75 @@ def _inline(raw: dict, blocks) -> None:
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        (lambda raw: _first_shard(raw).update(samples=-7),
-         r"outputs\.seq128\.splits\.train\.shards\[0\]\.samples is -7: it must be at least 0"),
-        (lambda raw: _first_shard(raw).update(path="/dev/zero"),
-         r"shards\[0\]\.path is '/dev/zero': a manifest lists paths inside its own directory"),
-        (lambda raw: _first_shard(raw).update(path="../../etc/passwd"),
-         r"shards\[0\]\.path is '\.\./\.\./etc/passwd'"),
-        (lambda raw: _first_shard(raw).update(path="http://evil.example/x.tar"),
-         r"shards\[0\]\.path is 'http://evil\.example/x\.tar'"),
-        (lambda raw: _first_shard(raw).update(samples="7"),
-         r"shards\[0\]\.samples must be an integer, not str '7'"),
-        (lambda raw: _first_shard(raw).update(sha256="x" * 64),
-         r"shards\[0\]\.sha256 is 'xxx.*not a sha256"),
-        (lambda raw: raw["outputs"]["seq128"]["splits"]["train"].update(samples=10**12),
-         r"splits\.train: its shards hold 35 samples, `samples` says 1000000000000"),
-        (lambda raw: raw["outputs"]["seq128"].update(max_seq_length=True),
-         r"outputs\.seq128\.max_seq_length must be an integer, not bool"),
+        (
+            lambda raw: _first_shard(raw).update(samples=-7),
+            r"outputs\.seq128\.splits\.train\.shards\[0\]\.samples is -7: it must be at least 0",
+        ),
+        (
+            lambda raw: _first_shard(raw).update(path="/dev/zero"),
+            r"shards\[0\]\.path is '/dev/zero': a manifest lists paths inside its own directory",
+        ),
+        (
+            lambda raw: _first_shard(raw).update(path="../../etc/passwd"),
+            r"shards\[0\]\.path is '\.\./\.\./etc/passwd'",
+        ),
+        (
+            lambda raw: _first_shard(raw).update(path="http://evil.example/x.tar"),
+            r"shards\[0\]\.path is 'http://evil\.example/x\.tar'",
+        ),
+        (
+            lambda raw: _first_shard(raw).update(samples="7"),
+            r"shards\[0\]\.samples must be an integer, not str '7'",
+        ),
+        (
+            lambda raw: _first_shard(raw).update(sha256="x" * 64),
+            r"shards\[0\]\.sha256 is 'xxx.*not a sha256",
+        ),
+        (
+            lambda raw: raw["outputs"]["seq128"]["splits"]["train"].update(samples=10**12),
+            r"splits\.train: its shards hold 35 samples, `samples` says 1000000000000",
+        ),
+        (
+            lambda raw: raw["outputs"]["seq128"].update(max_seq_length=True),
+            r"outputs\.seq128\.max_seq_length must be an integer, not bool",
+        ),
         (lambda raw: raw.update(outputs=[]), r"AttributeError"),
         (lambda raw: raw["vocab"].update(size=-1), r"vocab\.size is -1"),
         (lambda raw: _first_shard(raw).pop("block_table"), None),  # a 1.0 entry: one block
         # 2.0 entries, their blocks inline
-        (lambda raw: _inline(raw, [{"offset": 512, "sha256": "ab" * 32}]),
-         r"shards\[0\]\.blocks\[0\]\.offset is 512: blocks start at byte 0"),
-        (lambda raw: _inline(raw, [{"offset": 0, "sha256": "ab" * 32}] * 2),
-         r"shards\[0\]\.blocks: 2 blocks, 7 samples in blocks of 512 make 1"),
+        (
+            lambda raw: _inline(raw, [{"offset": 512, "sha256": "ab" * 32}]),
+            r"shards\[0\]\.blocks\[0\]\.offset is 512: blocks start at byte 0",
+        ),
+        (
+            lambda raw: _inline(raw, [{"offset": 0, "sha256": "ab" * 32}] * 2),
+            r"shards\[0\]\.blocks: 2 blocks, 7 samples in blocks of 512 make 1",
+        ),
         (lambda raw: _inline(raw, [{"offset": 0}]), r"TypeError"),
         (lambda raw: _inline(raw, "0"), r"blocks must be a list"),
         # 2.1 entries, their blocks in a block table file
-        (lambda raw: _first_shard(raw).update(block_samples=0),
-         r"shards\[0\]\.block_samples is 0: it must be at least 1"),
-        (lambda raw: _first_shard(raw)["block_table"].update(bytes=0),
-         r"shards\[0\]\.block_table\.bytes is 0: it must be at least 1 and at most 154"),  # 7 samples: one block
-        (lambda raw: _first_shard(raw)["block_table"].update(sha256="AB" * 32),
-         r"shards\[0\]\.block_table\.sha256 is 'ABAB.*not a sha256"),
-        (lambda raw: _first_shard(raw).update(block_table=[7]),
-         r"block_table must be a \{bytes, sha256\} object"),
-        (lambda raw: _first_shard(raw).update(blocks=[{"offset": 0, "sha256": "ab" * 32}]),
-         r"shards\[0\]: lists blocks inline and a block_table; one or the other"),
+        (
+            lambda raw: _first_shard(raw).update(block_samples=0),
+            r"shards\[0\]\.block_samples is 0: it must be at least 1",
+        ),
+        (
+            lambda raw: _first_shard(raw)["block_table"].update(bytes=0),
+            r"shards\[0\]\.block_table\.bytes is 0: it must be at least 1 and at most 154",
+        ),  # 7 samples: one block
+        (
+            lambda raw: _first_shard(raw)["block_table"].update(sha256="AB" * 32),
+            r"shards\[0\]\.block_table\.sha256 is 'ABAB.*not a sha256",
+        ),
+        (
+            lambda raw: _first_shard(raw).update(block_table=[7]),
+            r"block_table must be a \{bytes, sha256\} object",
+        ),
+        (
+            lambda raw: _first_shard(raw).update(blocks=[{"offset": 0, "sha256": "ab" * 32}]),
+            r"shards\[0\]: lists blocks inline and a block_table; one or the other",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_tampered_manifest_is_refused_naming_file_and_field(tmp_path, change, message):
     shards_dir = _tampered(write_uneven_shards(tmp_path), change)
     if message is None:  # accepted, and still verified: the whole shard is one block
@@ -566,11 +619,15 @@ SHARD = "s3://b/shards/seq128/train/shard-000001.tar"
 
 def _example(ids, a_length=3, positions=(1,), labels=(104,), label=0) -> PretrainingExample:
     return PretrainingExample(
-        input_ids=np.array(ids, dtype=np.uint16), segment_a_length=a_length,
+        input_ids=np.array(ids, dtype=np.uint16),
+        segment_a_length=a_length,
         masked_lm_positions=np.array(positions, dtype=np.uint16),
         masked_lm_ids=np.array(labels, dtype=np.uint16),
-        next_sentence_label=label, doc_a="a", doc_b="b", dupe_pass=0,
-    )  # fmt: skip
+        next_sentence_label=label,
+        doc_a="a",
+        doc_b="b",
+        dupe_pass=0,
+    )
 
 
 @pytest.mark.parametrize(
@@ -587,8 +644,9 @@ def _example(ids, a_length=3, positions=(1,), labels=(104,), label=0) -> Pretrai
 )
 def test_collate_checks_every_field_and_names_shard_and_sample(bad, what):
     good = _example([2, 7, 3, 5, 3])
-    decoded = list(decode_samples([RawSample(6, good.encode(2), SHARD),
-                                   RawSample(7, bad.encode(2), SHARD)]))  # fmt: skip
+    decoded = list(
+        decode_samples([RawSample(6, good.encode(2), SHARD), RawSample(7, bad.encode(2), SHARD)])
+    )
     with pytest.raises(ShardReadError) as error:
         collate(decoded, SampleLimits(max_tokens=128, vocab_size=8000))
     assert str(error.value).startswith(f"{SHARD}: sample 000000000007 {what}; the shard is")
@@ -599,9 +657,13 @@ def test_the_loader_refuses_a_sample_outside_the_manifests_vocabulary(tmp_path):
     shards_dir = write_uneven_shards(tmp_path)
     samples = [(sample_key(0), _example([2, 500, 3, 5, 3]).encode(2))]  # the manifest says 200
     info = write_shard(str(shards_dir), "seq128/train/shard-000000.tar", samples)
-    _tampered(shards_dir, lambda raw: raw["outputs"]["seq128"]["splits"]["train"].update(
-        samples=raw["outputs"]["seq128"]["splits"]["train"]["samples"] - 6,
-        shards=[asdict(info), *raw["outputs"]["seq128"]["splits"]["train"]["shards"][1:]]))
+    _tampered(
+        shards_dir,
+        lambda raw: raw["outputs"]["seq128"]["splits"]["train"].update(
+            samples=raw["outputs"]["seq128"]["splits"]["train"]["samples"] - 6,
+            shards=[asdict(info), *raw["outputs"]["seq128"]["splits"]["train"]["shards"][1:]],
+        ),
+    )
     loader = PretrainingLoader(open_source(str(shards_dir)), LoaderConfig(4, shuffle=False))
     refused = r"shard-000000\.tar: sample 000000000000 has a token id past the vocabulary's 200"
     with pytest.raises(ShardReadError, match=refused):

@@ -60,39 +60,61 @@ from tests.support.gcsserver import gcs_emulator
 BUCKET = "staging"
 IMAGE = "us-central1-docker.pkg.dev/my-project/bertkit/bertkit:0.1.0"
 DATAFLOW = [
-    "--runner", "DataflowRunner", "--project", "my-project", "--region", "us-central1",
-    "--temp_location", f"gs://{BUCKET}/tmp", "--machine_type", "n2-highmem-8",
-    "--max_num_workers", "64", "--disk_size_gb", "100",
-]  # fmt: skip
+    "--runner",
+    "DataflowRunner",
+    "--project",
+    "my-project",
+    "--region",
+    "us-central1",
+    "--temp_location",
+    f"gs://{BUCKET}/tmp",
+    "--machine_type",
+    "n2-highmem-8",
+    "--max_num_workers",
+    "64",
+    "--disk_size_gb",
+    "100",
+]
 
 GROUPS = {
     "wikipedia": (
-        {"ExtractWikipedia/SpreadSplits/ReshufflePerKey/GroupByKey",
-         "WriteManifest/CollectSummaries/CollectSummaries/CombinePerKey/GroupByKey"},
+        {
+            "ExtractWikipedia/SpreadSplits/ReshufflePerKey/GroupByKey",
+            "WriteManifest/CollectSummaries/CollectSummaries/CombinePerKey/GroupByKey",
+        },
         {"WriteManifest/CollectSummaries/CollectSummaries/InjectDefault"},
     ),
     "books": (
-        {"ExtractBooks/SpreadUnits/ReshufflePerKey/GroupByKey",
-         "WriteManifest/CollectSummaries/CollectSummaries/CombinePerKey/GroupByKey"},
+        {
+            "ExtractBooks/SpreadUnits/ReshufflePerKey/GroupByKey",
+            "WriteManifest/CollectSummaries/CollectSummaries/CombinePerKey/GroupByKey",
+        },
         {"WriteManifest/CollectSummaries/CollectSummaries/InjectDefault"},
     ),
     "vocab": (
-        {"ListDocumentsFiles/MaybeReshuffle/Reshuffle/ReshufflePerKey/GroupByKey",
-         "SpreadFiles/ReshufflePerKey/GroupByKey"},
+        {
+            "ListDocumentsFiles/MaybeReshuffle/Reshuffle/ReshufflePerKey/GroupByKey",
+            "SpreadFiles/ReshufflePerKey/GroupByKey",
+        },
         {"LearnPieces"},
     ),
     "examples": (
-        {"CreateExamples/ListDocumentsFiles/MaybeReshuffle/Reshuffle/ReshufflePerKey/GroupByKey",
-         "CreateExamples/SpreadFiles/ReshufflePerKey/GroupByKey",
-         "CreateExamples/GroupPartitions/GroupByKey", "WriteShards/SumBucketCounts/GroupByKey",
-         "WriteShards/GroupBuckets/GroupByKey", "WriteShards/GroupPieces"},
+        {
+            "CreateExamples/ListDocumentsFiles/MaybeReshuffle/Reshuffle/ReshufflePerKey/GroupByKey",
+            "CreateExamples/SpreadFiles/ReshufflePerKey/GroupByKey",
+            "CreateExamples/GroupPartitions/GroupByKey",
+            "WriteShards/SumBucketCounts/GroupByKey",
+            "WriteShards/GroupBuckets/GroupByKey",
+            "WriteShards/GroupPieces",
+        },
         {"WriteShards/OrderBuckets/ParDo(OrderBucketFn)", "WriteManifest"},
     ),
-}  # fmt: skip
+}
 # The examples graph with both regroupings in two levels: a GroupByKey per route group more.
 TWO_LEVEL_GROUPS = GROUPS["examples"][0] | {
-    "CreateExamples/GroupPartitions/GroupRoutes", "WriteShards/GroupBuckets/GroupRoutes"
-}  # fmt: skip
+    "CreateExamples/GroupPartitions/GroupRoutes",
+    "WriteShards/GroupBuckets/GroupRoutes",
+}
 
 
 @pytest.fixture(scope="module")
@@ -124,8 +146,12 @@ def gcs_inputs(gcs, sample_documents, sample_vocab) -> dict[str, list[str]]:
     }
 
 
-RUNS = {"wikipedia": wikipedia.run, "books": books.run, "vocab": vocab.run,
-        "examples": examples.run}  # fmt: skip
+RUNS = {
+    "wikipedia": wikipedia.run,
+    "books": books.run,
+    "vocab": vocab.run,
+    "examples": examples.run,
+}
 # What each stage writes last, inside the job: where the command says to look.
 LAST_WRITTEN = {"examples": "manifest.json", "vocab": "vocab.json"}
 
@@ -137,9 +163,16 @@ def translate(gcs, stage: str, inputs: list[str], tmp_path: Path, *extra: str):
     output = f"out/{stage}-{tmp_path.name}"
     before = {blob.name for blob in gcs.list_blobs(BUCKET)}
     code = RUNS[stage](
-        [*inputs, "--output", f"gs://{BUCKET}/{output}", *DATAFLOW,
-         "--template_location", str(template), *extra]
-    )  # fmt: skip
+        [
+            *inputs,
+            "--output",
+            f"gs://{BUCKET}/{output}",
+            *DATAFLOW,
+            "--template_location",
+            str(template),
+            *extra,
+        ]
+    )
     staged = {
         blob.name.rsplit("/", 1)[-1]: blob
         for blob in gcs.list_blobs(BUCKET, prefix="tmp/")

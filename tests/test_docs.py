@@ -109,9 +109,7 @@ def test_every_relative_link_resolves(page: Path) -> None:
 
 
 def test_every_docs_page_is_linked_from_the_readme() -> None:
-    linked = {
-        (ROOT / link.partition("#")[0]).resolve() for link in relative_links(README)
-    }
+    linked = {(ROOT / link.partition("#")[0]).resolve() for link in relative_links(README)}
     unlinked = [str(p.relative_to(ROOT)) for p in sorted(DOCS.rglob("*.md")) if p not in linked]
     assert not unlinked, f"docs pages the README does not link to: {unlinked}"
 

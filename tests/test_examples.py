@@ -76,9 +76,15 @@ def read_examples(output: Path, seq: str, split: str) -> list[PretrainingExample
 
 
 SAMPLE_FLAGS = (
-    "--max-seq-length", "128,512", "--dupe-factor", "3", "--samples-per-shard", "1500",
-    "--heldout-fraction", "0.05",
-)  # fmt: skip
+    "--max-seq-length",
+    "128,512",
+    "--dupe-factor",
+    "3",
+    "--samples-per-shard",
+    "1500",
+    "--heldout-fraction",
+    "0.05",
+)
 
 
 @pytest.fixture(scope="module")
@@ -111,9 +117,10 @@ def test_manifest_describes_every_shard_and_splits_are_balanced(sample_shards, s
             ]
             # Each shard, and beside it its block table, which the manifest records.
             assert sorted(p.name for p in (sample_shards / name / split).iterdir()) == [
-                file for i in range(len(sizes))
+                file
+                for i in range(len(sizes))
                 for file in (f"shard-{i:06d}.tar", f"shard-{i:06d}.tar.blocks.json")
-            ]  # fmt: skip
+            ]
             position = 0
             for shard in shards.shards:
                 data = (sample_shards / shard.path).read_bytes()
@@ -372,9 +379,13 @@ def test_one_sentence_and_one_token_documents_make_examples_and_empty_ones_are_r
 
 def test_write_shards_orders_buckets_and_joins_a_shard_that_straddles_two(tmp_path, test_pipeline):
     config = examples.ExamplesConfig(
-        documents=(), vocab="", output=str(tmp_path / "out"), max_seq_lengths=(128,),
-        max_predictions_per_seq=(19,), samples_per_shard=2,
-    )  # fmt: skip
+        documents=(),
+        vocab="",
+        output=str(tmp_path / "out"),
+        max_seq_lengths=(128,),
+        max_predictions_per_seq=(19,),
+        samples_per_shard=2,
+    )
     bucket0, bucket1 = tmp_path / "b0.bin", tmp_path / "b1.bin"
     write_file(str(bucket0), pack_example(5, b"five") + pack_example(1, b"one"))
     write_file(str(bucket1), pack_example(3, b"three"))
@@ -388,11 +399,13 @@ def test_write_shards_orders_buckets_and_joins_a_shard_that_straddles_two(tmp_pa
     # bucket 1 (3): shard 0 = [one], shard 1 = [five | three] joined from both buckets.
     assert_that(
         shards | beam.Map(lambda s: (s["path"], s["samples"], s["first_key"])),
-        equal_to([
-            ("seq128/train/shard-000000.tar", 1, sample_key(0)),
-            ("seq128/train/shard-000001.tar", 2, sample_key(1)),
-        ]),
-    )  # fmt: skip
+        equal_to(
+            [
+                ("seq128/train/shard-000000.tar", 1, sample_key(0)),
+                ("seq128/train/shard-000001.tar", 2, sample_key(1)),
+            ]
+        ),
+    )
     test_pipeline.run().wait_until_finish()
     out = tmp_path / "out" / "seq128" / "train"
     with open(out / "shard-000001.tar", "rb") as stream:
@@ -409,8 +422,9 @@ def test_keys_are_typed_tuples_named_as_spill_folders():
     # the folders sort as the keys do (zero-padded numbers)
     keys = [examples.PartitionKey(s, p, q) for s in SPLITS for p in (10, 2) for q in (11, 1)]
     assert [k.name for k in sorted(keys)] == sorted(k.name for k in keys)
-    buckets = [examples.BucketKey(f"seq{n}/{s}", b) for n in (1024, 128) for s in SPLITS
-               for b in (12, 3)]  # fmt: skip
+    buckets = [
+        examples.BucketKey(f"seq{n}/{s}", b) for n in (1024, 128) for s in SPLITS for b in (12, 3)
+    ]
     assert [k.name for k in sorted(buckets)] == sorted(k.name for k in buckets)
 
 

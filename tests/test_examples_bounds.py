@@ -126,9 +126,12 @@ def test_every_number_is_checked_and_named_with_what_it_must_be(flags, message):
 def test_the_default_flags_are_valid():
     ExamplesConfig(documents=("d",), vocab="v", output="o").validate()
     ExamplesConfig(
-        documents=("d",), vocab="v", output="o", max_seq_lengths=(8, 128),
+        documents=("d",),
+        vocab="v",
+        output="o",
+        max_seq_lengths=(8, 128),
         max_predictions_per_seq=(5, 125),
-    ).validate()  # fmt: skip
+    ).validate()
 
 
 @pytest.mark.parametrize(
@@ -253,8 +256,18 @@ print(0, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)
 
 
 def _peak_mb(documents, vocab, output) -> int:
-    argv = ["--documents", str(documents), "--vocab", str(vocab), "--output", str(output),
-            "--dupe-factor", "1", "--heldout-fraction", "0"]  # fmt: skip
+    argv = [
+        "--documents",
+        str(documents),
+        "--vocab",
+        str(vocab),
+        "--output",
+        str(output),
+        "--dupe-factor",
+        "1",
+        "--heldout-fraction",
+        "0",
+    ]
     result = subprocess.run(
         [sys.executable, "-c", _PEAK_RSS, *argv], capture_output=True, text=True, check=True
     )

@@ -145,7 +145,9 @@ def test_a_record_in_the_wrong_route_group_is_refused(tmp_path) -> None:
     writer.add(keys[3], pack_example(7, b"x"))
     ((group, path),) = writer.close()
     assert group == 1
-    with pytest.raises(ValueError, match=r"a record for key 3 in route group 0, which holds keys 0–1"):
+    with pytest.raises(
+        ValueError, match=r"a record for key 3 in route group 0, which holds keys 0–1"
+    ):
         list(RegroupFn(str(tmp_path), routing).process((0, [path])))
     # In its own group it arrives whole: (place 7, b"x") in bucket 3's file.
     ((key, regrouped),) = RegroupFn(str(tmp_path), routing).process((1, [path]))
@@ -167,10 +169,21 @@ def test_the_sample_makes_the_same_shards_and_manifest_on_one_level_or_two(
     # Small partitions and buckets, so each regrouping has several keys: 6 pairing steps
     # (train 2 × 2 passes + held-out 1 × 2) and 6 buckets, in route groups of 3.
     flags = [
-        "--max-seq-length", "128", "--dupe-factor", "2", "--heldout-fraction", "0.05",
-        "--samples-per-shard", "2000", "--partner-group-docs", "8",
-        "--work-partition-mb", "1", "--bucket-mb", "1",
-    ]  # fmt: skip
+        "--max-seq-length",
+        "128",
+        "--dupe-factor",
+        "2",
+        "--heldout-fraction",
+        "0.05",
+        "--samples-per-shard",
+        "2000",
+        "--partner-group-docs",
+        "8",
+        "--work-partition-mb",
+        "1",
+        "--bucket-mb",
+        "1",
+    ]
     outputs = {}
     for levels in ("1", "2"):
         output = tmp_path / f"levels-{levels}"

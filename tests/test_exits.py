@@ -26,15 +26,27 @@ from trainer.train import INTERRUPTED_EXIT_CODE
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path.cwd()), "BERTKIT_PROGRESS": "0"}
 HANG = 30.0  # seconds: a correct exit takes one or two (the tests print what each took)
-FLAGS = ["--warmup-steps", "2", "--eval-every", "0", "--checkpoint-every", "1000",
-         "--num-workers", "2"]  # fmt: skip
+FLAGS = [
+    "--warmup-steps",
+    "2",
+    "--eval-every",
+    "0",
+    "--checkpoint-every",
+    "1000",
+    "--num-workers",
+    "2",
+]
 
 
 def start(code: str, *args: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(code), *args], env=ENV, text=True,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
+        [sys.executable, "-c", textwrap.dedent(code), *args],
+        env=ENV,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
 
 
 def train_process(shards: Path, run_dir: Path, *extra: str, patch: str = "") -> subprocess.Popen:
@@ -104,8 +116,9 @@ def damaged_copy(shards: Path, tmp_path: Path) -> Path:
 
 
 def test_a_damaged_shard_read_by_a_worker_ends_the_run_with_one_line(sample_shards, tmp_path):
-    process = train_process(damaged_copy(sample_shards, tmp_path), tmp_path / "run",
-                            "--max-steps", "50")  # fmt: skip
+    process = train_process(
+        damaged_copy(sample_shards, tmp_path), tmp_path / "run", "--max-steps", "50"
+    )
     started = time.monotonic()
     code, output, _ = wait_for_exit(process, started)
     assert code == 1, output
@@ -137,8 +150,9 @@ def test_a_full_disk_at_checkpoint_time_ends_the_run(sample_shards, tmp_path):
             raise OSError(errno.ENOSPC, "No space left on device", str(directory))
         trainer.train.save_checkpoint = no_space
     """
-    process = train_process(sample_shards, tmp_path / "run", "--max-steps", "50",
-                            "--checkpoint-every", "4", patch=patch)  # fmt: skip
+    process = train_process(
+        sample_shards, tmp_path / "run", "--max-steps", "50", "--checkpoint-every", "4", patch=patch
+    )
     code, output, _ = wait_for_exit(process, time.monotonic())
     assert code == 1, output
     assert (
@@ -292,18 +306,40 @@ def test_an_error_on_one_rank_of_two_ends_the_whole_job(sample_shards, tmp_path)
     """
     script = tmp_path / "failing_rank.py"
     script.write_text(
-        "import sys\nimport trainer.train\n" + textwrap.dedent(patch)
+        "import sys\nimport trainer.train\n"
+        + textwrap.dedent(patch)
         + "sys.exit(trainer.train.run(sys.argv[1:]))\n"
-    )  # fmt: skip
+    )
     run_dir = tmp_path / "run"
     process = subprocess.Popen(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-         "--master-addr", "127.0.0.1", "--master-port", str(free_port()), str(script),
-         *TINY, "--shards", str(sample_shards), "--output", str(run_dir), *FLAGS,
-         "--max-steps", "1000", "--global-batch-size", "32"],
-        env=ENV, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node",
+            "2",
+            "--master-addr",
+            "127.0.0.1",
+            "--master-port",
+            str(free_port()),
+            str(script),
+            *TINY,
+            "--shards",
+            str(sample_shards),
+            "--output",
+            str(run_dir),
+            *FLAGS,
+            "--max-steps",
+            "1000",
+            "--global-batch-size",
+            "32",
+        ],
+        env=ENV,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         start_new_session=True,
-    )  # fmt: skip
+    )
     wait_for_step(run_dir, 3, process)
     code, output, _ = wait_for_exit(process, time.monotonic())
     assert code == 1, output

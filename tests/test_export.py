@@ -59,16 +59,21 @@ def exported(sample_vocab, tmp_path_factory) -> tuple[Path, Path]:
     output = root / "hf"
     written = export_hf(checkpoint, output)
     assert [Path(p).name for p in written] == [
-        "model.safetensors", "vocab.txt", "tokenizer.json", "tokenizer_config.json",
-        "special_tokens_map.json", "config.json",
-    ]  # fmt: skip
+        "model.safetensors",
+        "vocab.txt",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+        "config.json",
+    ]
     return checkpoint, output
 
 
 def our_model(checkpoint: Path) -> BertForPreTraining:
     saved = torch.load(checkpoint, map_location="cpu", weights_only=True)
-    model = BertForPreTraining(config_for("tiny", saved["model_config"]["vocab_size"],
-                                          max_position_embeddings=64))  # fmt: skip
+    model = BertForPreTraining(
+        config_for("tiny", saved["model_config"]["vocab_size"], max_position_embeddings=64)
+    )
     model.load_state_dict(saved["model"])
     return model.eval()
 
@@ -93,8 +98,9 @@ def test_hf_model_gives_our_logits(exported):
     token_type_ids[:, 9:15] = 1
     with torch.no_grad():
         mlm, nsp = ours.prediction_scores(input_ids, token_type_ids, attention_mask)
-        out = hf(input_ids=input_ids, token_type_ids=token_type_ids,
-                 attention_mask=attention_mask.long())  # fmt: skip
+        out = hf(
+            input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask.long()
+        )
     torch.testing.assert_close(out.seq_relationship_logits, nsp, atol=1e-4, rtol=0)
     torch.testing.assert_close(out.prediction_logits[0], mlm[0], atol=1e-4, rtol=0)
     torch.testing.assert_close(out.prediction_logits[1, :15], mlm[1, :15], atol=1e-4, rtol=0)

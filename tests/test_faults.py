@@ -124,9 +124,11 @@ def test_vocab_killed_before_publishing_its_tokenizer_reruns_without_the_tempora
     assert killed.killed and rerun.returncode == 0, rerun.output[-2000:]
     (temporary,) = [n for n in left if n.startswith("tokenizer.json.tmp-")]
     assert sorted(left) == [
-        "_work/words/d000-f00000.parquet", "_work/words/d001-f00000.parquet", temporary,
+        "_work/words/d000-f00000.parquet",
+        "_work/words/d001-f00000.parquet",
+        temporary,
         "vocab.txt",
-    ]  # fmt: skip
+    ]
     assert tally.mismatches == [] and tally.recovered == 1
     assert snapshot(output) == reference
 
@@ -160,9 +162,10 @@ def test_training_killed_between_a_checkpoint_write_and_its_rename_resumes_exact
     assert tally.files == 1 + 4 + 1
     # And nothing beside them: --resume deleted the killed write's temporary step 8.
     assert _names(run_dir) == [
-        "checkpoints/latest", *(f"checkpoints/{n}" for n in reference.checkpoints),
+        "checkpoints/latest",
+        *(f"checkpoints/{n}" for n in reference.checkpoints),
         "metrics.jsonl",
-    ]  # fmt: skip
+    ]
     assert tally.notes == []
 
 

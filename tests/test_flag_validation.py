@@ -121,11 +121,40 @@ def test_train_refuses_a_name_it_does_not_know(field, value, message) -> None:
 
 
 def test_train_takes_every_edge_that_means_something() -> None:
-    edges = ["--beta1", "0", "--beta2", "0.999999", "--dropout", "0", "--clip-grad-norm", "0",
-             "--eval-every", "0", "--eval-batches", "0", "--num-workers", "0", "--seed", "0",
-             "--warmup-steps", "0", "--shuffle-buffer", "0", "--decay-power", "0",
-             "--weight-decay", "0", "--bucket-window", "0", "--max-steps", "1",
-             "--checkpoint-every", "1", "--global-batch-size", "32"]  # fmt: skip
+    edges = [
+        "--beta1",
+        "0",
+        "--beta2",
+        "0.999999",
+        "--dropout",
+        "0",
+        "--clip-grad-norm",
+        "0",
+        "--eval-every",
+        "0",
+        "--eval-batches",
+        "0",
+        "--num-workers",
+        "0",
+        "--seed",
+        "0",
+        "--warmup-steps",
+        "0",
+        "--shuffle-buffer",
+        "0",
+        "--decay-power",
+        "0",
+        "--weight-decay",
+        "0",
+        "--bucket-window",
+        "0",
+        "--max-steps",
+        "1",
+        "--checkpoint-every",
+        "1",
+        "--global-batch-size",
+        "32",
+    ]
     config = parse_arguments([*REQUIRED, *edges])
     config.validate()
     assert (config.checkpoint_every, config.beta2, config.seed) == (1, 0.999999, 0)
@@ -138,12 +167,32 @@ def test_bertkit_train_checkpoint_every_0_exits_2_before_making_the_run_director
 ) -> None:
     run_dir = tmp_path / "run"
     done = subprocess.run(
-        [sys.executable, "-m", "bertkit", "train", "--shards", str(sample_shards),
-         "--output", str(run_dir), "--model", "tiny", "--micro-batch-size", "8",
-         "--max-steps", "2", "--warmup-steps", "1", "--num-workers", "0",
-         "--checkpoint-every", "0"],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "bertkit",
+            "train",
+            "--shards",
+            str(sample_shards),
+            "--output",
+            str(run_dir),
+            "--model",
+            "tiny",
+            "--micro-batch-size",
+            "8",
+            "--max-steps",
+            "2",
+            "--warmup-steps",
+            "1",
+            "--num-workers",
+            "0",
+            "--checkpoint-every",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 2
     assert done.stderr == "bertkit train: error: --checkpoint-every 0: must be at least 1\n"
     assert done.stdout == ""
@@ -201,7 +250,7 @@ def test_documents_stages_refuse_a_value_before_any_work(
         ("--limit-alphabet", "0", "--limit-alphabet 0: must be at least 1"),
         ("--min-frequency", "0", "--min-frequency 0: must be at least 1"),
     ],
-)  # fmt: skip
+)
 def test_vocab_refuses_a_value_before_any_work(flag, value, message, tmp_path, capsys) -> None:
     (tmp_path / "docs").mkdir()
     argv = ["--documents", str(tmp_path / "docs"), "--output", str(tmp_path / "out")]
@@ -220,8 +269,15 @@ def test_a_vocab_config_built_in_code_is_refused_by_validate() -> None:
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
 def test_examples_refuses_a_float_that_is_not_finite(value, tmp_path, capsys) -> None:
     # Refused as it is parsed: the config derives --max-predictions-per-seq from it when built.
-    argv = ["--documents", str(tmp_path), "--vocab", str(tmp_path), "--output",
-            str(tmp_path / "out"), f"--masked-lm-prob={value}"]  # fmt: skip
+    argv = [
+        "--documents",
+        str(tmp_path),
+        "--vocab",
+        str(tmp_path),
+        "--output",
+        str(tmp_path / "out"),
+        f"--masked-lm-prob={value}",
+    ]
     line = refused(examples.main, argv, capsys)
     message = f"--masked-lm-prob {float(value)}: must be a finite number"
     assert line == f"bertkit examples: error: {message}"
@@ -246,8 +302,12 @@ def test_every_float_flag_of_every_command_is_checked() -> None:
     configs = [TrainConfig, wikipedia.WikipediaConfig, books.BooksConfig, vocab.VocabConfig]
     for config_class in configs:
         parser = flags.parser_for(config_class, "p", None)
-        required = [a for action in parser._actions if action.required
-                    for a in (action.option_strings[0], "x")]  # fmt: skip
+        required = [
+            a
+            for action in parser._actions
+            if action.required
+            for a in (action.option_strings[0], "x")
+        ]
         for action in parser._actions:
             if action.type is float:
                 values = flags.config_values(

@@ -28,8 +28,16 @@ from trainer.data import DataPosition, LoaderConfig, PretrainingLoader, open_sou
 
 BUCKET = "corpus"
 # The flags of conftest's sample_shards: the local run to compare with.
-EXAMPLE_FLAGS = ["--max-seq-length", "128", "--dupe-factor", "2", "--heldout-fraction", "0.05",
-                 "--samples-per-shard", "2000"]  # fmt: skip
+EXAMPLE_FLAGS = [
+    "--max-seq-length",
+    "128",
+    "--dupe-factor",
+    "2",
+    "--heldout-fraction",
+    "0.05",
+    "--samples-per-shard",
+    "2000",
+]
 
 
 @pytest.fixture(scope="module")
@@ -55,8 +63,9 @@ def download(client, prefix: str) -> dict[str, bytes]:
 
 
 def local_files(directory: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(directory)): p.read_bytes() for p in directory.rglob("*")
-            if p.is_file()}  # fmt: skip
+    return {
+        str(p.relative_to(directory)): p.read_bytes() for p in directory.rglob("*") if p.is_file()
+    }
 
 
 def test_wikipedia_reads_a_dump_and_writes_documents_on_gcs(gcs, sample_documents) -> None:
@@ -102,9 +111,16 @@ def test_vocab_and_examples_read_and_write_gcs_and_match_local_bytes(
     assert remote[TOKENIZER_FILE] == local[TOKENIZER_FILE]
 
     code = examples.run(
-        ["--documents", *documents, "--vocab", output, "--output", f"gs://{BUCKET}/shards",
-         *EXAMPLE_FLAGS]
-    )  # fmt: skip
+        [
+            "--documents",
+            *documents,
+            "--vocab",
+            output,
+            "--output",
+            f"gs://{BUCKET}/shards",
+            *EXAMPLE_FLAGS,
+        ]
+    )
     assert code == 0
     remote, local = download(gcs, "shards"), local_files(sample_shards)
     expected = ShardsManifest.from_json(local["manifest.json"].decode())

@@ -87,9 +87,11 @@ def test_a_reopen_after_a_read_through_reads_through_again(tmp_path, http_root) 
         stream._stream = None
         assert stream.read(-1) == data[401_000:900_000]
     assert _NoRangeHandler.requests == [
-        ("/file.bin", None), ("/file.bin", "bytes=400000-"), ("/file.bin", None),
+        ("/file.bin", None),
+        ("/file.bin", "bytes=400000-"),
+        ("/file.bin", None),
         ("/file.bin", None),  # no second Range request: this server does not answer them
-    ]  # fmt: skip
+    ]
 
 
 def test_the_trainer_resumes_inside_a_shard_on_a_server_without_range(tmp_path, http_root) -> None:
@@ -116,8 +118,9 @@ def test_the_trainer_resumes_inside_a_shard_on_a_server_without_range(tmp_path, 
         (i, samples[i][1]) for i in range(5, 9)
     ]
     assert _NoRangeHandler.requests[-2:] == [
-        (f"/shards/{SHARD}", f"bytes={inline.blocks[2].offset}-"), (f"/shards/{SHARD}", None),
-    ]  # fmt: skip
+        (f"/shards/{SHARD}", f"bytes={inline.blocks[2].offset}-"),
+        (f"/shards/{SHARD}", None),
+    ]
 
 
 # --------------------------------------------------------------------------- presigned URLs
@@ -133,8 +136,9 @@ def test_a_url_path_is_read_without_its_query() -> None:
         "https://h/shards/manifest.json"
     )
     assert storage.shard_manifest(url) == (
-        "https://h/shards/manifest.json", "seq128/train/shard-000000.tar",
-    )  # fmt: skip
+        "https://h/shards/manifest.json",
+        "seq128/train/shard-000000.tar",
+    )
     assert storage.query_of(url) == f"?{SIGNED}" and storage.query_of("/a/b?c.tar") == ""
 
 

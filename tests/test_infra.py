@@ -64,13 +64,20 @@ def test_template_metadata_lists_every_flag_with_its_help():
     metadata = template_metadata(STAGES["wikipedia"])
     assert metadata["name"] == "bertkit-wikipedia"
     assert [p["name"] for p in metadata["parameters"]] == [
-        "input", "output", "overwrite", "file_mb", "min_paragraph_words", "split_mb",
-    ]  # fmt: skip
+        "input",
+        "output",
+        "overwrite",
+        "file_mb",
+        "min_paragraph_words",
+        "split_mb",
+    ]
     assert metadata["parameters"][0] == {
-        "name": "input", "label": "Input", "isOptional": False,
+        "name": "input",
+        "label": "Input",
+        "isOptional": False,
         "helpText": "input files or globs (repeatable): local, gs://, s3://; several as a "
-                    "comma list",
-    }  # fmt: skip
+        "comma list",
+    }
     assert metadata["parameters"][2]["regexes"] == ["^(true|false)$"]
     examples = [p["name"] for p in template_metadata(STAGES["examples"])["parameters"]]
     assert examples[:4] == ["documents", "vocab", "output", "max_seq_length"]
@@ -78,19 +85,34 @@ def test_template_metadata_lists_every_flag_with_its_help():
 
 def test_template_flags_become_the_command_s():
     stage = STAGES["examples"]
-    assert template_argv(stage, [
-        "--documents=gs://b/documents/enwiki,gs://b/documents/books", "--vocab=gs://b/vocab",
-        "--overwrite=true", "--whole_word_mask=false", "--max_seq_length=128,512",
-        "--runner=DataflowRunner", "--project=p",
-    ]) == [
-        "--documents=gs://b/documents/enwiki", "--documents=gs://b/documents/books",
-        "--vocab=gs://b/vocab", "--overwrite", "--no-whole_word_mask",
-        "--max_seq_length=128,512", "--runner=DataflowRunner", "--project=p",
-    ]  # fmt: skip
+    assert template_argv(
+        stage,
+        [
+            "--documents=gs://b/documents/enwiki,gs://b/documents/books",
+            "--vocab=gs://b/vocab",
+            "--overwrite=true",
+            "--whole_word_mask=false",
+            "--max_seq_length=128,512",
+            "--runner=DataflowRunner",
+            "--project=p",
+        ],
+    ) == [
+        "--documents=gs://b/documents/enwiki",
+        "--documents=gs://b/documents/books",
+        "--vocab=gs://b/vocab",
+        "--overwrite",
+        "--no-whole_word_mask",
+        "--max_seq_length=128,512",
+        "--runner=DataflowRunner",
+        "--project=p",
+    ]
     with pytest.raises(SystemExit, match=r"--overwrite=yes: a yes/no parameter takes true"):
         template_argv(stage, ["--overwrite=yes"])
-    with pytest.raises(SystemExit, match=r"BERTKIT_STAGE='train': not a Beam stage; one of "
-                       r"wikipedia, books, vocab, examples"):  # fmt: skip
+    with pytest.raises(
+        SystemExit,
+        match=r"BERTKIT_STAGE='train': not a Beam stage; one of "
+        r"wikipedia, books, vocab, examples",
+    ):
         dataflow.launch("train", [])
 
 
@@ -104,11 +126,21 @@ def test_the_launcher_program_runs_a_stage_on_template_flags(tmp_path):
     (tmp_path / "corpus.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
     out = tmp_path / "out"
     result = subprocess.run(
-        [sys.executable, INFRA / "main.py", f"--input={tmp_path / 'corpus.txt'}",
-         f"--output={out}", "--format=lines", "--overwrite=false", "--lines_per_document=2"],
+        [
+            sys.executable,
+            INFRA / "main.py",
+            f"--input={tmp_path / 'corpus.txt'}",
+            f"--output={out}",
+            "--format=lines",
+            "--overwrite=false",
+            "--lines_per_document=2",
+        ],
         env={**os.environ, "BERTKIT_STAGE": "books", "PYTHONPATH": str(ROOT)},
-        capture_output=True, text=True, check=False, timeout=300,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr
     manifest = json.loads((out / MANIFEST_NAME).read_text())
     assert manifest["counts"]["documents"] == 2  # 3 lines, 2 per document
@@ -162,9 +194,13 @@ def test_run_sh_launches_on_the_image_build_sh_made_in_any_repository(tmp_path):
         (tools / name).chmod(0o755)
     (tmp_path / "bucket").mkdir()
     log = tmp_path / "log"
-    env = {**os.environ, "PATH": f"{tools}{os.pathsep}{os.environ['PATH']}",
-           "FAKE_LOG": str(log), "FAKE_BUCKET": str(tmp_path / "bucket"),
-           "REAL_PYTHON": sys.executable}  # fmt: skip
+    env = {
+        **os.environ,
+        "PATH": f"{tools}{os.pathsep}{os.environ['PATH']}",
+        "FAKE_LOG": str(log),
+        "FAKE_BUCKET": str(tmp_path / "bucket"),
+        "REAL_PYTHON": sys.executable,
+    }
     script = checkout / "infra" / "dataflow"
 
     def run(*args: str) -> subprocess.CompletedProcess:
@@ -184,8 +220,15 @@ def test_run_sh_launches_on_the_image_build_sh_made_in_any_repository(tmp_path):
         f"{stage}.json" for stage in sorted(STAGES)
     ]
 
-    launched = run(str(script / "run.sh"), "proj", "europe-west4", "gs://b", "books",
-                   "input=gs://b/books/*.txt", "output=gs://b/documents/books")  # fmt: skip
+    launched = run(
+        str(script / "run.sh"),
+        "proj",
+        "europe-west4",
+        "gs://b",
+        "books",
+        "input=gs://b/books/*.txt",
+        "output=gs://b/documents/books",
+    )
     assert (launched.returncode, launched.stdout) == (0, "2026-11-25_01_02_03-123\n")
     (call,) = [line for line in log.read_text().splitlines() if "flex-template run" in line]
     assert "--template-file-gcs-location gs://b/templates/books.json" in call

@@ -48,8 +48,21 @@ from schemas.manifest import MANIFEST_NAME, DocumentsManifest, OutputFile
 from schemas.shards import SequenceOutput, ShardInfo, ShardsManifest, SplitShards
 from schemas.vocab import VOCAB_FILE
 
-VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat",
-         "dog", "ran", "."]  # fmt: skip
+VOCAB = [
+    "[PAD]",
+    "[UNK]",
+    "[CLS]",
+    "[SEP]",
+    "[MASK]",
+    "the",
+    "cat",
+    "sat",
+    "on",
+    "mat",
+    "dog",
+    "ran",
+    ".",
+]
 MASK_ID = VOCAB.index("[MASK]")
 TRAIN_SHARD = "seq128/train/shard-000000.tar"
 HELDOUT_SHARD = "seq128/heldout/shard-000000.tar"
@@ -57,9 +70,15 @@ HELDOUT_SHARD = "seq128/heldout/shard-000000.tar"
 
 def example(ids, a_length, positions, originals, label, doc_a, doc_b, dupe_pass):
     return PretrainingExample(
-        np.array(ids, dtype=np.uint16), a_length, np.array(positions, dtype=np.uint16),
-        np.array(originals, dtype=np.uint16), label, doc_a, doc_b, dupe_pass,
-    )  # fmt: skip
+        np.array(ids, dtype=np.uint16),
+        a_length,
+        np.array(positions, dtype=np.uint16),
+        np.array(originals, dtype=np.uint16),
+        label,
+        doc_a,
+        doc_b,
+        dupe_pass,
+    )
 
 
 TRAIN = [
@@ -116,14 +135,28 @@ def write_shards(root: Path, vocab_path: str, vocab_sha256: str) -> Path:
     )
     manifest = ShardsManifest(
         vocab={"path": vocab_path, "sha256": vocab_sha256, "size": len(VOCAB), "cased": False},
-        inputs=[], config={"max_seq_length": [128]}, layout={"id_width": 2}, deviations=[],
-        counts={"examples": 3}, dropped={}, rejected={},
-        outputs={"seq128": SequenceOutput(128, 20, {
-            "train": SplitShards(samples=2, not_next=1, tokens=19, predictions=4, shards=[train]),
-            "heldout": SplitShards(samples=1, not_next=0, tokens=8, predictions=1,
-                                   shards=[heldout]),
-        })},
-    )  # fmt: skip
+        inputs=[],
+        config={"max_seq_length": [128]},
+        layout={"id_width": 2},
+        deviations=[],
+        counts={"examples": 3},
+        dropped={},
+        rejected={},
+        outputs={
+            "seq128": SequenceOutput(
+                128,
+                20,
+                {
+                    "train": SplitShards(
+                        samples=2, not_next=1, tokens=19, predictions=4, shards=[train]
+                    ),
+                    "heldout": SplitShards(
+                        samples=1, not_next=0, tokens=8, predictions=1, shards=[heldout]
+                    ),
+                },
+            )
+        },
+    )
     (shards / SHARDS_MANIFEST_NAME).write_text(manifest.to_json())
     return shards
 
@@ -270,10 +303,22 @@ def test_library_api(shards_dir: Path) -> None:
     stats = example_stats(iter_examples(str(shards_dir), seq=128, split="train"), MASK_ID, 32)
     assert stats["examples"] == 2 and stats["not_next_ratio"] == 0.5
     assert stats["length_histogram"] == [(1, 16, 2), (17, 32, 0)]
-    assert stats["predictions"] == {"total": 4, "mean": 2.0, "min": 1, "max": 3,
-                                    "per_token": 4 / 19}  # fmt: skip
-    assert stats["masked"] == {"mask": 2, "keep": 1, "random": 1, "replaced": None,
-                               "mask_ratio": 0.5, "keep_ratio": 0.25, "random_ratio": 0.25}  # fmt: skip
+    assert stats["predictions"] == {
+        "total": 4,
+        "mean": 2.0,
+        "min": 1,
+        "max": 3,
+        "per_token": 4 / 19,
+    }
+    assert stats["masked"] == {
+        "mask": 2,
+        "keep": 1,
+        "random": 1,
+        "replaced": None,
+        "mask_ratio": 0.5,
+        "keep_ratio": 0.25,
+        "random_ratio": 0.25,
+    }
     assert [e.key for e in iter_examples(target, limit=2)] == [sample_key(0), sample_key(1)]
 
 
@@ -288,13 +333,24 @@ SPLIT_COUNTS = {
 
 def literal_shards_target(heldout: SplitShards) -> Target:
     """A shards target whose manifest lists TRAIN as seq128/train and `heldout` beside it."""
-    train = SplitShards(samples=2, not_next=1, tokens=19, predictions=4, shards=[
-        ShardInfo(TRAIN_SHARD, 2, 3072, "0" * 64, sample_key(0))])  # fmt: skip
+    train = SplitShards(
+        samples=2,
+        not_next=1,
+        tokens=19,
+        predictions=4,
+        shards=[ShardInfo(TRAIN_SHARD, 2, 3072, "0" * 64, sample_key(0))],
+    )
     manifest = ShardsManifest(
-        vocab={}, inputs=[], config={}, layout={}, deviations=[], counts={}, dropped={},
-        rejected={}, outputs={"seq128": SequenceOutput(128, 20, {"train": train,
-                                                                "heldout": heldout})},
-    )  # fmt: skip
+        vocab={},
+        inputs=[],
+        config={},
+        layout={},
+        deviations=[],
+        counts={},
+        dropped={},
+        rejected={},
+        outputs={"seq128": SequenceOutput(128, 20, {"train": train, "heldout": heldout})},
+    )
     location = storage.Location("shards", "/literal/shards", "/literal/shards/manifest.json")
     return Target(location, manifest)
 
@@ -313,12 +369,25 @@ def test_shards_statistics_per_split_and_overall_without_files() -> None:
     assert (result["examples"], result["tokens"], result["not_next"]) == (3, 27, 1)
     assert result["not_next_ratio"] == pytest.approx(1 / 3)
     assert (result["length_min"], result["length_max"]) == (8, 10)
-    assert result["length_histogram"] == [(1, 16, 3)] + [(i * 16 + 1, i * 16 + 16, 0)
-                                                         for i in range(1, 8)]  # fmt: skip
-    assert result["predictions"] == {"total": 5, "mean": pytest.approx(5 / 3), "min": 1,
-                                     "max": 3, "per_token": pytest.approx(5 / 27)}  # fmt: skip
-    assert result["masked"] == {"mask": 2, "keep": 2, "random": 1, "replaced": None,
-                                "mask_ratio": 0.4, "keep_ratio": 0.4, "random_ratio": 0.2}  # fmt: skip
+    assert result["length_histogram"] == [(1, 16, 3)] + [
+        (i * 16 + 1, i * 16 + 16, 0) for i in range(1, 8)
+    ]
+    assert result["predictions"] == {
+        "total": 5,
+        "mean": pytest.approx(5 / 3),
+        "min": 1,
+        "max": 3,
+        "per_token": pytest.approx(5 / 27),
+    }
+    assert result["masked"] == {
+        "mask": 2,
+        "keep": 2,
+        "random": 1,
+        "replaced": None,
+        "mask_ratio": 0.4,
+        "keep_ratio": 0.4,
+        "random_ratio": 0.2,
+    }
 
     heldout_info = ShardInfo(HELDOUT_SHARD, 1, 2048, "0" * 64, sample_key(0))
     matching = SplitShards(samples=1, not_next=0, tokens=8, predictions=1, shards=[heldout_info])
@@ -333,8 +402,15 @@ def test_length_histogram_grows_past_the_sequence_length() -> None:
     long = example([2, *[5] * 38, 3], 20, [1], [6], 0, "books/a", "books/a", 0)  # 40 tokens
     stats = example_stats([long, HELDOUT[0]], MASK_ID, max_length=32)
     assert stats["length_histogram"] == [(1, 16, 1), (17, 32, 0), (33, 48, 1)]
-    assert stats["masked"] == {"mask": 0, "keep": 1, "random": 1, "replaced": None,
-                               "mask_ratio": 0.0, "keep_ratio": 0.5, "random_ratio": 0.5}  # fmt: skip
+    assert stats["masked"] == {
+        "mask": 0,
+        "keep": 1,
+        "random": 1,
+        "replaced": None,
+        "mask_ratio": 0.0,
+        "keep_ratio": 0.5,
+        "random_ratio": 0.5,
+    }
 
 
 def test_sentences_per_document_in_powers_of_two_with_empty_buckets() -> None:
@@ -345,18 +421,22 @@ def test_sentences_per_document_in_powers_of_two_with_empty_buckets() -> None:
     result = stats.result()
     assert (result["documents"], result["sentences"], result["text_bytes"]) == (3, 10, 30)
     assert result["sentences_per_document"] == {
-        "mean": pytest.approx(10 / 3), "min": 0, "max": 9,
+        "mean": pytest.approx(10 / 3),
+        "min": 0,
+        "max": 9,
         "histogram": [(1, 1, 2), (2, 3, 0), (4, 7, 0), (8, 15, 1)],
-    }  # fmt: skip
+    }
     assert document_mismatches(literal_documents([output]), result) == []
 
 
 def test_document_mismatches_name_each_differing_file() -> None:
     read = {"per_file": {"a.parquet": {"documents": 2, "sentences": 5, "text_bytes": 40}}}
-    manifest = literal_documents([
-        OutputFile("a.parquet", 2, 6, 40, 100, "0" * 64),
-        OutputFile("b.parquet", 1, 1, 3, 100, "0" * 64),
-    ])  # fmt: skip
+    manifest = literal_documents(
+        [
+            OutputFile("a.parquet", 2, 6, 40, 100, "0" * 64),
+            OutputFile("b.parquet", 1, 1, 3, 100, "0" * 64),
+        ]
+    )
     assert document_mismatches(manifest, read) == [
         "a.parquet: sentences 5 (manifest 6)",
         "b.parquet: documents 0 (manifest 1), sentences 0 (manifest 1), text_bytes 0 (manifest 3)",
@@ -364,8 +444,16 @@ def test_document_mismatches_name_each_differing_file() -> None:
 
 
 def literal_documents(files: list[OutputFile]) -> DocumentsManifest:
-    return DocumentsManifest(stage="books", inputs=[], config={}, counts={}, dropped={},
-                             rejected={}, failed_inputs=[], files=files)  # fmt: skip
+    return DocumentsManifest(
+        stage="books",
+        inputs=[],
+        config={},
+        counts={},
+        dropped={},
+        rejected={},
+        failed_inputs=[],
+        files=files,
+    )
 
 
 # --------------------------------------------------------------------------- damage
@@ -429,8 +517,10 @@ def test_a_different_vocabulary_is_refused(shards_dir: Path, tmp_path: Path, cap
 def test_a_missing_target_is_one_clear_line(tmp_path: Path, capsys) -> None:
     code, lines, err = inspect(capsys, str(tmp_path / "nowhere"))
     assert code == 1 and lines == []
-    assert err == f"bertkit inspect: error: {tmp_path / 'nowhere'}: no such file or directory; " \
-        "give a shards or documents directory, its manifest.json / _manifest.json, or a shard-*.tar\n"  # fmt: skip
+    assert (
+        err == f"bertkit inspect: error: {tmp_path / 'nowhere'}: no such file or directory; "
+        "give a shards or documents directory, its manifest.json / _manifest.json, or a shard-*.tar\n"
+    )
     code, _, err = inspect(capsys, str(tmp_path))  # a directory without a manifest
     assert code == 1 and "neither manifest.json (a shards directory) nor _manifest.json" in err
     (tmp_path / "notes.txt").write_text("a user's notes")
@@ -469,8 +559,10 @@ def test_documents_stats_match_their_manifest(books_documents: Path, capsys) -> 
     counts = manifest.counts
     code, lines, _ = inspect(capsys, str(books_documents), "--stats")
     assert code == 0
-    read = (f"read:     {counts['documents']} documents, {counts['sentences']:,} sentences, "
-            f"{counts['text_bytes']:,} text bytes in 1 file")  # fmt: skip
+    read = (
+        f"read:     {counts['documents']} documents, {counts['sentences']:,} sentences, "
+        f"{counts['text_bytes']:,} text bytes in 1 file"
+    )
     assert (
         read in lines
         and read == "read:     4 documents, 6,536 sentences, 1,101,436 text bytes in 1 file"
@@ -525,8 +617,9 @@ def test_shards_over_http(shards_dir: Path, http_root: str, capsys) -> None:
         lines[1:] == local[1:]
         and lines[0] == f"shards directory {http_root}/shards (manifest.json)"
     )
-    code, lines, _ = inspect(capsys, f"{http_root}/shards/{TRAIN_SHARD}", "--show", "1",
-                             "--vocab", f"{http_root}/vocab")  # fmt: skip
+    code, lines, _ = inspect(
+        capsys, f"{http_root}/shards/{TRAIN_SHARD}", "--show", "1", "--vocab", f"{http_root}/vocab"
+    )
     assert code == 0 and "  B  on {dog→the} {mat} . [SEP]" in lines
     code, _, err = inspect(capsys, f"{http_root}/missing")
     assert code == 1 and "neither manifest.json" in err
@@ -573,9 +666,13 @@ def test_shards_and_documents_over_s3(
 ) -> None:
     endpoint, client = s3_endpoint
     # smart_open's default boto3 client reads the standard variables, as on a real machine.
-    for name, value in [("AWS_ENDPOINT_URL", endpoint), ("AWS_ACCESS_KEY_ID", "test"),
-                        ("AWS_SECRET_ACCESS_KEY", "test"), ("AWS_DEFAULT_REGION", "us-east-1"),
-                        ("NO_PROXY", "127.0.0.1,localhost")]:  # fmt: skip
+    for name, value in [
+        ("AWS_ENDPOINT_URL", endpoint),
+        ("AWS_ACCESS_KEY_ID", "test"),
+        ("AWS_SECRET_ACCESS_KEY", "test"),
+        ("AWS_DEFAULT_REGION", "us-east-1"),
+        ("NO_PROXY", "127.0.0.1,localhost"),
+    ]:
         monkeypatch.setenv(name, value)
     for root, prefix in ((shards_dir, "shards"), (books_documents, "books")):
         for path in root.rglob("*"):
@@ -583,8 +680,9 @@ def test_shards_and_documents_over_s3(
                 client.upload_file(str(path), BUCKET, f"{prefix}/{path.relative_to(root)}")
     code, lines, _ = inspect(capsys, f"s3://{BUCKET}/shards", "--json", "10")
     assert code == 0 and lines == JSON_LINES
-    code, lines, _ = inspect(capsys, f"s3://{BUCKET}/shards/{SHARDS_MANIFEST_NAME}", "--stats",
-                             "--split", "train")  # fmt: skip
+    code, lines, _ = inspect(
+        capsys, f"s3://{BUCKET}/shards/{SHARDS_MANIFEST_NAME}", "--stats", "--split", "train"
+    )
     assert code == 0 and lines[lines.index("examples 2 in 1 shard") :] == TRAIN_STATS
     code, lines, _ = inspect(capsys, f"s3://{BUCKET}/books", "--stats")
     assert code == 0

@@ -18,13 +18,21 @@ def test_no_flag_gives_the_defaults() -> None:
     config = parse_arguments(["out/shards"])
     assert config == InspectConfig(target="out/shards")
     assert (config.schema, config.stats, config.verify, config.max_seq_length) == (
-        False, False, True, None,
-    )  # fmt: skip
+        False,
+        False,
+        True,
+        None,
+    )
 
 
 def test_switches_take_no_value_and_have_no_twin(capsys) -> None:
     config = parse_arguments(["x", "--schema", "--stats", "--no-verify", "--split", "train"])
-    assert (config.schema, config.stats, config.verify, config.split) == (True, True, False, "train")
+    assert (config.schema, config.stats, config.verify, config.split) == (
+        True,
+        True,
+        False,
+        "train",
+    )
     assert parse_arguments(["x", "--no_verify"]).verify is False
     for twin in ("--no-schema", "--verify"):
         with pytest.raises(SystemExit) as exit_:

@@ -43,20 +43,34 @@ def test_example_statistics_count_lengths_predictions_and_the_80_10_10_split() -
     assert (stats["length_min"], stats["length_max"]) == (7, 20)
     assert stats["length_histogram"] == [(1, 16, 1), (17, 32, 1)]
     assert stats["predictions"] == {
-        "total": 4, "mean": 2.0, "min": 1, "max": 3, "per_token": 4 / 27,
-    }  # fmt: skip
+        "total": 4,
+        "mean": 2.0,
+        "min": 1,
+        "max": 3,
+        "per_token": 4 / 27,
+    }
     assert stats["masked"] == {
-        "mask": 2, "keep": 1, "random": 1, "replaced": None,
-        "mask_ratio": 0.5, "keep_ratio": 0.25, "random_ratio": 0.25,
-    }  # fmt: skip
+        "mask": 2,
+        "keep": 1,
+        "random": 1,
+        "replaced": None,
+        "mask_ratio": 0.5,
+        "keep_ratio": 0.25,
+        "random_ratio": 0.25,
+    }
 
 
 def test_without_the_mask_id_mask_and_random_are_one_replaced_count() -> None:
     masked = example_stats([FIRST], mask_id=None)["masked"]
     assert masked == {
-        "mask": None, "keep": 1, "random": None, "replaced": 2,
-        "mask_ratio": None, "keep_ratio": pytest.approx(1 / 3), "random_ratio": None,
-    }  # fmt: skip
+        "mask": None,
+        "keep": 1,
+        "random": None,
+        "replaced": 2,
+        "mask_ratio": None,
+        "keep_ratio": pytest.approx(1 / 3),
+        "random_ratio": None,
+    }
 
 
 def test_no_examples_give_empty_counts_not_errors() -> None:

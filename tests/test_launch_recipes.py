@@ -39,8 +39,11 @@ def test_the_training_image_passes_hadolint_and_keeps_the_base_image_s_torch():
     result = lint("hadolint", DOCKERFILE)
     assert (result.returncode, result.stdout) == (0, "")
     text = DOCKERFILE.read_text()
-    base = re.search(r"^ARG BASE_IMAGE=pytorch/pytorch:(\d+)\.(\d+)\.\d+-cuda[\d.]+-cudnn\d+-runtime$",
-                     text, re.M)  # fmt: skip
+    base = re.search(
+        r"^ARG BASE_IMAGE=pytorch/pytorch:(\d+)\.(\d+)\.\d+-cuda[\d.]+-cudnn\d+-runtime$",
+        text,
+        re.M,
+    )
     # torchrun reads TORCH_ELASTIC_SHUTDOWN_TIMEOUT, which both recipes set, from torch 2.12 on;
     # the build itself checks the base image's torchrun has it.
     assert base and (int(base[1]), int(base[2])) >= (2, 12)
@@ -61,8 +64,10 @@ def test_the_slurm_script_passes_shellcheck_and_asks_for_what_preemption_needs()
 def test_the_kubernetes_job_validates_strictly_and_its_script_passes_shellcheck(tmp_path):
     result = subprocess.run(
         [BIN / "kubernetes-validate", "--strict", "-k", "1.31.0", K8S],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.count("passed for resource") == 3
     service, claim, job = yaml.safe_load_all(K8S.read_text())
@@ -112,22 +117,49 @@ def test_the_kubernetes_pod_exits_75_when_its_trainers_stop_at_a_checkpoint(
     (container,) = job["spec"]["template"]["spec"]["containers"]
     script, name = container["args"][:2]
     script = script.replace("bertkit-train-0.bertkit-train", "127.0.0.1")
-    assert {"action": "Ignore", "onExitCodes": {"containerName": container["name"],
-            "operator": "In", "values": [75]}} in job["spec"]["podFailurePolicy"]["rules"]  # fmt: skip
+    assert {
+        "action": "Ignore",
+        "onExitCodes": {"containerName": container["name"], "operator": "In", "values": [75]},
+    } in job["spec"]["podFailurePolicy"]["rules"]
     run_dir = tmp_path / "run"
     env = {
-        **os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", "PYTHONPATH": str(ROOT),
-        "OMP_NUM_THREADS": "1", "BERTKIT_PROGRESS": "0", "NODES": "1", "GPUS_PER_NODE": "2",
-        "JOB_COMPLETION_INDEX": "0", "SHARDS": str(sample_shards), "RUN_DIR": str(run_dir),
-    }  # fmt: skip
-    flags = [*TINY, "--max-steps", "200", "--warmup-steps", "2", "--eval-every", "0",
-             "--checkpoint-every", "1000", "--global-batch-size", "64",
-             "--num-workers", "1"]  # fmt: skip
+        **os.environ,
+        "PATH": f"{BIN}:{os.environ['PATH']}",
+        "PYTHONPATH": str(ROOT),
+        "OMP_NUM_THREADS": "1",
+        "BERTKIT_PROGRESS": "0",
+        "NODES": "1",
+        "GPUS_PER_NODE": "2",
+        "JOB_COMPLETION_INDEX": "0",
+        "SHARDS": str(sample_shards),
+        "RUN_DIR": str(run_dir),
+    }
+    flags = [
+        *TINY,
+        "--max-steps",
+        "200",
+        "--warmup-steps",
+        "2",
+        "--eval-every",
+        "0",
+        "--checkpoint-every",
+        "1000",
+        "--global-batch-size",
+        "64",
+        "--num-workers",
+        "1",
+    ]
 
     def start(*extra: str) -> subprocess.Popen:
         pod = script.replace("--master-port 29500", f"--master-port {free_port()}")
-        return subprocess.Popen(["bash", "-c", pod, name, *flags, *extra], env=env, cwd=ROOT,
-                                text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+        return subprocess.Popen(
+            ["bash", "-c", pod, name, *flags, *extra],
+            env=env,
+            cwd=ROOT,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
 
     def stopped_step(pod: subprocess.Popen) -> int:
         output, _ = pod.communicate(timeout=180)
@@ -177,17 +209,44 @@ def test_the_slurm_script_runs_two_trainers_and_requeues_at_the_time_limit_warni
         (stubs / name).chmod(0o755)
     run_dir, log = tmp_path / "run", tmp_path / "scontrol.log"
     env = {
-        **os.environ, "PATH": f"{stubs}:{os.environ['PATH']}", "PYTHON": sys.executable,
-        "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "BERTKIT_PROGRESS": "0",
-        "SHARDS": str(sample_shards), "RUN_DIR": str(run_dir), "GPUS_PER_NODE": "2",
-        "PORT": str(free_port()), "SLURM_JOB_NODELIST": "node1", "SLURM_NNODES": "1",
-        "SLURM_JOB_ID": "4242", "STUB_LOG": str(log),
-    }  # fmt: skip
-    flags = [*TINY, "--max-steps", "200", "--warmup-steps", "2", "--eval-every", "0",
-             "--checkpoint-every", "1000", "--global-batch-size", "64",
-             "--num-workers", "1"]  # fmt: skip
-    job = subprocess.Popen(["bash", SBATCH, *flags], env=env, cwd=ROOT, text=True,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+        **os.environ,
+        "PATH": f"{stubs}:{os.environ['PATH']}",
+        "PYTHON": sys.executable,
+        "PYTHONPATH": str(ROOT),
+        "OMP_NUM_THREADS": "1",
+        "BERTKIT_PROGRESS": "0",
+        "SHARDS": str(sample_shards),
+        "RUN_DIR": str(run_dir),
+        "GPUS_PER_NODE": "2",
+        "PORT": str(free_port()),
+        "SLURM_JOB_NODELIST": "node1",
+        "SLURM_NNODES": "1",
+        "SLURM_JOB_ID": "4242",
+        "STUB_LOG": str(log),
+    }
+    flags = [
+        *TINY,
+        "--max-steps",
+        "200",
+        "--warmup-steps",
+        "2",
+        "--eval-every",
+        "0",
+        "--checkpoint-every",
+        "1000",
+        "--global-batch-size",
+        "64",
+        "--num-workers",
+        "1",
+    ]
+    job = subprocess.Popen(
+        ["bash", SBATCH, *flags],
+        env=env,
+        cwd=ROOT,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     wait_for_step(run_dir, 3, job)
     job.send_signal(signal.SIGUSR1)  # what --signal=B:USR1@180 sends the batch script
     output, _ = job.communicate(timeout=180)
@@ -202,7 +261,11 @@ def test_the_slurm_script_runs_two_trainers_and_requeues_at_the_time_limit_warni
     env["PORT"] = str(free_port())
     again = subprocess.run(
         ["bash", SBATCH, *flags, "--stop-at-step", str(step + 1)],
-        env=env, cwd=ROOT, capture_output=True, text=True, timeout=180,
-    )  # fmt: skip
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert latest_checkpoint(run_dir / "checkpoints").name == f"step-{step + 1:08d}.pt"

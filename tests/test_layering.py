@@ -121,13 +121,24 @@ def test_every_module_keeps_to_its_layer() -> None:
 
 def test_the_folders_are_the_layers() -> None:
     modules = {module for module, _ in project_modules()}
-    layers = ("pipelines.io", "pipelines.command", "pipelines.text", "pipelines.bert",
-              "pipelines.beam")  # fmt: skip
+    layers = (
+        "pipelines.io",
+        "pipelines.command",
+        "pipelines.text",
+        "pipelines.bert",
+        "pipelines.beam",
+    )
     for layer in (*layers, "bertkit"):
         assert layer in modules, f"{layer}/ is missing its __init__.py"
     flat = {m for m in modules if m.count(".") == 1 and m.startswith("pipelines.")}
-    stages = {"pipelines.wikipedia", "pipelines.books", "pipelines.vocab", "pipelines.examples",
-              "pipelines.inspect", "pipelines.dataflow"}  # fmt: skip
+    stages = {
+        "pipelines.wikipedia",
+        "pipelines.books",
+        "pipelines.vocab",
+        "pipelines.examples",
+        "pipelines.inspect",
+        "pipelines.dataflow",
+    }
     assert flat - set(layers) == stages
 
 
@@ -157,7 +168,9 @@ def test_the_folders_are_the_layers() -> None:
         (
             "trainer.data",
             "def f():\n    from pipelines.bert import draws",
-            ["trainer.data imports pipelines.bert.draws: trainer/ imports schemas, pipelines.io, pipelines.command"],
+            [
+                "trainer.data imports pipelines.bert.draws: trainer/ imports schemas, pipelines.io, pipelines.command"
+            ],
         ),
         (
             "trainer.export",
@@ -190,7 +203,11 @@ def test_the_folders_are_the_layers() -> None:
             ],
         ),
         ("bertkit.demo", "from pipelines import wikipedia\nfrom trainer import train", []),
-        ("bertkit.cli", "import schemas.manifest\nimport pipelines.inspect\nimport trainer.export", []),
+        (
+            "bertkit.cli",
+            "import schemas.manifest\nimport pipelines.inspect\nimport trainer.export",
+            [],
+        ),
         (
             "trainer.train",
             "from bertkit import demo",
@@ -234,7 +251,9 @@ def test_the_folders_are_the_layers() -> None:
         (
             "pipelines.vocab",
             "from tests.support.s3server import start_s3_server",
-            ["pipelines.vocab imports tests.support.s3server.start_s3_server: nothing imports tests/"],
+            [
+                "pipelines.vocab imports tests.support.s3server.start_s3_server: nothing imports tests/"
+            ],
         ),
     ],
 )

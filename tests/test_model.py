@@ -51,9 +51,15 @@ def test_config_for_sizes_and_unknown_name():
     assert (base.num_hidden_layers, base.hidden_size, base.num_attention_heads) == (12, 768, 12)
     assert base.intermediate_size == 3072 and base.max_position_embeddings == 512
     medium = config_for("medium", 8000, hidden_dropout_prob=0.0)
-    assert (medium.num_hidden_layers, medium.hidden_size, medium.intermediate_size) == (8, 512, 2048)
+    assert (medium.num_hidden_layers, medium.hidden_size, medium.intermediate_size) == (
+        8,
+        512,
+        2048,
+    )
     assert medium.hidden_dropout_prob == 0.0 and medium.vocab_size == 8000
-    with pytest.raises(ValueError, match=r"unknown model size 'huge'.*tiny, mini, small, medium, base, large"):
+    with pytest.raises(
+        ValueError, match=r"unknown model size 'huge'.*tiny, mini, small, medium, base, large"
+    ):
         config_for("huge", 8000)
     with pytest.raises(ValueError, match="not a multiple of num_attention_heads"):
         BertConfig(vocab_size=10, hidden_size=100, num_attention_heads=3)
@@ -79,9 +85,7 @@ def test_padding_does_not_change_real_positions():
     model = tiny().eval()
     batch = make_batch()
     ids, types, mask = batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]
-    padded = [
-        torch.cat([t, torch.zeros(2, 8, dtype=t.dtype)], dim=1) for t in (ids, types, mask)
-    ]
+    padded = [torch.cat([t, torch.zeros(2, 8, dtype=t.dtype)], dim=1) for t in (ids, types, mask)]
     with torch.no_grad():
         mlm, nsp = model.prediction_scores(ids, types, mask)
         mlm_padded, nsp_padded = model.prediction_scores(*padded)
@@ -158,14 +162,21 @@ def test_init_matches_bert():
 
 
 def test_flops_per_sequence_on_a_literal_config():
-    config = BertConfig(vocab_size=1000, hidden_size=128, num_hidden_layers=2,
-                        num_attention_heads=2, intermediate_size=512)  # fmt: skip
+    config = BertConfig(
+        vocab_size=1000,
+        hidden_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=512,
+    )
     # Per layer: 2·128·(4·128² + 2·128·512) = 50,331,648 matmul + 4·128²·128 = 8,388,608
     # attention → 58,720,256; × 2 layers = 117,440,512. Pooler + NSP: 2·(128² + 256) = 33,280.
     # MLM on 20: 2·20·(128² + 1000·128) = 5,775,360. Forward 123,249,152; × 3:
     assert flops_per_sequence(config, seq_len=128, predictions=20) == 369_747_456
     # Attention grows with L², the rest with L; the MLM head with predictions only.
-    assert flops_per_sequence(config, 128, 21) - flops_per_sequence(config, 128, 20) == 3 * 2 * 144_384
+    assert (
+        flops_per_sequence(config, 128, 21) - flops_per_sequence(config, 128, 20) == 3 * 2 * 144_384
+    )
 
 
 def test_hf_state_dict_names_and_split_qkv():
@@ -174,7 +185,9 @@ def test_hf_state_dict_names_and_split_qkv():
     assert len(hf) == 5 + 16 * 2 + 2 + 4 + 1 + 2
     assert "cls.predictions.decoder.weight" not in hf  # tied: from_pretrained restores it
     qkv = model.layers[1].qkv
-    torch.testing.assert_close(hf["bert.encoder.layer.1.attention.self.key.weight"], qkv.weight[128:256])
+    torch.testing.assert_close(
+        hf["bert.encoder.layer.1.attention.self.key.weight"], qkv.weight[128:256]
+    )
     torch.testing.assert_close(hf["bert.encoder.layer.1.attention.self.value.bias"], qkv.bias[256:])
     assert hf["cls.predictions.bias"] is not model.decoder.bias
     pointers = {t.untyped_storage().data_ptr() for t in hf.values()}

@@ -30,9 +30,14 @@ def test_sample_dump_from_s3_gives_the_same_bytes_as_local(
     client.upload_file(str(sample_dump), BUCKET, f"dumps/{sample_dump.name}")
     assert wikipedia.run(["--input", str(sample_dump), "--output", str(tmp_path / "local")]) == 0
     code = wikipedia.run(
-        ["--input", f"s3://{BUCKET}/dumps/*.xml.bz2", "--output", f"s3://{BUCKET}/out/wiki",
-         *s3_flags(endpoint)]
-    )  # fmt: skip
+        [
+            "--input",
+            f"s3://{BUCKET}/dumps/*.xml.bz2",
+            "--output",
+            f"s3://{BUCKET}/out/wiki",
+            *s3_flags(endpoint),
+        ]
+    )
     assert code == 0
     remote = read_manifest(f"s3://{BUCKET}/out/wiki")
     local = read_manifest(str(tmp_path / "local"))
@@ -50,9 +55,16 @@ def test_multistream_splits_read_with_ranged_s3_reads(s3_server, tmp_path: Path)
     for path in (dump, index):
         client.upload_file(str(path), BUCKET, f"multi/{path.name}")
     code = wikipedia.run(
-        ["--input", f"s3://{BUCKET}/multi/*-multistream.xml.bz2",
-         "--output", f"s3://{BUCKET}/out/multi", "--split_mb", "0", *s3_flags(endpoint)]
-    )  # fmt: skip
+        [
+            "--input",
+            f"s3://{BUCKET}/multi/*-multistream.xml.bz2",
+            "--output",
+            f"s3://{BUCKET}/out/multi",
+            "--split_mb",
+            "0",
+            *s3_flags(endpoint),
+        ]
+    )
     assert code == 0
     manifest = read_manifest(f"s3://{BUCKET}/out/multi")
     assert manifest.counts["documents"] == 20 and manifest.counts["units"] == 6
@@ -75,14 +87,35 @@ def test_examples_from_and_to_s3_give_the_same_shards_as_local(
     vocab = upload_tree(client, sample_vocab, "examples-in/vocab")
     flags = ["--dupe-factor", "1", "--samples-per-shard", "3000", "--heldout-fraction", "0.05"]
     local = tmp_path / "local"
-    assert examples.run(
-        ["--documents", *map(str, sample_documents), "--vocab", str(sample_vocab),
-         "--output", str(local), *flags]
-    ) == 0  # fmt: skip
-    assert examples.run(
-        ["--documents", *documents, "--vocab", vocab, "--output", f"s3://{BUCKET}/shards",
-         *flags, *s3_flags(endpoint)]
-    ) == 0  # fmt: skip
+    assert (
+        examples.run(
+            [
+                "--documents",
+                *map(str, sample_documents),
+                "--vocab",
+                str(sample_vocab),
+                "--output",
+                str(local),
+                *flags,
+            ]
+        )
+        == 0
+    )
+    assert (
+        examples.run(
+            [
+                "--documents",
+                *documents,
+                "--vocab",
+                vocab,
+                "--output",
+                f"s3://{BUCKET}/shards",
+                *flags,
+                *s3_flags(endpoint),
+            ]
+        )
+        == 0
+    )
     body = client.get_object(Bucket=BUCKET, Key="shards/manifest.json")["Body"].read()
     remote = ShardsManifest.from_json(body.decode())
     expected = ShardsManifest.from_json((local / "manifest.json").read_text())
@@ -92,5 +125,7 @@ def test_examples_from_and_to_s3_give_the_same_shards_as_local(
     # The shards, their block tables and the manifest, nothing else: the spill files under
     # _work are removed.
     assert keys == {"shards/manifest.json"} | {
-        f"shards/{path}" for s in expected.all_shards() for path in (s.path, f"{s.path}.blocks.json")
+        f"shards/{path}"
+        for s in expected.all_shards()
+        for path in (s.path, f"{s.path}.blocks.json")
     }

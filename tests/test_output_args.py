@@ -57,27 +57,45 @@ def workdir(tmp_path: Path, monkeypatch) -> Path:
 @pytest.mark.parametrize(
     ("input_", "output", "message"),
     [
-        ("d/*", "afile",
-         "--output afile is a file, not a directory: choose a new or empty directory"),
-        ("d/*", "afile/out",
-         "--output afile/out: {root}/afile is a file, so it cannot hold a directory: choose a "
-         "directory path"),
-        ("d/*", "d/out",
-         "--output d/out is inside --input 'd/*' (the glob matches it or the files it will "
-         "hold): choose an --output outside the inputs"),
-        ("d/**", "d/sub/out",
-         "--output d/sub/out is inside --input 'd/**' (the glob matches it or the files it "
-         "will hold): choose an --output outside the inputs"),
-        ("*/*.parquet", "out",
-         "--output out is inside --input '*/*.parquet' (the glob matches it or the files it "
-         "will hold): choose an --output outside the inputs"),
-        ("d/*.xml.bz2", "d",
-         "--input 'd/*.xml.bz2' is inside --output d: choose an --output that does not hold "
-         "the inputs"),
+        (
+            "d/*",
+            "afile",
+            "--output afile is a file, not a directory: choose a new or empty directory",
+        ),
+        (
+            "d/*",
+            "afile/out",
+            "--output afile/out: {root}/afile is a file, so it cannot hold a directory: choose a "
+            "directory path",
+        ),
+        (
+            "d/*",
+            "d/out",
+            "--output d/out is inside --input 'd/*' (the glob matches it or the files it will "
+            "hold): choose an --output outside the inputs",
+        ),
+        (
+            "d/**",
+            "d/sub/out",
+            "--output d/sub/out is inside --input 'd/**' (the glob matches it or the files it "
+            "will hold): choose an --output outside the inputs",
+        ),
+        (
+            "*/*.parquet",
+            "out",
+            "--output out is inside --input '*/*.parquet' (the glob matches it or the files it "
+            "will hold): choose an --output outside the inputs",
+        ),
+        (
+            "d/*.xml.bz2",
+            "d",
+            "--input 'd/*.xml.bz2' is inside --output d: choose an --output that does not hold "
+            "the inputs",
+        ),
         ("d", "out", "--input d is a directory: pass the files in it, e.g. --input 'd/*'"),
         ("d/", "out", "--input d/ is a directory: pass the files in it, e.g. --input 'd/*'"),
     ],
-)  # fmt: skip
+)
 def test_documents_stages_refuse_wrong_paths_before_any_work(
     stage, input_, output, message, workdir, capsys
 ) -> None:
@@ -155,8 +173,9 @@ def test_a_glob_beside_the_output_that_cannot_reach_its_files_is_accepted(workdi
     # 'd/*.txt' matches neither d/out nor a name written in it: the output may sit there.
     assert books.run(["--input", "d/*.txt", "--output", "d/out"]) == 0
     assert sorted(p.name for p in (workdir / "d" / "out").iterdir()) == [
-        "_manifest.json", "documents-00000-0000.parquet",
-    ]  # fmt: skip
+        "_manifest.json",
+        "documents-00000-0000.parquet",
+    ]
 
 
 VOCAB_DIR = "vocabulary directory written by `bertkit vocab`, the one holding vocab.json"
@@ -169,21 +188,36 @@ DOCUMENTS_DIR = (
 @pytest.mark.parametrize(
     ("documents", "output", "message"),
     [
-        ("docs", "afile",
-         "--output afile is a file, not a directory: choose a new or empty directory"),
-        ("docs", "docs/", "--output docs/ is the --documents directory: write to a new "
-         "directory beside it"),
-        ("docs", "docs/vocab",
-         "--output docs/vocab is inside --documents docs: choose an --output outside it"),
-        ("docs", ".", "--documents docs is inside --output .: choose an --output that does "
-         "not hold the inputs"),
-        ("docs/_manifest.json", "out",
-         f"--documents docs/_manifest.json is a file, not a directory: pass the "
-         f"{DOCUMENTS_DIR} (here perhaps docs)"),
-        ("afile", "out", f"--documents afile is a file, not a directory: pass the "
-         f"{DOCUMENTS_DIR}"),
+        (
+            "docs",
+            "afile",
+            "--output afile is a file, not a directory: choose a new or empty directory",
+        ),
+        (
+            "docs",
+            "docs/",
+            "--output docs/ is the --documents directory: write to a new directory beside it",
+        ),
+        (
+            "docs",
+            "docs/vocab",
+            "--output docs/vocab is inside --documents docs: choose an --output outside it",
+        ),
+        (
+            "docs",
+            ".",
+            "--documents docs is inside --output .: choose an --output that does "
+            "not hold the inputs",
+        ),
+        (
+            "docs/_manifest.json",
+            "out",
+            f"--documents docs/_manifest.json is a file, not a directory: pass the "
+            f"{DOCUMENTS_DIR} (here perhaps docs)",
+        ),
+        ("afile", "out", f"--documents afile is a file, not a directory: pass the {DOCUMENTS_DIR}"),
     ],
-)  # fmt: skip
+)
 def test_vocab_refuses_wrong_paths_before_any_work(
     documents, output, message, workdir, capsys
 ) -> None:
@@ -196,17 +230,33 @@ def test_vocab_refuses_wrong_paths_before_any_work(
 @pytest.mark.parametrize(
     ("documents", "vocabulary", "output", "message"),
     [
-        ("docs", "voc", "afile",
-         "--output afile is a file, not a directory: choose a new or empty directory"),
-        ("docs", "voc", "docs/shards",
-         "--output docs/shards is inside --documents docs: choose an --output outside it"),
-        ("docs", "voc", "./voc",
-         "--output ./voc is the --vocab directory: write to a new directory beside it"),
-        ("docs", "voc/vocab.txt", "out",
-         f"--vocab voc/vocab.txt is a file, not a directory: pass the {VOCAB_DIR} "
-         "(here perhaps voc)"),
+        (
+            "docs",
+            "voc",
+            "afile",
+            "--output afile is a file, not a directory: choose a new or empty directory",
+        ),
+        (
+            "docs",
+            "voc",
+            "docs/shards",
+            "--output docs/shards is inside --documents docs: choose an --output outside it",
+        ),
+        (
+            "docs",
+            "voc",
+            "./voc",
+            "--output ./voc is the --vocab directory: write to a new directory beside it",
+        ),
+        (
+            "docs",
+            "voc/vocab.txt",
+            "out",
+            f"--vocab voc/vocab.txt is a file, not a directory: pass the {VOCAB_DIR} "
+            "(here perhaps voc)",
+        ),
     ],
-)  # fmt: skip
+)
 def test_examples_refuses_wrong_paths_before_any_work(
     documents, vocabulary, output, message, workdir, capsys
 ) -> None:
@@ -233,39 +283,101 @@ def test_demo_into_a_file_stops_at_the_first_stage(workdir, capsys) -> None:
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["train", "--shards", "shards", "--output", "afile", "--max-steps", "1",
-          "--warmup-steps", "0"],
-         "bertkit train: error: --output afile is a file: give a run directory"),
-        (["export-hf", "checkpoints", "--output", "afile"],
-         "bertkit export-hf: error: afile is a file: pass a directory as --output"),
-        (["train", "--shards", "shards", "--output", "shards/run", "--max-steps", "1",
-          "--warmup-steps", "0"],
-         "bertkit train: error: --output shards/run is inside the shards directory shards: "
-         "write the run beside the data, e.g. --output runs/NAME"),
-        (["train", "--shards", "shards/manifest.json", "--output", "shards", "--max-steps", "1",
-          "--warmup-steps", "0"],
-         "bertkit train: error: --output shards is inside the shards directory shards: "
-         "write the run beside the data, e.g. --output runs/NAME"),
-        (["train", "--shards", "s3://b/shards", "--output", "s3://b/shards/run",
-          "--max-steps", "1", "--warmup-steps", "0"],
-         "bertkit train: error: --output s3://b/shards/run is inside the shards directory "
-         "s3://b/shards: write the run beside the data, e.g. --output runs/NAME"),
-        (["train", "--shards", "gs://b/data/manifest.json", "--output", "gs://b/data/",
-          "--max-steps", "1", "--warmup-steps", "0"],
-         "bertkit train: error: --output gs://b/data/ is inside the shards directory "
-         "gs://b/data: write the run beside the data, e.g. --output runs/NAME"),
-        (["export-hf", "nowhere", "--output", "out"],
-         "bertkit export-hf: error: nowhere does not exist: pass a checkpoint file or "
-         "directory"),
-        (["export-hf", "run/checkpoints", "--output", "out"],
-         "bertkit export-hf: error: run/checkpoints is a directory without a `latest` file, "
-         "so it holds no complete checkpoint: pass a checkpoint file (step-NNNNNNNN.pt) "
-         "instead"),
-        (["export-hf", "run/checkpoints/step-00000002.pt", "--output", "run/checkpoints/hf"],
-         "bertkit export-hf: error: --output run/checkpoints/hf is inside the checkpoint "
-         "directory run/checkpoints: write the export beside the run, not into it"),
+        (
+            [
+                "train",
+                "--shards",
+                "shards",
+                "--output",
+                "afile",
+                "--max-steps",
+                "1",
+                "--warmup-steps",
+                "0",
+            ],
+            "bertkit train: error: --output afile is a file: give a run directory",
+        ),
+        (
+            ["export-hf", "checkpoints", "--output", "afile"],
+            "bertkit export-hf: error: afile is a file: pass a directory as --output",
+        ),
+        (
+            [
+                "train",
+                "--shards",
+                "shards",
+                "--output",
+                "shards/run",
+                "--max-steps",
+                "1",
+                "--warmup-steps",
+                "0",
+            ],
+            "bertkit train: error: --output shards/run is inside the shards directory shards: "
+            "write the run beside the data, e.g. --output runs/NAME",
+        ),
+        (
+            [
+                "train",
+                "--shards",
+                "shards/manifest.json",
+                "--output",
+                "shards",
+                "--max-steps",
+                "1",
+                "--warmup-steps",
+                "0",
+            ],
+            "bertkit train: error: --output shards is inside the shards directory shards: "
+            "write the run beside the data, e.g. --output runs/NAME",
+        ),
+        (
+            [
+                "train",
+                "--shards",
+                "s3://b/shards",
+                "--output",
+                "s3://b/shards/run",
+                "--max-steps",
+                "1",
+                "--warmup-steps",
+                "0",
+            ],
+            "bertkit train: error: --output s3://b/shards/run is inside the shards directory "
+            "s3://b/shards: write the run beside the data, e.g. --output runs/NAME",
+        ),
+        (
+            [
+                "train",
+                "--shards",
+                "gs://b/data/manifest.json",
+                "--output",
+                "gs://b/data/",
+                "--max-steps",
+                "1",
+                "--warmup-steps",
+                "0",
+            ],
+            "bertkit train: error: --output gs://b/data/ is inside the shards directory "
+            "gs://b/data: write the run beside the data, e.g. --output runs/NAME",
+        ),
+        (
+            ["export-hf", "nowhere", "--output", "out"],
+            "bertkit export-hf: error: nowhere does not exist: pass a checkpoint file or directory",
+        ),
+        (
+            ["export-hf", "run/checkpoints", "--output", "out"],
+            "bertkit export-hf: error: run/checkpoints is a directory without a `latest` file, "
+            "so it holds no complete checkpoint: pass a checkpoint file (step-NNNNNNNN.pt) "
+            "instead",
+        ),
+        (
+            ["export-hf", "run/checkpoints/step-00000002.pt", "--output", "run/checkpoints/hf"],
+            "bertkit export-hf: error: --output run/checkpoints/hf is inside the checkpoint "
+            "directory run/checkpoints: write the export beside the run, not into it",
+        ),
     ],
-)  # fmt: skip
+)
 def test_trainer_commands_refuse_an_output_that_is_a_file(argv, message, workdir, capsys) -> None:
     from bertkit import cli
 
@@ -300,20 +412,29 @@ def test_an_unreadable_documents_directory_is_refused(workdir, capsys, monkeypat
 @pytest.mark.parametrize(
     ("input_", "output", "message"),
     [
-        ("gs://b/dumps/*", "gs://b/dumps/wiki",
-         "--output gs://b/dumps/wiki is inside --input 'gs://b/dumps/*' (the glob matches it "
-         "or the files it will hold): choose an --output outside the inputs"),
-        ("s3://b/d/**.parquet", "s3://b/d/x/out",
-         "--output s3://b/d/x/out is inside --input 's3://b/d/**.parquet' (the glob matches "
-         "it or the files it will hold): choose an --output outside the inputs"),
-        ("gs://b/out/books/*.txt", "gs://b/out/",
-         "--input 'gs://b/out/books/*.txt' is inside --output gs://b/out/: choose an --output "
-         "that does not hold the inputs"),
+        (
+            "gs://b/dumps/*",
+            "gs://b/dumps/wiki",
+            "--output gs://b/dumps/wiki is inside --input 'gs://b/dumps/*' (the glob matches it "
+            "or the files it will hold): choose an --output outside the inputs",
+        ),
+        (
+            "s3://b/d/**.parquet",
+            "s3://b/d/x/out",
+            "--output s3://b/d/x/out is inside --input 's3://b/d/**.parquet' (the glob matches "
+            "it or the files it will hold): choose an --output outside the inputs",
+        ),
+        (
+            "gs://b/out/books/*.txt",
+            "gs://b/out/",
+            "--input 'gs://b/out/books/*.txt' is inside --output gs://b/out/: choose an --output "
+            "that does not hold the inputs",
+        ),
         ("gs://b/dumps/*.xml.bz2", "gs://b/dumps/wiki", None),
         ("gs://b/dumps/*", "gs://b/wiki", None),
         ("gs://b/dumps/*", "s3://b/dumps/wiki", None),
     ],
-)  # fmt: skip
+)
 def test_remote_paths_are_checked_by_place(input_, output, message) -> None:
     from pipelines.beam.documents import DOCUMENTS_STAGE_PATHS
     from pipelines.beam.runner import path_problem

@@ -44,10 +44,25 @@ def run_on_tmpfs(mount_options: str, directory: Path, *argv: str) -> subprocess.
     directory.mkdir(exist_ok=True)
     script = 'mount -t tmpfs -o "$0" tmpfs "$1" && shift && exec "$@"'
     return subprocess.run(
-        ["unshare", "-rm", "sh", "-c", script, mount_options, str(directory),
-         sys.executable, "-m", "bertkit", *argv],
-        capture_output=True, text=True, timeout=300, cwd=PROJECT_ROOT, check=False,
-    )  # fmt: skip
+        [
+            "unshare",
+            "-rm",
+            "sh",
+            "-c",
+            script,
+            mount_options,
+            str(directory),
+            sys.executable,
+            "-m",
+            "bertkit",
+            *argv,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=PROJECT_ROOT,
+        check=False,
+    )
 
 
 def stage_argv(stage: str, output: Path, sample_documents, sample_vocab) -> list[str]:
@@ -140,8 +155,10 @@ def test_a_full_disk_is_found_behind_beams_error_or_in_its_text() -> None:
     )
     found = write_failure(text_only)
     assert (type(found), found.errno, found.strerror) == (
-        OSError, errno.ENOSPC, "No space left on device"
-    )  # fmt: skip
+        OSError,
+        errno.ENOSPC,
+        "No space left on device",
+    )
     assert write_failure(RuntimeError("OSError: [Errno 30] Read-only file system")).errno == (
         errno.EROFS
     )
@@ -153,14 +170,23 @@ def test_a_full_disk_is_found_behind_beams_error_or_in_its_text() -> None:
 @pytest.mark.parametrize(
     ("number", "message"),
     [
-        (errno.ENOSPC, "writing --output out/wiki failed (No space left on device): free space "
-         "there or choose another --output, then rerun with --overwrite"),
-        (errno.EDQUOT, "writing --output out/wiki failed (Disk quota exceeded): free space "
-         "there or choose another --output, then rerun with --overwrite"),
-        (errno.EROFS, "writing --output out/wiki failed (Read-only file system): choose an "
-         "--output on a writable file system, then rerun with --overwrite"),
+        (
+            errno.ENOSPC,
+            "writing --output out/wiki failed (No space left on device): free space "
+            "there or choose another --output, then rerun with --overwrite",
+        ),
+        (
+            errno.EDQUOT,
+            "writing --output out/wiki failed (Disk quota exceeded): free space "
+            "there or choose another --output, then rerun with --overwrite",
+        ),
+        (
+            errno.EROFS,
+            "writing --output out/wiki failed (Read-only file system): choose an "
+            "--output on a writable file system, then rerun with --overwrite",
+        ),
     ],
-)  # fmt: skip
+)
 def test_the_line_names_the_output_and_the_os_words(number, message) -> None:
     failure = OSError(number, os.strerror(number))
     assert write_failure_message(failure, ("--output", "out/wiki")) == message
@@ -195,10 +221,14 @@ def test_beams_logged_traceback_of_a_full_disk_is_held_back() -> None:
     held.exc_info = (RuntimeError, error, None)
     assert runner._hold_back_write_failures(held) is False
     worker = logging.LogRecord(
-        "apache_beam.runners.portability.local_job_service", logging.ERROR, "", 0,
+        "apache_beam.runners.portability.local_job_service",
+        logging.ERROR,
+        "",
+        0,
         "Worker: ... message: \"OSError: [Errno 28] No space left on device [while running 'X']",
-        (), None,
-    )  # fmt: skip
+        (),
+        None,
+    )
     assert runner._hold_back_write_failures(worker) is False
     other = logging.LogRecord("apache_beam", logging.ERROR, "", 0, "KeyError: 'x'", (), None)
     assert runner._hold_back_write_failures(other) is True

@@ -224,11 +224,15 @@ def test_mask_batch_chooses_within_each_input():
     rng = Scripted(uniforms=[keys, [0.1, 0.95], [0.0, 0.3], []])
     first, second = mask_batch(inputs, [(0, 3, 5), (0, 2, 4)], _config(0.2), rng)
     assert (first.input_ids.tolist(), first.positions.tolist(), first.labels.tolist()) == (
-        [CLS, 10, MASK, SEP, 12, SEP], [2], [11],
-    )  # fmt: skip
+        [CLS, 10, MASK, SEP, 12, SEP],
+        [2],
+        [11],
+    )
     assert (second.input_ids.tolist(), second.positions.tolist(), second.labels.tolist()) == (
-        [CLS, 13, SEP, 14, SEP], [3], [14],
-    )  # fmt: skip
+        [CLS, 13, SEP, 14, SEP],
+        [3],
+        [14],
+    )
     rng.assert_used_up()
 
 

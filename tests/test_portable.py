@@ -22,8 +22,16 @@ from tests.conftest import DATA_DIR
 from tests.support.portable import portable_engine
 
 # The flags of conftest's sample_shards.
-EXAMPLE_FLAGS = ["--max-seq-length", "128", "--dupe-factor", "2", "--heldout-fraction", "0.05",
-                 "--samples-per-shard", "2000"]  # fmt: skip
+EXAMPLE_FLAGS = [
+    "--max-seq-length",
+    "128",
+    "--dupe-factor",
+    "2",
+    "--heldout-fraction",
+    "0.05",
+    "--samples-per-shard",
+    "2000",
+]
 
 
 @pytest.fixture(scope="module")
@@ -33,8 +41,11 @@ def engine():
 
 
 def files_of(directory: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*"))
-            if p.is_file()}  # fmt: skip
+    return {
+        str(p.relative_to(directory)): p.read_bytes()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file()
+    }
 
 
 def data_files(directory: Path) -> dict[str, bytes]:
@@ -115,10 +126,21 @@ def test_examples_on_the_portable_engine_give_the_local_shards(
 ) -> None:
     out = tmp_path / "shards"
     documents = [str(d) for d in sample_documents]
-    assert examples.run(
-        ["--documents", *documents, "--vocab", str(sample_vocab), "--output", str(out),
-         *EXAMPLE_FLAGS, *engine]
-    ) == 0  # fmt: skip
+    assert (
+        examples.run(
+            [
+                "--documents",
+                *documents,
+                "--vocab",
+                str(sample_vocab),
+                "--output",
+                str(out),
+                *EXAMPLE_FLAGS,
+                *engine,
+            ]
+        )
+        == 0
+    )
     assert data_files(out) == data_files(sample_shards) and len(data_files(out)) >= 8
 
 

@@ -14,9 +14,25 @@ from trainer import distributed, train
 from trainer.model import BertForPreTraining, config_for
 from trainer.optim import build_optimizer
 
-COMMON = ["--model", "tiny", "--micro-batch-size", "16", "--lr", "2e-3", "--log-every", "1",
-          "--no-tensorboard", "--max-steps", "4", "--warmup-steps", "1", "--eval-every", "0",
-          "--dropout", "0"]  # fmt: skip
+COMMON = [
+    "--model",
+    "tiny",
+    "--micro-batch-size",
+    "16",
+    "--lr",
+    "2e-3",
+    "--log-every",
+    "1",
+    "--no-tensorboard",
+    "--max-steps",
+    "4",
+    "--warmup-steps",
+    "1",
+    "--eval-every",
+    "0",
+    "--dropout",
+    "0",
+]
 
 
 def train_losses(run_dir) -> list[float]:
@@ -26,8 +42,13 @@ def train_losses(run_dir) -> list[float]:
 
 def test_fused_adamw_takes_the_steps_of_the_for_loop_adamw() -> None:
     torch.manual_seed(0)
-    config = config_for("tiny", 50, max_position_embeddings=32, hidden_dropout_prob=0.0,
-                        attention_probs_dropout_prob=0.0)  # fmt: skip
+    config = config_for(
+        "tiny",
+        50,
+        max_position_embeddings=32,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
     models = [BertForPreTraining(config)]
     models.append(BertForPreTraining(models[0].config))
     models[1].load_state_dict(models[0].state_dict())
@@ -39,8 +60,13 @@ def test_fused_adamw_takes_the_steps_of_the_for_loop_adamw() -> None:
     generator = torch.Generator().manual_seed(1)
     for _ in range(5):
         ids = torch.randint(5, 50, (2, 12), generator=generator)
-        batch = (ids, torch.zeros_like(ids), torch.ones_like(ids, dtype=torch.bool),
-                 torch.tensor([[1, 2], [3, 4]]), torch.tensor([[7, 8], [9, -100]]))  # fmt: skip
+        batch = (
+            ids,
+            torch.zeros_like(ids),
+            torch.ones_like(ids, dtype=torch.bool),
+            torch.tensor([[1, 2], [3, 4]]),
+            torch.tensor([[7, 8], [9, -100]]),
+        )
         for model, optimizer in zip(models, optimizers, strict=True):
             model(*batch).loss.backward()
             optimizer.step()
@@ -51,10 +77,14 @@ def test_fused_adamw_takes_the_steps_of_the_for_loop_adamw() -> None:
 
 def test_bf16_autocast_trains_on_the_cpu_close_to_fp32(sample_shards, tmp_path) -> None:
     shards = ["--shards", str(sample_shards)]
-    assert train.run([*COMMON, *shards, "--output", str(tmp_path / "bf16"),
-                      "--precision", "bf16"]) == 0  # fmt: skip
-    assert train.run([*COMMON, *shards, "--output", str(tmp_path / "fp32"),
-                      "--precision", "fp32"]) == 0  # fmt: skip
+    assert (
+        train.run([*COMMON, *shards, "--output", str(tmp_path / "bf16"), "--precision", "bf16"])
+        == 0
+    )
+    assert (
+        train.run([*COMMON, *shards, "--output", str(tmp_path / "fp32"), "--precision", "fp32"])
+        == 0
+    )
     bf16, fp32 = train_losses(tmp_path / "bf16"), train_losses(tmp_path / "fp32")
     assert len(bf16) == 4 and bf16 != fp32  # bf16 matmuls really ran
     assert bf16 == pytest.approx(fp32, abs=0.05)

@@ -21,14 +21,30 @@ from trainer.checkpoint import latest_checkpoint
 from trainer.preemption import PREEMPTED_EXIT_CODE
 
 STEPS = 16
-FLAGS = ["--max-steps", str(STEPS), "--warmup-steps", "2", "--eval-every", "0",
-         "--checkpoint-every", "100", "--num-workers", "1"]  # fmt: skip
+FLAGS = [
+    "--max-steps",
+    str(STEPS),
+    "--warmup-steps",
+    "2",
+    "--eval-every",
+    "0",
+    "--checkpoint-every",
+    "100",
+    "--num-workers",
+    "1",
+]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path.cwd()), "BERTKIT_PROGRESS": "0"}
 
 
 def launch(command: list[str]) -> subprocess.Popen:
-    return subprocess.Popen(command, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)  # fmt: skip
+    return subprocess.Popen(
+        command,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def wait_for_step(run_dir: Path, step: int, process: subprocess.Popen, timeout: float = 120):
@@ -45,9 +61,19 @@ def wait_for_step(run_dir: Path, step: int, process: subprocess.Popen, timeout: 
 def train_command(run_dir: Path, shards: Path, *extra: str, processes: int = 1) -> list[str]:
     launcher = [sys.executable, "-m", "trainer.train"]
     if processes > 1:
-        launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node",
-                    str(processes), "--master-addr", "127.0.0.1", "--master-port",
-                    str(free_port()), "-m", "trainer.train"]  # fmt: skip
+        launcher = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node",
+            str(processes),
+            "--master-addr",
+            "127.0.0.1",
+            "--master-port",
+            str(free_port()),
+            "-m",
+            "trainer.train",
+        ]
     return [*launcher, *TINY, "--shards", str(shards), "--output", str(run_dir), *FLAGS, *extra]
 
 
@@ -58,8 +84,13 @@ def losses(run_dir: Path) -> list[float]:
 def stop_then_resume(shards: Path, tmp_path: Path, sig: int, processes: int) -> tuple:
     extra = ["--global-batch-size", "64"] if processes > 1 else []
     whole, parts = tmp_path / "whole", tmp_path / "parts"
-    reference = subprocess.run(train_command(whole, shards, *extra, processes=processes),
-                               env=ENV, capture_output=True, text=True, timeout=300)  # fmt: skip
+    reference = subprocess.run(
+        train_command(whole, shards, *extra, processes=processes),
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert reference.returncode == 0, reference.stdout[-3000:] + reference.stderr[-3000:]
     process = launch(train_command(parts, shards, *extra, processes=processes))
     wait_for_step(parts, 3, process)
@@ -69,8 +100,13 @@ def stop_then_resume(shards: Path, tmp_path: Path, sig: int, processes: int) -> 
     step = int(stopped.stem.removeprefix("step-"))
     assert 3 <= step < STEPS, output[-3000:]
     assert sorted(metrics(parts)) == list(range(1, step + 1))  # every step up to it logged
-    resumed = subprocess.run(train_command(parts, shards, *extra, "--resume", processes=processes),
-                             env=ENV, capture_output=True, text=True, timeout=300)  # fmt: skip
+    resumed = subprocess.run(
+        train_command(parts, shards, *extra, "--resume", processes=processes),
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     assert losses(parts) == losses(whole)
     return process.returncode, output, step, torch.load(stopped, weights_only=True)

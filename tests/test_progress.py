@@ -162,9 +162,11 @@ def test_at_most_one_line_per_interval_then_a_last_line():
     clock = FakeClock()
     stream = io.StringIO()
     printer = ProgressPrinter(
-        "wikipedia", wikipedia.progress_phases(100 * MIB), StatusLine(stream, tty=False),
+        "wikipedia",
+        wikipedia.progress_phases(100 * MIB),
+        StatusLine(stream, tty=False),
         clock=clock,
-    )  # fmt: skip
+    )
     printed = []
     for step in range(1, 81):  # polled every quarter second for 20 s
         clock.now = step * 0.25
@@ -206,8 +208,9 @@ def test_a_terminal_gets_one_line_rewritten_in_place():
     )
     assert StatusLine(io.StringIO()).tty is False  # StringIO is no terminal
     clock = FakeClock()
-    printer = ProgressPrinter("books", books.progress_phases(1), StatusLine(stream, tty=True),
-                              clock=clock)  # fmt: skip
+    printer = ProgressPrinter(
+        "books", books.progress_phases(1), StatusLine(stream, tty=True), clock=clock
+    )
     assert printer.throttle.interval == 1.0  # a terminal: redrawn every second
 
 
@@ -271,9 +274,17 @@ def test_a_real_run_prints_progress_lines_and_ends_with_the_totals(
 def test_two_worker_processes_report_to_the_driver(sample_dump, tmp_path, capfd, monkeypatch):
     monkeypatch.delenv(PROGRESS_ENV, raising=False)
     code = wikipedia.run(
-        ["--input", str(sample_dump), "--output", str(tmp_path / "out"),
-         "--direct_num_workers", "2", "--direct_running_mode", "multi_processing"]
-    )  # fmt: skip
+        [
+            "--input",
+            str(sample_dump),
+            "--output",
+            str(tmp_path / "out"),
+            "--direct_num_workers",
+            "2",
+            "--direct_running_mode",
+            "multi_processing",
+        ]
+    )
     assert code == 0
     lines = _progress_lines(capfd.readouterr().err, "wikipedia")
     # Every page was parsed in a worker process; the driver's last line has them all.
@@ -295,22 +306,32 @@ def test_the_line_is_shown_where_the_workers_share_the_driver_s_environment(monk
     portable = ["--runner", "PortableRunner", "--job_endpoint", "localhost:1"]
     cases = {
         "local": ([], True),
-        "two processes": (["--direct_num_workers", "2", "--direct_running_mode",
-                           "multi_processing"], True),
+        "two processes": (
+            ["--direct_num_workers", "2", "--direct_running_mode", "multi_processing"],
+            True,
+        ),
         "loopback": ([*portable, "--environment_type", "LOOPBACK"], True),
-        "loopback, no wait": ([*portable, "--environment_type", "LOOPBACK",
-                               "--no_wait_until_finish"], False),
-        "worker pool": ([*portable, "--environment_type", "EXTERNAL",
-                         "--environment_config", "localhost:2"], False),
+        "loopback, no wait": (
+            [*portable, "--environment_type", "LOOPBACK", "--no_wait_until_finish"],
+            False,
+        ),
+        "worker pool": (
+            [*portable, "--environment_type", "EXTERNAL", "--environment_config", "localhost:2"],
+            False,
+        ),
         "docker": ([*portable, "--environment_type", "DOCKER"], False),
         "dataflow": (["--runner", "DataflowRunner"], False),
-    }  # fmt: skip
+    }
     for name, (flags, shown) in cases.items():
         assert workers_in_this_process(PipelineOptions(flags)) is shown, name
 
     phases = books.progress_phases(100)
-    for name, note in [("worker pool", True), ("docker", True), ("dataflow", False),
-                       ("loopback, no wait", False)]:  # fmt: skip
+    for name, note in [
+        ("worker pool", True),
+        ("docker", True),
+        ("dataflow", False),
+        ("loopback, no wait", False),
+    ]:
         stream = io.StringIO()
         with progress_shown(PipelineOptions(cases[name][0]), "books", phases, stream):
             pass
@@ -341,9 +362,19 @@ def test_examples_run_ends_with_every_example_written(
     monkeypatch.delenv(PROGRESS_ENV, raising=False)
     output = tmp_path / "shards"
     code = examples.run(
-        ["--documents", *map(str, sample_documents), "--vocab", str(sample_vocab),
-         "--output", str(output), "--max-seq-length", "128", "--dupe-factor", "1"]
-    )  # fmt: skip
+        [
+            "--documents",
+            *map(str, sample_documents),
+            "--vocab",
+            str(sample_vocab),
+            "--output",
+            str(output),
+            "--max-seq-length",
+            "128",
+            "--dupe-factor",
+            "1",
+        ]
+    )
     assert code == 0
     lines = _progress_lines(capsys.readouterr().err, "examples")
     manifest = ShardsManifest.from_json((output / "manifest.json").read_text())

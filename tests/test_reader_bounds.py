@@ -133,9 +133,16 @@ def _manifest_with(info: ShardInfo) -> ShardsManifest:
 
     split = SplitShards(samples=info.samples, not_next=0, tokens=0, predictions=0, shards=[info])
     return ShardsManifest(
-        vocab={}, inputs=[], config={}, layout={}, deviations=[], counts={}, dropped={},
-        rejected={}, outputs={"seq128": SequenceOutput(128, 20, {"train": split})},
-    )  # fmt: skip
+        vocab={},
+        inputs=[],
+        config={},
+        layout={},
+        deviations=[],
+        counts={},
+        dropped={},
+        rejected={},
+        outputs={"seq128": SequenceOutput(128, 20, {"train": split})},
+    )
 
 
 # --------------------------------------------------------------------------- b: member sizes
@@ -221,8 +228,12 @@ def test_a_deep_block_table_is_one_error_naming_the_shard_and_its_table(tmp_path
     entry = write_shard(str(tmp_path), "shard-000000.tar", [(f"{0:012d}", b"sample")])
     table = (DEEP[:100] + "]" * 100).encode()  # 100 deep: parsed, then refused by depth
     (tmp_path / "shard-000000.tar.blocks.json").write_bytes(table)
-    entry = ShardInfo(**{**_fields(entry), "block_table": BlockTableFile(
-        len(table), hashlib.sha256(table).hexdigest())})  # fmt: skip
+    entry = ShardInfo(
+        **{
+            **_fields(entry),
+            "block_table": BlockTableFile(len(table), hashlib.sha256(table).hexdigest()),
+        }
+    )
     url = str(tmp_path / "shard-000000.tar")
     tables = range_opener(url + ".blocks.json", RetryPolicy())
     with pytest.raises(ShardReadError) as error:
@@ -273,10 +284,13 @@ def test_a_manifest_or_a_shard_that_is_not_a_file_is_named_so(
     manifest.unlink()
     os.mkfifo(manifest)
     code, _, err = inspect(capsys, str(shards_dir))  # "neither manifest.json …" before
-    assert (code, err) == (1, (
-        f"bertkit inspect: error: {manifest} is a named pipe (FIFO), not a regular file: "
-        "bertkit reads what it wrote only from regular files; put the file bertkit wrote there\n"
-    ))  # fmt: skip
+    assert (code, err) == (
+        1,
+        (
+            f"bertkit inspect: error: {manifest} is a named pipe (FIFO), not a regular file: "
+            "bertkit reads what it wrote only from regular files; put the file bertkit wrote there\n"
+        ),
+    )
     with pytest.raises(storage.NotAFileError, match=r"^/dev/null is a character device, not a"):
         storage.open_binary("/dev/null")
 
@@ -297,8 +311,22 @@ def test_shards_without_a_manifest_are_not_read_before_the_trainer_refuses(
     opened: list[str] = []
     real_open = storage.open_binary
     monkeypatch.setattr(storage, "open_binary", lambda url: opened.append(url) or real_open(url))
-    code = train.run(["--shards", pattern, "--output", str(tmp_path / "run"), "--model", "tiny",
-                      "--max-steps", "1", "--warmup-steps", "0", "--num-workers", "0"])  # fmt: skip
+    code = train.run(
+        [
+            "--shards",
+            pattern,
+            "--output",
+            str(tmp_path / "run"),
+            "--model",
+            "tiny",
+            "--max-steps",
+            "1",
+            "--warmup-steps",
+            "0",
+            "--num-workers",
+            "0",
+        ]
+    )
     assert code == 2 and opened == []  # every shard read in full before
     assert capsys.readouterr().err.endswith(
         f"bertkit train: error: {shards_dir}/seq128/train/shard-000000.tar: no manifest.json "
@@ -332,8 +360,21 @@ def test_a_presigned_shard_url_is_refused_by_the_trainer_naming_why(tmp_path, ca
     from trainer import train
 
     url = "http://127.0.0.1:9/s/seq128/train/shard-000000.tar?X-Amz-Signature=abc"
-    assert train.run(["--shards", url, "--output", str(tmp_path / "run"),
-                      "--max-steps", "1", "--warmup-steps", "0"]) == 2  # fmt: skip
+    assert (
+        train.run(
+            [
+                "--shards",
+                url,
+                "--output",
+                str(tmp_path / "run"),
+                "--max-steps",
+                "1",
+                "--warmup-steps",
+                "0",
+            ]
+        )
+        == 2
+    )
     assert capsys.readouterr().err.splitlines()[-1] == (
         "bertkit train: error: http://127.0.0.1:9/s/seq128/train/shard-000000.tar?"
         "X-Amz-Signature=***: a shard URL with a query (presigned) is read without a manifest, "

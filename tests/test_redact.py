@@ -15,8 +15,10 @@ from pipelines.io.storage import redact, redact_values
     [
         # userinfo ends at the last `@` before the host: a password may hold `@`
         ("http://user:pa@ss@host/shards", "http://***@host/shards"),
-        ("open http://u:p@ss@w@rd@h:8080/s.tar: not found",
-         "open http://***@h:8080/s.tar: not found"),
+        (
+            "open http://u:p@ss@w@rd@h:8080/s.tar: not found",
+            "open http://***@h:8080/s.tar: not found",
+        ),
         ("http://u:p%40ss@h:80/a", "http://***@h:80/a"),
         ("https://token@h/s.tar", "https://***@h/s.tar"),
         # an AWS secret key holds `/`: smart_open's s3://ID:SECRET@bucket/key
@@ -25,16 +27,20 @@ from pipelines.io.storage import redact, redact_values
         ("http://h:8080/runs/model@v2/x.tar", "http://h:8080/runs/model@v2/x.tar"),
         ("s3://bucket/model@v2/manifest.json", "s3://bucket/model@v2/manifest.json"),
         # every query value but a harmless name's, whatever the secret's name
-        ("https://h/s.tar?apikey=A&api_key=B&auth=C&client_secret=D&password=E&sig=F&key=G",
-         "https://h/s.tar?apikey=***&api_key=***&auth=***&client_secret=***&password=***"
-         "&sig=***&key=***"),
+        (
+            "https://h/s.tar?apikey=A&api_key=B&auth=C&client_secret=D&password=E&sig=F&key=G",
+            "https://h/s.tar?apikey=***&api_key=***&auth=***&client_secret=***&password=***"
+            "&sig=***&key=***",
+        ),
         ("https://h/s.tar?md5=9f2c&expires=1700000000", "https://h/s.tar?md5=***&expires=***"),
-        ("https://h/m.json?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIA%2F1"
-         "&X-Amz-Date=20240101T000000Z&X-Amz-Expires=3600&X-Amz-SignedHeaders=host"
-         "&X-Amz-Signature=ab12",
-         "https://h/m.json?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=***"
-         "&X-Amz-Date=20240101T000000Z&X-Amz-Expires=3600&X-Amz-SignedHeaders=host"
-         "&X-Amz-Signature=***"),
+        (
+            "https://h/m.json?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIA%2F1"
+            "&X-Amz-Date=20240101T000000Z&X-Amz-Expires=3600&X-Amz-SignedHeaders=host"
+            "&X-Amz-Signature=ab12",
+            "https://h/m.json?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=***"
+            "&X-Amz-Date=20240101T000000Z&X-Amz-Expires=3600&X-Amz-SignedHeaders=host"
+            "&X-Amz-Signature=***",
+        ),
         ("s3://b/x.tar?versionId=3Lg&x=1", "s3://b/x.tar?versionId=3Lg&x=***"),
         ("gs://b/x?sig=zz&token=t", "gs://b/x?sig=***&token=***"),
         # a fragment's values too, and a bare value
@@ -42,16 +48,18 @@ from pipelines.io.storage import redact, redact_values
         ("https://h/s.tar?0123abcd#frag", "https://h/s.tar?***#***"),
         ("https://u:p@h/s.tar?sig=1#token=2", "https://***@h/s.tar?sig=***#token=***"),
         # quoted, and as requests names a URL in its errors: the path and query alone
-        ("could not open 'https://h/s?sig=abc' (Max retries exceeded with url: "
-         "/shards/manifest.json?X-Amz-Signature=abc&X-Amz-Date=1 (Caused by x))",
-         "could not open 'https://h/s?sig=***' (Max retries exceeded with url: "
-         "/shards/manifest.json?X-Amz-Signature=***&X-Amz-Date=1 (Caused by x))"),
+        (
+            "could not open 'https://h/s?sig=abc' (Max retries exceeded with url: "
+            "/shards/manifest.json?X-Amz-Signature=abc&X-Amz-Date=1 (Caused by x))",
+            "could not open 'https://h/s?sig=***' (Max retries exceeded with url: "
+            "/shards/manifest.json?X-Amz-Signature=***&X-Amz-Date=1 (Caused by x))",
+        ),
         # nothing else changes
         ("s3://bucket/shards/manifest.json", "s3://bucket/shards/manifest.json"),
         ("/data/user@host/shards", "/data/user@host/shards"),
         ("step 10, loss 7.25: ok", "step 10, loss 7.25: ok"),
     ],
-)  # fmt: skip
+)
 def test_redact_hides_every_url_credential_and_nothing_else(text: str, expected: str) -> None:
     assert redact(text) == expected
     assert redact(expected) == expected  # redacting twice changes nothing

@@ -24,8 +24,18 @@ from trainer import train
 from trainer.export import CONFIG_FILE, WEIGHTS_FILE, ExportError, export_hf
 
 BUCKET = "runs"
-STEPS = ["--max-steps", "6", "--warmup-steps", "2", "--eval-every", "0",
-         "--checkpoint-every", "3", "--keep-checkpoints", "1"]  # fmt: skip
+STEPS = [
+    "--max-steps",
+    "6",
+    "--warmup-steps",
+    "2",
+    "--eval-every",
+    "0",
+    "--checkpoint-every",
+    "3",
+    "--keep-checkpoints",
+    "1",
+]
 
 
 @pytest.fixture
@@ -58,8 +68,11 @@ def test_a_run_on_s3_stops_resumes_and_exports_like_a_local_one(
     assert train.run([*common, "--output", str(tmp_path / "local")]) == 0
     assert train.run([*common, "--output", url, "--stop-at-step", "3"]) == 0
     stopped = s3_listing(s3, "r1")
-    assert sorted(stopped) == ["checkpoints/latest", "checkpoints/step-00000003.pt",
-                               "metrics.jsonl"]  # fmt: skip
+    assert sorted(stopped) == [
+        "checkpoints/latest",
+        "checkpoints/step-00000003.pt",
+        "metrics.jsonl",
+    ]
     assert stopped["checkpoints/latest"] == b"step-00000003.pt\n"
     # An earlier run on the prefix needs --resume, as a directory does.
     assert train.run([*common, "--output", url]) == 2
@@ -70,9 +83,10 @@ def test_a_run_on_s3_stops_resumes_and_exports_like_a_local_one(
         "checkpoints/latest",
         "checkpoints/step-00000006.pt",
         "metrics.jsonl",
-    ]  # fmt: skip  (step 3 rotated out, --keep 1)
-    assert losses(done["metrics.jsonl"]) == {s: metrics(tmp_path / "local")[s]["loss"]
-                                             for s in range(1, 7)}  # fmt: skip
+    ]  # step 3 rotated out, --keep 1
+    assert losses(done["metrics.jsonl"]) == {
+        s: metrics(tmp_path / "local")[s]["loss"] for s in range(1, 7)
+    }
     assert sorted(p.name for p in tmp_path.iterdir()) == ["local"]
     # export-hf reads the checkpoint from the bucket: the same weights as the local run's.
     export_hf(f"{url}/checkpoints", tmp_path / "hf-remote")
@@ -80,9 +94,26 @@ def test_a_run_on_s3_stops_resumes_and_exports_like_a_local_one(
     remote_weights = (tmp_path / "hf-remote" / WEIGHTS_FILE).read_bytes()
     assert remote_weights == (tmp_path / "hf-local" / WEIGHTS_FILE).read_bytes()
     # --init-checkpoint from the bucket starts a new run from those weights.
-    assert train.run([*TINY, "--shards", str(sample_shards), "--max-steps", "1",
-                      "--warmup-steps", "0", "--eval-every", "0", "--output",
-                      str(tmp_path / "phase2"), "--init-checkpoint", f"{url}/checkpoints"]) == 0  # fmt: skip
+    assert (
+        train.run(
+            [
+                *TINY,
+                "--shards",
+                str(sample_shards),
+                "--max-steps",
+                "1",
+                "--warmup-steps",
+                "0",
+                "--eval-every",
+                "0",
+                "--output",
+                str(tmp_path / "phase2"),
+                "--init-checkpoint",
+                f"{url}/checkpoints",
+            ]
+        )
+        == 0
+    )
 
 
 def test_latest_goes_up_only_after_the_checkpoint_it_names_is_on_s3(sample_shards, s3, monkeypatch):
@@ -102,14 +133,21 @@ def test_latest_goes_up_only_after_the_checkpoint_it_names_is_on_s3(sample_shard
         real_upload(local, url)
 
     monkeypatch.setattr(objects, "upload", recording_upload)
-    assert train.run([*TINY, "--shards", str(sample_shards), *STEPS, "--output",
-                      f"s3://{BUCKET}/k2"]) == 0  # fmt: skip
+    assert (
+        train.run([*TINY, "--shards", str(sample_shards), *STEPS, "--output", f"s3://{BUCKET}/k2"])
+        == 0
+    )
     assert uploads == [
-        "checkpoints/step-00000003.pt", "latest → checkpoints/step-00000003.pt", "metrics.jsonl",
-        "checkpoints/step-00000006.pt", "latest → checkpoints/step-00000006.pt", "metrics.jsonl",
+        "checkpoints/step-00000003.pt",
+        "latest → checkpoints/step-00000003.pt",
+        "metrics.jsonl",
+        "checkpoints/step-00000006.pt",
+        "latest → checkpoints/step-00000006.pt",
+        "metrics.jsonl",
         # The end of the run mirrors once more, for the last metrics: `latest` unchanged.
-        "latest → checkpoints/step-00000006.pt", "metrics.jsonl",
-    ]  # fmt: skip
+        "latest → checkpoints/step-00000006.pt",
+        "metrics.jsonl",
+    ]
 
 
 def test_overwrite_on_s3_never_deletes_what_no_run_wrote(sample_shards, s3, capsys):
@@ -131,15 +169,31 @@ def test_overwrite_on_s3_never_deletes_what_no_run_wrote(sample_shards, s3, caps
 
 
 def test_a_resumed_run_on_s3_keeps_as_many_checkpoints_as_a_local_one(sample_shards, s3, tmp_path):
-    common = [*TINY, "--shards", str(sample_shards), "--max-steps", "5", "--warmup-steps", "1",
-              "--eval-every", "0", "--checkpoint-every", "1", "--keep-checkpoints", "3",
-              "--num-workers", "0"]  # fmt: skip
+    common = [
+        *TINY,
+        "--shards",
+        str(sample_shards),
+        "--max-steps",
+        "5",
+        "--warmup-steps",
+        "1",
+        "--eval-every",
+        "0",
+        "--checkpoint-every",
+        "1",
+        "--keep-checkpoints",
+        "3",
+        "--num-workers",
+        "0",
+    ]
     for output in (str(tmp_path / "local"), f"s3://{BUCKET}/k"):
         assert train.run([*common, "--output", output, "--stop-at-step", "3"]) == 0
         assert train.run([*common, "--output", output, "--resume", "--stop-at-step", "4"]) == 0
     want = sorted(p.name for p in (tmp_path / "local" / "checkpoints").iterdir())
     assert want == ["latest", "step-00000002.pt", "step-00000003.pt", "step-00000004.pt"]
-    assert sorted(n.split("/")[1] for n in s3_listing(s3, "k") if n.startswith("checkpoints/")) == want
+    assert (
+        sorted(n.split("/")[1] for n in s3_listing(s3, "k") if n.startswith("checkpoints/")) == want
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["local"]
 
 
@@ -151,14 +205,27 @@ def test_storage_errors_are_reported_and_leave_no_temporary_files(
     monkeypatch.setattr(tempfile, "tempdir", str(staging))
     common = [*TINY, "--shards", str(sample_shards), *STEPS]
     assert train.run([*common, "--output", "s3://no-such-bucket/r"]) == 2
-    assert "bertkit train: error: creating s3://no-such-bucket/r/run.lock: no such bucket or object" in (
-        capsys.readouterr().err
+    assert (
+        "bertkit train: error: creating s3://no-such-bucket/r/run.lock: no such bucket or object"
+        in (capsys.readouterr().err)
     )
-    with pytest.raises(FileNotFoundError, match=f"reading s3://{BUCKET}/none/checkpoints/latest: "
-                       "no such bucket or object"):  # fmt: skip
+    with pytest.raises(
+        FileNotFoundError,
+        match=f"reading s3://{BUCKET}/none/checkpoints/latest: no such bucket or object",
+    ):
         export_hf(f"s3://{BUCKET}/none/checkpoints", tmp_path / "hf")
-    assert train.run([*common, "--output", str(tmp_path / "r"),
-                      "--init-checkpoint", f"s3://{BUCKET}/none/step-00000001.pt"]) == 2  # fmt: skip
+    assert (
+        train.run(
+            [
+                *common,
+                "--output",
+                str(tmp_path / "r"),
+                "--init-checkpoint",
+                f"s3://{BUCKET}/none/step-00000001.pt",
+            ]
+        )
+        == 2
+    )
     assert f"reading s3://{BUCKET}/none/step-00000001.pt: no such" in capsys.readouterr().err
     assert list(staging.iterdir()) == []
     # export-hf checks its --output before it downloads anything.
@@ -177,8 +244,24 @@ def test_export_hf_to_s3_uploads_the_bytes_of_a_local_export(
     staging.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(staging))
     run = tmp_path / "run"
-    assert train.run([*TINY, "--shards", str(sample_shards), "--max-steps", "1",
-                      "--warmup-steps", "0", "--eval-every", "0", "--output", str(run)]) == 0  # fmt: skip
+    assert (
+        train.run(
+            [
+                *TINY,
+                "--shards",
+                str(sample_shards),
+                "--max-steps",
+                "1",
+                "--warmup-steps",
+                "0",
+                "--eval-every",
+                "0",
+                "--output",
+                str(run),
+            ]
+        )
+        == 0
+    )
     local = export_hf(run / "checkpoints", tmp_path / "hf")
     want = {Path(path).name: Path(path).read_bytes() for path in local}
     url = f"s3://{BUCKET}/models/m1"
@@ -219,8 +302,21 @@ def test_export_hf_to_s3_uploads_the_bytes_of_a_local_export(
 
 def test_a_run_on_gcs_writes_checkpoints_metrics_and_events(sample_shards, tmp_path):
     flags = [f for f in TINY if f != "--no-tensorboard"]
-    common = [*flags, "--shards", str(sample_shards), "--max-steps", "4", "--warmup-steps", "1",
-              "--eval-every", "0", "--checkpoint-every", "2", "--keep-checkpoints", "2"]  # fmt: skip
+    common = [
+        *flags,
+        "--shards",
+        str(sample_shards),
+        "--max-steps",
+        "4",
+        "--warmup-steps",
+        "1",
+        "--eval-every",
+        "0",
+        "--checkpoint-every",
+        "2",
+        "--keep-checkpoints",
+        "2",
+    ]
     with gcs_emulator(BUCKET) as client:
         url = f"gs://{BUCKET}/r1"
         assert train.run([*common, "--output", url, "--stop-at-step", "2"]) == 0
@@ -228,9 +324,11 @@ def test_a_run_on_gcs_writes_checkpoints_metrics_and_events(sample_shards, tmp_p
         names = sorted(b.name for b in client.list_blobs(BUCKET, prefix="r1/"))
         blobs = {n: client.bucket(BUCKET).blob(n).download_as_bytes() for n in names}
     assert [n for n in names if not n.startswith("r1/events.out.tfevents.")] == [
-        "r1/checkpoints/latest", "r1/checkpoints/step-00000002.pt",
-        "r1/checkpoints/step-00000004.pt", "r1/metrics.jsonl",
-    ]  # fmt: skip
+        "r1/checkpoints/latest",
+        "r1/checkpoints/step-00000002.pt",
+        "r1/checkpoints/step-00000004.pt",
+        "r1/metrics.jsonl",
+    ]
     assert any(n.startswith("r1/events.out.tfevents.") for n in names)
     assert blobs["r1/checkpoints/latest"] == b"step-00000004.pt\n"
     assert sorted(losses(blobs["r1/metrics.jsonl"])) == [1, 2, 3, 4]
@@ -242,16 +340,39 @@ def test_two_processes_stop_and_resume_from_s3_like_an_uninterrupted_run(
     """A 2-process Gloo run under torchrun with --output on S3: rank 0 mirrors, every rank
     downloads the checkpoint on --resume into its own staging; the losses are those of an
     uninterrupted local 2-process run."""
-    env = {**os.environ, **client_environment(s3_server.endpoint), "OMP_NUM_THREADS": "1",
-           "PYTHONPATH": str(Path.cwd())}  # fmt: skip
+    env = {
+        **os.environ,
+        **client_environment(s3_server.endpoint),
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": str(Path.cwd()),
+    }
 
     def torchrun(*args: str) -> None:
-        command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-                   "--master-addr", "127.0.0.1", "--master-port", str(free_port()),
-                   "-m", "trainer.train", *TINY, "--shards", str(sample_shards), *STEPS,
-                   "--global-batch-size", "32", "--num-workers", "1", *args]  # fmt: skip
-        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300,
-                              cwd=tmp_path)  # fmt: skip
+        command = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node",
+            "2",
+            "--master-addr",
+            "127.0.0.1",
+            "--master-port",
+            str(free_port()),
+            "-m",
+            "trainer.train",
+            *TINY,
+            "--shards",
+            str(sample_shards),
+            *STEPS,
+            "--global-batch-size",
+            "32",
+            "--num-workers",
+            "1",
+            *args,
+        ]
+        done = subprocess.run(
+            command, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path
+        )
         assert done.returncode == 0, done.stderr[-3000:]
 
     url = f"s3://{BUCKET}/ddp"
@@ -261,6 +382,7 @@ def test_two_processes_stop_and_resume_from_s3_like_an_uninterrupted_run(
     torchrun("--output", url, "--resume")
     done = s3_listing(s3, "ddp")
     assert sorted(done) == ["checkpoints/latest", "checkpoints/step-00000006.pt", "metrics.jsonl"]
-    assert losses(done["metrics.jsonl"]) == {s: metrics(tmp_path / "local")[s]["loss"]
-                                             for s in range(1, 7)}  # fmt: skip
+    assert losses(done["metrics.jsonl"]) == {
+        s: metrics(tmp_path / "local")[s]["loss"] for s in range(1, 7)
+    }
     assert sorted(p.name for p in tmp_path.iterdir()) == ["local"]  # no s3:/… directory

@@ -20,13 +20,24 @@ from tests.test_train import metrics, run_train
 from trainer import run_lock
 from trainer.run_lock import LOCK_FILE, Holder, RunLock, RunLockedError
 
-STEPS = ["--warmup-steps", "1", "--eval-every", "0", "--num-workers", "0",
-         "--checkpoint-every", "2", "--keep-checkpoints", "5"]  # fmt: skip
+STEPS = [
+    "--warmup-steps",
+    "1",
+    "--eval-every",
+    "0",
+    "--num-workers",
+    "0",
+    "--checkpoint-every",
+    "2",
+    "--keep-checkpoints",
+    "5",
+]
 
 
 def train_to(shards: Path, run_dir: Path, steps: int, *extra: str) -> int:
-    return run_train("--shards", str(shards), "--output", str(run_dir), "--max-steps",
-                     str(steps), *STEPS, *extra)  # fmt: skip
+    return run_train(
+        "--shards", str(shards), "--output", str(run_dir), "--max-steps", str(steps), *STEPS, *extra
+    )
 
 
 def snapshot(run_dir: Path) -> dict[str, bytes]:
@@ -89,10 +100,24 @@ def rebuilt(sample_shards: Path, target: Path, *flags: str) -> None:
     """The shards made again under `target` with other flags (as a user rebuilding them)."""
     manifest = json.loads((sample_shards / "manifest.json").read_text())
     config = manifest["config"]
-    assert examples.run([
-        "--documents", *config["documents"], "--vocab", config["vocab"], "--output", str(target),
-        "--samples-per-shard", "2000", "--heldout-fraction", "0.05", *flags,
-    ]) == 0  # fmt: skip
+    assert (
+        examples.run(
+            [
+                "--documents",
+                *config["documents"],
+                "--vocab",
+                config["vocab"],
+                "--output",
+                str(target),
+                "--samples-per-shard",
+                "2000",
+                "--heldout-fraction",
+                "0.05",
+                *flags,
+            ]
+        )
+        == 0
+    )
 
 
 def test_resume_onto_shards_rebuilt_under_the_same_path_is_refused(sample_shards, tmp_path, capsys):
@@ -106,8 +131,7 @@ def test_resume_onto_shards_rebuilt_under_the_same_path_is_refused(sample_shards
     assert train_to(moved, run_dir, 4, "--resume") == 0
     assert sorted(metrics(run_dir)) == [1, 2, 3, 4]
     shutil.rmtree(shards)
-    rebuilt(sample_shards, shards, "--max-seq-length", "128", "--dupe-factor", "2",
-            "--seed", "7")  # fmt: skip
+    rebuilt(sample_shards, shards, "--max-seq-length", "128", "--dupe-factor", "2", "--seed", "7")
     before = snapshot(run_dir)
     assert train_to(shards, run_dir, 6, "--resume") == 2
     error = capsys.readouterr().err
@@ -172,8 +196,18 @@ def test_a_second_trainer_on_the_same_output_is_refused_until_the_first_is_gone(
 
 def test_a_refused_run_leaves_no_run_directory(sample_shards, tmp_path, capsys):
     run_dir = tmp_path / "a" / "b" / "run"
-    assert train_to(sample_shards, run_dir, 2, "--model", "base", "--init-checkpoint",
-                    str(tmp_path / "none.pt")) == 2  # fmt: skip
+    assert (
+        train_to(
+            sample_shards,
+            run_dir,
+            2,
+            "--model",
+            "base",
+            "--init-checkpoint",
+            str(tmp_path / "none.pt"),
+        )
+        == 2
+    )
     assert "none.pt does not exist" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
@@ -242,8 +276,16 @@ def test_a_damaged_checkpoint_on_gcs_is_named_by_its_url_not_the_staging_folder(
             "checkpoint (torch.load(weights_only=True): "
         ), error
         assert "bertkit-run-" not in error
-        assert run_train(*common, "--output", f"gs://{BUCKET}/phase2",
-                         "--init-checkpoint", f"{url}/checkpoints") == 2  # fmt: skip
+        assert (
+            run_train(
+                *common,
+                "--output",
+                f"gs://{BUCKET}/phase2",
+                "--init-checkpoint",
+                f"{url}/checkpoints",
+            )
+            == 2
+        )
         error = capsys.readouterr().err.split("bertkit train: error: ", 1)[1]
         assert error.startswith(
             f"{url}/checkpoints/step-00000002.pt is not a bertkit checkpoint"

@@ -28,11 +28,19 @@ def test_wheel_for_dataflow_workers_holds_the_packages(tmp_path) -> None:
     wheel = build_wheel(tmp_path)
     names = zipfile.ZipFile(wheel).namelist()
     # Every layer's subpackage must reach the workers.
-    for module in ("schemas/documents.py", "pipelines/wikipedia/cli.py", "pipelines/books/cli.py",
-                   "pipelines/text/wikitext.py", "pipelines/io/storage.py",
-                   "pipelines/bert/pairs.py", "pipelines/beam/files.py",
-                   "pipelines/examples/transforms.py", "pipelines/inspect/cli.py",
-                   "trainer/__init__.py", "bertkit/cli.py"):  # fmt: skip
+    for module in (
+        "schemas/documents.py",
+        "pipelines/wikipedia/cli.py",
+        "pipelines/books/cli.py",
+        "pipelines/text/wikitext.py",
+        "pipelines/io/storage.py",
+        "pipelines/bert/pairs.py",
+        "pipelines/beam/files.py",
+        "pipelines/examples/transforms.py",
+        "pipelines/inspect/cli.py",
+        "trainer/__init__.py",
+        "bertkit/cli.py",
+    ):
         assert module in names
     metadata = next(n for n in names if n.endswith("METADATA"))
     requirements = zipfile.ZipFile(wheel).read(metadata).decode()
@@ -64,8 +72,10 @@ def test_cli_lists_commands(capsys) -> None:
 def test_stage_help_is_the_module_docstring() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "bertkit", "wikipedia", "--help"],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert result.returncode == 0
     assert "Extract sentence-split articles from Wikipedia" in result.stdout
     assert "--min_paragraph_words" in result.stdout
@@ -91,7 +101,7 @@ def test_every_command_answers_help_through_bertkit_and_python_m(command: str) -
     for argv in (["-m", "bertkit", command, "--help"], ["-m", module, "--help"]):
         result = subprocess.run(
             [sys.executable, *argv], capture_output=True, text=True, check=False
-        )  # fmt: skip
+        )
         assert result.returncode == 0, result.stderr
         assert title in result.stdout and flag in result.stdout
 
@@ -99,8 +109,10 @@ def test_every_command_answers_help_through_bertkit_and_python_m(command: str) -
 def test_missing_required_flag_names_it() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "pipelines.wikipedia", "--input", "x.xml"],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert result.returncode == 2
     assert "the following arguments are required: --output" in result.stderr
 

@@ -9,15 +9,26 @@ from pipelines.text.sentences import split_paragraphs, split_sentences
 @pytest.mark.parametrize(
     ("paragraph", "expected"),
     [
-        ("Alberta is a province. It has 4.2 million people, per the U.S. Census Bureau! Why?",
-         ["Alberta is a province.", "It has 4.2 million people, per the U.S. Census Bureau!",
-          "Why?"]),
-        ("It was founded in 1948. Dr. Samuel Jutzi spoke.", ["It was founded in 1948.",
-                                                             "Dr. Samuel Jutzi spoke."]),
-        ("Published by H. N. Abrams in 2008. It sold well.",
-         ["Published by H. N. Abrams in 2008.", "It sold well."]),
-        ("See Graham v. Borgen for the rule. It applies.",
-         ["See Graham v. Borgen for the rule.", "It applies."]),
+        (
+            "Alberta is a province. It has 4.2 million people, per the U.S. Census Bureau! Why?",
+            [
+                "Alberta is a province.",
+                "It has 4.2 million people, per the U.S. Census Bureau!",
+                "Why?",
+            ],
+        ),
+        (
+            "It was founded in 1948. Dr. Samuel Jutzi spoke.",
+            ["It was founded in 1948.", "Dr. Samuel Jutzi spoke."],
+        ),
+        (
+            "Published by H. N. Abrams in 2008. It sold well.",
+            ["Published by H. N. Abrams in 2008.", "It sold well."],
+        ),
+        (
+            "See Graham v. Borgen for the rule. It applies.",
+            ["See Graham v. Borgen for the rule.", "It applies."],
+        ),
         ("He served in World War I. Then he left.", ["He served in World War I.", "Then he left."]),
         ("東京は大きい。次の文。", ["東京は大きい。", "次の文。"]),
         ("", []),
@@ -25,7 +36,7 @@ from pipelines.text.sentences import split_paragraphs, split_sentences
         ("One", ["One"]),
         ("It ends with Dr.", ["It ends with Dr."]),
     ],
-)  # fmt: skip
+)
 def test_split_sentences(paragraph: str, expected: list[str]) -> None:
     assert split_sentences(paragraph) == expected
 

@@ -53,8 +53,11 @@ def test_write_shard_is_atomic_and_describes_itself(tmp_path):
     info = write_shard(str(tmp_path), "shard-000000.tar", SAMPLES)
     data = (tmp_path / "shard-000000.tar").read_bytes()
     assert (info.samples, info.bytes, info.sha256, info.first_key) == (
-        2, len(data), hashlib.sha256(data).hexdigest(), "000000000000",
-    )  # fmt: skip
+        2,
+        len(data),
+        hashlib.sha256(data).hexdigest(),
+        "000000000000",
+    )
     # The blocks are in the block table beside the shard; the entry records its bytes.
     table = (tmp_path / "shard-000000.tar.blocks.json").read_bytes()
     assert info.blocks == () and info.block_samples == BLOCK_SAMPLES
@@ -64,8 +67,9 @@ def test_write_shard_is_atomic_and_describes_itself(tmp_path):
         % hashlib.sha256(data).hexdigest().encode()
     )  # one block: the whole shard
     assert sorted(p.name for p in tmp_path.iterdir()) == [  # no temporary left
-        "shard-000000.tar", "shard-000000.tar.blocks.json",
-    ]  # fmt: skip
+        "shard-000000.tar",
+        "shard-000000.tar.blocks.json",
+    ]
 
 
 @pytest.mark.parametrize("cut", [1024, 1536, 2048, 2100])
@@ -105,7 +109,9 @@ def test_reader_skips_pax_headers_and_refuses_foreign_members():
         archive.addfile(other, io.BytesIO(b"x"))
     stream = iter_tar_samples(io.BytesIO(pax.getvalue()), "p.tar")
     assert next(stream) == ("000000000000", b"abc")
-    with pytest.raises(ShardReadError, match=r"p\.tar: member '000000000001\.txt' is not a bertkit"):
+    with pytest.raises(
+        ShardReadError, match=r"p\.tar: member '000000000001\.txt' is not a bertkit"
+    ):
         next(stream)
 
 
@@ -114,7 +120,9 @@ def test_reader_refuses_a_damaged_header():
     data[1024 + 10] ^= 0xFF  # the second member's name: its header checksum no longer adds up
     stream = iter_tar_samples(io.BytesIO(bytes(data)), "d.tar")
     assert next(stream) == SAMPLES[0]
-    with pytest.raises(ShardReadError, match=r"d\.tar: bad tar header checksum after sample 000000000000"):
+    with pytest.raises(
+        ShardReadError, match=r"d\.tar: bad tar header checksum after sample 000000000000"
+    ):
         next(stream)
 
 
@@ -148,15 +156,19 @@ def test_blocks_tile_the_shard_with_a_sha256_each():
     assert info.block_samples == 2 and info.bytes == len(data) == 9216
     ends = [1536, 5120, 9216]
     assert [b.sha256 for b in info.blocks] == [
-        hashlib.sha256(data[b.offset : end]).hexdigest() for b, end in zip(info.blocks, ends, strict=True)
+        hashlib.sha256(data[b.offset : end]).hexdigest()
+        for b, end in zip(info.blocks, ends, strict=True)
     ]
     assert [(s.first, s.stop, s.start, s.end) for s in info.spans()] == [
-        (0, 2, 0, 1536), (2, 4, 1536, 5120), (4, 5, 5120, 9216),
-    ]  # fmt: skip
+        (0, 2, 0, 1536),
+        (2, 4, 1536, 5120),
+        (4, 5, 5120, 9216),
+    ]
     assert tar_bytes(FIVE) == encode_shard("x.tar", FIVE, BLOCK_SAMPLES)[0]  # one member
     with tarfile.open(fileobj=io.BytesIO(data)) as archive:  # plain tar, a member per block
-        assert archive.getnames() == [f"{k}.examples.bin" for k in ("0" * 12, "0" * 11 + "2",
-                                                                    "0" * 11 + "4")]  # fmt: skip
+        assert archive.getnames() == [
+            f"{k}.examples.bin" for k in ("0" * 12, "0" * 11 + "2", "0" * 11 + "4")
+        ]
 
 
 @pytest.mark.parametrize(
@@ -197,14 +209,20 @@ def test_a_changed_block_releases_none_of_its_samples():
 
 def test_a_cut_shard_and_a_block_with_a_sample_too_few_are_errors():
     data, info = _blocked()
-    with pytest.raises(ShardReadError, match=r"s\.tar: ends inside samples 4–4 \(bytes "
-                       r"5,120–9,216\), after 8,192 bytes; the shard is truncated"):
+    with pytest.raises(
+        ShardReadError,
+        match=r"s\.tar: ends inside samples 4–4 \(bytes "
+        r"5,120–9,216\), after 8,192 bytes; the shard is truncated",
+    ):
         list(read_verified_samples(_Ranges(data[:-1024]), "s.tar", info, 4))
     # A manifest that claims 3 samples per block over a shard cut in blocks of 2: the sha256s
     # match, the counts do not.
     lying = ShardInfo(**{**_asdict(info), "block_samples": 3, "samples": 6})
-    with pytest.raises(ShardReadError, match=r"samples 0–2 \(bytes 0–1,536\) hold 2 samples, "
-                       r"the manifest says 3"):
+    with pytest.raises(
+        ShardReadError,
+        match=r"samples 0–2 \(bytes 0–1,536\) hold 2 samples, "
+        r"the manifest says 3",
+    ):
         list(read_verified_samples(_Ranges(data), "s.tar", lying))
 
 
@@ -256,8 +274,15 @@ def test_a_block_table_round_trips_and_the_manifest_records_only_its_sha256():
     # Through the manifest's JSON, the entry keeps the file's record and no `blocks`.
     manifest = _manifest_of([entry])
     raw = json.loads(manifest.to_json())["outputs"]["seq128"]["splits"]["train"]["shards"][0]
-    assert sorted(raw) == ["block_samples", "block_table", "bytes", "first_key", "path",
-                           "samples", "sha256"]  # fmt: skip
+    assert sorted(raw) == [
+        "block_samples",
+        "block_table",
+        "bytes",
+        "first_key",
+        "path",
+        "samples",
+        "sha256",
+    ]
     assert ShardsManifest.from_json(manifest.to_json()).all_shards() == [entry]
 
 
@@ -276,9 +301,7 @@ def test_a_changed_block_table_is_refused_naming_the_shard(change, message):
     name = "s3://b/shards/seq128/train/shard-000000.tar"
     with pytest.raises(ShardReadError) as error:
         next(read_verified_samples(shard, name, entry, open_table=_Ranges(change(table))))
-    assert str(error.value).startswith(
-        f"{name}: its block table shard-000000.tar.blocks.json "
-    )
+    assert str(error.value).startswith(f"{name}: its block table shard-000000.tar.blocks.json ")
     assert re.search(message, str(error.value))
     assert shard.asked == []  # not a byte of the shard read, no sample used
 
@@ -289,8 +312,11 @@ def test_a_missing_block_table_names_the_shard_and_the_fix(tmp_path):
     url = str(tmp_path / "shard-000000.tar")
     opener = range_opener(url, RetryPolicy())
     tables = range_opener(url + ".blocks.json", RetryPolicy())
-    with pytest.raises(ShardReadError, match=r"shard-000000\.tar: its block table "
-                       r"shard-000000\.tar\.blocks\.json is missing, so none of the shard's"):
+    with pytest.raises(
+        ShardReadError,
+        match=r"shard-000000\.tar: its block table "
+        r"shard-000000\.tar\.blocks\.json is missing, so none of the shard's",
+    ):
         list(read_verified_samples(opener, url, info, open_table=tables))
 
 
@@ -300,11 +326,15 @@ def test_a_block_table_that_does_not_fit_its_entry_is_refused():
     _, inline = _blocked()
     table, entry = block_table_file(inline)
     cases = [
-        (ShardInfo(**{**_asdict(entry), "block_samples": 3}),
-         r"s\.tar: its block table s\.tar\.blocks\.json\.block_samples is 2, the manifest says 3"),
-        (ShardInfo(**{**_asdict(entry), "samples": 7}),
-         r"\.blocks\.json\.blocks: 3 blocks, 7 samples in blocks of 2 make 4"),
-    ]  # fmt: skip
+        (
+            ShardInfo(**{**_asdict(entry), "block_samples": 3}),
+            r"s\.tar: its block table s\.tar\.blocks\.json\.block_samples is 2, the manifest says 3",
+        ),
+        (
+            ShardInfo(**{**_asdict(entry), "samples": 7}),
+            r"\.blocks\.json\.blocks: 3 blocks, 7 samples in blocks of 2 make 4",
+        ),
+    ]
     for wrong, message in cases:
         with pytest.raises(ShardReadError, match=message):
             load_blocks(_Ranges(table), "s.tar", wrong)
@@ -335,11 +365,26 @@ def test_a_2_0_manifest_with_inline_blocks_is_still_read():
 def _manifest_of(shards: list[ShardInfo], samples: int | None = None) -> ShardsManifest:
     total = sum(info.samples for info in shards) if samples is None else samples
     return ShardsManifest(
-        vocab={}, inputs=[], config={}, layout={}, deviations=[], counts={}, dropped={},
-        rejected={}, outputs={"seq128": SequenceOutput(128, 20, {
-            "train": SplitShards(samples=total, not_next=0, tokens=0, predictions=0,
-                                 shards=shards)})},
-    )  # fmt: skip
+        vocab={},
+        inputs=[],
+        config={},
+        layout={},
+        deviations=[],
+        counts={},
+        dropped={},
+        rejected={},
+        outputs={
+            "seq128": SequenceOutput(
+                128,
+                20,
+                {
+                    "train": SplitShards(
+                        samples=total, not_next=0, tokens=0, predictions=0, shards=shards
+                    )
+                },
+            )
+        },
+    )
 
 
 def test_the_manifest_stays_o_shards_at_corpus_scale():
@@ -349,21 +394,25 @@ def test_the_manifest_stays_o_shards_at_corpus_scale():
     manifest is ~490 bytes a shard whatever its blocks, and parses in well under a second."""
     shards = [
         ShardInfo(
-            path=f"seq128/train/shard-{number:06d}.tar", samples=51_200, bytes=18_124_800,
+            path=f"seq128/train/shard-{number:06d}.tar",
+            samples=51_200,
+            bytes=18_124_800,
             sha256=hashlib.sha256(b"shard %d" % number).hexdigest(),
-            first_key=f"{number * 51_200:012d}", block_samples=512,
+            first_key=f"{number * 51_200:012d}",
+            block_samples=512,
             block_table=BlockTableFile(7_578, hashlib.sha256(b"table %d" % number).hexdigest()),
         )
         for number in range(20_000)
-    ]  # fmt: skip
+    ]
     text = _manifest_of(shards).to_json()
     assert len(text.encode()) == 9_820_584  # 491 bytes a shard
     assert len(text.encode()) / 20 < 500_000  # per 1,000 shards: well under 1 MB
     assert ShardsManifest.from_json(text).all_shards() == shards
     # The table of one such shard: 100 offsets and sha256s, ~7.6 kB, read when first needed.
     blocks = tuple(ShardBlock(181_248 * i, "ab" * 32) for i in range(100))
-    table, _ = block_table_file(ShardInfo(**{**_asdict(shards[0]), "blocks": blocks,
-                                             "block_table": None}))  # fmt: skip
+    table, _ = block_table_file(
+        ShardInfo(**{**_asdict(shards[0]), "blocks": blocks, "block_table": None})
+    )
     assert len(table) == 7_578
 
 
@@ -375,6 +424,9 @@ def test_a_resuming_stream_reads_its_range_and_never_past_it(tmp_path):
         assert stream.read(5) == b""
     with ResumingStream(str(path), 2000, RetryPolicy(attempts=1), start=1000) as stream:
         assert stream.read(24) == (bytes(range(256)) * 4)[1000:1024]
-        with pytest.raises(ShardReadError, match=r"s\.tar: ends after 1,024 bytes, the manifest "
-                           r"records at least 2,000; the file is truncated"):
+        with pytest.raises(
+            ShardReadError,
+            match=r"s\.tar: ends after 1,024 bytes, the manifest "
+            r"records at least 2,000; the file is truncated",
+        ):
             stream.read(1)

@@ -51,11 +51,30 @@ class OpCounter(TorchDispatchMode):
 @pytest.mark.parametrize("optimizer", ["adamw", "lamb"])
 def test_a_training_step_reads_no_value_back(sample_shards, tmp_path, optimizer: str) -> None:
     config = train.parse_arguments(
-        ["--model", "tiny", "--micro-batch-size", "8", "--global-batch-size", "16",
-         "--shards", str(sample_shards), "--output", str(tmp_path / "run"), "--max-steps", "10",
-         "--warmup-steps", "2", "--optimizer", optimizer, "--num-workers", "0",
-         "--no-tensorboard", "--device", "cpu"]
-    )  # fmt: skip
+        [
+            "--model",
+            "tiny",
+            "--micro-batch-size",
+            "8",
+            "--global-batch-size",
+            "16",
+            "--shards",
+            str(sample_shards),
+            "--output",
+            str(tmp_path / "run"),
+            "--max-steps",
+            "10",
+            "--warmup-steps",
+            "2",
+            "--optimizer",
+            optimizer,
+            "--num-workers",
+            "0",
+            "--no-tensorboard",
+            "--device",
+            "cpu",
+        ]
+    )
     assert config.clip_grad_norm > 0  # clipping is part of the step under test
     env = distributed.setup(config.device)
     run = train.setup(config, env)
@@ -84,11 +103,26 @@ def test_evaluation_reads_its_sums_back_once(sample_shards, tmp_path) -> None:
     """Held-out evaluation keeps its sums on the device: every batch's forward is queued
     without a wait, and the totals are read once, after the last batch."""
     config = train.parse_arguments(
-        ["--model", "tiny", "--micro-batch-size", "8", "--shards", str(sample_shards),
-         "--output", str(tmp_path / "run"), "--max-steps", "2", "--warmup-steps", "1",
-         "--num-workers", "0",
-         "--no-tensorboard", "--device", "cpu"]
-    )  # fmt: skip
+        [
+            "--model",
+            "tiny",
+            "--micro-batch-size",
+            "8",
+            "--shards",
+            str(sample_shards),
+            "--output",
+            str(tmp_path / "run"),
+            "--max-steps",
+            "2",
+            "--warmup-steps",
+            "1",
+            "--num-workers",
+            "0",
+            "--no-tensorboard",
+            "--device",
+            "cpu",
+        ]
+    )
     env = distributed.setup(config.device)
     run = train.setup(config, env)
     assert run.heldout is not None

@@ -22,8 +22,19 @@ from trainer.checkpoint import latest_checkpoint
 from trainer.export import export_hf
 from trainer.metrics import METRICS_FILE
 
-TINY = ["--model", "tiny", "--micro-batch-size", "16", "--lr", "2e-3", "--log-every", "1",
-        "--eval-batches", "4", "--no-tensorboard"]  # fmt: skip
+TINY = [
+    "--model",
+    "tiny",
+    "--micro-batch-size",
+    "16",
+    "--lr",
+    "2e-3",
+    "--log-every",
+    "1",
+    "--eval-batches",
+    "4",
+    "--no-tensorboard",
+]
 
 
 def metrics(run_dir: Path, kind: str = "train") -> dict[int, dict]:
@@ -42,9 +53,22 @@ def run_train(*args: str) -> int:
 
 def test_loss_goes_down_on_the_real_sample_and_the_checkpoint_exports(sample_shards, tmp_path):
     run_dir = tmp_path / "run"
-    code = run_train("--shards", str(sample_shards), "--output", str(run_dir),
-                     "--max-steps", "60", "--warmup-steps", "6", "--eval-every", "30",
-                     "--checkpoint-every", "30", "--keep-checkpoints", "1")  # fmt: skip
+    code = run_train(
+        "--shards",
+        str(sample_shards),
+        "--output",
+        str(run_dir),
+        "--max-steps",
+        "60",
+        "--warmup-steps",
+        "6",
+        "--eval-every",
+        "30",
+        "--checkpoint-every",
+        "30",
+        "--keep-checkpoints",
+        "1",
+    )
     assert code == 0
     train_log = metrics(run_dir)
     assert sorted(train_log) == list(range(1, 61))
@@ -64,9 +88,23 @@ def test_loss_goes_down_on_the_real_sample_and_the_checkpoint_exports(sample_sha
 
 @pytest.mark.parametrize("bucketing", [[], ["--bucket-window", "3"]], ids=["plain", "bucketed"])
 def test_resume_gives_the_losses_of_an_uninterrupted_run(sample_shards, tmp_path, bucketing):
-    common = ["--shards", str(sample_shards), "--max-steps", "8", "--warmup-steps", "2",
-              "--num-workers", "2", "--shuffle-buffer", "500", "--eval-every", "0",
-              "--checkpoint-every", "100", *bucketing]  # fmt: skip
+    common = [
+        "--shards",
+        str(sample_shards),
+        "--max-steps",
+        "8",
+        "--warmup-steps",
+        "2",
+        "--num-workers",
+        "2",
+        "--shuffle-buffer",
+        "500",
+        "--eval-every",
+        "0",
+        "--checkpoint-every",
+        "100",
+        *bucketing,
+    ]
     whole, parts = tmp_path / "whole", tmp_path / "parts"
     assert run_train(*common, "--output", str(whole)) == 0
     assert run_train(*common, "--output", str(parts), "--stop-at-step", "3") == 0
@@ -78,15 +116,30 @@ def test_resume_gives_the_losses_of_an_uninterrupted_run(sample_shards, tmp_path
     assert [resumed[s]["loss"] for s in range(1, 9)] == [expected[s]["loss"] for s in range(1, 9)]
     a = torch.load(latest_checkpoint(whole / "checkpoints"), weights_only=True)
     b = torch.load(latest_checkpoint(parts / "checkpoints"), weights_only=True)
-    assert a[CheckpointKey.DATA_POSITION] == b[CheckpointKey.DATA_POSITION] == {
-        "epoch": 0, "batches": 8}  # fmt: skip
+    assert (
+        a[CheckpointKey.DATA_POSITION]
+        == b[CheckpointKey.DATA_POSITION]
+        == {"epoch": 0, "batches": 8}
+    )
     for name, tensor in a[CheckpointKey.MODEL].items():
         assert torch.equal(tensor, b[CheckpointKey.MODEL][name]), name
 
 
 def test_resume_refuses_another_input_setup(sample_shards, tmp_path, capsys):
-    common = ["--shards", str(sample_shards), "--output", str(tmp_path / "r"),
-              "--max-steps", "4", "--warmup-steps", "1", "--eval-every", "0", "--num-workers", "0"]
+    common = [
+        "--shards",
+        str(sample_shards),
+        "--output",
+        str(tmp_path / "r"),
+        "--max-steps",
+        "4",
+        "--warmup-steps",
+        "1",
+        "--eval-every",
+        "0",
+        "--num-workers",
+        "0",
+    ]
     assert run_train(*common, "--stop-at-step", "2") == 0
     assert train.run([*TINY, *common, "--resume", "--micro-batch-size", "8"]) == 2
     assert "--micro-batch-size 16, now 8" in capsys.readouterr().err
@@ -98,8 +151,18 @@ def test_resume_before_the_first_checkpoint_starts_the_run(sample_shards, tmp_pa
     """A job requeued before its first checkpoint passes --resume like every requeue: the run
     starts at step 0, from --init-checkpoint's weights when given, and ends as a run started
     without --resume does."""
-    common = ["--shards", str(sample_shards), "--max-steps", "3", "--warmup-steps", "1",
-              "--num-workers", "0", "--eval-every", "0"]  # fmt: skip
+    common = [
+        "--shards",
+        str(sample_shards),
+        "--max-steps",
+        "3",
+        "--warmup-steps",
+        "1",
+        "--num-workers",
+        "0",
+        "--eval-every",
+        "0",
+    ]
     phase1, phase2 = tmp_path / "phase1", tmp_path / "phase2"
     assert run_train(*common, "--output", str(phase1)) == 0
     init = ["--init-checkpoint", str(phase1 / "checkpoints")]
@@ -114,25 +177,45 @@ def test_resume_before_the_first_checkpoint_starts_the_run(sample_shards, tmp_pa
     lines = [json.loads(line) for line in (killed / METRICS_FILE).read_text().splitlines()]
     # replaced, not appended to: the killed try's steps 1-3 are not in the metrics twice
     assert [r["step"] for r in lines if r["kind"] == "train"] == [1, 2, 3]
-    assert f"{killed}: an earlier run stopped before its first checkpoint; its metrics.jsonl will be replaced" in caplog.text
+    assert (
+        f"{killed}: an earlier run stopped before its first checkpoint; its metrics.jsonl will be replaced"
+        in caplog.text
+    )
     want = torch.load(latest_checkpoint(phase2 / "checkpoints"), weights_only=True)
     got = torch.load(latest_checkpoint(killed / "checkpoints"), weights_only=True)
     assert got[CheckpointKey.STEP] == 3
     for name, tensor in want[CheckpointKey.MODEL].items():
         assert torch.equal(tensor, got[CheckpointKey.MODEL][name]), name
     # Once it has a checkpoint, the same command line goes on from it, not from the weights.
-    assert run_train(*[*common[:2], "--max-steps", "4", *common[4:]], *init, "--output",
-                     str(killed), "--resume") == 0  # fmt: skip
+    assert (
+        run_train(
+            *[*common[:2], "--max-steps", "4", *common[4:]],
+            *init,
+            "--output",
+            str(killed),
+            "--resume",
+        )
+        == 0
+    )
     assert sorted(metrics(killed)) == [1, 2, 3, 4]
-    assert torch.load(latest_checkpoint(killed / "checkpoints"), weights_only=True)[
-        CheckpointKey.STEP] == 4  # fmt: skip
+    assert (
+        torch.load(latest_checkpoint(killed / "checkpoints"), weights_only=True)[CheckpointKey.STEP]
+        == 4
+    )
 
 
 def test_a_checkpoint_from_before_bucketing_resumes_unbucketed():
     from trainer.checkpoint import check_resumable
 
-    saved = {"num_workers": 2, "micro_batch_size": 16, "global_batch_size": None, "seed": 1,
-             "shards": "s", "max_seq_length": None, "shuffle_buffer": 10}  # fmt: skip
+    saved = {
+        "num_workers": 2,
+        "micro_batch_size": 16,
+        "global_batch_size": None,
+        "seed": 1,
+        "shards": "s",
+        "max_seq_length": None,
+        "shuffle_buffer": 10,
+    }
     checkpoint = {CheckpointKey.TRAIN_CONFIG: saved, CheckpointKey.WORLD_SIZE: 1}
     check_resumable(checkpoint, {**saved, "bucket_window": 0}, world=1)
     with pytest.raises(ValueError, match="--bucket-window 0, now 2"):
@@ -141,22 +224,77 @@ def test_a_checkpoint_from_before_bucketing_resumes_unbucketed():
 
 def test_phase_two_starts_from_weights_and_checks_the_vocabulary(sample_shards, tmp_path, capsys):
     phase1 = tmp_path / "phase1"
-    assert run_train("--shards", str(sample_shards), "--output", str(phase1), "--max-steps", "2",
-                     "--warmup-steps", "1", "--num-workers", "0", "--eval-every", "0") == 0  # fmt: skip
+    assert (
+        run_train(
+            "--shards",
+            str(sample_shards),
+            "--output",
+            str(phase1),
+            "--max-steps",
+            "2",
+            "--warmup-steps",
+            "1",
+            "--num-workers",
+            "0",
+            "--eval-every",
+            "0",
+        )
+        == 0
+    )
     phase2 = tmp_path / "phase2"
-    assert run_train("--shards", str(sample_shards), "--output", str(phase2), "--max-steps", "2",
-                     "--warmup-steps", "1", "--num-workers", "0", "--eval-every", "0",
-                     "--init-checkpoint", str(phase1 / "checkpoints")) == 0  # fmt: skip
+    assert (
+        run_train(
+            "--shards",
+            str(sample_shards),
+            "--output",
+            str(phase2),
+            "--max-steps",
+            "2",
+            "--warmup-steps",
+            "1",
+            "--num-workers",
+            "0",
+            "--eval-every",
+            "0",
+            "--init-checkpoint",
+            str(phase1 / "checkpoints"),
+        )
+        == 0
+    )
     start = torch.load(latest_checkpoint(phase1 / "checkpoints"), weights_only=True)
     after = torch.load(latest_checkpoint(phase2 / "checkpoints"), weights_only=True)
     assert after[CheckpointKey.STEP] == 2  # a new run: its own steps, optimizer and schedule
     assert after[CheckpointKey.MODEL_CONFIG] == start[CheckpointKey.MODEL_CONFIG]
-    assert run_train("--shards", str(sample_shards), "--output", str(tmp_path / "mini"),
-                     "--init-checkpoint", str(phase1 / "checkpoints"), "--model", "mini") == 2  # fmt: skip
+    assert (
+        run_train(
+            "--shards",
+            str(sample_shards),
+            "--output",
+            str(tmp_path / "mini"),
+            "--init-checkpoint",
+            str(phase1 / "checkpoints"),
+            "--model",
+            "mini",
+        )
+        == 2
+    )
     assert "the checkpoint holds a tiny model, --model is mini" in capsys.readouterr().err
     other = write_uneven_shards(tmp_path / "other")  # made with another vocabulary
-    assert run_train("--shards", str(other), "--output", str(tmp_path / "bad"), "--max-steps", "1",
-                     "--warmup-steps", "0", "--init-checkpoint", str(phase1 / "checkpoints")) == 2  # fmt: skip
+    assert (
+        run_train(
+            "--shards",
+            str(other),
+            "--output",
+            str(tmp_path / "bad"),
+            "--max-steps",
+            "1",
+            "--warmup-steps",
+            "0",
+            "--init-checkpoint",
+            str(phase1 / "checkpoints"),
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "the shards were made with vocabulary sha256 abab" in err and "token ids" in err
 
@@ -165,12 +303,35 @@ def test_two_gloo_processes_train_in_step(sample_shards, tmp_path):
     run_dir = tmp_path / "ddp"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path.cwd())}
     command = [
-        sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-        "--master-addr", "127.0.0.1", "--master-port", str(free_port()), "-m", "trainer.train",
-        *TINY, "--shards", str(sample_shards), "--output", str(run_dir), "--max-steps", "6",
-        "--warmup-steps", "1", "--global-batch-size", "64", "--num-workers", "1",
-        "--eval-every", "3", "--checkpoint-every", "3",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node",
+        "2",
+        "--master-addr",
+        "127.0.0.1",
+        "--master-port",
+        str(free_port()),
+        "-m",
+        "trainer.train",
+        *TINY,
+        "--shards",
+        str(sample_shards),
+        "--output",
+        str(run_dir),
+        "--max-steps",
+        "6",
+        "--warmup-steps",
+        "1",
+        "--global-batch-size",
+        "64",
+        "--num-workers",
+        "1",
+        "--eval-every",
+        "3",
+        "--checkpoint-every",
+        "3",
+    ]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     checkpoint = torch.load(latest_checkpoint(run_dir / "checkpoints"), weights_only=True)
@@ -183,9 +344,22 @@ def test_two_gloo_processes_train_in_step(sample_shards, tmp_path):
     # 4 held-out batches of 16 on each rank, summed over both.
     assert metrics(run_dir, "eval")[6]["sequences"] == 2 * 4 * 16
     # Resuming a 2-process run with one process is refused, naming both.
-    one = train.run([*TINY, "--shards", str(sample_shards), "--output", str(run_dir),
-                     "--max-steps", "6", "--global-batch-size", "64", "--num-workers", "1",
-                     "--resume"])  # fmt: skip
+    one = train.run(
+        [
+            *TINY,
+            "--shards",
+            str(sample_shards),
+            "--output",
+            str(run_dir),
+            "--max-steps",
+            "6",
+            "--global-batch-size",
+            "64",
+            "--num-workers",
+            "1",
+            "--resume",
+        ]
+    )
     assert one == 2
 
 
@@ -206,8 +380,20 @@ def test_an_earlier_run_needs_resume_or_overwrite_and_rotation_keeps_latest(
     sample_shards, tmp_path, capsys
 ):
     run_dir = tmp_path / "r"
-    common = ["--shards", str(sample_shards), "--output", str(run_dir), "--warmup-steps", "1",
-              "--num-workers", "0", "--eval-every", "0", "--checkpoint-every", "2"]  # fmt: skip
+    common = [
+        "--shards",
+        str(sample_shards),
+        "--output",
+        str(run_dir),
+        "--warmup-steps",
+        "1",
+        "--num-workers",
+        "0",
+        "--eval-every",
+        "0",
+        "--checkpoint-every",
+        "2",
+    ]
     assert run_train(*common, "--max-steps", "4") == 0
     before = sorted(p.name for p in (run_dir / "checkpoints").iterdir())
     assert before == [LATEST_FILE, "step-00000002.pt", "step-00000004.pt"]
@@ -220,7 +406,9 @@ def test_an_earlier_run_needs_resume_or_overwrite_and_rotation_keeps_latest(
     assert run_train(*common, "--max-steps", "2", "--keep-checkpoints", "1", "--overwrite") == 0
     assert latest_checkpoint(run_dir / "checkpoints").name == "step-00000002.pt"
     assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == [
-        LATEST_FILE, "step-00000002.pt"]  # fmt: skip
+        LATEST_FILE,
+        "step-00000002.pt",
+    ]
     assert sorted(metrics(run_dir)) == [1, 2]  # the earlier run's metrics went with it
     assert run_train(*common, "--max-steps", "2", "--resume", "--overwrite") == 2
     assert "give one" in capsys.readouterr().err
@@ -243,7 +431,10 @@ def test_overwrite_never_deletes_what_no_run_wrote(tmp_path):
     (run_dir / "notes" / "weights.bin").unlink()
     (run_dir / "notes").rmdir()
     assert [p.name for p in prepare_run_directory(run_dir, resume=False, overwrite=True)] == [
-        "latest", "step-00000002.pt", "metrics.jsonl"]  # fmt: skip
+        "latest",
+        "step-00000002.pt",
+        "metrics.jsonl",
+    ]
     assert prepare_run_directory(run_dir, resume=True, overwrite=False) == []
     assert prepare_run_directory(tmp_path / "new", resume=False, overwrite=False) == []
     (tmp_path / "file").write_text("")
@@ -271,16 +462,29 @@ def test_a_checkpoint_is_on_disk_before_latest_names_it(tmp_path, monkeypatch):
 
     events = []
     real_fsync, real_replace = os.fsync, os.replace
-    monkeypatch.setattr(os, "fsync", lambda fd: events.append(("fsync", os.readlink(
-        f"/proc/self/fd/{fd}").rsplit("/", 1)[1])) or real_fsync(fd))  # fmt: skip
-    monkeypatch.setattr(os, "replace", lambda a, b: events.append(("replace", Path(b).name))
-                        or real_replace(a, b))  # fmt: skip
+    monkeypatch.setattr(
+        os,
+        "fsync",
+        lambda fd: (
+            events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}").rsplit("/", 1)[1]))
+            or real_fsync(fd)
+        ),
+    )
+    monkeypatch.setattr(
+        os, "replace", lambda a, b: events.append(("replace", Path(b).name)) or real_replace(a, b)
+    )
     save_checkpoint(tmp_path / "checkpoints", 2, {"step": 2}, keep=1)
-    kinds = [(kind, name if kind == "replace" or not name.startswith(".tmp-") else
-              name.split("-", 2)[2]) for kind, name in events]  # fmt: skip
-    assert kinds == [("fsync", "step-00000002.pt"), ("replace", "step-00000002.pt"),
-                     ("fsync", LATEST_FILE), ("replace", LATEST_FILE),
-                     ("fsync", "checkpoints")]  # fmt: skip
+    kinds = [
+        (kind, name if kind == "replace" or not name.startswith(".tmp-") else name.split("-", 2)[2])
+        for kind, name in events
+    ]
+    assert kinds == [
+        ("fsync", "step-00000002.pt"),
+        ("replace", "step-00000002.pt"),
+        ("fsync", LATEST_FILE),
+        ("replace", LATEST_FILE),
+        ("fsync", "checkpoints"),
+    ]
 
 
 def test_resume_deletes_only_the_temporaries_of_a_killed_checkpoint_write(tmp_path):
@@ -288,13 +492,19 @@ def test_resume_deletes_only_the_temporaries_of_a_killed_checkpoint_write(tmp_pa
 
     checkpoints = tmp_path / "checkpoints"
     checkpoints.mkdir()
-    names = ["step-00000004.pt", "latest", f".tmp-{'a' * 32}-step-00000008.pt",
-             f".tmp-{'b' * 32}-latest", ".tmp-notes"]  # fmt: skip
+    names = [
+        "step-00000004.pt",
+        "latest",
+        f".tmp-{'a' * 32}-step-00000008.pt",
+        f".tmp-{'b' * 32}-latest",
+        ".tmp-notes",
+    ]
     for name in names:
         (checkpoints / name).write_bytes(b"x")
     assert [p.name for p in prepare_run_directory(tmp_path, resume=True, overwrite=False)] == [
-        f".tmp-{'a' * 32}-step-00000008.pt", f".tmp-{'b' * 32}-latest",
-    ]  # fmt: skip
+        f".tmp-{'a' * 32}-step-00000008.pt",
+        f".tmp-{'b' * 32}-latest",
+    ]
     # `.tmp-notes` is no name the trainer writes: --overwrite refuses the directory for it.
     with pytest.raises(ValueError, match=r"also holds checkpoints/\.tmp-notes, which no "):
         prepare_run_directory(tmp_path, resume=False, overwrite=True)
@@ -352,8 +562,18 @@ def test_url_credentials_are_used_but_never_printed_logged_or_stored(
     threading.Thread(target=server.serve_forever, daemon=True).start()
     host = f"127.0.0.1:{server.server_address[1]}"
     run_dir = tmp_path / "r"
-    common = ["--output", str(run_dir), "--warmup-steps", "1", "--num-workers", "0",
-              "--eval-every", "0", "--eval-batches", "1"]  # fmt: skip
+    common = [
+        "--output",
+        str(run_dir),
+        "--warmup-steps",
+        "1",
+        "--num-workers",
+        "0",
+        "--eval-every",
+        "0",
+        "--eval-batches",
+        "1",
+    ]
     try:
         shards = f"http://trainer:s3cret-Pa55@{host}/{sample_shards.name}"
         assert run_train("--shards", shards, *common, "--max-steps", "2") == 0
@@ -369,7 +589,10 @@ def test_url_credentials_are_used_but_never_printed_logged_or_stored(
     for path in (run_dir / "checkpoints").glob("step-*.pt"):
         assert b"s3cret" not in path.read_bytes()
     checkpoint = torch.load(latest_checkpoint(run_dir / "checkpoints"), weights_only=True)
-    assert checkpoint[CheckpointKey.TRAIN_CONFIG]["shards"] == f"http://***@{host}/{sample_shards.name}"
+    assert (
+        checkpoint[CheckpointKey.TRAIN_CONFIG]["shards"]
+        == f"http://***@{host}/{sample_shards.name}"
+    )
     assert checkpoint[CheckpointKey.DATA]["manifest"].startswith(f"http://***@{host}/")
     assert checkpoint[CheckpointKey.STEP] == 3  # the failed --overwrite deleted nothing
 
@@ -391,12 +614,13 @@ def test_a_refused_checkpoint_keeps_torchs_reason_and_warning(tmp_path):
 
 @pytest.mark.parametrize(
     "flags",
-    [["--output", "hdfs://nn/r"], ["--output", "file:///tmp/r"],
-     ["--output", "OUT", "--init-checkpoint", "ftp://host/r0/checkpoints"]],
-)  # fmt: skip
-def test_a_url_is_never_taken_for_a_local_path(
-    sample_shards, tmp_path, monkeypatch, capsys, flags
-):
+    [
+        ["--output", "hdfs://nn/r"],
+        ["--output", "file:///tmp/r"],
+        ["--output", "OUT", "--init-checkpoint", "ftp://host/r0/checkpoints"],
+    ],
+)
+def test_a_url_is_never_taken_for_a_local_path(sample_shards, tmp_path, monkeypatch, capsys, flags):
     # `Path("hdfs://nn/r")` is the local directory hdfs:/nn/r; the run must refuse, not write
     # there and report the URL. (s3:// and gs:// are run directories: test_remote_run.py.)
     monkeypatch.chdir(tmp_path)
@@ -404,11 +628,17 @@ def test_a_url_is_never_taken_for_a_local_path(
     assert run_train(*common, *flags) == 2
     assert "a URL is never taken for a local path" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
-    with pytest.raises(ValueError, match=r"--output hdfs://nn/hf: --output takes a local or "
-                       r"mounted path, s3:// or gs://; a URL is never taken for a local path"):  # fmt: skip
+    with pytest.raises(
+        ValueError,
+        match=r"--output hdfs://nn/hf: --output takes a local or "
+        r"mounted path, s3:// or gs://; a URL is never taken for a local path",
+    ):
         export_hf(tmp_path / "checkpoints", "hdfs://nn/hf")
-    with pytest.raises(ValueError, match=r"--checkpoint hdfs://b/r/checkpoints: --checkpoint "
-                       r"takes a local or mounted path, s3:// or gs://"):  # fmt: skip
+    with pytest.raises(
+        ValueError,
+        match=r"--checkpoint hdfs://b/r/checkpoints: --checkpoint "
+        r"takes a local or mounted path, s3:// or gs://",
+    ):
         export_hf("hdfs://b/r/checkpoints", tmp_path / "hf")
 
 
@@ -426,8 +656,19 @@ def test_a_url_the_storage_cannot_read_is_refused_not_read_locally(
         storage.read_bytes("hdfs://nn/shards/manifest.json")
     with pytest.raises(storage.StorageError, match="not hdfs://; a URL is never taken for a local"):
         storage.locate("hdfs://nn/shards")
-    assert run_train("--shards", "hdfs://nn/shards", "--output", "out", "--max-steps", "1",
-                     "--warmup-steps", "0") == 2  # fmt: skip
+    assert (
+        run_train(
+            "--shards",
+            "hdfs://nn/shards",
+            "--output",
+            "out",
+            "--max-steps",
+            "1",
+            "--warmup-steps",
+            "0",
+        )
+        == 2
+    )
     assert "not hdfs://; a URL is never taken for a local path" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["hdfs:"]  # no run directory either
     # Joining and splitting stay URL-shaped for any scheme (Beam's filesystems read them).

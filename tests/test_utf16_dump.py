@@ -99,8 +99,9 @@ def test_a_utf16_multistream_dump_is_split_and_every_split_read(tmp_path, encodi
     # The header's split, then one per page stream: each knows the file's encoding.
     assert [(s.number, s.encoding) for s in splits] == [(n, encoding) for n in range(5)]
     read = [item for split in splits for item in iter_dump(split, READER)]
-    expected = [item for split in plan_splits(str(utf8), 1, READER)
-                for item in iter_dump(split, READER)]  # fmt: skip
+    expected = [
+        item for split in plan_splits(str(utf8), 1, READER) for item in iter_dump(split, READER)
+    ]
     assert [p.page_id for p in pages_of(read)] == list(range(1, 11))
     assert [(p.page_id, p.title, p.text) for p in pages_of(read)] == [
         (p.page_id, p.title, p.text) for p in pages_of(expected)
@@ -153,17 +154,26 @@ def not_read(declared: str) -> str:
     ("data", "declared", "at"),
     [
         # UTF-32's mark begins with UTF-16-LE's: it is UTF-32, not UTF-16 with a U+0000.
-        (codecs.BOM_UTF32_LE + dump_xml([article(1)], encoding="UTF-32").encode("utf-32-le"),
-         "UTF-32 (its byte-order mark)", 0),
-        (dump_xml([article(1)], encoding="UTF-16LE").encode("utf-16-le"),
-         "UTF-16 or UTF-32 without a byte-order mark (NUL bytes at its start)", 0),
-        (dump_xml([article(1)]).encode() + codecs.BOM_UTF16_LE
-         + dump_xml([article(2)], encoding="UTF-16").encode("utf-16-le"),
-         "UTF-16, after a first document in UTF-8 (its byte-order mark)",
-         len(dump_xml([article(1)]).encode())),
+        (
+            codecs.BOM_UTF32_LE + dump_xml([article(1)], encoding="UTF-32").encode("utf-32-le"),
+            "UTF-32 (its byte-order mark)",
+            0,
+        ),
+        (
+            dump_xml([article(1)], encoding="UTF-16LE").encode("utf-16-le"),
+            "UTF-16 or UTF-32 without a byte-order mark (NUL bytes at its start)",
+            0,
+        ),
+        (
+            dump_xml([article(1)]).encode()
+            + codecs.BOM_UTF16_LE
+            + dump_xml([article(2)], encoding="UTF-16").encode("utf-16-le"),
+            "UTF-16, after a first document in UTF-8 (its byte-order mark)",
+            len(dump_xml([article(1)]).encode()),
+        ),
     ],
     ids=["utf-32", "utf-16-without-a-mark", "utf-16-after-utf-8"],
-)  # fmt: skip
+)
 def test_encodings_that_are_not_read_are_refused(tmp_path, data, declared, at) -> None:
     path = tmp_path / "dump.xml"
     path.write_bytes(data)

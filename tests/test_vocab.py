@@ -52,10 +52,35 @@ SAMPLE_TEXT_BYTES = 2_525_897 + 1_101_436  # Wikipedia + books, from their manif
 
 # Google's test vocabulary (tokenization_test.py) and a few more pieces.
 TINY_VOCAB = [
-    "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
-    "un", "##want", "##ed", "wa", "runn", "##ing", ",", "##aff", "##able",
-    "low", "lowest", "hello", "don", "'", "t", "中", "国", "!", "[", "]", "mask", "a", "##a",
-]  # fmt: skip
+    "[PAD]",
+    "[UNK]",
+    "[CLS]",
+    "[SEP]",
+    "[MASK]",
+    "un",
+    "##want",
+    "##ed",
+    "wa",
+    "runn",
+    "##ing",
+    ",",
+    "##aff",
+    "##able",
+    "low",
+    "lowest",
+    "hello",
+    "don",
+    "'",
+    "t",
+    "中",
+    "国",
+    "!",
+    "[",
+    "]",
+    "mask",
+    "a",
+    "##a",
+]
 TINY_CASED_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "Héllo", "hello", "H", "##é"]
 
 
@@ -121,8 +146,22 @@ def test_ids_pairs_and_decoding(tmp_path: Path) -> None:
 
 
 def test_vocabulary_fields(tmp_path: Path) -> None:
-    tiny = tiny_vocab(tmp_path, ["[PAD]", "[unused0]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
-                                 "[unused1]", "a", "##b", "ab", "##"])  # fmt: skip
+    tiny = tiny_vocab(
+        tmp_path,
+        [
+            "[PAD]",
+            "[unused0]",
+            "[UNK]",
+            "[CLS]",
+            "[SEP]",
+            "[MASK]",
+            "[unused1]",
+            "a",
+            "##b",
+            "ab",
+            "##",
+        ],
+    )
     assert (tiny.pad_id, tiny.unk_id, tiny.cls_id, tiny.sep_id, tiny.mask_id) == (0, 2, 3, 4, 5)
     assert tiny.special_ids == frozenset({0, 1, 2, 3, 4, 5, 6})
     assert tiny.replaceable_ids.tolist() == [7, 8, 9, 10]
@@ -146,8 +185,12 @@ def test_alphabet_is_normalised_and_ties_break_by_character() -> None:
     assert choose_alphabet(count_words([text], cased=False), limit=3) == ["a", "b", "c"]
     assert choose_alphabet(count_words([text], cased=True), limit=3) == ["A", "a", "b"]
     assert choose_alphabet(count_words([text], cased=True), limit=10) == [
-        "A", "a", "b", "c", "\u00c9",
-    ]  # fmt: skip
+        "A",
+        "a",
+        "b",
+        "c",
+        "\u00c9",
+    ]
 
 
 def test_only_characters_that_can_continue_a_word_get_a_continuation_piece() -> None:
@@ -242,8 +285,16 @@ def test_flags_that_cannot_work_stop_before_reading(documents_dirs, tmp_path: Pa
 
 
 def train_command(documents_dirs, output: Path, *flags: str) -> list[str]:
-    return ["vocab", "--documents", *documents_dirs, "--output", str(output),
-            "--vocab-size", "2000", *flags]  # fmt: skip
+    return [
+        "vocab",
+        "--documents",
+        *documents_dirs,
+        "--output",
+        str(output),
+        "--vocab-size",
+        "2000",
+        *flags,
+    ]
 
 
 @pytest.fixture(scope="session")
@@ -257,15 +308,30 @@ def trained(documents_dirs, tmp_path_factory) -> Path:
 
 
 def test_cli_end_to_end_on_the_real_sample(trained: Path, documents_dirs) -> None:
-    assert sorted(p.name for p in trained.iterdir()) == [TOKENIZER_FILE, VOCAB_METADATA_FILE,
-                                                         VOCAB_FILE]  # fmt: skip
+    assert sorted(p.name for p in trained.iterdir()) == [
+        TOKENIZER_FILE,
+        VOCAB_METADATA_FILE,
+        VOCAB_FILE,
+    ]
     loaded = load_vocab(str(trained))
     assert loaded.size == 2000 and loaded.metadata.vocab_size == 2000
-    assert loaded.tokens[:8] == ["[PAD]", "[unused0]", "[unused1]", "[unused2]",
-                                 "[UNK]", "[CLS]", "[SEP]", "[MASK]"]  # fmt: skip
+    assert loaded.tokens[:8] == [
+        "[PAD]",
+        "[unused0]",
+        "[unused1]",
+        "[unused2]",
+        "[UNK]",
+        "[CLS]",
+        "[SEP]",
+        "[MASK]",
+    ]
     assert (loaded.pad_id, loaded.unk_id, loaded.cls_id, loaded.sep_id, loaded.mask_id) == (
-        0, 4, 5, 6, 7,
-    )  # fmt: skip
+        0,
+        4,
+        5,
+        6,
+        7,
+    )
     assert loaded.special_ids == frozenset(range(8))
     assert np.array_equal(loaded.replaceable_ids, np.arange(8, 2000))
     assert loaded.is_continuation.sum() == sum(t.startswith("##") for t in loaded.tokens) > 100
@@ -341,14 +407,16 @@ def test_vocab_txt_and_tokenizer_json_from_different_runs_are_refused(
         (lambda m: m.update(vocab_size="2000"), r"vocab_size must be an integer, not str '2000'"),
         (lambda m: m.update(vocab_size=3), r"vocab_size is 3: it must be at least 5"),
         (lambda m: m.update(cased="no"), r"cased must be true or false, not str 'no'"),
-        (lambda m: m["special_tokens"].update({"[MASK]": 2000}),
-         r"special_tokens\['\[MASK\]'\] is 2000: it must be at least 0 and at most 1999"),
+        (
+            lambda m: m["special_tokens"].update({"[MASK]": 2000}),
+            r"special_tokens\['\[MASK\]'\] is 2000: it must be at least 0 and at most 1999",
+        ),
         (lambda m: m["special_tokens"].pop("[CLS]"), r"special_tokens lacks \[CLS\]"),
         (lambda m: m.update(vocab_sha256="../vocab.txt"), r"vocab_sha256 is '\.\./vocab\.txt'"),
         (lambda m: m.update(inputs={}), r"inputs must be a list, not dict"),
         (lambda m: m.update(extra=1), r"TypeError: .*unexpected keyword argument 'extra'"),
     ],
-)  # fmt: skip
+)
 def test_tampered_vocab_metadata_is_refused_naming_the_field(
     trained: Path, tmp_path: Path, change, message
 ) -> None:
@@ -365,8 +433,11 @@ def test_vocabulary_reads_are_bounded(trained: Path, tmp_path: Path) -> None:
     out = shutil.copytree(trained, tmp_path / "v")
     with (out / VOCAB_FILE).open("r+b") as sparse:  # 256 MiB + 1 byte, sparse on disk
         sparse.truncate((256 << 20) + 1)
-    with pytest.raises(OSError, match=r"vocab\.txt: over 268,435,456 bytes, more than a file "
-                       r"of this kind ever holds"):  # fmt: skip
+    with pytest.raises(
+        OSError,
+        match=r"vocab\.txt: over 268,435,456 bytes, more than a file "
+        r"of this kind ever holds",
+    ):
         load_vocab(str(out))
 
 
@@ -384,8 +455,16 @@ def test_same_flags_give_byte_identical_files_across_processes(documents_dirs, t
     runs = []
     for hash_seed in ("1", "2", "3"):
         out = tmp_path / f"run{hash_seed}"
-        command = [sys.executable, "-c", _TRAIN_IN_A_FRESH_PROCESS, "--documents",
-                   *documents_dirs, "--output", str(out), *flags]  # fmt: skip
+        command = [
+            sys.executable,
+            "-c",
+            _TRAIN_IN_A_FRESH_PROCESS,
+            "--documents",
+            *documents_dirs,
+            "--output",
+            str(out),
+            *flags,
+        ]
         env = {**os.environ, "PYTHONHASHSEED": hash_seed}
         process = subprocess.Popen(command, cwd=PROJECT_ROOT, env=env, stderr=subprocess.PIPE)
         runs.append((out, process))
@@ -414,9 +493,11 @@ def test_documents_from_s3_give_the_same_vocabulary(s3_server, trained, document
     out = "s3://corpus/vocab"
     assert vocab.run(train_command(remote, out, "--num-unused", "3", *flags)[1:]) == 0
     listing = client.list_objects_v2(Bucket="corpus", Prefix="vocab/")["Contents"]
-    assert sorted(o["Key"] for o in listing) == [f"vocab/{TOKENIZER_FILE}",
-                                                 f"vocab/{VOCAB_METADATA_FILE}",
-                                                 f"vocab/{VOCAB_FILE}"]  # fmt: skip
+    assert sorted(o["Key"] for o in listing) == [
+        f"vocab/{TOKENIZER_FILE}",
+        f"vocab/{VOCAB_METADATA_FILE}",
+        f"vocab/{VOCAB_FILE}",
+    ]
     loaded = load_vocab(out, files.READER)  # Beam's s3 flags, as the stage was given
     assert loaded.sha256 == load_vocab(str(trained)).sha256
     assert loaded.metadata.inputs[0]["path"] == "s3://corpus/documents/books"
@@ -445,16 +526,21 @@ def test_two_workers_give_the_same_files(trained: Path, documents_dirs, tmp_path
     assert vocab.run(train_command(documents_dirs, out, "--num-unused", "3", *workers)[1:]) == 0
     for name in (VOCAB_FILE, TOKENIZER_FILE):
         assert (out / name).read_bytes() == (trained / name).read_bytes(), name
-    assert sorted(p.name for p in out.iterdir()) == [TOKENIZER_FILE, VOCAB_METADATA_FILE,
-                                                     VOCAB_FILE]  # fmt: skip
+    assert sorted(p.name for p in out.iterdir()) == [
+        TOKENIZER_FILE,
+        VOCAB_METADATA_FILE,
+        VOCAB_FILE,
+    ]
 
 
 def test_word_count_files_add_up_to_the_sample_s_words(documents_dirs, tmp_path) -> None:
     config = vocab.VocabConfig(documents=documents_dirs, output=str(tmp_path))
     plan = SamplePlan.open(documents_dirs, 1024, 0)
     summaries = [vocab.count_unit(plan, config, *unit) for unit in plan.units()]
-    assert [(s["unit"], s["documents"]) for s in summaries] == [("d000-f00000", 4),
-                                                                ("d001-f00000", 97)]  # fmt: skip
+    assert [(s["unit"], s["documents"]) for s in summaries] == [
+        ("d000-f00000", 4),
+        ("d001-f00000", 97),
+    ]
     books = pq.read_table(tmp_path / WORD_COUNTS_DIR / "d000-f00000.parquet")
     assert books.schema.equals(WORD_COUNTS_SCHEMA, check_metadata=True)
     words = books.column("word").to_pylist()
@@ -473,5 +559,8 @@ def test_a_killed_run_s_word_counts_are_removed(trained: Path, documents_dirs, t
     assert (
         vocab.run(train_command(documents_dirs, out, "--num-unused", "3", "--overwrite")[1:]) == 0
     )
-    assert sorted(p.name for p in out.iterdir()) == [TOKENIZER_FILE, VOCAB_METADATA_FILE,
-                                                     VOCAB_FILE]  # fmt: skip
+    assert sorted(p.name for p in out.iterdir()) == [
+        TOKENIZER_FILE,
+        VOCAB_METADATA_FILE,
+        VOCAB_FILE,
+    ]

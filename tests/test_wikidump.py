@@ -236,8 +236,10 @@ def deep_page(page_id: int, nested: int) -> str:
     """A <page> holding `nested` elements each inside the last: ~7 bytes of XML apiece."""
     return (
         f"  <page>\n    <title>Deep</title>\n    <ns>0</ns>\n    <id>{page_id}</id>\n"
-        + "<x>" * nested + "</x>" * nested + "\n  </page>\n"
-    )  # fmt: skip
+        + "<x>" * nested
+        + "</x>" * nested
+        + "\n  </page>\n"
+    )
 
 
 def test_nested_elements_reject_their_page_in_bounded_memory(tmp_path) -> None:
@@ -258,13 +260,19 @@ def test_nested_elements_reject_their_page_in_bounded_memory(tmp_path) -> None:
         TESTWIKI,
         raw(article(1), 1),
         RawPage(
-            2, "Deep", 0, False, None, None, 2,
+            2,
+            "Deep",
+            0,
+            False,
+            None,
+            None,
+            2,
             "over 10000 XML elements in one <page> (a page holds about 16): skipped to its "
             f"end (decompressed bytes {start}–{end} of the split)",
             "page_too_many_elements",
         ),
         raw(article(3), 3),
-    ]  # fmt: skip
+    ]
 
 
 def test_page_text_over_the_limit_is_rejected_and_not_held(tmp_path) -> None:
@@ -278,12 +286,19 @@ def test_page_text_over_the_limit_is_rejected_and_not_held(tmp_path) -> None:
     assert pages_of(items) == [
         raw(pages[0], 1),
         RawPage(
-            2, "Long", 0, False, 20, None, 2,
+            2,
+            "Long",
+            0,
+            False,
+            20,
+            None,
+            2,
             "over 1000 characters in one <text> (MediaWiki's page size limit): skipped to its "
-            f"end (decompressed bytes {start}–{end} of the split)", "page_too_large",
+            f"end (decompressed bytes {start}–{end} of the split)",
+            "page_too_large",
         ),
         raw(pages[2], 3),
-    ]  # fmt: skip
+    ]
 
 
 @pytest.mark.parametrize("suffix", [".xml.gz", ".xml.bz2"])
@@ -302,8 +317,10 @@ def test_page_xml_over_the_limit_is_rejected_across_chunks(tmp_path, suffix) -> 
     start = xml.index("<page>", xml.index("Article 1"))
     end = xml.index("</page>", start) + len("</page>")
     assert [(p.page_id, p.problem_reason if p.problem else None) for p in pages_of(items)] == [
-        (1, None), (2, "page_too_large"), (3, None),
-    ]  # fmt: skip
+        (1, None),
+        (2, "page_too_large"),
+        (3, None),
+    ]
     assert pages_of(items)[1].problem == (
         f"over {1 << 20} bytes of XML in one <page>: skipped to its end (decompressed bytes "
         f"{start}–{end} of the split)"
@@ -319,8 +336,9 @@ def test_a_file_that_ends_inside_an_over_limit_page_keeps_the_pages_before(tmp_p
         for item in iter_dump(DumpSplit(str(path), 0), READER):
             items.append(item)
     assert [(p.page_id, p.problem_reason if p.problem else None) for p in pages_of(items)] == [
-        (1, None), (2, "page_too_many_elements"),
-    ]  # fmt: skip
+        (1, None),
+        (2, "page_too_many_elements"),
+    ]
     assert raised.value.reason == "malformed_xml"
     assert str(raised.value) == (
         f"{path}: the split ends inside page #2, which was being skipped as over a limit: the "

@@ -35,8 +35,9 @@ CONFIG = WikipediaConfig(input=("dump.xml",), output="out")  # the flags' defaul
 
 
 def raw(text: str, title: str = "Alberta", **fields) -> RawPage:
-    values = dict(page_id=717, title=title, namespace=0, redirect=False, revision_id=5,
-                  text=text, ordinal=1)  # fmt: skip
+    values = dict(
+        page_id=717, title=title, namespace=0, redirect=False, revision_id=5, text=text, ordinal=1
+    )
     values.update(fields)
     return RawPage(**values)
 
@@ -79,8 +80,11 @@ def test_page_that_breaks_the_parser_is_rejected_with_reason() -> None:
     assert document_from_page(raw(nested), CONTEXT, CONFIG, tally) is None
     (reject,) = tally.rejects
     assert (reject.id, reject.input, reject.position, reject.reason) == (
-        "enwiki/717", "dump.xml", "page #1 'Alberta'", "wikitext_limit",
-    )  # fmt: skip
+        "enwiki/717",
+        "dump.xml",
+        "page #1 'Alberta'",
+        "wikitext_limit",
+    )
     assert "nested deeper than MediaWiki's 40" in reject.error
 
 
@@ -100,11 +104,23 @@ def test_extract_articles_transform(tmp_path, test_pipeline) -> None:
         summaries = pipeline | ExtractArticles([str(dump)], str(out), CONFIG)
         assert_that(
             summaries | beam.Map(lambda s: (s["unit"], s["counts"], s["dropped"], s["rejected"])),
-            equal_to([("00000-00000",
-                       {"pages": 3, "wikitext_bytes": wikitext_bytes, "documents": 2,
-                        "sentences": 2, "text_bytes": wikitext_bytes - 4 * len("'''")},
-                       {"redirect": 1}, {})]),
-        )  # fmt: skip
+            equal_to(
+                [
+                    (
+                        "00000-00000",
+                        {
+                            "pages": 3,
+                            "wikitext_bytes": wikitext_bytes,
+                            "documents": 2,
+                            "sentences": 2,
+                            "text_bytes": wikitext_bytes - 4 * len("'''"),
+                        },
+                        {"redirect": 1},
+                        {},
+                    )
+                ]
+            ),
+        )
     table = ds.dataset(out).to_table()
     assert table.schema.equals(DOCUMENT_SCHEMA, check_metadata=True)
     # Writer then reader: the rows read back as the same Document records.
@@ -138,8 +154,11 @@ def test_real_sample_end_to_end(sample_run: Path) -> None:
     assert manifest.counts["pages"] == 206
     assert manifest.counts["documents"] == 97
     assert manifest.dropped == {
-        "disambiguation": 8, "no_running_text": 1, "not_article_namespace": 1, "redirect": 99,
-    }  # fmt: skip
+        "disambiguation": 8,
+        "no_running_text": 1,
+        "not_article_namespace": 1,
+        "redirect": 99,
+    }
     assert manifest.rejected == {} and manifest.failed_inputs == []
     table = ds.dataset(sample_run).to_table()  # the directory reads as is
     assert table.num_rows == 97
@@ -206,8 +225,9 @@ def test_bad_inputs_are_reported_and_good_documents_kept(tmp_path: Path) -> None
     assert code == 1  # two inputs could not be read to their end
     manifest = read_manifest(str(out))
     assert sorted(Path(f["input"]).name for f in manifest.failed_inputs) == [
-        "malformed.xml", "truncated.xml.bz2",
-    ]  # fmt: skip
+        "malformed.xml",
+        "truncated.xml.bz2",
+    ]
     assert manifest.rejected == {"malformed_xml": 1, "truncated_input": 1, "wikitext_limit": 1}
     ids = set(ds.dataset(out).to_table().column("id").to_pylist())
     assert {"testwiki/1", "testwiki/2", "testwiki/3", "testwiki/20"} <= ids
@@ -232,8 +252,10 @@ def test_page_over_a_limit_is_rejected_with_its_reason() -> None:
     assert document_from_page(page, CONTEXT, CONFIG, tally) is None
     (reject,) = tally.rejects
     assert (reject.id, reject.reason, reject.position) == (
-        "enwiki/717", "page_too_many_elements", "page #1 'Alberta'",
-    )  # fmt: skip
+        "enwiki/717",
+        "page_too_many_elements",
+        "page #1 'Alberta'",
+    )
 
 
 def test_hostile_dumps_keep_their_good_pages(tmp_path: Path) -> None:
@@ -260,8 +282,14 @@ def test_hostile_dumps_keep_their_good_pages(tmp_path: Path) -> None:
     assert [Path(f["input"]).name for f in manifest.failed_inputs] == ["lying.xml"]
     ids = sorted(ds.dataset(out).to_table().column("id").to_pylist())
     assert ids == ["otherwiki/5", "testwiki/1", "testwiki/3", "testwiki/4"]
-    by_reason = {r["reason"]: r for r in (json.loads(line) for path in sorted(
-        (out / REJECTS_DIR).glob("*.jsonl")) for line in path.read_text().splitlines())}  # fmt: skip
+    by_reason = {
+        r["reason"]: r
+        for r in (
+            json.loads(line)
+            for path in sorted((out / REJECTS_DIR).glob("*.jsonl"))
+            for line in path.read_text().splitlines()
+        )
+    }
     assert by_reason["page_too_many_elements"]["id"] == "testwiki/2"
     assert by_reason["page_too_many_elements"]["position"] == "page #2 'Deep'"
     assert by_reason["unsupported_encoding"]["error"].startswith(
@@ -286,10 +314,18 @@ def test_multiprocessing_runner_gives_the_same_bytes(tmp_path: Path) -> None:
     # The glob matches the index too; it is read through its dump, not as a dump.
     common = ["--input", str(tmp_path / "*.bz2"), "--split_mb", "0"]  # a split per stream
     assert run_stage(*common, "--output", str(tmp_path / "a")) == 0
-    assert run_stage(
-        *common, "--output", str(tmp_path / "b"),
-        "--direct_num_workers", "2", "--direct_running_mode", "multi_processing",
-    ) == 0  # fmt: skip
+    assert (
+        run_stage(
+            *common,
+            "--output",
+            str(tmp_path / "b"),
+            "--direct_num_workers",
+            "2",
+            "--direct_running_mode",
+            "multi_processing",
+        )
+        == 0
+    )
     assert file_digests(tmp_path / "a") == file_digests(tmp_path / "b")
     assert len(file_digests(tmp_path / "a")) == 12  # 12 page streams → 12 files
     manifest_a = (tmp_path / "a" / MANIFEST_NAME).read_text()
@@ -301,12 +337,23 @@ def test_write_manifest_transform_sums_units_in_order(tmp_path: Path, test_pipel
     from pipelines.beam.documents import WriteManifest
 
     def summary(unit: str, documents: int, dropped: dict, rejected: dict) -> dict:
-        file = {"name": f"documents-{unit}-0000.parquet", "documents": documents,
-                "sentences": 2 * documents, "text_bytes": 10 * documents, "bytes": 100,
-                "sha256": unit[-1] * 64}  # fmt: skip
-        return {"unit": unit, "files": [file], "counts": {"documents": documents},
-                "dropped": dropped, "rejected": rejected, "failed_inputs": [],
-                "rejects_file": f"_rejects/rejects-{unit}.jsonl" if rejected else None}  # fmt: skip
+        file = {
+            "name": f"documents-{unit}-0000.parquet",
+            "documents": documents,
+            "sentences": 2 * documents,
+            "text_bytes": 10 * documents,
+            "bytes": 100,
+            "sha256": unit[-1] * 64,
+        }
+        return {
+            "unit": unit,
+            "files": [file],
+            "counts": {"documents": documents},
+            "dropped": dropped,
+            "rejected": rejected,
+            "failed_inputs": [],
+            "rejects_file": f"_rejects/rejects-{unit}.jsonl" if rejected else None,
+        }
 
     inputs = [{"path": "a.xml", "bytes": 5}]
     with test_pipeline as pipeline:
@@ -322,8 +369,9 @@ def test_write_manifest_transform_sums_units_in_order(tmp_path: Path, test_pipel
         )
     manifest = read_manifest(str(tmp_path))
     assert [f.name for f in manifest.files] == [
-        "documents-00000-0000.parquet", "documents-00001-0000.parquet",
-    ]  # fmt: skip
+        "documents-00000-0000.parquet",
+        "documents-00001-0000.parquet",
+    ]
     assert manifest.counts == {"documents": 7, "files": 2, "rejected": 1, "units": 2}
     assert manifest.dropped == {"redirect": 3} and manifest.rejected == {"malformed_page": 1}
     assert manifest.rejects_files == ["_rejects/rejects-00001.jsonl"]

@@ -43,9 +43,14 @@ def fixed_tokens(alphabet: list[str], cased: bool, num_unused: int = 0) -> list[
 def hf_vocabulary(batches, fixed: list[str], alphabet: list[str], cased: bool, size: int):
     """HF's WordPiece trainer on the text itself, its ids fixed as `bertkit vocab` fixes them."""
     trainer = trainers.WordPieceTrainer(
-        vocab_size=size, min_frequency=2, special_tokens=fixed, initial_alphabet=alphabet,
-        limit_alphabet=len(alphabet), continuing_subword_prefix="##", show_progress=False,
-    )  # fmt: skip
+        vocab_size=size,
+        min_frequency=2,
+        special_tokens=fixed,
+        initial_alphabet=alphabet,
+        limit_alphabet=len(alphabet),
+        continuing_subword_prefix="##",
+        show_progress=False,
+    )
     tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
     tokenizer.normalizer = bert_normalizer(cased)
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
@@ -59,15 +64,29 @@ def hf_vocabulary(batches, fixed: list[str], alphabet: list[str], cased: bool, s
 
 def test_count_words_exact_values() -> None:
     assert count_words([["Hello, World! hello", "a_b x\x7fy tab\tsep\x0bvt"]], cased=False) == {
-        "hello": 2, ",": 1, "world": 1, "!": 1, "a": 1, "_": 1, "b": 1, "xy": 1, "tab": 1,
+        "hello": 2,
+        ",": 1,
+        "world": 1,
+        "!": 1,
+        "a": 1,
+        "_": 1,
+        "b": 1,
+        "xy": 1,
+        "tab": 1,
         "sepvt": 1,
-    }  # fmt: skip
+    }
     assert count_words([["Naïve CAFÉ 中文"]], cased=False) == {
-        "naive": 1, "cafe": 1, "中": 1, "文": 1,
-    }  # fmt: skip
+        "naive": 1,
+        "cafe": 1,
+        "中": 1,
+        "文": 1,
+    }
     assert count_words([["Naïve CAFÉ 中文"]], cased=True) == {
-        "Naïve": 1, "CAFÉ": 1, "中": 1, "文": 1,
-    }  # fmt: skip
+        "Naïve": 1,
+        "CAFÉ": 1,
+        "中": 1,
+        "文": 1,
+    }
 
 
 @pytest.mark.parametrize("cased", [False, True])
@@ -93,9 +112,15 @@ def test_merge_follows_hf_word_merge_left_to_right() -> None:
     assert _merge(symbols, 1, 1, 9) == [((1, 1), -1), ((9, 1), 1)] and symbols == [9, 1]
     symbols = [3, 1, 2, 1, 2, 4]
     assert _merge(symbols, 1, 2, 9) == [
-        ((3, 1), -1), ((3, 9), 1), ((2, 1), -1), ((9, 1), 1),
-        ((9, 1), -1), ((9, 9), 1), ((2, 4), -1), ((9, 4), 1),
-    ]  # fmt: skip
+        ((3, 1), -1),
+        ((3, 9), 1),
+        ((2, 1), -1),
+        ((9, 1), 1),
+        ((9, 1), -1),
+        ((9, 9), 1),
+        ((2, 4), -1),
+        ((9, 4), 1),
+    ]
     assert symbols == [3, 9, 9, 4]
 
 

@@ -139,19 +139,31 @@ def check_output_outside_shards(output: str, shards: str) -> None:
 
 # The flags that decide which batches each rank reads, in which order. The data itself (which
 # shards, of which length) is compared by what it is, not by the flags that named it.
-_INPUT_FLAGS = ("num_workers", "micro_batch_size", "global_batch_size", "seed", "shuffle_buffer",
-                "bucket_window")  # fmt: skip
+_INPUT_FLAGS = (
+    "num_workers",
+    "micro_batch_size",
+    "global_batch_size",
+    "seed",
+    "shuffle_buffer",
+    "bucket_window",
+)
 # What a checkpoint written before a flag existed ran with.
 _INPUT_DEFAULTS = {"bucket_window": 0}
 # The data record's fields a resume compares (schemas/checkpoint.py), in the order named.
-_DATA_FIELDS = {"max_seq_length": "sequence length", "samples_per_epoch": "samples per epoch",
-                "shards": "shards", "shards_sha256": "the shards' sha256 digest"}  # fmt: skip
+_DATA_FIELDS = {
+    "max_seq_length": "sequence length",
+    "samples_per_epoch": "samples per epoch",
+    "shards": "shards",
+    "shards_sha256": "the shards' sha256 digest",
+}
 
 
 def check_resumable(
-    checkpoint: dict[str, Any], current: dict[str, Any], world: int,
+    checkpoint: dict[str, Any],
+    current: dict[str, Any],
+    world: int,
     data: dict[str, Any] | None = None,
-) -> None:  # fmt: skip
+) -> None:
     """A resume is exact only if every rank reads the same batches in the same order: the
     checkpoint's world size and input flags must be the run's (`current`: its config as the
     checkpoint records it, credentials redacted), and its data the same data (`data`: the
@@ -178,7 +190,8 @@ def check_resumable(
     if problems:
         raise ValueError(
             "--resume continues exactly only with the input set-up and the data the run "
-            "started with: " + "; ".join(problems)
+            "started with: "
+            + "; ".join(problems)
             + ". Use the original flags and shards, or start a new run with --init-checkpoint"
         )
 
@@ -256,8 +269,9 @@ def _no_checkpoint_leftovers(output: Path, earlier: list[Path]) -> list[Path]:
     if earlier:
         _LOG.warning(
             "%s: an earlier run stopped before its first checkpoint; its %s will be replaced",
-            output, ", ".join(str(p.relative_to(output)) for p in earlier),
-        )  # fmt: skip
+            output,
+            ", ".join(str(p.relative_to(output)) for p in earlier),
+        )
     return earlier
 
 

@@ -96,10 +96,12 @@ def check_fields(
         (n_preds > lengths, "more predictions than tokens"),
         ((input_ids >= vocab).any(axis=1), f"a token id past the vocabulary's {vocab}"),
         ((predicted & (labels >= vocab)).any(axis=1), f"a label past the vocabulary's {vocab}"),
-        ((predicted & ((positions < 1) | (positions >= lengths[:, None]))).any(axis=1),
-         "a masked position outside its tokens"),
+        (
+            (predicted & ((positions < 1) | (positions >= lengths[:, None]))).any(axis=1),
+            "a masked position outside its tokens",
+        ),
         ((nsp != 0) & (nsp != 1), "a next-sentence label other than 0 or 1"),
-    ]  # fmt: skip
+    ]
     for bad, what in problems:
         if bad.any():
             sample = decoded[int(np.argmax(bad))][0]
@@ -122,8 +124,10 @@ class FixedShape:
 
     @classmethod
     def of(cls, max_seq_length: int, max_predictions: int, buckets: int = 1) -> FixedShape:
-        widths = {_round_up(-(-max_seq_length * k // buckets), PAD_MULTIPLE)
-                  for k in range(1, buckets + 1)}  # fmt: skip
+        widths = {
+            _round_up(-(-max_seq_length * k // buckets), PAD_MULTIPLE)
+            for k in range(1, buckets + 1)
+        }
         return cls(tuple(sorted(widths)), _round_up(max(max_predictions, 1), PAD_MULTIPLE))
 
     @property
@@ -144,8 +148,12 @@ def pad_batch(batch: dict[str, torch.Tensor], fixed: FixedShape) -> dict[str, to
     (LoaderConfig.pad_to) before the batch is pinned: padding a pinned batch would make new,
     pageable tensors, and their copy to the GPU synchronous."""
     width = fixed.width_for(batch[BatchField.INPUT_IDS].shape[1])
-    _pad(batch, (BatchField.INPUT_IDS, BatchField.TOKEN_TYPE_IDS, BatchField.ATTENTION_MASK),
-         width, 0)  # fmt: skip
+    _pad(
+        batch,
+        (BatchField.INPUT_IDS, BatchField.TOKEN_TYPE_IDS, BatchField.ATTENTION_MASK),
+        width,
+        0,
+    )
     _pad(batch, (BatchField.MASKED_POSITIONS,), fixed.slots, 0)
     _pad(batch, (BatchField.MASKED_LABELS,), fixed.slots, IGNORE_INDEX)
     return batch

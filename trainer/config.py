@@ -76,9 +76,10 @@ class TrainConfig:
     log_every: int = option(10, help="steps between metric lines", bounds=AT_LEAST_1)
     eval_every: int = option(500, help="0 = only at the end", bounds=ZERO_OR_MORE)
     eval_batches: int = option(
-        100, help="per rank, of --micro-batch-size; 0 = the whole held-out split",
+        100,
+        help="per rank, of --micro-batch-size; 0 = the whole held-out split",
         bounds=ZERO_OR_MORE,
-    )  # fmt: skip
+    )
     checkpoint_every: int = option(
         1000, help="steps between checkpoints (and one at the end)", bounds=AT_LEAST_1
     )

@@ -333,9 +333,13 @@ class LoaderConfig:
 
 
 def worker_stream(
-    source: DataSource, config: LoaderConfig, epoch: int, worker: int, workers: int,
+    source: DataSource,
+    config: LoaderConfig,
+    epoch: int,
+    worker: int,
+    workers: int,
     skip_batches: int = 0,
-) -> Iterator[dict[str, torch.Tensor]]:  # fmt: skip
+) -> Iterator[dict[str, torch.Tensor]]:
     """One worker's batches of one epoch, the stages chained; the first `skip_batches` are
     replayed without decoding (resume)."""
     shards = epoch_shards(source.shards, config.seed, epoch, config.shuffle)
@@ -357,9 +361,14 @@ def worker_stream(
             return
     if window:
         groups = bucket_batches(
-            decode_samples(samples), config.batch_size, my_batches - skip_batches, window,
-            f"buckets:{config.seed}:{epoch}:{config.rank}:{worker}", whole_windows, in_window,
-        )  # fmt: skip
+            decode_samples(samples),
+            config.batch_size,
+            my_batches - skip_batches,
+            window,
+            f"buckets:{config.seed}:{epoch}:{config.rank}:{worker}",
+            whole_windows,
+            in_window,
+        )
     else:
         groups = batch_samples(
             decode_samples(samples), config.batch_size, my_batches - skip_batches
@@ -433,9 +442,12 @@ class PretrainingLoader:
                 yield batch
             return
         pool = self._pool = WorkerPool(
-            dataset, self.config.num_workers, self.config.seed, self.config.pin_memory,
+            dataset,
+            self.config.num_workers,
+            self.config.seed,
+            self.config.pin_memory,
             self.config.prefetch_factor,
-        )  # fmt: skip
+        )
         try:
             for batch in pool:
                 self.position = DataPosition(position.epoch, self.position.batches + 1)
@@ -477,8 +489,10 @@ def _main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     source = open_source(args.shards, args.split, args.max_seq_length)
     loader = PretrainingLoader(source, LoaderConfig(args.batch_size, num_workers=args.num_workers))
-    print(f"{len(source.shards)} shards, {source.samples:,} samples, "
-          f"{loader.batches_per_epoch:,} batches per epoch")  # fmt: skip
+    print(
+        f"{len(source.shards)} shards, {source.samples:,} samples, "
+        f"{loader.batches_per_epoch:,} batches per epoch"
+    )
     for number, batch in enumerate(loader.epoch(DataPosition())):
         print({name: tuple(tensor.shape) for name, tensor in batch.items()})
         if number + 1 == args.batches:

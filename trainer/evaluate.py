@@ -73,9 +73,13 @@ def evaluate(
     Sums stay on the device and are read once at the end: no batch waits for the GPU.
     """
     config = LoaderConfig(
-        batch_size, rank=env.rank, world_size=env.world_size, shuffle=False, drop_last=False,
+        batch_size,
+        rank=env.rank,
+        world_size=env.world_size,
+        shuffle=False,
+        drop_last=False,
         pad_to=pad_to,
-    )  # fmt: skip
+    )
     was_training = model.training
     model.eval()
     # loss × predictions, correct predictions, predictions, correct NSP
@@ -91,9 +95,13 @@ def evaluate(
             with autocast if autocast is not None else contextlib.nullcontext():
                 out = forward(**inputs)
             sums += torch.stack(
-                [out.mlm_loss.double() * out.mlm_count, out.mlm_correct, out.mlm_count,
-                 out.nsp_correct]
-            ).to(torch.float64)  # fmt: skip
+                [
+                    out.mlm_loss.double() * out.mlm_count,
+                    out.mlm_correct,
+                    out.mlm_count,
+                    out.nsp_correct,
+                ]
+            ).to(torch.float64)
             sequences += size
     model.train(was_training)
     totals = torch.cat([sums.cpu(), torch.tensor([sequences], dtype=torch.float64)])

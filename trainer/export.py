@@ -80,8 +80,14 @@ TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 SPECIAL_TOKENS_MAP_FILE = "special_tokens_map.json"
 # The names an export writes, and their temporary names (`_write_atomically`): an upload
 # to object storage has none (an object appears whole).
-_EXPORT_FILES = (CONFIG_FILE, WEIGHTS_FILE, VOCAB_FILE, TOKENIZER_FILE, TOKENIZER_CONFIG_FILE,
-                 SPECIAL_TOKENS_MAP_FILE)  # fmt: skip
+_EXPORT_FILES = (
+    CONFIG_FILE,
+    WEIGHTS_FILE,
+    VOCAB_FILE,
+    TOKENIZER_FILE,
+    TOKENIZER_CONFIG_FILE,
+    SPECIAL_TOKENS_MAP_FILE,
+)
 _EXPORT_NAME = re.compile(
     r"\.?(?:" + "|".join(re.escape(name) for name in _EXPORT_FILES) + r")(?:\.tmp-[0-9a-f]{32})?"
 )
@@ -270,8 +276,9 @@ def export_hf(
     check_run_location("--checkpoint", checkpoint_path, remote_ok=True)
     check_run_location("--output", output_dir, remote_ok=True)
     if storage.is_remote(str(output_dir)):
-        return _export_to_object_storage(str(checkpoint_path), str(output_dir), vocab_dir,
-                                         overwrite)  # fmt: skip
+        return _export_to_object_storage(
+            str(checkpoint_path), str(output_dir), vocab_dir, overwrite
+        )
     if storage.is_remote(str(checkpoint_path)):
         check_output(Path(output_dir), overwrite)  # before the download, not after it
         local, folder = fetch_checkpoint(str(checkpoint_path))
@@ -339,21 +346,34 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    # fmt: off
-    parser.add_argument("checkpoint", metavar="CHECKPOINT",
-                        help="a checkpoint file, or a checkpoint directory (its `latest`)")
-    parser.add_argument("--output", required=True, metavar="DIR",
-                        help="the HF model directory to write: local, or an s3:// or gs:// "
-                             "prefix")
-    parser.add_argument("--vocab", metavar="DIR",
-                        help="the vocabulary directory, when it moved since the shards were made")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="replace the files of an earlier export in --output")
-    # fmt: on
+    parser.add_argument(
+        "checkpoint",
+        metavar="CHECKPOINT",
+        help="a checkpoint file, or a checkpoint directory (its `latest`)",
+    )
+    parser.add_argument(
+        "--output",
+        required=True,
+        metavar="DIR",
+        help="the HF model directory to write: local, or an s3:// or gs:// prefix",
+    )
+    parser.add_argument(
+        "--vocab",
+        metavar="DIR",
+        help="the vocabulary directory, when it moved since the shards were made",
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the files of an earlier export in --output",
+    )
     args = parser.parse_args(argv)
     # An empty path is the working directory to pathlib: an export would land there.
-    for name, value in (("CHECKPOINT", args.checkpoint), ("--output", args.output),
-                        ("--vocab", args.vocab)):  # fmt: skip
+    for name, value in (
+        ("CHECKPOINT", args.checkpoint),
+        ("--output", args.output),
+        ("--vocab", args.vocab),
+    ):
         if value is not None and not value.strip():
             parser.exit(2, f"{parser.prog}: error: {name} is empty: give it a value\n")
     return args

@@ -51,8 +51,15 @@ class BertConfig:
     pad_token_id: int = 0
 
     def __post_init__(self) -> None:
-        sizes = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                 "intermediate_size", "max_position_embeddings", "type_vocab_size")  # fmt: skip
+        sizes = (
+            "vocab_size",
+            "hidden_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "intermediate_size",
+            "max_position_embeddings",
+            "type_vocab_size",
+        )
         for name in sizes:
             if getattr(self, name) < 1:
                 raise ValueError(f"BertConfig.{name} must be 1 or more, got {getattr(self, name)}")
@@ -163,10 +170,12 @@ class BertLayer(nn.Module):
         qkv = self.qkv(hidden).view(batch, length, 3, self.num_heads, self.head_size)
         query, key, value = qkv.permute(2, 0, 3, 1, 4).unbind(0)
         context = F.scaled_dot_product_attention(
-            query, key, value,
+            query,
+            key,
+            value,
             attn_mask=attention_mask,
             dropout_p=self.attention_dropout if self.training else 0.0,
-        )  # fmt: skip
+        )
         # (B, heads, L, d) → (B, L, H)
         context = context.transpose(1, 2).reshape(batch, length, width)
         hidden = self.attention_norm(hidden + self.dropout(self.attention_output(context)))

@@ -59,8 +59,14 @@ class Holder:
     def me(cls) -> Holder:
         job = next((os.environ[v] for v in _JOB_VARIABLES if os.environ.get(v)), "")
         now = time.time()
-        return cls(socket.gethostname(), os.getpid(), "" if job == "none" else job, now, now,
-                   uuid.uuid4().hex)  # fmt: skip
+        return cls(
+            socket.gethostname(),
+            os.getpid(),
+            "" if job == "none" else job,
+            now,
+            now,
+            uuid.uuid4().hex,
+        )
 
     def to_bytes(self) -> bytes:
         return json.dumps(asdict(self), sort_keys=True).encode() + b"\n"
@@ -73,8 +79,14 @@ class Holder:
             return None
         try:
             raw = json.loads(data)
-            return cls(str(raw["host"]), int(raw["pid"]), str(raw["job"]), float(raw["since"]),
-                       float(raw["renewed"]), str(raw["token"]))  # fmt: skip
+            return cls(
+                str(raw["host"]),
+                int(raw["pid"]),
+                str(raw["job"]),
+                float(raw["since"]),
+                float(raw["renewed"]),
+                str(raw["token"]),
+            )
         except (ValueError, KeyError, TypeError, RecursionError):
             return None
 
@@ -197,14 +209,19 @@ class _ObjectLock(RunLock):
             age = time.time() - holder.renewed
             if age <= LEASE_SECONDS and not (me.job and holder.job == me.job):
                 raise _refusal(
-                    output, holder, f" (renewed {age:.0f} s ago; if that run is dead, its lock "
+                    output,
+                    holder,
+                    f" (renewed {age:.0f} s ago; if that run is dead, its lock "
                     f"runs out {LEASE_SECONDS - age:.0f} s from now)",
-                )  # fmt: skip
+                )
             reason = "of this same job" if me.job and holder.job == me.job else "stale"
             _LOG.warning(
                 "%s: taking over the lock of %s (%s, renewed %.0f s ago)",
-                storage.redact(url), holder.describe(), reason, age,
-            )  # fmt: skip
+                storage.redact(url),
+                holder.describe(),
+                reason,
+                age,
+            )
             objects.delete(url)
         if not objects.create(url, me.to_bytes()):
             raise _refusal(output, None, " (it took the lock a moment ago)")
@@ -216,8 +233,9 @@ class _ObjectLock(RunLock):
             try:
                 objects.put(self.url, self.holder.to_bytes())
             except OSError as error:  # the next renewal tries again; the lease is 4 renewals
-                _LOG.warning("%s: could not renew the run lock: %s", storage.redact(self.url),
-                             error)  # fmt: skip
+                _LOG.warning(
+                    "%s: could not renew the run lock: %s", storage.redact(self.url), error
+                )
 
     def release(self) -> None:
         if self._stop.is_set():

@@ -213,19 +213,33 @@ def _setup(
     loader = _build_loader(config, env, source)
     dtype = "bf16" if isinstance(autocast, torch.autocast) else "fp32"
     run = Run(
-        config=config, env=env, source=source, heldout=heldout, model=model, wrapped=wrapped,
-        forward=forward, eval_forward=eval_forward, optimizer=optimizer, scheduler=scheduler,
+        config=config,
+        env=env,
+        source=source,
+        heldout=heldout,
+        model=model,
+        wrapped=wrapped,
+        forward=forward,
+        eval_forward=eval_forward,
+        optimizer=optimizer,
+        scheduler=scheduler,
         loader=loader,
-        batches=loader.batches(position), autocast=autocast, accumulation=accumulation,
-        pad_to=_fixed_shape(config, source) if config.compile else None, step=step,
-        run_dir=run_dir, remote=remote,
+        batches=loader.batches(position),
+        autocast=autocast,
+        accumulation=accumulation,
+        pad_to=_fixed_shape(config, source) if config.compile else None,
+        step=step,
+        run_dir=run_dir,
+        remote=remote,
         logger=MetricsLogger(
-            run_dir, enabled=env.is_main, tensorboard=config.tensorboard,
+            run_dir,
+            enabled=env.is_main,
+            tensorboard=config.tensorboard,
             purge_step=step + 1,
         ),
         progress=ProgressLine(config.max_steps, every=config.log_every, enabled=env.is_main),
         meter=ThroughputMeter(peak_flops(env.device, dtype, config.peak_tflops)),
-    )  # fmt: skip
+    )
     _log_setup(run)
     return run
 
@@ -282,15 +296,19 @@ def _checkpoints_to_start_from(
         if path is None:
             _LOG.warning(
                 "--resume: %s/%s has no checkpoint yet (the run stopped before its first): "
-                "starting at step 0%s", storage.redact(config.output.rstrip("/")),
-                CHECKPOINTS_DIR, " from --init-checkpoint" if config.init_checkpoint else "",
-            )  # fmt: skip
+                "starting at step 0%s",
+                storage.redact(config.output.rstrip("/")),
+                CHECKPOINTS_DIR,
+                " from --init-checkpoint" if config.init_checkpoint else "",
+            )
         else:
             resumed = load_checkpoint(path)
             check_resumable(
-                resumed, storage.redact_values(asdict(config)), env.world_size,
+                resumed,
+                storage.redact_values(asdict(config)),
+                env.world_size,
                 data_record(source),
-            )  # fmt: skip
+            )
             init = resumed
     if resumed is None and config.init_checkpoint:
         if storage.is_remote(config.init_checkpoint):
@@ -357,9 +375,14 @@ def _build_optimizer(
     """The optimizer (AdamW's fused kernel, on CUDA and CPU alike) and its warmup/decay
     schedule."""
     optimizer = build_optimizer(
-        model, config.optimizer, config.lr, config.weight_decay, (config.beta1, config.beta2),
-        config.eps, fused=config.optimizer == "adamw" and env.device.type in FUSED_ADAMW_DEVICES,
-    )  # fmt: skip
+        model,
+        config.optimizer,
+        config.lr,
+        config.weight_decay,
+        (config.beta1, config.beta2),
+        config.eps,
+        fused=config.optimizer == "adamw" and env.device.type in FUSED_ADAMW_DEVICES,
+    )
     scheduler = warmup_decay_schedule(
         optimizer, config.warmup_steps, config.max_steps, config.decay_power
     )
@@ -398,13 +421,17 @@ def _build_loader(
     return PretrainingLoader(
         source,
         LoaderConfig(
-            config.micro_batch_size, rank=env.rank, world_size=env.world_size,
-            num_workers=config.num_workers, seed=config.seed,
-            shuffle_buffer=config.shuffle_buffer, bucket_window=config.bucket_window,
+            config.micro_batch_size,
+            rank=env.rank,
+            world_size=env.world_size,
+            num_workers=config.num_workers,
+            seed=config.seed,
+            shuffle_buffer=config.shuffle_buffer,
+            bucket_window=config.bucket_window,
             pin_memory=env.device.type == "cuda",
             pad_to=_fixed_shape(config, source) if config.compile else None,
         ),
-    )  # fmt: skip
+    )
 
 
 def _log_setup(run: Run) -> None:
@@ -413,10 +440,16 @@ def _log_setup(run: Run) -> None:
         _LOG.info(
             "%s: %s, %d parameters; %d train samples, %d batches/epoch/rank; %d processes × "
             "%d micro-batches of %d = %d sequences per step",
-            config.output, config.model, sum(p.numel() for p in run.model.parameters()),
-            run.source.samples, run.loader.batches_per_epoch, env.world_size, run.accumulation,
-            config.micro_batch_size, config.micro_batch_size * run.accumulation * env.world_size,
-        )  # fmt: skip
+            config.output,
+            config.model,
+            sum(p.numel() for p in run.model.parameters()),
+            run.source.samples,
+            run.loader.batches_per_epoch,
+            env.world_size,
+            run.accumulation,
+            config.micro_batch_size,
+            config.micro_batch_size * run.accumulation * env.world_size,
+        )
 
 
 # --------------------------------------------------------------------------- one step
@@ -444,8 +477,16 @@ def train_step(run: Run, sums: torch.Tensor) -> torch.Tensor | None:
             out = run.forward(**{name: batch[name] for name in MODEL_INPUTS})
         (out.loss / run.accumulation).backward()
         sequences = one * len(batch[BatchField.NEXT_SENTENCE_LABELS])
-        parts = (out.loss, out.mlm_loss, out.nsp_loss, out.mlm_correct, out.mlm_count,
-                 out.nsp_correct, sequences, one)  # fmt: skip
+        parts = (
+            out.loss,
+            out.mlm_loss,
+            out.nsp_loss,
+            out.mlm_correct,
+            out.mlm_count,
+            out.nsp_correct,
+            sequences,
+            one,
+        )
         sums += torch.stack([part.detach().to(torch.float64) for part in parts])
     clip = run.config.clip_grad_norm
     grad_norm = torch.nn.utils.clip_grad_norm_(run.model.parameters(), clip) if clip > 0 else None
@@ -536,12 +577,16 @@ def _log_train(run: Run, sums: torch.Tensor, grad_norm: torch.Tensor | None) -> 
     total = distributed.all_reduce_sum(run.env, sums.clone())
     loss, mlm, nsp, correct, preds, nsp_ok, seqs, micros = total.tolist()
     metrics = {
-        "loss": loss / micros, "mlm_loss": mlm / micros, "nsp_loss": nsp / micros,
-        "mlm_accuracy": correct / max(preds, 1), "nsp_accuracy": nsp_ok / max(seqs, 1),
+        "loss": loss / micros,
+        "mlm_loss": mlm / micros,
+        "nsp_loss": nsp / micros,
+        "mlm_accuracy": correct / max(preds, 1),
+        "nsp_accuracy": nsp_ok / max(seqs, 1),
         "lr": run.scheduler.get_last_lr()[0],
         "grad_norm": float(grad_norm) if grad_norm is not None else None,
-        "epoch": run.loader.position.epoch, **run.meter.lap(),
-    }  # fmt: skip
+        "epoch": run.loader.position.epoch,
+        **run.meter.lap(),
+    }
     run.logger.log(run.step, "train", metrics)
     run.progress.update(run.step, {"loss": metrics["loss"], "seq/s": metrics["seq_per_s"]})
     sums.zero_()
@@ -553,16 +598,24 @@ def _evaluate(run: Run) -> EvalResult:
     assert run.heldout is not None
     config = run.config
     result = evaluate(
-        run.model, run.heldout, run.env, config.micro_batch_size,
-        config.eval_batches or None, run.autocast if run.bf16 else None,  # type: ignore[arg-type]
-        run.eval_forward, run.pad_to,
-    )  # fmt: skip
+        run.model,
+        run.heldout,
+        run.env,
+        config.micro_batch_size,
+        config.eval_batches or None,
+        run.autocast if run.bf16 else None,  # type: ignore[arg-type]
+        run.eval_forward,
+        run.pad_to,
+    )
     run.logger.log(run.step, "eval", result.as_dict())
     if run.env.is_main:
         _LOG.info(
             "step %d held-out: MLM loss %.3f, MLM accuracy %.3f, NSP accuracy %.3f",
-            run.step, result.mlm_loss, result.mlm_accuracy, result.nsp_accuracy,
-        )  # fmt: skip
+            run.step,
+            result.mlm_loss,
+            result.mlm_accuracy,
+            result.nsp_accuracy,
+        )
     run.meter.lap()  # evaluation time is not training throughput
     return result
 
@@ -649,8 +702,10 @@ def run(argv: list[str] | None = None) -> int:
         return INTERRUPTED_EXIT_CODE
     if result["preempted"]:
         if int(os.environ.get("RANK", "0")) == 0:
-            print(f"stopped by {result['preempted']} after step {result['step']}, checkpoint "
-                  f"written: rerun with --resume (exit {PREEMPTED_EXIT_CODE})")  # fmt: skip
+            print(
+                f"stopped by {result['preempted']} after step {result['step']}, checkpoint "
+                f"written: rerun with --resume (exit {PREEMPTED_EXIT_CODE})"
+            )
         return PREEMPTED_EXIT_CODE
     if int(os.environ.get("RANK", "0")) == 0:
         minutes = (time.monotonic() - started) / 60
@@ -658,9 +713,11 @@ def run(argv: list[str] | None = None) -> int:
         print(f"trained {result['step']} steps in {minutes:.1f} min → {output}")
         if result["eval"]:
             e = result["eval"]
-            print(f"held-out: MLM loss {e['mlm_loss']:.3f} (perplexity "
-                  f"{math.exp(min(e['mlm_loss'], 50)):.1f}), MLM accuracy "
-                  f"{e['mlm_accuracy']:.3f}, NSP accuracy {e['nsp_accuracy']:.3f}")  # fmt: skip
+            print(
+                f"held-out: MLM loss {e['mlm_loss']:.3f} (perplexity "
+                f"{math.exp(min(e['mlm_loss'], 50)):.1f}), MLM accuracy "
+                f"{e['mlm_accuracy']:.3f}, NSP accuracy {e['nsp_accuracy']:.3f}"
+            )
     return 0
 
 

@@ -123,9 +123,13 @@ class WorkerPool:
     """
 
     def __init__(
-        self, dataset: Any, workers: int, seed: int, pin_memory: bool = False,
+        self,
+        dataset: Any,
+        workers: int,
+        seed: int,
+        pin_memory: bool = False,
         prefetch_factor: int = 4,
-    ) -> None:  # fmt: skip
+    ) -> None:
         context = multiprocessing.get_context()
         self._closing = context.RawValue(ctypes.c_bool, False)
         loader = DataLoader(

@@ -68,9 +68,16 @@ def test_vocab_runs_locally_on_one_machine_without_a_job_start_up():
     # 1,000 MB of sample at 0.5 CPU-s/MB and 10,000 MB of documents read at 0.01: 600 CPU-s
     # (with the 4 s fixed), of which the 4 s + 0.1 s/MB × 1,000 = 104 s learning is serial.
     figures = StageFigures(
-        "vocab", 0.5, 1000.0, 4.0, 0.1, local_vcpus=16, cpu_fixed_s=0.0,
-        read_cpu_s_per_mb=0.01, full_read_mb=10_000.0,
-    )  # fmt: skip
+        "vocab",
+        0.5,
+        1000.0,
+        4.0,
+        0.1,
+        local_vcpus=16,
+        cpu_fixed_s=0.0,
+        read_cpu_s_per_mb=0.01,
+        full_read_mb=10_000.0,
+    )
     projection = project_stage(figures, [32, 256], PRICES)
     assert projection.serial_s == 104.0
     run_s = 104 + (600 - 104) / 16  # 135 s, whatever the Dataflow vCPUs

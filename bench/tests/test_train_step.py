@@ -20,9 +20,10 @@ def test_transformers_labels_put_each_masked_id_at_its_position():
     batch = {
         BatchField.INPUT_IDS: torch.tensor([[2, 7, 8, 9, 3, 0], [2, 5, 3, 6, 6, 3]]),
         BatchField.MASKED_POSITIONS: torch.tensor([[1, 3, 0], [4, 0, 0]]),
-        BatchField.MASKED_LABELS: torch.tensor([[17, 19, IGNORE_INDEX],
-                                                [16, IGNORE_INDEX, IGNORE_INDEX]]),
-    }  # fmt: skip
+        BatchField.MASKED_LABELS: torch.tensor(
+            [[17, 19, IGNORE_INDEX], [16, IGNORE_INDEX, IGNORE_INDEX]]
+        ),
+    }
     x = IGNORE_INDEX
     assert transformers_labels(batch).tolist() == [[x, 17, x, 19, x, x], [x, x, x, x, 16, x]]
 
@@ -32,8 +33,12 @@ def test_the_peer_computes_bertkit_s_loss_on_the_same_batch(sample_shards):
     row times the same work on the same inputs (labels, masks, token types)."""
     source = open_source(str(sample_shards))
     batch = next(PretrainingLoader(source, LoaderConfig(8, shuffle=False)).epoch(DataPosition()))
-    config = config_for("tiny", source.manifest.vocab["size"], hidden_dropout_prob=0.0,
-                        attention_probs_dropout_prob=0.0)  # fmt: skip
+    config = config_for(
+        "tiny",
+        source.manifest.vocab["size"],
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
     torch.manual_seed(0)
     ours = build_model(RowSpec("tiny", False), config).eval()
     peer = build_model(RowSpec("tiny", False, implementation="transformers"), config).eval()
@@ -48,16 +53,42 @@ def test_the_peer_computes_bertkit_s_loss_on_the_same_batch(sample_shards):
 
 def test_reference_and_lamb_rows_run_with_their_ratio(tmp_path, capsys):
     out = tmp_path / "step.json"
-    code = train_step.main(["--model", "tiny", "--synthetic", "--steps", "1", "--warmup", "0",
-                            "--repeats", "1", "--batches", "1", "--batch", "4", "--threads", "1",
-                            "--vocab-size", "500", "--reference", "--optimizer", "adamw,lamb",
-                            "--device", "cpu", "--json", str(out)])  # fmt: skip
+    code = train_step.main(
+        [
+            "--model",
+            "tiny",
+            "--synthetic",
+            "--steps",
+            "1",
+            "--warmup",
+            "0",
+            "--repeats",
+            "1",
+            "--batches",
+            "1",
+            "--batch",
+            "4",
+            "--threads",
+            "1",
+            "--vocab-size",
+            "500",
+            "--reference",
+            "--optimizer",
+            "adamw,lamb",
+            "--device",
+            "cpu",
+            "--json",
+            str(out),
+        ]
+    )
     assert code == 0
     rows = json.loads(out.read_text())["rows"]
     assert [(r["implementation"], r["optimizer"]) for r in rows] == [
-        ("bertkit", "adamw"), ("transformers", "adamw"),
-        ("bertkit", "lamb"), ("transformers", "lamb"),
-    ]  # fmt: skip
+        ("bertkit", "adamw"),
+        ("transformers", "adamw"),
+        ("bertkit", "lamb"),
+        ("transformers", "lamb"),
+    ]
     assert all(r["ok"] for r in rows)
     for ours, peer in (rows[0:2], rows[2:4]):
         ratio = ours["medians"]["seq_per_s"] / peer["medians"]["seq_per_s"]
@@ -69,10 +100,32 @@ def test_reference_and_lamb_rows_run_with_their_ratio(tmp_path, capsys):
 
 def test_bucketed_rows_read_batches_sorted_by_length(sample_shards, tmp_path):
     out = tmp_path / "step.json"
-    code = train_step.main(["--model", "tiny", "--shards", str(sample_shards), "--steps", "1",
-                            "--warmup", "0", "--repeats", "1", "--batches", "4", "--batch", "8",
-                            "--threads", "1", "--bucket-windows", "0,4", "--device", "cpu",
-                            "--json", str(out)])  # fmt: skip
+    code = train_step.main(
+        [
+            "--model",
+            "tiny",
+            "--shards",
+            str(sample_shards),
+            "--steps",
+            "1",
+            "--warmup",
+            "0",
+            "--repeats",
+            "1",
+            "--batches",
+            "4",
+            "--batch",
+            "8",
+            "--threads",
+            "1",
+            "--bucket-windows",
+            "0,4",
+            "--device",
+            "cpu",
+            "--json",
+            str(out),
+        ]
+    )
     assert code == 0
     rows = json.loads(out.read_text())["rows"]
     assert [r["bucket_window"] for r in rows] == [0, 4]
@@ -87,4 +140,3 @@ def test_bad_comparison_flags_are_refused(capsys):
     with pytest.raises(SystemExit):
         train_step.parse_args(["--synthetic", "--bucket-windows", "0,8"])
     assert "needs real batches" in capsys.readouterr().err
-

@@ -356,9 +356,12 @@ def read_documents_input(directory: str) -> DocumentsInput:
         )
     raw = files.read_file(manifest_path, MAX_RECORD_BYTES)
     manifest = read_record(
-        DocumentsManifest, raw.decode("utf-8"), manifest_path,
-        "rerun the documents stage with this version", DocumentsInputError,
-    )  # fmt: skip
+        DocumentsManifest,
+        raw.decode("utf-8"),
+        manifest_path,
+        "rerun the documents stage with this version",
+        DocumentsInputError,
+    )
     # One listing per directory (not one request per file) checks the files are complete.
     listing = files.match_sizes(files.join(directory, DOCUMENTS_FILE_GLOB))
     sizes = {path.rsplit("/", 1)[-1]: size for path, size in listing.items()}

@@ -380,9 +380,11 @@ def report_submission(
     cloud = options.view_as(GoogleCloudOptions)
     template = cloud.template_location
     if template:
-        print(f"{prog}: job template written to {template}; the job is not running. "
-              f"{_launch_advice(cloud)}; its manifest appears at {manifest_url} when it "
-              "has finished")  # fmt: skip
+        print(
+            f"{prog}: job template written to {template}; the job is not running. "
+            f"{_launch_advice(cloud)}; its manifest appears at {manifest_url} when it "
+            "has finished"
+        )
         return 0
     result = getattr(pipeline, "result", None)
     # Dataflow's result has job_id(); the portable runner's keeps the id it was given.
@@ -403,8 +405,14 @@ def _launch_advice(cloud: GoogleCloudOptions) -> str:
     region = f" --region {cloud.region}" if cloud.region else ""
     if template.startswith("gs://"):
         return f"Launch it (gcloud dataflow jobs run NAME --gcs-location {template}{region})"
-    staging = next((url for url in (cloud.staging_location, cloud.temp_location)
-                    if url and url.startswith("gs://")), "gs://BUCKET/")  # fmt: skip
+    staging = next(
+        (
+            url
+            for url in (cloud.staging_location, cloud.temp_location)
+            if url and url.startswith("gs://")
+        ),
+        "gs://BUCKET/",
+    )
     bucket = staging[len("gs://") :].split("/", 1)[0]
     url = f"gs://{bucket}/templates/{os.path.basename(template)}"
     return (
@@ -439,10 +447,20 @@ def build_wheel(directory: Path) -> Path:
             "Dataflow workers: pass --extra_package path/to/bertkit-*.whl (or --setup_file)"
         )
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-         "--quiet", "--wheel-dir", str(directory), str(PROJECT_ROOT)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--quiet",
+            "--wheel-dir",
+            str(directory),
+            str(PROJECT_ROOT),
+        ],
         check=True,
-    )  # fmt: skip
+    )
     (wheel,) = directory.glob("bertkit-*.whl")
     return wheel
 

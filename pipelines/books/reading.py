@@ -67,9 +67,12 @@ def read_book_bytes(path: str, reader: Reader = files.READER) -> bytes:
         size += len(chunk)
         if size > MAX_BOOK_BYTES:
             raise InputReadError(
-                path, f"byte {size}", f"over {MAX_BOOK_BYTES >> 20} MB: not one book "
-                "(use --format lines for corpus files)", "too_large",
-            )  # fmt: skip
+                path,
+                f"byte {size}",
+                f"over {MAX_BOOK_BYTES >> 20} MB: not one book "
+                "(use --format lines for corpus files)",
+                "too_large",
+            )
     return b"".join(chunks)
 
 

@@ -140,9 +140,12 @@ def add_flags(parser: argparse.ArgumentParser, config_class: type) -> None:
             parser.add_argument(*names, action=action, default=default, **keywords)
         elif spec.metadata.get("parse"):
             parser.add_argument(
-                *names, type=spec.metadata["parse"], default=default, required=required,
+                *names,
+                type=spec.metadata["parse"],
+                default=default,
+                required=required,
                 **keywords,
-            )  # fmt: skip
+            )
         elif base == "bool":
             parser.add_argument(
                 *names, action=argparse.BooleanOptionalAction, default=default, **keywords
@@ -150,9 +153,14 @@ def add_flags(parser: argparse.ArgumentParser, config_class: type) -> None:
         elif base.startswith("tuple[") and base.endswith(",...]"):
             element = _SCALARS[base[len("tuple[") : -len(",...]")]]
             parser.add_argument(
-                *names, nargs="+", action="extend", type=element, required=required,
-                default=None, **keywords,
-            )  # fmt: skip
+                *names,
+                nargs="+",
+                action="extend",
+                type=element,
+                required=required,
+                default=None,
+                **keywords,
+            )
         elif base in _SCALARS:
             parser.add_argument(
                 *names, type=_SCALARS[base], default=default, required=required, **keywords

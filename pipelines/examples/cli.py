@@ -52,9 +52,7 @@ _EARLIER_RUN = (
 )
 
 # The temporary names of a shard, a block table and the manifest (`files.write_atomically`).
-_TEMPORARY = re.compile(
-    rf"(?:{_SHARD_FILE}|{re.escape(SHARDS_MANIFEST_NAME)})\.tmp-[0-9a-f]{{32}}"
-)
+_TEMPORARY = re.compile(rf"(?:{_SHARD_FILE}|{re.escape(SHARDS_MANIFEST_NAME)})\.tmp-[0-9a-f]{{32}}")
 
 # --documents and --vocab are read, --output written: checked before any work (runner.py).
 _PATHS = StagePaths(
@@ -124,19 +122,29 @@ def progress_phases(config: ExamplesConfig, inputs: list[DocumentsInput]) -> lis
     documents = sum(i.manifest.counts["documents"] for i in inputs)
     return [
         Phase(
-            "tokenize", DOCUMENTS_TOKENIZED, documents, "documents",
+            "tokenize",
+            DOCUMENTS_TOKENIZED,
+            documents,
+            "documents",
             rate=(DOCUMENTS_TOKENIZED, "documents"),
         ),
         Phase(
-            "pair and mask", DOCUMENTS_PAIRED, documents * config.dupe_factor,
-            "document passes", rate=(EXAMPLES_MADE, "examples"),
+            "pair and mask",
+            DOCUMENTS_PAIRED,
+            documents * config.dupe_factor,
+            "document passes",
+            rate=(EXAMPLES_MADE, "examples"),
             shown=((EXAMPLES_MADE, "examples"),),
         ),
         Phase(
-            "write shards", EXAMPLES_WRITTEN, EXAMPLES_MADE, "examples",
-            rate=(EXAMPLES_WRITTEN, "examples"), shown=((SHARDS_WRITTEN, "shards"),),
+            "write shards",
+            EXAMPLES_WRITTEN,
+            EXAMPLES_MADE,
+            "examples",
+            rate=(EXAMPLES_WRITTEN, "examples"),
+            shown=((SHARDS_WRITTEN, "shards"),),
         ),
-    ]  # fmt: skip
+    ]
 
 
 def remove_stage_leftovers(config: ExamplesConfig) -> None:

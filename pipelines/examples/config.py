@@ -41,13 +41,18 @@ class ExamplesConfig:
     vocab: str = option(help="vocabulary directory from `bertkit vocab`")
     output: str = option(help="output directory")
     max_seq_lengths: tuple[int, ...] = option(
-        (128,), flag="max-seq-length", parse=int_list, metavar="N[,N…]",
+        (128,),
+        flag="max-seq-length",
+        parse=int_list,
+        metavar="N[,N…]",
         help="one length or a comma list, e.g. 128,512: one output tree each",
-    )  # fmt: skip
+    )
     max_predictions_per_seq: tuple[int, ...] = option(
-        (), parse=int_list, metavar="N[,N…]",
+        (),
+        parse=int_list,
+        metavar="N[,N…]",
         help="per length, comma list (default round(length × masked-lm-prob): 19 at 128)",
-    )  # fmt: skip
+    )
     masked_lm_prob: float = option(0.15, help="share of tokens predicted")
     dupe_factor: int = option(10, help="passes over the corpus")
     short_seq_prob: float = option(0.1, help="share of examples with a shorter random target")

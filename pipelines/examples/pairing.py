@@ -176,10 +176,15 @@ class PairAndMaskFn(beam.DoFn):
         ):
             label = NOT_NEXT if pair.is_random_next else 0
             example = PretrainingExample(
-                masked.input_ids, a_length, masked.positions, masked.labels, label,
-                document.id, others[pair.partner].id if pair.is_random_next else document.id,
+                masked.input_ids,
+                a_length,
+                masked.positions,
+                masked.labels,
+                label,
+                document.id,
+                others[pair.partner].id if pair.is_random_next else document.id,
                 step.dupe_pass,
-            ).encode(self._layout.id_width)  # fmt: skip
+            ).encode(self._layout.id_width)
             bucket_key = BucketKey(output, sort_key % buckets)
             step.writer.add(bucket_key, pack_example(sort_key, example))
             step.bucket_counts[bucket_key] += 1

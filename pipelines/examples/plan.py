@@ -146,9 +146,11 @@ def plan_routes(config: ExamplesConfig, layout: Layout, inputs: list[DocumentsIn
     )
     budgets = (config.spill_budget_mb << 20, config.regroup_budget_mb << 20)
     partition_sizes = SpillSizes(
-        documents_files, spilled_documents / max(1, documents_files),
-        spilled_documents / len(partition_keys), *budgets,
-    )  # fmt: skip
+        documents_files,
+        spilled_documents / max(1, documents_files),
+        spilled_documents / len(partition_keys),
+        *budgets,
+    )
     bucket_sizes = SpillSizes(
         len(partition_keys), examples / len(partition_keys), examples / len(bucket_keys), *budgets
     )

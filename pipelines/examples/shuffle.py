@@ -103,8 +103,9 @@ def spill_files(routing: Routing, sizes: SpillSizes) -> int:
         return max(buffers, math.ceil(data * buffers / max(1, budget)))
 
     if not routing.two_level:
-        return sizes.mappers * written(sizes.mapper_bytes, len(routing.keys),
-                                       sizes.spill_budget_bytes)  # fmt: skip
+        return sizes.mappers * written(
+            sizes.mapper_bytes, len(routing.keys), sizes.spill_budget_bytes
+        )
     size, budget = routing.group_size, routing.budget_bytes
     first = sizes.mappers * written(sizes.mapper_bytes, routing.groups, budget)
     return first + routing.groups * written(size * sizes.key_bytes, size, budget)

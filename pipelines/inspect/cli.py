@@ -76,9 +76,11 @@ class InspectConfig:
     )
     split: str | None = option(None, help="only this split's shards", choices=SPLITS)
     verify: bool = option(
-        True, flag="no-verify", switch=True,
+        True,
+        flag="no-verify",
+        switch=True,
         help="do not check shards against the manifest's sample counts, sizes and sha256",
-    )  # fmt: skip
+    )
 
 
 def parse_arguments(argv: list[str] | None) -> InspectConfig:

@@ -260,8 +260,9 @@ def document_mismatches(manifest: DocumentsManifest, stats: dict[str, Any]) -> l
     """Files whose documents, sentences or text bytes differ from the manifest's."""
     problems = []
     for output_file in manifest.files:
-        read = stats["per_file"].get(output_file.name, {"documents": 0, "sentences": 0,
-                                                          "text_bytes": 0})  # fmt: skip
+        read = stats["per_file"].get(
+            output_file.name, {"documents": 0, "sentences": 0, "text_bytes": 0}
+        )
         expected = {
             "documents": output_file.documents,
             "sentences": output_file.sentences,

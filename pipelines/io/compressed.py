@@ -140,9 +140,12 @@ def _bunzip_streams(
     first = next(raw_chunks, b"")
     if first and not first.startswith(b"BZh"):
         raise InputReadError(
-            path, f"byte {start}", "no bz2 stream starts here (is the index for this file?)",
-            "bad_index" if start else "corrupt_input", start,
-        )  # fmt: skip
+            path,
+            f"byte {start}",
+            "no bz2 stream starts here (is the index for this file?)",
+            "bad_index" if start else "corrupt_input",
+            start,
+        )
     chunks = itertools.chain([first], raw_chunks)
     yield from _decompress_concatenated(chunks, position, path, bz2.BZ2Decompressor, "bz2")
 
@@ -199,7 +202,9 @@ def _decompress_concatenated(
                 break
     if in_stream:
         raise InputReadError(
-            path, f"compressed byte {position.offset}",
-            f"the {kind} data ends inside a stream (the file is truncated)", "truncated_input",
+            path,
+            f"compressed byte {position.offset}",
+            f"the {kind} data ends inside a stream (the file is truncated)",
+            "truncated_input",
             position.offset,
-        )  # fmt: skip
+        )

@@ -71,8 +71,14 @@ def retry(action: Callable[[], Any], url: str, policy: RetryPolicy, what: str) -
                 ) from error
             _LOG.warning(
                 "%s: %s failed (%s: %s); retry %d of %d in %.1f s",
-                url, what, type(error).__name__, error, attempt, policy.attempts - 1, delay,
-            )  # fmt: skip
+                url,
+                what,
+                type(error).__name__,
+                error,
+                attempt,
+                policy.attempts - 1,
+                delay,
+            )
             time.sleep(delay)
             delay = min(delay * 2, policy.max_backoff_s)
     raise AssertionError("unreachable")
@@ -115,8 +121,10 @@ class ResumingStream:
                 self._reads_through = True
                 _LOG.info(
                     "%s: the server answers a Range request with the whole file; reading "
-                    "through to byte %s instead", storage.redact(self._url), f"{self.position:,}",
-                )  # fmt: skip
+                    "through to byte %s instead",
+                    storage.redact(self._url),
+                    f"{self.position:,}",
+                )
                 stream = storage.open_binary(self._url)
             else:
                 self._stream = stream

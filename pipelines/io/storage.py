@@ -87,11 +87,21 @@ _URL_IN_TEXT = re.compile(r"(?i)\b[a-z][a-z0-9+.-]*://[^\s'\"<>]*?(?=:?(?:[\s'\"
 # their errors ("Max retries exceeded with url: /shards/manifest.json?X-Amz-Signature=…").
 _PATH_QUERY_IN_TEXT = re.compile(r"(?<![\w:/.])(/[^\s?#'\"<>]*)\?([^\s#'\"<>]*)")
 _SLASHED_SECRET = re.compile(r"[^/:@]+:(?!\d{1,5}(?:[/?#]|$))[^@]*@")
-_HARMLESS_QUERY_NAMES = frozenset({
-    "x-amz-algorithm", "x-amz-date", "x-amz-expires", "x-amz-signedheaders",
-    "x-goog-algorithm", "x-goog-date", "x-goog-expires", "x-goog-signedheaders",
-    "versionid", "generation", "alt",
-})  # fmt: skip
+_HARMLESS_QUERY_NAMES = frozenset(
+    {
+        "x-amz-algorithm",
+        "x-amz-date",
+        "x-amz-expires",
+        "x-amz-signedheaders",
+        "x-goog-algorithm",
+        "x-goog-date",
+        "x-goog-expires",
+        "x-goog-signedheaders",
+        "versionid",
+        "generation",
+        "alt",
+    }
+)
 REDACTED = "***"
 
 
@@ -269,9 +279,12 @@ def open_binary(url: str) -> BinaryIO:
 
 
 _FILE_KINDS = {
-    stat.S_IFDIR: "a directory", stat.S_IFIFO: "a named pipe (FIFO)",
-    stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket",
-}  # fmt: skip
+    stat.S_IFDIR: "a directory",
+    stat.S_IFIFO: "a named pipe (FIFO)",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+}
 
 
 def _not_a_file(path: str, mode: int) -> NotAFileError:
@@ -472,8 +485,14 @@ def shard_manifest(shard_url: str) -> tuple[str, str]:
 # file otherwise, which costs about as much CPU per shard as reading the shard's bytes
 # (`python -m bench.loader`). Keyed by pid too, since a client must not cross a fork.
 _S3_CLIENTS: dict[tuple[Any, ...], Any] = {}
-_S3_ENVIRONMENT = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ACCESS_KEY_ID",
-                   "AWS_PROFILE", "AWS_DEFAULT_REGION", "AWS_REGION")  # fmt: skip
+_S3_ENVIRONMENT = (
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_S3",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_PROFILE",
+    "AWS_DEFAULT_REGION",
+    "AWS_REGION",
+)
 _S3_BUFFER_BYTES = 1 << 20  # smart_open's 128 KiB default splits each 1 MiB read in eight
 
 

@@ -200,8 +200,10 @@ def load_vocab(directory: str, reader: storage.Reader = storage.READER) -> Vocab
     metadata = read_record(
         VocabMetadata,
         reader.read_bytes(paths[VOCAB_METADATA_FILE], MAX_RECORD_BYTES).decode("utf-8"),
-        paths[VOCAB_METADATA_FILE], "rerun `bertkit vocab`", VocabError,
-    )  # fmt: skip
+        paths[VOCAB_METADATA_FILE],
+        "rerun `bertkit vocab`",
+        VocabError,
+    )
     vocab_bytes = reader.read_bytes(paths[VOCAB_FILE], MAX_VOCAB_FILE_BYTES)
     if hashlib.sha256(vocab_bytes).hexdigest() != metadata.vocab_sha256:
         raise VocabError(

@@ -392,10 +392,11 @@ class _SplitParser:
             page = self.skipping
             yield self._skipped(self.base)
             raise self._error(
-                f"decompressed byte {self.base}", f"the split ends inside page #{page.ordinal}, "
+                f"decompressed byte {self.base}",
+                f"the split ends inside page #{page.ordinal}, "
                 "which was being skipped as over a limit: the file is cut or not a dump",
                 "malformed_xml",
-            )  # fmt: skip
+            )
         if self.parser is None and self.documents:
             return  # every document's root closed
         if self.parser is None:
@@ -477,14 +478,15 @@ class _SplitParser:
             over = _OverLimit(
                 "page_too_large",
                 f"over {limit} bytes of XML in one <{handlers.top}>: skipped to its end",
-            )  # fmt: skip
+            )
             self._over_limit(over, at + len(data), ends_page, out)
         elif handlers.top is None and self.fed - handlers.mark > limit:
             raise self._error(
                 f"decompressed byte {at + len(data)}",
                 f"over {limit} bytes of XML outside any page (a comment or text between "
-                "pages?): not a MediaWiki dump", "dump_limit",
-            )  # fmt: skip
+                "pages?): not a MediaWiki dump",
+                "dump_limit",
+            )
 
     def _collect(self, out: list) -> None:
         handlers = self.handlers
@@ -504,9 +506,10 @@ class _SplitParser:
         start = self.origin + handlers.top_start - self.synthetic
         if handlers.top != "page":
             raise self._error(
-                f"decompressed byte {start}", f"{over.problem.replace(': skipped to its end', '')}"
-                ": not a MediaWiki dump", "dump_limit",
-            )  # fmt: skip
+                f"decompressed byte {start}",
+                f"{over.problem.replace(': skipped to its end', '')}: not a MediaWiki dump",
+                "dump_limit",
+            )
         fields = handlers.fields
         self.ordinal += 1
         self.skipping = RawPage(
@@ -540,9 +543,10 @@ class _SplitParser:
         if local < 0:  # the end tag began in the bytes fed before `data`
             if -local > len(self.previous):
                 raise self._error(
-                    f"XML byte {byte_index}", "cannot find the end of the root element",
+                    f"XML byte {byte_index}",
+                    "cannot find the end of the root element",
                     "malformed_xml",
-                )  # fmt: skip
+                )
             data = self.previous[local:] + data
             local = 0
         return data[data.index(b">", local) + 1 :]
@@ -650,10 +654,11 @@ def _as_utf8(chunks: Iterable[bytes], encoding: str, path: str) -> Iterator[byte
             text = decoder.decode(chunk or b"", final=chunk is None)
         except UnicodeDecodeError as err:
             raise InputReadError(
-                path, f"decompressed byte {read - pending + err.start} of its {encoding.upper()}",
+                path,
+                f"decompressed byte {read - pending + err.start} of its {encoding.upper()}",
                 f"not {encoding.upper()} as its byte-order mark says ({err.reason})",
                 "malformed_xml",
-            ) from err  # fmt: skip
+            ) from err
         read += len(chunk or b"")
         if text:
             yield text.encode(UTF8)
@@ -685,9 +690,12 @@ def iter_elements(
     except expat.ExpatError as err:
         what = expat.errors.messages.get(err.code, str(err))
         raise DumpReadError(
-            split.path, state.error_position(err.lineno, err.offset), f"malformed XML ({what})",
-            state.last_page, "malformed_xml",
-        ) from err  # fmt: skip
+            split.path,
+            state.error_position(err.lineno, err.offset),
+            f"malformed XML ({what})",
+            state.last_page,
+            "malformed_xml",
+        ) from err
 
 
 def _parse_int(text: str | None) -> int | None:

@@ -43,10 +43,19 @@ from pipelines.text.dumpxml import (
 )
 
 __all__ = [
-    "DEFAULT_LIMITS", "DumpReadError", "DumpSplit", "PageLimits", "RawPage", "SiteInfo",
-    "index_path_for", "is_multistream_index", "iter_dump", "plan_splits", "read_siteinfo",
+    "DEFAULT_LIMITS",
+    "DumpReadError",
+    "DumpSplit",
+    "PageLimits",
+    "RawPage",
+    "SiteInfo",
+    "index_path_for",
+    "is_multistream_index",
+    "iter_dump",
+    "plan_splits",
+    "read_siteinfo",
     "read_stream_offsets",
-]  # fmt: skip
+]
 
 _MULTISTREAM_SUFFIX = "-multistream.xml.bz2"
 _INDEX_SUFFIX = "-multistream-index.txt.bz2"
@@ -77,10 +86,12 @@ def read_stream_offsets(index_path: str, reader: Reader) -> list[int]:
     for line_number, line in enumerate(index_lines, start=1):
         if isinstance(line, LongLine):
             raise DumpReadError(
-                index_path, f"line {line_number}",
+                index_path,
+                f"line {line_number}",
                 f"a {line.length}-byte line, over {_MAX_INDEX_LINE_BYTES}: not an index",
-                None, "bad_index",
-            )  # fmt: skip
+                None,
+                "bad_index",
+            )
         if line.strip():
             head, colon, _ = line.partition(b":")
             if not colon or not head.strip().isdigit():

@@ -35,13 +35,28 @@ MAX_TEMPLATE_DEPTH = 40
 
 TRAILING_SECTIONS = frozenset(
     {
-        "references", "see also", "external links", "notes", "further reading",
-        "bibliography", "sources", "citations", "footnotes", "notes and references",
-        "references and notes", "works cited", "external sources", "literature",
-        "references and further reading", "notes and citations", "general references",
-        "endnotes", "explanatory notes", "related pages",
+        "references",
+        "see also",
+        "external links",
+        "notes",
+        "further reading",
+        "bibliography",
+        "sources",
+        "citations",
+        "footnotes",
+        "notes and references",
+        "references and notes",
+        "works cited",
+        "external sources",
+        "literature",
+        "references and further reading",
+        "notes and citations",
+        "general references",
+        "endnotes",
+        "explanatory notes",
+        "related pages",
     }
-)  # fmt: skip
+)
 
 # Namespace names (lower-case) whose links are not running text; siteinfo adds local names.
 DEFAULT_FILE_NAMESPACES = frozenset({"file", "image", "media"})
@@ -50,11 +65,35 @@ DEFAULT_CATEGORY_NAMESPACES = frozenset({"category"})
 # lower-case prefix ([[fr:Paris]]) is an interlanguage link and is dropped.
 _SISTER_PREFIXES = frozenset(
     {
-        "w", "wikt", "wiktionary", "s", "wikisource", "q", "wikiquote", "b", "wikibooks",
-        "n", "wikinews", "v", "wikiversity", "voy", "wikivoyage", "c", "commons", "m", "meta",
-        "species", "wikispecies", "d", "wikidata", "mw", "mediawikiwiki", "f", "phab",
+        "w",
+        "wikt",
+        "wiktionary",
+        "s",
+        "wikisource",
+        "q",
+        "wikiquote",
+        "b",
+        "wikibooks",
+        "n",
+        "wikinews",
+        "v",
+        "wikiversity",
+        "voy",
+        "wikivoyage",
+        "c",
+        "commons",
+        "m",
+        "meta",
+        "species",
+        "wikispecies",
+        "d",
+        "wikidata",
+        "mw",
+        "mediawikiwiki",
+        "f",
+        "phab",
     }
-)  # fmt: skip
+)
 _INTERLANGUAGE_PREFIX = re.compile(r"[a-z]{2,3}(?:-[a-z0-9]{2,8})*")
 
 

@@ -58,11 +58,15 @@ def progress_phases(plan: SamplePlan, config: VocabConfig) -> list[Phase]:
     learn pieces (tokens in the vocabulary, of --vocab-size)."""
     return [
         Phase(
-            "count words", TEXT_BYTES_COUNTED, plan.expected_bytes, "read", True,
+            "count words",
+            TEXT_BYTES_COUNTED,
+            plan.expected_bytes,
+            "read",
+            True,
             rate=(DOCUMENTS_COUNTED, "documents"),
         ),
         Phase("learn pieces", PIECES_LEARNED, config.vocab_size, "tokens"),
-    ]  # fmt: skip
+    ]
 
 
 def run(argv: list[str] | None = None) -> int:
@@ -90,8 +94,10 @@ def report(config: VocabConfig) -> int:
     if metadata.vocab_size < config.vocab_size:
         _LOG.warning(
             "the sample ran out of pairs seen --min-frequency %d times: %d tokens, not %d",
-            config.min_frequency, metadata.vocab_size, config.vocab_size,
-        )  # fmt: skip
+            config.min_frequency,
+            metadata.vocab_size,
+            config.vocab_size,
+        )
     drawn = metadata.sample
     print(
         f"{config.output}: {metadata.vocab_size} tokens ({drawn['alphabet']} characters, "

@@ -26,8 +26,13 @@ def word_counts_path(output: str, unit: str) -> str:
     return files.join(output, WORD_COUNTS_DIR, f"{unit}.parquet")
 
 
-def count_unit(plan: SamplePlan, config: VocabConfig, unit: str, path: str,
-               counters: StageCounters | None = None) -> dict[str, Any]:  # fmt: skip
+def count_unit(
+    plan: SamplePlan,
+    config: VocabConfig,
+    unit: str,
+    path: str,
+    counters: StageCounters | None = None,
+) -> dict[str, Any]:
     """Count the words of one documents file's sampled documents into its spill file
     (written atomically: a retried bundle replaces it whole); return the unit's counts."""
     counter, counted = WordCounter(config.cased), SampleCounts()

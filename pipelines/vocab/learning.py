@@ -82,9 +82,13 @@ def learn_vocab(
             reported = size
 
     tokens = learn_pieces(
-        word_counts, fixed, config.vocab_size, config.min_frequency, CONTINUATION_PREFIX,
+        word_counts,
+        fixed,
+        config.vocab_size,
+        config.min_frequency,
+        CONTINUATION_PREFIX,
         progress=learned,
-    )  # fmt: skip
+    )
     stray = [t for t in tokens[len(fixed) :] if t.startswith(CONTINUATION_PREFIX) and len(t) == 3]
     if stray:
         raise RuntimeError(

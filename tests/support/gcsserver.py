@@ -31,9 +31,10 @@ def storage_client(endpoint: str) -> Any:
     from google.cloud import storage
 
     return storage.Client(
-        credentials=AnonymousCredentials(), project="bertkit-test",
+        credentials=AnonymousCredentials(),
+        project="bertkit-test",
         client_options={"api_endpoint": endpoint},
-    )  # fmt: skip
+    )
 
 
 def start_gcs_server(timeout_s: float = 30) -> tuple[subprocess.Popen, str, Any]:
@@ -41,10 +42,21 @@ def start_gcs_server(timeout_s: float = 30) -> tuple[subprocess.Popen, str, Any]
     killed if it does not within `timeout_s`."""
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "gcp_storage_emulator", "start", "--host", "127.0.0.1",
-         "--port", str(port), "--in-memory", "--quiet"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "gcp_storage_emulator",
+            "start",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--in-memory",
+            "--quiet",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     endpoint = f"http://127.0.0.1:{port}"
     client = storage_client(endpoint)
     await_server(process, lambda: list(client.list_buckets()), timeout_s)

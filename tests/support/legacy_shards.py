@@ -35,9 +35,12 @@ def legacy_shard(data: bytes, info: ShardInfo) -> tuple[bytes, ShardInfo]:
         for start, end in zip(starts, ends, strict=True)
     )
     entry = dataclasses.replace(
-        info, bytes=len(tar), sha256=hashlib.sha256(tar).hexdigest(), blocks=blocks,
+        info,
+        bytes=len(tar),
+        sha256=hashlib.sha256(tar).hexdigest(),
+        blocks=blocks,
         block_table=None,
-    )  # fmt: skip
+    )
     return tar, entry
 
 

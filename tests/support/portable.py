@@ -33,25 +33,47 @@ def _listening(port: int) -> None:
 def portable_engine(timeout_s: float = 60) -> Iterator[list[str]]:
     """Start the job service and the worker pool; yield the flags that send a stage to them."""
     job_port, pool_port = free_port(), free_port()
-    environment = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}"
-                   f"{os.environ.get('PATH', '')}"}  # fmt: skip
+    environment = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
     job_service = subprocess.Popen(
-        [sys.executable, "-m", "apache_beam.runners.portability.local_job_service_main",
-         "--port", str(job_port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environment,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "apache_beam.runners.portability.local_job_service_main",
+            "--port",
+            str(job_port),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=environment,
+    )
     worker_pool = subprocess.Popen(
-        [sys.executable, "-m", "apache_beam.runners.worker.worker_pool_main",
-         "--service_port", str(pool_port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environment,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "apache_beam.runners.worker.worker_pool_main",
+            "--service_port",
+            str(pool_port),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=environment,
+    )
     try:
         await_server(job_service, lambda: _listening(job_port), timeout_s)
         await_server(worker_pool, lambda: _listening(pool_port), timeout_s)
         yield [
-            "--runner", "PortableRunner", "--job_endpoint", f"localhost:{job_port}",
-            "--environment_type", "EXTERNAL", "--environment_config", f"localhost:{pool_port}",
-        ]  # fmt: skip
+            "--runner",
+            "PortableRunner",
+            "--job_endpoint",
+            f"localhost:{job_port}",
+            "--environment_type",
+            "EXTERNAL",
+            "--environment_config",
+            f"localhost:{pool_port}",
+        ]
     finally:
         stop_server(worker_pool)
         stop_server(job_service)

@@ -17,8 +17,11 @@ from typing import Any
 import boto3
 
 # moto accepts any credentials; these are what the clients and AWS_* variables use.
-CREDENTIALS = {"aws_access_key_id": "test", "aws_secret_access_key": "test",
-               "region_name": "us-east-1"}  # fmt: skip
+CREDENTIALS = {
+    "aws_access_key_id": "test",
+    "aws_secret_access_key": "test",
+    "region_name": "us-east-1",
+}
 
 
 def client_environment(endpoint: str) -> dict[str, str]:
@@ -44,8 +47,9 @@ def start_s3_server(timeout_s: float = 30) -> tuple[subprocess.Popen, str, Any]:
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     endpoint = f"http://127.0.0.1:{port}"
     client = boto3.client("s3", endpoint_url=endpoint, **CREDENTIALS)
     await_server(process, client.list_buckets, timeout_s)

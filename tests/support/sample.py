@@ -44,9 +44,25 @@ def sample_shards(tmp_path_factory, sample_documents, sample_vocab) -> Path:
 
     output = tmp_path_factory.mktemp("sample-shards") / "shards"
     documents = [str(d) for d in sample_documents]
-    assert examples.run(
-        ["--documents", *documents, "--vocab", str(sample_vocab), "--output", str(output),
-         "--max-seq-length", "128", "--dupe-factor", "2", "--heldout-fraction", "0.05",
-         "--samples-per-shard", "2000"]
-    ) == 0  # fmt: skip
+    assert (
+        examples.run(
+            [
+                "--documents",
+                *documents,
+                "--vocab",
+                str(sample_vocab),
+                "--output",
+                str(output),
+                "--max-seq-length",
+                "128",
+                "--dupe-factor",
+                "2",
+                "--heldout-fraction",
+                "0.05",
+                "--samples-per-shard",
+                "2000",
+            ]
+        )
+        == 0
+    )
     return output

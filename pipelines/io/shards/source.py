@@ -68,8 +68,9 @@ def _count_samples(url: str) -> int:
     _LOG.warning(
         "%s: not in a manifest; counting its samples by reading it. Nothing can verify its "
         "bytes: train on shards with their manifest.json to have every block checked before "
-        "use", url,
-    )  # fmt: skip
+        "use",
+        url,
+    )
     with open_with_retries(url, RetryPolicy()) as stream:
         return sum(1 for _ in iter_tar_samples(stream, url))
 
@@ -138,9 +139,12 @@ def source_of(
 def read_manifest(url: str) -> ShardsManifest:
     """A shards manifest, its schema version checked; DataConfigError names the fix."""
     return read_record(
-        ShardsManifest, storage.read_text(url, MAX_RECORD_BYTES), url,
-        "rebuild the shards with this bertkit's `bertkit examples`", DataConfigError,
-    )  # fmt: skip
+        ShardsManifest,
+        storage.read_text(url, MAX_RECORD_BYTES),
+        url,
+        "rebuild the shards with this bertkit's `bertkit examples`",
+        DataConfigError,
+    )
 
 
 def _choose_output(manifest: ShardsManifest, url: str, max_seq_length: int | None) -> str:
@@ -176,8 +180,9 @@ def _source_from_urls(urls: list[str], split: str, max_seq_length: int | None) -
     if storage.query_of(urls[0]):
         _LOG.warning(
             "%s: a URL with a query names one object (a presigned URL signs that object "
-            "alone), so no manifest is looked for beside it", storage.redact(urls[0]),
-        )  # fmt: skip
+            "alone), so no manifest is looked for beside it",
+            storage.redact(urls[0]),
+        )
         manifest = None
     else:
         manifest = read_manifest(manifest_url) if storage.exists(manifest_url) else None

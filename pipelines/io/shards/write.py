@@ -25,10 +25,12 @@ def _tar(samples: Sequence[tuple[str, bytes]], block_samples: int) -> tuple[byte
     and the first byte of every member."""
     starts = range(0, len(samples), block_samples)
     blocks = [samples[first : first + block_samples] for first in starts]
-    return tar_archive([
-        tar_member(f"{block[0][0]}.{SAMPLES_MEMBER}", pack_samples([s for _, s in block]))
-        for block in blocks
-    ])  # fmt: skip
+    return tar_archive(
+        [
+            tar_member(f"{block[0][0]}.{SAMPLES_MEMBER}", pack_samples([s for _, s in block]))
+            for block in blocks
+        ]
+    )
 
 
 def encode_shard(
