@@ -10,7 +10,7 @@ A correct run reports 97 Wikipedia documents (of 206 pages, 109 are dropped: 99 
 article namespace, itself a redirect), 4 books, an 8,000-token vocabulary, 40,685 training
 examples at 128 tokens (and 1,447 held out), and a held-out MLM accuracy well above the
 unigram baseline (always predicting the most frequently masked token, ","); the README's
-Quickstart gives the figures measured on 2 cores.
+Quickstart and docs/benchmarks.md give the figures measured on 2 cores.
 
     bertkit demo [--output out/demo] [--train-steps 1200]
 """

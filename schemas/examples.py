@@ -24,8 +24,8 @@ padding):
 
 Segment ids are not stored: they are 0 for the first `segment_a_length` tokens ([CLS] A
 [SEP]) and 1 after. The id width is the smallest the vocabulary allows (2 bytes up to 65,536
-ids), so an example at 128 tokens is ~350 bytes, provenance included, against 795 for the
-same example as Google's padded tf.train.Example (measured, `python -m bench.examples`).
+ids), so an example is a fraction of Google's padded tf.train.Example (docs/benchmarks.md,
+`python -m bench.examples`).
 
 `PRETRAINING_EXAMPLE_SCHEMA` is the Arrow view of a decoded sample: what `bertkit inspect
 --schema` prints, what `examples_table` builds and what the trainer's decoder yields.

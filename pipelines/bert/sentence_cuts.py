@@ -1,7 +1,7 @@
 """A sentence of any length in bounded memory: cut it into pieces before it is tokenized.
 
 A tokenizer holds ~90 bytes per character of the text it is given at once (its normalized
-string, offsets and encoding: 725 MB for one 8 MB sentence, measured), and a sentence
+string, offsets and encoding; docs/bad-input.md has the figures), and a sentence
 splitter can hand over a whole book as one sentence when the book has no full stop. So a
 sentence longer than `MAX_SENTENCE_CHARS` characters is cut into pieces of at most that many,
 and each piece is a sentence from then on (a chunk, a segment A or B, as any sentence).

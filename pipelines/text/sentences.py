@@ -1,7 +1,7 @@
 """Sentence segmentation of paragraphs, Beam-free.
 
 blingfire ships its model inside the wheel (nothing to download, unlike NLTK's punkt) and
-splits ≈11 MB/s per core here, against 6.8 for nupunkt and 0.12 for pysbd. It handles
+was the fastest of the splitters compared when it was chosen (nupunkt, pysbd). It handles
 abbreviations ("Dr.", "U.S."), decimals and quotes. It reads newlines as spaces, so it is
 called once per paragraph.
 

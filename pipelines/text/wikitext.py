@@ -16,7 +16,7 @@
   spaces, no space before punctuation; paragraphs with fewer than `min_words` words dropped.
 
 It works by regular-expression passes, innermost construct first, then one pass over lines.
-That is what makes it fast (≈10 MB/s of wikitext per core here), and it is why the passes
+That is what makes it fast (`python -m bench.extract` measures it), and it is why the passes
 are ordered as they are: see `clean_wikitext`.
 """
 

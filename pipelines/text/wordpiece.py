@@ -3,7 +3,7 @@
 HF `tokenizers` trains WordPiece in two steps: it counts the words of the text (BERT's
 normaliser and pre-tokenizer on every sentence), then learns pieces from those counts by
 BPE merges. Its Python API takes only text, so the counting could not be spread over
-workers: on a 1 GiB sample it was ~95 % of the vocabulary stage, in one process.
+workers, and it was most of the vocabulary stage's time, in one process.
 The counts, though, add up: here each worker counts its part of the sample
 (`count_words`), the counts are summed, and `learn_pieces` runs HF's merge step on them.
 
