@@ -41,7 +41,7 @@ from schemas import (
     documents_table,
 )
 from schemas.examples import NOT_NEXT, SPLITS, sample_key, unpack_samples
-from schemas.shards import BlockTableFile, block_table_path
+from schemas.shards import BlockTableFile, block_table_path, split_dir
 
 ONE_LEVEL = Routes(partitions=Routing(()), buckets=Routing(()))  # GroupByKeys alone
 
@@ -423,7 +423,7 @@ def test_keys_are_typed_tuples_named_as_spill_folders():
     keys = [examples.PartitionKey(s, p, q) for s in SPLITS for p in (10, 2) for q in (11, 1)]
     assert [k.name for k in sorted(keys)] == sorted(k.name for k in keys)
     buckets = [
-        examples.BucketKey(f"seq{n}/{s}", b) for n in (1024, 128) for s in SPLITS for b in (12, 3)
+        examples.BucketKey(split_dir(n, s), b) for n in (1024, 128) for s in SPLITS for b in (12, 3)
     ]
     assert [k.name for k in sorted(buckets)] == sorted(k.name for k in buckets)
 

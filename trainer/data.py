@@ -67,14 +67,14 @@ from torch.utils.data import IterableDataset, get_worker_info
 
 from pipelines.io import storage
 from pipelines.io.hashing import stable_hash64
-from pipelines.io.retry import ResumingStream, RetryPolicy, range_opener
-from pipelines.io.shards import ShardReadError, iter_tar_samples, read_verified_samples
+from pipelines.io.retry import ResumingStream, RetryPolicy
+from pipelines.io.shards import ShardReadError, iter_tar_samples
+from pipelines.io.shards.source import read_listed_shard
 from schemas.examples import (
     ExampleDecodeError,
     ExampleHeader,
     read_header,
 )
-from schemas.shards import block_table_path
 from trainer.collate import FixedShape, SampleLimits, collate, pad_batch
 
 # The shard list, the first stage, is opened by pipelines/io/shards/source.py (shared with
@@ -193,11 +193,7 @@ def read_samples(
     for segment in segments:
         shard = segment.shard
         if verify and shard.info is not None:
-            opener = range_opener(shard.url, policy)
-            table = range_opener(block_table_path(shard.url), policy)
-            samples = read_verified_samples(
-                opener, shard.url, shard.info, segment.skip, segment.take, table
-            )
+            samples = read_listed_shard(shard.url, shard.info, segment.skip, segment.take, policy)
             for key, data in samples:
                 yield RawSample(int(key), data, shard.url)
             continue

@@ -22,15 +22,16 @@ from pipelines.inspect.targets import (
 )
 from pipelines.io import storage
 from pipelines.io.parquet import iter_row_groups
-from pipelines.io.retry import RetryPolicy, range_opener
-from pipelines.io.shards import ShardReadError, iter_tar_samples, read_verified_samples
+from pipelines.io.retry import RetryPolicy
+from pipelines.io.shards import ShardReadError, iter_tar_samples
+from pipelines.io.shards.source import read_listed_shard
 from pipelines.io.vocabulary import read_vocab_txt, vocab_txt_url
 from schemas.examples import (
     ExampleDecodeError,
     PretrainingExample,
 )
 from schemas.manifest import DocumentsManifest, OutputFile
-from schemas.shards import ShardsManifest, block_table_path
+from schemas.shards import ShardsManifest
 from schemas.vocab import VOCAB_FILE
 
 
@@ -45,9 +46,7 @@ def read_examples(
     Without either, a shard read to its end must still end like a complete tar file.
     """
     if verify and shard.info is not None:
-        opener = range_opener(shard.url, RetryPolicy())
-        table = range_opener(block_table_path(shard.url), RetryPolicy())
-        samples = read_verified_samples(opener, shard.url, shard.info, 0, limit, table)
+        samples = read_listed_shard(shard.url, shard.info, 0, limit, RetryPolicy())
         yield from _decode(samples, shard.url)
         return
     with storage.open_binary(shard.url) as source:

@@ -11,14 +11,22 @@ manifests the trainer would refuse (`read_manifest` checks the schema version).
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from pipelines.io import storage
-from pipelines.io.retry import RetryPolicy, open_with_retries
-from pipelines.io.shards.read import iter_tar_samples
+from pipelines.io.retry import RetryPolicy, open_with_retries, range_opener
+from pipelines.io.shards.read import iter_tar_samples, read_verified_samples
 from schemas.checks import MAX_RECORD_BYTES
 from schemas.examples import SPLITS
-from schemas.shards import SequenceOutput, ShardInfo, ShardsManifest, SplitShards, seq_dir
+from schemas.shards import (
+    SequenceOutput,
+    ShardInfo,
+    ShardsManifest,
+    SplitShards,
+    block_table_path,
+    seq_dir,
+)
 from schemas.versions import read_record
 
 _LOG = logging.getLogger(__name__)
@@ -228,3 +236,14 @@ def ordered_splits(output: SequenceOutput) -> list[str]:
     """An output's splits, train before heldout (the manifest's JSON has its keys sorted,
     heldout first)."""
     return sorted(output.splits, key=lambda s: (SPLITS.index(s) if s in SPLITS else 99, s))
+
+
+def read_listed_shard(
+    url: str, info: ShardInfo, skip: int, take: int | None, policy: RetryPolicy
+) -> Iterator[tuple[str, bytes]]:
+    """Samples [skip, skip + take) of a shard its manifest lists (`take` None: to its end),
+    read by byte range after its block table, each only once its block's sha256 matched:
+    how the trainer and `inspect` both read a verified shard."""
+    opener = range_opener(url, policy)
+    table = range_opener(block_table_path(url), policy)
+    return read_verified_samples(opener, url, info, skip, take, table)
