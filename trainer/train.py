@@ -30,73 +30,47 @@ directory until it exits; the loader's worker processes end with the run, whatev
 (trainer/workers.py). Exit codes: 0 done, 1 an error during the run, 2 refused before the
 first step, 75 preempted (checkpoint written), 130 interrupted.
 
-This file reads top to bottom: `setup`, which builds a Run (model, DDP wrapper, optimizer,
-schedule, loader, meters), restored on --resume; `train_step`, one optimizer step;
-`train`/`_train`, the loop that logs, evaluates and checkpoints; the CLI. The flags,
-TrainConfig, are in trainer/config.py.
+This file reads top to bottom: `train_step`, one optimizer step; `train`/`_train`, the
+loop that logs, evaluates and checkpoints; the CLI. The Run it drives (model, DDP wrapper,
+optimizer, schedule, loader, meters, restored on --resume) is built by trainer/setup.py; the
+flags, TrainConfig, are in trainer/config.py.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import logging
 import math
 import os
-import shutil
 import sys
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
 import torch
-from torch.nn.parallel import DistributedDataParallel
 
 from pipelines.command.flags import parse_config
 from pipelines.io import storage
 from schemas.batch import MODEL_INPUTS, BatchField
-from schemas.checkpoint import CHECKPOINT_FORMAT, CHECKPOINTS_DIR, CheckpointKey
+from schemas.checkpoint import CHECKPOINT_FORMAT, CheckpointKey
 from trainer import distributed
 from trainer.checkpoint import (
-    CheckpointError,
-    check_output_outside_shards,
-    check_resumable,
-    latest_checkpoint,
-    load_checkpoint,
-    prepare_run_directory,
-    resolve_checkpoint,
     save_checkpoint,
 )
-from trainer.collate import FixedShape, to_device  # the trainer's compile padding
-from trainer.config import TrainConfig, accumulation_steps
-from trainer.data import (
-    DataConfigError,
-    DataPosition,
-    DataSource,
-    LoaderConfig,
-    PretrainingLoader,
-    check_source,
-    open_source,
-    source_of,
-)
+from trainer.collate import to_device  # the trainer's compile padding
+from trainer.config import TrainConfig
 from trainer.evaluate import EvalResult, evaluate
-from trainer.metrics import MetricsLogger, ProgressLine, ThroughputMeter, peak_flops
-from trainer.model import BertConfig, BertForPreTraining, batch_flops, config_for
-from trainer.optim import build_optimizer, warmup_decay_schedule
+from trainer.model import batch_flops
 from trainer.preemption import PREEMPTED_EXIT_CODE, StopRequest, signal_name
-from trainer.remote_run import RemoteRun, fetch_checkpoint
-from trainer.run_lock import RunLock
+from trainer.setup import Run, data_record, setup
 
 _LOG = logging.getLogger("bertkit.train")
 
 INTERRUPTED_EXIT_CODE = 130  # 128 + SIGINT, what a shell reports for Ctrl-C
 
 
-# --------------------------------------------------------------------------- set-up
+# --------------------------------------------------------------------------- errors
 
 
 class RunFailed(Exception):
@@ -104,352 +78,6 @@ class RunFailed(Exception):
 
     def __init__(self, error: BaseException) -> None:
         super().__init__(str(error))
-
-
-@dataclass
-class Run:
-    """What set-up builds and the loop uses: one run's model, data, optimizer and meters."""
-
-    config: TrainConfig
-    env: distributed.Distributed
-    source: DataSource
-    heldout: DataSource | None
-    model: BertForPreTraining
-    wrapped: torch.nn.Module  # DDP around the model, or the model
-    forward: Callable[..., Any]  # `wrapped`, compiled or not
-    eval_forward: Callable[..., Any] | None  # `model` compiled for evaluation, or None
-    optimizer: torch.optim.Optimizer
-    scheduler: Any
-    loader: PretrainingLoader
-    batches: Iterator[dict[str, torch.Tensor]]
-    autocast: contextlib.AbstractContextManager
-    accumulation: int  # micro-batches per optimizer step
-    pad_to: FixedShape | None  # the shape every batch is padded to (torch.compile), or None
-    step: int  # optimizer steps done
-    run_dir: Path  # --output, or its local staging when --output is a URL
-    remote: RemoteRun | None  # the s3:// or gs:// run directory staging mirrors to
-    logger: MetricsLogger
-    progress: ProgressLine
-    meter: ThroughputMeter
-    lock: RunLock | None = None  # rank 0's lock on the run directory
-
-    @property
-    def checkpoints(self) -> Path:
-        return self.run_dir / CHECKPOINTS_DIR
-
-    @property
-    def bf16(self) -> bool:
-        return isinstance(self.autocast, torch.autocast)
-
-
-def setup(config: TrainConfig, env: distributed.Distributed) -> Run:
-    """Data, model, optimizer and meters, restored from a checkpoint on --resume.
-
-    The order matters: bad flags stop before any work, the data is checked against the model
-    before any step, and a resumed run's generator states replace the seeded ones only after
-    the model's initialisation has drawn from them."""
-    accumulation = accumulation_steps(config, env.world_size)
-    check_output_outside_shards(config.output, config.shards)
-    # One trainer a run directory: rank 0 holds the lock before it looks at what is there.
-    lock = RunLock.acquire(config.output) if env.is_main else None
-    remote = None
-    try:
-        if storage.is_remote(config.output):
-            remote = RemoteRun.open(config.output, config.keep_checkpoints)
-        run = _setup(config, env, accumulation, remote)
-    except BaseException:
-        if remote is not None:
-            remote.close()  # its staging directory: nothing else would remove it
-        if lock is not None:
-            lock.release()
-        raise
-    run.lock = lock
-    return run
-
-
-def _setup(
-    config: TrainConfig, env: distributed.Distributed, accumulation: int, remote: RemoteRun | None
-) -> Run:
-    run_dir = remote.staging if remote is not None else Path(config.output)
-    remote_earlier = remote.prepare(config.resume, config.overwrite) if remote else []
-    earlier = prepare_run_directory(run_dir, config.resume, config.overwrite)
-    torch.manual_seed(config.seed + env.rank)  # dropout differs per rank, reproducibly
-    if env.device.type == "cpu" and "OMP_NUM_THREADS" not in os.environ:
-        # Leave the loader workers their cores: with torch's default (every core) and a
-        # worker beside it, OpenMP threads spin-wait on each other while a worker holds one.
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) - config.num_workers))
-    source = open_source(config.shards, "train", config.max_seq_length)
-    heldout = _heldout_source(source)
-    vocab_size = _vocab_size(source)
-    try:
-        resumed, init = _checkpoints_to_start_from(config, env, run_dir, source)
-    except CheckpointError as error:
-        if remote is None:
-            raise
-        # Name the object the user knows, not the staging folder it was downloaded to.
-        where = str(error).replace(str(run_dir), storage.redact(remote.url))
-        raise CheckpointError(where) from error
-    model = _build_model(config, env, source, vocab_size, init)
-    # Once every check has passed: --overwrite's earlier run files, or the temporaries of a
-    # checkpoint write that a kill cut short before --resume.
-    if env.is_main:
-        for path in earlier:
-            path.unlink()
-        if remote is not None:
-            remote.delete(remote_earlier)
-    distributed.barrier(env)
-    optimizer, scheduler = _build_optimizer(config, env, model)
-    step, position = _restore(env, resumed, optimizer, scheduler)
-    wrapped: torch.nn.Module = model
-    if env.active:
-        device_ids = [env.device.index] if env.device.type == "cuda" else None
-        wrapped = DistributedDataParallel(model, device_ids=device_ids)
-    # Bucketed batches come in four widths: four static graphs, not one dynamic one.
-    dynamic = None if config.bucket_window == 0 else False
-    forward = torch.compile(wrapped, dynamic=dynamic) if config.compile else wrapped
-    # Evaluation runs the bare model (no DDP hooks): compiled on its own, in eval mode.
-    eval_forward = torch.compile(model, dynamic=dynamic) if config.compile else None
-    autocast = _autocast(config, env.device)
-    loader = _build_loader(config, env, source)
-    dtype = "bf16" if isinstance(autocast, torch.autocast) else "fp32"
-    run = Run(
-        config=config,
-        env=env,
-        source=source,
-        heldout=heldout,
-        model=model,
-        wrapped=wrapped,
-        forward=forward,
-        eval_forward=eval_forward,
-        optimizer=optimizer,
-        scheduler=scheduler,
-        loader=loader,
-        batches=loader.batches(position),
-        autocast=autocast,
-        accumulation=accumulation,
-        pad_to=_fixed_shape(config, source) if config.compile else None,
-        step=step,
-        run_dir=run_dir,
-        remote=remote,
-        logger=MetricsLogger(
-            run_dir,
-            enabled=env.is_main,
-            tensorboard=config.tensorboard,
-            purge_step=step + 1,
-        ),
-        progress=ProgressLine(config.max_steps, every=config.log_every, enabled=env.is_main),
-        meter=ThroughputMeter(peak_flops(env.device, dtype, config.peak_tflops)),
-    )
-    _log_setup(run)
-    return run
-
-
-def _fixed_shape(config: TrainConfig, source: DataSource) -> FixedShape:
-    """The sequence lengths and prediction slots of batches under --compile: the manifest's
-    (or its quarters, with --bucket-window), so that no batch brings a new shape and a
-    recompile."""
-    output = source.output
-    assert output is not None  # checked by open_source
-    buckets = 4 if config.bucket_window else 1
-    return FixedShape.of(source.max_seq_length, output.max_predictions_per_seq, buckets)
-
-
-def _heldout_source(source: DataSource) -> DataSource | None:
-    """The held-out split beside the train shards in the manifest; None turns evaluation off."""
-    if source.manifest_url is None or source.manifest is None:
-        _LOG.warning("no manifest, so no held-out split: evaluation is off")
-        return None
-    output = source.output
-    if output is None or not output.splits.get("heldout") or not output.splits["heldout"].shards:
-        _LOG.warning("%s: no held-out shards; evaluation is off", source.manifest_url)
-        return None
-    return source_of(source.manifest, source.manifest_url, "heldout", source.max_seq_length)
-
-
-def _vocab_size(source: DataSource) -> int:
-    if source.manifest is None:
-        first = storage.redact(source.shards[0].url)
-        if storage.query_of(source.shards[0].url):
-            raise DataConfigError(
-                f"{first}: a shard URL with a query (presigned) is read without a manifest, "
-                "and the trainer takes the vocabulary's size and sha256 from one. Give the "
-                "shards directory on s3://, gs:// or http(s):// instead"
-            )
-        raise DataConfigError(
-            f"{first}: no manifest.json found three levels up; the trainer "
-            "takes the vocabulary's size and sha256 from it. Give the shards directory, or "
-            "keep manifest.json where `bertkit examples` wrote it"
-        )
-    return int(source.manifest.vocab["size"])
-
-
-def _checkpoints_to_start_from(
-    config: TrainConfig, env: distributed.Distributed, run_dir: Path, source: DataSource
-) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    """(the checkpoint resumed, the checkpoint whose weights start the run): --resume with a
-    checkpoint in the run gives both, --init-checkpoint the second (on s3:// or gs://,
-    downloaded first), neither a fresh model."""
-    resumed: dict[str, Any] | None = None
-    init: dict[str, Any] | None = None
-    if config.resume:
-        path = latest_checkpoint(run_dir / CHECKPOINTS_DIR)
-        if path is None:
-            _LOG.warning(
-                "--resume: %s/%s has no checkpoint yet (the run stopped before its first): "
-                "starting at step 0%s",
-                storage.redact(config.output.rstrip("/")),
-                CHECKPOINTS_DIR,
-                " from --init-checkpoint" if config.init_checkpoint else "",
-            )
-        else:
-            resumed = load_checkpoint(path)
-            check_resumable(
-                resumed,
-                storage.redact_values(asdict(config)),
-                env.world_size,
-                data_record(source),
-            )
-            init = resumed
-    if resumed is None and config.init_checkpoint:
-        if storage.is_remote(config.init_checkpoint):
-            path, folder = fetch_checkpoint(config.init_checkpoint)
-            try:
-                init = load_checkpoint(path)
-            except CheckpointError as error:
-                url = storage.redact(config.init_checkpoint.rstrip("/"))
-                url = url if url.endswith(".pt") else f"{url}/{path.name}"
-                raise CheckpointError(str(error).replace(str(path), url)) from error
-            finally:
-                shutil.rmtree(folder, ignore_errors=True)
-        else:
-            init = load_checkpoint(resolve_checkpoint(config.init_checkpoint))
-    saved_model = init[CheckpointKey.TRAIN_CONFIG].get("model") if init is not None else None
-    if init is not None and saved_model != config.model:
-        raise ValueError(
-            f"the checkpoint holds a {saved_model} model, --model is {config.model}: pass "
-            f"--model {saved_model}"
-        )
-    return resumed, init
-
-
-def _build_model(
-    config: TrainConfig,
-    env: distributed.Distributed,
-    source: DataSource,
-    vocab_size: int,
-    init: dict[str, Any] | None,
-) -> BertForPreTraining:
-    """The model on the device, with `init`'s weights if given, once the shards are known to
-    fit it (sequence length, vocabulary size, and the checkpoint's vocabulary sha256)."""
-    model_config = _model_config(
-        config, vocab_size, init[CheckpointKey.MODEL_CONFIG] if init else None
-    )
-    vocab_sha = init[CheckpointKey.VOCAB].get("sha256") if init else None
-    check_source(source, model_config.max_position_embeddings, model_config.vocab_size, vocab_sha)
-    model = BertForPreTraining(model_config).to(env.device)  # draws the initial weights
-    if init is not None:
-        model.load_state_dict(init[CheckpointKey.MODEL])
-    return model
-
-
-def _model_config(config: TrainConfig, vocab_size: int, init: dict[str, Any] | None) -> BertConfig:
-    overrides: dict[str, float] = {}
-    if config.dropout is not None:
-        overrides = {
-            "hidden_dropout_prob": config.dropout,
-            "attention_probs_dropout_prob": config.dropout,
-        }
-    if init is not None:  # phase 2 and resume: the architecture is the checkpoint's
-        return BertConfig(**{**init, **overrides})
-    return config_for(config.model, vocab_size, **overrides)
-
-
-# Where torch.optim.AdamW has a fused kernel: the trainer uses it there, so CPU runs (the
-# tests) take the path GPU runs take.
-FUSED_ADAMW_DEVICES = ("cuda", "cpu")
-
-
-def _build_optimizer(
-    config: TrainConfig, env: distributed.Distributed, model: BertForPreTraining
-) -> tuple[torch.optim.Optimizer, Any]:
-    """The optimizer (AdamW's fused kernel, on CUDA and CPU alike) and its warmup/decay
-    schedule."""
-    optimizer = build_optimizer(
-        model,
-        config.optimizer,
-        config.lr,
-        config.weight_decay,
-        (config.beta1, config.beta2),
-        config.eps,
-        fused=config.optimizer == "adamw" and env.device.type in FUSED_ADAMW_DEVICES,
-    )
-    scheduler = warmup_decay_schedule(
-        optimizer, config.warmup_steps, config.max_steps, config.decay_power
-    )
-    return optimizer, scheduler
-
-
-def _restore(
-    env: distributed.Distributed,
-    resumed: dict[str, Any] | None,
-    optimizer: torch.optim.Optimizer,
-    scheduler: Any,
-) -> tuple[int, DataPosition]:
-    """The step and input position to start from: 0 and the first batch for a new run; for
-    --resume the checkpoint's, with its optimizer, schedule and this rank's generators."""
-    if resumed is None:
-        return 0, DataPosition()
-    optimizer.load_state_dict(resumed[CheckpointKey.OPTIMIZER])
-    scheduler.load_state_dict(resumed[CheckpointKey.SCHEDULER])
-    step = resumed[CheckpointKey.STEP]
-    position = DataPosition.from_dict(resumed[CheckpointKey.DATA_POSITION])
-    distributed.restore_rng(env, resumed[CheckpointKey.RNG])
-    return step, position
-
-
-def _autocast(config: TrainConfig, device: torch.device) -> contextlib.AbstractContextManager:
-    bf16 = config.precision == "bf16" or (config.precision == "auto" and device.type == "cuda")
-    if bf16:
-        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
-    return contextlib.nullcontext()
-
-
-def _build_loader(
-    config: TrainConfig, env: distributed.Distributed, source: DataSource
-) -> PretrainingLoader:
-    """This rank's share of the train split, in micro-batches."""
-    return PretrainingLoader(
-        source,
-        LoaderConfig(
-            config.micro_batch_size,
-            rank=env.rank,
-            world_size=env.world_size,
-            num_workers=config.num_workers,
-            seed=config.seed,
-            shuffle_buffer=config.shuffle_buffer,
-            bucket_window=config.bucket_window,
-            pin_memory=env.device.type == "cuda",
-            pad_to=_fixed_shape(config, source) if config.compile else None,
-        ),
-    )
-
-
-def _log_setup(run: Run) -> None:
-    if run.env.is_main:
-        config, env = run.config, run.env
-        _LOG.info(
-            "%s: %s, %d parameters; %d train samples, %d batches/epoch/rank; %d processes × "
-            "%d micro-batches of %d = %d sequences per step",
-            config.output,
-            config.model,
-            sum(p.numel() for p in run.model.parameters()),
-            run.source.samples,
-            run.loader.batches_per_epoch,
-            env.world_size,
-            run.accumulation,
-            config.micro_batch_size,
-            config.micro_batch_size * run.accumulation * env.world_size,
-        )
 
 
 # --------------------------------------------------------------------------- one step
@@ -632,26 +260,6 @@ def _checkpoint(run: Run) -> None:
             path = f"{storage.redact(run.remote.url)}/checkpoints/{path.name}"  # type: ignore[assignment]
         _LOG.info("step %d: wrote %s", run.step, path)
     distributed.barrier(run.env)
-
-
-def data_record(source: DataSource) -> dict[str, Any]:
-    """What data a run reads, for its checkpoints and --resume's check: the manifest, the
-    sequence length, the counts and a digest of every shard (path, samples, bytes, sha256,
-    in the manifest's order), so shards rebuilt under the same path are told apart."""
-    assert source.manifest is not None  # the trainer needs one (_vocab_size)
-    shards = [
-        [s.info.path, s.info.samples, s.info.bytes, s.info.sha256] if s.info else [s.url]
-        for s in source.shards
-    ]
-    digest = hashlib.sha256(json.dumps([source.split, shards]).encode()).hexdigest()
-    return {
-        "manifest": storage.redact(source.manifest_url or ""),
-        "schema_version": source.manifest.schema_version,
-        "max_seq_length": source.max_seq_length,
-        "samples_per_epoch": source.samples,
-        "shards": len(source.shards),
-        "shards_sha256": digest,
-    }
 
 
 def _checkpoint_payload(run: Run, rng: dict[str, Any]) -> dict[str, Any]:

@@ -16,19 +16,17 @@ UTF-8 (or ASCII) over UTF-8 bytes, or anything but UTF-16 over UTF-16 bytes, is 
 (`unsupported_encoding`), never honoured or guessed at; so are UTF-32 and UTF-16 without a
 mark. In a UTF-16 dump, the "decompressed byte" positions of messages count its UTF-8 form.
 
-The records it yields (`SiteInfo`, `RawPage`, `DumpSplit`, `DumpReadError`) are re-exported
-by `pipelines.text.wikidump`, which is what the stages import.
+The records it yields (`SiteInfo`, `RawPage`, `DumpSplit`, `DumpReadError`, in
+pipelines/text/dumprecords.py) and the encoding detection (pipelines/text/dumpencoding.py)
+are re-exported by `pipelines.text.wikidump`, which is what the stages import.
 """
 
 from __future__ import annotations
 
 import codecs
 import dataclasses
-import itertools
 import re
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
-from urllib.parse import quote
+from collections.abc import Iterator
 from xml.parsers import expat
 
 from pipelines.io.compressed import (
@@ -37,125 +35,26 @@ from pipelines.io.compressed import (
     decompressed_chunks,
 )
 from pipelines.io.storage import Reader
-from pipelines.text.wikitext import MAX_PAGE_BYTES
+from pipelines.text.dumpencoding import (
+    UTF8,
+    UTF16_MARKS,
+    UTF32_MARKS,
+    as_utf8,
+    canonical_encoding,
+    sniff_encoding,
+)
+from pipelines.text.dumprecords import (
+    DumpReadError,
+    DumpSplit,
+    PageLimits,
+    RawPage,
+    SiteInfo,
+)
 
 # Pages of a split that does not start at byte 0 have no root element: give them one.
 _SYNTHETIC_ROOT_OPEN = b"<mediawiki>"
 _SYNTHETIC_ROOT_CLOSE = b"</mediawiki>"
 _XML_DECLARATION = re.compile(rb"^\s*<\?xml[^>]*?encoding\s*=\s*[\"']([A-Za-z0-9._-]+)[\"']")
-UTF8 = "utf-8"
-# A file starting with one of these is UTF-16; UTF-32-LE's mark starts with UTF-16-LE's, and
-# XML never holds U+0000, so FF FE 00 00 is UTF-32, which is not read.
-_UTF16_MARKS = ((codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be"))
-_UTF32_MARKS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)
-
-
-class DumpReadError(InputReadError):
-    """A dump file could not be read to its end. Pages before the fault were yielded."""
-
-    def __init__(
-        self,
-        path: str,
-        position: str,
-        error: str,
-        last_page: str | None,
-        reason: str,
-        offset: int | None = None,
-    ) -> None:
-        super().__init__(path, position, error, reason, offset)
-        after = f"; last good page: {last_page}" if last_page else "; no page was read"
-        self.args = (f"{self.args[0]}{after}",)
-        self.last_page = last_page
-
-
-@dataclass(frozen=True)
-class SiteInfo:
-    """What the dump's <siteinfo> says about the wiki: names ids, urls and namespaces."""
-
-    dbname: str = "wiki"
-    base_url: str = ""  # article url prefix, e.g. "https://en.wikipedia.org/wiki/"
-    namespaces: dict[int, str] = field(default_factory=dict)  # key → canonical name
-
-    def page_url(self, title: str) -> str | None:
-        if not self.base_url:
-            return None
-        return self.base_url + quote(title.replace(" ", "_"), safe="/:(),'!*;@$&+=")
-
-    def names_of(self, keys: tuple[int, ...]) -> frozenset[str]:
-        """Lower-cased local names of some namespaces (e.g. 'datei' for File on dewiki)."""
-        return frozenset(self.namespaces.get(k, "").lower() for k in keys) - {""}
-
-    def namespace_of(self, title: str) -> int:
-        """Namespace from a title prefix: only for dumps that lack <ns> (schema < 0.5)."""
-        prefix, colon, _ = title.partition(":")
-        if colon:
-            for key, name in self.namespaces.items():
-                if name and name.lower() == prefix.strip().lower():
-                    return key
-        return 0
-
-
-@dataclass(frozen=True)
-class DumpSplit:
-    """One unit of work: bytes [start, end) of one dump file (end None: to the end)."""
-
-    path: str
-    number: int  # position of this split within its file
-    start: int = 0
-    end: int | None = None
-    siteinfo: SiteInfo | None = None  # for splits that do not start with the header
-    # The file's encoding, for splits that do not start with its byte-order mark (a split
-    # from byte 0 reads the mark itself): utf-8, utf-16-le or utf-16-be.
-    encoding: str = UTF8
-
-
-@dataclass(frozen=True)
-class RawPage:
-    """One <page> as the dump has it. `problem` is set when the page is malformed."""
-
-    page_id: int | None
-    title: str
-    namespace: int | None  # None: the dump has no <ns> (schema < 0.5); see SiteInfo
-    redirect: bool
-    revision_id: int | None
-    text: str | None
-    ordinal: int  # 1-based position of the page within its split, for error messages
-    problem: str | None = None
-    # The reject reason for `problem`: malformed_page, or a PageLimits one
-    # (page_too_large, page_too_many_elements).
-    problem_reason: str = "malformed_page"
-
-
-# --- XML -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PageLimits:
-    """What one top-level element of a dump (a <page>, the <siteinfo>) may hold.
-
-    Memory stays bounded by these whatever the input: the parser keeps only the fields a
-    RawPage needs, so a page costs at most `text_chars` characters of text (twice, for a
-    page with several revisions), `field_chars` of its other fields, `elements` open tags
-    and `xml_bytes` of XML in expat's buffer. A page over a limit is rejected (its reason
-    says which) and skipped up to its `</page>`; the pages after it are read as usual.
-    """
-
-    # A pages-articles page holds ~16 elements and nests 4 deep; 2 M nested elements in one
-    # page (1.2 kB of bz2) took 1 GB when the whole tree was built.
-    elements: int = 10_000
-    # Characters of one <text>: MediaWiki's own page size limit. Characters, not bytes:
-    # never more than the text's UTF-8 bytes, so no page that `clean_wikitext` would
-    # accept is refused here.
-    text_chars: int = MAX_PAGE_BYTES
-    # Characters of every other kept field of a page (title, ids) or of the <siteinfo>
-    # (names, namespaces) together: a title is at most 255 bytes.
-    field_chars: int = 64 << 10
-    # XML between <page> and </page> (escaping makes text up to 6× longer; comments and
-    # attributes are kept by expat until they end).
-    xml_bytes: int = 32 << 20
-
-
-DEFAULT_LIMITS = PageLimits()
 
 
 def _local(tag: str) -> str:
@@ -570,15 +469,15 @@ class _SplitParser:
         if self.encoding != UTF8:
             self._check_utf16_declaration(head.removeprefix(codecs.BOM_UTF8), at)
             return
-        if head.startswith(_UTF32_MARKS):
+        if head.startswith(UTF32_MARKS):
             declared = "UTF-32 (its byte-order mark)"
-        elif head.startswith(tuple(mark for mark, _ in _UTF16_MARKS)):
+        elif head.startswith(UTF16_MARKS):
             declared = "UTF-16, after a first document in UTF-8 (its byte-order mark)"
         elif 0 in head[:4]:
             declared = "UTF-16 or UTF-32 without a byte-order mark (NUL bytes at its start)"
         elif match := _XML_DECLARATION.match(head.removeprefix(codecs.BOM_UTF8)):
             name = match.group(1).decode("ascii")
-            if _canonical(name) in (UTF8, "ascii"):
+            if canonical_encoding(name) in (UTF8, "ascii"):
                 return
             declared = f"{name!r} in its XML declaration"
         else:
@@ -597,7 +496,7 @@ class _SplitParser:
         if match is None:
             return
         name = match.group(1).decode("ascii")
-        if _canonical(name) in ("utf-16", self.encoding):
+        if canonical_encoding(name) in ("utf-16", self.encoding):
             return
         raise self._error(
             f"decompressed byte {at} (the start of an XML document)",
@@ -606,62 +505,6 @@ class _SplitParser:
             "certain: correct the declaration, or convert the file to UTF-8 (iconv)",
             "unsupported_encoding",
         )
-
-
-def _canonical(name: str) -> str:
-    """Python's name for an encoding ("UTF16" → "utf-16"), or the name itself if unknown."""
-    try:
-        return codecs.lookup(name).name
-    except LookupError:
-        return name
-
-
-def encoding_of(head: bytes) -> str:
-    """utf-16-le or utf-16-be for a file whose first bytes (4 or all) are that byte-order
-    mark, else utf-8 (what is not UTF-8 then fails the declaration check or the parse)."""
-    if head.startswith(_UTF32_MARKS):
-        return UTF8
-    return next((name for mark, name in _UTF16_MARKS if head.startswith(mark)), UTF8)
-
-
-def dump_encoding(path: str, reader: Reader) -> str:
-    """The encoding of a dump file, from its first decompressed bytes (`encoding_of`)."""
-    chunks = decompressed_chunks(reader, path)
-    try:
-        encoding, _ = _sniffed(chunks)
-    finally:
-        chunks.close()
-    return encoding
-
-
-def _sniffed(chunks: Iterator[bytes]) -> tuple[str, Iterator[bytes]]:
-    """The encoding the first bytes of `chunks` show, and every chunk, those included."""
-    head = b""
-    for chunk in chunks:
-        head += chunk
-        if len(head) >= 4:
-            break
-    return encoding_of(head), itertools.chain([head] if head else [], chunks)
-
-
-def _as_utf8(chunks: Iterable[bytes], encoding: str, path: str) -> Iterator[bytes]:
-    """UTF-16 chunks as UTF-8 chunks, one for one (at most 1.5 times as long)."""
-    decoder = codecs.getincrementaldecoder(encoding)()
-    read = 0  # source bytes decoded so far
-    for chunk in itertools.chain(chunks, [None]):
-        pending = len(decoder.getstate()[0])
-        try:
-            text = decoder.decode(chunk or b"", final=chunk is None)
-        except UnicodeDecodeError as err:
-            raise InputReadError(
-                path,
-                f"decompressed byte {read - pending + err.start} of its {encoding.upper()}",
-                f"not {encoding.upper()} as its byte-order mark says ({err.reason})",
-                "malformed_xml",
-            ) from err
-        read += len(chunk or b"")
-        if text:
-            yield text.encode(UTF8)
 
 
 def iter_elements(
@@ -674,10 +517,10 @@ def iter_elements(
         chunks = decompressed_chunks(reader, split.path, split.start, split.end, position)
         encoding = split.encoding
         if split.start == 0:  # the file's first bytes: its byte-order mark, if any
-            encoding, chunks = _sniffed(chunks)
+            encoding, chunks = sniff_encoding(chunks)
         if encoding != UTF8:
             state.encoding = encoding
-            chunks = _as_utf8(chunks, encoding, split.path)
+            chunks = as_utf8(chunks, encoding, split.path)
         for chunk in chunks:
             yield from state.feed(chunk)
         yield from state.close()

@@ -8,7 +8,7 @@ chunks, with expat's callbacks keeping only the fields a page needs: memory stay
 hostile the dump. Tags are matched by local name, so export schema 0.10, 0.11 (and older)
 all read the same. Dumps are UTF-8 (MediaWiki writes nothing else), or UTF-16 with a
 byte-order mark, converted to UTF-8 as they stream; a declaration that disagrees with the
-bytes is refused, never honoured (pipelines/text/dumpxml.py says which).
+bytes is refused, never honoured (pipelines/text/dumpxml.py and dumpencoding.py say which).
 
 A multistream dump (`…-multistream.xml.bz2` beside its `…-multistream-index.txt.bz2`) is a
 concatenation of independent bz2 streams of ~100 pages each; `plan_splits` groups them into
@@ -31,16 +31,16 @@ from pipelines.io.compressed import (
     lines,
 )
 from pipelines.io.storage import Reader
-from pipelines.text.dumpxml import (
+from pipelines.text.dumpencoding import dump_encoding
+from pipelines.text.dumprecords import (
     DEFAULT_LIMITS,
     DumpReadError,
     DumpSplit,
     PageLimits,
     RawPage,
     SiteInfo,
-    dump_encoding,
-    iter_elements,
 )
+from pipelines.text.dumpxml import iter_elements
 
 __all__ = [
     "DEFAULT_LIMITS",
