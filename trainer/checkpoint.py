@@ -69,6 +69,11 @@ _CHECKPOINT_FILE = re.compile(rf"{CHECKPOINTS_DIR}/step-[0-9]{{8}}\.pt")
 _TEMPORARY = re.compile(r"\.tmp-[0-9a-f]{32}-(?:step-[0-9]{8}\.pt|" + re.escape(LATEST_FILE) + ")")
 
 
+def is_checkpoint_file(name: str) -> bool:
+    """Whether `name` (relative to a run directory) is a checkpoint: checkpoints/step-N.pt."""
+    return bool(_CHECKPOINT_FILE.fullmatch(name))
+
+
 def is_run_file(name: str, local: bool = True) -> bool:
     """Whether `name` (relative to a run directory, `/`-separated) is a file a training run
     writes there: a checkpoint, `latest`, metrics.jsonl, a TensorBoard event file, and in a
@@ -226,12 +231,12 @@ def prepare_run_directory(output: Path, resume: bool, overwrite: bool) -> list[P
     )
     names = [p.relative_to(output).as_posix() for p in earlier]
     if resume:
-        if any(_CHECKPOINT_FILE.fullmatch(n) for n in names):
+        if any(is_checkpoint_file(n) for n in names):
             return [p for p in earlier if _TEMPORARY.fullmatch(p.name)]
         return _no_checkpoint_leftovers(output, earlier)
     if not earlier:
         return []
-    if not any(_CHECKPOINT_FILE.fullmatch(n) or n.endswith(f"/{LATEST_FILE}") for n in names):
+    if not any(is_checkpoint_file(n) or n.endswith(f"/{LATEST_FILE}") for n in names):
         return _no_checkpoint_leftovers(output, earlier)
     if not overwrite:
         raise CheckpointError(
@@ -340,8 +345,10 @@ def resolve_checkpoint(path: str | Path) -> Path:
     return path
 
 
-def load_checkpoint(path: Path) -> dict[str, Any]:
-    """Read a checkpoint file (tensors and plain containers only) and check its format."""
+def load_checkpoint(path: Path, shown: str | None = None) -> dict[str, Any]:
+    """Read a checkpoint file (tensors and plain containers only) and check its format;
+    errors name it as `shown` (the URL a downloaded checkpoint came from) or its path."""
+    where = shown or path
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     # What torch.load raises on a file that is not a torch.save archive, or one cut short.
@@ -350,19 +357,19 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
         # against loading an untrusted file any other way; only its terminal colours go.
         reason = _ANSI_ESCAPE.sub("", str(err))
         raise CheckpointError(
-            f"{path} is not a bertkit checkpoint (torch.load(weights_only=True): "
+            f"{where} is not a bertkit checkpoint (torch.load(weights_only=True): "
             f"{type(err).__name__}: {reason}); pass a step-NNNNNNNN.pt file written by the trainer"
         ) from err
     found = checkpoint.get(CheckpointKey.FORMAT) if isinstance(checkpoint, dict) else None
     if found != CHECKPOINT_FORMAT:
         what = f"format {found!r}" if found is not None else f"a {type(checkpoint).__name__}"
         raise CheckpointError(
-            f"{path} is {what}, not a {CHECKPOINT_FORMAT!r} checkpoint: pass a checkpoint "
+            f"{where} is {what}, not a {CHECKPOINT_FORMAT!r} checkpoint: pass a checkpoint "
             "written by this bertkit's trainer"
         )
     for key in (CheckpointKey.MODEL_CONFIG, CheckpointKey.MODEL, CheckpointKey.VOCAB):
         if key not in checkpoint:
-            raise CheckpointError(f"{path} lacks the checkpoint's {key!r} entry: it is damaged")
+            raise CheckpointError(f"{where} lacks the checkpoint's {key!r} entry: it is damaged")
     return checkpoint
 
 

@@ -29,7 +29,7 @@ from schemas.checkpoint import (
     LATEST_MAX_BYTES,
     parse_latest,
 )
-from trainer.checkpoint import CheckpointError, is_run_file
+from trainer.checkpoint import CheckpointError, is_checkpoint_file, is_run_file
 from trainer.run_lock import LOCK_FILE
 
 
@@ -44,10 +44,6 @@ def _latest_name(pointer: Path, where: str) -> str:
 
 def _is_run_file(name: str) -> bool:
     return is_run_file(name, local=False)
-
-
-def _is_checkpoint(name: str) -> bool:
-    return _is_run_file(name) and name.startswith(f"{CHECKPOINTS_DIR}/") and name.endswith(".pt")
 
 
 @dataclass
@@ -74,7 +70,7 @@ class RemoteRun:
         earlier = [n for n in names if _is_run_file(n) and n != LOCK_FILE]
         where = storage.redact(self.url)
         latest = f"{CHECKPOINTS_DIR}/{LATEST_FILE}"
-        if not any(_is_checkpoint(n) or n == latest for n in earlier):
+        if not any(is_checkpoint_file(n) or n == latest for n in earlier):
             # A run that stopped before its first checkpoint left only metrics and events,
             # which nothing can continue: a rerun with the same flags replaces them.
             return earlier
@@ -98,7 +94,7 @@ class RemoteRun:
     def _fetch_for_resume(self, names: list[str]) -> None:
         latest = f"{CHECKPOINTS_DIR}/{LATEST_FILE}"
         if latest not in names:
-            found = sorted(n.split("/", 1)[1] for n in names if _is_checkpoint(n))
+            found = sorted(n.split("/", 1)[1] for n in names if is_checkpoint_file(n))
             raise CheckpointError(
                 f"{storage.redact(self._url(latest))} is missing, but the run holds "
                 f"{', '.join(found)}: `latest` names the newest complete one, and nothing "

@@ -111,12 +111,6 @@ class RunLock:
     def release(self) -> None:
         raise NotImplementedError
 
-    def __enter__(self) -> RunLock:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.release()
-
 
 def _refusal(where: str, holder: Holder | None, detail: str = "") -> RunLockedError:
     who = holder.describe() if holder is not None else "another trainer"

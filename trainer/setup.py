@@ -27,7 +27,6 @@ from pipelines.io import storage
 from schemas.checkpoint import CHECKPOINTS_DIR, CheckpointKey
 from trainer import distributed
 from trainer.checkpoint import (
-    CheckpointError,
     check_output_outside_shards,
     check_resumable,
     latest_checkpoint,
@@ -81,6 +80,7 @@ class Run:
     logger: MetricsLogger
     progress: ProgressLine
     meter: ThroughputMeter
+    data: dict[str, Any] | None = None  # data_record(source), made once by setup
     lock: RunLock | None = None  # rank 0's lock on the run directory
 
     @property
@@ -131,14 +131,8 @@ def _setup(
     source = open_source(config.shards, "train", config.max_seq_length)
     heldout = _heldout_source(source)
     vocab_size = _vocab_size(source)
-    try:
-        resumed, init = _checkpoints_to_start_from(config, env, run_dir, source)
-    except CheckpointError as error:
-        if remote is None:
-            raise
-        # Name the object the user knows, not the staging folder it was downloaded to.
-        where = str(error).replace(str(run_dir), storage.redact(remote.url))
-        raise CheckpointError(where) from error
+    data = data_record(source)  # what the run reads: checked on --resume, in every checkpoint
+    resumed, init = _checkpoints_to_start_from(config, env, run_dir, remote, data)
     model = _build_model(config, env, source, vocab_size, init)
     # Once every check has passed: --overwrite's earlier run files, or the temporaries of a
     # checkpoint write that a kill cut short before --resume.
@@ -164,6 +158,7 @@ def _setup(
     dtype = "bf16" if isinstance(autocast, torch.autocast) else "fp32"
     run = Run(
         config=config,
+        data=data,
         env=env,
         source=source,
         heldout=heldout,
@@ -234,7 +229,11 @@ def _vocab_size(source: DataSource) -> int:
 
 
 def _checkpoints_to_start_from(
-    config: TrainConfig, env: distributed.Distributed, run_dir: Path, source: DataSource
+    config: TrainConfig,
+    env: distributed.Distributed,
+    run_dir: Path,
+    remote: RemoteRun | None,
+    data: dict[str, Any],
 ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """(the checkpoint resumed, the checkpoint whose weights start the run): --resume with a
     checkpoint in the run gives both, --init-checkpoint the second (on s3:// or gs://,
@@ -252,23 +251,24 @@ def _checkpoints_to_start_from(
                 " from --init-checkpoint" if config.init_checkpoint else "",
             )
         else:
-            resumed = load_checkpoint(path)
+            # A run on s3:// or gs://: name the object, not the staging copy of it.
+            shown = (
+                f"{storage.redact(remote.url)}/{CHECKPOINTS_DIR}/{path.name}" if remote else None
+            )
+            resumed = load_checkpoint(path, shown)
             check_resumable(
                 resumed,
                 storage.redact_values(asdict(config)),
                 env.world_size,
-                data_record(source),
+                data,
             )
             init = resumed
     if resumed is None and config.init_checkpoint:
         if storage.is_remote(config.init_checkpoint):
             path, folder = fetch_checkpoint(config.init_checkpoint)
+            url = storage.redact(config.init_checkpoint.rstrip("/"))
             try:
-                init = load_checkpoint(path)
-            except CheckpointError as error:
-                url = storage.redact(config.init_checkpoint.rstrip("/"))
-                url = url if url.endswith(".pt") else f"{url}/{path.name}"
-                raise CheckpointError(str(error).replace(str(path), url)) from error
+                init = load_checkpoint(path, url if url.endswith(".pt") else f"{url}/{path.name}")
             finally:
                 shutil.rmtree(folder, ignore_errors=True)
         else:

@@ -63,7 +63,7 @@ from trainer.config import TrainConfig
 from trainer.evaluate import EvalResult, evaluate
 from trainer.model import batch_flops
 from trainer.preemption import PREEMPTED_EXIT_CODE, StopRequest, signal_name
-from trainer.setup import Run, data_record, setup
+from trainer.setup import Run, setup
 
 _LOG = logging.getLogger("bertkit.train")
 
@@ -276,7 +276,7 @@ def _checkpoint_payload(run: Run, rng: dict[str, Any]) -> dict[str, Any]:
         CheckpointKey.DATA_POSITION: run.loader.position.to_dict(),
         CheckpointKey.RNG: rng,
         CheckpointKey.TRAIN_CONFIG: storage.redact_values(asdict(config)),
-        CheckpointKey.DATA: data_record(source),
+        CheckpointKey.DATA: run.data,
         CheckpointKey.VOCAB: dict(source.manifest.vocab),
         CheckpointKey.WORLD_SIZE: run.env.world_size,
         CheckpointKey.NUM_WORKERS: config.num_workers,
