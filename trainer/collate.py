@@ -21,6 +21,7 @@ from schemas.examples import HEADER_BYTES, POSITION_DTYPE, ExampleHeader
 
 if TYPE_CHECKING:  # types only: trainer.data imports this module
     from trainer.data import DataSource, RawSample
+    from trainer.masking import DynamicMasking
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,10 +38,17 @@ class SampleLimits:
 
 
 def collate(
-    decoded: list[tuple[RawSample, ExampleHeader]], limits: SampleLimits = SampleLimits()
+    decoded: list[tuple[RawSample, ExampleHeader]],
+    limits: SampleLimits = SampleLimits(),
+    masking: DynamicMasking | None = None,
+    seed: int = 0,
+    epoch: int = 0,
 ) -> dict[str, torch.Tensor]:
     """A list of decoded samples → the padded tensors of schemas/batch.py, every field's
-    range checked first (`check_fields`): an index error never reaches the model."""
+    range checked first (`check_fields`): an index error never reaches the model. With
+    `masking`, the stored masks are undone and new ones drawn from (seed, epoch, sample key)."""
+    if masking is not None:
+        raise NotImplementedError("dynamic masking")
     size = len(decoded)
     headers = [header for _, header in decoded]
     lengths = np.fromiter((h.n_tokens for h in headers), dtype=np.int64, count=size)

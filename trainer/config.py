@@ -73,6 +73,38 @@ class TrainConfig:
         help="batch by length: sort each W micro-batches' samples by length (0 = off)",
         bounds=ZERO_OR_MORE,
     )
+    objective: str = option(
+        "auto",
+        choices=("auto", "mlm+nsp", "mlm"),
+        help="mlm+nsp (BERT 2018) or mlm (no NSP head, loss or label; RoBERTa); auto: mlm+nsp "
+        "on sentence-pair shards, mlm on full-sentence shards",
+    )
+    masking: str = option(
+        "auto",
+        choices=("auto", "static", "dynamic"),
+        help="static: the shards' stored masks (BERT 2018); dynamic: masks drawn afresh each "
+        "epoch from (seed, epoch, sample key); auto: static where the shards hold masks",
+    )
+    mask_rate: float = option(
+        0.15, help="--masking dynamic: share of tokens predicted", bounds=Bounds(0, 1, True, True)
+    )
+    mask_replace: str = option(
+        "80/10/10",
+        help="--masking dynamic: percent of predicted tokens replaced by [MASK]/kept/random",
+    )
+    whole_word_mask: bool = option(
+        False, help="--masking dynamic: mask whole words (a piece and its ## pieces)"
+    )
+    max_predictions: int | None = option(
+        None,
+        help="--masking dynamic: most predictions a sequence (default round(length × rate))",
+        bounds=AT_LEAST_1,
+    )
+    vocab: str | None = option(
+        None,
+        help="--masking dynamic: the vocabulary directory (default: the shards manifest's, "
+        "checked by sha256)",
+    )
     log_every: int = option(10, help="steps between metric lines", bounds=AT_LEAST_1)
     eval_every: int = option(500, help="0 = only at the end", bounds=ZERO_OR_MORE)
     eval_batches: int = option(
@@ -124,6 +156,12 @@ class TrainConfig:
             raise ValueError(
                 "--resume continues the run in --output, --overwrite replaces it: give one"
             )
+        mask_replace_shares(self.mask_replace)  # raises ValueError naming the flag
+        if self.masking == "static":
+            for name, default in _DYNAMIC_ONLY.items():
+                if getattr(self, name) != default:
+                    flag = "--" + name.replace("_", "-")
+                    raise ValueError(f"{flag} applies to --masking dynamic, not static")
         if self.warmup_steps > self.max_steps:
             raise ValueError("--warmup-steps must not exceed --max-steps")
         check_run_location("--output", self.output, remote_ok=True)
@@ -141,3 +179,28 @@ def accumulation_steps(config: TrainConfig, world_size: int) -> int:
             f"--micro-batch-size × processes = {per_pass}"
         )
     return config.global_batch_size // per_pass
+
+
+# The flags that shape dynamic masks, and their defaults: refused with --masking static.
+_DYNAMIC_ONLY = {
+    "mask_rate": 0.15,
+    "mask_replace": "80/10/10",
+    "whole_word_mask": False,
+    "max_predictions": None,
+}
+
+
+def mask_replace_shares(text: str) -> tuple[float, float, float]:
+    """ "80/10/10" → (0.8, 0.1, 0.1): the shares of predicted tokens replaced by [MASK], kept
+    and replaced by a random token; ValueError unless three whole percents adding up to 100."""
+    parts = str(text).split("/")
+    try:
+        values = [int(part) for part in parts]
+    except ValueError:
+        values = []
+    if len(values) != 3 or min(values) < 0 or sum(values) != 100:
+        raise ValueError(
+            f"--mask-replace {text!r}: three whole percents for [MASK]/kept/random adding up "
+            "to 100, e.g. 80/10/10 or 100/0/0"
+        )
+    return values[0] / 100, values[1] / 100, values[2] / 100

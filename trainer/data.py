@@ -76,6 +76,7 @@ from schemas.examples import (
     read_header,
 )
 from trainer.collate import FixedShape, SampleLimits, collate, pad_batch
+from trainer.masking import DynamicMasking
 
 # The shard list, the first stage, is opened by pipelines/io/shards/source.py (shared with
 # `inspect`) and checked by trainer/source.py; re-exported here so the loader's callers find
@@ -326,6 +327,7 @@ class LoaderConfig:
     pin_memory: bool = False
     prefetch_factor: int = 4
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    masking: DynamicMasking | None = None  # masks drawn afresh per epoch; None: the stored ones
 
 
 def worker_stream(
@@ -371,7 +373,7 @@ def worker_stream(
         )
     limits = SampleLimits.of(source)
     for group in groups:
-        batch = collate(group, limits)
+        batch = collate(group, limits, config.masking, config.seed, epoch)
         yield batch if config.pad_to is None else pad_batch(batch, config.pad_to)
 
 
