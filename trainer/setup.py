@@ -49,6 +49,7 @@ from trainer.data import (
 from trainer.metrics import MetricsLogger, ProgressLine, ThroughputMeter, peak_flops
 from trainer.model import BertConfig, BertForPreTraining, config_for
 from trainer.optim import build_optimizer, warmup_decay_schedule
+from trainer.recipe import DEFAULT_RECIPE, Recipe, resolve_recipe
 from trainer.remote_run import RemoteRun, fetch_checkpoint
 from trainer.run_lock import RunLock
 
@@ -82,6 +83,7 @@ class Run:
     meter: ThroughputMeter
     data: dict[str, Any] | None = None  # data_record(source), made once by setup
     lock: RunLock | None = None  # rank 0's lock on the run directory
+    recipe: Recipe = DEFAULT_RECIPE  # the objective and masking, resolved (trainer/recipe.py)
 
     @property
     def checkpoints(self) -> Path:
@@ -132,6 +134,7 @@ def _setup(
     heldout = _heldout_source(source)
     vocab_size = _vocab_size(source)
     data = data_record(source)  # what the run reads: checked on --resume, in every checkpoint
+    recipe = resolve_recipe(config, source)  # objective and masking, refused if they can't work
     resumed, init = _checkpoints_to_start_from(config, env, run_dir, remote, data)
     model = _build_model(config, env, source, vocab_size, init)
     # Once every check has passed: --overwrite's earlier run files, or the temporaries of a
@@ -154,7 +157,7 @@ def _setup(
     # Evaluation runs the bare model (no DDP hooks): compiled on its own, in eval mode.
     eval_forward = torch.compile(model, dynamic=dynamic) if config.compile else None
     autocast = _autocast(config, env.device)
-    loader = _build_loader(config, env, source)
+    loader = _build_loader(config, env, source, recipe)
     dtype = "bf16" if isinstance(autocast, torch.autocast) else "fp32"
     run = Run(
         config=config,
@@ -172,7 +175,7 @@ def _setup(
         batches=loader.batches(position),
         autocast=autocast,
         accumulation=accumulation,
-        pad_to=_fixed_shape(config, source) if config.compile else None,
+        pad_to=_fixed_shape(config, source, recipe) if config.compile else None,
         step=step,
         run_dir=run_dir,
         remote=remote,
@@ -184,19 +187,23 @@ def _setup(
         ),
         progress=ProgressLine(config.max_steps, every=config.log_every, enabled=env.is_main),
         meter=ThroughputMeter(peak_flops(env.device, dtype, config.peak_tflops)),
+        recipe=recipe,
     )
     _log_setup(run)
     return run
 
 
-def _fixed_shape(config: TrainConfig, source: DataSource) -> FixedShape:
+def _fixed_shape(config: TrainConfig, source: DataSource, recipe: Recipe) -> FixedShape:
     """The sequence lengths and prediction slots of batches under --compile: the manifest's
-    (or its quarters, with --bucket-window), so that no batch brings a new shape and a
-    recompile."""
+    (or its quarters, with --bucket-window; with dynamic masking, the most predictions its
+    rule makes at that length), so that no batch brings a new shape and a recompile."""
     output = source.output
     assert output is not None  # checked by open_source
     buckets = 4 if config.bucket_window else 1
-    return FixedShape.of(source.max_seq_length, output.max_predictions_per_seq, buckets)
+    predictions = output.max_predictions_per_seq
+    if recipe.dynamic is not None:
+        predictions = recipe.dynamic.max_predictions_for(source.max_seq_length)
+    return FixedShape.of(source.max_seq_length, predictions, buckets)
 
 
 def _heldout_source(source: DataSource) -> DataSource | None:
@@ -365,7 +372,7 @@ def _autocast(config: TrainConfig, device: torch.device) -> contextlib.AbstractC
 
 
 def _build_loader(
-    config: TrainConfig, env: distributed.Distributed, source: DataSource
+    config: TrainConfig, env: distributed.Distributed, source: DataSource, recipe: Recipe
 ) -> PretrainingLoader:
     """This rank's share of the train split, in micro-batches."""
     return PretrainingLoader(
@@ -379,7 +386,8 @@ def _build_loader(
             shuffle_buffer=config.shuffle_buffer,
             bucket_window=config.bucket_window,
             pin_memory=env.device.type == "cuda",
-            pad_to=_fixed_shape(config, source) if config.compile else None,
+            pad_to=_fixed_shape(config, source, recipe) if config.compile else None,
+            masking=recipe.dynamic,
         ),
     )
 

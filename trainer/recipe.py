@@ -1,0 +1,114 @@
+"""Which recipe a run trains with: the objective and the masking, resolved from the flags and
+what the shards hold, refused before any work where the two cannot work together.
+
+    shards manifest           --objective auto      --masking auto
+    sentence pairs, masked    mlm+nsp               static   (BERT 2018, the default)
+    sentence pairs, no masks  mlm+nsp               dynamic
+    full sentences, masked    mlm                   static
+    full sentences, no masks  mlm                   dynamic  (RoBERTa)
+
+A flag given outright is taken as given, or refused with one line: NSP on full-sentence
+shards (they hold no next-sentence label), static masking on shards stored without masks.
+Dynamic masking needs the vocabulary (the [MASK] id, the tokens a random replacement may
+take, the `##` pieces of whole words): the manifest's, or `--vocab DIR` when it moved, and
+either way with the vocab.txt sha256 the manifest records.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pipelines.io.vocabulary import VocabError, Vocabulary, load_vocab
+from trainer.config import TrainConfig, mask_replace_shares
+from trainer.masking import DynamicMasking
+from trainer.source import DataConfigError
+
+if TYPE_CHECKING:
+    from pipelines.io.shards.source import DataSource
+
+PAIRS, FULL_SENTENCES = "pairs", "full-sentences"  # what a shards manifest's `sequences` says
+STATIC, NO_MASKS = "static", "none"  # what its `masking` says
+
+
+@dataclass(frozen=True, slots=True)
+class Recipe:
+    objective: str  # "mlm+nsp" or "mlm"
+    masking: str  # "static" or "dynamic"
+    dynamic: DynamicMasking | None  # how masks are drawn, with --masking dynamic
+
+    @property
+    def nsp(self) -> bool:
+        return self.objective == "mlm+nsp"
+
+
+DEFAULT_RECIPE = Recipe("mlm+nsp", "static", None)  # BERT 2018's
+
+
+def shards_kind(source: DataSource) -> tuple[str, str]:
+    """(sequences, masking) of the shards: a manifest without the fields holds masked pairs,
+    as do shards read without a manifest (their kind cannot be known: the 2018 default)."""
+    manifest = source.manifest
+    return (
+        getattr(manifest, "sequences", PAIRS) or PAIRS,
+        getattr(manifest, "masking", STATIC) or STATIC,
+    )
+
+
+def resolve_recipe(config: TrainConfig, source: DataSource) -> Recipe:
+    """The run's objective and masking (DataConfigError, one line, where they cannot work)."""
+    sequences, stored = shards_kind(source)
+    where = source.manifest_url or source.shards[0].url
+    objective = config.objective
+    if objective == "auto":
+        objective = "mlm" if sequences == FULL_SENTENCES else "mlm+nsp"
+    if objective == "mlm+nsp" and sequences == FULL_SENTENCES:
+        raise DataConfigError(
+            f"--objective mlm+nsp: {where} holds full-sentence sequences, which have no "
+            "next-sentence label; train them with --objective mlm (or auto)"
+        )
+    masking = config.masking
+    if masking == "auto":
+        masking = "dynamic" if stored == NO_MASKS else "static"
+    if masking == "static" and stored == NO_MASKS:
+        raise DataConfigError(
+            f"--masking static: {where} was made with --masking none and holds no masks; "
+            "train it with --masking dynamic (or auto)"
+        )
+    dynamic = None
+    if masking == "dynamic":
+        dynamic = DynamicMasking.from_vocab(
+            run_vocab(config, source),
+            rate=config.mask_rate,
+            replace=mask_replace_shares(config.mask_replace),
+            whole_word=config.whole_word_mask,
+            max_predictions=config.max_predictions,
+        )
+    return Recipe(objective, masking, dynamic)
+
+
+def run_vocab(config: TrainConfig, source: DataSource) -> Vocabulary:
+    """The vocabulary the shards were made with: `--vocab` or the manifest's `vocab.path`,
+    checked against the manifest's vocab.txt sha256."""
+    record = source.manifest.vocab if source.manifest is not None else {}
+    directory = config.vocab or record.get("path")
+    expected = record.get("sha256")
+    if not directory:
+        raise DataConfigError(
+            "--masking dynamic needs the vocabulary the shards were made with, and the shards "
+            "have no manifest naming it: pass --vocab DIR"
+        )
+    try:
+        vocab = load_vocab(directory)
+    except (OSError, VocabError) as error:
+        hint = "check --vocab" if config.vocab else "if it moved, pass --vocab DIR"
+        raise DataConfigError(
+            f"--masking dynamic: cannot read the vocabulary at {directory}: {error}; {hint}"
+        ) from error
+    if expected is not None and vocab.sha256 != expected:
+        raise DataConfigError(
+            f"--masking dynamic: the vocabulary at {directory} has vocab.txt sha256 "
+            f"{vocab.sha256}, the shards were made with {expected}: give the shards' "
+            "vocabulary with --vocab DIR"
+        )
+    return vocab
