@@ -58,3 +58,12 @@ def document_stream(
 ) -> RandomStream:
     """The generator for one document's examples in one pass at one sequence length."""
     return RandomStream("examples", seed, document_id, dupe_pass, max_seq_length)
+
+
+def group_stream(
+    seed: int, split: str, dupe_pass: int, group: int, max_seq_length: int
+) -> RandomStream:
+    """The generator for one partner group's full-sentence sequences in one pass at one
+    length (their masks and places in the shuffle): the group's documents are one stream,
+    packed in id order, so the group, not a document, is the unit of its draws."""
+    return RandomStream("full-sentences", seed, split, dupe_pass, group, max_seq_length)
