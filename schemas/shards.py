@@ -12,6 +12,13 @@ A shard's path names its place: `DIR/seqN/SPLIT/shard-*.tar` is listed in `DIR/m
 as `seqN/SPLIT/shard-*.tar` (`SHARD_DEPTH` levels below the manifest; `shards_by_path`). The
 names are built here and nowhere else: `seq_dir`, `split_dir`, `shard_name`.
 
+**Kinds.** `sequences` says what a sample is: "pairs" (Google's `[CLS] A [SEP] B [SEP]` with
+a next-sentence label) or "full-sentences" (RoBERTa's FULL-SENTENCES: contiguous text packed
+across documents, segment A its whole length, label 0); `masking` whether it holds masks:
+"static" (drawn by the examples stage) or "none" (0 predictions, `max_predictions_per_seq`
+0; the trainer draws them). Both are written only when not the defaults, "pairs" and
+"static", so a manifest of masked pairs keeps the bytes it had before the fields existed.
+
 A reader checks `schema_version`, `vocab.sha256` and `max_seq_length` before it trusts a
 shard, and a block's sha256 before it uses a sample in it. Holds no timestamps or host names:
 the same inputs and flags give the same bytes.
@@ -62,6 +69,13 @@ from schemas.examples import (
     READABLE_MAJORS,
     SAMPLES_MEMBER,
 )
+
+# What a shards directory holds (the manifest's `sequences` and `masking`, `bertkit examples
+# --sequences/--masking`): the first of each is the default, BERT 2018's.
+PAIRS, FULL_SENTENCES = "pairs", "full-sentences"
+SEQUENCE_KINDS = (PAIRS, FULL_SENTENCES)
+STATIC, NO_MASKS = "static", "none"
+MASKING_KINDS = (STATIC, NO_MASKS)
 
 SHARD_DEPTH = 3  # seqN/SPLIT/shard-NNNNNN.tar: a shard's manifest is three levels up
 BLOCK_TABLE_SUFFIX = ".blocks.json"  # a shard's block table: `shard-000000.tar.blocks.json`
@@ -336,10 +350,18 @@ class ShardsManifest:
     record: str = "PretrainingExample"
     schema_version: str = EXAMPLES_SCHEMA_VERSION
     bertkit_version: str = "0.1.0"
+    sequences: str = PAIRS  # SEQUENCE_KINDS: what each sample is
+    masking: str = STATIC  # MASKING_KINDS: whether samples hold masks
     READABLE_MAJORS: ClassVar[tuple[str, ...]] = READABLE_MAJORS  # 1.x: a member per sample
 
     def to_json(self) -> str:
+        """The manifest's bytes. `sequences` and `masking` are written only when not the
+        defaults (and read as the defaults when absent), so a manifest of masked pairs is
+        byte for byte what it was before the fields existed."""
         raw = asdict(self)
+        for name, default in (("sequences", PAIRS), ("masking", STATIC)):
+            if raw[name] == default:
+                del raw[name]
         for name, output in self.outputs.items():
             for split, shards in output.splits.items():
                 raw["outputs"][name]["splits"][split]["shards"] = [
@@ -370,6 +392,7 @@ class ShardsManifest:
     def validate(self) -> None:
         """Types, ranges and paths of every field a reader relies on (schemas/checks.py)."""
         need_dict(self.vocab, "vocab")
+        self._check_kind()
         if "size" in self.vocab:
             need_int(self.vocab["size"], "vocab.size", 1)
         if "sha256" in self.vocab:
@@ -377,9 +400,31 @@ class ShardsManifest:
         for name, output in self.outputs.items():
             where = f"outputs.{name}"
             need_int(output.max_seq_length, f"{where}.max_seq_length", 8, 65535)
-            need_int(output.max_predictions_per_seq, f"{where}.max_predictions_per_seq", 1)
+            field_name = f"{where}.max_predictions_per_seq"
+            need_int(output.max_predictions_per_seq, field_name, 1 if self.masking == STATIC else 0)
+            if self.masking == NO_MASKS and output.max_predictions_per_seq:
+                raise RecordError(
+                    f"{field_name} is {output.max_predictions_per_seq}: samples made with "
+                    "masking none hold no predictions (0)"
+                )
             for split, shards in output.splits.items():
                 _check_split(shards, f"{where}.splits.{split}")
+                if self.sequences == FULL_SENTENCES and shards.not_next:
+                    raise RecordError(
+                        f"{where}.splits.{split}.not_next is {shards.not_next}: full-sentence "
+                        "sequences have no next-sentence label"
+                    )
+                if self.masking == NO_MASKS and shards.predictions:
+                    raise RecordError(
+                        f"{where}.splits.{split}.predictions is {shards.predictions}: samples "
+                        "made with masking none hold no predictions"
+                    )
+
+    def _check_kind(self) -> None:
+        for name, kinds in (("sequences", SEQUENCE_KINDS), ("masking", MASKING_KINDS)):
+            value = getattr(self, name)
+            if value not in kinds:
+                raise RecordError(f"{name} is {value!r}: one of {', '.join(map(repr, kinds))}")
 
     def shards_by_path(self) -> dict[str, tuple[str, str, ShardInfo]]:
         """Relative shard path → (output name, split, info), for finding a shard named alone."""
