@@ -23,6 +23,16 @@ three steps (the graph: pipelines/examples/transforms.py):
    table beside it (`shard-NNNNNN.tar.blocks.json`: each block's first byte and sha256,
    schemas/shards.py); `manifest.json`, which records each table's sha256, is written last.
 
+`--sequences full-sentences` makes RoBERTa's FULL-SENTENCES instead of pairs: step 2 packs
+each partner group's documents, in id order, into sequences filled to `--max-seq-length`
+(`[CLS] text of one document [SEP] text of the next … [SEP]`, a sentence that does not fit
+carried to the next sequence; pipelines/bert/packing.py), with no next-sentence label.
+`--masking none` stores no masks, for a trainer that draws them each epoch:
+
+    bertkit examples --documents out/documents/wikipedia --vocab out/vocab \\
+        --output out/shards-full --max-seq-length 128,512 \\
+        --sequences full-sentences --masking none --dupe-factor 1
+
 Documents and examples move between steps through spill files under `OUTPUT/_work` (see
 pipelines/beam/spill.py), not through Beam's shuffle, so every worker's memory is bounded by a
 flag (`--work-partition-mb`, `--bucket-mb`, `--spill-budget-mb`) however large the corpus.

@@ -37,7 +37,7 @@ from pipelines.examples.plan import plan_layout, plan_routes, read_documents_inp
 from pipelines.examples.transforms import CreateExamples, WriteShards
 from pipelines.io.vocabulary import Vocabulary, load_vocab
 from schemas import REJECTS_DIR, SHARDS_MANIFEST_NAME
-from schemas.shards import BLOCK_TABLE_SUFFIX
+from schemas.shards import BLOCK_TABLE_SUFFIX, PAIRS
 
 # A shard and its block table (schemas/shards.py), as named in their directory.
 _SHARD_FILE = rf"shard-[0-9]{{6}}\.tar(?:{re.escape(BLOCK_TABLE_SUFFIX)})?"
@@ -118,7 +118,8 @@ def run_examples(
 
 def progress_phases(config: ExamplesConfig, inputs: list[DocumentsInput]) -> list[Phase]:
     """The progress line's three steps: documents tokenized of the manifests' count; each
-    document paired once per dupe pass; examples written of those made (known by then)."""
+    document paired (or packed) once per dupe pass; examples written of those made (known
+    by then)."""
     documents = sum(i.manifest.counts["documents"] for i in inputs)
     return [
         Phase(
@@ -129,7 +130,7 @@ def progress_phases(config: ExamplesConfig, inputs: list[DocumentsInput]) -> lis
             rate=(DOCUMENTS_TOKENIZED, "documents"),
         ),
         Phase(
-            "pair and mask",
+            "pair and mask" if config.sequences == PAIRS else "pack sentences",
             DOCUMENTS_PAIRED,
             documents * config.dupe_factor,
             "document passes",

@@ -14,8 +14,11 @@ from dataclasses import dataclass
 
 from pipelines.beam import files
 from pipelines.command.flags import option
+from schemas.shards import FULL_SENTENCES, MASKING_KINDS, NO_MASKS, PAIRS, SEQUENCE_KINDS, STATIC
 
 WORK_DIR = "_work"  # spill files between steps; removed when the manifest is written
+# Masking flags at their defaults: with --masking none a flag that is not is refused.
+_STATIC_ONLY = {"masked_lm_prob": 0.15, "whole_word_mask": False, "max_predictions_per_seq": ()}
 
 
 class ExamplesConfigError(ValueError):
@@ -47,6 +50,19 @@ class ExamplesConfig:
         metavar="N[,N…]",
         help="one length or a comma list, e.g. 128,512: one output tree each",
     )
+    sequences: str = option(
+        PAIRS,
+        choices=SEQUENCE_KINDS,
+        help="pairs: Google's sentence pairs with a next-sentence label; full-sentences: "
+        "RoBERTa's FULL-SENTENCES, contiguous text packed to --max-seq-length across "
+        "documents, no next-sentence label",
+    )
+    masking: str = option(
+        STATIC,
+        choices=MASKING_KINDS,
+        help="static: masks drawn here and stored (Google's); none: no masks stored, for a "
+        "trainer that draws them (bertkit train --masking dynamic)",
+    )
     max_predictions_per_seq: tuple[int, ...] = option(
         (),
         parse=int_list,
@@ -64,7 +80,11 @@ class ExamplesConfig:
     samples_per_shard: int = option(
         50_000, help="most samples in a shard; shards of a split are equal ±1"
     )
-    partner_group_docs: int = option(1000, help="documents per random NotNext partner group")
+    partner_group_docs: int = option(
+        1000,
+        help="documents per random partner group: NotNext partners come from it; with "
+        "--sequences full-sentences its documents, in id order, are one packed stream",
+    )
     work_partition_mb: int = option(64, help="MB of token ids one pairing step holds")
     bucket_mb: int = option(64, help="MB of examples sorted at once")
     spill_budget_mb: int = option(
@@ -84,7 +104,12 @@ class ExamplesConfig:
     def __post_init__(self) -> None:
         # Google's rule: round(length × probability). A probability that is not a finite
         # number derives nothing here: `validate` names it (round(nan) would raise first).
-        if not self.max_predictions_per_seq and math.isfinite(self.masked_lm_prob):
+        # Without masks there is nothing to predict, so nothing to derive.
+        if (
+            self.masking == STATIC
+            and not self.max_predictions_per_seq
+            and math.isfinite(self.masked_lm_prob)
+        ):
             derived = tuple(round(n * self.masked_lm_prob) for n in self.max_seq_lengths)
             object.__setattr__(self, "max_predictions_per_seq", derived)
 
@@ -94,7 +119,12 @@ class ExamplesConfig:
 
     def validate(self) -> None:
         """Stop before any work on flags that cannot make examples, naming every problem."""
-        problems = _length_problems(self) + _range_problems(self)
+        problems = _kind_problems(self)
+        if self.masking == STATIC:
+            problems += _length_problems(self)
+        else:
+            problems += _bad_lengths(self.max_seq_lengths)
+        problems += _range_problems(self)
         if problems:
             raise ExamplesConfigError("; ".join(problems))
 
@@ -107,11 +137,7 @@ def _length_problems(config: ExamplesConfig) -> list[str]:
             f"--max-predictions-per-seq has {len(predictions)} values for "
             f"{len(lengths)} --max-seq-length values: give one per length"
         )
-    if len(set(lengths)) != len(lengths):
-        problems.append(f"--max-seq-length repeats a length: {lengths}")
-    for length in lengths:
-        if not 8 <= length <= 65535:
-            problems.append(f"--max-seq-length {length}: must be between 8 and 65535")
+    problems += _bad_lengths(lengths)
     for length, count in zip(lengths, predictions, strict=False):
         derived = math.isfinite(config.masked_lm_prob) and count == round(
             length * config.masked_lm_prob
@@ -131,6 +157,47 @@ def _length_problems(config: ExamplesConfig) -> list[str]:
                 f"--max-predictions-per-seq {count} at length {length}: must be at most "
                 f"{length - 3} (the positions that are not [CLS] or [SEP])"
             )
+    return problems
+
+
+def _bad_lengths(lengths: tuple[int, ...]) -> list[str]:
+    problems = []
+    if len(set(lengths)) != len(lengths):
+        problems.append(f"--max-seq-length repeats a length: {lengths}")
+    for length in lengths:
+        if not 8 <= length <= 65535:
+            problems.append(f"--max-seq-length {length}: must be between 8 and 65535")
+    return problems
+
+
+def _kind_problems(config: ExamplesConfig) -> list[str]:
+    """Flags that mean nothing for the kind of sequences or masking asked for."""
+    problems = []
+    if config.sequences not in SEQUENCE_KINDS:
+        problems.append(f"--sequences {config.sequences!r}: one of {', '.join(SEQUENCE_KINDS)}")
+    if config.masking not in MASKING_KINDS:
+        problems.append(f"--masking {config.masking!r}: one of {', '.join(MASKING_KINDS)}")
+    if config.masking == NO_MASKS:
+        for name, default in _STATIC_ONLY.items():
+            if getattr(config, name) != default:
+                flag = "--" + name.replace("_", "-")
+                problems.append(
+                    f"{flag} shapes stored masks, and --masking none stores none: drop it (the "
+                    "trainer's --mask-rate, --whole-word-mask and --max-predictions shape "
+                    "dynamic masks)"
+                )
+    if config.sequences == FULL_SENTENCES and config.short_seq_prob != 0.1:
+        problems.append(
+            f"--short-seq-prob {config.short_seq_prob} draws short targets for sentence pairs; "
+            "--sequences full-sentences fills every sequence to --max-seq-length: drop it"
+        )
+    copies = config.sequences == FULL_SENTENCES and config.masking == NO_MASKS
+    if copies and config.dupe_factor != 1:
+        problems.append(
+            f"--dupe-factor {config.dupe_factor} with --sequences full-sentences --masking "
+            "none would store the same text again, without masks to tell the copies apart: "
+            "give --dupe-factor 1 and train more epochs (each draws new masks)"
+        )
     return problems
 
 

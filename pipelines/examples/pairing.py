@@ -17,7 +17,7 @@ from pipelines.beam.documents import UnitTally, finish_unit
 from pipelines.beam.progress import DOCUMENTS_PAIRED, EXAMPLES_MADE, StageCounters
 from pipelines.beam.spill import TokenizedDocument, pack_example, unpack_documents
 from pipelines.bert.draws import RandomStream, document_stream
-from pipelines.bert.masking import MaskingConfig, mask_batch
+from pipelines.bert.masking import MaskedInput, MaskingConfig, mask_batch
 from pipelines.bert.pairs import SentencePair, create_pairs, pair_input_ids
 from pipelines.examples.config import ExamplesConfig
 from pipelines.examples.keys import BucketKey, PartitionKey
@@ -27,7 +27,7 @@ from pipelines.examples.tokenize import SUMMARY
 from pipelines.io.vocabulary import load_vocab
 from schemas import PretrainingExample, Reject
 from schemas.examples import NOT_NEXT
-from schemas.shards import split_dir
+from schemas.shards import STATIC, split_dir
 
 BUCKET_COUNTS = "bucket_counts"  # the tagged output of (BucketKey, examples) counts
 # A document's examples are built and masked this many tokens at a time (at most; 8,192
@@ -35,6 +35,7 @@ BUCKET_COUNTS = "bucket_counts"  # the tagged output of (BucketKey, examples) co
 # the document. Any document of fewer examples is masked in one batch, as it always was (the
 # sample's longest, 117,290 tokens, makes ~1,000 at 128).
 MASK_BATCH_TOKENS = 1 << 20
+_NOTHING = np.zeros(0, dtype=np.int64)  # the positions and labels of an unmasked input
 
 
 class _Others(Sequence):
@@ -62,6 +63,7 @@ class GroupStep:
     writer: RoutedSpillWriter
     tally: UnitTally
     bucket_counts: Counter
+    group: int = 0  # the partner group's number in its split and pass
 
 
 class PairAndMaskFn(beam.DoFn):
@@ -77,6 +79,9 @@ class PairAndMaskFn(beam.DoFn):
         self._counters = StageCounters((DOCUMENTS_PAIRED, EXAMPLES_MADE))
         vocab = load_vocab(self._config.vocab, files.READER)
         self._cls, self._sep = vocab.cls_id, vocab.sep_id
+        self._masking: dict[int, MaskingConfig] | None = None  # --masking none: no masks
+        if self._config.masking != STATIC:
+            return
         self._masking = {
             length: MaskingConfig(
                 masked_lm_prob=self._config.masked_lm_prob,
@@ -104,22 +109,26 @@ class PairAndMaskFn(beam.DoFn):
         bucket_counts: Counter = Counter()
         for group, members in sorted(self._groups(key, paths).items()):
             members.sort(key=lambda d: d.id)
-            if len(members) == 1:
-                tally.reject(_alone(members[0].id, key, group))
             lengths = [m.sentence_lengths.tolist() for m in members]
             step = GroupStep(
-                members, lengths, key.dupe_pass, key.split, writer, tally, bucket_counts
+                members, lengths, key.dupe_pass, key.split, writer, tally, bucket_counts, group
             )
-            for index in range(len(members)):
-                for length in config.max_seq_lengths:
-                    self._make_examples(step, index, length)
-                self._counters.add(DOCUMENTS_PAIRED)
+            self._group_examples(step, key)
         yield from writer.close()
         for bucket_key, count in sorted(bucket_counts.items()):
             yield beam.pvalue.TaggedOutput(BUCKET_COUNTS, (tuple(bucket_key), count))
         summary = finish_unit(config.output, tally, [])
         self._counters.flush()
         yield beam.pvalue.TaggedOutput(SUMMARY, summary)
+
+    def _group_examples(self, step: GroupStep, key: PartitionKey) -> None:
+        """One partner group's examples in one pass: each member's pairs at every length."""
+        if len(step.members) == 1:
+            step.tally.reject(_alone(step.members[0].id, key, step.group))
+        for index in range(len(step.members)):
+            for length in self._config.max_seq_lengths:
+                self._make_examples(step, index, length)
+            self._counters.add(DOCUMENTS_PAIRED)
 
     def _groups(self, key: PartitionKey, paths: list[str]) -> dict[int, list[TokenizedDocument]]:
         """The step's documents by partner group (a step holds several groups)."""
@@ -146,8 +155,9 @@ class PairAndMaskFn(beam.DoFn):
     def _spill_examples(
         self, step: GroupStep, index: int, length: int, pairs: list[SentencePair], rng: RandomStream
     ) -> None:
-        """A batch of one document's pairs built, masked and spilled to their buckets; the
-        stream draws the masks, then each example's place in the shuffle."""
+        """A batch of one document's pairs built, masked (unless --masking none) and spilled
+        to their buckets; the stream draws the masks, then each example's place in the
+        shuffle."""
         document = step.members[index]
         others = _Others(step.members, index)
         inputs = [
@@ -160,40 +170,61 @@ class PairAndMaskFn(beam.DoFn):
             )
             for pair in pairs
         ]
-        masked_inputs = mask_batch(
+        masked_inputs = self._masked(
             [ids for ids, _ in inputs],
             [(0, a_length - 1, len(ids) - 1) for ids, a_length in inputs],
-            self._masking[length],
+            length,
             rng,
         )
-        sort_keys = (rng.uniforms(len(pairs)) * 2**53).astype(np.int64).tolist()
-        self._counters.add(EXAMPLES_MADE, len(pairs))
-        output = split_dir(length, step.split)
-        buckets = self._layout.buckets[output]
-        not_next = tokens = predictions = 0
-        for pair, (input_ids, a_length), masked, sort_key in zip(
-            pairs, inputs, masked_inputs, sort_keys, strict=True
-        ):
-            label = NOT_NEXT if pair.is_random_next else 0
-            example = PretrainingExample(
+        examples = [
+            PretrainingExample(
                 masked.input_ids,
                 a_length,
                 masked.positions,
                 masked.labels,
-                label,
+                NOT_NEXT if pair.is_random_next else 0,
                 document.id,
                 others[pair.partner].id if pair.is_random_next else document.id,
                 step.dupe_pass,
-            ).encode(self._layout.id_width)
+            )
+            for pair, (_, a_length), masked in zip(pairs, inputs, masked_inputs, strict=True)
+        ]
+        self._spill(step, length, examples, rng)
+
+    def _masked(
+        self,
+        inputs: list[np.ndarray],
+        special_positions: list[Sequence[int]],
+        length: int,
+        rng: RandomStream,
+    ) -> list[MaskedInput]:
+        """The inputs with their static masks drawn from `rng`; as they are (no prediction,
+        no draw) with --masking none."""
+        if self._masking is None:
+            return [MaskedInput(ids, _NOTHING, _NOTHING) for ids in inputs]
+        return mask_batch(inputs, special_positions, self._masking[length], rng)
+
+    def _spill(
+        self, step: GroupStep, length: int, examples: list[PretrainingExample], rng: RandomStream
+    ) -> None:
+        """A batch of examples, each given its place in the shuffle (drawn from `rng` after
+        the masks), spilled to the bucket that place falls in; their counts added."""
+        sort_keys = (rng.uniforms(len(examples)) * 2**53).astype(np.int64).tolist()
+        self._counters.add(EXAMPLES_MADE, len(examples))
+        output = split_dir(length, step.split)
+        buckets = self._layout.buckets[output]
+        not_next = tokens = predictions = 0
+        for example, sort_key in zip(examples, sort_keys, strict=True):
             bucket_key = BucketKey(output, sort_key % buckets)
-            step.writer.add(bucket_key, pack_example(sort_key, example))
+            encoded = example.encode(self._layout.id_width)
+            step.writer.add(bucket_key, pack_example(sort_key, encoded))
             step.bucket_counts[bucket_key] += 1
-            not_next += label
-            tokens += len(input_ids)
-            predictions += len(masked.positions)
+            not_next += example.next_sentence_label
+            tokens += len(example.input_ids)
+            predictions += len(example.masked_lm_positions)
         # the counts of a batch of examples, added once (not per example)
         counts = step.tally.counts
-        counts[f"{output}/examples"] += len(pairs)
+        counts[f"{output}/examples"] += len(examples)
         counts[f"{output}/not_next"] += not_next
         counts[f"{output}/tokens"] += tokens
         counts[f"{output}/predictions"] += predictions

@@ -4,6 +4,8 @@
     PairAndMask ─► (BucketKey, spill file) ─ GroupBuckets ─► OrderBuckets ─► shards
                                                                └─ pieces ─ JoinPieces ─► shards
 
+(PackSentences in PairAndMask's place with --sequences full-sentences.)
+
 Which steps fan out, and why: TokenizeDocuments has one unit per documents file (spread
 over workers by a Reshuffle); PairAndMask one per (split, pass, partition), sized by
 --work-partition-mb; OrderBuckets one per shuffle bucket, sized by --bucket-mb. Beam carries
@@ -19,11 +21,13 @@ import apache_beam as beam
 
 from pipelines.beam import files
 from pipelines.examples.config import ExamplesConfig
+from pipelines.examples.packing import PackSentencesFn
 from pipelines.examples.pairing import BUCKET_COUNTS, PairAndMaskFn
 from pipelines.examples.plan import Layout, Routes
 from pipelines.examples.shards import PIECES, JoinPiecesFn, OrderBucketFn
 from pipelines.examples.shuffle import GroupSpills
 from pipelines.examples.tokenize import SUMMARY, TokenizeDocumentsFn
+from schemas.shards import FULL_SENTENCES
 
 
 class CreateExamples(beam.PTransform):
@@ -52,13 +56,18 @@ class CreateExamples(beam.PTransform):
                 TokenizeDocumentsFn(self._config, self._layout, self._routes.partitions)
             ).with_outputs(SUMMARY, main="spills")
         )
+        # Sentence pairs (Google's), or full-sentence sequences (RoBERTa's): the same step
+        # but for what it makes of a partner group.
+        label, make = ("PairAndMask", PairAndMaskFn)
+        if self._config.sequences == FULL_SENTENCES:
+            label, make = ("PackSentences", PackSentencesFn)
         paired = (
             tokenized.spills
             | "GroupPartitions" >> _group_spills(self._config, "documents", self._routes.partitions)
-            | "PairAndMask"
-            >> beam.ParDo(
-                PairAndMaskFn(self._config, self._layout, self._routes.buckets)
-            ).with_outputs(SUMMARY, BUCKET_COUNTS, main="spills")
+            | label
+            >> beam.ParDo(make(self._config, self._layout, self._routes.buckets)).with_outputs(
+                SUMMARY, BUCKET_COUNTS, main="spills"
+            )
         )
         summaries = (tokenized[SUMMARY], paired[SUMMARY]) | "AllSummaries" >> beam.Flatten()
         return paired.spills, paired[BUCKET_COUNTS], summaries
