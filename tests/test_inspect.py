@@ -269,6 +269,8 @@ def test_summary_of_a_shards_directory(shards_dir: Path, capsys) -> None:
         f"shards directory {shards_dir} (manifest.json)",
         "record PretrainingExample, schema version 2.1, written by bertkit 0.1.0",
         f"vocab: sha256 {sha}, path {shards_dir.parent / 'vocab'}, size 13, cased False",
+        "sequences pairs (sentence pairs with a next-sentence label), masking static (masks "
+        "stored)",
         "seq128: max 20 predictions per sequence",
         "  train    2 examples in 1 shard (2,048 bytes), NotNext 1, 19 tokens, 4 predictions",
         "  heldout  1 example in 1 shard (2,048 bytes), NotNext 0, 8 tokens, 1 prediction",

@@ -17,7 +17,7 @@ from schemas.examples import (
     PretrainingExample,
 )
 from schemas.manifest import DocumentsManifest
-from schemas.shards import ShardsManifest
+from schemas.shards import FULL_SENTENCES, NO_MASKS, PAIRS, STATIC, ShardsManifest
 from schemas.vocab import MASK_TOKEN
 
 _BAR_WIDTH = 30
@@ -69,7 +69,8 @@ def format_schema(schema: pa.Schema, manifest: Any | None) -> list[str]:
 
 
 def render_example(example: PretrainingExample, vocab: Vocab | None, label: str = "") -> str:
-    """An example as text: segments A and B on their own lines, masked positions marked."""
+    """An example as text: segments A and B on their own lines (a full-sentence sequence,
+    one segment, on one), masked positions marked."""
     mask_id = vocab.id_of(MASK_TOKEN) if vocab is not None else None
     show = vocab.token if vocab is not None else str
     originals = dict(
@@ -88,8 +89,15 @@ def render_example(example: PretrainingExample, vocab: Vocab | None, label: str 
         else:
             words.append(f"{{{show(token_id)}→{show(original)}}}")
     a_length = example.segment_a_length
-    nsp = "NotNext" if example.next_sentence_label == NOT_NEXT else "IsNext"
     n_tokens = len(example.input_ids)
+    if a_length == n_tokens:  # one segment: a full-sentence sequence, no next-sentence label
+        head = (
+            f"{label}#{example.key}  full sentences  doc_a {example.doc_a}  doc_b "
+            f"{example.doc_b}  dupe_pass {example.dupe_pass}  ({n_tokens} tokens; "
+            f"{len(originals)} predicted)"
+        )
+        return "\n".join([head, "     " + " ".join(words)])
+    nsp = "NotNext" if example.next_sentence_label == NOT_NEXT else "IsNext"
     head = (
         f"{label}#{example.key}  {nsp}  doc_a {example.doc_a}  doc_b {example.doc_b}  "
         f"dupe_pass {example.dupe_pass}  ({n_tokens} tokens: A {a_length}, "
@@ -186,10 +194,14 @@ def format_summary(target: Target) -> list[str]:
         f"shards directory {target.url} ({SHARDS_MANIFEST_NAME})",
         *_version_lines(manifest, EXAMPLES_SCHEMA_VERSION),
         _vocab_line(manifest.vocab),
+        _kind_line(manifest),
     ]
     total_samples = total_shards = total_bytes = 0
     for name, output in ordered_outputs(manifest):
-        lines.append(f"{name}: max {output.max_predictions_per_seq} predictions per sequence")
+        if manifest.masking == STATIC:
+            lines.append(f"{name}: max {output.max_predictions_per_seq} predictions per sequence")
+        else:
+            lines.append(f"{name}: no stored predictions")
         for split in ordered_splits(output):
             shards = output.splits[split]
             size = sum(s.bytes for s in shards.shards)
@@ -208,6 +220,22 @@ def format_summary(target: Target) -> list[str]:
     )
     lines.append(f"rejected: {manifest.rejected or 'none'}; dropped: {manifest.dropped or 'none'}")
     return lines
+
+
+_KIND_NOTES = {
+    PAIRS: "sentence pairs with a next-sentence label",
+    FULL_SENTENCES: "text packed across documents, no next-sentence label",
+    STATIC: "masks stored",
+    NO_MASKS: "no masks, train with --masking dynamic",
+}
+
+
+def _kind_line(manifest: ShardsManifest) -> str:
+    """What the samples are (the manifest's `sequences` and `masking`)."""
+    return (
+        f"sequences {manifest.sequences} ({_KIND_NOTES.get(manifest.sequences, '?')}), "
+        f"masking {manifest.masking} ({_KIND_NOTES.get(manifest.masking, '?')})"
+    )
 
 
 def _version_lines(manifest: Any, current: str) -> list[str]:
