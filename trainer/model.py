@@ -1,10 +1,16 @@
-"""BERT for pre-training (masked LM + next sentence prediction), the model `trainer` trains.
+"""BERT for pre-training (masked LM, with or without next sentence prediction), the model
+`trainer` trains.
 
 The architecture is Google's BERT, as HF's `BertForPreTraining` implements it, so a
 checkpoint exports to HF with a rename (`hf_state_dict`, `bertkit export-hf`) and gives the
 same logits there: post-LayerNorm encoder layers, exact (erf) GELU, learned position and
 token type embeddings, a tanh pooler on [CLS], an MLM head whose decoder is tied to the
 word embeddings, and a 2-way NSP head.
+
+`BertConfig.objective` picks the heads. "mlm+nsp" (BERT 2018) has all of the above. "mlm"
+(RoBERTa's objective) has neither the pooler nor the NSP head, as HF's `BertForMaskedLM`
+(`BertModel(add_pooling_layer=False)` + `cls.predictions`): no parameter goes unused, which
+DDP needs, and the loss is the MLM loss alone.
 
 Two departures from HF's code, neither visible in the weights:
 - Q, K and V are one Linear (3·H outputs: Q rows, then K, then V), one matmul instead of
@@ -22,6 +28,7 @@ mask, so it picks the fused kernel (flash / memory-efficient) the device offers.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -30,12 +37,18 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from schemas.batch import IGNORE_INDEX, BatchField
+from schemas.batch import IGNORE_INDEX, MODEL_INPUTS, BatchField
+
+# The pre-training objectives, as `bertkit train --objective` names them once resolved.
+OBJECTIVES = ("mlm+nsp", "mlm")
+# The state_dict entries "mlm+nsp" has and "mlm" lacks: the pooler and the NSP head.
+NSP_HEAD_WEIGHTS = ("pooler.weight", "pooler.bias", "nsp.weight", "nsp.bias")
 
 
 @dataclass(frozen=True)
 class BertConfig:
-    """The model's shape and regularisation; field names and defaults are HF's BertConfig."""
+    """The model's shape and regularisation; field names and defaults are HF's BertConfig,
+    but for `objective`, ours: the heads the model has (module docstring)."""
 
     vocab_size: int
     hidden_size: int = 768
@@ -49,6 +62,8 @@ class BertConfig:
     layer_norm_eps: float = 1e-12
     initializer_range: float = 0.02
     pad_token_id: int = 0
+    # A checkpoint's model_config from before this field had both heads: the default.
+    objective: str = "mlm+nsp"
 
     def __post_init__(self) -> None:
         sizes = (
@@ -69,6 +84,10 @@ class BertConfig:
                 f"{self.num_attention_heads}: each head takes hidden_size / heads features; "
                 "pick sizes that divide"
             )
+        if self.objective not in OBJECTIVES:
+            raise ValueError(
+                f"BertConfig.objective {self.objective!r}: one of {', '.join(OBJECTIVES)}"
+            )
         if not 0 <= self.pad_token_id < self.vocab_size:
             raise ValueError(
                 f"pad_token_id {self.pad_token_id} is not an id of a {self.vocab_size}-token "
@@ -78,6 +97,11 @@ class BertConfig:
     @property
     def head_size(self) -> int:
         return self.hidden_size // self.num_attention_heads
+
+    @property
+    def nsp(self) -> bool:
+        """Whether the model has the pooler and the NSP head."""
+        return self.objective == "mlm+nsp"
 
 
 # name → (layers, hidden, heads). tiny … medium are Google's smaller BERTs (Turc et al. 2019,
@@ -92,7 +116,7 @@ MODEL_SIZES: dict[str, tuple[int, int, int]] = {
 }
 
 
-def config_for(name: str, vocab_size: int, **overrides: float) -> BertConfig:
+def config_for(name: str, vocab_size: int, **overrides: float | str) -> BertConfig:
     """The BertConfig of a named size (MODEL_SIZES) for a vocabulary; `overrides` set fields."""
     if name not in MODEL_SIZES:
         raise ValueError(f"unknown model size {name!r}: choose one of {', '.join(MODEL_SIZES)}")
@@ -110,11 +134,11 @@ def config_for(name: str, vocab_size: int, **overrides: float) -> BertConfig:
 class PreTrainingOutput(NamedTuple):
     """What `BertForPreTraining.forward` returns. N = valid predictions in the batch."""
 
-    loss: Tensor  # () mlm_loss + nsp_loss, or mlm_loss alone without NSP labels
+    loss: Tensor  # () mlm_loss + nsp_loss, or mlm_loss alone ("mlm", or no NSP labels)
     mlm_loss: Tensor  # () mean cross-entropy over the N predictions
     nsp_loss: Tensor | None  # () mean cross-entropy over the B pairs; None without labels
     mlm_logits: Tensor  # (B·P, V): every prediction slot; padding slots have IGNORE_INDEX labels
-    nsp_logits: Tensor  # (B, 2)
+    nsp_logits: Tensor | None  # (B, 2); None for "mlm" (no NSP head)
     mlm_correct: Tensor  # () int64: predictions whose argmax is the label
     mlm_count: Tensor  # () int64: N
     nsp_correct: Tensor | None  # () int64; None without NSP labels
@@ -185,7 +209,10 @@ class BertLayer(nn.Module):
 
 
 class BertForPreTraining(nn.Module):
-    """The BERT encoder with the pooler, the MLM head and the NSP head."""
+    """The BERT encoder with the MLM head, and for "mlm+nsp" the pooler and the NSP head."""
+
+    pooler: nn.Linear | None
+    nsp: nn.Linear | None
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
@@ -193,14 +220,15 @@ class BertForPreTraining(nn.Module):
         hidden = config.hidden_size
         self.embeddings = BertEmbeddings(config)
         self.layers = nn.ModuleList(BertLayer(config) for _ in range(config.num_hidden_layers))
-        self.pooler = nn.Linear(hidden, hidden)
+        # Registered in this order, so "mlm+nsp" draws its initial weights as it always has.
+        self.pooler = nn.Linear(hidden, hidden) if config.nsp else None
         self.mlm_transform = nn.Linear(hidden, hidden)
         self.mlm_norm = nn.LayerNorm(hidden, eps=config.layer_norm_eps)
         # The decoder's weight IS the word embedding matrix (V, H); its bias is its own.
         # It appears twice in state_dict(), once in parameters().
         self.decoder = nn.Linear(hidden, config.vocab_size)
         self.decoder.weight = self.embeddings.word_embeddings.weight
-        self.nsp = nn.Linear(hidden, 2)
+        self.nsp = nn.Linear(hidden, 2) if config.nsp else None
         self.apply(self._init_weights)
 
     def _init_weights(self, module: nn.Module) -> None:
@@ -222,18 +250,29 @@ class BertForPreTraining(nn.Module):
             nn.init.ones_(module.weight)
             nn.init.zeros_(module.bias)
 
-    def encode(
-        self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor
-    ) -> tuple[Tensor, Tensor]:
-        """The encoder: (sequence output (B, L, H), pooled [CLS] output (B, H))."""
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        """The batch fields `forward` takes, in its order: MODEL_INPUTS, less the NSP label
+        for "mlm" (a run without NSP never reads it)."""
+        if self.config.nsp:
+            return MODEL_INPUTS
+        return tuple(name for name in MODEL_INPUTS if name != BatchField.NEXT_SENTENCE_LABELS)
+
+    def encode(self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor) -> Tensor:
+        """The encoder: the sequence output (B, L, H)."""
         # (B, L) → (B, 1, 1, L): one row of keys, broadcast over heads and queries. Padded
         # queries still attend to the real keys, so no row is all-masked (no NaN).
         mask = attention_mask.to(torch.bool)[:, None, None, :]
         hidden = self.embeddings(input_ids, token_type_ids)
         for layer in self.layers:
             hidden = layer(hidden, mask)
-        pooled = torch.tanh(self.pooler(hidden[:, 0]))
-        return hidden, pooled
+        return hidden
+
+    def _nsp_scores(self, hidden: Tensor) -> Tensor | None:
+        # (B, L, H) → the tanh pooler on [CLS] (B, H) → (B, 2); None without the NSP head.
+        if self.pooler is None or self.nsp is None:
+            return None
+        return self.nsp(torch.tanh(self.pooler(hidden[:, 0])))
 
     def _mlm_scores(self, hidden: Tensor) -> Tensor:
         # (…, H) → (…, V)
@@ -250,9 +289,14 @@ class BertForPreTraining(nn.Module):
         next_sentence_labels: Tensor | None = None,
     ) -> PreTrainingOutput:
         """Losses and logits on a collated batch (schemas/batch.py; argument names are its
-        MODEL_INPUTS). The MLM head runs on the B·P prediction slots; the loss and counts
-        on the N real ones."""
-        hidden, pooled = self.encode(input_ids, token_type_ids, attention_mask)
+        MODEL_INPUTS, `input_names` for this model). The MLM head runs on the B·P prediction
+        slots; the loss and counts on the N real ones."""
+        if next_sentence_labels is not None and not self.config.nsp:
+            raise ValueError(
+                "next_sentence_labels given to an --objective mlm model, which has no NSP "
+                "head: pass the batch fields of model.input_names"
+            )
+        hidden = self.encode(input_ids, token_type_ids, attention_mask)
         batch, length, width = hidden.shape
         # masked_positions (B, P) → row indices into hidden flattened to (B·L, H) → (B·P, H)
         # → logits (B·P, V). Every slot is computed, padding included, so the shapes depend
@@ -269,8 +313,8 @@ class BertForPreTraining(nn.Module):
         )
         mlm_loss = mlm_loss / mlm_count.clamp(min=1)
         mlm_correct = ((mlm_logits.argmax(dim=-1) == labels) & valid).sum()
-        nsp_logits = self.nsp(pooled)  # (B, 2)
-        if next_sentence_labels is None:
+        nsp_logits = self._nsp_scores(hidden)  # (B, 2), or None for "mlm"
+        if nsp_logits is None or next_sentence_labels is None:
             return PreTrainingOutput(
                 mlm_loss, mlm_loss, None, mlm_logits, nsp_logits, mlm_correct, mlm_count, None
             )
@@ -289,10 +333,11 @@ class BertForPreTraining(nn.Module):
 
     def prediction_scores(
         self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor
-    ) -> tuple[Tensor, Tensor]:
-        """HF's two outputs: MLM scores at every position (B, L, V) and NSP scores (B, 2)."""
-        hidden, pooled = self.encode(input_ids, token_type_ids, attention_mask)
-        return self._mlm_scores(hidden), self.nsp(pooled)
+    ) -> tuple[Tensor, Tensor | None]:
+        """HF's outputs: MLM scores at every position (B, L, V) (BertForMaskedLM's `logits`,
+        BertForPreTraining's `prediction_logits`) and NSP scores (B, 2), None for "mlm"."""
+        hidden = self.encode(input_ids, token_type_ids, attention_mask)
+        return self._mlm_scores(hidden), self._nsp_scores(hidden)
 
 
 def parameter_count(model: nn.Module) -> int:
@@ -310,20 +355,22 @@ def flops_per_sequence(config: BertConfig, seq_len: int, predictions: int) -> fl
 
         per layer     2·L·(3H² + H² + 2·H·I)     Q/K/V, attention output, FFN in and out
                       + 2·2·L²·H                 scores Q·Kᵀ and context (scores)·V
-        pooler + NSP  2·(H² + 2H)                on [CLS] only
+        pooler + NSP  2·(H² + 2H)                on [CLS] only; 0 for "mlm" (no such heads)
         MLM head      2·P·(H² + V·H)             transform and decoder, predictions only
 
         flops = 3 · (n · per layer + pooler + NSP + MLM head)
     """
     hidden, inner, length = config.hidden_size, config.intermediate_size, seq_len
     per_layer = 2 * length * (4 * hidden * hidden + 2 * hidden * inner) + 4 * length**2 * hidden
-    heads = 2 * (hidden * hidden + 2 * hidden)
+    heads = 2 * (hidden * hidden + 2 * hidden) if config.nsp else 0
     mlm = 2 * predictions * (hidden * hidden + config.vocab_size * hidden)
     return 3.0 * (config.num_hidden_layers * per_layer + heads + mlm)
 
 
 def hf_state_dict(model: BertForPreTraining) -> dict[str, Tensor]:
-    """The weights under HF `BertForPreTraining`'s names, as its save_pretrained writes them.
+    """The weights under HF `BertForPreTraining`'s names ("mlm+nsp") or `BertForMaskedLM`'s
+    ("mlm": the same names, less `bert.pooler` and `cls.seq_relationship`), as their
+    save_pretrained writes them.
 
     Every tensor is a detached contiguous copy that shares memory with no other (safetensors
     refuses shared tensors). Like save_pretrained, it leaves out the tied
@@ -361,12 +408,19 @@ def hf_state_dict(model: BertForPreTraining) -> dict[str, Tensor]:
         put_linear(f"{prefix}.intermediate.dense", layer.intermediate)
         put_linear(f"{prefix}.output.dense", layer.output)
         put_norm(f"{prefix}.output.LayerNorm", layer.output_norm)
-    put_linear("bert.pooler.dense", model.pooler)
+    if model.pooler is not None:
+        put_linear("bert.pooler.dense", model.pooler)
     put_linear("cls.predictions.transform.dense", model.mlm_transform)
     put_norm("cls.predictions.transform.LayerNorm", model.mlm_norm)
     put("cls.predictions.bias", model.decoder.bias)
-    put_linear("cls.seq_relationship", model.nsp)
+    if model.nsp is not None:
+        put_linear("cls.seq_relationship", model.nsp)
     return hf
+
+
+def without_nsp_head(state_dict: Mapping[str, Tensor]) -> dict[str, Tensor]:
+    """An "mlm+nsp" state_dict as an "mlm" model loads it: the pooler and NSP head left out."""
+    return {name: tensor for name, tensor in state_dict.items() if name not in NSP_HEAD_WEIGHTS}
 
 
 def batch_flops(model_config: BertConfig, batch: dict[str, torch.Tensor]) -> float:
