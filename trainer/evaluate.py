@@ -1,4 +1,5 @@
-"""Held-out evaluation: MLM loss and accuracy, NSP accuracy; and the unigram baseline.
+"""Held-out evaluation: MLM loss and accuracy, NSP accuracy (a model with the NSP head only);
+and the unigram baseline.
 
 Each rank reads its own part of the held-out split (every sample once across ranks, the
 ranks within one batch of each other), sums losses and counts, and one all-reduce at the end
@@ -20,7 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from schemas.batch import MODEL_INPUTS, BatchField
+from schemas.batch import BatchField
 from trainer.collate import FixedShape
 from trainer.data import (
     DataPosition,
@@ -40,18 +41,26 @@ from trainer.model import BertForPreTraining
 class EvalResult:
     mlm_loss: float
     mlm_accuracy: float
-    nsp_accuracy: float
+    nsp_accuracy: float | None  # None for a model without the NSP head (--objective mlm)
     predictions: int
     sequences: int
 
     def as_dict(self) -> dict[str, float | int]:
-        return {
+        """The metrics as logged; without the NSP head, no "nsp_accuracy" key at all."""
+        values: dict[str, float | int] = {
             "mlm_loss": self.mlm_loss,
             "mlm_accuracy": self.mlm_accuracy,
-            "nsp_accuracy": self.nsp_accuracy,
-            "predictions": self.predictions,
-            "sequences": self.sequences,
         }
+        if self.nsp_accuracy is not None:
+            values["nsp_accuracy"] = self.nsp_accuracy
+        return values | {"predictions": self.predictions, "sequences": self.sequences}
+
+    def summary(self) -> str:
+        """The log line's words: `MLM loss …, MLM accuracy …[, NSP accuracy …]`."""
+        text = f"MLM loss {self.mlm_loss:.3f}, MLM accuracy {self.mlm_accuracy:.3f}"
+        if self.nsp_accuracy is not None:
+            text += f", NSP accuracy {self.nsp_accuracy:.3f}"
+        return text
 
 
 @torch.no_grad()
@@ -82,36 +91,34 @@ def evaluate(
     )
     was_training = model.training
     model.eval()
-    # loss × predictions, correct predictions, predictions, correct NSP
-    sums = torch.zeros(4, dtype=torch.float64, device=env.device)
+    nsp = model.config.nsp
+    # loss × predictions, correct predictions, predictions[, correct NSP with the NSP head]
+    sums = torch.zeros(4 if nsp else 3, dtype=torch.float64, device=env.device)
     sequences = 0
     with PretrainingLoader(source, config) as loader:
         for number, batch in enumerate(loader.epoch(DataPosition())):
             if max_batches is not None and number >= max_batches:
                 break
-            inputs = {k: batch[k].to(env.device, non_blocking=True) for k in MODEL_INPUTS}
-            size = len(batch[BatchField.NEXT_SENTENCE_LABELS])
+            # The fields the model takes: without the NSP head, the NSP label is never read.
+            inputs = {k: batch[k].to(env.device, non_blocking=True) for k in model.input_names}
+            size = len(batch[BatchField.INPUT_IDS])
             forward = compiled if compiled is not None and size == batch_size else model
             with autocast if autocast is not None else contextlib.nullcontext():
                 out = forward(**inputs)
-            sums += torch.stack(
-                [
-                    out.mlm_loss.double() * out.mlm_count,
-                    out.mlm_correct,
-                    out.mlm_count,
-                    out.nsp_correct,
-                ]
-            ).to(torch.float64)
+            parts = [out.mlm_loss.double() * out.mlm_count, out.mlm_correct, out.mlm_count]
+            if nsp:
+                parts.append(out.nsp_correct)
+            sums += torch.stack(parts).to(torch.float64)
             sequences += size
     model.train(was_training)
     totals = torch.cat([sums.cpu(), torch.tensor([sequences], dtype=torch.float64)])
-    loss_sum, correct, predictions, nsp_correct, sequences_all = all_reduce_sum(
+    loss_sum, correct, predictions, *nsp_correct, sequences_all = all_reduce_sum(
         env, totals
     ).tolist()
     return EvalResult(
         mlm_loss=loss_sum / max(predictions, 1),
         mlm_accuracy=correct / max(predictions, 1),
-        nsp_accuracy=nsp_correct / max(sequences_all, 1),
+        nsp_accuracy=nsp_correct[0] / max(sequences_all, 1) if nsp else None,
         predictions=int(predictions),
         sequences=int(sequences_all),
     )

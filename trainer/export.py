@@ -1,11 +1,18 @@
-"""Turn a trainer checkpoint into an HF `BertForPreTraining` directory: `bertkit export-hf`.
+"""Turn a trainer checkpoint into an HF model directory: `bertkit export-hf`.
 
     bertkit export-hf out/run/checkpoints --output out/run/hf      # the `latest` checkpoint
     bertkit export-hf out/run/checkpoints/step-00010000.pt --output out/hf-10k
     bertkit export-hf s3://bucket/runs/r1/checkpoints --output s3://bucket/models/r1
     # = python -m trainer.export …; then, in Python:
-    #   transformers.BertForPreTraining.from_pretrained("out/hf-10k")
+    #   transformers.BertForPreTraining.from_pretrained("out/hf-10k")   # --objective mlm+nsp
+    #   transformers.BertForMaskedLM.from_pretrained("out/hf-10k")      # --objective mlm
     #   transformers.AutoTokenizer.from_pretrained("out/hf-10k")
+
+The HF class is the one whose heads the checkpoint's model has (its model_config's
+`objective`): `BertForPreTraining` for mlm+nsp (pooler and NSP head included), and
+`BertForMaskedLM` for mlm (neither: HF's `BertModel(add_pooling_layer=False)` and
+`cls.predictions`), each loading with no missing or unexpected weight. Either class's
+config.json names it in `architectures`, so AutoModel classes pick it too.
 
 CHECKPOINT is a checkpoint file (schemas/checkpoint.py) or a checkpoint directory, whose
 `latest` file names the newest complete one, local or on s3://, gs://. --output (a local
@@ -29,7 +36,8 @@ ids it was trained on, so a different vocabulary is refused, never exported.
 
 The export loads the weights into trainer.model.BertForPreTraining first (strict), so a
 checkpoint of another model shape fails here, not in from_pretrained. HF's model then gives
-the logits of `BertForPreTraining.prediction_scores` (tests/test_export.py checks it).
+the logits of `BertForPreTraining.prediction_scores` (tests/test_export.py and, for mlm,
+tests/test_objective.py check it).
 """
 
 from __future__ import annotations
@@ -144,10 +152,14 @@ def checked_vocab(record: dict[str, Any], vocab_dir: str | None) -> tuple[Vocabu
 # --- The HF files ---------------------------------------------------------------------------
 
 
+# The HF class of each objective's model (trainer.model.BertConfig.objective).
+HF_ARCHITECTURES = {"mlm+nsp": "BertForPreTraining", "mlm": "BertForMaskedLM"}
+
+
 def hf_config(config: BertConfig) -> dict[str, Any]:
-    """config.json for HF's BertConfig."""
+    """config.json for HF's BertConfig, naming the HF class of the model's objective."""
     return {
-        "architectures": ["BertForPreTraining"],
+        "architectures": [HF_ARCHITECTURES[config.objective]],
         "model_type": "bert",
         "hidden_act": "gelu",  # exact erf GELU, as trainer.model
         "position_embedding_type": "absolute",
@@ -414,9 +426,9 @@ def run(argv: list[str] | None = None) -> int:
     config = json.loads(storage.read_bytes(storage.join(output, CONFIG_FILE), 2**20))
     parameters = _parameter_count(storage.join(output, WEIGHTS_FILE))
     print(
-        f"{storage.redact(output)}: HF BertForPreTraining, {config['num_hidden_layers']} "
-        f"layers × {config['hidden_size']}, {parameters:,} parameters, "
-        f"{config['vocab_size']} token ids"
+        f"{storage.redact(output)}: HF {config['architectures'][0]}, "
+        f"{config['num_hidden_layers']} layers × {config['hidden_size']}, "
+        f"{parameters:,} parameters, {config['vocab_size']} token ids"
     )
     return 0
 

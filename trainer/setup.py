@@ -47,7 +47,7 @@ from trainer.data import (
     source_of,
 )
 from trainer.metrics import MetricsLogger, ProgressLine, ThroughputMeter, peak_flops
-from trainer.model import BertConfig, BertForPreTraining, config_for
+from trainer.model import BertConfig, BertForPreTraining, config_for, without_nsp_head
 from trainer.optim import build_optimizer, warmup_decay_schedule
 from trainer.recipe import DEFAULT_RECIPE, Recipe, resolve_recipe
 from trainer.remote_run import RemoteRun, fetch_checkpoint
@@ -297,22 +297,58 @@ def _build_model(
     init: dict[str, Any] | None,
 ) -> BertForPreTraining:
     """The model on the device, with `init`'s weights if given, once the shards are known to
-    fit it (sequence length, vocabulary size, and the checkpoint's vocabulary sha256)."""
+    fit it (sequence length, vocabulary size, and the checkpoint's vocabulary sha256) and its
+    heads the run's objective: an mlm+nsp checkpoint starts an mlm run without its pooler and
+    NSP head (a logged note); an mlm one never starts an mlm+nsp run (no NSP head to go on
+    with), and --resume never changes the objective (the optimizer state has the other heads).
+    """
+    objective = resolve_recipe(config, source).objective  # setup's, until it hands it in
+    saved = init[CheckpointKey.MODEL_CONFIG].get("objective", "mlm+nsp") if init else objective
     model_config = _model_config(
-        config, vocab_size, init[CheckpointKey.MODEL_CONFIG] if init else None
+        config, vocab_size, init[CheckpointKey.MODEL_CONFIG] if init else None, objective
     )
     vocab_sha = init[CheckpointKey.VOCAB].get("sha256") if init else None
     check_source(source, model_config.max_position_embeddings, model_config.vocab_size, vocab_sha)
+    weights = init[CheckpointKey.MODEL] if init else None
+    if init is not None and saved != objective:
+        # The run's own checkpoint, not --init-checkpoint's (one command line for every requeue
+        # passes both): the one written with this --output.
+        output = storage.redact(config.output)
+        written_by = init[CheckpointKey.TRAIN_CONFIG].get("output")
+        if config.resume and (config.init_checkpoint is None or written_by == output):
+            hint = (
+                ", or start a new run from it with --init-checkpoint" if saved == "mlm+nsp" else ""
+            )
+            raise ValueError(
+                f"--resume: the run in {output} trains --objective {saved}, this one "
+                f"{objective}: a resume goes on with its objective; pass --objective {saved}{hint}"
+            )
+        if saved == "mlm":
+            raise ValueError(
+                f"--init-checkpoint {storage.redact(str(config.init_checkpoint))} holds an "
+                "--objective mlm model, with no pooler or NSP head for --objective mlm+nsp to "
+                "go on with: train on from it with --objective mlm"
+            )
+        weights = without_nsp_head(weights)
+        if env.is_main:
+            _LOG.info(
+                "--init-checkpoint: its mlm+nsp model starts this --objective mlm run without "
+                "its pooler and NSP head"
+            )
     model = BertForPreTraining(model_config).to(env.device)  # draws the initial weights
-    if init is not None:
-        model.load_state_dict(init[CheckpointKey.MODEL])
+    if weights is not None:
+        model.load_state_dict(weights)
     return model
 
 
-def _model_config(config: TrainConfig, vocab_size: int, init: dict[str, Any] | None) -> BertConfig:
-    overrides: dict[str, float] = {}
+def _model_config(
+    config: TrainConfig, vocab_size: int, init: dict[str, Any] | None, objective: str
+) -> BertConfig:
+    """The run's BertConfig: the checkpoint's architecture (phase 2, resume) or --model's,
+    with --dropout, and the heads of `objective` (trainer/model.py)."""
+    overrides: dict[str, float | str] = {"objective": objective}
     if config.dropout is not None:
-        overrides = {
+        overrides |= {
             "hidden_dropout_prob": config.dropout,
             "attention_probs_dropout_prob": config.dropout,
         }

@@ -1,4 +1,5 @@
-"""`bertkit train`: BERT pre-training (MLM + NSP) on bertkit shards, one process or many.
+"""`bertkit train`: BERT pre-training (MLM + NSP, or MLM alone) on bertkit shards, one process
+or many.
 
     bertkit train --shards out/demo/shards --output out/run --model tiny \\
         --micro-batch-size 32 --max-steps 600 --lr 1e-3 --warmup-steps 60
@@ -18,6 +19,8 @@ gradients are clipped, the optimizer and the warmup/decay schedule step. Every -
 steps the metrics go to OUTPUT/metrics.jsonl, TensorBoard (event files in OUTPUT) and the
 progress line; every --eval-every steps the held-out split is evaluated; every
 --checkpoint-every steps (and at the end) OUTPUT/checkpoints/step-NNNNNNNN.pt is written.
+With --objective mlm the model has no NSP head (trainer/model.py): no NSP label is read, and
+the metrics, the evaluation and the summary have no NSP loss or accuracy at all.
 
 `--resume` continues from OUTPUT/checkpoints/latest exactly: weights, optimizer, schedule,
 every rank's RNG and the input position, so the losses are those of an uninterrupted run
@@ -52,7 +55,7 @@ import torch
 
 from pipelines.command.flags import parse_config
 from pipelines.io import storage
-from schemas.batch import MODEL_INPUTS, BatchField
+from schemas.batch import BatchField
 from schemas.checkpoint import CHECKPOINT_FORMAT, CheckpointKey
 from trainer import distributed
 from trainer.checkpoint import (
@@ -83,11 +86,32 @@ class RunFailed(Exception):
 # --------------------------------------------------------------------------- one step
 
 
+# What `train_step` adds up for a model with the NSP head, in order.
+_STEP_SUMS = (
+    "loss",
+    "mlm_loss",
+    "nsp_loss",
+    "mlm_correct",
+    "predictions",
+    "nsp_correct",
+    "sequences",
+    "micro_batches",
+)
+
+
+def step_sums(nsp: bool) -> tuple[str, ...]:
+    """What `train_step` adds up, in order; without the NSP head, no NSP sum at all."""
+    return _STEP_SUMS if nsp else tuple(n for n in _STEP_SUMS if not n.startswith("nsp_"))
+
+
 def train_step(run: Run, sums: torch.Tensor) -> torch.Tensor | None:
     """One optimizer step: the micro-batches (DDP syncs gradients on the last one only),
     clipping, the optimizer and the schedule; adds the step's losses and counts to `sums`
-    (on the device) and returns the gradient norm before clipping (None without clipping)."""
+    (on the device, in `step_sums` order) and returns the gradient norm before clipping (None
+    without clipping)."""
     env, model_config = run.env, run.model.config
+    inputs = run.model.input_names  # no NSP label without the NSP head
+    names = step_sums(model_config.nsp)
     one = torch.ones((), dtype=torch.float64, device=env.device)
     for micro in range(run.accumulation):
         host_batch = next(run.batches)
@@ -99,23 +123,22 @@ def train_step(run: Run, sums: torch.Tensor) -> torch.Tensor | None:
             batch_flops(model_config, host_batch) * env.world_size,
         )
         # The model's inputs only (the sample keys stay on the host); padded in the loader.
-        batch = to_device({k: host_batch[k] for k in MODEL_INPUTS}, env.device, run.pad_to)
+        batch = to_device({k: host_batch[k] for k in inputs}, env.device, run.pad_to)
         sync = micro == run.accumulation - 1 or not env.active
         with contextlib.nullcontext() if sync else run.wrapped.no_sync(), run.autocast:
-            out = run.forward(**{name: batch[name] for name in MODEL_INPUTS})
+            out = run.forward(**batch)
         (out.loss / run.accumulation).backward()
-        sequences = one * len(batch[BatchField.NEXT_SENTENCE_LABELS])
-        parts = (
-            out.loss,
-            out.mlm_loss,
-            out.nsp_loss,
-            out.mlm_correct,
-            out.mlm_count,
-            out.nsp_correct,
-            sequences,
-            one,
-        )
-        sums += torch.stack([part.detach().to(torch.float64) for part in parts])
+        parts = {
+            "loss": out.loss,
+            "mlm_loss": out.mlm_loss,
+            "nsp_loss": out.nsp_loss,
+            "mlm_correct": out.mlm_correct,
+            "predictions": out.mlm_count,
+            "nsp_correct": out.nsp_correct,
+            "sequences": one * len(batch[BatchField.INPUT_IDS]),
+            "micro_batches": one,
+        }
+        sums += torch.stack([parts[name].detach().to(torch.float64) for name in names])
     clip = run.config.clip_grad_norm
     grad_norm = torch.nn.utils.clip_grad_norm_(run.model.parameters(), clip) if clip > 0 else None
     run.optimizer.step()
@@ -164,9 +187,9 @@ def _loop(run: Run, stop_request: StopRequest) -> dict[str, Any]:
     last_train: dict[str, Any] = {}
     last_eval: EvalResult | None = None
     stop = min(config.max_steps, config.stop_at_step or config.max_steps)
-    # loss, mlm loss, nsp loss, mlm correct, predictions, nsp correct, sequences, micro-batches,
-    # summed on the device: reading them every step would make the GPU wait for the CPU.
-    sums = torch.zeros(8, dtype=torch.float64, device=env.device)
+    # step_sums, summed on the device: reading them every step would make the GPU wait for
+    # the CPU.
+    sums = torch.zeros(len(step_sums(run.model.config.nsp)), dtype=torch.float64, device=env.device)
     run.model.train()
     while run.step < stop:
         grad_norm = train_step(run, sums)
@@ -203,13 +226,17 @@ def _log_train(run: Run, sums: torch.Tensor, grad_norm: torch.Tensor | None) -> 
     if run.env.device.type == "cuda":
         torch.cuda.synchronize(run.env.device)
     total = distributed.all_reduce_sum(run.env, sums.clone())
-    loss, mlm, nsp, correct, preds, nsp_ok, seqs, micros = total.tolist()
+    summed = dict(zip(step_sums(run.model.config.nsp), total.tolist(), strict=True))
+    micros = summed["micro_batches"]
     metrics = {
-        "loss": loss / micros,
-        "mlm_loss": mlm / micros,
-        "nsp_loss": nsp / micros,
-        "mlm_accuracy": correct / max(preds, 1),
-        "nsp_accuracy": nsp_ok / max(seqs, 1),
+        "loss": summed["loss"] / micros,
+        "mlm_loss": summed["mlm_loss"] / micros,
+        "mlm_accuracy": summed["mlm_correct"] / max(summed["predictions"], 1),
+    }
+    if "nsp_loss" in summed:  # absent, not 0, without the NSP head
+        metrics["nsp_loss"] = summed["nsp_loss"] / micros
+        metrics["nsp_accuracy"] = summed["nsp_correct"] / max(summed["sequences"], 1)
+    metrics |= {
         "lr": run.scheduler.get_last_lr()[0],
         "grad_norm": float(grad_norm) if grad_norm is not None else None,
         "epoch": run.loader.position.epoch,
@@ -237,13 +264,7 @@ def _evaluate(run: Run) -> EvalResult:
     )
     run.logger.log(run.step, "eval", result.as_dict())
     if run.env.is_main:
-        _LOG.info(
-            "step %d held-out: MLM loss %.3f, MLM accuracy %.3f, NSP accuracy %.3f",
-            run.step,
-            result.mlm_loss,
-            result.mlm_accuracy,
-            result.nsp_accuracy,
-        )
+        _LOG.info("step %d held-out: %s", run.step, result.summary())
     run.meter.lap()  # evaluation time is not training throughput
     return result
 
@@ -321,10 +342,11 @@ def run(argv: list[str] | None = None) -> int:
         print(f"trained {result['step']} steps in {minutes:.1f} min → {output}")
         if result["eval"]:
             e = result["eval"]
+            nsp = f", NSP accuracy {e['nsp_accuracy']:.3f}" if "nsp_accuracy" in e else ""
             print(
                 f"held-out: MLM loss {e['mlm_loss']:.3f} (perplexity "
                 f"{math.exp(min(e['mlm_loss'], 50)):.1f}), MLM accuracy "
-                f"{e['mlm_accuracy']:.3f}, NSP accuracy {e['nsp_accuracy']:.3f}"
+                f"{e['mlm_accuracy']:.3f}{nsp}"
             )
     return 0
 
