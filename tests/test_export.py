@@ -179,6 +179,7 @@ def test_cli_reads_latest_refuses_nonempty_output_and_takes_vocab(
     printed = capsys.readouterr().out
     assert str(output / "model.safetensors") in printed
     assert f"{parameter_count(our_model(checkpoint)):,} parameters" in printed
+    assert f"{output}: HF BertForPreTraining, 2 layers × 128" in printed  # config.json's class
 
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["export-hf", str(checkpoint.parent), "--output", str(output)])
