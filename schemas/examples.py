@@ -21,6 +21,7 @@ padding):
     masked_lm_positions n_predictions × uint16    ascending
     masked_lm_ids      n_predictions × id width   the original tokens at those positions
     doc_a, doc_b       UTF-8                      provenance: the documents A and B came from
+                                                  (doc_b stored empty: the same as doc_a)
 
 Segment ids are not stored: they are 0 for the first `segment_a_length` tokens ([CLS] A
 [SEP]) and 1 after. The id width is the smallest the vocabulary allows (2 bytes up to 65,536
@@ -295,7 +296,7 @@ class PretrainingExample:
         offset = header.labels_offset + header.n_predictions * dtype.itemsize
         doc_a = bytes(data[offset : offset + header.n_doc_a]).decode("utf-8")
         offset += header.n_doc_a
-        doc_b = bytes(data[offset : offset + header.n_doc_b]).decode("utf-8")
+        doc_b = bytes(data[offset : offset + header.n_doc_b]).decode("utf-8") or doc_a
         return cls(
             input_ids,
             header.segment_a_length,

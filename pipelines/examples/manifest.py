@@ -73,7 +73,8 @@ _FULL_SENTENCES = (
     "[SEP] and a token: counts seqN/SPLIT/short_sequences)",
     "full sentences: documents are packed per partner group of about --partner-group-docs "
     "documents, in id order, regrouped every dupe pass (RoBERTa: the corpus in its order); "
-    "doc_a and doc_b are the first and last document a sequence draws from",
+    "doc_a and doc_b are the first and last document a sequence draws from; doc_b is "
+    "stored empty when they are the same (a reader gives doc_a for it)",
     "full sentences: no next-sentence label (stored as 0) and one segment (segment A is the "
     "whole sequence, every segment id 0)",
     "randomness: one generator per (seed, split, pass, partner group, max_seq_length), so "

@@ -55,7 +55,11 @@ class PackSentencesFn(PairAndMaskFn):
                 masked.labels,
                 IS_NEXT,  # no next-sentence label; 0 is what a reader that asks sees
                 members[pieces[0].document].id,
-                members[pieces[-1].document].id,
+                # empty when the sequence is all one document's: readers give doc_a back
+                # (schemas/examples.py), and the shards save its bytes in most samples
+                members[pieces[-1].document].id
+                if pieces[-1].document != pieces[0].document
+                else "",
                 step.dupe_pass,
             )
             for pieces, masked in zip(sequences, masked_inputs, strict=True)
