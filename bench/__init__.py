@@ -4,6 +4,8 @@
     python -m bench.examples --google-bert DIR      # examples against Google's script, vocab
     python -m bench.loader                          # the trainer's input pipeline (demo shards)
     python -m bench.train_step                      # the training step: throughput and MFU
+    python -m bench.recipes                         # today's recipes vs 2018's, equal compute
+    python -m bench.packing                         # full-sentence shards vs pairs: bytes
     python -m bench.scale_dump --target-mb 50       # the inputs bench.extract builds and caches
     python -m bench.scale_documents --target-mb 50  # ... and bench.examples
     python -m bench.faults --kills 5 --seed 1       # the fault campaign (tests/support's machinery)
