@@ -136,7 +136,7 @@ def _setup(
     data = data_record(source)  # what the run reads: checked on --resume, in every checkpoint
     recipe = resolve_recipe(config, source)  # objective and masking, refused if they can't work
     resumed, init = _checkpoints_to_start_from(config, env, run_dir, remote, data)
-    model = _build_model(config, env, source, vocab_size, init)
+    model = _build_model(config, env, source, vocab_size, init, recipe.objective, bool(resumed))
     # Once every check has passed: --overwrite's earlier run files, or the temporaries of a
     # checkpoint write that a kill cut short before --resume.
     if env.is_main:
@@ -295,6 +295,8 @@ def _build_model(
     source: DataSource,
     vocab_size: int,
     init: dict[str, Any] | None,
+    objective: str,
+    resumed: bool,
 ) -> BertForPreTraining:
     """The model on the device, with `init`'s weights if given, once the shards are known to
     fit it (sequence length, vocabulary size, and the checkpoint's vocabulary sha256) and its
@@ -302,7 +304,6 @@ def _build_model(
     NSP head (a logged note); an mlm one never starts an mlm+nsp run (no NSP head to go on
     with), and --resume never changes the objective (the optimizer state has the other heads).
     """
-    objective = resolve_recipe(config, source).objective  # setup's, until it hands it in
     saved = init[CheckpointKey.MODEL_CONFIG].get("objective", "mlm+nsp") if init else objective
     model_config = _model_config(
         config, vocab_size, init[CheckpointKey.MODEL_CONFIG] if init else None, objective
@@ -311,11 +312,8 @@ def _build_model(
     check_source(source, model_config.max_position_embeddings, model_config.vocab_size, vocab_sha)
     weights = init[CheckpointKey.MODEL] if init else None
     if init is not None and saved != objective:
-        # The run's own checkpoint, not --init-checkpoint's (one command line for every requeue
-        # passes both): the one written with this --output.
         output = storage.redact(config.output)
-        written_by = init[CheckpointKey.TRAIN_CONFIG].get("output")
-        if config.resume and (config.init_checkpoint is None or written_by == output):
+        if resumed:  # the run's own checkpoint, not --init-checkpoint's
             hint = (
                 ", or start a new run from it with --init-checkpoint" if saved == "mlm+nsp" else ""
             )
