@@ -18,10 +18,10 @@ import torch
 from pipelines.io.shards import ShardReadError
 from schemas.batch import IGNORE_INDEX, PAD_MULTIPLE, BatchField
 from schemas.examples import HEADER_BYTES, POSITION_DTYPE, ExampleHeader
+from trainer.masking import DynamicMasking, draw_masks, restore_originals
 
 if TYPE_CHECKING:  # types only: trainer.data imports this module
     from trainer.data import DataSource, RawSample
-    from trainer.masking import DynamicMasking
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,8 +47,9 @@ def collate(
     """A list of decoded samples → the padded tensors of schemas/batch.py, every field's
     range checked first (`check_fields`): an index error never reaches the model. With
     `masking`, the stored masks are undone and new ones drawn from (seed, epoch, sample key)."""
-    if masking is not None:
-        raise NotImplementedError("dynamic masking")
+    if masking is not None:  # its tables are indexed by token id: none may lie past them
+        vocab_size = min(limits.vocab_size or masking.vocab_size, masking.vocab_size)
+        limits = SampleLimits(limits.max_tokens, vocab_size)
     size = len(decoded)
     headers = [header for _, header in decoded]
     lengths = np.fromiter((h.n_tokens for h in headers), dtype=np.int64, count=size)
@@ -71,6 +72,9 @@ def collate(
     nsp = np.fromiter((h.next_sentence_label for h in headers), dtype=np.int64, count=size)
     index = np.fromiter((s.index for s, _ in decoded), dtype=np.int64, count=size)
     check_fields(decoded, limits, lengths, a_lengths, n_preds, input_ids, positions, labels, nsp)
+    if masking is not None:
+        restore_originals(input_ids, positions, labels, n_preds)
+        positions, labels = draw_masks(masking, input_ids, lengths, index, seed, epoch)
     return {
         BatchField.INPUT_IDS: torch.from_numpy(input_ids),
         BatchField.TOKEN_TYPE_IDS: torch.from_numpy(token_types.astype(np.int64)),
