@@ -34,6 +34,7 @@ from trainer.data import (
     read_samples,
 )
 from trainer.distributed import Distributed, all_reduce_sum
+from trainer.masking import DynamicMasking
 from trainer.model import BertForPreTraining
 
 
@@ -73,12 +74,16 @@ def evaluate(
     autocast: torch.autocast | None = None,
     compiled: Callable[..., Any] | None = None,
     pad_to: FixedShape | None = None,
+    masking: DynamicMasking | None = None,
+    seed: int = 0,
 ) -> EvalResult:
     """Evaluate `model` (unwrapped: no DDP hooks) on this rank's part of `source`.
 
     Under --compile, `compiled` (torch.compile of `model`) runs every full batch, padded to
     `pad_to` as training batches are: one graph in eval mode, never recompiled; the last,
     shorter batch of a rank's part runs on `model` eagerly, so its size brings no new shape.
+    Shards stored without masks are evaluated with `masking` drawn from `seed` and epoch 0:
+    the same positions at every evaluation.
     Sums stay on the device and are read once at the end: no batch waits for the GPU.
     """
     config = LoaderConfig(
@@ -88,6 +93,8 @@ def evaluate(
         shuffle=False,
         drop_last=False,
         pad_to=pad_to,
+        masking=masking,
+        seed=seed,
     )
     was_training = model.training
     model.eval()

@@ -87,6 +87,14 @@ def resolve_recipe(config: TrainConfig, source: DataSource) -> Recipe:
     return Recipe(objective, masking, dynamic)
 
 
+def heldout_masking(recipe: Recipe, heldout: DataSource) -> DynamicMasking | None:
+    """How the held-out split is masked for evaluation: with its stored masks where it has
+    them (the same positions for every recipe and every evaluation: static and dynamic runs
+    are compared on one set), else with the run's dynamic masks drawn once, from the run's
+    seed and epoch 0, so every evaluation of the run sees the same positions."""
+    return recipe.dynamic if shards_kind(heldout)[1] == NO_MASKS else None
+
+
 def run_vocab(config: TrainConfig, source: DataSource) -> Vocabulary:
     """The vocabulary the shards were made with: `--vocab` or the manifest's `vocab.path`,
     checked against the manifest's vocab.txt sha256."""

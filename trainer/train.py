@@ -66,6 +66,7 @@ from trainer.config import TrainConfig
 from trainer.evaluate import EvalResult, evaluate
 from trainer.model import batch_flops
 from trainer.preemption import PREEMPTED_EXIT_CODE, StopRequest, signal_name
+from trainer.recipe import heldout_masking
 from trainer.setup import Run, setup
 
 _LOG = logging.getLogger("bertkit.train")
@@ -261,6 +262,8 @@ def _evaluate(run: Run) -> EvalResult:
         run.autocast if run.bf16 else None,  # type: ignore[arg-type]
         run.eval_forward,
         run.pad_to,
+        heldout_masking(run.recipe, run.heldout),
+        config.seed,
     )
     run.logger.log(run.step, "eval", result.as_dict())
     if run.env.is_main:
