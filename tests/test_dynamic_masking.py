@@ -25,7 +25,13 @@ from trainer.data import (
     decode_samples,
     open_source,
 )
-from trainer.masking import DynamicMasking, draw_masks, restore_originals, token_hashes
+from trainer.masking import (
+    DynamicMasking,
+    _choose_pieces,
+    draw_masks,
+    restore_originals,
+    token_hashes,
+)
 
 # A tiny vocabulary: the five special tokens, two unused slots, 150 words, 40 `##` pieces.
 PAD, UNK, CLS, SEP, MASK = 0, 1, 2, 3, 4
@@ -118,13 +124,13 @@ def test_the_draws_are_pinned(vocab):
     masking = masking_of(vocab)
     original = [CLS, *range(7, 20), SEP, *range(30, 44), SEP]  # 30 tokens: 4 predictions
     ids = np.array([original])
-    positions, labels = draw_masks(masking, ids, np.array([30]), np.array([13]), 12345, 0)
+    positions, labels = draw_masks(masking, ids, np.array([30]), np.array([21]), 12345, 0)
     assert positions.tolist() == [PINNED_POSITIONS + [0] * 4]
     assert labels.tolist() == [[original[p] for p in PINNED_POSITIONS] + [IGNORE_INDEX] * 4]
-    assert [ids[0, p] for p in PINNED_POSITIONS] == [MASK, 136, MASK, MASK]  # one random
+    assert [ids[0, p] for p in PINNED_POSITIONS] == [MASK, MASK, 38, MASK]  # one random
 
 
-PINNED_POSITIONS = [8, 18, 23, 26]
+PINNED_POSITIONS = [11, 12, 13, 25]
 
 
 def splitmix64(z: int) -> int:
@@ -136,11 +142,33 @@ def splitmix64(z: int) -> int:
 
 def test_token_hashes_are_splitmix64_of_seed_epoch_key_and_position():
     seed, epoch, keys = 2**63 - 1, 41, [0, 7, 10**11]
-    got = token_hashes(seed, epoch, np.array(keys), 130)
-    for row, key in enumerate(keys):
-        state = splitmix64(splitmix64(splitmix64(seed) ^ epoch) ^ key)
-        expected = [splitmix64((state + (p + 1) * 0x9E3779B97F4A7C15) % 2**64) for p in range(130)]
-        assert got[row].tolist() == expected
+    for width in (130, 7):
+        got = token_hashes(seed, epoch, np.array(keys), width)
+        for row, key in enumerate(keys):
+            state = splitmix64(splitmix64(splitmix64(seed) ^ epoch) ^ key)
+            outputs = [splitmix64((state + n * 0x9E3779B97F4A7C15) % 2**64) for n in range(1, 66)]
+            halves = [half for out in outputs for half in (out % 2**32, out >> 32)]
+            assert got[row].tolist() == halves[:width]
+
+
+def test_a_tie_of_hashes_goes_to_the_lower_position():
+    """Rank keys are (hash, position): the count-th smallest hash shared (one pair of tokens
+    in 2**32) is broken by position; a candidate whose hash is 2**32 - 1, the mark of a
+    non-candidate, is still taken before none."""
+    candidates = np.array(
+        [
+            [False, True, True, True, True, True, True, False],
+            [False, True, True, False, False, False, False, False],
+            [False] * 8,
+        ]
+    )
+    top = 2**32 - 1
+    hashes = np.array(
+        [[0, 5, 3, 3, 3, 9, 1, 0], [0, top, top, 7, 7, 7, 7, 7], [1, 2, 3, 4, 5, 6, 7, 8]],
+        dtype=np.uint32,
+    )
+    positions = _choose_pieces(candidates, hashes, np.array([3, 2, 0]))
+    assert positions.tolist() == [[2, 3, 6, 0, 0, 0, 0, 0], [1, 2, 0, 0, 0, 0, 0, 0], [0] * 8]
 
 
 def test_whole_words_are_taken_whole_or_skipped(vocab):
@@ -197,12 +225,12 @@ def word_spans(masking: DynamicMasking, ids, length: int) -> list[list[int]]:
 
 def googles_choice(masking: DynamicMasking, ids, length: int, hashes) -> list[int]:
     """The rule as a plain loop over one sequence: the candidates visited in the order of
-    (hash's top 48 bits, position) of their first piece, a word that would overshoot the
-    count skipped (pipelines/bert/masking.py's `_mask_whole_words`)."""
+    (hash, position) of their first piece, a word that would overshoot the count skipped
+    (pipelines/bert/masking.py's `_mask_whole_words`)."""
     spans = word_spans(masking, ids, length)
     count = min(int(masking.counts(np.array([length]))[0]), sum(len(s) for s in spans))
     chosen: list[int] = []
-    for span in sorted(spans, key=lambda s: (int(hashes[s[0]]) >> 16, s[0])):
+    for span in sorted(spans, key=lambda s: (int(hashes[s[0]]), s[0])):
         if len(chosen) >= count:
             break
         if len(chosen) + len(span) <= count:

@@ -24,15 +24,15 @@ With `bertkit train --masking dynamic` the loader's collate undoes the masks a s
    chosen positions in ascending order.
 
 **The draws** come from a counter-based hash, not a random generator with state: every
-token's 64 bits are splitmix64's output for (seed, epoch, sample key, position)
+token gets 32 bits of splitmix64 output for (seed, epoch, sample key, position)
 (`token_hashes`), the sample key being its position in its split (`RawSample.index`). So a
 sample's masks depend on those four numbers only, not on the batch it lands in, the loader
 workers, the rank, the world size or a resume, and a whole batch is drawn with a few numpy
-operations over its (B, L) tokens. A token's rank key is its hash's top 48 bits, then its
-position (the tie-break): the visit of rule 3 is in ascending rank keys of the candidates
-(of a word's first piece). A second mix of a chosen piece's rank key gives the random token
-(its low 32 bits, scaled to the pool by multiply-and-shift) and, that of the word's first
-piece, the [MASK]/keep/random choice (its top 32 bits against the shares × 2**32).
+operations over its (B, L) tokens. A token's rank key is its 32 bits, then its position
+(the tie-break): the visit of rule 3 is in ascending rank keys of the candidates (of a
+word's first piece). A second mix of a chosen piece's rank key gives the random token (its
+low 32 bits, scaled to the pool by multiply-and-shift) and, that of the word's first piece,
+the [MASK]/keep/random choice (its top 32 bits against the shares × 2**32).
 """
 
 from __future__ import annotations
@@ -47,16 +47,13 @@ from schemas.batch import IGNORE_INDEX, PAD_MULTIPLE
 if TYPE_CHECKING:  # types only: the loader's workers need no tokenizer
     from pipelines.io.vocabulary import Vocabulary
 
-_M1 = np.uint64(0xBF58476D1CE4E5B9)  # splitmix64's finalizer (Steele, Lea, Flood 2014)
-_M2 = np.uint64(0x94D049BB133111EB)
+_MIX_1, _MIX_2 = 0xBF58476D1CE4E5B9, 0x94D049BB133111EB  # splitmix64's finalizer
+_M1, _M2 = np.uint64(_MIX_1), np.uint64(_MIX_2)  # (Steele, Lea and Flood, 2014)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # splitmix64's increment: the stream's step
 _CHOICE = np.uint64(0xD1B54A32D192ED03)  # xor'd in before the second mix (choice, token)
-_POSITION_BITS = 16  # positions are uint16 in the shards (schemas/examples.py)
-_POSITION_MASK = np.uint64((1 << _POSITION_BITS) - 1)
-_SHIFT = np.uint64(_POSITION_BITS)
-_ORDER_MASK = np.uint64(2**64 - 2**_POSITION_BITS)  # the top 48 bits: a candidate's rank
+_HALF = np.uint64(32)  # a rank key: 32 bits of hash, then 32 of position
 _NOT_A_CANDIDATE = np.uint64(2**64 - 1)  # sorts after every candidate's key
-_LOW_32 = np.uint64(0xFFFFFFFF)
+_LOW_32 = np.uint64(0xFFFFFFFF)  # a rank key's position
 _SHARE_SCALE = 1 << 32  # the choice is the hash's top 32 bits against shares × 2**32
 
 
@@ -145,9 +142,11 @@ def restore_originals(
 ) -> None:
     """Undo a shard's stored masks in place: input_ids[row, positions] = labels, for each
     row's first n_predictions slots (checked to lie inside the row's tokens beforehand)."""
+    if not input_ids.flags.c_contiguous:
+        raise ValueError("restore_originals writes input_ids in place: pass a C-contiguous array")
     real = np.arange(positions.shape[1]) < n_predictions[:, None]
-    rows = np.nonzero(real)[0]
-    input_ids[rows, positions[real]] = labels[real]
+    flat = positions + (np.arange(len(positions)) * input_ids.shape[1])[:, None]
+    input_ids.put(flat[real], labels[real])
 
 
 def draw_masks(
@@ -170,82 +169,99 @@ def draw_masks(
     # Position 0 is [CLS]; even a shard from elsewhere gets no prediction there (check_fields
     # refuses a stored one), so that a padding slot's position 0 never hides a real one.
     candidates[:, 0] = False
-    # Each token's rank key, made in place: its hash's top 48 bits, then its position; all
-    # ones (last) for a token that is not a candidate (arithmetic: a masked store is slower).
-    ranks = token_hashes(seed, epoch, keys, width)
-    ranks &= _ORDER_MASK
-    low_bits = (~candidates).astype(np.uint64)
-    np.negative(low_bits, out=low_bits)  # 1 → 2**64 - 1
-    low_bits |= np.arange(width, dtype=np.uint64)
-    ranks |= low_bits
-    counts = np.minimum(masking.counts(lengths), np.count_nonzero(candidates, axis=1))
+    hashes = token_hashes(seed, epoch, keys, width)
+    counts = np.minimum(masking.counts(lengths), candidates.sum(axis=1, dtype=np.int64))
     row_starts = (np.arange(len(input_ids)) * width)[:, None]  # into the raveled (B, L)
     if masking.whole_word:
         positions, first_pieces, counts = _choose_whole_words(
-            masking, input_ids, candidates, ranks, counts
+            masking, input_ids, candidates, hashes, counts
         )
-        piece_keys = ranks.take(positions + row_starts)
-        word_keys = ranks.take(first_pieces + row_starts)
     else:
-        positions, piece_keys = _choose_pieces(ranks, counts)
-        word_keys = piece_keys
+        positions = _choose_pieces(candidates, hashes, counts)
+        first_pieces = positions
     # Every slot is worked on, padding too (position 0, its own token written back): a
     # (B, P) array is cheaper than picking the real slots out and putting them back.
     real = np.arange(positions.shape[1]) < counts[:, None]
     flat = positions + row_starts
     originals = input_ids.take(flat)
-    piece = _mix(piece_keys ^ _CHOICE)
-    word = piece if word_keys is piece_keys else _mix(word_keys ^ _CHOICE)
-    choice = word >> np.uint64(32)  # the word's first piece decides for the whole word
+    piece = _mix(_rank_keys(hashes, flat, positions) ^ _CHOICE)
+    if first_pieces is positions:
+        word = piece
+    else:
+        word = _mix(_rank_keys(hashes, first_pieces + row_starts, first_pieces) ^ _CHOICE)
+    choice = word >> _HALF  # the word's first piece decides for the whole word
     mask_share, keep_share, _ = masking.replace
     masked = real & (choice < np.uint64(round(mask_share * _SHARE_SCALE)))
     randomised = real & (choice >= np.uint64(round((mask_share + keep_share) * _SHARE_SCALE)))
     tokens = np.where(masked, masking.mask_id, originals)
     pool = masking.replaceable_ids
     if randomised.any():
-        picks = ((piece & _LOW_32) * np.uint64(len(pool))) >> np.uint64(32)
+        picks = ((piece & _LOW_32) * np.uint64(len(pool))) >> _HALF
         tokens = np.where(randomised, pool.take(picks.astype(np.int64)), tokens)
     input_ids.put(flat, tokens)
     return MaskedBatch(positions, np.where(real, originals, IGNORE_INDEX))
 
 
 def token_hashes(seed: int, epoch: int, keys: np.ndarray, width: int) -> np.ndarray:
-    """(B, width) uint64: splitmix64's output for (seed, epoch, key, position), the stream of
-    state mix(mix(mix(seed) ^ epoch) ^ key) at step position + 1."""
-    stream = _mix(_mix(np.array([seed], dtype=np.uint64)) ^ np.uint64(epoch))
+    """(B, width) uint32, C-contiguous: 32 bits of splitmix64 per (seed, epoch, key,
+    position). Row `key` is the stream of state mix(mix(mix(seed) ^ epoch) ^ key); its
+    output at step n + 1 serves positions 2n (its low 32 bits) and 2n + 1 (its high ones)."""
+    stream = np.uint64(_mix_int(_mix_int(seed) ^ epoch))
     rows = _mix(np.asarray(keys, dtype=np.uint64) ^ stream)
-    steps = np.arange(1, width + 1, dtype=np.uint64) * _GOLDEN
-    return _mix(rows[:, None] + steps)
+    steps = np.arange(1, (width + 1) // 2 + 1, dtype=np.uint64) * _GOLDEN
+    pairs = _mix(rows[:, None] + steps).astype("<u8", copy=False)  # little-endian: low first
+    hashes = pairs.view("<u4").astype(np.uint32, copy=False)
+    return hashes if width % 2 == 0 else np.ascontiguousarray(hashes[:, :width])
 
 
-def _choose_pieces(ranks: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(positions, their rank keys), (B, P) each: each row's `count` candidates of smallest
-    rank key (a non-candidate's is the largest), in ascending positions, then zeros. `ranks`
-    is used up."""
+def _rank_keys(hashes: np.ndarray, flat: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """The rank keys (hash << 32 | position, uint64) of the tokens at `flat`, their raveled
+    places in `hashes`."""
+    ranks = hashes.take(flat).astype(np.uint64)
+    ranks <<= _HALF
+    ranks |= positions.astype(np.uint64)
+    return ranks
+
+
+def _choose_pieces(candidates: np.ndarray, hashes: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """(B, P): each row's `count` candidates of smallest rank key (hash, then position), in
+    ascending positions, then zeros. A row takes every candidate whose hash is below its
+    count-th smallest, T, then those at T in ascending positions (a tie: rare, one in 2**32
+    pairs of tokens) up to the count. `hashes` is used up: non-candidates' become 2**32 - 1."""
     size = len(counts)
     positions = np.zeros((size, _slots(counts)), dtype=np.int64)
-    keys = np.zeros(positions.shape, dtype=np.uint64)
     most = int(counts.max(initial=0))
     if most == 0:
-        return positions, keys
-    ranks.partition(most - 1, axis=1)
-    smallest = np.sort(ranks[:, :most], axis=1)
-    smallest[np.arange(most) >= counts[:, None]] = _NOT_A_CANDIDATE  # past the count: last
-    # Rotated by 16 bits the position leads: sorted, the chosen come in ascending positions.
-    ascending = (smallest << np.uint64(64 - _POSITION_BITS)) | (smallest >> _SHIFT)
-    ascending.sort(axis=1)
-    keys[:, :most] = (ascending << _SHIFT) | (ascending >> np.uint64(64 - _POSITION_BITS))
-    real = np.arange(most) < counts[:, None]
-    positions[:, :most] = np.where(real, keys[:, :most] & _POSITION_MASK, 0)
-    keys[:, :most][~real] = 0
-    return positions, keys
+        return positions
+    not_candidate = (~candidates).astype(np.uint32)
+    np.negative(not_candidate, out=not_candidate)  # 1 → 2**32 - 1: last
+    hashes |= not_candidate
+    smallest = np.partition(hashes, most - 1, axis=1)[:, :most]
+    smallest.sort(axis=1)
+    threshold = smallest[np.arange(size), np.maximum(counts, 1) - 1]
+    chosen = hashes <= threshold[:, None]  # at least `count` candidates each row
+    chosen &= candidates  # not the non-candidates, even where T is 2**32 - 1
+    places = np.flatnonzero(chosen)  # raveled, row by row, ascending
+    if len(places) > counts.sum():  # a tie at T, in some row
+        for row in np.flatnonzero(np.count_nonzero(chosen, axis=1) > counts):
+            at_threshold = np.flatnonzero(chosen[row] & (hashes[row] == threshold[row]))
+            below = int(np.count_nonzero(chosen[row])) - len(at_threshold)
+            chosen[row, at_threshold[counts[row] - below :]] = False
+        places = np.flatnonzero(chosen)
+    # The j-th of row r goes to slot r·P + j, j being its index in `places` less the row's
+    # first; it is at column place - r·L.
+    rows = np.arange(size)
+    slots = np.repeat(rows * positions.shape[1] - (np.cumsum(counts) - counts), counts)
+    slots += np.arange(len(places))
+    positions.put(slots, places - np.repeat(rows * chosen.shape[1], counts))
+    return positions
 
 
 def _choose_whole_words(
     masking: DynamicMasking,
     input_ids: np.ndarray,
     candidates: np.ndarray,
-    ranks: np.ndarray,
+    hashes: np.ndarray,
     counts: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(positions (B, P) ascending, each one's word's first piece (B, P), counts (B,)): the
@@ -261,9 +277,12 @@ def _choose_whole_words(
     first = np.flatnonzero(starts)  # raveled (B, L) positions, a word's first and last piece
     word_size = np.zeros(size * width, dtype=np.int64)
     word_size[first] = np.flatnonzero(ends) - first + 1  # at each word's first piece
-    order = (~starts).astype(np.uint64)
-    np.negative(order, out=order)
-    order |= ranks  # a word's first piece: its rank key; any other token: all ones, last
+    order = hashes.astype(np.uint64)  # a word's first piece: its rank key
+    order <<= _HALF
+    order |= np.arange(width, dtype=np.uint64)
+    not_start = (~starts).astype(np.uint64)
+    np.negative(not_start, out=not_start)  # any other token: all ones, last
+    order |= not_start
     order.sort(axis=1)
     # The visit goes a window of columns at a time: most rows fill their count within the
     # first few words; a row with room left after the window goes on with the rest.
@@ -274,7 +293,7 @@ def _choose_whole_words(
     while len(rows):
         part = order[rows, done : done + window]
         is_word = part != _NOT_A_CANDIDATE
-        visit = (part & _POSITION_MASK).astype(np.int64) + (rows * width)[:, None]
+        visit = (part & _LOW_32).astype(np.int64) + (rows * width)[:, None]
         sizes = np.where(is_word, word_size.take(np.where(is_word, visit, 0)), width + 1)
         left = room[rows]
         taken.append(visit[_visit(sizes, is_word, left)])
@@ -340,6 +359,13 @@ def _mix(z: np.ndarray) -> np.ndarray:
     np.right_shift(z, np.uint64(31), out=shifted)
     z ^= shifted
     return z
+
+
+def _mix_int(z: int) -> int:
+    """`_mix` of one integer (modulo 2**64), in Python: cheaper than numpy for one value."""
+    z = ((z ^ (z >> 30)) * _MIX_1) % 2**64
+    z = ((z ^ (z >> 27)) * _MIX_2) % 2**64
+    return z ^ (z >> 31)
 
 
 def _round_up(value: int, multiple: int) -> int:
