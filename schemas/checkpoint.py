@@ -9,18 +9,24 @@ so it holds only tensors and plain containers of str/int/float/bool/None: no pic
     model              the model's state_dict (unwrapped from DDP and torch.compile)
     optimizer          the optimizer's state_dict (absent in an export-only checkpoint)
     scheduler          the LR scheduler's state_dict
-    data_position      trainer.data.DataPosition as a dict: epoch, batches consumed per worker
+    data_position      trainer.data.DataPosition as a dict: {"epoch", "global_batches"}, the
+                       global batches consumed in the epoch, the same for any world size
+                       (trainer/order.py); a checkpoint written before elastic resume has
+                       {"epoch", "batches"}, one rank's micro-batches, and goes on only
+                       with its world size (trainer/checkpoint.py check_resumable)
     rng                {"torch": [ByteTensor per rank], "device_type": "cpu" | "cuda" | "xpu"…,
                         "device": [ByteTensor per rank] | None (the accelerator's generator),
-                        "cuda": the same as "device" on CUDA, else None (older readers)}
+                        "cuda": the same as "device" on CUDA, else None (older readers)};
+                       a resume on another world size seeds each rank from (seed, rank, step)
     train_config       trainer.config.TrainConfig as a dict: every flag, resolved
     data               {"manifest", "schema_version", "max_seq_length", "samples_per_epoch",
                         "shards", "shards_sha256"}: what the run reads; the digest is the
                         sha256 of [split, [[path, samples, bytes, sha256] per shard]] as JSON,
                         so --resume refuses shards rebuilt under the same path
     vocab              the shards manifest's vocab record: {"path", "sha256", "size", "cased"}
-    world_size         processes in the run that wrote it (resume needs the same)
-    num_workers        loader workers per process (resume needs the same)
+    world_size         processes in the run that wrote it: with train_config, its global
+                       batch, which a resume needs the same (on any number of processes)
+    num_workers        loader workers per process (a record: a resume may use others)
 
 `latest` in the same directory names the newest complete checkpoint file (written after it).
 """

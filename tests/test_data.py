@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from pipelines.beam.shards import write_shard
-from pipelines.io.shards import ShardReadError
+from pipelines.io.shards import ShardReadError, block_table_file, encode_shard
 from schemas.batch import IGNORE_INDEX, BatchField
 from schemas.examples import SHARDS_MANIFEST_NAME, PretrainingExample, sample_key
 from schemas.shards import SequenceOutput, ShardsManifest, SplitShards, block_table_path
@@ -29,7 +29,6 @@ from trainer.data import (
     RetryPolicy,
     Segment,
     ShardEntry,
-    bucket_batches,
     check_source,
     collate,
     decode_samples,
@@ -61,17 +60,29 @@ def make_example(index: int) -> PretrainingExample:
     )
 
 
-def write_uneven_shards(root: Path, sizes: list[int] = SHARD_SIZES) -> Path:
-    """root/shards with a manifest, laid out as `bertkit examples` writes it."""
+def write_uneven_shards(
+    root: Path, sizes: list[int] = SHARD_SIZES, block_samples: int | None = None
+) -> Path:
+    """root/shards with a manifest, laid out as `bertkit examples` writes it; with
+    `block_samples`, in verified blocks of that many samples (the writer's are 512)."""
     shards_dir = root / "shards"
     (shards_dir / "seq128" / "train").mkdir(parents=True)
     infos, first = [], 0
     for number, size in enumerate(sizes):
         samples = [(sample_key(i), make_example(i).encode(2)) for i in range(first, first + size)]
-        infos.append(write_shard(str(shards_dir), f"seq128/train/shard-{number:06d}.tar", samples))
+        path = f"seq128/train/shard-{number:06d}.tar"
+        if block_samples is None:
+            infos.append(write_shard(str(shards_dir), path, samples))
+        else:
+            data, inline = encode_shard(path, samples, block_samples)
+            table, info = block_table_file(inline)
+            (shards_dir / path).write_bytes(data)
+            (shards_dir / block_table_path(path)).write_bytes(table)
+            infos.append(info)
         first += size
     manifest = ShardsManifest(
-        vocab={"path": "vocab", "sha256": VOCAB_SHA, "size": 200, "cased": False},
+        # make_example's labels are 100 + key: 200 ids, more for more than 100 samples
+        vocab={"path": "vocab", "sha256": VOCAB_SHA, "size": max(200, 100 + first), "cased": False},
         inputs=[],
         config={},
         layout={},
@@ -232,43 +243,46 @@ def length_of(index: int) -> int:
     return 5 + index % 3 + index % 4
 
 
-def test_bucket_batches_sorts_each_window_and_resumes_inside_one():
-    order = [9, 0, 5, 2, 7, 4, 1, 8, 3, 6]  # lengths 6 5 8 9 9 6 7 7 8 7
-    decoded = list(decode_samples(RawSample(i, make_example(i).encode(2), "s") for i in order))
-    groups = list(bucket_batches(decoded, 2, 5, 2, "k"))
-    got = [[sample.index for sample, _ in group] for group in groups]
-    # Windows of 2 batches = 4 samples, each sorted by length (ties keep their order), cut
-    # into batches; a window's batches come out in a seeded order; the last window is short.
-    assert sorted(got[:2]) == [[0, 9], [5, 2]]  # 9 0 5 2 → 0 9 | 5 2: lengths 5 6 | 8 9
-    assert sorted(got[2:4]) == [[4, 1], [8, 7]]  # 7 4 1 8 → 4 1 | 8 7: 6 7 | 7 9 (1 before 8)
-    assert got[4] == [6, 3]  # 3 6 → lengths 8 7
-    assert got == [[sample.index for sample, _ in g] for g in bucket_batches(decoded, 2, 5, 2, "k")]
-    # Resumed after 3 batches: window 1 from its start, its first batch dropped.
-    resumed = bucket_batches(decoded[4:], 2, 2, 2, "k", first_window=1, skip=1)
-    assert [[sample.index for sample, _ in group] for group in resumed] == got[3:]
+def test_bucket_sorts_a_group_and_deals_its_micro_batches():
+    from trainer.order import bucket
+
+    # A group of 3 global batches × a micro-batch of 2 (one micro index): 6 samples in
+    # position order, their lengths. Sorted (stable: ties keep position order): 1 4 | 0 5 |
+    # 2 3, the shortest micro-batch first; micro-batch k goes to global batch deal[k].
+    lengths = [7, 5, 9, 9, 6, 7]
+    rows = bucket(np.array(lengths), 3, np.array([2, 0, 1]))
+    assert rows.tolist() == [[0, 5], [2, 3], [1, 4]]
 
 
 @pytest.mark.parametrize("workers", [0, 2])
 def test_bucketed_batches_hold_the_same_samples_sorted_by_length(tmp_path, workers):
+    """Bucketing regroups, per micro index, the samples that W global batches hold at its
+    slots: the same samples, each micro-batch sorted, the shorter ones before the longer;
+    both ranks' k-th shortest micro-batches land in the same global batch (the deal is
+    shared), so a step's ranks get the same quantile."""
     source = open_source(str(write_uneven_shards(tmp_path)))
+    plain, bucketed = {}, {}
     for rank in range(2):
-        plain = LoaderConfig(3, rank=rank, world_size=2, num_workers=workers, shuffle_buffer=5)
-        bucketed = LoaderConfig(
-            3, rank=rank, world_size=2, num_workers=workers, shuffle_buffer=5, bucket_window=2
-        )
-        before = [indices([b]) for b in PretrainingLoader(source, plain).epoch(DataPosition())]
-        after = [indices([b]) for b in PretrainingLoader(source, bucketed).epoch(DataPosition())]
-        assert len(before) == len(after) == 5  # 35 samples, 2 ranks × 5 batches of 3
-        assert sorted(i for b in before for i in b) == sorted(i for b in after for i in b)
-        # Worker w's k-th pair of batches is a window: the same samples, sorted, cut in two.
-        streams = [before[w :: max(workers, 1)] for w in range(max(workers, 1))]
-        bucket_streams = [after[w :: max(workers, 1)] for w in range(max(workers, 1))]
-        for plain_batches, bucket in zip(streams, bucket_streams, strict=True):
-            for start in range(0, len(plain_batches), 2):
-                pair = plain_batches[start : start + 2]
-                window = sorted((i for b in pair for i in b), key=length_of)
-                expected = [window[i : i + 3] for i in range(0, len(window), 3)]
-                assert sorted(bucket[start : start + 2]) == sorted(expected)
+        common = {"rank": rank, "world_size": 2, "num_workers": workers, "shuffle_buffer": 12}
+        for window, into in ((0, plain), (2, bucketed)):
+            config = LoaderConfig(3, bucket_window=window, **common)
+            into[rank] = [
+                indices([b]) for b in PretrainingLoader(source, config).epoch(DataPosition())
+            ]
+    assert len(plain[0]) == len(bucketed[0]) == 5  # 35 samples, global batches of 3 × 2
+    quantile = {}
+    for rank in range(2):
+        for first in range(0, 5, 2):  # the groups: global batches 0-1, 2-3, 4
+            before = [i for b in plain[rank][first : first + 2] for i in b]
+            after = bucketed[rank][first : first + 2]
+            assert sorted(before) == sorted(i for b in after for i in b)
+            assert all([length_of(i) for i in b] == sorted(length_of(i) for i in b) for b in after)
+            if len(after) == 2:
+                lo, hi = (sorted(map(length_of, b)) for b in after)
+                assert lo[-1] <= hi[0] or hi[-1] <= lo[0]  # one all shorter than the other
+                if lo != hi:  # which one is shorter, unless they are alike
+                    quantile.setdefault(first, set()).add(int(hi < lo))
+    assert all(len(shorter) == 1 for shorter in quantile.values())  # the same for both ranks
 
 
 @pytest.mark.parametrize("stop_after", [1, 2, 3, 5])
@@ -337,7 +351,9 @@ def test_a_changed_shard_stops_the_epoch_naming_it(tmp_path):
     data = bytearray(shard.read_bytes())
     data[600] ^= 1  # padding: the tar still parses, the checksum does not match
     shard.write_bytes(bytes(data))
-    loader = PretrainingLoader(open_source(str(shards_dir)), LoaderConfig(5, shuffle=False))
+    # Unshuffled, read a global batch at a time (--shuffle-buffer 5): batch 0 is shard 0's.
+    config = LoaderConfig(5, shuffle=False, shuffle_buffer=5)
+    loader = PretrainingLoader(open_source(str(shards_dir)), config)
     used = []
     with pytest.raises(
         ShardReadError,
@@ -356,7 +372,9 @@ def test_a_changed_block_table_stops_the_epoch_naming_its_shard(tmp_path):
     digit = data.index(b'"sha256":["') + 11
     data[digit] = ord("0") if data[digit] != ord("0") else ord("1")  # a block's sha256, changed
     table.write_bytes(bytes(data))
-    loader = PretrainingLoader(open_source(str(shards_dir)), LoaderConfig(5, shuffle=False))
+    # Unshuffled, read a global batch at a time (--shuffle-buffer 5): batch 0 is shard 0's.
+    config = LoaderConfig(5, shuffle=False, shuffle_buffer=5)
+    loader = PretrainingLoader(open_source(str(shards_dir)), config)
     used = []
     with pytest.raises(
         ShardReadError,

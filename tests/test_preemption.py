@@ -124,8 +124,8 @@ def test_sigusr1_stops_one_process_at_a_step_and_resume_is_exact(sample_shards, 
 def test_sigterm_to_torchrun_stops_both_ranks_at_the_same_step(sample_shards, tmp_path):
     code, output, step, checkpoint = stop_then_resume(sample_shards, tmp_path, signal.SIGTERM, 2)
     assert checkpoint[CheckpointKey.WORLD_SIZE] == 2 and checkpoint[CheckpointKey.STEP] == step
-    # Both ranks stopped after the same step: their data positions agree with the step.
-    assert checkpoint[CheckpointKey.DATA_POSITION] == {"epoch": 0, "batches": 2 * step}
+    # Both ranks stopped after the same step: the data position is the step's global batch.
+    assert checkpoint[CheckpointKey.DATA_POSITION] == {"epoch": 0, "global_batches": step}
     assert f"stopped by SIGTERM after step {step}" in output, output[-3000:]
     # The workers exit 75; torchrun itself ends on the signal it got (SignalException): 1.
     assert code == 1

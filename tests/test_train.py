@@ -119,7 +119,7 @@ def test_resume_gives_the_losses_of_an_uninterrupted_run(sample_shards, tmp_path
     assert (
         a[CheckpointKey.DATA_POSITION]
         == b[CheckpointKey.DATA_POSITION]
-        == {"epoch": 0, "batches": 8}
+        == {"epoch": 0, "global_batches": 8}
     )
     for name, tensor in a[CheckpointKey.MODEL].items():
         assert torch.equal(tensor, b[CheckpointKey.MODEL][name]), name
@@ -142,7 +142,10 @@ def test_resume_refuses_another_input_setup(sample_shards, tmp_path, capsys):
     ]
     assert run_train(*common, "--stop-at-step", "2") == 0
     assert train.run([*TINY, *common, "--resume", "--micro-batch-size", "8"]) == 2
-    assert "--micro-batch-size 16, now 8" in capsys.readouterr().err
+    assert (
+        "global batch 16 (micro-batch 16 × 1 process × 1 accumulated), now 8 (micro-batch 8 × 1 "
+        "process × 1 accumulated): pass --global-batch-size 16" in capsys.readouterr().err
+    )
     assert train.run([*TINY, *common, "--resume", "--bucket-window", "4"]) == 2
     assert "--bucket-window 0, now 4" in capsys.readouterr().err
 
@@ -299,7 +302,7 @@ def test_phase_two_starts_from_weights_and_checks_the_vocabulary(sample_shards, 
     assert "the shards were made with vocabulary sha256 abab" in err and "token ids" in err
 
 
-def test_two_gloo_processes_train_in_step(sample_shards, tmp_path):
+def test_two_gloo_processes_train_in_step(sample_shards, tmp_path, capsys):
     run_dir = tmp_path / "ddp"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path.cwd())}
     command = [
@@ -336,14 +339,16 @@ def test_two_gloo_processes_train_in_step(sample_shards, tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     checkpoint = torch.load(latest_checkpoint(run_dir / "checkpoints"), weights_only=True)
     assert checkpoint[CheckpointKey.WORLD_SIZE] == 2
-    # 64 sequences per step = 2 processes × 2 micro-batches of 16: 12 batches per rank.
-    assert checkpoint[CheckpointKey.DATA_POSITION] == {"epoch": 0, "batches": 12}
+    # 64 sequences per step = 2 processes × 2 micro-batches of 16: 6 global batches, the
+    # position any number of processes can go on from.
+    assert checkpoint[CheckpointKey.DATA_POSITION] == {"epoch": 0, "global_batches": 6}
     assert len(checkpoint[CheckpointKey.RNG]["torch"]) == 2  # each rank's dropout state
     assert sorted(metrics(run_dir)) == list(range(1, 7))
     assert sorted(metrics(run_dir, "eval")) == [3, 6]
     # 4 held-out batches of 16 on each rank, summed over both.
     assert metrics(run_dir, "eval")[6]["sequences"] == 2 * 4 * 16
-    # Resuming a 2-process run with one process is refused, naming both.
+    # Resuming it with one process and another global batch is refused, naming both
+    # (tests/test_elastic.py resumes with the same one).
     one = train.run(
         [
             *TINY,
@@ -353,14 +358,19 @@ def test_two_gloo_processes_train_in_step(sample_shards, tmp_path):
             str(run_dir),
             "--max-steps",
             "6",
+            "--warmup-steps",
+            "1",
             "--global-batch-size",
-            "64",
+            "32",
             "--num-workers",
             "1",
             "--resume",
         ]
     )
     assert one == 2
+    assert "global batch 64 (micro-batch 16 × 2 processes × 2 accumulated), now 32" in (
+        capsys.readouterr().err
+    )
 
 
 @pytest.mark.parametrize(

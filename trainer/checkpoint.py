@@ -142,16 +142,10 @@ def check_output_outside_shards(output: str, shards: str) -> None:
     )
 
 
-# The flags that decide which batches each rank reads, in which order. The data itself (which
-# shards, of which length) is compared by what it is, not by the flags that named it.
-_INPUT_FLAGS = (
-    "num_workers",
-    "micro_batch_size",
-    "global_batch_size",
-    "seed",
-    "shuffle_buffer",
-    "bucket_window",
-)
+# The flags that decide the epoch's order (trainer/order.py) besides the global batch, which
+# is compared resolved. The data itself (which shards, of which length) is compared by what
+# it is, not by the flags that named it.
+_ORDER_FLAGS = ("seed", "shuffle_buffer", "bucket_window")
 # What a checkpoint written before a flag existed ran with.
 _INPUT_DEFAULTS = {"bucket_window": 0}
 # The data record's fields a resume compares (schemas/checkpoint.py), in the order named.
@@ -163,27 +157,64 @@ _DATA_FIELDS = {
 }
 
 
+def global_batch(train_config: dict[str, Any], world: int) -> int:
+    """The sequences a step of these flags takes on `world` processes: --global-batch-size,
+    or one micro-batch per process."""
+    return train_config.get("global_batch_size") or train_config["micro_batch_size"] * world
+
+
+def has_global_position(checkpoint: dict[str, Any]) -> bool:
+    """Whether the checkpoint's data position counts global batches (any world size can go
+    on from it), not one rank's micro-batches (a checkpoint written before elastic resume)."""
+    position = checkpoint.get(CheckpointKey.DATA_POSITION)
+    return isinstance(position, dict) and "global_batches" in position
+
+
+def saved_accumulation(checkpoint: dict[str, Any]) -> int:
+    """Micro-batches per step on each rank of the run that wrote the checkpoint."""
+    saved, world = checkpoint[CheckpointKey.TRAIN_CONFIG], checkpoint[CheckpointKey.WORLD_SIZE]
+    return global_batch(saved, world) // (saved["micro_batch_size"] * world)
+
+
 def check_resumable(
     checkpoint: dict[str, Any],
     current: dict[str, Any],
     world: int,
     data: dict[str, Any] | None = None,
 ) -> None:
-    """A resume is exact only if every rank reads the same batches in the same order: the
-    checkpoint's world size and input flags must be the run's (`current`: its config as the
-    checkpoint records it, credentials redacted), and its data the same data (`data`: the
+    """A resume goes on with the global batches an uninterrupted run would have read, on
+    any number of processes, if the epoch's order is the same (trainer/order.py): the same
+    global batch (micro-batch × processes × accumulation, resolved), seed, shuffle and
+    bucketing flags (`current`: the run's config as the checkpoint records it, credentials
+    redacted), the same micro-batch too when bucketing, and the same data (`data`: the
     record `data_record` makes of the shards the run opened). Shards rebuilt under the same
     path (another seed, length or corpus) are other data; the same shards moved elsewhere
-    are not."""
+    are not. A checkpoint written before positions were global needs its world size too."""
     saved = checkpoint[CheckpointKey.TRAIN_CONFIG]
     problems = []
-    if checkpoint[CheckpointKey.WORLD_SIZE] != world:
-        problems.append(f"{checkpoint[CheckpointKey.WORLD_SIZE]} processes, now {world}")
-    for name in _INPUT_FLAGS:
-        was = saved.get(name, _INPUT_DEFAULTS.get(name))
-        if was != current[name]:
+    was_world = checkpoint[CheckpointKey.WORLD_SIZE]
+    was, now = global_batch(saved, was_world), global_batch(current, world)
+    if was != now:
+        problems.append(
+            f"global batch {was} ({_batch_parts(saved, was_world)}), now {now} "
+            f"({_batch_parts(current, world)}): pass --global-batch-size {was}"
+        )
+    if not has_global_position(checkpoint) and was_world != world:
+        problems.append(
+            f"{was_world} processes, now {world} (a checkpoint written before elastic resume "
+            "goes on with as many processes as wrote it)"
+        )
+    was_micro, micro = saved["micro_batch_size"], current["micro_batch_size"]
+    if current.get("bucket_window") and was_micro != micro:
+        problems.append(
+            f"--micro-batch-size {was_micro}, now {micro} (--bucket-window sorts by length "
+            "within each micro-batch's slots)"
+        )
+    for name in _ORDER_FLAGS:
+        was_value = saved.get(name, _INPUT_DEFAULTS.get(name))
+        if was_value != current[name]:
             flag = "--" + name.replace("_", "-")
-            problems.append(f"{flag} {was}, now {current[name]}")
+            problems.append(f"{flag} {was_value}, now {current[name]}")
     saved_data = checkpoint.get(CheckpointKey.DATA) or {}
     if data is not None:
         if "shards_sha256" not in saved_data and saved.get("shards") != current.get("shards"):
@@ -194,11 +225,18 @@ def check_resumable(
                 problems.append(f"{what} {_short(saved_data[name])}, now {_short(data[name])}")
     if problems:
         raise ValueError(
-            "--resume continues exactly only with the input set-up and the data the run "
+            "--resume continues exactly only with the data order and the data the run "
             "started with: "
             + "; ".join(problems)
             + ". Use the original flags and shards, or start a new run with --init-checkpoint"
         )
+
+
+def _batch_parts(config: dict[str, Any], world: int) -> str:
+    micro = config["micro_batch_size"]
+    steps = global_batch(config, world) // (micro * world)
+    processes = "process" if world == 1 else "processes"
+    return f"micro-batch {micro} × {world} {processes} × {steps} accumulated"
 
 
 def _short(value: Any) -> str:

@@ -66,11 +66,13 @@ class TrainConfig:
     )
     num_workers: int = option(2, help="loader processes per rank", bounds=ZERO_OR_MORE)
     shuffle_buffer: int = option(
-        10_000, help="samples in each loader worker's shuffle buffer (0 = off)", bounds=ZERO_OR_MORE
+        10_000,
+        help="samples shuffled together, in whole global batches; best many of them (0 = off)",
+        bounds=ZERO_OR_MORE,
     )
     bucket_window: int = option(
         0,
-        help="batch by length: sort each W micro-batches' samples by length (0 = off)",
+        help="batch by length: sort W global batches' samples by length (0 = off)",
         bounds=ZERO_OR_MORE,
     )
     objective: str = option(

@@ -1,53 +1,64 @@
 """Streaming input: WebDataset shards from a disk or a URL → collated BERT batches.
 
-The stages, each a small function, in the order a sample goes through them:
+The stages of training, each a small function, in the order a sample goes through them:
 
     open_source(spec)        the shard list (pipelines/io/shards/source.py, shared with
                              `inspect`): a manifest (a shards directory, its
                              manifest.json, local or a URL) or a brace pattern of shards
     epoch_shards             shard order, shuffled per epoch from (seed, epoch)
-    split_by_node            this rank's contiguous range of the epoch's sample stream
-    split_by_worker          this loader worker's contiguous range of the rank's batches
-    read_samples             read the range's blocks of each shard by byte range, each
-                             block's sha256 (from the shard's block table, itself
-                             checked) matched before any of its samples goes on
-                             (own ustar reader, transient errors retried with backoff)
-    shuffle_samples          a seeded shuffle buffer
+    EpochOrder               the epoch's global order: which sample each position holds,
+                             shuffled in windows of --shuffle-buffer samples
+                             (trainer/order.py, where the design is told in full)
+    worker_units             the micro-batches this rank's worker makes, and their
+                             positions in the order (the round-robin below)
+    StreamReader             read the samples those positions hold: only the blocks that
+                             hold them, by byte range, each block's sha256 (from the
+                             shard's block table, itself checked) matched before any of its
+                             samples goes on (own ustar reader, transient errors retried)
     decode_samples           check each sample's header (schemas/examples.py)
-    batch_samples            groups of --batch-size, as many as this worker owes
-    bucket_batches           (--bucket-window W) sort each window of W batches by length,
-                             cut it into batches, deal them out in a seeded order
+    bucket                   (--bucket-window W) sort each group of W global batches'
+                             samples of one micro index by length (trainer/order.py)
     collate                  check every field, pad to a multiple of 8 → the tensors of
                              schemas/batch.py (trainer/collate.py); under torch.compile
                              on to the fixed shapes (pad_to), before the batch is pinned
 
-**Every rank gets exactly the same number of batches.** The sample counts come from the
-manifest (or, for shards without one, from one counting pass), so the plan needs no
-communication: an epoch is the concatenation of the shuffled shards, N samples; rank r takes
-samples [r·n·B, (r+1)·n·B) with n = N // (world·B) batches each, so the last N mod (world·B)
-samples of the epoch's order are dropped (fewer than one global batch; different samples each
-epoch, since the shard order changes). A shard that straddles two ranks' ranges is read by
-both, each keeping its part. DDP never waits on a rank that ran out (webdataset #188 #225).
+**Elastic.** The order is a function of (seed, epoch), the global batch G (micro-batch ×
+processes × accumulation), --shuffle-buffer and --bucket-window, not of how G is made up:
+global batch g is positions [g·G, (g+1)·G) of it, and the
+micro-batch of accumulation step a on rank r is slots (a·world + r)·m + [0, m) of that. So a
+run stopped on 2 processes and resumed on 1 or 4 with the same G (and the same micro-batch
+when bucketing) sees the global batches it would have seen without the stop. Every rank gets
+the same number of micro-batches: n·A, n = N // G the global batches of an epoch's N
+samples (the last N mod G of the epoch's shard order are dropped), so DDP never waits on a
+rank that ran out (webdataset #188 #225).
 
-**Workers.** Rank batch i comes from worker i mod K, as its (i // K)-th batch: worker w reads
-one contiguous part of the rank's range (so the bytes each worker reads are disjoint), and
-torch's DataLoader hands batches out round-robin in exactly that order.
+**Workers.** A rank's micro-batch i (counted from where the epoch starts or resumes) comes
+from worker i mod K, which makes only those; torch's DataLoader takes batches from its
+workers round-robin from worker 0, in exactly that order. A worker reads a window (L global
+batches, whole bucket groups when bucketing) at a time, before it makes the window's first
+micro-batch, and holds at most the window's samples its micro-batches need (with bucketing,
+those of the groups they come from). Any worker can make any micro-batch: nothing about the
+workers is in the order or the checkpoint.
 
-**Resume.** `DataPosition(epoch, batches)` is all the state: the batches this rank consumed in
-the epoch. On resume each worker replays its stream up to its share of those batches without
-decoding them (the shuffle buffer is seeded, so the replay is exact) and the DataLoader's
-round-robin is rotated to start at worker `batches mod K`. The same world size, worker count,
-batch size, seed and shards give the same batches, so a resumed run sees no sample twice and
-skips none (tests/test_data.py checks the sample keys).
+**Resume.** `DataPosition(epoch, global_batches)` is all the state, the same on every rank
+and for any world size. A resume starts at global batch `global_batches` directly (the
+positions are computed, the blocks they need read): nothing is replayed. A bucketed resume
+reads the group it resumes in whole, to sort it.
 
-**Length bucketing** (`bucket_window` W > 0, as NVIDIA's LDDL batches by length). Each
-worker takes W batches' worth of its shuffled samples at a time, sorts them by length
-(stable: ties keep the shuffled order), cuts them into batches and yields those in an order
-drawn from (seed, epoch, rank, worker, window). Every batch then holds sequences of similar
-length, so the per-batch padding (and the compute spent on it) falls: at 512 tokens on the
-sample, from 17.4 % to under 1 % (bench/padding.py). The batch counts are untouched, so
-equal batches per rank hold; resume replays whole windows undecoded and drops the consumed
-batches of the window it stopped in, so it stays exact.
+**What it costs.** A block is read by each of the rank's workers whose micro-batches draw
+on it, and by two ranks where the runs of two micro indices meet inside it
+(trainer/order.py, Locality): up to --num-workers times the bytes and sha256 work of one
+reader per rank, where a worker of a contiguous split read only its own bytes. The rank's
+share of the blocks is still 1/world of them (plus the shared ones at run boundaries).
+
+**Evaluation** (`drop_last=False`) reads every sample once, in the shards' stored order:
+rank r takes a contiguous range of it (`split_by_node`, the ranks within one batch of each
+other), each worker a contiguous part of the rank's batches (`split_by_worker`).
+
+**Recording** (a debugging aid, off by default): with the environment variable
+BERTKIT_RECORD_KEYS=DIR, each rank appends a JSON line per training micro-batch it hands out
+to DIR/keys-rank-NNNNN.jsonl: {"epoch", "global_batch", "step" (a), "rank", "world_size",
+"keys"}, the sample keys (RawSample.index) in the batch's order (tests/test_elastic.py).
 
     python -m trainer.data out/demo/shards --batch-size 32   # print a few batches' shapes
 """
@@ -55,28 +66,42 @@ batches of the window it stopped in, so it stays exact.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
-import math
 import os
-import random
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
 
+import numpy as np
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 from pipelines.io import storage
-from pipelines.io.hashing import stable_hash64
-from pipelines.io.retry import ResumingStream, RetryPolicy
-from pipelines.io.shards import ShardReadError, iter_tar_samples
+from pipelines.io.retry import ResumingStream, RetryPolicy, range_opener
+from pipelines.io.shards import ShardReadError, iter_tar_samples, load_blocks
 from pipelines.io.shards.source import read_listed_shard
-from schemas.examples import (
-    ExampleDecodeError,
-    ExampleHeader,
-    read_header,
-)
+from schemas.batch import BatchField
+from schemas.examples import ExampleDecodeError, ExampleHeader, read_header
+from schemas.shards import block_table_path
 from trainer.collate import FixedShape, SampleLimits, collate, pad_batch
 from trainer.masking import DynamicMasking
+from trainer.order import (  # noqa: F401 (worker_batches: evaluation's plan, re-exported)
+    EpochOrder,
+    RankShare,
+    Segment,
+    bucket,
+    bucket_deal,
+    epoch_shards,
+    group_positions,
+    micro_positions,
+    rank_batches,
+    split_by_node,
+    split_by_worker,
+    worker_batches,
+    worker_units,
+)
 
 # The shard list, the first stage, is opened by pipelines/io/shards/source.py (shared with
 # `inspect`) and checked by trainer/source.py; re-exported here so the loader's callers find
@@ -93,82 +118,7 @@ from trainer.workers import WorkerPool
 
 _LOG = logging.getLogger(__name__)
 
-
-# --------------------------------------------------------------------------- the epoch plan
-
-
-@dataclass(frozen=True, slots=True)
-class Segment:
-    """Samples [skip, skip + take) of one shard, in its stored order."""
-
-    shard: ShardEntry
-    skip: int
-    take: int
-
-
-def epoch_shards(shards: Iterable[ShardEntry], seed: int, epoch: int, shuffle: bool) -> list:
-    """The shard order of an epoch, a permutation drawn from (seed, epoch)."""
-    order = list(shards)
-    if shuffle:
-        random.Random(stable_hash64(f"shards:{seed}:{epoch}")).shuffle(order)
-    return order
-
-
-def _resegment(segments: list[Segment], start: int, stop: int) -> list[Segment]:
-    """Samples [start, stop) of a list of segments, as segments."""
-    result = []
-    offset = 0
-    for segment in segments:
-        lo, hi = max(start, offset), min(stop, offset + segment.take)
-        if lo < hi:
-            result.append(Segment(segment.shard, segment.skip + lo - offset, hi - lo))
-        offset += segment.take
-    return result
-
-
-def rank_batches(samples: int, world_size: int, batch_size: int, drop_last: bool) -> list[int]:
-    """Batches per rank: equal when dropping the tail, else within one of each other."""
-    if drop_last:
-        return [samples // (world_size * batch_size)] * world_size
-    per_rank = [samples // world_size + (r < samples % world_size) for r in range(world_size)]
-    return [math.ceil(n / batch_size) for n in per_rank]
-
-
-def split_by_node(
-    shards: list[ShardEntry], rank: int, world_size: int, batch_size: int, drop_last: bool
-) -> tuple[list[Segment], int]:
-    """This rank's contiguous range of the epoch's samples, and its batch count.
-
-    With `drop_last` (training) every rank gets exactly the same number of full batches;
-    without it (evaluation) every sample is read once and the ranks differ by at most one.
-    """
-    total = sum(shard.samples for shard in shards)
-    if drop_last:
-        per_rank = (total // (world_size * batch_size)) * batch_size
-        start, stop = rank * per_rank, (rank + 1) * per_rank
-    else:
-        base, extra = divmod(total, world_size)
-        start = rank * base + min(rank, extra)
-        stop = start + base + (rank < extra)
-    batches = rank_batches(total, world_size, batch_size, drop_last)[rank]
-    whole = [Segment(shard, 0, shard.samples) for shard in shards]
-    return _resegment(whole, start, stop), batches
-
-
-def worker_batches(batches: int, workers: int) -> list[int]:
-    """How many of a rank's batches each worker makes: worker w makes batches i ≡ w (mod K)."""
-    return [batches // workers + (w < batches % workers) for w in range(workers)]
-
-
-def split_by_worker(
-    segments: list[Segment], batches: int, worker: int, workers: int, batch_size: int
-) -> tuple[list[Segment], int]:
-    """This worker's contiguous part of the rank's samples, and its batch count."""
-    counts = worker_batches(batches, workers)
-    rank_samples = sum(segment.take for segment in segments)
-    start = sum(counts[:worker]) * batch_size
-    stop = min(start + counts[worker] * batch_size, rank_samples)
-    return _resegment(segments, start, stop), counts[worker]
+RECORD_KEYS_ENV = "BERTKIT_RECORD_KEYS"
 
 
 # --------------------------------------------------------------------------- reading
@@ -181,14 +131,17 @@ class RawSample:
     shard: str
 
 
+Decoded = tuple[RawSample, ExampleHeader]
+
+
 def read_samples(
     segments: Iterable[Segment], policy: RetryPolicy, verify: bool = True
 ) -> Iterator[RawSample]:
     """Stream the segments' samples, each only after the sha256 of its block matched.
 
     A shard the manifest lists is read by byte range, just the blocks the segment needs,
-    after its block table (one small read per shard and epoch; `read_verified_samples`); a
-    shard named without a manifest has nothing to be checked against and streams as it is
+    after its block table (`read_listed_shard`; a table loaded already is not read again);
+    a shard named without a manifest has nothing to be checked against and streams as it is
     (`open_source` warned about it).
     """
     for segment in segments:
@@ -217,27 +170,7 @@ def read_samples(
                 )
 
 
-def shuffle_samples(
-    samples: Iterable[RawSample], buffer_size: int, rng: random.Random
-) -> Iterator[RawSample]:
-    """A shuffle buffer; every sample comes out once, in a seeded order."""
-    if buffer_size <= 1:
-        yield from samples
-        return
-    buffer: list[RawSample] = []
-    draw = rng.random
-    for sample in samples:
-        if len(buffer) < buffer_size:
-            buffer.append(sample)
-            continue
-        slot = int(draw() * buffer_size)
-        yield buffer[slot]
-        buffer[slot] = sample
-    rng.shuffle(buffer)
-    yield from buffer
-
-
-def decode_samples(samples: Iterable[RawSample]) -> Iterator[tuple[RawSample, ExampleHeader]]:
+def decode_samples(samples: Iterable[RawSample]) -> Iterator[Decoded]:
     """Each sample's header, checked; a bad sample stops the run naming its shard."""
     for sample in samples:
         try:
@@ -246,11 +179,65 @@ def decode_samples(samples: Iterable[RawSample]) -> Iterator[tuple[RawSample, Ex
             raise ShardReadError(f"{sample.shard}: {error}") from error
 
 
+class StreamReader:
+    """Samples of an epoch's stream (its shards concatenated in their epoch order) by their
+    offset in it: of each shard, only the blocks that hold wanted samples, one byte range
+    per run of consecutive blocks, each block verified. A shard's block table is read once
+    per reader (one epoch of one worker). A shard without a manifest is read from its start
+    up to the last sample wanted."""
+
+    def __init__(self, shards: list[ShardEntry], policy: RetryPolicy, verify: bool) -> None:
+        self.shards, self.policy, self.verify = shards, policy, verify
+        self.starts = np.cumsum([0, *(shard.samples for shard in shards)])
+        self._loaded: dict[int, ShardEntry] = {}
+
+    def read(self, wanted: np.ndarray) -> list[RawSample]:
+        """The samples at `wanted` (sorted, unique stream offsets), in that order."""
+        numbers = np.searchsorted(self.starts, wanted, side="right") - 1
+        shard_numbers, firsts = np.unique(numbers, return_index=True)
+        found: list[RawSample] = []
+        for number, local in zip(shard_numbers.tolist(), np.split(wanted, firsts[1:]), strict=True):
+            shard = self._entry(number)
+            local = local - self.starts[number]
+            per_block = shard.samples
+            if self.verify and shard.info is not None and shard.info.blocks:
+                per_block = shard.info.block_samples
+            blocks = local // per_block
+            for run in np.split(local, np.flatnonzero(np.diff(blocks) > 1) + 1):
+                found += self._read_run(shard, run)
+        return found
+
+    def _read_run(self, shard: ShardEntry, run: np.ndarray) -> list[RawSample]:
+        lo, hi = int(run[0]), int(run[-1])
+        samples = read_samples([Segment(shard, lo, hi - lo + 1)], self.policy, self.verify)
+        if len(run) == hi - lo + 1:
+            return list(samples)
+        keep = set(run.tolist())
+        return [sample for offset, sample in enumerate(samples, lo) if offset in keep]
+
+    def _entry(self, number: int) -> ShardEntry:
+        """The shard's entry, its block table loaded (and checked) the first time."""
+        entry = self._loaded.get(number)
+        if entry is None:
+            entry = shard = self.shards[number]
+            info = shard.info
+            if (
+                self.verify
+                and info is not None
+                and info.block_table is not None
+                and not info.blocks
+            ):
+                table = range_opener(block_table_path(shard.url), self.policy)
+                entry = ShardEntry(shard.url, shard.samples, load_blocks(table, shard.url, info))
+            self._loaded[number] = entry
+        return entry
+
+
 def batch_samples(
-    decoded: Iterable[tuple[RawSample, ExampleHeader]], batch_size: int, batches: int
-) -> Iterator[list[tuple[RawSample, ExampleHeader]]]:
+    decoded: Iterable[Decoded], batch_size: int, batches: int
+) -> Iterator[list[Decoded]]:
     """Groups of `batch_size` (the last one short only when not dropping)."""
-    group: list[tuple[RawSample, ExampleHeader]] = []
+    group: list[Decoded] = []
     made = 0
     for item in decoded:
         group.append(item)
@@ -264,121 +251,139 @@ def batch_samples(
         yield group
 
 
-def bucket_batches(
-    decoded: Iterable[tuple[RawSample, ExampleHeader]],
-    batch_size: int,
-    batches: int,
-    window: int,
-    seed_key: str,
-    first_window: int = 0,
-    skip: int = 0,
-) -> Iterator[list[tuple[RawSample, ExampleHeader]]]:
-    """`batches` groups of `batch_size`, made `window` batches at a time from the stream
-    sorted by length; each window's batches come out in an order drawn from `seed_key` and
-    the window's number (counted from `first_window`). The first `skip` batches of the first
-    window are dropped (a resume that stopped inside it)."""
-    stream = iter(decoded)
-    number = first_window
-    while batches > 0:
-        take = min(window, batches + skip)
-        items = [item for _, item in zip(range(take * batch_size), stream, strict=False)]
-        if not items:
-            return
-        items.sort(key=lambda item: item[1].n_tokens)
-        groups = [items[i : i + batch_size] for i in range(0, len(items), batch_size)]
-        random.Random(stable_hash64(f"{seed_key}:{number}")).shuffle(groups)
-        for group in groups[skip : skip + batches]:
-            yield group
-            batches -= 1
-        skip, number = 0, number + 1
-
-
-# --------------------------------------------------------------------------- the loader
+# --------------------------------------------------------------------------- the streams
 
 
 @dataclass(slots=True)
 class DataPosition:
-    """Where a rank is in its input: the epoch and the batches consumed in it."""
+    """Where a run is in its input: the epoch, and the global batches consumed in it (the
+    same on every rank, for any world size)."""
 
     epoch: int = 0
-    batches: int = 0
+    global_batches: int = 0
 
     def to_dict(self) -> dict[str, int]:
-        return asdict(self)
+        return {"epoch": self.epoch, "global_batches": self.global_batches}
 
     @classmethod
-    def from_dict(cls, raw: dict[str, int]) -> DataPosition:
-        return cls(int(raw["epoch"]), int(raw["batches"]))
+    def from_dict(cls, raw: dict[str, int], accumulation: int = 1) -> DataPosition:
+        """From `to_dict`'s form, or from a checkpoint written before positions were global:
+        {"epoch", "batches"}, the micro-batches one rank consumed, `accumulation` a step."""
+        if "global_batches" in raw:
+            return cls(int(raw["epoch"]), int(raw["global_batches"]))
+        return cls(int(raw["epoch"]), int(raw["batches"]) // accumulation)
 
 
 @dataclass(frozen=True, slots=True)
 class LoaderConfig:
-    batch_size: int
+    batch_size: int  # the micro-batch: sequences per rank per forward pass
     rank: int = 0
     world_size: int = 1
     num_workers: int = 0
     seed: int = 12345
     shuffle: bool = True
-    shuffle_buffer: int = 10_000  # samples per worker; ~4 MB at 128 tokens
-    bucket_window: int = 0  # batches sorted by length together; 0 = no bucketing
+    shuffle_buffer: int = 10_000  # samples shuffled together (whole global batches); 0/1 off
+    bucket_window: int = 0  # global batches sorted by length together; 0 = no bucketing
     pad_to: FixedShape | None = None  # torch.compile's shapes, padded to in the worker
-    drop_last: bool = True
+    drop_last: bool = True  # training; False: evaluation (every sample once, stored order)
     verify: bool = True
     pin_memory: bool = False
     prefetch_factor: int = 4
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     masking: DynamicMasking | None = None  # masks drawn afresh per epoch; None: the stored ones
+    accumulation: int = 1  # micro-batches per optimizer step on each rank
+
+    @property
+    def global_batch(self) -> int:
+        return self.batch_size * self.world_size * self.accumulation
 
 
-def worker_stream(
-    source: DataSource,
-    config: LoaderConfig,
-    epoch: int,
-    worker: int,
-    workers: int,
-    skip_batches: int = 0,
+def _micro_batches(
+    order: EpochOrder,
+    micro_size: int,
+    items: list[tuple[int, int]],
+    window: int,
+    reader: StreamReader,
+) -> list[list[RawSample]]:
+    """The samples of the micro-batches `items` ((global batch, micro index) pairs), read
+    at once; with bucketing (`window` global batches a group) from whole groups, sorted.
+    Decoded a micro-batch at a time, by the caller: a window's samples held decoded would be
+    three objects each for the garbage collector to go over, not one."""
+    m = micro_size
+    if not window:
+        chunks = [micro_positions(order, batch, micro, m) for batch, micro in items]
+    else:
+        groups = sorted({(batch // window, micro) for batch, micro in items})
+        spans = [
+            (group * window, min(window, order.batches - group * window)) for group, _ in groups
+        ]
+        chunks = [
+            group_positions(order, first, count, micro, m).ravel()
+            for (_, micro), (first, count) in zip(groups, spans, strict=True)
+        ]
+    wanted, inverse = np.unique(order.sources(np.concatenate(chunks)), return_inverse=True)
+    samples = reader.read(wanted)
+    inverse = inverse.reshape(-1)
+    if not window:
+        return [[samples[k] for k in inverse[i * m : (i + 1) * m]] for i in range(len(items))]
+    rows: dict[tuple[int, int], tuple[int, np.ndarray]] = {}
+    offset = 0
+    for (group, micro), (first, count) in zip(groups, spans, strict=True):
+        places = inverse[offset : offset + count * m]
+        lengths = [header.n_tokens for _, header in decode_samples(samples[k] for k in places)]
+        chosen = bucket(np.array(lengths), count, bucket_deal(order, group, count))
+        rows[group, micro] = (first, places[chosen])
+        offset += count * m
+    result = []
+    for batch, micro in items:
+        first, places = rows[batch // window, micro]
+        result.append([samples[k] for k in places[batch - first]])
+    return result
+
+
+def train_stream(
+    source: DataSource, config: LoaderConfig, epoch: int, start: int, worker: int, workers: int
 ) -> Iterator[dict[str, torch.Tensor]]:
-    """One worker's batches of one epoch, the stages chained; the first `skip_batches` are
-    replayed without decoding (resume)."""
+    """One worker's micro-batches of one training epoch from global batch `start` on."""
+    shards = epoch_shards(source.shards, config.seed, epoch, config.shuffle)
+    order = EpochOrder.of(
+        source.samples,
+        config.global_batch,
+        config.shuffle_buffer,
+        config.shuffle,
+        config.seed,
+        epoch,
+        config.bucket_window,
+    )
+    share = RankShare(config.batch_size, config.world_size, config.rank, config.accumulation)
+    window = config.bucket_window
+    reader = StreamReader(shards, config.retry, config.verify)
+    limits = SampleLimits.of(source)
+    for items in worker_units(order, share, order.window_batches, start, worker, workers):
+        for samples in _micro_batches(order, config.batch_size, items, window, reader):
+            group = list(decode_samples(samples))
+            batch = collate(group, limits, config.masking, config.seed, epoch)
+            yield batch if config.pad_to is None else pad_batch(batch, config.pad_to)
+
+
+def eval_stream(
+    source: DataSource, config: LoaderConfig, epoch: int, worker: int, workers: int
+) -> Iterator[dict[str, torch.Tensor]]:
+    """One worker's batches of an evaluation pass: its contiguous part, in stored order."""
     shards = epoch_shards(source.shards, config.seed, epoch, config.shuffle)
     rank_segments, batches = split_by_node(
-        shards, config.rank, config.world_size, config.batch_size, config.drop_last
+        shards, config.rank, config.world_size, config.batch_size, drop_last=False
     )
-    segments, my_batches = split_by_worker(
-        rank_segments, batches, worker, workers, config.batch_size
-    )
-    rng = random.Random(stable_hash64(f"buffer:{config.seed}:{epoch}:{config.rank}:{worker}"))
-    samples = read_samples(segments, config.retry, config.verify)
-    if config.shuffle:
-        samples = shuffle_samples(samples, config.shuffle_buffer, rng)
-    window = config.bucket_window
-    whole_windows, in_window = divmod(skip_batches, window) if window else (0, 0)
-    replayed = whole_windows * window if window else skip_batches
-    for _ in range(replayed * config.batch_size):
-        if next(samples, None) is None:
-            return
-    if window:
-        groups = bucket_batches(
-            decode_samples(samples),
-            config.batch_size,
-            my_batches - skip_batches,
-            window,
-            f"buckets:{config.seed}:{epoch}:{config.rank}:{worker}",
-            whole_windows,
-            in_window,
-        )
-    else:
-        groups = batch_samples(
-            decode_samples(samples), config.batch_size, my_batches - skip_batches
-        )
+    segments, mine = split_by_worker(rank_segments, batches, worker, workers, config.batch_size)
+    decoded = decode_samples(read_samples(segments, config.retry, config.verify))
     limits = SampleLimits.of(source)
-    for group in groups:
+    for group in batch_samples(decoded, config.batch_size, mine):
         batch = collate(group, limits, config.masking, config.seed, epoch)
         yield batch if config.pad_to is None else pad_batch(batch, config.pad_to)
 
 
 class _EpochDataset(IterableDataset):
-    """The DataLoader's view of one epoch: each worker process runs `worker_stream`."""
+    """The DataLoader's view of one epoch: each worker process runs its stream."""
 
     def __init__(self, source: DataSource, config: LoaderConfig, position: DataPosition) -> None:
         self.source, self.config, self.position = source, config, position
@@ -386,79 +391,138 @@ class _EpochDataset(IterableDataset):
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
         info = get_worker_info()
         workers = info.num_workers if info is not None else 1
-        physical = info.id if info is not None else 0
-        # Rotate so the DataLoader's round-robin, which starts at physical worker 0, resumes
-        # at the logical worker the next batch is due from.
-        done = self.position.batches
-        logical = (physical + done) % workers
-        skip = max(0, -(-(done - logical) // workers))  # batches i < done with i ≡ logical
-        yield from worker_stream(
-            self.source, self.config, self.position.epoch, logical, workers, skip
-        )
+        worker = info.id if info is not None else 0
+        epoch = self.position.epoch
+        if not self.config.drop_last:
+            yield from eval_stream(self.source, self.config, epoch, worker, workers)
+            return
+        start = self.position.global_batches
+        yield from train_stream(self.source, self.config, epoch, start, worker, workers)
+
+
+# --------------------------------------------------------------------------- the loader
+
+
+class KeyRecord:
+    """BERTKIT_RECORD_KEYS=DIR: a JSON line per training micro-batch handed out, appended to
+    DIR/keys-rank-NNNNN.jsonl (the module docstring). Line-buffered: a killed run leaves
+    whole lines."""
+
+    def __init__(self, directory: Path, config: LoaderConfig) -> None:
+        self.path = directory / f"keys-rank-{config.rank:05d}.jsonl"
+        self.config = config
+        self._file: TextIO | None = None
+
+    @classmethod
+    def from_environment(cls, config: LoaderConfig) -> KeyRecord | None:
+        directory = os.environ.get(RECORD_KEYS_ENV)
+        return cls(Path(directory), config) if directory and config.drop_last else None
+
+    def write(self, epoch: int, index: int, batch: dict[str, torch.Tensor]) -> None:
+        """Micro-batch `index` of this rank in `epoch` (counted from the epoch's start)."""
+        if self._file is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = self.path.open("a", encoding="utf-8", buffering=1)
+        global_batch, step = divmod(index, self.config.accumulation)
+        line = {
+            "epoch": epoch,
+            "global_batch": global_batch,
+            "step": step,
+            "rank": self.config.rank,
+            "world_size": self.config.world_size,
+            "keys": batch[BatchField.SAMPLE_INDEX].tolist(),
+        }
+        self._file.write(json.dumps(line) + "\n")
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
 
 class PretrainingLoader:
-    """Batches for one rank, epoch after epoch, with the position to resume from.
+    """Micro-batches for one rank, epoch after epoch, with the position to resume from.
 
     source = open_source("s3://bucket/shards")
-    with PretrainingLoader(source, LoaderConfig(256, rank, world_size)) as loader:
+    config = LoaderConfig(256, rank, world_size, accumulation=accumulation)
+    with PretrainingLoader(source, config) as loader:
         for batch in loader.batches(DataPosition()):   # infinite; loader.position after each
             ...
 
-    The worker processes (trainer/workers.py) end with the epoch, with `close()`, when the
-    generator is closed or dropped, or at the interpreter's exit, whichever comes first.
+    `position` counts whole global batches: after a micro-batch that does not end its step,
+    it still names the step's start (the trainer reads it between steps). The worker
+    processes (trainer/workers.py) end with the epoch, with `close()`, when the generator is
+    closed or dropped, or at the interpreter's exit, whichever comes first.
     """
 
     def __init__(self, source: DataSource, config: LoaderConfig) -> None:
         if config.batch_size < 1:
             raise DataConfigError("--batch-size must be at least 1")
+        if config.accumulation < 1:
+            raise DataConfigError("accumulation must be at least 1 micro-batch a step")
         if config.bucket_window < 0:
-            raise DataConfigError("--bucket-window must be 0 (off) or a number of batches")
+            raise DataConfigError("--bucket-window must be 0 (off) or a number of global batches")
         self.source, self.config = source, config
-        self.batches_per_epoch = rank_batches(
-            source.samples, config.world_size, config.batch_size, config.drop_last
-        )[config.rank]
+        if config.drop_last:
+            self.global_batches_per_epoch = source.samples // config.global_batch
+            self.batches_per_epoch = self.global_batches_per_epoch * config.accumulation
+        else:
+            self.batches_per_epoch = rank_batches(
+                source.samples, config.world_size, config.batch_size, drop_last=False
+            )[config.rank]
+            self.global_batches_per_epoch = self.batches_per_epoch
         if self.batches_per_epoch == 0:
             raise DataConfigError(
                 f"{source.manifest_url or source.shards[0].url}: {source.samples} {source.split} "
-                f"samples make no full batch of {config.batch_size} on each of "
-                f"{config.world_size} ranks; use a smaller batch or more data"
+                f"samples make no global batch of {config.global_batch} ({config.batch_size} × "
+                f"{config.world_size} ranks × {config.accumulation}); use a smaller batch or "
+                "more data"
             )
         self.position = DataPosition()
         self._pool: WorkerPool | None = None
+        self._record = KeyRecord.from_environment(config)
 
     def epoch(self, position: DataPosition) -> Iterator[dict[str, torch.Tensor]]:
         """The rest of one epoch from `position`; `self.position` follows each batch. With
         workers, they end when the epoch does, or when this generator is closed or dropped."""
-        self.position = DataPosition(position.epoch, position.batches)
-        if position.batches >= self.batches_per_epoch:
+        start = position.global_batches
+        self.position = DataPosition(position.epoch, start)
+        if start >= self.global_batches_per_epoch:
             return
+        if start and not self.config.drop_last:
+            raise DataConfigError("an evaluation pass reads from its start: position 0")
         dataset = _EpochDataset(self.source, self.config, self.position)
+        accumulation = self.config.accumulation if self.config.drop_last else 1
+        pool = None
         if self.config.num_workers == 0:
-            for batch in dataset:
-                self.position = DataPosition(position.epoch, self.position.batches + 1)
-                yield batch
-            return
-        pool = self._pool = WorkerPool(
-            dataset,
-            self.config.num_workers,
-            self.config.seed,
-            self.config.pin_memory,
-            self.config.prefetch_factor,
-        )
+            batches: Iterator[dict[str, torch.Tensor]] = iter(dataset)
+        else:
+            batches = pool = self._pool = WorkerPool(
+                dataset,
+                self.config.num_workers,
+                self.config.seed,
+                self.config.pin_memory,
+                self.config.prefetch_factor,
+            )
         try:
-            for batch in pool:
-                self.position = DataPosition(position.epoch, self.position.batches + 1)
+            for index, batch in enumerate(batches, start * accumulation):
+                self.position = DataPosition(position.epoch, (index + 1) // accumulation)
+                if self._record is not None:
+                    self._record.write(position.epoch, index, batch)
                 yield batch
         finally:
-            pool.close()
-            self._pool = None
+            if pool is not None:
+                pool.close()
+                if self._pool is pool:
+                    self._pool = None
 
     def close(self) -> None:
         """End the worker processes of the epoch being read, if any (idempotent)."""
         if self._pool is not None:
             self._pool.close()
             self._pool = None
+        if self._record is not None:
+            self._record.close()
 
     def __enter__(self) -> PretrainingLoader:
         return self

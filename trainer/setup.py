@@ -24,15 +24,18 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 
 from pipelines.io import storage
+from pipelines.io.hashing import stable_hash64
 from schemas.checkpoint import CHECKPOINTS_DIR, CheckpointKey
 from trainer import distributed
 from trainer.checkpoint import (
     check_output_outside_shards,
     check_resumable,
+    has_global_position,
     latest_checkpoint,
     load_checkpoint,
     prepare_run_directory,
     resolve_checkpoint,
+    saved_accumulation,
 )
 from trainer.collate import FixedShape  # the trainer's compile padding
 from trainer.config import TrainConfig, accumulation_steps
@@ -387,14 +390,42 @@ def _restore(
     scheduler: Any,
 ) -> tuple[int, DataPosition]:
     """The step and input position to start from: 0 and the first batch for a new run; for
-    --resume the checkpoint's, with its optimizer, schedule and this rank's generators."""
+    --resume the checkpoint's, with its optimizer, schedule and this rank's generators (on
+    another number of processes than wrote it, generators seeded from (seed, rank, step))."""
     if resumed is None:
         return 0, DataPosition()
     optimizer.load_state_dict(resumed[CheckpointKey.OPTIMIZER])
     scheduler.load_state_dict(resumed[CheckpointKey.SCHEDULER])
     step = resumed[CheckpointKey.STEP]
-    position = DataPosition.from_dict(resumed[CheckpointKey.DATA_POSITION])
-    distributed.restore_rng(env, resumed[CheckpointKey.RNG])
+    position = DataPosition.from_dict(
+        resumed[CheckpointKey.DATA_POSITION], saved_accumulation(resumed)
+    )
+    if not has_global_position(resumed) and env.is_main:
+        # Its position counted one rank's micro-batches in an order this loader no longer
+        # makes: the step and the epoch are exact, the rest of the epoch's samples are not.
+        _LOG.warning(
+            "--resume: the checkpoint was written before elastic resume; it goes on at global "
+            "batch %d of epoch %d in this bertkit's data order, which holds other samples "
+            "there: until epoch %d ends, some samples come twice and others not at all",
+            position.global_batches,
+            position.epoch,
+            position.epoch,
+        )
+    rng = resumed[CheckpointKey.RNG]
+    if len(rng["torch"]) == env.world_size:
+        distributed.restore_rng(env, rng)
+    else:
+        # Another world size: dropout's per-rank streams cannot go on as they were. Each rank
+        # draws from (seed, rank, step) instead, so that no stream repeats an earlier one.
+        seed = resumed[CheckpointKey.TRAIN_CONFIG]["seed"]
+        torch.manual_seed(stable_hash64(f"resume:{seed}:{env.rank}:{step}") >> 1)
+        if env.is_main:
+            _LOG.info(
+                "--resume on %d processes, the checkpoint's run had %d: the data order goes "
+                "on as it was; dropout's random streams start afresh from (seed, rank, step)",
+                env.world_size,
+                len(rng["torch"]),
+            )
     return step, position
 
 
@@ -415,6 +446,7 @@ def _build_loader(
             config.micro_batch_size,
             rank=env.rank,
             world_size=env.world_size,
+            accumulation=accumulation_steps(config, env.world_size),
             num_workers=config.num_workers,
             seed=config.seed,
             shuffle_buffer=config.shuffle_buffer,
