@@ -122,3 +122,26 @@ def test_static_masking_on_unmasked_shards_is_refused(roberta_shards, tmp_path, 
     assert train.run([*args, "--max-steps", "2", "--masking", "static"]) == 2
     assert "holds no masks; train it with --masking dynamic (or auto)" in capsys.readouterr().err
     assert not run_dir.exists()
+
+
+def test_dynamic_masking_resumes_exactly_and_refuses_other_masks(sample_shards, tmp_path, capsys):
+    """Sentence-pair shards with fresh masks and NSP: a run stopped at step 2 and resumed
+    draws the uninterrupted run's masks (the same losses, bit for bit); a resume that would
+    draw others is refused in one line."""
+    dynamic = ["--masking", "dynamic", "--whole-word-mask", "--eval-every", "0"]
+    whole, parts = tmp_path / "whole", tmp_path / "parts"
+    assert train.run(train_args(sample_shards, whole, 4, *dynamic)) == 0
+    assert train.run([*train_args(sample_shards, parts, 4, *dynamic), "--stop-at-step", "2"]) == 0
+    assert train.run([*train_args(sample_shards, parts, 4, *dynamic), "--resume"]) == 0
+    uninterrupted, resumed = metrics(whole), metrics(parts)
+    assert [resumed[s]["loss"] for s in (3, 4)] == [uninterrupted[s]["loss"] for s in (3, 4)]
+    assert "nsp_loss" in resumed[4]  # pairs: auto keeps NSP
+    capsys.readouterr()
+    static = train_args(sample_shards, parts, 6, "--eval-every", "0", "--resume")
+    static.remove("--mask-rate")
+    static.remove(str(RATE))
+    assert train.run(static) == 2
+    assert "dynamic masking, now static: pass --masking dynamic" in capsys.readouterr().err
+    other_rate = [*train_args(sample_shards, parts, 6, *dynamic, "--resume"), "--mask-rate", "0.2"]
+    assert train.run(other_rate) == 2
+    assert f"--mask-rate {RATE}, now 0.2" in capsys.readouterr().err

@@ -146,8 +146,17 @@ def check_output_outside_shards(output: str, shards: str) -> None:
 # is compared resolved. The data itself (which shards, of which length) is compared by what
 # it is, not by the flags that named it.
 _ORDER_FLAGS = ("seed", "shuffle_buffer", "bucket_window")
+# The flags that shape dynamic masks (trainer/masking.py): the masks drawn after a resume
+# are the uninterrupted run's only with the same ones.
+_MASKING_FLAGS = ("mask_rate", "mask_replace", "whole_word_mask", "max_predictions")
 # What a checkpoint written before a flag existed ran with.
-_INPUT_DEFAULTS = {"bucket_window": 0}
+_INPUT_DEFAULTS = {
+    "bucket_window": 0,
+    "mask_rate": 0.15,
+    "mask_replace": "80/10/10",
+    "whole_word_mask": False,
+    "max_predictions": None,
+}
 # The data record's fields a resume compares (schemas/checkpoint.py), in the order named.
 _DATA_FIELDS = {
     "max_seq_length": "sequence length",
@@ -210,12 +219,19 @@ def check_resumable(
             f"--micro-batch-size {was_micro}, now {micro} (--bucket-window sorts by length "
             "within each micro-batch's slots)"
         )
-    for name in _ORDER_FLAGS:
+    # The masking as resolved (`auto` is static or dynamic by the shards); a checkpoint from
+    # before dynamic masking was static.
+    saved_data = checkpoint.get(CheckpointKey.DATA) or {}
+    was_masking = saved_data.get("masking", "static")
+    masking = data.get("masking", "static") if data is not None else was_masking
+    if was_masking != masking:
+        problems.append(f"{was_masking} masking, now {masking}: pass --masking {was_masking}")
+    masking_flags = _MASKING_FLAGS if masking == "dynamic" else ()
+    for name in (*_ORDER_FLAGS, *masking_flags):
         was_value = saved.get(name, _INPUT_DEFAULTS.get(name))
         if was_value != current[name]:
             flag = "--" + name.replace("_", "-")
             problems.append(f"{flag} {was_value}, now {current[name]}")
-    saved_data = checkpoint.get(CheckpointKey.DATA) or {}
     if data is not None:
         if "shards_sha256" not in saved_data and saved.get("shards") != current.get("shards"):
             # a checkpoint from before the data digest: the shards flag is all it has

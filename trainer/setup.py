@@ -136,8 +136,9 @@ def _setup(
     source = open_source(config.shards, "train", config.max_seq_length)
     heldout = _heldout_source(source)
     vocab_size = _vocab_size(source)
-    data = data_record(source)  # what the run reads: checked on --resume, in every checkpoint
     recipe = resolve_recipe(config, source)  # objective and masking, refused if they can't work
+    # What the run reads, and how it masks it: checked on --resume, in every checkpoint.
+    data = {**data_record(source), "masking": recipe.masking}
     resumed, init = _checkpoints_to_start_from(config, env, run_dir, remote, data)
     model = _build_model(config, env, source, vocab_size, init, recipe.objective, bool(resumed))
     # Once every check has passed: --overwrite's earlier run files, or the temporaries of a
