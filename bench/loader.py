@@ -14,13 +14,16 @@ source, starting the S3 server, uploading) is outside the timed region. Every ro
 per repeat, the rows interleaved, so a change of load on the machine hits them all alike; the
 table shows the medians. The rows:
 
-  bertkit local    trainer.data: open_source(DIR) → PretrainingLoader(LoaderConfig(B)).epoch
-                   (shuffled shard order, 10,000-sample shuffle buffer, every block's sha256
-                   checked before its samples are used, drop_last): what `bertkit train` runs
-                   per loader worker
+  bertkit local    trainer.data: open_source(DIR) → PretrainingLoader(LoaderConfig(B)).epoch,
+                   the training epoch's order (trainer/order.py: the shards in a seeded
+                   order, the tail short of a batch dropped, samples permuted within windows
+                   of --shuffle-buffer's default 10,000), read a window at a time, only the
+                   blocks it needs, each block's sha256 checked before its samples are used:
+                   what one `bertkit train` process without loader workers runs
   bertkit local, dynamic
                    the same with --masking dynamic at 0.15, 80/10/10 (trainer/masking.py):
-                   stored masks undone, new ones drawn; the manifest's vocabulary or --vocab
+                   in collate the stored masks undone and new ones drawn; the manifest's
+                   vocabulary or --vocab
   bertkit …, 1.x    the same rows on the same samples in the 1.x layout (one tar member per
                    sample, tests/support/legacy_shards.py), side by side: what the compact
                    2.0 layout (one member per block of 512) changes
@@ -40,11 +43,11 @@ table shows the medians. The rows:
   reader: tarfile  Python's tarfile in stream mode ("r|") over the 1.x copy, each member's
                    bytes read: what webdataset's reader is built on
 
-Targets (the loader issue): bertkit local ≥ 50,000 samples per CPU-second, bertkit over S3
-≥ 80 % of bertkit local per CPU-second of the loader process (wall-second ratio shown too),
-and with dynamic masking ≥ 100,000 samples per CPU-second at 128 tokens. Other work on the
-machine (tests running beside) slows every row; the load average in the results says how
-much. --limit-samples caps each row's samples for a quicker look.
+Targets: bertkit local ≥ 50,000 samples per CPU-second, bertkit over S3 ≥ 80 % of bertkit
+local per CPU-second of the loader process (wall-second ratio shown too), and with dynamic
+masking ≥ 100,000 samples per CPU-second at 128 tokens. Other work on the machine (tests
+running beside) slows every row; the load average in the results says how much.
+--limit-samples caps each row's samples for a quicker look.
 """
 
 from __future__ import annotations

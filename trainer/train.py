@@ -13,7 +13,9 @@ or many.
     bertkit train --shards s3://bucket/shards --max-seq-length 512 --output /ckpt/run512 \\
         --init-checkpoint /ckpt/run/checkpoints --model base ...
 
-Shards are streamed (trainer/data.py), never downloaded first. The loop, top to bottom:
+Shards are streamed (trainer/data.py), never downloaded first. --objective and --masking
+(by default `auto`: what the shards hold) are resolved by trainer/recipe.py; with
+--masking dynamic the loader draws new masks every epoch (trainer/masking.py). The loop:
 micro-batches are accumulated to the global batch (DDP syncs gradients on the last one only),
 gradients are clipped, the optimizer and the warmup/decay schedule step. Every --log-every
 steps the metrics go to OUTPUT/metrics.jsonl, TensorBoard (event files in OUTPUT) and the
@@ -23,11 +25,17 @@ With --objective mlm the model has no NSP head (trainer/model.py): no NSP label 
 the metrics, the evaluation and the summary have no NSP loss or accuracy at all.
 
 `--resume` continues from OUTPUT/checkpoints/latest exactly: weights, optimizer, schedule,
-every rank's RNG and the input position, so the losses are those of an uninterrupted run
-(tests/test_train.py). It needs the same world size, workers and batch sizes, and the same
-data (every shard's sha256 is in the checkpoint). A run stopped before its first checkpoint
-has nothing to go on from: a rerun, --resume or not, replaces its metrics and starts it again
-(from --init-checkpoint's weights if given), so a requeued job always passes the same flags.
+every rank's RNG and the data position (global batches consumed), so the losses are those of
+an uninterrupted run (tests/test_train.py). The epoch's order depends on the global batch,
+--seed, --shuffle-buffer and --bucket-window only (trainer/order.py), so a resume may use any
+number of processes and loader workers and reads the uninterrupted run's next global batches
+(tests/test_elastic.py; on another world size dropout is reseeded from seed, rank and step).
+It needs those flags the same (and --micro-batch-size when bucketing), the same masking (with
+dynamic masks, the same --mask-rate, --mask-replace, --whole-word-mask and --max-predictions)
+and the same data (every shard's sha256 is in the checkpoint). A run stopped before its first
+checkpoint has nothing to go on from: a rerun, --resume or not, replaces its metrics and
+starts it again (from --init-checkpoint's weights if given), so a requeued job always passes
+the same flags.
 Rank 0 holds the run directory's lock (trainer/run_lock.py) from before it looks at the
 directory until it exits; the loader's worker processes end with the run, whatever ends it
 (trainer/workers.py). Exit codes: 0 done, 1 an error during the run, 2 refused before the
