@@ -4,7 +4,8 @@ schemas/batch.py, and their move to the device.
 Every field is range-checked against what the manifest promises (sequence length,
 vocabulary size) and against the sample itself (positions inside its tokens) before a batch
 is built: a corrupt or foreign sample stops the run with the shard and the sample named,
-never with an IndexError inside the model.
+never with an IndexError inside the model. With --masking dynamic the stored masks are undone
+and new ones drawn here, from (seed, epoch, sample key) (trainer/masking.py).
 """
 
 from __future__ import annotations
