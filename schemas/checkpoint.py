@@ -5,7 +5,8 @@ so it holds only tensors and plain containers of str/int/float/bool/None: no pic
 
     format             CHECKPOINT_FORMAT
     step               optimizer steps taken
-    model_config       trainer.model.BertConfig as a dict (asdict)
+    model_config       trainer.model.BertConfig as a dict (asdict); its "objective",
+                       "mlm+nsp" or "mlm", is absent in older checkpoints: "mlm+nsp"
     model              the model's state_dict (unwrapped from DDP and torch.compile)
     optimizer          the optimizer's state_dict (absent in an export-only checkpoint)
     scheduler          the LR scheduler's state_dict
@@ -20,9 +21,10 @@ so it holds only tensors and plain containers of str/int/float/bool/None: no pic
                        a resume on another world size seeds each rank from (seed, rank, step)
     train_config       trainer.config.TrainConfig as a dict: every flag, resolved
     data               {"manifest", "schema_version", "max_seq_length", "samples_per_epoch",
-                        "shards", "shards_sha256"}: what the run reads; the digest is the
-                        sha256 of [split, [[path, samples, bytes, sha256] per shard]] as JSON,
-                        so --resume refuses shards rebuilt under the same path
+                        "shards", "shards_sha256", "masking"}: what the run reads; the digest
+                        is the sha256 of [split, [[path, samples, bytes, sha256] per shard]]
+                        as JSON, so --resume refuses shards rebuilt under the same path;
+                        "masking" the resolved "static" or "dynamic" (absent: static)
     vocab              the shards manifest's vocab record: {"path", "sha256", "size", "cased"}
     world_size         processes in the run that wrote it: with train_config, its global
                        batch, which a resume needs the same (on any number of processes)

@@ -24,9 +24,11 @@ padding):
                                                   (doc_b stored empty: the same as doc_a)
 
 Segment ids are not stored: they are 0 for the first `segment_a_length` tokens ([CLS] A
-[SEP]) and 1 after. The id width is the smallest the vocabulary allows (2 bytes up to 65,536
-ids), so an example is a fraction of Google's padded tf.train.Example (docs/benchmarks.md,
-`python -m bench.examples`).
+[SEP]) and 1 after. A full-sentence sample (the shards manifest's `sequences`) is one
+segment: `segment_a_length` is its length, its label 0, and doc_a and doc_b its first and
+last document. A sample of shards made with `masking` none has no predictions. The id width
+is the smallest the vocabulary allows (2 bytes up to 65,536 ids), so an example is a
+fraction of Google's padded tf.train.Example (docs/benchmarks.md, `python -m bench.examples`).
 
 `PRETRAINING_EXAMPLE_SCHEMA` is the Arrow view of a decoded sample: what `bertkit inspect
 --schema` prints, what `examples_table` builds and what the trainer's decoder yields.
