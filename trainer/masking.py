@@ -43,13 +43,11 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from schemas.batch import IGNORE_INDEX, PAD_MULTIPLE
+from trainer.splitmix import GOLDEN, mix, mix_int
 
 if TYPE_CHECKING:  # types only: the loader's workers need no tokenizer
     from pipelines.io.vocabulary import Vocabulary
 
-_MIX_1, _MIX_2 = 0xBF58476D1CE4E5B9, 0x94D049BB133111EB  # splitmix64's finalizer
-_M1, _M2 = np.uint64(_MIX_1), np.uint64(_MIX_2)  # (Steele, Lea and Flood, 2014)
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # splitmix64's increment: the stream's step
 _CHOICE = np.uint64(0xD1B54A32D192ED03)  # xor'd in before the second mix (choice, token)
 _HALF = np.uint64(32)  # a rank key: 32 bits of hash, then 32 of position
 _NOT_A_CANDIDATE = np.uint64(2**64 - 1)  # sorts after every candidate's key
@@ -184,11 +182,11 @@ def draw_masks(
     real = np.arange(positions.shape[1]) < counts[:, None]
     flat = positions + row_starts
     originals = input_ids.take(flat)
-    piece = _mix(_rank_keys(hashes, flat, positions) ^ _CHOICE)
+    piece = mix(_rank_keys(hashes, flat, positions) ^ _CHOICE)
     if first_pieces is positions:
         word = piece
     else:
-        word = _mix(_rank_keys(hashes, first_pieces + row_starts, first_pieces) ^ _CHOICE)
+        word = mix(_rank_keys(hashes, first_pieces + row_starts, first_pieces) ^ _CHOICE)
     choice = word >> _HALF  # the word's first piece decides for the whole word
     mask_share, keep_share, _ = masking.replace
     masked = real & (choice < np.uint64(round(mask_share * _SHARE_SCALE)))
@@ -206,10 +204,10 @@ def token_hashes(seed: int, epoch: int, keys: np.ndarray, width: int) -> np.ndar
     """(B, width) uint32, C-contiguous: 32 bits of splitmix64 per (seed, epoch, key,
     position). Row `key` is the stream of state mix(mix(mix(seed) ^ epoch) ^ key); its
     output at step n + 1 serves positions 2n (its low 32 bits) and 2n + 1 (its high ones)."""
-    stream = np.uint64(_mix_int(_mix_int(seed) ^ epoch))
-    rows = _mix(np.asarray(keys, dtype=np.uint64) ^ stream)
-    steps = np.arange(1, (width + 1) // 2 + 1, dtype=np.uint64) * _GOLDEN
-    pairs = _mix(rows[:, None] + steps).astype("<u8", copy=False)  # little-endian: low first
+    stream = np.uint64(mix_int(mix_int(seed) ^ epoch))
+    rows = mix(np.asarray(keys, dtype=np.uint64) ^ stream)
+    steps = np.arange(1, (width + 1) // 2 + 1, dtype=np.uint64) * GOLDEN
+    pairs = mix(rows[:, None] + steps).astype("<u8", copy=False)  # little-endian: low first
     hashes = pairs.view("<u4").astype(np.uint32, copy=False)
     return hashes if width % 2 == 0 else np.ascontiguousarray(hashes[:, :width])
 
@@ -345,27 +343,6 @@ def _visit(sizes: np.ndarray, is_word: np.ndarray, room: np.ndarray) -> np.ndarr
 def _slots(counts: np.ndarray) -> int:
     """The batch's prediction slots: its largest count rounded up to PAD_MULTIPLE."""
     return _round_up(max(int(counts.max(initial=0)), 1), PAD_MULTIPLE)
-
-
-def _mix(z: np.ndarray) -> np.ndarray:
-    """splitmix64's finalizer over a uint64 array, in place (a bijection; wraps modulo
-    2**64): pass an array of the caller's own."""
-    shifted = z >> np.uint64(30)
-    z ^= shifted
-    z *= _M1
-    np.right_shift(z, np.uint64(27), out=shifted)
-    z ^= shifted
-    z *= _M2
-    np.right_shift(z, np.uint64(31), out=shifted)
-    z ^= shifted
-    return z
-
-
-def _mix_int(z: int) -> int:
-    """`_mix` of one integer (modulo 2**64), in Python: cheaper than numpy for one value."""
-    z = ((z ^ (z >> 30)) * _MIX_1) % 2**64
-    z = ((z ^ (z >> 27)) * _MIX_2) % 2**64
-    return z ^ (z >> 31)
 
 
 def _round_up(value: int, multiple: int) -> int:

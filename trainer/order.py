@@ -60,6 +60,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pipelines.io.hashing import stable_hash64
+from trainer.splitmix import GOLDEN, mix
 
 if TYPE_CHECKING:  # types only: nothing here reads a shard
     from trainer.source import ShardEntry
@@ -68,33 +69,20 @@ if TYPE_CHECKING:  # types only: nothing here reads a shard
 # range per run of blocks, not one per micro-batch. Otherwise a window is the unit of reading.
 READ_SAMPLES = 10_000
 
-_M1 = np.uint64(0xBF58476D1CE4E5B9)  # splitmix64's finalizer (Steele, Lea, Flood 2014)
-_M2 = np.uint64(0x94D049BB133111EB)
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # splitmix64's increment
-
-
-def _mix(z: np.ndarray) -> np.ndarray:
-    """splitmix64's finalizer over a uint64 array (a bijection; wraps modulo 2**64)."""
-    z = z ^ (z >> np.uint64(30))
-    z = z * _M1
-    z = z ^ (z >> np.uint64(27))
-    z = z * _M2
-    return z ^ (z >> np.uint64(31))
-
 
 def _stream(key: int, *parts: int) -> np.uint64:
     """A splitmix64 stream's state for `key` and the parts (window, lane, group), folded in
     one at a time."""
-    state = _mix(np.array([key], dtype=np.uint64))
+    state = mix(np.array([key], dtype=np.uint64))
     for part in parts:
-        state = _mix(state ^ np.uint64(part))
+        state = mix(state ^ np.uint64(part))
     return state[0]
 
 
 def _draws(states: np.ndarray, size: int) -> np.ndarray:
     """(len(states), size) uint64: steps 1 … size of each splitmix64 stream."""
-    steps = np.arange(1, size + 1, dtype=np.uint64) * _GOLDEN
-    return _mix(states[:, None] + steps[None, :])
+    steps = np.arange(1, size + 1, dtype=np.uint64) * GOLDEN
+    return mix(states[:, None] + steps[None, :])
 
 
 def permutation(key: int, size: int) -> np.ndarray:
@@ -167,7 +155,7 @@ class EpochOrder:
             here = window == number
             first, count = self.window_of(int(number) * self.window_batches)
             lanes, row = np.unique(slot[here], return_inverse=True)
-            states = _mix(np.uint64(_stream(self.key, int(number))) ^ lanes.astype(np.uint64))
+            states = mix(np.uint64(_stream(self.key, int(number))) ^ lanes.astype(np.uint64))
             sigma = np.argsort(_draws(states, count), axis=1, kind="stable")
             taken = sigma[row.reshape(-1), batch[here] - first]
             result[here] = first * size + slot[here] * count + taken
