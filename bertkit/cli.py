@@ -27,9 +27,12 @@ COMMANDS = {
         "pipelines.inspect",
         "look inside documents, shards or a manifest, local or remote",
     ),
-    "examples": ("pipelines.examples", "documents → masked sentence pairs in WebDataset shards"),
+    "examples": ("pipelines.examples", "documents → pre-training sequences in WebDataset shards"),
     "train": ("trainer.train", "shards (local or URL) → a trained BERT (torchrun for many GPUs)"),
-    "export-hf": ("trainer.export", "trainer checkpoint → HF BertForPreTraining directory"),
+    "export-hf": (
+        "trainer.export",
+        "trainer checkpoint → HF model directory (BertForPreTraining or BertForMaskedLM)",
+    ),
 }
 
 

@@ -74,7 +74,8 @@ STAGES = {
             "examples",
             ExamplesConfig,
             examples.run,
-            "bertkit examples: documents to BERT pre-training shards (NSP pairs, MLM masks)",
+            "bertkit examples: documents to BERT pre-training shards (sentence pairs or full "
+            "sentences, masked or not)",
         ),
     )
 }

@@ -90,7 +90,7 @@ COMMAND_HELP = {
     "examples": ("`bertkit examples`: documents → BERT pre-training examples", "--max_seq_length"),
     "inspect": ("Look inside bertkit artifacts", "--no-verify"),
     "train": ("`bertkit train`: BERT pre-training", "--micro-batch-size"),
-    "export-hf": ("Turn a trainer checkpoint into an HF `BertForPreTraining`", "--overwrite"),
+    "export-hf": ("Turn a trainer checkpoint into an HF model directory", "--overwrite"),
 }
 
 
