@@ -20,15 +20,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pipelines.io.vocabulary import VocabError, Vocabulary, load_vocab
+from schemas.shards import FULL_SENTENCES, NO_MASKS, PAIRS, STATIC
 from trainer.config import TrainConfig, mask_replace_shares
 from trainer.masking import DynamicMasking
 from trainer.source import DataConfigError
 
 if TYPE_CHECKING:
     from pipelines.io.shards.source import DataSource
-
-PAIRS, FULL_SENTENCES = "pairs", "full-sentences"  # what a shards manifest's `sequences` says
-STATIC, NO_MASKS = "static", "none"  # what its `masking` says
 
 
 @dataclass(frozen=True, slots=True)
