@@ -135,7 +135,7 @@ def test_resume_onto_shards_rebuilt_under_the_same_path_is_refused(sample_shards
     before = snapshot(run_dir)
     assert train_to(shards, run_dir, 6, "--resume") == 2
     error = capsys.readouterr().err
-    assert "--resume continues exactly only with the input set-up and the data the run " in error
+    assert "--resume continues exactly only with the data order and the data the run " in error
     assert "the shards' sha256 digest " in error
     assert snapshot(run_dir) == before
 
