@@ -4,10 +4,10 @@
     python -m bench.recipes --shards DIR --steps 600 --seeds 1,2,3,4,5
     python -m bench.recipes --recipes mlm+nsp/static,mlm/dynamic --json bench/.work/recipes.json
 
-Every recipe trains the same tiny BERT (`--model tiny`, the demo's settings: batch 32, lr
-1e-3, no dropout, no loader worker) for the same number of steps on the same sentence-pair
-shards, so each sees the same sequences and spends the same compute; only the objective and
-the masking differ:
+Every recipe trains the same tiny BERT (`--model tiny` with the demo's flags, from
+bertkit/demo.py: batch 32, lr 1e-3, no dropout, no loader worker) for the same number of
+steps on the same sentence-pair shards, so each sees the same sequences and spends the same
+compute; only the objective and the masking differ:
 
     mlm+nsp/static    BERT 2018: the shards' stored masks and the NSP head (the default)
     mlm+nsp/dynamic   masks drawn afresh each epoch (the stored ones undone), NSP kept
@@ -42,35 +42,22 @@ from bench.measure import (
     repo_python,
     write_results,
 )
+from bertkit.demo import train_args
 
 RECIPES = ("mlm+nsp/static", "mlm+nsp/dynamic", "mlm/static", "mlm/dynamic")
 BASELINE = RECIPES[0]
 
 
 def train_command(shards: str, run_dir: Path, recipe: str, seed: int, steps: int) -> list[str]:
-    """`bertkit train` for one recipe and seed: the demo's tiny-model settings."""
+    """`bertkit train` for one recipe and seed: the demo's own flags (bertkit/demo.py), then
+    the recipe, the seed, one evaluation at the end and one checkpoint kept."""
     objective, masking = recipe.split("/")
     return [
         repo_python(),
         "-m",
         "bertkit",
         "train",
-        "--shards",
-        shards,
-        "--output",
-        str(run_dir),
-        "--model",
-        "tiny",
-        "--micro-batch-size",
-        "32",
-        "--max-steps",
-        str(steps),
-        "--lr",
-        "1e-3",
-        "--warmup-steps",
-        str(max(steps // 12, 1)),
-        "--dropout",
-        "0",
+        *train_args(Path(shards), run_dir, steps),
         "--seed",
         str(seed),
         "--objective",
@@ -79,18 +66,11 @@ def train_command(shards: str, run_dir: Path, recipe: str, seed: int, steps: int
         masking,
         "--eval-every",
         "0",
-        "--eval-batches",
-        "0",
         "--log-every",
-        str(steps),
-        "--num-workers",
-        "0",
-        "--checkpoint-every",
         str(steps),
         "--keep-checkpoints",
         "1",
         "--no-tensorboard",
-        "--overwrite",
     ]
 
 

@@ -131,7 +131,7 @@ def run(argv: list[str] | None = None) -> int:
     return code
 
 
-def _train(shards_dir: Path, run_dir: Path, steps: int) -> int:
+def train_args(shards_dir: Path, run_dir: Path, steps: int) -> list[str]:
     """A tiny BERT (2 layers, 128 wide) on the CPU; its speed and the loader's are in
     docs/benchmarks.md (`python -m bench.train_step`, `python -m bench.loader`).
 
@@ -140,40 +140,42 @@ def _train(shards_dir: Path, run_dir: Path, steps: int) -> int:
     example about once; no loader worker, since the loader needs a small share of a core and
     a worker process would take a core from the model.
     """
+    # --overwrite: an earlier demo's run is replaced, and only its own files are deleted.
+    return [
+        "--shards",
+        str(shards_dir),
+        "--output",
+        str(run_dir),
+        "--model",
+        "tiny",
+        "--micro-batch-size",
+        "32",
+        "--max-steps",
+        str(steps),
+        "--lr",
+        "1e-3",
+        "--warmup-steps",
+        str(max(steps // 12, 1)),
+        "--dropout",
+        "0",
+        "--eval-every",
+        str(max(steps // 4, 1)),
+        "--eval-batches",
+        "0",
+        "--log-every",
+        "100",
+        "--num-workers",
+        "0",
+        "--checkpoint-every",
+        str(steps),
+        "--overwrite",
+    ]
+
+
+def _train(shards_dir: Path, run_dir: Path, steps: int) -> int:
     from trainer import train  # lazily: torch is the `train` extra
 
-    # --overwrite: an earlier demo's run is replaced, and only its own files are deleted.
-    return train.run(
-        [
-            "--shards",
-            str(shards_dir),
-            "--output",
-            str(run_dir),
-            "--model",
-            "tiny",
-            "--micro-batch-size",
-            "32",
-            "--max-steps",
-            str(steps),
-            "--lr",
-            "1e-3",
-            "--warmup-steps",
-            str(max(steps // 12, 1)),
-            "--dropout",
-            "0",
-            "--eval-every",
-            str(max(steps // 4, 1)),
-            "--eval-batches",
-            "0",
-            "--log-every",
-            "100",
-            "--num-workers",
-            "0",
-            "--checkpoint-every",
-            str(steps),
-            "--overwrite",
-        ]
-    )
+    return train.run(train_args(shards_dir, run_dir, steps))
 
 
 def _export(run_dir: Path, hf_dir: Path) -> int:
