@@ -20,10 +20,8 @@ table shows the medians. The rows:
                    of --shuffle-buffer's default 10,000), read a window at a time, only the
                    blocks it needs, each block's sha256 checked before its samples are used:
                    what one `bertkit train` process without loader workers runs
-  bertkit local, dynamic
-                   the same with --masking dynamic at 0.15, 80/10/10 (trainer/masking.py):
-                   in collate the stored masks undone and new ones drawn; the manifest's
-                   vocabulary or --vocab
+  bertkit local, dynamic  the same with --masking dynamic at 0.15, 80/10/10: stored masks
+                   undone and new ones drawn (trainer/masking.py), the manifest's vocabulary
   bertkit …, 1.x    the same rows on the same samples in the 1.x layout (one tar member per
                    sample, tests/support/legacy_shards.py), side by side: what the compact
                    2.0 layout (one member per block of 512) changes
@@ -33,11 +31,10 @@ table shows the medians. The rows:
                    is another process on the same cores: its CPU-s is shown apart and is not
                    in the loader's figure (on real S3 it runs on someone else's machines), but
                    it competes for the cores, so the wall figures pay for it
-  webdataset       plain webdataset as a user would write it for these shards:
-                   WebDataset(paths, shardshuffle=False) .map(unpack_samples of
-                   "examples.bin", each PretrainingExample.decode'd) .unlisted() .batched(B, a
-                   straightforward collate to the same tensors); no sample shuffle, no
-                   checksum
+  webdataset       plain webdataset for these shards: WebDataset(paths, shardshuffle=False)
+                   .map(unpack_samples of "examples.bin", each PretrainingExample.decode'd)
+                   .unlisted() .batched(B, a plain collate to the same tensors); no sample
+                   shuffle, no checksum
   reader: bertkit  pipelines.io.shards.iter_tar_samples over the local shards: tar members'
                    bytes only, no decode, no collate (the reader's share of the first row)
   reader: tarfile  Python's tarfile in stream mode ("r|") over the 1.x copy, each member's
@@ -64,7 +61,7 @@ import tarfile
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -81,13 +78,14 @@ from bench.measure import (
     verdict_word,
 )
 from pipelines.io.shards import iter_tar_samples
-from pipelines.io.vocabulary import load_vocab
 from schemas.batch import IGNORE_INDEX, PAD_MULTIPLE, BatchField
 from schemas.examples import SAMPLES_MEMBER, PretrainingExample, sample_key, unpack_samples
 from tests.support.legacy_shards import write_legacy_copy
 from tests.support.s3server import client_environment, start_s3_server, stop_server
+from trainer.config import TrainConfig
 from trainer.data import DataPosition, DataSource, LoaderConfig, PretrainingLoader, open_source
 from trainer.masking import DynamicMasking
+from trainer.recipe import resolve_recipe
 
 DEFAULT_SHARDS = DEMO_OUTPUT / "shards"
 SPLIT = "train"
@@ -96,7 +94,6 @@ S3_PREFIX = "shards"
 
 LOCAL_TARGET_PER_CPU_S = 50_000.0
 DYNAMIC_TARGET_PER_CPU_S = 100_000.0  # at 128 tokens
-MASK_RATE, MASK_REPLACE = 0.15, (0.8, 0.1, 0.1)  # the dynamic row's, `bertkit train`'s defaults
 S3_TARGET_RATIO = 0.8
 
 ROW_LOCAL = "bertkit local"
@@ -133,13 +130,12 @@ def bertkit_rows(
     return take_batches(PretrainingLoader(source, config).epoch(DataPosition()), limit)
 
 
-def dynamic_masking(source: DataSource, vocab: str | None) -> DynamicMasking:
-    """The dynamic row's masking, from `vocab` or the vocabulary the manifest names."""
-    record = source.manifest.vocab if source.manifest is not None else {}
-    directory = vocab or record.get("path")
-    if not directory:
-        raise ValueError("the shards' manifest names no vocabulary: give --vocab DIR")
-    return DynamicMasking.from_vocab(load_vocab(directory), rate=MASK_RATE, replace=MASK_REPLACE)
+DEFAULTS = TrainConfig(shards="", output="")  # the dynamic row's masking flags: train's defaults
+
+
+def dynamic_masking(source: DataSource, vocab: str | None) -> DynamicMasking | None:
+    """The dynamic row's masking, as `bertkit train --masking dynamic [--vocab DIR]` makes it."""
+    return resolve_recipe(replace(DEFAULTS, masking="dynamic", vocab=vocab), source).dynamic
 
 
 def _round_up(value: int, multiple: int) -> int:
@@ -590,7 +586,7 @@ def write_results(
             "repeats": args.repeats,
             "limit_samples": args.limit_samples,
             "loader": asdict(LoaderConfig(args.batch_size, num_workers=0)),
-            "dynamic_masking": {"rate": MASK_RATE, "replace": list(MASK_REPLACE)},
+            "dynamic_masking": {"rate": DEFAULTS.mask_rate, "replace": DEFAULTS.mask_replace},
         },
         "rows": {row: asdict(summary) for row, summary in summaries.items()},
         "targets": result,
