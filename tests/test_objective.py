@@ -7,9 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,7 +18,7 @@ import transformers
 from bertkit import cli
 from schemas.batch import IGNORE_INDEX, MODEL_INPUTS, BatchField
 from schemas.checkpoint import CheckpointKey
-from tests.support.s3server import free_port
+from tests.support.torchrun import torchrun_env, torchrun_trainer
 from tests.test_model import VOCAB, make_batch
 from tests.test_train import TINY, metrics
 from trainer import train
@@ -361,19 +359,9 @@ def test_two_gloo_processes_train_mlm(sample_shards, tmp_path):
     """DDP fails a step whose model has a parameter without a gradient: an mlm model has none
     (no pooler or NSP head), so three steps of two ranks run and agree."""
     run_dir = tmp_path / "ddp"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path.cwd())}
+    env = torchrun_env()
     command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc-per-node",
-        "2",
-        "--master-addr",
-        "127.0.0.1",
-        "--master-port",
-        str(free_port()),
-        "-m",
-        "trainer.train",
+        *torchrun_trainer(2),
         *TINY,
         *COMMON,
         "--objective",

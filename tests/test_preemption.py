@@ -16,7 +16,8 @@ from pathlib import Path
 import torch
 
 from schemas.checkpoint import CheckpointKey
-from tests.test_train import TINY, free_port, metrics
+from tests.support.torchrun import torchrun_trainer
+from tests.test_train import TINY, metrics
 from trainer.checkpoint import latest_checkpoint
 from trainer.preemption import PREEMPTED_EXIT_CODE
 
@@ -62,17 +63,7 @@ def train_command(run_dir: Path, shards: Path, *extra: str, processes: int = 1) 
     launcher = [sys.executable, "-m", "trainer.train"]
     if processes > 1:
         launcher = [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--nproc-per-node",
-            str(processes),
-            "--master-addr",
-            "127.0.0.1",
-            "--master-port",
-            str(free_port()),
-            "-m",
-            "trainer.train",
+            *torchrun_trainer(processes),
         ]
     return [*launcher, *TINY, "--shards", str(shards), "--output", str(run_dir), *FLAGS, *extra]
 

@@ -4,9 +4,7 @@ process and under torchrun with two processes; the refusals through the command 
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +12,7 @@ import pytest
 import torch
 
 from schemas.checkpoint import CheckpointKey
-from tests.support.s3server import free_port
+from tests.support.torchrun import torchrun_env, torchrun_trainer
 from tests.test_examples import run_examples
 from tests.test_train import TINY, metrics
 from trainer import train
@@ -80,19 +78,9 @@ def test_roberta_recipe_in_one_process(roberta_shards, tmp_path):
 
 def test_roberta_recipe_under_torchrun(roberta_shards, tmp_path):
     run_dir = tmp_path / "ddp"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path.cwd())}
+    env = torchrun_env()
     command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc-per-node",
-        "2",
-        "--master-addr",
-        "127.0.0.1",
-        "--master-port",
-        str(free_port()),
-        "-m",
-        "trainer.train",
+        *torchrun_trainer(2),
         *train_args(roberta_shards, run_dir, 3, "--eval-every", "0", "--whole-word-mask"),
     ]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)

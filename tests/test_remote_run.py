@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -19,7 +18,8 @@ from bertkit import cli
 from pipelines.io import objects
 from tests.support.gcsserver import gcs_emulator
 from tests.support.s3server import client_environment
-from tests.test_train import TINY, free_port, metrics
+from tests.support.torchrun import torchrun_trainer
+from tests.test_train import TINY, metrics
 from trainer import train
 from trainer.export import CONFIG_FILE, WEIGHTS_FILE, ExportError, export_hf
 
@@ -349,17 +349,7 @@ def test_two_processes_stop_and_resume_from_s3_like_an_uninterrupted_run(
 
     def torchrun(*args: str) -> None:
         command = [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--nproc-per-node",
-            "2",
-            "--master-addr",
-            "127.0.0.1",
-            "--master-port",
-            str(free_port()),
-            "-m",
-            "trainer.train",
+            *torchrun_trainer(2),
             *TINY,
             "--shards",
             str(sample_shards),

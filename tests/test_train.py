@@ -7,7 +7,6 @@ import http.server
 import json
 import os
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import pytest
 import torch
 
 from schemas.checkpoint import LATEST_FILE, CheckpointKey
-from tests.support.s3server import free_port
+from tests.support.torchrun import torchrun_env, torchrun_trainer
 from tests.test_data import write_uneven_shards
 from trainer import train
 from trainer.checkpoint import latest_checkpoint
@@ -304,19 +303,9 @@ def test_phase_two_starts_from_weights_and_checks_the_vocabulary(sample_shards, 
 
 def test_two_gloo_processes_train_in_step(sample_shards, tmp_path, capsys):
     run_dir = tmp_path / "ddp"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path.cwd())}
+    env = torchrun_env()
     command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc-per-node",
-        "2",
-        "--master-addr",
-        "127.0.0.1",
-        "--master-port",
-        str(free_port()),
-        "-m",
-        "trainer.train",
+        *torchrun_trainer(2),
         *TINY,
         "--shards",
         str(sample_shards),

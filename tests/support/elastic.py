@@ -12,12 +12,11 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support.s3server import free_port
+from tests.support.torchrun import torchrun_trainer
 from trainer.data import RECORD_KEYS_ENV
 
 # A tiny model, one loader worker per process (the resumed runs change it too), and windows
@@ -61,17 +60,7 @@ class Comparison:
 def train_command(processes: int, shards: Path, output: Path, *extra: str) -> list[str]:
     """`bertkit train` under torchrun, `processes` on this machine (Gloo on CPU)."""
     return [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc-per-node",
-        str(processes),
-        "--master-addr",
-        "127.0.0.1",
-        "--master-port",
-        str(free_port()),
-        "-m",
-        "trainer.train",
+        *torchrun_trainer(processes),
         *FLAGS,
         "--shards",
         str(shards),
