@@ -293,7 +293,7 @@ def test_an_error_on_one_rank_of_two_ends_the_whole_job(sample_shards, tmp_path)
     """torchrun, two trainers on Gloo with two loader workers each: rank 1 fails in its
     fourth step; rank 0, waiting in the gradients' all-reduce, gets the closed connection,
     and torchrun ends with the failure; nothing of the job is left."""
-    from tests.test_train import free_port
+    from tests.support.s3server import free_port
 
     patch = """
         import os
