@@ -3,9 +3,11 @@
     bertkit demo                      run the whole chain on the embedded real sample
     bertkit wikipedia --input … --output …   (= python -m pipelines.wikipedia)
     bertkit books --input … --output …       (= python -m pipelines.books)
+    bertkit corpus --input 'DIR/*.jsonl.zst' --output …   (= python -m pipelines.corpus)
+    bertkit dedup --documents DIR … --output DIR          (= python -m pipelines.dedup)
     bertkit vocab --documents DIR … --output DIR          (= python -m pipelines.vocab)
     bertkit examples --documents DIR … --vocab DIR --output DIR   (= python -m pipelines.examples)
-    bertkit inspect PATH_OR_URL [--schema] [--show N] [--json N] [--stats]
+    bertkit inspect PATH_OR_URL [--schema] [--show N] [--json N] [--stats] [--report OUT.html]
     bertkit train --shards DIR_OR_URL --output DIR …      (= python -m trainer.train)
     bertkit export-hf CHECKPOINT --output DIR             (= python -m trainer.export)
 
@@ -22,6 +24,8 @@ COMMANDS = {
     "demo": ("bertkit.demo", "run the chain on the embedded real sample"),
     "wikipedia": ("pipelines.wikipedia", "Wikipedia XML dumps → sentence-split documents"),
     "books": ("pipelines.books", "book files → sentence-split documents"),
+    "corpus": ("pipelines.corpus", "JSON lines or Parquet records → sentence-split documents"),
+    "dedup": ("pipelines.dedup", "documents → documents without exact and near duplicates"),
     "vocab": ("pipelines.vocab", "documents → WordPiece vocabulary (vocab.txt, tokenizer.json)"),
     "inspect": (
         "pipelines.inspect",

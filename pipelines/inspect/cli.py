@@ -81,6 +81,17 @@ class InspectConfig:
         switch=True,
         help="do not check shards against the manifest's sample counts, sizes and sha256",
     )
+    report: str | None = option(
+        None,
+        help="write one self-contained HTML page of plots of the data to OUT.html",
+        metavar="OUT.html",
+    )
+    parquet: str | None = option(
+        None,
+        help="write the examples (--limit, --split, --seq choose which) as Parquet to OUT",
+        metavar="OUT",
+    )
+    limit: int | None = option(None, help="--parquet: at most N examples", metavar="N")
 
 
 def parse_arguments(argv: list[str] | None) -> InspectConfig:
@@ -93,6 +104,13 @@ def parse_arguments(argv: list[str] | None) -> InspectConfig:
             parser.error(f"--{flag} takes a count of 0 or more")
     if args.json is not None and (args.show is not None or args.stats or args.schema):
         parser.error("--json prints JSON lines only; run it on its own")
+    if args.limit is not None and (args.parquet is None or args.limit < 0):
+        parser.error("--limit takes a count of 0 or more, with --parquet")
+    writes = [flag for flag in ("report", "parquet") if getattr(args, flag) is not None]
+    if writes and (args.json is not None or args.show is not None or args.stats or args.schema):
+        parser.error(
+            f"--{writes[0]} writes a file; run it without --json, --show, --stats, --schema"
+        )
     return args
 
 
@@ -101,6 +119,14 @@ def run(argv: list[str] | None = None) -> int:
     args = parse_arguments(argv)
     try:
         target = open_target(args.target)
+        if args.report is not None:
+            from pipelines.inspect.report import write_report
+
+            return write_report(target, args)
+        if args.parquet is not None:
+            from pipelines.inspect.export import write_parquet
+
+            return write_parquet(target, args)
         if target.kind == "documents":
             if args.max_seq_length is not None or args.split or args.vocab:
                 raise InspectError(
