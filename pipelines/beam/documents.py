@@ -351,7 +351,8 @@ def read_documents_input(directory: str) -> DocumentsInput:
         state = "is empty or does not exist" if not present else "has no " + MANIFEST_NAME
         raise DocumentsInputError(
             f"documents directory {directory} {state}: it is not a finished documents "
-            f"directory; run `bertkit wikipedia` or `bertkit books` with --output {directory} "
+            "directory; run `bertkit wikipedia`, `books`, `corpus` or `dedup` with --output "
+            f"{directory} "
             "(the manifest is written last, when the stage has finished)"
         )
     raw = files.read_file(manifest_path, MAX_RECORD_BYTES)

@@ -1,0 +1,5 @@
+"""`python -m pipelines.dedup` = `bertkit dedup`."""
+
+from pipelines.dedup.cli import main
+
+main()
