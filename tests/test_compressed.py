@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import io
 import random
 import tracemalloc
 
 import pytest
+import zstandard
 
 from pipelines.io.compressed import (
     CHUNK_BYTES,
@@ -22,7 +24,14 @@ from pipelines.io.storage import READER
 BOMB_BYTES = 48 << 20  # zeros: a few kB compressed
 
 
-@pytest.mark.parametrize(("suffix", "compress"), [(".bz2", bz2.compress), (".gz", gzip.compress)])
+def zstd_compress(data: bytes) -> bytes:
+    return zstandard.ZstdCompressor(write_checksum=True).compress(data)
+
+
+COMPRESSORS = [(".bz2", bz2.compress), (".gz", gzip.compress), (".zst", zstd_compress)]
+
+
+@pytest.mark.parametrize(("suffix", "compress"), COMPRESSORS)
 def test_a_bomb_comes_out_in_bounded_pieces_with_bounded_memory(tmp_path, suffix, compress):
     path = tmp_path / f"zeros.xml{suffix}"
     path.write_bytes(compress(b"\0" * BOMB_BYTES))
@@ -40,7 +49,7 @@ def test_a_bomb_comes_out_in_bounded_pieces_with_bounded_memory(tmp_path, suffix
 
 
 def test_concatenated_streams_and_members_still_read_whole(tmp_path):
-    for suffix, compress in ((".bz2", bz2.compress), (".gz", gzip.compress)):
+    for suffix, compress in COMPRESSORS:
         path = tmp_path / f"two{suffix}"
         path.write_bytes(compress(b"first " * 300_000) + compress(b"second"))
         data = b"".join(decompressed_chunks(READER, str(path)))
@@ -75,7 +84,7 @@ def test_lines_splits_across_chunks_and_flags_long_lines(chunks, max_bytes, expe
     assert list(lines(iter(chunks), max_bytes)) == expected
 
 
-@pytest.mark.parametrize(("suffix", "compress"), [(".bz2", bz2.compress), (".gz", gzip.compress)])
+@pytest.mark.parametrize(("suffix", "compress"), COMPRESSORS)
 def test_a_line_of_mebibytes_is_measured_not_held(tmp_path, suffix, compress):
     # 16 MiB of "w" and no newline, as 16 streams (members) of 1 MiB: cheap to build, and
     # read back as one line.
@@ -150,3 +159,100 @@ def test_streams_after_the_first_chunk_are_placed_exactly(tmp_path):
             pass
     assert raised.value.offset == len(first)
     assert raised.value.position.startswith(f"compressed byte {len(first)} (bz2 stream 2 ")
+
+
+# --- zstd: frames walked header by header ------------------------------------------------------
+
+
+def read_all(path) -> tuple[bytes, InputReadError | None]:
+    """Everything yielded before a fault, and the fault."""
+    read = []
+    try:
+        for piece in decompressed_chunks(READER, str(path)):
+            read.append(piece)
+    except InputReadError as error:
+        return b"".join(read), error
+    return b"".join(read), None
+
+
+def skippable_frame(size: int) -> bytes:
+    return (0x184D2A50).to_bytes(4, "little") + size.to_bytes(4, "little") + b"\x07" * size
+
+
+def test_zstd_frames_of_every_kind_read_whole(tmp_path):
+    # What writers produce: one-shot frames with and without a checksum or content size,
+    # a streaming writer's flushed blocks, and skippable frames (metadata) between them.
+    texts = [b"one-shot " * 1000, b"no checksum, no size " * 500, b"stream " * 40_000]
+    streamed = io.BytesIO()
+    with zstandard.ZstdCompressor().stream_writer(streamed, closefd=False) as writer:
+        for start in range(0, len(texts[2]), 7000):
+            writer.write(texts[2][start : start + 7000])
+            writer.flush()
+    plain = zstandard.ZstdCompressor(write_checksum=False, write_content_size=False)
+    data = (
+        zstd_compress(texts[0])
+        + skippable_frame(5)
+        + plain.compress(texts[1])
+        + skippable_frame(0)
+        + streamed.getvalue()
+    )
+    path = tmp_path / "frames.jsonl.zst"
+    path.write_bytes(data)
+    assert read_all(path) == (b"".join(texts), None)
+
+
+@pytest.mark.parametrize("before_chunk_end", [0, 1, 2, 3, 4, 5, 6, 9])
+def test_zstd_headers_cut_by_a_read_boundary(tmp_path, before_chunk_end):
+    # The next frame's magic and header start a few bytes before the first 1 MiB read ends.
+    pad = CHUNK_BYTES - before_chunk_end - 8
+    frames = [zstd_compress(f"frame {n} ".encode() * 50) for n in range(3)]
+    path = tmp_path / "cut.zst"
+    path.write_bytes(skippable_frame(pad) + b"".join(frames))
+    assert read_all(path) == (b"".join(f"frame {n} ".encode() * 50 for n in range(3)), None)
+
+
+def test_a_truncated_zstd_file_raises_after_yielding_what_it_holds(tmp_path):
+    text = b"".join(b"line %d of the corpus\n" % n for n in range(200_000))
+    data = zstd_compress(text)
+    path = tmp_path / "cut.jsonl.zst"
+    path.write_bytes(data[: len(data) // 2])
+    read, error = read_all(path)
+    assert error is not None and error.reason == "truncated_input"
+    assert error.offset == len(data) // 2
+    assert str(error) == (
+        f"{path}: the zstd data ends inside a frame (the file is truncated) at compressed "
+        f"byte {len(data) // 2}"
+    )
+    assert read and text.startswith(read)  # every good byte before the cut came out
+    path.write_bytes(data[:-1])  # only the checksum's last byte missing
+    read, error = read_all(path)
+    assert error is not None and error.reason == "truncated_input" and read == text
+
+
+def test_a_corrupt_zstd_frame_is_named_by_its_start(tmp_path):
+    frames = [zstd_compress(f"frame {n} ".encode() * 1000) for n in (1, 2, 3)]
+    data = bytearray(b"".join(frames))
+    second = len(frames[0])
+    data[second + len(frames[1]) - 2] ^= 0xFF  # the second frame's checksum
+    path = tmp_path / "three.zst"
+    path.write_bytes(bytes(data))
+    read, error = read_all(path)
+    assert read.startswith(b"frame 1 " * 1000)
+    assert error is not None and (error.reason, error.offset) == ("corrupt_input", second)
+    assert error.position == (
+        f"compressed byte {second} (zstd frame 2 starts there; the fault lies before byte "
+        f"{len(data)})"
+    )
+    assert "corrupt zstd data (zstd decompressor error: Restored data doesn't match checksum)" in (
+        str(error)
+    )
+
+
+def test_bytes_after_the_last_zstd_frame_are_no_frame(tmp_path):
+    frame = zstd_compress(b"text " * 100)
+    path = tmp_path / "tail.zst"
+    path.write_bytes(frame + b"garbage!")
+    read, error = read_all(path)
+    assert read == b"text " * 100
+    assert error is not None and (error.reason, error.offset) == ("corrupt_input", len(frame))
+    assert error.error == "corrupt zstd data (no zstd frame starts here (magic bytes 67617262))"

@@ -4,10 +4,11 @@ filesystem flags apply; tools pass `pipelines.io.storage.READER`).
 
 Why not Beam's `FileSystems.open(path)` with automatic decompression: for a truncated .gz it
 returns the readable part and no error, which is silent data loss; and it cannot start at a
-byte offset inside a multistream .bz2. Here `.bz2` (any number of concatenated streams) and
-`.gz` (any number of members) are decompressed by hand, and a file that ends inside a stream
-or holds corrupt data raises `InputReadError` with the compressed byte offset, after every
-byte before the fault has been yielded. For corrupt data that offset is the start of the
+byte offset inside a multistream .bz2. Here `.bz2` (any number of concatenated streams),
+`.gz` (any number of members) and `.zst` (any number of frames, skippable ones skipped) are
+decompressed by hand, and a file that ends inside a stream or holds corrupt data raises
+`InputReadError` with the compressed byte offset, after every byte before the fault has been
+yielded. For corrupt data that offset is the start of the
 stream (or member) that failed, and the message says which one it is and the byte before
 which the fault lies: a multistream dump holds hundreds of thousands of streams, and the
 decompressor cannot say more exactly where inside one it went wrong.
@@ -21,6 +22,8 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
+
+import zstandard
 
 from pipelines.io.storage import Reader
 
@@ -67,6 +70,8 @@ def decompressed_chunks(
             yield from _bunzip_streams(raw_chunks, position, path, start)
         elif path.endswith(".gz"):
             yield from _gunzip_members(raw_chunks, position, path)
+        elif path.endswith(".zst"):
+            yield from _unzstd_frames(raw_chunks, position, path)
         else:
             yield from raw_chunks
 
@@ -205,6 +210,180 @@ def _decompress_concatenated(
             path,
             f"compressed byte {position.offset}",
             f"the {kind} data ends inside a stream (the file is truncated)",
+            "truncated_input",
+            position.offset,
+        )
+
+
+# --- zstd: frames walked block by block, so no call decompresses more than CHUNK_BYTES ------
+
+_ZSTD_MAGIC = 0xFD2FB528
+_SKIPPABLE_MAGICS = range(0x184D2A50, 0x184D2A60)
+# The most one block decompresses to (the format's Block_Maximum_Size): feeding at most this
+# many whole blocks per call bounds each call's output by CHUNK_BYTES. zstandard's
+# decompressobj has no output limit (200 compressed bytes of zeros gave 5.9 MB), so the
+# frames are walked here, header by header, and fed to it in bounded spans.
+_ZSTD_BLOCK_BYTES = 128 << 10
+_BLOCKS_PER_CALL = CHUNK_BYTES // _ZSTD_BLOCK_BYTES
+
+
+class _ZstdFault(Exception):
+    """Bytes that are not zstd where the format says a header is."""
+
+
+class _ZstdWalker:
+    """Where the bytes seen so far stand in the frame format (RFC 8878): which header is
+    being read, and how many bytes of a block's content or a skipped frame remain."""
+
+    def __init__(self) -> None:
+        self.header = bytearray()  # the bytes of the header being read
+        self.state = "magic"  # magic, skippable, frame_header, block_header, body, checksum
+        self.remaining = 0  # bytes left of the body, checksum or skipped frame
+        self.checksum = False
+        self.last_block = False
+
+    @property
+    def between_frames(self) -> bool:
+        return self.state == "magic" and not self.header
+
+    def _frame_header_bytes(self) -> int:
+        """The frame header's length, once its descriptor byte (the 5th) is known."""
+        descriptor = self.header[4]
+        if descriptor & 0x08:
+            raise _ZstdFault("a reserved bit of the frame header is set")
+        single_segment = bool(descriptor & 0x20)
+        content_size = (1 if single_segment else 0, 2, 4, 8)[descriptor >> 6]
+        self.checksum = bool(descriptor & 0x04)
+        return 5 + (not single_segment) + (0, 1, 2, 4)[descriptor & 0x03] + content_size
+
+    def step(self, data: bytes, index: int) -> tuple[int, str]:
+        """Consume bytes of `data` from `index` up to the next event; return the new index
+        and the event: "", "frame" (a frame starts at the returned index's first byte read),
+        "skip_end", "block" (a whole block was passed), "frame_end"."""
+        state = self.state
+        if state in ("body", "checksum", "skippable_body"):
+            taken = min(self.remaining, len(data) - index)
+            self.remaining -= taken
+            index += taken
+            if self.remaining:
+                return index, ""
+            if state == "skippable_body":
+                self.state = "magic"
+                return index, "skip_end"
+            if state == "checksum":
+                self.state = "magic"
+                return index, "frame_end"
+            return index, self._block_passed()
+        need = {"magic": 4, "skippable": 8, "block_header": 3}.get(state)
+        if state == "frame_header":
+            need = self._frame_header_bytes() if len(self.header) >= 5 else 5
+        assert need is not None
+        taken = min(need - len(self.header), len(data) - index)
+        self.header += data[index : index + taken]
+        index += taken
+        if len(self.header) < need:
+            return index, ""
+        if state == "magic":
+            magic = int.from_bytes(self.header[:4], "little")
+            if magic in _SKIPPABLE_MAGICS:
+                self.state = "skippable"
+                return index, ""
+            if magic != _ZSTD_MAGIC:
+                raise _ZstdFault(f"no zstd frame starts here (magic bytes {self.header.hex()})")
+            self.state = "frame_header"
+            return index, "frame"
+        if state == "skippable":
+            self.remaining = int.from_bytes(self.header[4:8], "little")
+            self.header.clear()
+            self.state = "skippable_body" if self.remaining else "magic"
+            return index, "" if self.remaining else "skip_end"
+        if state == "frame_header":
+            if need == 5:  # the descriptor is in: read the rest of the header
+                return index, ""
+            self.header.clear()
+            self.state = "block_header"
+            return index, ""
+        header = int.from_bytes(self.header, "little")  # a block header
+        self.header.clear()
+        self.last_block = bool(header & 1)
+        kind = (header >> 1) & 3
+        if kind == 3:
+            raise _ZstdFault("a block header has the reserved block type")
+        self.remaining = 1 if kind == 1 else header >> 3  # an RLE block holds one byte
+        self.state = "body"
+        if not self.remaining:
+            return index, self._block_passed()
+        return index, ""
+
+    def _block_passed(self) -> str:
+        if not self.last_block:
+            self.state = "block_header"
+        elif self.checksum:
+            self.state, self.remaining = "checksum", 4
+        else:
+            self.state = "magic"
+            return "frame_end"
+        return "block"
+
+
+def _unzstd_frames(raw_chunks: Iterator[bytes], position: Position, path: str) -> Iterator[bytes]:
+    """Decompress concatenated zstd frames (`zstd -c` of several files, a writer's flushes);
+    skippable frames hold no text and are passed over. A fault is placed as gzip's are: by
+    the frame that holds it, numbered, with the compressed byte where that frame starts.
+    """
+    factory = zstandard.ZstdDecompressor()
+    walker = _ZstdWalker()
+    decompressor = None
+    frame_number, frame_start, next_start = 0, position.offset, position.offset
+
+    def fault(error: str, chunk_end: int) -> InputReadError:
+        where = (
+            f"compressed byte {frame_start} (zstd frame {frame_number} starts there; the "
+            f"fault lies before byte {chunk_end})"
+        )
+        error = f"corrupt zstd data ({error})"
+        return InputReadError(path, where, error, "corrupt_input", frame_start)
+
+    for chunk in raw_chunks:
+        chunk_start, chunk_end = position.offset, position.offset + len(chunk)
+        index = fed = blocks = 0  # chunk[fed:index] is read but not yet decompressed
+        while index < len(chunk):
+            if walker.between_frames:
+                next_start = chunk_start + index
+            try:
+                index, event = walker.step(chunk, index)
+            except _ZstdFault as err:
+                if walker.state == "magic":  # what should have been the next frame
+                    frame_number, frame_start = frame_number + 1, next_start
+                raise fault(str(err), chunk_end) from None
+            if event == "frame":
+                frame_number, frame_start = frame_number + 1, next_start
+                decompressor = factory.decompressobj()
+                fed = max(index - 4, 0)
+                if index < 4:  # the magic began in the chunk before: its start is fed here
+                    decompressor.decompress(_ZSTD_MAGIC.to_bytes(4, "little")[: 4 - index])
+            elif event == "skip_end":
+                fed = index
+            elif event in ("block", "frame_end"):
+                blocks += 1
+            if blocks >= _BLOCKS_PER_CALL or event == "frame_end" or index == len(chunk):
+                if decompressor is not None and index > fed:
+                    try:
+                        out = decompressor.decompress(chunk[fed:index])
+                    except zstandard.ZstdError as err:
+                        raise fault(str(err), chunk_end) from err
+                    if out:
+                        yield out
+                fed, blocks = index, 0
+                if event == "frame_end":
+                    if decompressor is None or not decompressor.eof:
+                        raise fault("the frame's blocks end before its data does", chunk_end)
+                    decompressor = None
+    if not walker.between_frames:
+        raise InputReadError(
+            path,
+            f"compressed byte {position.offset}",
+            "the zstd data ends inside a frame (the file is truncated)",
             "truncated_input",
             position.offset,
         )
