@@ -31,7 +31,9 @@ is the smallest the vocabulary allows (2 bytes up to 65,536 ids), so an example 
 fraction of Google's padded tf.train.Example (docs/benchmarks.md, `python -m bench.examples`).
 
 `PRETRAINING_EXAMPLE_SCHEMA` is the Arrow view of a decoded sample: what `bertkit inspect
---schema` prints, what `examples_table` builds and what the trainer's decoder yields.
+--schema` prints, what `examples_table` builds and what the trainer's decoder yields;
+`PRETRAINING_EXAMPLE_TOKENS_SCHEMA` is the same with the ids' token strings beside them
+(`tokens`, `masked_lm_tokens`), what `bertkit inspect --parquet` writes with a vocabulary.
 """
 
 from __future__ import annotations
@@ -74,6 +76,9 @@ class ExampleColumn:
     DOC_A = "doc_a"
     DOC_B = "doc_b"
     DUPE_PASS = "dupe_pass"
+    # Only in PRETRAINING_EXAMPLE_TOKENS_SCHEMA: the ids' strings, from the vocabulary.
+    TOKENS = "tokens"
+    MASKED_LM_TOKENS = "masked_lm_tokens"
 
 
 # The five fields `bertkit inspect --json` prints, Google's feature names.
@@ -136,6 +141,28 @@ PRETRAINING_EXAMPLE_SCHEMA = pa.schema(
         "bertkit.record": "PretrainingExample",
         "bertkit.schema_version": EXAMPLES_SCHEMA_VERSION,
     },
+)
+
+
+# The same record with the ids decoded beside them (`bertkit inspect --parquet` with a
+# vocabulary): what a reader of the Parquet export queries without a vocab.txt at hand.
+PRETRAINING_EXAMPLE_TOKENS_SCHEMA = pa.schema(
+    [
+        *PRETRAINING_EXAMPLE_SCHEMA,
+        pa.field(
+            ExampleColumn.TOKENS,
+            pa.list_(pa.string()),
+            nullable=False,
+            metadata={"doc": "the vocabulary's token for each of input_ids ([MASK] where masked)"},
+        ),
+        pa.field(
+            ExampleColumn.MASKED_LM_TOKENS,
+            pa.list_(pa.string()),
+            nullable=False,
+            metadata={"doc": "the vocabulary's token for each of masked_lm_ids (the MLM labels)"},
+        ),
+    ],
+    metadata=PRETRAINING_EXAMPLE_SCHEMA.metadata,
 )
 
 
@@ -322,16 +349,49 @@ class PretrainingExample:
         }
 
 
-def examples_table(examples: Iterable[PretrainingExample]) -> pa.Table:
-    """Decoded examples as an Arrow table of PRETRAINING_EXAMPLE_SCHEMA."""
-    rows = [
-        {
-            ExampleColumn.KEY: e.key,
-            **e.training_fields(),
-            ExampleColumn.DOC_A: e.doc_a,
-            ExampleColumn.DOC_B: e.doc_b,
-            ExampleColumn.DUPE_PASS: e.dupe_pass,
-        }
-        for e in examples
-    ]
-    return pa.Table.from_pylist(rows, schema=PRETRAINING_EXAMPLE_SCHEMA)
+def examples_table(
+    examples: Iterable[PretrainingExample], tokens: Sequence[str] | None = None
+) -> pa.Table:
+    """Decoded examples as an Arrow table of PRETRAINING_EXAMPLE_SCHEMA, built column by
+    column (no Python object per token); with the vocabulary's `tokens` (id → string, every
+    id of the examples below its length), of PRETRAINING_EXAMPLE_TOKENS_SCHEMA."""
+    examples = list(examples)
+    schema = PRETRAINING_EXAMPLE_SCHEMA if tokens is None else PRETRAINING_EXAMPLE_TOKENS_SCHEMA
+    ids = _list_column([e.input_ids for e in examples], pa.int32())
+    labels = _list_column([e.masked_lm_ids for e in examples], pa.int32())
+    lengths = np.diff(ids.offsets.to_numpy())
+    # Segment ids from A's length: position within the example >= segment_a_length → 1.
+    starts = np.repeat(ids.offsets.to_numpy()[:-1], lengths)
+    a_lengths = np.repeat(np.fromiter((e.segment_a_length for e in examples), np.int64), lengths)
+    segments = (np.arange(len(starts)) - starts >= a_lengths).astype(np.int8)
+    columns = {
+        ExampleColumn.KEY: pa.array([e.key for e in examples], pa.string()),
+        ExampleColumn.INPUT_IDS: ids,
+        ExampleColumn.SEGMENT_IDS: pa.ListArray.from_arrays(ids.offsets, pa.array(segments)),
+        ExampleColumn.MASKED_LM_POSITIONS: _list_column(
+            [e.masked_lm_positions for e in examples], pa.int32()
+        ),
+        ExampleColumn.MASKED_LM_IDS: labels,
+        ExampleColumn.NEXT_SENTENCE_LABEL: pa.array(
+            [e.next_sentence_label for e in examples], pa.int8()
+        ),
+        ExampleColumn.DOC_A: pa.array([e.doc_a for e in examples], pa.string()),
+        ExampleColumn.DOC_B: pa.array([e.doc_b for e in examples], pa.string()),
+        ExampleColumn.DUPE_PASS: pa.array([e.dupe_pass for e in examples], pa.int16()),
+    }
+    if tokens is not None:
+        strings = pa.array(tokens, pa.string())
+        for column, source in (
+            (ExampleColumn.TOKENS, ids),
+            (ExampleColumn.MASKED_LM_TOKENS, labels),
+        ):
+            columns[column] = pa.ListArray.from_arrays(source.offsets, strings.take(source.values))
+    return pa.Table.from_arrays([columns[name] for name in schema.names], schema=schema)
+
+
+def _list_column(arrays: Sequence[np.ndarray], value_type: pa.DataType) -> pa.ListArray:
+    lengths = np.fromiter((len(a) for a in arrays), np.int64, len(arrays))
+    offsets = np.zeros(len(arrays) + 1, np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    values = pa.array(np.concatenate(arrays) if arrays else np.zeros(0, np.int64))
+    return pa.ListArray.from_arrays(pa.array(offsets), values.cast(value_type))
