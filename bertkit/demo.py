@@ -3,7 +3,8 @@
 The chain: the enwiki sample dump → `bertkit wikipedia` and the four public-domain books →
 `bertkit books` (Parquet documents) → `bertkit vocab` (WordPiece) → `bertkit examples`
 (masked sentence pairs in WebDataset shards) → `bertkit train` (a tiny BERT, on the CPU)
-→ held-out evaluation against the unigram baseline → `bertkit export-hf`.
+→ held-out evaluation against the unigram baseline → `bertkit export-hf`, and last the data
+report (`bertkit inspect --report`): OUTPUT/report.html, one page of plots to open in a browser.
 
 A correct run reports 97 Wikipedia documents (of 206 pages, 109 are dropped: 99 redirects,
 8 disambiguation pages, the list-only "List of anthropologists" and 1 page outside the
@@ -31,6 +32,7 @@ from pipelines.io import storage
 SAMPLE_DIR = PROJECT_ROOT / "data"
 WIKIPEDIA_SAMPLE = SAMPLE_DIR / "wikipedia" / "*.xml.bz2"
 BOOKS_SAMPLE = SAMPLE_DIR / "books" / "*.txt"
+REPORT_FILE = "report.html"  # the data report, written last into --output
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +130,19 @@ def run(argv: list[str] | None = None) -> int:
             f'  python -c "from transformers import pipeline; '
             f"print(pipeline('fill-mask', '{hf_dir}')('the river flows into the [MASK].'))\""
         )
+    if code == 0:
+        code |= _data_report(shards_dir, output / REPORT_FILE)
+    return code
+
+
+def _data_report(shards_dir: Path, report: Path) -> int:
+    """The last step: the data report (`bertkit inspect --report`) of the shards, the
+    documents and vocabulary they name; it only reads them."""
+    from pipelines.inspect import run as inspect
+
+    code = inspect([str(shards_dir), "--report", str(report)])
+    if code == 0:
+        print(f"\nData report (open it in a browser): {report}")
     return code
 
 

@@ -1,0 +1,454 @@
+"""The data report's panels: for each plot, the figures of these data, Google's figure on the
+same settings (computed from the manifest's recorded flags) and one line on what it means."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+import numpy as np
+
+from pipelines.inspect import report_plots as plots
+from pipelines.inspect.report_data import (
+    KEEP_PROB,
+    MASK_PROB,
+    NOT_NEXT_PROB,
+    RANDOM_PROB,
+    DocumentsSection,
+    ReportData,
+    SplitSection,
+    google_predictions,
+    google_target_lengths,
+    heldout_shares,
+    rank_frequency,
+)
+from pipelines.inspect.report_html import Page, Panel
+from pipelines.io import storage
+from schemas.duplicates import EXACT, NEAR
+from schemas.shards import FULL_SENTENCES, NO_MASKS, ShardsManifest
+from schemas.vocab import CLS_TOKEN, MASK_TOKEN, PAD_TOKEN, SEP_TOKEN
+
+
+def _n(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+def _pct(part: float, whole: float, digits: int = 1) -> str:
+    return f"{part / whole:.{digits}%}" if whole else "–"
+
+
+def _mb(value: int) -> str:
+    return f"{value / 1e6:,.1f} MB"
+
+
+def _name(url: str) -> str:
+    return storage.basename(url.rstrip("/")) or url
+
+
+def _mean(counts: Counter[int]) -> float:
+    total = sum(counts.values())
+    return sum(k * v for k, v in counts.items()) / total if total else 0.0
+
+
+def _median(counts: Counter[int]) -> int:
+    total, seen = sum(counts.values()), 0
+    for value in sorted(counts):
+        seen += counts[value]
+        if 2 * seen >= total:
+            return value
+    return 0
+
+
+def _config(data: ReportData) -> dict:
+    manifest = data.shards.manifest if data.shards is not None else None
+    return manifest.config if manifest is not None else {}
+
+
+def _max_seq_length(data: ReportData) -> int | None:
+    if data.shards is None or not data.shards.splits:
+        return None
+    return max(split.max_seq_length for split in data.shards.splits.values()) or None
+
+
+# --------------------------------------------------------------------------- documents
+
+
+def documents_panels(data: ReportData) -> list[Panel]:
+    sections = data.documents
+    per_source: Counter[str] = Counter()
+    text: Counter[str] = Counter()
+    for section in sections:
+        per_source.update(section.per_source)
+        text.update(section.bytes_per_source)
+    rows = [(source, per_source[source], text[source]) for source in sorted(per_source)]
+    total_text = sum(text.values())
+    top = max(rows, key=lambda row: row[2], default=("", 0, 0))
+    panels = [
+        Panel(
+            "Documents per source",
+            plots.documents_per_source(rows) if rows else None,
+            "documents per source, bars",
+            [
+                ("directories", _n(len(sections))),
+                ("documents", _n(sum(s.documents for s in sections))),
+                ("sentences", _n(sum(s.sentences for s in sections))),
+                ("text", _mb(total_text)),
+            ],
+            meaning=f"{top[0]} is {_pct(top[2], total_text, 0)} of the text the model reads; "
+            "the mix of sources is the mix of what it learns.",
+            missing="no documents",
+        ),
+        _sentences_panel(sections),
+        _tokens_panel(data),
+        _duplicates_panel(sections),
+    ]
+    return panels
+
+
+def _sentences_panel(sections: Sequence[DocumentsSection]) -> Panel:
+    counts: Counter[int] = Counter()
+    for section in sections:
+        counts.update(section.sentences_per_document)
+    documents = sum(counts.values())
+    series = [(_name(s.url), s.sentences_per_document) for s in sections]
+    return Panel(
+        "Sentences per document",
+        plots.sentences_per_document(series) if documents else None,
+        "documents by sentence count, power-of-two buckets",
+        [
+            ("mean", f"{_mean(counts):,.1f}"),
+            ("median", _n(_median(counts))),
+            ("longest", _n(max(counts, default=0))),
+            ("one sentence", f"{_n(counts[1])} ({_pct(counts[1], documents)})"),
+        ],
+        google="a document is a run of lines ended by a blank line; a chunk of one sentence "
+        "always gets a random next sentence.",
+        meaning=f"{_pct(counts[1], documents)} of documents have one sentence and give only "
+        "NotNext pairs; long documents give many IsNext pairs.",
+        missing="no documents",
+    )
+
+
+def _tokens_panel(data: ReportData) -> Panel:
+    seq = _max_seq_length(data)
+    target = seq - 3 if seq else None
+    if data.vocab is None or not data.sampled_sentences:
+        words: Counter[int] = Counter(
+            len(sentence.split()) for section in data.documents for sentence in section.sampled
+        )
+        return Panel(
+            "Words per sentence",
+            plots.tokens_per_sentence(words, None, "words") if words else None,
+            "sentences by word count, histogram",
+            [("sentences sampled", _n(sum(words.values()))), ("mean", f"{_mean(words):.1f}")],
+            meaning=f"{data.vocab_note}; words are shown instead of tokens.",
+            missing=data.vocab_note or "no sentences",
+        )
+    counts = data.sentence_tokens
+    sampled = data.sampled_sentences
+    over = sum(v for k, v in counts.items() if target is not None and k > target)
+    stride = max((s.stride for s in data.documents), default=1)
+    figures = [
+        ("sentences tokenised", f"{_n(sampled)}" + (f" (every {stride})" if stride > 1 else "")),
+        ("tokens per sentence", f"mean {_mean(counts):.1f}, median {_median(counts)}"),
+        ("longest", _n(max(counts, default=0))),
+        ("[UNK] share", _pct(data.sampled_unknown, data.sampled_tokens, 3)),
+    ]
+    if target is not None:
+        figures.append((f"over {target} tokens", f"{_n(over)} ({_pct(over, sampled, 2)})"))
+    return Panel(
+        "Tokens per sentence",
+        plots.tokens_per_sentence(counts, target),
+        "sentences by WordPiece tokens, histogram",
+        figures,
+        google=f"sentences are gathered until the target ({target} tokens: max_seq_length {seq} "
+        "− 3); a pair longer than it is trimmed a token at a time from the longer side."
+        if target
+        else "",
+        meaning=f"{_pct(over, sampled, 2)} of sentences do not fit one example and are trimmed "
+        f"wherever they appear; {_pct(data.sampled_unknown, data.sampled_tokens, 3)} of tokens "
+        "are [UNK], text the model never sees."
+        if target
+        else "how much text one sentence is, in the tokens the model reads.",
+    )
+
+
+def _duplicates_panel(sections: Sequence[DocumentsSection]) -> Panel:
+    summaries = [(s, s.duplicates) for s in sections if s.duplicates is not None]
+    if not summaries:
+        return Panel(
+            "Duplicates removed",
+            None,
+            "",
+            google="no deduplication: every copy of a document is trained on.",
+            meaning="repeated text is memorised rather than learnt from; run `bertkit dedup` to "
+            "remove exact and near duplicates.",
+            missing="no dedup run: none of these documents directories was made by "
+            "`bertkit dedup`, so duplicates were not looked for.",
+        )
+    rows, similarities, figures = [], [], []
+    for section, summary in summaries:
+        exact = summary.dropped.get(EXACT, summary.rows[EXACT])
+        near = summary.dropped.get(NEAR, summary.rows[NEAR])
+        rows.append((_name(section.url), exact, near))
+        similarities += summary.similarities
+        kept = section.documents
+        figures.append(
+            (_name(section.url), f"{_n(exact + near)} of {_n(kept + exact + near)} removed")
+        )
+    removed = sum(e + n for _, e, n in rows)
+    kept = sum(s.documents for s, _ in summaries)
+    notes = "; ".join(s.note for _, s in summaries if s.note)
+    return Panel(
+        "Duplicates removed",
+        plots.duplicates(rows, similarities),
+        "documents removed as exact and near duplicates; similarity histogram",
+        [
+            *figures,
+            ("exact", _n(sum(e for _, e, _ in rows))),
+            ("near", _n(sum(n for _, _, n in rows))),
+        ],
+        google="no deduplication: every copy of a document is trained on.",
+        meaning=f"{_pct(removed, removed + kept)} of the documents were copies; without dedup "
+        "they would have been seen that many more times." + (f" Note: {notes}." if notes else ""),
+    )
+
+
+# --------------------------------------------------------------------------- shards
+
+
+def shards_panels(data: ReportData) -> list[Panel]:
+    assert data.shards is not None
+    splits = list(data.shards.splits.values())
+    manifest = data.shards.manifest
+    config = _config(data)
+    full = manifest is not None and manifest.sequences == FULL_SENTENCES
+    unmasked = manifest is not None and manifest.masking == NO_MASKS
+    panels = [_lengths_panel(splits, config, full)]
+    if full:
+        panels.append(
+            Panel("NotNext share", None, "", missing="full-sentence sequences: no NSP label")
+        )
+    else:
+        panels.append(_not_next_panel(splits))
+    if unmasked:
+        panels.append(
+            Panel(
+                "Predictions per example",
+                None,
+                "",
+                missing="--masking none: the trainer draws the masks, the shards hold none",
+            )
+        )
+    else:
+        panels += [_predictions_panel(splits, config), _mask_panel(splits)]
+    panels.append(_frequency_panel(data))
+    if manifest is not None:
+        panels.append(_heldout_panel(manifest))
+    return panels
+
+
+def _lengths_panel(splits: list[SplitSection], config: dict, full: bool) -> Panel:
+    seq = max((s.max_seq_length for s in splits), default=0)
+    short = config.get("short_seq_prob")
+    google = {} if full or short is None or seq < 6 else google_target_lengths(seq, short)
+    figures = []
+    for split in splits:
+        at_max = split.lengths.get(split.max_seq_length, 0)
+        figures.append(
+            (split.label, f"{_n(split.examples)}, {_pct(at_max, split.examples)} full length")
+        )
+    tokens = sum(s.tokens for s in splits)
+    room = sum(s.examples * s.max_seq_length for s in splits)
+    figures.append(("padding", _pct(room - tokens, room)))
+    return Panel(
+        "Example length, per split and length",
+        plots.example_lengths([(s.label, s.lengths) for s in splits], google),
+        "share of examples by length per split, step lines",
+        figures,
+        google=f"{1 - short:.0%} of documents' targets are {seq} tokens; short_seq_prob {short} "
+        f"of them are drawn uniformly from 5 to {seq}; each document's last chunk is shorter."
+        if google
+        else "",
+        meaning=f"{_pct(room - tokens, room)} of each batch is padding at {seq} tokens: compute "
+        "spent on nothing; short examples are what teaches the model short inputs.",
+    )
+
+
+def _not_next_panel(splits: list[SplitSection]) -> Panel:
+    shares = [s.not_next / s.examples if s.examples else 0.0 for s in splits]
+    examples = sum(s.examples for s in splits)
+    not_next = sum(s.not_next for s in splits)
+    return Panel(
+        "NotNext share",
+        plots.shares_against(
+            [s.label for s in splits], shares, NOT_NEXT_PROB, "Google", "NotNext share", "NotNext"
+        ),
+        "share of NotNext pairs per split, bars, Google's 50 % dashed",
+        [(s.label, f"{_n(s.not_next)} ({_pct(s.not_next, s.examples)})") for s in splits],
+        google="a 50 % coin per pair, and NotNext always for a chunk of one sentence: a little "
+        "over 50 %.",
+        meaning=f"{_pct(not_next, examples)} NotNext: the next-sentence task is balanced, so an "
+        "NSP accuracy near 50 % means the model has learnt nothing of it.",
+    )
+
+
+def _predictions_panel(splits: list[SplitSection], config: dict) -> Panel:
+    prob = float(config.get("masked_lm_prob", 0.15))
+    observed: Counter[int] = Counter()
+    expected: Counter[int] = Counter()
+    for split in splits:
+        observed.update(split.predictions)
+        expected.update(google_predictions(split.lengths, prob, split.max_predictions))
+    agree = sum(min(observed[k], expected[k]) for k in observed)
+    total = sum(observed.values())
+    top = max((s.max_predictions for s in splits), default=0)
+    whole = " (whole-word masking can stop a word short)" if config.get("whole_word_mask") else ""
+    return Panel(
+        "Predictions per example",
+        plots.predictions_per_example(observed, expected),
+        "examples by predictions, bars; Google's rule, hollow bars",
+        [
+            ("mean", f"{_mean(observed):.2f}"),
+            ("Google's mean", f"{_mean(expected):.2f}"),
+            ("range", f"{min(observed, default=0)}–{max(observed, default=0)}"),
+            ("as Google's rule", _pct(agree, total)),
+        ],
+        google=f"min({top}, max(1, round(n × {prob}))) predictions for an example of n tokens "
+        f"(max_predictions_per_seq {top}, masked_lm_prob {prob}){whole}.",
+        meaning=f"{_pct(agree, total)} of examples predict exactly what Google's rule gives "
+        "their length: the MLM loss sees the same number of targets per token.",
+    )
+
+
+def _mask_panel(splits: list[SplitSection]) -> Panel:
+    masked: Counter[str] = Counter()
+    for split in splits:
+        masked.update(split.masked)
+    total = sum(masked.values())
+    shares = [masked[k] / total if total else 0.0 for k in ("mask", "keep", "random")]
+    return Panel(
+        "What a masked position holds",
+        plots.mask_split(shares, [MASK_PROB, KEEP_PROB, RANDOM_PROB]),
+        "[MASK], kept and random shares, bars beside Google's",
+        [
+            ("masked positions", _n(total)),
+            ("[MASK]", _pct(masked["mask"], total)),
+            ("kept", _pct(masked["keep"], total)),
+            ("random", _pct(masked["random"], total)),
+        ],
+        google="80 % [MASK], 10 % the original token, 10 % a random token.",
+        meaning="the model cannot tell from the input which tokens are targets, so it keeps a "
+        "representation of every token; far from 80/10/10 means a masking bug.",
+    )
+
+
+def _frequency_panel(data: ReportData) -> Panel:
+    assert data.shards is not None
+    counts = data.shards.token_counts
+    vocab = data.vocab
+    if vocab is None:
+        skip: set[int] = set()
+        unk = None
+    else:
+        skip = {vocab.tokens.index(t) for t in (PAD_TOKEN, CLS_TOKEN, SEP_TOKEN, MASK_TOKEN)}
+        unk = vocab.unk_id
+    frequencies = rank_frequency(counts, skip)
+    total = int(frequencies.sum())
+    size = vocab.size if vocab is not None else len(counts)
+    used = len(frequencies)
+    top = np.argsort(-np.where(np.isin(np.arange(len(counts)), list(skip)), -1, counts))[:5]
+    names = ", ".join(vocab.tokens[i] if vocab else str(i) for i in top if counts[i] > 0)
+    unknown = int(counts[unk]) if unk is not None and unk < len(counts) else 0
+    figures = [
+        ("tokens (text, not [CLS]/[SEP])", _n(total)),
+        ("vocabulary entries used", f"{_n(used)} of {_n(size)}"),
+        ("ten most frequent", _pct(int(frequencies[:10].sum()), total)),
+        ("most frequent", names),
+    ]
+    if vocab is not None:
+        figures.append(("[UNK] rate", _pct(unknown, total, 3)))
+    return Panel(
+        "Token frequency and unknown tokens",
+        plots.token_frequency(frequencies) if used else None,
+        "token occurrences by rank, log-log",
+        figures,
+        meaning=f"{_pct(size - used, size)} of the vocabulary never occurs in these shards and "
+        f"{_pct(unknown, total, 3)} of tokens are [UNK]: a long flat tail or many [UNK] say the "
+        "vocabulary does not fit this text."
+        if vocab is not None
+        else f"token ids, not strings: {data.vocab_note}",
+        missing="no examples",
+    )
+
+
+def _heldout_panel(manifest: ShardsManifest) -> Panel:
+    held = heldout_shares(manifest)
+    fraction = held["fraction"]
+    shares = [
+        held["documents_heldout"] / held["documents"] if held["documents"] else 0.0,
+        held["examples_heldout"] / held["examples"] if held["examples"] else 0.0,
+    ]
+    return Panel(
+        "Held-out share",
+        plots.shares_against(
+            ["documents", "examples"],
+            shares,
+            float(fraction or 0.0),
+            "--heldout-fraction",
+            "Held out from training",
+            "share held out",
+        ),
+        "documents and examples held out, bars, the flag's fraction dashed",
+        [
+            ("documents", f"{_n(held['documents_heldout'])} of {_n(held['documents'])}"),
+            ("examples", f"{_n(held['examples_heldout'])} of {_n(held['examples'])}"),
+            ("--heldout-fraction", str(fraction)),
+        ],
+        google="none: it writes no held-out split, so a held-out loss needs text kept aside "
+        "by hand.",
+        meaning="whole documents are held out (by id hash), so the held-out loss measures text "
+        "the model never trained on; few documents make the share land off the flag.",
+    )
+
+
+# --------------------------------------------------------------------------- the page
+
+
+def build_page(data: ReportData) -> Page:
+    headline: list[tuple[str, str]] = []
+    if data.documents:
+        headline += [
+            (_n(sum(s.documents for s in data.documents)), "documents"),
+            (_n(sum(s.sentences for s in data.documents)), "sentences"),
+            (_mb(sum(s.text_bytes for s in data.documents)), "of text"),
+        ]
+    if data.shards is not None:
+        splits = data.shards.splits.values()
+        headline += [
+            (_n(sum(s.examples for s in splits)), "examples"),
+            (_n(sum(s.tokens for s in splits)), "tokens in examples"),
+            (_mb(data.shards.shard_bytes), "of shards"),
+        ]
+    if data.vocab is not None:
+        headline.append((_n(data.vocab.size), "vocabulary tokens"))
+    notes = list(data.notes)
+    if data.vocab is None and data.vocab_note:
+        notes.append(data.vocab_note)
+    if data.shards is not None and not data.documents and not data.notes:
+        notes.append("the shards manifest names no documents directory: documents plots left out")
+    groups = []
+    if data.documents:
+        groups.append(("Documents", documents_panels(data)))
+    if data.shards is not None:
+        groups.append(("Pre-training examples", shards_panels(data)))
+    read = [data.title, *(f"documents {storage.redact(s.url)}" for s in data.documents)]
+    if data.vocab is not None:
+        read.append(data.vocab_note)
+    return Page(
+        "bertkit data report",
+        " · ".join(read),
+        headline,
+        [storage.redact(note) for note in notes],
+        groups,
+    )
