@@ -10,6 +10,12 @@ should sit at the threshold.
 minimises the weighted sum of the false-positive area (the integral of P over [0, t]: unlike
 pairs that become candidates, which verification then rejects, at a cost) and the
 false-negative area (the integral of 1 - P over [t, 1]: duplicates never compared, lost).
+datasketch weighs both 0.5; bertkit dedup weighs a false negative 0.8 (`FALSE_NEGATIVE_WEIGHT`):
+every candidate is verified on its signatures, so a false positive costs one comparison
+while a false negative is a duplicate kept. At 0.8 and 128 values that is 12 bands of 10
+rows: a pair at similarity 0.9 meets with probability 0.994 and at 0.85 with 0.93, against
+0.93 and 0.69 for datasketch's 9 bands of 13; a pair at 0.5 becomes a candidate 1.2 % of the
+time (0.1 %).
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ from pipelines.dedup.minhash import SIGNATURE_DTYPE
 # Points of the composite Simpson rule per integral: the areas to ~1e-9, enough to rank pairs.
 _INTEGRATION_POINTS = 2001
 BAND_KEY_BYTES = 8
+FALSE_POSITIVE_WEIGHT = 0.2
+FALSE_NEGATIVE_WEIGHT = 0.8
 
 
 def _simpson(values: np.ndarray, low: float, high: float) -> np.ndarray:
@@ -51,8 +59,8 @@ def error_areas(threshold: float, bands: int, rows: int) -> tuple[float, float]:
 def choose_bands(
     threshold: float,
     num_perm: int,
-    false_positive_weight: float = 0.5,
-    false_negative_weight: float = 0.5,
+    false_positive_weight: float = FALSE_POSITIVE_WEIGHT,
+    false_negative_weight: float = FALSE_NEGATIVE_WEIGHT,
 ) -> tuple[int, int]:
     """(bands, rows), bands × rows ≤ num_perm, with the least weighted error area; ties go
     to fewer bands, then fewer rows (the order datasketch searches in)."""
