@@ -1,0 +1,5 @@
+"""`python -m pipelines.corpus` = `bertkit corpus`."""
+
+from pipelines.corpus.cli import main
+
+main()

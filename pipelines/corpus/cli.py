@@ -1,0 +1,51 @@
+"""`bertkit corpus` from the command line: parse, check the inputs, then run the graph.
+
+Its --help is the package docstring (pipelines/corpus/__init__.py).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from pipelines.beam.documents import (
+    DOCUMENTS_STAGE_PATHS,
+    expand_inputs,
+    prepare_output_dir,
+    run_documents_pipeline,
+)
+from pipelines.beam.progress import DOCUMENTS_EXTRACTED, INPUT_BYTES_READ, INPUT_FILES_READ
+from pipelines.beam.runner import parse_stage, stage_main
+from pipelines.command.progress import Phase
+from pipelines.corpus.config import CorpusConfig
+from pipelines.corpus.reading import CorpusInputError, input_kind
+from pipelines.corpus.transforms import ExtractCorpus
+
+STAGE = "corpus"
+
+
+def progress_phases(input_bytes: int) -> list[Phase]:
+    """The progress line: stored bytes read of the inputs' total, files, documents."""
+    shown = ((INPUT_FILES_READ, "files"), (DOCUMENTS_EXTRACTED, "documents"))
+    rate = (DOCUMENTS_EXTRACTED, "documents")
+    return [Phase("read", INPUT_BYTES_READ, input_bytes, "read", True, rate, shown)]
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Run the stage; return the exit code (1 when an input was not read to its end)."""
+    description = sys.modules["pipelines.corpus"].__doc__
+    config, options = parse_stage(
+        CorpusConfig, argv, "bertkit corpus", description, DOCUMENTS_STAGE_PATHS
+    )
+    inputs = expand_inputs(config.input)
+    for item in inputs:  # a file of another kind is refused before any work
+        input_kind(item["path"])
+    prepare_output_dir(config.output, config.overwrite, STAGE)
+    extract = ExtractCorpus(inputs, config.output, config)
+    progress = progress_phases(sum(item["bytes"] for item in inputs))
+    return run_documents_pipeline(
+        options, STAGE, extract, inputs, config.recorded(), config.output, progress
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    stage_main(run, argv, "bertkit corpus", refusals=(CorpusInputError,))

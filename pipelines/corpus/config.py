@@ -1,0 +1,140 @@
+"""`bertkit corpus`' one config: every flag, its type, default and help, written once.
+
+`pipelines.command.flags` makes the command line from this dataclass (the flags every
+documents stage shares come from `DocumentStageFlags`); the documents manifest records what
+shapes the output (`recorded`), and the corpus' `license` and `language` for a dataset card.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from pipelines.beam.documents import DocumentStageFlags
+from pipelines.command.flags import AT_LEAST_1, ZERO_OR_MORE, option
+
+# A record's line (JSON lines) or text value (Parquet) over this is refused: a document of
+# 16 MiB is a whole book; reading, parsing and splitting one holds a few times that.
+DEFAULT_MAX_LINE_KB = 16 << 10
+DEFAULT_SOURCE = "corpus"
+
+_SOURCE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_FIELD = re.compile(r"[^.\s]+(\.[^.\s]+)*")
+# An SPDX license expression: ids (MIT, Apache-2.0, CC-BY-4.0, LicenseRef-x) joined by AND,
+# OR, WITH, in brackets or not. Its syntax is checked, not the SPDX list (not shipped here).
+_SPDX_TOKEN = re.compile(r"\(|\)|[A-Za-z0-9][A-Za-z0-9.+-]*")
+# A BCP-47 tag's shape: a 2-3 letter language (or 4-8 letters), then subtags (en, en-US,
+# zh-Hant-TW, sr-Latn).
+_BCP47 = re.compile(r"[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})*")
+
+
+def source_name(text: str) -> str:
+    """--source: the first part of every id (`<source>/<id>`), so no slash in it."""
+    if not _SOURCE.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: a source is letters, digits, '.', '_' and '-' (no '/': it is the "
+            "first part of every id, <source>/<id>), e.g. fineweb-edu"
+        )
+    return text
+
+
+def field_path(text: str) -> str:
+    """--text-field and the others: a key, or a dotted path into nested objects."""
+    if not _FIELD.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: a field is a key, or keys joined by '.' for nested ones (meta.title)"
+        )
+    return text
+
+
+def spdx_expression(text: str) -> str:
+    """--license: an SPDX license id or expression, checked for its syntax."""
+    tokens = _SPDX_TOKEN.findall(text)
+    ids = [t for t in tokens if t not in ("(", ")", "AND", "OR", "WITH")]
+    if "".join(tokens) != text.replace(" ", "") or not ids or text.count("(") != text.count(")"):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected an SPDX license id or expression, e.g. CC-BY-4.0, "
+            "ODC-By-1.0, 'MIT OR Apache-2.0' (https://spdx.org/licenses/)"
+        )
+    return text
+
+
+def bcp47_tag(text: str) -> str:
+    """--language: a BCP-47 language tag, checked for its shape."""
+    if not _BCP47.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected a BCP-47 language tag, e.g. en, de, pt-BR, zh-Hant"
+        )
+    return text
+
+
+@dataclass(frozen=True)
+class CorpusConfig(DocumentStageFlags):
+    """Every flag of `bertkit corpus`; the manifest records `recorded()`."""
+
+    text_field: str = option("text", help="the field holding the text", parse=field_path)
+    id_field: str = option(
+        "id",
+        help="the field holding a record's id (string or integer); a record without one is "
+        "<file>:<line> (JSON lines) or <file>:<row> (Parquet)",
+        parse=field_path,
+    )
+    title_field: str | None = option(
+        None, help="the field holding a title (default: the record's id)", parse=field_path
+    )
+    source: str = option(
+        DEFAULT_SOURCE,
+        help="the documents' source, and the first part of their ids: <source>/<id>",
+        parse=source_name,
+    )
+    license: str | None = option(
+        None, help="the corpus' SPDX license id, recorded in the manifest", parse=spdx_expression
+    )
+    language: str | None = option(
+        None, help="the corpus' BCP-47 language tag, recorded in the manifest", parse=bcp47_tag
+    )
+    min_paragraph_words: int = option(
+        3,
+        help="drop paragraphs with fewer words (0 for text written without spaces)",
+        bounds=ZERO_OR_MORE,
+    )
+    unit_mb: int = option(
+        64,
+        help="group input files into units of work of about this many MB (0: one file each)",
+        bounds=ZERO_OR_MORE,
+    )
+    max_line_kb: int = option(
+        DEFAULT_MAX_LINE_KB,
+        help="reject a JSON line (or a Parquet text value) over this many KiB",
+        bounds=AT_LEAST_1,
+    )
+
+    @property
+    def unit_bytes(self) -> int:
+        return round(self.unit_mb * (1 << 20))
+
+    @property
+    def max_file_text_bytes(self) -> int:
+        return round(self.file_mb * (1 << 20))
+
+    @property
+    def max_line_bytes(self) -> int:
+        return round(self.max_line_kb * (1 << 10))
+
+    def recorded(self) -> dict[str, Any]:
+        """What shapes the output, as the documents manifest records it; license and
+        language always (null when not given), for the dataset card that reads them."""
+        return {
+            "text_field": self.text_field,
+            "id_field": self.id_field,
+            "title_field": self.title_field,
+            "source": self.source,
+            "license": self.license,
+            "language": self.language,
+            "min_paragraph_words": self.min_paragraph_words,
+            "unit_bytes": self.unit_bytes,
+            "max_file_text_bytes": self.max_file_text_bytes,
+            "max_line_bytes": self.max_line_bytes,
+        }

@@ -1,0 +1,391 @@
+"""One corpus file → its Documents, or the reasons it has none (Beam-free).
+
+JSON lines (`.jsonl`, `.json`, `.ndjson`, each plain or `.gz`, `.bz2`, `.zst`) stream in
+bounded chunks, one record a line (`jsonl_documents`); Parquet streams batch by batch,
+reading only the columns the flags name (`parquet_documents`). Every record goes through
+`record_document`: its fields checked, its text cut into paragraphs
+(`pipelines.text.corpustext`) and sentences (`pipelines.text.sentences`, as every stage),
+and it becomes a Document, a reject (a bad record, with its file and line or row) or a
+drop (no running text). A file that cannot be read to its end fails that input: what was
+read before the fault is kept, and the stage exits 1.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from pipelines.beam import files
+from pipelines.beam.documents import UnitTally
+from pipelines.books.reading import book_sentences
+from pipelines.corpus.config import CorpusConfig
+from pipelines.corpus.parquet import (
+    ParquetBatch,
+    ParquetColumnsError,
+    ParquetReadError,
+    open_parquet_records,
+)
+from pipelines.io.compressed import InputReadError, LongLine, decompressed_chunks, lines
+from pipelines.io.storage import Reader
+from pipelines.text.corpustext import ParagraphCounts, record_paragraphs
+from schemas import Document, Reject
+
+JSON_LINES_SUFFIXES = (".jsonl", ".json", ".ndjson")
+COMPRESSION_SUFFIXES = ("", ".gz", ".bz2", ".zst")
+PARQUET_SUFFIX = ".parquet"
+INPUT_SUFFIXES = (
+    *(s + c for s in JSON_LINES_SUFFIXES for c in COMPRESSION_SUFFIXES),
+    PARQUET_SUFFIX,
+)
+_TITLE_CHARS = 1000  # a title is a label: a longer one is cut (the text keeps every word)
+
+
+class CorpusInputError(ValueError):
+    """An input the stage cannot read at all, found before any work (exit 2)."""
+
+
+def input_kind(path: str) -> str:
+    """ "jsonl" or "parquet", by the file's suffix; CorpusInputError for any other file."""
+    name = path.lower()
+    if name.endswith(PARQUET_SUFFIX):
+        return "parquet"
+    if name.endswith(INPUT_SUFFIXES):
+        return "jsonl"
+    raise CorpusInputError(
+        f"{path}: not a JSON lines or Parquet file by its name; bertkit corpus reads "
+        f"{', '.join(INPUT_SUFFIXES)}. Give --input a glob that matches only those "
+        "(e.g. 'DIR/*.jsonl.zst')"
+    )
+
+
+def record_file_name(path: str, root: str) -> str:
+    """A file's name in fallback ids: its path under the inputs' common root, as it is.
+
+    '/data/c4/en/part-0001.jsonl.zst' under '/data/c4' → 'en/part-0001.jsonl.zst' (the
+    suffixes stay: 'a.jsonl' and 'a.parquet' are two files).
+    """
+    if root and path.startswith(root):
+        return path[len(root) :].lstrip("/")
+    return posixpath.basename(path)
+
+
+@dataclass(frozen=True)
+class RecordFields:
+    """One record's values as read: MISSING where the field is absent."""
+
+    text: Any
+    id: Any
+    title: Any
+    keys: tuple[str, ...] = ()  # the record's keys, for a message naming the ones it has
+
+
+MISSING = object()  # a field the record does not have (JSON null is None)
+_READ_ERRORS = (InputReadError, OSError)
+
+
+def field_value(record: dict[str, Any], field: str) -> Any:
+    """`record[field]`, or the value at a dotted path into nested objects; MISSING if none.
+
+    A key that holds the dots itself ("meta.title") wins over the path.
+    """
+    if field in record:
+        return record[field]
+    if "." not in field:
+        return MISSING
+    value: Any = record
+    for key in field.split("."):
+        if not isinstance(value, dict) or key not in value:
+            return MISSING
+        value = value[key]
+    return value
+
+
+def record_document(
+    fields: RecordFields,
+    fallback_id: str,
+    path: str,
+    position: str,
+    config: CorpusConfig,
+    tally: UnitTally,
+) -> Document | None:
+    """One record → a Document, or None after recording a reject or a drop.
+
+    Ids are `<source>/<id>`: the record's id (a string, or an integer written in decimal),
+    or `fallback_id` (`<file>:<line or row>`) when the record has none (absent or null).
+    """
+    record_id = _record_id(fields.id, fallback_id, config, path, position, tally)
+    if record_id is None:
+        return None
+    doc_id = f"{config.source}/{record_id}"
+    text = fields.text
+    if text is MISSING or text is None:
+        what = "no" if text is MISSING else "a null"
+        tally.reject(
+            Reject(
+                doc_id,
+                path,
+                position,
+                "text_missing",
+                f"{what} {config.text_field!r} field{_keys_note(fields.keys)}: name the field "
+                "that holds the text with --text-field",
+            )
+        )
+        return None
+    if not isinstance(text, str):
+        tally.reject(
+            Reject(
+                doc_id,
+                path,
+                position,
+                "text_not_string",
+                f"{config.text_field!r} is {_json_kind(text)}, not a string",
+            )
+        )
+        return None
+    title = fields.title
+    if title is not MISSING and title is not None and not isinstance(title, str):
+        error = f"{config.title_field!r} is {_json_kind(title)}, not a string"
+        tally.reject(Reject(doc_id, path, position, "title_not_string", error))
+        return None
+    title = " ".join(title.split())[:_TITLE_CHARS] if isinstance(title, str) else ""
+    counts = ParagraphCounts()
+    paragraphs = record_paragraphs(text, config.min_paragraph_words, counts)
+    sentences = book_sentences(paragraphs, tally)
+    if counts.short:
+        tally.count("paragraphs_short", counts.short)
+    if counts.cut:
+        tally.count("paragraphs_cut", counts.cut)
+    if not sentences:
+        tally.drop("no_text")
+        return None
+    return Document(
+        id=doc_id, source=config.source, title=title or record_id, sentences=tuple(sentences)
+    )
+
+
+def _record_id(
+    value: Any, fallback: str, config: CorpusConfig, path: str, position: str, tally: UnitTally
+) -> str | None:
+    if value is MISSING or value is None:
+        return fallback
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if isinstance(value, str) and value.strip():
+        return value
+    if isinstance(value, str):
+        error = f"{config.id_field!r} is an empty string: an id must name the record"
+        reason = "id_empty"
+    else:
+        error = f"{config.id_field!r} is {_json_kind(value)}, not a string or an integer"
+        reason = "id_not_string_or_int"
+    tally.reject(Reject(f"{config.source}/{fallback}", path, position, reason, error))
+    return None
+
+
+def _keys_note(keys: tuple[str, ...]) -> str:
+    if not keys:
+        return ""
+    shown = ", ".join(keys[:10]) + (", …" if len(keys) > 10 else "")
+    return f" (the record's keys: {shown})"
+
+
+def _json_kind(value: Any) -> str:
+    kinds = {bool: "a boolean", int: "a number", float: "a number", list: "an array"}
+    return kinds.get(type(value), "an object" if isinstance(value, dict) else "null")
+
+
+def _fail_unreadable(tally: UnitTally, path: str, err: BaseException, position: str) -> None:
+    if isinstance(err, InputReadError):
+        tally.fail_input(path, f"cannot be read to its end: {err}", err.reason, err.position)
+    else:
+        tally.fail_input(
+            path, f"{path}: cannot be read at {position}: {err}", "unreadable_input", position
+        )
+
+
+# --- JSON lines ----------------------------------------------------------------------------
+
+
+class _JsonArray(Exception):
+    """The file is one JSON array, not JSON lines."""
+
+
+def jsonl_documents(
+    path: str, name: str, config: CorpusConfig, tally: UnitTally, reader: Reader = files.READER
+) -> Iterator[Document]:
+    """Stream one JSON lines file (plain or compressed) into Documents, a line at a time.
+
+    A line over --max-line-kb is rejected without being held (`lines` measures it as it
+    streams past); a blank line is no record (counted: blank_lines).
+    """
+    tally.count("input_files")
+    input_bytes = 0
+
+    def counted(chunks: Iterator[bytes]) -> Iterator[bytes]:
+        nonlocal input_bytes
+        for chunk in chunks:
+            input_bytes += len(chunk)
+            yield chunk
+
+    number = 0
+    try:
+        raw_lines = lines(counted(decompressed_chunks(reader, path)), config.max_line_bytes)
+        for number, raw in enumerate(raw_lines, start=1):
+            document = _line_document(raw, number, path, name, config, tally)
+            if document is not None:
+                yield document
+    except _READ_ERRORS as err:
+        _fail_unreadable(tally, path, err, f"line {number + 1}")
+    except _JsonArray:
+        tally.fail_input(
+            path,
+            f"{path}: holds one JSON array, not JSON lines (one object a line): write it as "
+            "JSON lines, e.g. jq -c '.[]' FILE > FILE.jsonl",
+            "json_array",
+            "line 1",
+        )
+    tally.count("input_bytes", input_bytes)
+
+
+def _line_document(
+    raw: bytes | LongLine, number: int, path: str, name: str, config: CorpusConfig, tally
+) -> Document | None:
+    position = f"line {number}"
+    if isinstance(raw, LongLine):
+        error = (
+            f"line {number} is {raw.length} bytes, over the {config.max_line_bytes}-byte "
+            "limit (--max-line-kb): the record is skipped, the rest kept"
+        )
+        tally.reject(Reject(None, path, position, "line_too_long", error))
+        return None
+    if not raw or raw.isspace():
+        tally.count("blank_lines")
+        return None
+    tally.count("records")
+    fallback_id = f"{name}:{number}"
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        error = f"byte {err.start} of the line is not UTF-8 ({err.reason}): JSON lines are UTF-8"
+        tally.reject(Reject(None, path, position, "invalid_utf8", error))
+        return None
+    if number == 1 and line.startswith("\ufeff"):
+        line = line[1:]  # a byte order mark, as some Windows tools write
+    try:
+        record = json.loads(line)
+    except (ValueError, RecursionError) as err:
+        # "[" alone, or "[{...}," opening a pretty-printed or one-object-a-line array
+        if number == 1 and line.lstrip().startswith("[") and not line.rstrip().endswith("]"):
+            raise _JsonArray from None
+        detail = (
+            f"{err.msg} at column {err.colno}" if isinstance(err, json.JSONDecodeError) else err
+        )
+        tally.reject(Reject(None, path, position, "not_json", f"not JSON: {detail}"))
+        return None
+    if not isinstance(record, dict):
+        error = f"the line is {_json_kind(record)}, not a JSON object ({line[:60]!r})"
+        tally.reject(Reject(None, path, position, "not_an_object", error))
+        return None
+    fields = RecordFields(
+        field_value(record, config.text_field),
+        field_value(record, config.id_field),
+        field_value(record, config.title_field) if config.title_field else MISSING,
+        tuple(record),
+    )
+    if "\\u" in line and not _encodable(fields):
+        error = (
+            "a string escapes a lone surrogate (\\ud800-\\udfff without its pair), which is "
+            "no character and cannot be written as UTF-8"
+        )
+        tally.reject(Reject(None, path, position, "lone_surrogate", error))
+        return None
+    return record_document(fields, fallback_id, path, position, config, tally)
+
+
+def _encodable(fields: RecordFields) -> bool:
+    """Whether every string field encodes as UTF-8 (a JSON escape can make one that does not)."""
+    for value in (fields.text, fields.id, fields.title):
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                return False
+    return True
+
+
+# --- Parquet -------------------------------------------------------------------------------
+
+# Rows per batch: a batch's text column is held at once (a few MB of web text; at most this
+# many times --max-line-kb of books).
+PARQUET_BATCH_ROWS = 256
+
+
+def parquet_documents(
+    path: str, name: str, config: CorpusConfig, tally: UnitTally, reader: Reader = files.READER
+) -> Iterator[Document]:
+    """Stream one Parquet file into Documents, a batch of rows at a time (only the columns
+    the flags name are read; rows are numbered from 0, as pyarrow and pandas number them).
+
+    The columns are checked against the file's schema first: a text column that is missing
+    or holds no strings fails the file (one reject, not one per row), as does an id or title
+    column of the wrong type. A file without the id column takes `<file>:<row>` ids.
+    """
+    tally.count("input_files")
+    row = 0
+    try:
+        with reader.open(path) as handle:
+            batches = open_parquet_records(handle, config, PARQUET_BATCH_ROWS, MISSING)
+            for batch in batches:
+                for offset, (text, record_id, title) in enumerate(batch.rows()):
+                    document = _row_document(
+                        batch,
+                        offset,
+                        RecordFields(text, record_id, title),
+                        row,
+                        path,
+                        name,
+                        config,
+                        tally,
+                    )
+                    if document is not None:
+                        yield document
+                tally.count("input_text_bytes", batch.total_text_bytes)
+                row += batch.rows_count
+    except ParquetColumnsError as err:
+        tally.fail_input(path, f"{path}: {err}", err.reason, "schema")
+    except ParquetReadError as err:
+        error = f"{path}: cannot be read as Parquet from row {row} on: {err}"
+        tally.fail_input(path, error, "corrupt_input", f"row {row}")
+    except _READ_ERRORS as err:
+        _fail_unreadable(tally, path, err, f"row {row}")
+
+
+def _row_document(
+    batch: ParquetBatch,
+    offset: int,
+    fields: RecordFields,
+    first_row: int,
+    path: str,
+    name: str,
+    config: CorpusConfig,
+    tally: UnitTally,
+) -> Document | None:
+    number = first_row + offset
+    position = f"row {number}"
+    if batch.too_long(offset):
+        error = (
+            f"row {number}'s text is {batch.text_bytes(offset)} bytes, over the "
+            f"{config.max_line_bytes}-byte limit (--max-line-kb): the record is skipped, "
+            "the rest kept"
+        )
+        tally.reject(Reject(None, path, position, "text_too_long", error))
+        return None
+    tally.count("records")
+    if offset in batch.bad_utf8:
+        error = f"row {number}'s text is not UTF-8, as a Parquet string must be"
+        tally.reject(Reject(None, path, position, "invalid_utf8", error))
+        return None
+    return record_document(fields, f"{name}:{number}", path, position, config, tally)

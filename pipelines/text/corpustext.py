@@ -1,0 +1,81 @@
+"""A corpus record's text → its paragraphs of running text, Beam-free (`bertkit corpus`).
+
+Corpus records (a web page of FineWeb, a document of Dolma, a row of a database export)
+arrive already cleaned: no hard wrapping, no boilerplate to strip, so none of booktext's
+reflow and heading rules apply. What is left:
+
+1. Line endings: "\\r\\n" and a lone "\\r" become "\\n".
+2. Paragraphs: a blank line (one holding nothing but spaces) ends a paragraph; the single
+   newlines inside one are spaces (a record that keeps a sentence per line is one paragraph,
+   and the sentence splitter finds its sentences again).
+3. Bounded length: a paragraph over ``max_chars`` characters (1 Mi, booktext's bound) is cut
+   after the last whitespace of each window (the cut `bertkit examples` makes of a long
+   sentence), so splitting one never holds more than that; counted as cut.
+4. Whitespace: every run of whitespace (Unicode's: NBSP, tabs, the newlines of rule 2)
+   becomes one space, and the ends are stripped.
+5. Short paragraphs: one with fewer than ``min_words`` words (whitespace-separated tokens
+   holding a letter or digit, as `bertkit books` counts them) is dropped and counted: a
+   menu entry, a heading, a stray "Share". Text written without spaces between words
+   (Chinese, Japanese, Thai) is one word a paragraph by this count: use ``min_words`` 0
+   or 1 there.
+
+The sentences of each paragraph are `pipelines.text.sentences`' (the caller splits them).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from pipelines.bert.sentence_cuts import cut_sentence
+from pipelines.text.booktext import MAX_PARAGRAPH_CHARS
+
+_BLANK_LINE = re.compile(r"\n[^\S\n]*\n")  # a line of nothing but (non-newline) spaces
+_WORD_CHARACTER = re.compile(r"[^\W_]")  # a letter or digit, in any script
+
+
+@dataclass
+class ParagraphCounts:
+    """What `record_paragraphs` left out or cut, for the stage's counts."""
+
+    short: int = 0  # paragraphs under min_words words, dropped
+    cut: int = 0  # paragraphs over max_chars characters, cut into pieces
+
+
+def record_paragraphs(
+    text: str,
+    min_words: int = 3,
+    counts: ParagraphCounts | None = None,
+    max_chars: int = MAX_PARAGRAPH_CHARS,
+) -> Iterator[str]:
+    """The paragraphs of one record's text, by the module's rules, one at a time."""
+    counts = counts if counts is not None else ParagraphCounts()
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    for block in _BLANK_LINE.split(text):
+        pieces = [block]
+        if len(block) > max_chars:
+            pieces = cut_sentence(block, max_chars)
+            counts.cut += 1
+        for piece in pieces:
+            words = piece.split()
+            if not words:
+                continue
+            if min_words and not _has_words(words, min_words):
+                counts.short += 1
+                continue
+            yield " ".join(words)
+
+
+def _has_words(tokens: list[str], wanted: int) -> bool:
+    """Whether at least `wanted` of the tokens hold a letter or digit (looks no further)."""
+    if len(tokens) < wanted:
+        return False
+    found = 0
+    for token in tokens:
+        if token.isalnum() or _WORD_CHARACTER.search(token):
+            found += 1
+            if found >= wanted:
+                return True
+    return False
