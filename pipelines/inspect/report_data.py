@@ -105,14 +105,19 @@ def read_documents(target: Target, verify: bool, stride: int) -> DocumentsSectio
 
 def duplicate_files(url: str, manifest: DocumentsManifest) -> list[str]:
     """The _duplicates/ files of a documents directory: those its manifest lists (in
-    `rejects_files` or `duplicates_files`), else, for a local directory, its Parquet files."""
+    `rejects_files` or `duplicates_files`), else its Parquet files there, listed (a local
+    directory, s3:// or gs://; plain HTTP cannot list)."""
     listed = [*manifest.rejects_files, *manifest.config.get("duplicates_files", [])]
     names = sorted({n for n in listed if str(n).startswith(DUPLICATES_DIR + "/")})
     if not names and not storage.is_remote(url):
         folder = os.path.join(url, DUPLICATES_DIR)
-        if os.path.isdir(folder):
-            found = [n for n in os.listdir(folder) if n.endswith(".parquet")]
-            names = [f"{DUPLICATES_DIR}/{n}" for n in sorted(found)]
+        found = os.listdir(folder) if os.path.isdir(folder) else []
+        names = [f"{DUPLICATES_DIR}/{n}" for n in sorted(found) if n.endswith(".parquet")]
+    elif not names and storage.scheme(url) in ("s3", "gs"):
+        from pipelines.io import objects
+
+        found = objects.list_names(storage.join(url, DUPLICATES_DIR))
+        names = [f"{DUPLICATES_DIR}/{n}" for n in found if "/" not in n and n.endswith(".parquet")]
     return [storage.join(url, name) for name in names]
 
 
