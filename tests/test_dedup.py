@@ -5,6 +5,7 @@ the manifest, determinism), its refusals, and the real sample's books."""
 from __future__ import annotations
 
 import hashlib
+import json
 import random
 import subprocess
 import sys
@@ -15,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 from rensa import RMinHash
 
-from pipelines import dedup
+from pipelines import books, dedup, examples, vocab
 from pipelines.beam.documents import read_documents_input, read_manifest
 from pipelines.beam.files import OutputDirectoryError
 from pipelines.dedup import (
@@ -36,6 +37,7 @@ from pipelines.dedup import (
 )
 from schemas import Document, DocumentsManifest, OutputFile, documents_table
 from schemas.duplicates import DUPLICATE_SCHEMA
+from tests.support.editions import write_edition
 
 SYLLABLES = [
     "ka",
@@ -414,3 +416,51 @@ def test_refusals_before_any_work(tmp_path: Path, capsys) -> None:
     with pytest.raises(SystemExit):
         run_dedup(tmp_path / "o", first, flags=("--threshold", "1.5"))
     assert "--threshold 1.5: must be in (0, 1]" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------
+# The real sample
+
+
+def test_real_books_and_another_edition_of_them_keep_one_copy_each_and_feed_vocab_and_examples(
+    tmp_path: Path, books_dir: Path
+) -> None:
+    (tmp_path / "edition").mkdir()
+    for book in sorted(books_dir.glob("*.txt")):
+        write_edition(book, tmp_path / "edition" / book.name)
+    originals, editions = tmp_path / "books", tmp_path / "editions"
+    assert books.run(["--input", str(books_dir / "*.txt"), "--output", str(originals)]) == 0
+    edition_glob = str(tmp_path / "edition" / "*.txt")
+    assert books.run(["--input", edition_glob, "--output", str(editions)]) == 0
+    # The editions are cp1252, re-wrapped, with other quotes and dashes: other sentences.
+    assert read_manifest(str(editions)).counts["decoded_with_fallback"] == 4
+    assert read_manifest(str(editions)).counts["sentences"] == 6538  # the originals: 6,536
+    out = tmp_path / "dedup"
+    assert run_dedup(out, originals, editions) == 0
+    ids = ["books/alice29", "books/asyoulik", "books/lcet10", "books/plrabn12"]
+    assert kept_ids(out) == ids
+    report = duplicates(out)
+    assert [(r["id"], r["duplicate_of"], r["kind"]) for r in report] == [
+        (i, i, "near_duplicate") for i in ids
+    ]
+    assert {r["input"] for r in report} == {str(editions)}
+    assert min(r["similarity"] for r in report) > 0.95
+    manifest = read_manifest(str(out))
+    assert manifest.dropped == {"exact_duplicate": 0, "near_duplicate": 4}
+    assert manifest.counts["documents"] == 4 and manifest.counts["sentences"] == 6536
+    # The next stages take the output as any documents directory.
+    vocabulary = tmp_path / "vocab"
+    assert (
+        vocab.run(["--documents", str(out), "--output", str(vocabulary), "--vocab-size", "1000"])
+        == 0
+    )
+    shards = tmp_path / "shards"
+    flags = ["--max-seq-length", "64", "--dupe-factor", "1", "--samples-per-shard", "20000"]
+    assert (
+        examples.run(
+            ["--documents", str(out), "--vocab", str(vocabulary), "--output", str(shards), *flags]
+        )
+        == 0
+    )
+    shards_manifest = json.loads((shards / "manifest.json").read_text())
+    assert shards_manifest["counts"]["documents"] == 4
