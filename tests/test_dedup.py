@@ -341,6 +341,11 @@ def test_exact_near_and_cross_directory_duplicates_go_and_the_earliest_copy_stay
         == hashlib.sha256((first / "_manifest.json").read_bytes()).hexdigest()
     )
     assert manifest.config["bands"] == 12 and manifest.config["rows"] == 10
+    assert manifest.config["duplicates_files"] == [
+        "_duplicates/duplicates-000-00000.parquet",
+        "_duplicates/duplicates-000-00001.parquet",
+        "_duplicates/duplicates-001-00000.parquet",
+    ]
     # The later directory first: its copy of A is the one kept.
     swapped = tmp_path / "swapped"
     assert run_dedup(swapped, second, first) == 0

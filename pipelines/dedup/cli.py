@@ -13,7 +13,6 @@ from pipelines.beam.documents import (
     DOCUMENTS_RUN_FILES,
     DocumentsInput,
     DocumentsInputError,
-    WriteManifest,
     read_documents_input,
     report,
 )
@@ -28,7 +27,12 @@ from pipelines.beam.runner import (
 )
 from pipelines.command.progress import Phase
 from pipelines.dedup.config import DOCUMENTS_DIRS, DedupConfig, DedupError
-from pipelines.dedup.transforms import DOCUMENTS_HASHED, DOCUMENTS_REWRITTEN, DeduplicateDocuments
+from pipelines.dedup.transforms import (
+    DOCUMENTS_HASHED,
+    DOCUMENTS_REWRITTEN,
+    DeduplicateDocuments,
+    WriteDedupManifest,
+)
 from pipelines.dedup.units import DedupUnit, plan_units
 from schemas import MANIFEST_NAME
 from schemas.duplicates import DUPLICATES_DIR
@@ -83,7 +87,7 @@ def run(argv: list[str] | None = None, units_order: list[DedupUnit] | None = Non
         units = units_order
     total = sum(item.summary()["documents"] for item in inputs)
     recorded = [input_record(item) for item in inputs]
-    manifest = WriteManifest(config.output, STAGE, recorded, config.recorded())
+    manifest = WriteDedupManifest(config.output, STAGE, recorded, config.recorded())
     with (
         progress_shown(options, STAGE, progress_phases(total)),
         make_pipeline(options) as pipeline,

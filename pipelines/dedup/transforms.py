@@ -19,15 +19,19 @@ from typing import Any
 
 import apache_beam as beam
 
-from pipelines.beam.documents import DocumentsInput, UnitTally, finish_unit
+from pipelines.beam import files
+from pipelines.beam.documents import DocumentsInput, UnitTally, build_manifest, finish_unit
 from pipelines.beam.progress import StageCounters
 from pipelines.dedup.candidates import Edge, Member, exact_edges, near_edges
 from pipelines.dedup.config import DedupConfig
-from pipelines.dedup.units import DedupUnit, iter_document_keys, rewrite_unit
+from pipelines.dedup.units import DedupUnit, duplicates_name, iter_document_keys, rewrite_unit
+from schemas import MANIFEST_NAME
 
 DOCUMENTS_HASHED = "dedup_documents_hashed"
 DOCUMENTS_REWRITTEN = "dedup_documents_rewritten"
 _EXACT = "exact"
+# A unit summary's name of its duplicates file (the manifest lists them in its config).
+DUPLICATES_FILE = "duplicates_file"
 
 
 class _HashDocumentsFn(beam.DoFn):
@@ -104,7 +108,10 @@ class _WriteKeptFn(beam.DoFn):
         assert self._counters is not None
         self._counters.add(DOCUMENTS_REWRITTEN, tally.counts["input_documents"])
         self._counters.flush()
-        yield finish_unit(self._output_dir, tally, outputs)
+        summary = finish_unit(self._output_dir, tally, outputs)
+        if sum(tally.dropped.values()):
+            summary[DUPLICATES_FILE] = duplicates_name(unit.name)
+        yield summary
 
 
 def _by_file(item: tuple[tuple[int, int, int], tuple]) -> tuple[tuple[int, int], tuple]:
@@ -153,9 +160,40 @@ class DeduplicateDocuments(beam.PTransform):
             | "EarliestEdge" >> beam.CombinePerKey(min)
             | "ByFile" >> beam.Map(_by_file)
         )
-        files = units | "KeyFiles" >> beam.Map(lambda unit: ((unit[0], unit[1]), unit))
+        by_file = units | "KeyFiles" >> beam.Map(lambda unit: ((unit[0], unit[1]), unit))
         return (
-            {"unit": files, "removed": removed}
+            {"unit": by_file, "removed": removed}
             | "JoinRemovals" >> beam.CoGroupByKey()
             | "WriteKept" >> beam.ParDo(_WriteKeptFn(self._inputs, self._output_dir, self._config))
         )
+
+
+class WriteDedupManifest(beam.PTransform):
+    """Unit summaries → `DIR/_manifest.json`, after every unit has finished: a documents
+    manifest whose config lists the `_duplicates/` files too (`duplicates_files`), so a
+    reader that cannot list a directory (plain HTTP) finds them."""
+
+    def __init__(
+        self, output_dir: str, stage: str, inputs: list[dict[str, Any]], config: dict[str, Any]
+    ) -> None:
+        super().__init__()
+        self._output_dir = output_dir
+        self._stage = stage
+        self._inputs = inputs
+        self._config = config
+
+    def expand(self, unit_summaries):
+        return (
+            unit_summaries
+            | "CollectSummaries" >> beam.combiners.ToList()
+            | "WriteManifestFile" >> beam.Map(self._write)
+        )
+
+    def _write(self, summaries: list[dict[str, Any]]) -> str:
+        listed = sorted(s[DUPLICATES_FILE] for s in summaries if DUPLICATES_FILE in s)
+        config = {**self._config, "duplicates_files": listed}
+        manifest = build_manifest(self._stage, self._inputs, config, summaries)
+        path = files.join(self._output_dir, MANIFEST_NAME)
+        files.delete(files.match(f"{path}.tmp-*"))  # what an attempt that died left
+        files.write_atomically(path, manifest.to_json().encode("utf-8"))
+        return path

@@ -115,6 +115,11 @@ def rewrite_unit(
     return writer.close()
 
 
+def duplicates_name(unit_name: str) -> str:
+    """The unit's report, relative to the output directory."""
+    return f"{DUPLICATES_DIR}/duplicates-{unit_name}.parquet"
+
+
 def _duplicate_row(
     document: Document, edge: Edge, unit: DedupUnit, inputs: list[DocumentsInput]
 ) -> dict:
@@ -130,13 +135,9 @@ def _duplicate_row(
     }
 
 
-def duplicates_path(output_dir: str, unit_name: str) -> str:
-    return files.join(output_dir, DUPLICATES_DIR, f"duplicates-{unit_name}.parquet")
-
-
 def write_duplicates(output_dir: str, unit_name: str, rows: list[dict]) -> None:
     """The unit's report rows as one zstd Parquet file, whole or absent."""
     table = pa.Table.from_pylist(rows, schema=DUPLICATE_SCHEMA)
     buffer = io.BytesIO()
     pq.write_table(table, buffer, compression="zstd")
-    files.write_atomically(duplicates_path(output_dir, unit_name), buffer.getvalue())
+    files.write_atomically(files.join(output_dir, duplicates_name(unit_name)), buffer.getvalue())
