@@ -30,7 +30,7 @@ from schemas.manifest import MANIFEST_NAME, DocumentsManifest
 from schemas.shards import ShardsManifest
 from schemas.vocab import TOKENIZER_FILE, VOCAB_METADATA_FILE
 
-SENTENCE_SAMPLE = 50_000  # sentences tokenised for tokens per sentence, at most
+SENTENCE_SAMPLE = 20_000  # sentences tokenised for tokens per sentence, at most
 MASK_PROB, KEEP_PROB, RANDOM_PROB = 0.8, 0.1, 0.1  # Google's 80/10/10
 NOT_NEXT_PROB = 0.5  # Google's coin for a random next sentence
 
@@ -170,10 +170,11 @@ class SplitSection:
         self.predictions[len(example.masked_lm_positions)] += 1
         shown = example.input_ids[example.masked_lm_positions]
         is_mask = shown == mask_id
-        is_keep = (shown == example.masked_lm_ids) & ~is_mask
-        self.masked["mask"] += int(is_mask.sum())
-        self.masked["keep"] += int(is_keep.sum())
-        self.masked["random"] += len(shown) - int(is_mask.sum()) - int(is_keep.sum())
+        masks = int(np.count_nonzero(is_mask))
+        keeps = int(np.count_nonzero((shown == example.masked_lm_ids) & ~is_mask))
+        self.masked["mask"] += masks
+        self.masked["keep"] += keeps
+        self.masked["random"] += len(shown) - masks - keeps
 
 
 @dataclass(slots=True)

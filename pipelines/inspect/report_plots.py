@@ -201,9 +201,9 @@ def shares_against(
     axes.axhline(reference, color=GOOGLE, linestyle="--", linewidth=1.5)
     axes.annotate(
         f"{reference_label} {reference:.0%}",
-        (1.0, reference),
+        (0.5, reference),
         xycoords=("axes fraction", "data"),
-        ha="right",
+        ha="center",
         va="bottom",
         color=GOOGLE,
         fontsize=8.5,
@@ -232,6 +232,9 @@ def predictions_per_example(observed: Counter[int], google: Counter[int]) -> byt
         label="Google's rule on these lengths",
     )
     axes.set_yscale("log")
+    from matplotlib.ticker import MaxNLocator
+
+    axes.xaxis.set_major_locator(MaxNLocator(integer=True))
     axes.set_xlabel("masked positions to predict in the example")
     axes.set_ylabel("examples (log)")
     axes.legend(fontsize=8, loc="upper left")

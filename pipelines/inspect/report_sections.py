@@ -37,6 +37,11 @@ def _pct(part: float, whole: float, digits: int = 1) -> str:
     return f"{part / whole:.{digits}%}" if whole else "–"
 
 
+def _share(part: float, whole: float) -> str:
+    """A small share, such as [UNK]'s: "none" rather than 0.000 %."""
+    return "none" if whole and not part else _pct(part, whole, 3)
+
+
 def _mb(value: int) -> str:
     return f"{value / 1e6:,.1f} MB"
 
@@ -149,10 +154,10 @@ def _tokens_panel(data: ReportData) -> Panel:
     over = sum(v for k, v in counts.items() if target is not None and k > target)
     stride = max((s.stride for s in data.documents), default=1)
     figures = [
-        ("sentences tokenised", f"{_n(sampled)}" + (f" (every {stride})" if stride > 1 else "")),
+        ("sentences tokenised", f"{_n(sampled)}" + (f" (1 in {stride})" if stride > 1 else "")),
         ("tokens per sentence", f"mean {_mean(counts):.1f}, median {_median(counts)}"),
         ("longest", _n(max(counts, default=0))),
-        ("[UNK] share", _pct(data.sampled_unknown, data.sampled_tokens, 3)),
+        ("[UNK] share", _share(data.sampled_unknown, data.sampled_tokens)),
     ]
     if target is not None:
         figures.append((f"over {target} tokens", f"{_n(over)} ({_pct(over, sampled, 2)})"))
@@ -166,8 +171,8 @@ def _tokens_panel(data: ReportData) -> Panel:
         if target
         else "",
         meaning=f"{_pct(over, sampled, 2)} of sentences do not fit one example and are trimmed "
-        f"wherever they appear; {_pct(data.sampled_unknown, data.sampled_tokens, 3)} of tokens "
-        "are [UNK], text the model never sees."
+        f"wherever they appear; [UNK], text the model never sees: "
+        f"{_share(data.sampled_unknown, data.sampled_tokens)}."
         if target
         else "how much text one sentence is, in the tokens the model reads.",
     )
@@ -270,8 +275,8 @@ def _lengths_panel(splits: list[SplitSection], config: dict, full: bool) -> Pane
         f"of them are drawn uniformly from 5 to {seq}; each document's last chunk is shorter."
         if google
         else "",
-        meaning=f"{_pct(room - tokens, room)} of each batch is padding at {seq} tokens: compute "
-        "spent on nothing; short examples are what teaches the model short inputs.",
+        meaning=f"padded to {seq} tokens, {_pct(room - tokens, room)} of a batch is padding, "
+        "compute spent on nothing; the short examples are what teaches short inputs.",
     )
 
 
@@ -358,7 +363,7 @@ def _frequency_panel(data: ReportData) -> Panel:
     size = vocab.size if vocab is not None else len(counts)
     used = len(frequencies)
     top = np.argsort(-np.where(np.isin(np.arange(len(counts)), list(skip)), -1, counts))[:5]
-    names = ", ".join(vocab.tokens[i] if vocab else str(i) for i in top if counts[i] > 0)
+    names = " ".join(f"“{vocab.tokens[i]}”" if vocab else str(i) for i in top if counts[i] > 0)
     unknown = int(counts[unk]) if unk is not None and unk < len(counts) else 0
     figures = [
         ("tokens (text, not [CLS]/[SEP])", _n(total)),
@@ -367,19 +372,26 @@ def _frequency_panel(data: ReportData) -> Panel:
         ("most frequent", names),
     ]
     if vocab is not None:
-        figures.append(("[UNK] rate", _pct(unknown, total, 3)))
+        figures.append(("[UNK] rate", _share(unknown, total)))
     return Panel(
         "Token frequency and unknown tokens",
         plots.token_frequency(frequencies) if used else None,
         "token occurrences by rank, log-log",
         figures,
-        meaning=f"{_pct(size - used, size)} of the vocabulary never occurs in these shards and "
-        f"{_pct(unknown, total, 3)} of tokens are [UNK]: a long flat tail or many [UNK] say the "
-        "vocabulary does not fit this text."
+        meaning=f"{_pct(size - used, size)} of the vocabulary never occurs in these shards, "
+        f"[UNK]: {_share(unknown, total)}; many unused entries or [UNK]s say the vocabulary "
+        "does not fit this text."
         if vocab is not None
         else f"token ids, not strings: {data.vocab_note}",
         missing="no examples",
     )
+
+
+def _compared(examples: float, documents: float) -> str:
+    if abs(examples - documents) <= 0.1 * documents:
+        return "held-out documents are about as long as the others."
+    longer = "longer" if examples > documents else "shorter"
+    return f"held-out documents are {longer} than the others on average."
 
 
 def _heldout_panel(manifest: ShardsManifest) -> Panel:
@@ -408,7 +420,9 @@ def _heldout_panel(manifest: ShardsManifest) -> Panel:
         google="none: it writes no held-out split, so a held-out loss needs text kept aside "
         "by hand.",
         meaning="whole documents are held out (by id hash), so the held-out loss measures text "
-        "the model never trained on; few documents make the share land off the flag.",
+        f"the model never trained on; {_pct(held['examples_heldout'], held['examples'])} of "
+        f"examples against {_pct(held['documents_heldout'], held['documents'])} of documents: "
+        + _compared(shares[1], shares[0]),
     )
 
 
