@@ -1,0 +1,311 @@
+"""Benchmark `bertkit dedup` against datatrove's MinHash deduplication on planted duplicates.
+
+    python -m bench.dedup                 # 3 interleaved repeats of each tool
+    python -m bench.dedup --repeats 1
+
+Run from the repository root. The corpus is built from the real sample (data/), once, in
+WORKDIR/out/dedup/corpus/: four documents directories, read in this order:
+
+  wiki      the Wikipedia sample's documents (`bertkit wikipedia`)   originals, all kept
+  books     the four Gutenberg books (`bertkit books`)               originals, all kept
+  planted   of each Wikipedia document, by its position: an exact copy (every third), a
+            copy with 1 % of its words (at least one) replaced by other words of the
+            corpus (every third after the first), or nothing; alice29 copied exactly and
+            lcet10 with 1 % of its words changed                       all duplicates
+  editions  the four books re-wrapped, with typographic quotes and dashes, CRLF, in cp1252
+            (tests/support/editions.py), through `bertkit books`     all duplicates
+
+Each tool runs --repeats times, interleaved, each time in a fresh child process tree
+(bench.measure: user+sys CPU of the whole tree, os.wait4 checked against a /proc poll):
+
+  bertkit    python -m pipelines.dedup --documents wiki books planted editions (its defaults:
+             threshold 0.8, word 5-grams, 128 values in 12 bands of 10 rows, FnApiRunner)
+  datatrove  bench/dedup_datatrove.py in a throwaway venv (WORKDIR/datatrove: datatrove,
+             xxhash < 4, regex, tokenizers, spacy, orjson): its four steps, signatures,
+             buckets, cluster, filter, at its defaults (5-grams, 14 buckets of 8 hashes), on
+             the same documents as one JSONL file in the same order ({"id", "text"}: the
+             sentences joined by spaces)
+
+A planted document removed is a true positive, an original removed a false positive:
+recall = planted removed / planted, precision = planted removed / removed. Targets: bertkit's
+recall ≥ 0.95 and precision ≥ 0.99, and its CPU-seconds per MB of text (UTF-8 bytes of the
+sentences of all four directories, 10^6) no more than datatrove's. Medians of the repeats.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.dataset as ds
+
+from bench import runs, venvs
+from bench.measure import (
+    DEFAULT_WORKDIR,
+    MB,
+    REPO_ROOT,
+    RunMeasurement,
+    argument_parser,
+    fmt,
+    print_table,
+    repo_python,
+    verdict_word,
+)
+from pipelines.beam.documents import (
+    DocumentFileWriter,
+    UnitTally,
+    build_manifest,
+    finish_unit,
+    read_manifest,
+)
+from schemas import MANIFEST_NAME, Document
+from schemas.duplicates import DUPLICATES_DIR
+from tests.support.editions import write_edition
+from tests.support.sample import DATA_DIR
+
+BENCHMARK = "dedup"
+DIRECTORIES = ("wiki", "books", "planted", "editions")
+DATATROVE_VENV = "datatrove"
+# datatrove 0.10 hashes str shingles with xxhash, which takes only bytes from xxhash 4 on.
+DATATROVE_PACKAGES = ("datatrove", "xxhash<4", "regex", "tokenizers", "spacy", "orjson")
+DATATROVE_CHECK = (
+    "import datatrove.pipeline.dedup.minhash, spacy, orjson, xxhash; xxhash.xxh64_intdigest('a')"
+)
+RECALL_TARGET = 0.95
+PRECISION_TARGET = 0.99
+CHANGED_SHARE = 0.01
+TIMEOUT_S = 1800
+
+
+# --------------------------------------------------------------------------------------
+# The corpus
+
+
+def changed_words(document: Document, share: float, words: list[str], rng: random.Random):
+    """`document` with `share` of its words (at least one) replaced by other corpus words."""
+    positions = [
+        (s, w)
+        for s, sentence in enumerate(document.sentences)
+        for w in range(len(sentence.split()))
+    ]
+    chosen = set(rng.sample(positions, max(1, round(share * len(positions)))))
+    sentences = []
+    for s, sentence in enumerate(document.sentences):
+        split = sentence.split()
+        sentences.append(
+            " ".join(
+                rng.choice(words) if (s, w) in chosen else word for w, word in enumerate(split)
+            )
+        )
+    return sentences
+
+
+def planted_documents(wiki: list[Document], books: list[Document]) -> list[Document]:
+    """The planted copies (module docstring), in a fixed order from a fixed seed."""
+    rng = random.Random(0)
+    words = sorted({w for d in wiki for s in d.sentences for w in s.split()})
+    planted = []
+
+    def copy(document: Document, kind: str, sentences) -> Document:
+        return Document(
+            f"planted/{kind}/{document.id}", "planted", document.title, tuple(sentences)
+        )
+
+    for position, document in enumerate(wiki):
+        if position % 3 == 0:
+            planted.append(copy(document, "exact", document.sentences))
+        elif position % 3 == 1:
+            planted.append(
+                copy(document, "near", changed_words(document, CHANGED_SHARE, words, rng))
+            )
+    by_id = {d.id: d for d in books}
+    planted.append(copy(by_id["books/alice29"], "exact", by_id["books/alice29"].sentences))
+    lcet10 = by_id["books/lcet10"]
+    planted.append(copy(lcet10, "near", changed_words(lcet10, CHANGED_SHARE, words, rng)))
+    return planted
+
+
+def read_documents(directory: Path) -> list[Document]:
+    rows = ds.dataset(directory, format="parquet").to_table().to_pylist()
+    return [
+        Document(r["id"], r["source"], r["title"], tuple(r["sentences"]), r["url"], r["revision"])
+        for r in rows
+    ]
+
+
+def write_documents(directory: Path, documents: list[Document]) -> None:
+    """A documents directory as a documents stage writes it (one unit, then the manifest)."""
+    directory.mkdir(parents=True)
+    writer = DocumentFileWriter(str(directory), "00000")
+    for document in documents:
+        writer.add(document)
+    summary = finish_unit(str(directory), UnitTally("00000"), writer.close())
+    manifest = build_manifest("planted", [], {"changed_share": CHANGED_SHARE}, [summary])
+    (directory / MANIFEST_NAME).write_text(manifest.to_json())
+
+
+def build_corpus(corpus: Path) -> None:
+    """The four documents directories and the JSONL copy for datatrove, unless built."""
+    if (corpus / "documents.jsonl").exists():
+        return
+    shutil.rmtree(corpus, ignore_errors=True)
+    corpus.mkdir(parents=True)
+    (dump,) = (DATA_DIR / "wikipedia").glob("*.xml.bz2")
+    stage = [repo_python(), "-m"]
+    run = lambda *args: subprocess.run([*stage, *args], cwd=REPO_ROOT, check=True)  # noqa: E731
+    run("pipelines.wikipedia", "--input", str(dump), "--output", str(corpus / "wiki"))
+    run(
+        "pipelines.books",
+        "--input",
+        str(DATA_DIR / "books" / "*.txt"),
+        "--output",
+        str(corpus / "books"),
+    )
+    (corpus / "edition-files").mkdir()
+    for book in sorted((DATA_DIR / "books").glob("*.txt")):
+        write_edition(book, corpus / "edition-files" / book.name)
+    editions = str(corpus / "edition-files" / "*.txt")
+    run("pipelines.books", "--input", editions, "--output", str(corpus / "editions"))
+    write_documents(
+        corpus / "planted",
+        planted_documents(read_documents(corpus / "wiki"), read_documents(corpus / "books")),
+    )
+    with (corpus / "documents.jsonl.tmp").open("w", encoding="utf-8") as sink:
+        for name in DIRECTORIES:
+            for document in read_documents(corpus / name):
+                record = {"id": f"{name}:{document.id}", "text": " ".join(document.sentences)}
+                sink.write(json.dumps(record, ensure_ascii=False) + "\n")
+    (corpus / "documents.jsonl.tmp").rename(corpus / "documents.jsonl")
+
+
+def corpus_truth(corpus: Path) -> tuple[set[str], set[str]]:
+    """(every document as "directory:id", the planted ones)."""
+    every, planted = set(), set()
+    for name in DIRECTORIES:
+        for document in read_documents(corpus / name):
+            every.add(f"{name}:{document.id}")
+            if name in ("planted", "editions"):
+                planted.add(f"{name}:{document.id}")
+    return every, planted
+
+
+def text_mb(corpus: Path) -> float:
+    return sum(read_manifest(str(corpus / n)).counts["text_bytes"] for n in DIRECTORIES) / MB
+
+
+# --------------------------------------------------------------------------------------
+# The tools and their results
+
+
+def bertkit_removed(output: Path, corpus: Path) -> set[str]:
+    names = {str(corpus / n): n for n in DIRECTORIES}
+    table = ds.dataset(output / DUPLICATES_DIR, format="parquet").to_table(columns=["id", "input"])
+    return {f"{names[i]}:{d}" for d, i in zip(*table.to_pydict().values(), strict=True)}
+
+
+def datatrove_removed(output: Path) -> set[str]:
+    removed = set()
+    for path in sorted((output / "removed").glob("*.jsonl")):
+        removed |= {json.loads(line)["id"] for line in path.read_text("utf-8").splitlines()}
+    return removed
+
+
+def quality(removed: set[str], planted: set[str]) -> tuple[float, float]:
+    """(recall, precision) of the removed documents against the planted ones."""
+    found = len(removed & planted)
+    return found / len(planted), (found / len(removed) if removed else 1.0)
+
+
+def commands(workdir: Path, corpus: Path) -> dict[str, tuple[list[str], Path]]:
+    out = workdir / "out" / BENCHMARK
+    bertkit = [repo_python(), "-m", "pipelines.dedup", "--documents"]
+    bertkit += [str(corpus / n) for n in DIRECTORIES] + ["--output", str(out / "bertkit")]
+    datatrove_python = str(venvs.venv_python(workdir, DATATROVE_VENV))
+    script = str(REPO_ROOT / "bench" / "dedup_datatrove.py")
+    datatrove = [datatrove_python, script, str(corpus / "documents.jsonl"), str(out / "datatrove")]
+    return {"bertkit": (bertkit, out / "bertkit"), "datatrove": (datatrove, out / "datatrove")}
+
+
+def measure_interleaved(
+    workdir: Path, tools: dict[str, tuple[list[str], Path]], repeats: int
+) -> dict[str, list[RunMeasurement]]:
+    measured: dict[str, list[RunMeasurement]] = {tool: [] for tool in tools}
+    for repeat in range(1, repeats + 1):
+        for tool, (command, output) in tools.items():
+            log = runs.log_path(workdir, BENCHMARK, tool, repeat)
+            run = runs.run_fresh(command, REPO_ROOT, output, log, TIMEOUT_S)
+            problem = runs.failure(run)
+            line = f"  {tool:9s} r{repeat}  cpu {run.cpu_s:6.2f} s  wall {run.wall_s:6.2f} s"
+            runs.print_run(line + (f"  {problem}" if problem else ""), run)
+            if problem:
+                raise SystemExit(f"{tool} failed: {problem}")
+            measured[tool].append(run)
+    return measured
+
+
+def report(
+    measured: dict[str, list[RunMeasurement]],
+    scores: dict[str, tuple[float, float]],
+    megabytes: float,
+) -> dict[str, dict[str, float]]:
+    rows, figures = [], {}
+    for tool, tool_runs in measured.items():
+        cpu = statistics.median(r.cpu_s for r in tool_runs)
+        wall = statistics.median(r.wall_s for r in tool_runs)
+        rss = statistics.median(r.peak_rss_mib for r in tool_runs)
+        recall, precision = scores[tool]
+        figures[tool] = {"cpu_s": cpu, "cpu_s_per_mb": cpu / megabytes, "recall": recall}
+        figures[tool] |= {"precision": precision, "wall_s": wall, "peak_rss_mib": rss}
+        cells = [f"{recall:.3f}", f"{precision:.3f}", fmt(cpu, ".2f")]
+        rows.append([tool, *cells, fmt(cpu / megabytes, ".3f"), fmt(wall, ".2f"), fmt(rss, ".0f")])
+    headers = ["tool", "recall", "precision", "CPU s", "CPU s/MB", "wall s", "peak RSS MiB"]
+    print_table(headers, rows)
+    return figures
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argument_parser("bench.dedup", __doc__)
+    parser.add_argument("--repeats", type=int, default=3, help="runs of each tool (default 3)")
+    parser.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR)
+    args = parser.parse_args(argv)
+    workdir = args.workdir.resolve()
+    problem = venvs.ensure_venv(workdir, DATATROVE_VENV, DATATROVE_PACKAGES, DATATROVE_CHECK)
+    if problem:
+        print(f"datatrove not installed: {problem}", file=sys.stderr)
+        return 1
+    corpus = workdir / "out" / BENCHMARK / "corpus"
+    build_corpus(corpus)
+    every, planted = corpus_truth(corpus)
+    megabytes = text_mb(corpus)
+    print(
+        f"corpus: {len(every)} documents, {len(planted)} planted duplicates, "
+        f"{megabytes:.2f} MB of text"
+    )
+    tools = commands(workdir, corpus)
+    measured = measure_interleaved(workdir, tools, args.repeats)
+    scores = {
+        "bertkit": quality(bertkit_removed(tools["bertkit"][1], corpus), planted),
+        "datatrove": quality(datatrove_removed(tools["datatrove"][1]), planted),
+    }
+    figures = report(measured, scores, megabytes)
+    bertkit, datatrove = figures["bertkit"], figures["datatrove"]
+    met = {
+        f"recall ≥ {RECALL_TARGET}": bertkit["recall"] >= RECALL_TARGET,
+        f"precision ≥ {PRECISION_TARGET}": bertkit["precision"] >= PRECISION_TARGET,
+        "CPU s/MB ≤ datatrove's": bertkit["cpu_s_per_mb"] <= datatrove["cpu_s_per_mb"],
+    }
+    for target, ok in met.items():
+        print(f"bertkit {target}: {verdict_word(True, ok)}")
+    results = {"text_mb": megabytes, "documents": len(every), "planted": len(planted)}
+    results |= {"repeats": args.repeats, "tools": figures}
+    (workdir / "dedup-results.json").write_text(json.dumps(results, indent=2) + "\n")
+    return 0 if all(met.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
