@@ -345,3 +345,42 @@ def test_the_sample_s_report_renders_in_chromium(browser, sample_shards, tmp_pat
     assert page.title() == "bertkit data report"
     assert "no dedup run" in page.inner_text("main")
     page.close()
+
+
+def test_the_report_goes_to_s3_and_refuses_a_foreign_object(
+    s3_server, shards_with_documents: Path, monkeypatch, capsys
+) -> None:
+    from tests.support.s3server import client_environment
+
+    endpoint, client = s3_server
+    bucket = s3_server.bucket("reports")
+    for name, value in {**client_environment(endpoint), "NO_PROXY": "127.0.0.1,localhost"}.items():
+        monkeypatch.setenv(name, value)
+    out = f"s3://{bucket}/data/report.html"
+    assert inspect_run([str(shards_with_documents), "--report", out]) == 0
+    page = client.get_object(Bucket=bucket, Key="data/report.html")["Body"].read()
+    assert page == report_html(open_target(str(shards_with_documents))).encode()
+    assert inspect_run([str(shards_with_documents), "--report", out]) == 0  # its own: replaced
+    client.put_object(Bucket=bucket, Key="data/notes.html", Body=b"<html>notes</html>")
+    assert (
+        inspect_run([str(shards_with_documents), "--report", f"s3://{bucket}/data/notes.html"]) == 1
+    )
+    assert "did not write" in capsys.readouterr().err
+    assert (
+        client.get_object(Bucket=bucket, Key="data/notes.html")["Body"].read()
+        == b"<html>notes</html>"
+    )
+
+
+def test_a_documents_directory_with_vocab_and_a_single_shard(
+    shards_with_documents: Path, tmp_path: Path
+) -> None:
+    documents, vocab = tmp_path / "documents", tmp_path / "vocab"
+    data = collect(open_target(str(documents)), str(vocab), verify=True)
+    assert data.sentence_tokens == Counter({4: 1, 7: 1, 1: 3, 3: 2}) and data.shards is None
+    assert "Tokens per sentence" in report_html(open_target(str(documents)), str(vocab))
+    shard = shards_with_documents / "seq128" / "heldout" / "shard-000000.tar"
+    data = collect(open_target(str(shard)), None, verify=True)
+    assert len(data.documents) == 1 and data.shards is not None  # its manifest names them
+    assert list(data.shards.splits) == ["seq128/heldout"]
+    assert data.shards.splits["seq128/heldout"].examples == 1
