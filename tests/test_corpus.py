@@ -443,9 +443,12 @@ def test_the_files_datasets_writes(tmp_path: Path) -> None:
     ("flag", "value", "message"),
     [
         ("--source", "web/en", "no '/'"),
-        ("--license", "MIT OR", None),
+        ("--license", "(MIT OR Apache-2.0) AND CC-BY-4.0", None),
+        ("--license", "MIT OR", "SPDX"),
         ("--license", "not a license!", "SPDX"),
-        ("--language", "english language", "BCP-47"),
+        ("--license", "Acme Research Terms", "LicenseRef-<name>"),
+        ("--language", "English", "BCP-47"),
+        ("--language", "en_US", "BCP-47"),
         ("--text-field", "meta..title", "nested"),
     ],
 )

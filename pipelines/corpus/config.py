@@ -25,9 +25,10 @@ _FIELD = re.compile(r"[^.\s]+(\.[^.\s]+)*")
 # An SPDX license expression: ids (MIT, Apache-2.0, CC-BY-4.0, LicenseRef-x) joined by AND,
 # OR, WITH, in brackets or not. Its syntax is checked, not the SPDX list (not shipped here).
 _SPDX_TOKEN = re.compile(r"\(|\)|[A-Za-z0-9][A-Za-z0-9.+-]*")
-# A BCP-47 tag's shape: a 2-3 letter language (or 4-8 letters), then subtags (en, en-US,
-# zh-Hant-TW, sr-Latn).
-_BCP47 = re.compile(r"[A-Za-z]{2,8}(-[A-Za-z0-9]{1,8})*")
+_SPDX_OPERATORS = ("AND", "OR", "WITH")
+# A BCP-47 tag's shape: a 2-3 letter language, then subtags (en, en-US, zh-Hant-TW, sr-Latn,
+# de-CH-1996), so that "English" or "en_US" is refused.
+_BCP47 = re.compile(r"[A-Za-z]{2,3}(-[A-Za-z0-9]{1,8})*")
 
 
 def source_name(text: str) -> str:
@@ -50,13 +51,27 @@ def field_path(text: str) -> str:
 
 
 def spdx_expression(text: str) -> str:
-    """--license: an SPDX license id or expression, checked for its syntax."""
+    """--license: an SPDX license id or expression, checked for its syntax (ids joined by
+    operators, brackets balanced)."""
     tokens = _SPDX_TOKEN.findall(text)
-    ids = [t for t in tokens if t not in ("(", ")", "AND", "OR", "WITH")]
-    if "".join(tokens) != text.replace(" ", "") or not ids or text.count("(") != text.count(")"):
+    words = [t for t in tokens if t not in ("(", ")")]
+    alternating = all((t in _SPDX_OPERATORS) == (i % 2 == 1) for i, t in enumerate(words))
+    depth, balanced = 0, True
+    for token in tokens:
+        depth += {"(": 1, ")": -1}.get(token, 0)
+        balanced = balanced and depth >= 0
+    if (
+        "".join(tokens) != "".join(text.split())
+        or not words
+        or len(words) % 2 == 0
+        or not alternating
+        or not balanced
+        or depth
+    ):
         raise argparse.ArgumentTypeError(
             f"{text!r}: expected an SPDX license id or expression, e.g. CC-BY-4.0, "
-            "ODC-By-1.0, 'MIT OR Apache-2.0' (https://spdx.org/licenses/)"
+            "ODC-By-1.0, 'MIT OR Apache-2.0' (https://spdx.org/licenses/), or "
+            "LicenseRef-<name> for terms of your own (LicenseRef-Acme-Research-Terms)"
         )
     return text
 
@@ -65,7 +80,8 @@ def bcp47_tag(text: str) -> str:
     """--language: a BCP-47 language tag, checked for its shape."""
     if not _BCP47.fullmatch(text):
         raise argparse.ArgumentTypeError(
-            f"{text!r}: expected a BCP-47 language tag, e.g. en, de, pt-BR, zh-Hant"
+            f"{text!r}: expected a BCP-47 language tag, e.g. en, de, pt-BR, zh-Hant (not a "
+            "language's name, nor en_US)"
         )
     return text
 
