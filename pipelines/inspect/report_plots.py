@@ -22,6 +22,13 @@ PALETTE = ("#2f6db5", "#3aa17e", "#a05fc0", "#d4a72c", "#d0525c", "#4bb3c9", "#7
 WIDTH, HEIGHT, DPI = 6.4, 3.3, 110
 
 
+def size_text(value: int) -> str:
+    """Bytes in decimal units: "3.6 MB", "61.0 kB", "61 bytes"."""
+    if value >= 1e6:
+        return f"{value / 1e6:,.1f} MB"
+    return f"{value / 1e3:,.1f} kB" if value >= 1e3 else f"{value} bytes"
+
+
 def _pyplot() -> Any:
     import matplotlib
 
@@ -63,8 +70,10 @@ def _figure(width: float = WIDTH, height: float = HEIGHT) -> tuple[Any, Any]:
 
 
 def _thousands(axis: Any) -> None:
-    from matplotlib.ticker import FuncFormatter
+    """Whole counts with thousands separators: no 0.5 of a document."""
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
 
+    axis.set_major_locator(MaxNLocator(integer=True))
     axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.0f}"))
 
 
@@ -83,7 +92,7 @@ def documents_per_source(rows: Sequence[tuple[str, int, int]]) -> bytes:
     bars = axes.barh(names, counts, color=colours, height=0.6)
     for bar, (_, count, text_bytes) in zip(bars, rows[::-1], strict=True):
         axes.annotate(
-            f" {count:,} · {text_bytes / 1e6:,.1f} MB of text",
+            f" {count:,} · {size_text(text_bytes)} of text",
             (bar.get_width(), bar.get_y() + bar.get_height() / 2),
             va="center",
             fontsize=8.5,

@@ -42,10 +42,6 @@ def _share(part: float, whole: float) -> str:
     return "none" if whole and not part else _pct(part, whole, 3)
 
 
-def _mb(value: int) -> str:
-    return f"{value / 1e6:,.1f} MB"
-
-
 def _name(url: str) -> str:
     return storage.basename(url.rstrip("/")) or url
 
@@ -97,7 +93,7 @@ def documents_panels(data: ReportData) -> list[Panel]:
                 ("directories", _n(len(sections))),
                 ("documents", _n(sum(s.documents for s in sections))),
                 ("sentences", _n(sum(s.sentences for s in sections))),
-                ("text", _mb(total_text)),
+                ("text", plots.size_text(total_text)),
             ],
             meaning=f"{top[0]} is {_pct(top[2], total_text, 0)} of the text the model reads; "
             "the mix of sources is the mix of what it learns.",
@@ -435,14 +431,14 @@ def build_page(data: ReportData) -> Page:
         headline += [
             (_n(sum(s.documents for s in data.documents)), "documents"),
             (_n(sum(s.sentences for s in data.documents)), "sentences"),
-            (_mb(sum(s.text_bytes for s in data.documents)), "of text"),
+            (plots.size_text(sum(s.text_bytes for s in data.documents)), "of text"),
         ]
     if data.shards is not None:
         splits = data.shards.splits.values()
         headline += [
             (_n(sum(s.examples for s in splits)), "examples"),
             (_n(sum(s.tokens for s in splits)), "tokens in examples"),
-            (_mb(data.shards.shard_bytes), "of shards"),
+            (plots.size_text(data.shards.shard_bytes), "of shards"),
         ]
     if data.vocab is not None:
         headline.append((_n(data.vocab.size), "vocabulary tokens"))
