@@ -252,6 +252,19 @@ def test_a_foreign_file_is_refused_before_any_work(
     assert out.read_text() == "<html>my notes</html>"
     assert inspect_run([str(shards_with_documents), "--report", str(tmp_path)]) == 1
     assert "is a directory" in capsys.readouterr().err
+    inside = shards_with_documents / "report.html"
+    assert inspect_run([str(shards_with_documents), "--report", str(inside)]) == 1
+    assert "its next --overwrite run would refuse the report" in capsys.readouterr().err
+    assert not inside.exists()
+
+
+def test_without_the_vocabulary_the_page_says_what_it_cannot_show(
+    shards_with_documents: Path,
+) -> None:
+    shutil.rmtree(shards_with_documents.parent / "vocab")
+    page = report_html(open_target(str(shards_with_documents)))
+    assert "Words per sentence" in page and "[MASK] cannot be told from a random token" in page
+    assert page.count("<img ") == 8  # no tokens per sentence, no [MASK]/kept/random
 
 
 def test_its_own_earlier_report_is_replaced(shards_with_documents: Path, tmp_path: Path, capsys):

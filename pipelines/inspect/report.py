@@ -85,6 +85,13 @@ def write_report(target: Target, args: Any) -> int:
     """Write args.report for `target`; print its path. Returns the exit code."""
     out = str(args.report)
     check_output(out)
+    if not storage.is_remote(out) and target.kind != "shard" and not storage.is_remote(target.url):
+        inside = os.path.realpath(out).startswith(os.path.realpath(target.url) + os.sep)
+        if inside:
+            raise InspectError(
+                f"--report {out} is inside {target.url}, whose stage replaces only its own "
+                "files: its next --overwrite run would refuse the report; write it beside it"
+            )
     if args.max_seq_length is not None or args.split is not None:
         raise InspectError("--report shows every length and split: run it without --seq, --split")
     page = report_html(target, args.vocab, args.verify).encode("utf-8")

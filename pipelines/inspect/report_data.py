@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.inspect.reading import iter_document_batches, read_examples
@@ -87,11 +88,24 @@ def read_documents(target: Target, verify: bool, stride: int) -> DocumentsSectio
         per_document = pc.list_value_length(sentences).to_numpy(zero_copy_only=False)
         flat = pc.list_flatten(sentences)
         lengths = pc.binary_length(flat).to_numpy(zero_copy_only=False)
-        sources = batch.column(DocumentColumn.SOURCE).to_pylist()
+        running = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
         ends = np.cumsum(per_document)
-        for source, end, count in zip(sources, ends, per_document, strict=True):
-            section.per_source[source] += 1
-            section.bytes_per_source[source] += int(lengths[end - count : end].sum())
+        per_source = (
+            pa.table(
+                {
+                    "source": batch.column(DocumentColumn.SOURCE),
+                    "bytes": running[ends] - running[ends - per_document],
+                }
+            )
+            .group_by("source")
+            .aggregate([("bytes", "sum"), ("bytes", "count")])
+        )
+        grouped = per_source.to_pydict()
+        for source, total, count in zip(
+            grouped["source"], grouped["bytes_sum"], grouped["bytes_count"], strict=True
+        ):
+            section.per_source[source] += count
+            section.bytes_per_source[source] += total
         section.documents += batch.num_rows
         section.sentences += len(flat)
         section.text_bytes += int(lengths.sum())

@@ -242,7 +242,12 @@ def shards_panels(data: ReportData) -> list[Panel]:
             )
         )
     else:
-        panels += [_predictions_panel(splits, config), _mask_panel(splits)]
+        panels.append(_predictions_panel(splits, config))
+        if data.vocab is not None:
+            panels.append(_mask_panel(splits))
+        else:
+            missing = f"{data.vocab_note}: [MASK] cannot be told from a random token without it"
+            panels.append(Panel("What a masked position holds", None, "", missing=missing))
     panels.append(_frequency_panel(data))
     if manifest is not None:
         panels.append(_heldout_panel(manifest))
