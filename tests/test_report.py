@@ -207,6 +207,7 @@ def test_duplicates_are_read_from_the_manifest_and_duplicates_files(tmp_path: Pa
     assert summary.rows == Counter(exact_duplicate=2, near_duplicate=1)
     assert summary.by_source == Counter(books=2, enwiki=1)
     assert summary.similarities == [0.85]
+    assert summary.by_input == Counter({("in", "exact_duplicate"): 2, ("in", "near_duplicate"): 1})
     page = report_html(open_target(str(directory)))
     assert "Duplicates removed" in page and "3 of 6 removed" in page
     assert "no dedup run" not in page

@@ -46,6 +46,8 @@ class DuplicatesSummary:
     dropped: dict[str, int]  # kind → count, from the manifest's `dropped`
     rows: Counter[str] = field(default_factory=Counter)  # kind → rows read in _duplicates/
     by_source: Counter[str] = field(default_factory=Counter)
+    by_input: Counter[tuple[str, str]] = field(default_factory=Counter)  # (input, kind) → rows
+    threshold: float | None = None  # the dedup run's --threshold
     similarities: list[float] = field(default_factory=list)  # near duplicates only
     files: int = 0
     note: str = ""
@@ -143,13 +145,16 @@ def read_duplicates(url: str, manifest: DocumentsManifest) -> DuplicatesSummary 
         return None
     import pyarrow.parquet as pq
 
-    summary = DuplicatesSummary(dropped, files=len(files))
+    threshold = manifest.config.get("threshold")
+    summary = DuplicatesSummary(dropped, files=len(files), threshold=threshold)
     for file_url in files:
         with storage.open_seekable(file_url) as source:
             table = pq.read_table(source, columns=list(DUPLICATE_SCHEMA.names))
         kinds = table.column(DuplicateColumn.KIND).to_pylist()
         summary.rows.update(kinds)
         summary.by_source.update(table.column(DuplicateColumn.SOURCE).to_pylist())
+        inputs = table.column(DuplicateColumn.INPUT).to_pylist()
+        summary.by_input.update(zip(inputs, kinds, strict=True))
         similarity = table.column(DuplicateColumn.SIMILARITY).to_pylist()
         summary.similarities += [s for s, k in zip(similarity, kinds, strict=True) if k != KINDS[0]]
     if files and dict(summary.rows) != {k: v for k, v in dropped.items() if v}:

@@ -289,26 +289,34 @@ def token_frequency(frequencies: np.ndarray) -> bytes:
     return _png(figure)
 
 
-def duplicates(rows: Sequence[tuple[str, int, int]], similarities: Sequence[float]) -> bytes:
-    """Removed documents per directory (exact and near), and near duplicates' similarity."""
+def duplicates(
+    rows: Sequence[tuple[str, int, int]], similarities: Sequence[float], threshold: float | None
+) -> bytes:
+    """Removed documents per input directory (exact and near, stacked), and the near
+    duplicates' estimated similarity against the run's --threshold."""
     plt = _pyplot()
     figure, (left, right) = plt.subplots(1, 2, figsize=(WIDTH, HEIGHT))
-    names = [name for name, _, _ in rows]
-    exact = [e for _, e, _ in rows]
-    near = [n for _, _, n in rows]
-    left.barh(names, exact, color=PALETTE[0], label="exact")
-    left.barh(names, near, left=exact, color=PALETTE[2], label="near")
+    names = [name for name, _, _ in rows][::-1]
+    exact = [e for _, e, _ in rows][::-1]
+    near = [n for _, _, n in rows][::-1]
+    left.barh(names, exact, height=0.5, color=PALETTE[0], label="exact")
+    left.barh(names, near, height=0.5, left=exact, color=PALETTE[2], label="near")
+    left.margins(y=0.3)
     left.set_xlabel("documents removed")
     left.grid(axis="y", visible=False)
-    left.legend(fontsize=8)
+    left.legend(fontsize=8, loc="upper center", ncol=2, bbox_to_anchor=(0.5, -0.22))
     _thousands(left.xaxis)
-    left.set_title("Per documents directory")
+    left.set_title("From each input", loc="left")
+    low = min([0.5, *(s for s in similarities), *([threshold] if threshold else [])])
     if similarities:
-        right.hist(similarities, bins=np.linspace(0.5, 1.0, 26), color=PALETTE[2])
+        right.hist(similarities, bins=np.linspace(low, 1.0, 26), color=PALETTE[2])
         right.set_xlabel("estimated Jaccard similarity")
         right.set_ylabel("near duplicates")
+        _thousands(right.yaxis)
+        if threshold is not None:
+            right.axvline(threshold, color=GOOGLE, linestyle="--", linewidth=1.4)
     else:
         right.text(0.5, 0.5, "no near duplicates", ha="center", va="center", color=MUTED)
         right.set_axis_off()
-    right.set_title("Near duplicates' similarity")
+    right.set_title("Near duplicates' similarity", loc="left")
     return _png(figure)

@@ -46,6 +46,11 @@ def _name(url: str) -> str:
     return storage.basename(url.rstrip("/")) or url
 
 
+def _short(path: str) -> str:
+    """A directory by its last two names: "demo/books"."""
+    return "/".join(storage.redact(path).rstrip("/").split("/")[-2:])
+
+
 def _mean(counts: Counter[int]) -> float:
     total = sum(counts.values())
     return sum(k * v for k, v in counts.items()) / total if total else 0.0
@@ -188,11 +193,18 @@ def _duplicates_panel(sections: Sequence[DocumentsSection]) -> Panel:
             "`bertkit dedup`, so duplicates were not looked for.",
         )
     rows, similarities, figures = [], [], []
+    threshold = None
     for section, summary in summaries:
         exact = summary.dropped.get(EXACT, summary.rows[EXACT])
         near = summary.dropped.get(NEAR, summary.rows[NEAR])
-        rows.append((_name(section.url), exact, near))
+        inputs = sorted({name for name, _ in summary.by_input})
+        # Per input directory the removed documents were read from; else per dedup output.
+        rows += [
+            (_short(name), summary.by_input[name, EXACT], summary.by_input[name, NEAR])
+            for name in inputs
+        ] or [(_name(section.url), exact, near)]
         similarities += summary.similarities
+        threshold = summary.threshold if threshold is None else threshold
         kept = section.documents
         figures.append(
             (_name(section.url), f"{_n(exact + near)} of {_n(kept + exact + near)} removed")
@@ -202,7 +214,7 @@ def _duplicates_panel(sections: Sequence[DocumentsSection]) -> Panel:
     notes = "; ".join(s.note for _, s in summaries if s.note)
     return Panel(
         "Duplicates removed",
-        plots.duplicates(rows, similarities),
+        plots.duplicates(rows, similarities, threshold),
         "documents removed as exact and near duplicates; similarity histogram",
         [
             *figures,
@@ -210,8 +222,9 @@ def _duplicates_panel(sections: Sequence[DocumentsSection]) -> Panel:
             ("near", _n(sum(n for _, _, n in rows))),
         ],
         google="no deduplication: every copy of a document is trained on.",
-        meaning=f"{_pct(removed, removed + kept)} of the documents were copies; without dedup "
-        "they would have been seen that many more times." + (f" Note: {notes}." if notes else ""),
+        meaning=f"{_pct(removed, removed + kept)} of the documents were copies of others; "
+        "without dedup their text would be trained on twice or more."
+        + (f" Note: {notes}." if notes else ""),
     )
 
 
@@ -457,7 +470,8 @@ def build_page(data: ReportData) -> Page:
         groups.append(("Documents", documents_panels(data)))
     if data.shards is not None:
         groups.append(("Pre-training examples", shards_panels(data)))
-    read = [data.title, *(f"documents {storage.redact(s.url)}" for s in data.documents)]
+    read = [data.title]
+    read += [f"documents {storage.redact(s.url)}" for s in data.documents if s.url != data.title]
     if data.vocab is not None:
         read.append(data.vocab_note)
     return Page(
