@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pipelines import books, vocab, wikipedia
+from pipelines import books, corpus, dedup, vocab, wikipedia
 from pipelines.examples import cli as examples
 from pipelines.examples.config import ExamplesConfig
 
@@ -63,6 +63,18 @@ STAGES = {
             books.BooksConfig,
             books.run,
             "bertkit books: sentence-split paragraphs from plain-text books",
+        ),
+        TemplateStage(
+            "corpus",
+            corpus.CorpusConfig,
+            corpus.run,
+            "bertkit corpus: sentence-split documents from JSON lines or Parquet records",
+        ),
+        TemplateStage(
+            "dedup",
+            dedup.DedupConfig,
+            dedup.run,
+            "bertkit dedup: documents without exact and near (MinHash) duplicates",
         ),
         TemplateStage(
             "vocab",

@@ -18,6 +18,15 @@ description instead of submitting it. What is checked is what would break a real
                                             for the manifest: the one step that must be
                                             single, and it carries no text
   books      SpreadUnits (Reshuffle)        book units, as above; the same manifest step
+  corpus     SpreadUnits (Reshuffle)        record-file units, as above; the same manifest step
+  dedup      SpreadFiles (Reshuffle)        documents files spread over workers
+             GroupExactCopies               normalised-text hash → (priority, id) of each copy
+             GroupBands                     LSH band hash → (priority, signature) of each
+                                            document: per-document data (a signature, no
+                                            text), one group per band value
+             EarliestEdge (CombinePerKey)   removed document → its earliest verified edge
+             JoinRemovals (CoGroupByKey)    documents file → its removed rows, so each file is
+                                            rewritten by one worker; the same manifest step
   vocab      SpreadFiles (Reshuffle)        documents files spread over workers: each
                                             counts its sampled words into a spill file
              LearnPieces (side input)       the units' summaries (counts, no words): one
@@ -52,7 +61,7 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.portability.api import beam_runner_api_pb2
 
-from pipelines import books, examples, vocab, wikipedia
+from pipelines import books, corpus, dedup, examples, vocab, wikipedia
 from pipelines.beam.runner import report_submission
 from tests.conftest import DATA_DIR
 from tests.support.gcsserver import gcs_emulator
@@ -87,6 +96,25 @@ GROUPS = {
     "books": (
         {
             "ExtractBooks/SpreadUnits/ReshufflePerKey/GroupByKey",
+            "WriteManifest/CollectSummaries/CollectSummaries/CombinePerKey/GroupByKey",
+        },
+        {"WriteManifest/CollectSummaries/CollectSummaries/InjectDefault"},
+    ),
+    "corpus": (
+        {
+            "ExtractCorpus/SpreadUnits/ReshufflePerKey/GroupByKey",
+            "WriteManifest/CollectSummaries/CollectSummaries/CombinePerKey/GroupByKey",
+        },
+        {"WriteManifest/CollectSummaries/CollectSummaries/InjectDefault"},
+    ),
+    "dedup": (
+        {
+            "DeduplicateDocuments/ListDocumentsFiles/MaybeReshuffle/Reshuffle/ReshufflePerKey/GroupByKey",
+            "DeduplicateDocuments/SpreadFiles/ReshufflePerKey/GroupByKey",
+            "DeduplicateDocuments/GroupExactCopies",
+            "DeduplicateDocuments/GroupBands",
+            "DeduplicateDocuments/EarliestEdge/GroupByKey",
+            "DeduplicateDocuments/JoinRemovals/CoGroupByKeyImpl/GroupByKey",
             "WriteManifest/CollectSummaries/CollectSummaries/CombinePerKey/GroupByKey",
         },
         {"WriteManifest/CollectSummaries/CollectSummaries/InjectDefault"},
@@ -137,10 +165,17 @@ def gcs_inputs(gcs, sample_documents, sample_vocab) -> dict[str, list[str]]:
     bucket.blob(f"in/dumps/{dump.name}").upload_from_filename(str(dump))
     for book in sorted((DATA_DIR / "books").glob("*.txt")):
         bucket.blob(f"in/books/{book.name}").upload_from_filename(str(book))
+    records = "".join(
+        json.dumps({"id": book.stem, "text": book.read_text(encoding="latin-1")}) + "\n"
+        for book in sorted((DATA_DIR / "books").glob("*.txt"))
+    )
+    bucket.blob("in/corpus/books.jsonl").upload_from_string(records)
     documents = [upload(d, f"in/documents/{d.name}") for d in sample_documents]
     return {
         "wikipedia": ["--input", f"gs://{BUCKET}/in/dumps/*.xml.bz2"],
         "books": ["--input", f"gs://{BUCKET}/in/books/*.txt"],
+        "corpus": ["--input", f"gs://{BUCKET}/in/corpus/*.jsonl"],
+        "dedup": ["--documents", *documents],
         "vocab": ["--documents", *documents],
         "examples": ["--documents", *documents, "--vocab", upload(sample_vocab, "in/vocab")],
     }
@@ -149,6 +184,8 @@ def gcs_inputs(gcs, sample_documents, sample_vocab) -> dict[str, list[str]]:
 RUNS = {
     "wikipedia": wikipedia.run,
     "books": books.run,
+    "corpus": corpus.run,
+    "dedup": dedup.run,
     "vocab": vocab.run,
     "examples": examples.run,
 }
@@ -260,5 +297,14 @@ def test_without_an_image_bertkit_s_wheel_is_staged_without_torch(gcs, gcs_input
         metadata = archive.read("bertkit-0.1.0.dist-info/METADATA").decode()
     requires = re.findall(r"^Requires-Dist: (.*)$", metadata, re.M)
     unconditional = sorted(r.split(">")[0].split("[")[0] for r in requires if "extra ==" not in r)
-    assert unconditional == ["apache-beam", "blingfire", "pyarrow", "smart-open", "tokenizers"]
+    assert unconditional == [
+        "apache-beam",
+        "blingfire",
+        "matplotlib",
+        "pyarrow",
+        "rensa",
+        "smart-open",
+        "tokenizers",
+        "zstandard",
+    ]
     assert [r for r in requires if r.startswith("torch")] == ['torch>=2.4; extra == "train"']
