@@ -11,16 +11,20 @@ import subprocess
 import sys
 from pathlib import Path
 
+import apache_beam as beam
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
+from apache_beam.testing.util import assert_that, equal_to
 from rensa import RMinHash
 
 from pipelines import books, dedup, examples, vocab
 from pipelines.beam.documents import read_documents_input, read_manifest
 from pipelines.beam.files import OutputDirectoryError
 from pipelines.dedup import (
+    DedupConfig,
     DedupError,
+    DeduplicateDocuments,
     Member,
     band_keys,
     candidate_probability,
@@ -355,6 +359,25 @@ def test_exact_near_and_cross_directory_duplicates_go_and_the_earliest_copy_stay
         ("wiki/a-shouted", "books/a-again"),
         ("wiki/b-near", "wiki/b"),
     ]
+
+
+def test_deduplicate_documents_transform(tmp_path: Path, test_pipeline) -> None:
+    first, second = literal_inputs(tmp_path)
+    inputs = [read_documents_input(str(d)) for d in (first, second)]
+    out = str(tmp_path / "out")
+    config = DedupConfig(documents=(str(first), str(second)), output=out)
+    with test_pipeline as pipeline:
+        summaries = pipeline | DeduplicateDocuments(inputs, plan_units(inputs), out, config)
+        assert_that(
+            summaries | beam.Map(lambda s: (s["unit"], s["counts"]["documents"], s["dropped"])),
+            equal_to(
+                [
+                    ("000-00000", 3, {"exact_duplicate": 1, "near_duplicate": 0}),
+                    ("000-00001", 1, {"exact_duplicate": 0, "near_duplicate": 1}),
+                    ("001-00000", 1, {"exact_duplicate": 1, "near_duplicate": 0}),
+                ]
+            ),
+        )
 
 
 def test_a_chain_removes_only_what_is_like_an_earlier_document(tmp_path: Path) -> None:
