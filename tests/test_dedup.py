@@ -435,6 +435,12 @@ def test_refusals_before_any_work(tmp_path: Path, capsys) -> None:
     with pytest.raises(OutputDirectoryError, match="--overwrite"):
         run_dedup(out, first)
     assert run_dedup(out, first, flags=("--overwrite",)) == 0  # its own _duplicates/ too
+    # Another stage's documents directory has names like dedup's: its manifest tells.
+    _, second = literal_inputs(tmp_path / "again")
+    before = output_bytes(second)
+    with pytest.raises(OutputDirectoryError, match="written by `bertkit books`"):
+        run_dedup(second, first, flags=("--overwrite",))
+    assert output_bytes(second) == before
     with pytest.raises(DedupError, match="given twice"):
         run_dedup(tmp_path / "twice", first, first)
     with pytest.raises(SystemExit) as exit_info:
