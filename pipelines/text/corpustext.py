@@ -9,8 +9,9 @@ reflow and heading rules apply. What is left:
    newlines inside one are spaces (a record that keeps a sentence per line is one paragraph,
    and the sentence splitter finds its sentences again).
 3. Bounded length: a paragraph over ``max_chars`` characters (1 Mi, booktext's bound) is cut
-   after the last whitespace of each window (the cut `bertkit examples` makes of a long
-   sentence), so splitting one never holds more than that; counted as cut.
+   after the last space, tab or newline of each window (at the window's end if it has
+   none: the cut pipelines/bert/sentence_cuts.py makes of a long sentence), so splitting
+   one never holds more than that; counted as cut.
 4. Whitespace: every run of whitespace (Unicode's: NBSP, tabs, the newlines of rule 2)
    becomes one space, and the ends are stripped.
 5. Short paragraphs: one with fewer than ``min_words`` words (whitespace-separated tokens
@@ -28,7 +29,6 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from pipelines.bert.sentence_cuts import cut_sentence
 from pipelines.text.booktext import MAX_PARAGRAPH_CHARS
 
 _BLANK_LINE = re.compile(r"\n[^\S\n]*\n")  # a line of nothing but (non-newline) spaces
@@ -54,11 +54,9 @@ def record_paragraphs(
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
     for block in _BLANK_LINE.split(text):
-        pieces = [block]
         if len(block) > max_chars:
-            pieces = cut_sentence(block, max_chars)
             counts.cut += 1
-        for piece in pieces:
+        for piece in _pieces(block, max_chars):
             words = piece.split()
             if not words:
                 continue
@@ -66,6 +64,20 @@ def record_paragraphs(
                 counts.short += 1
                 continue
             yield " ".join(words)
+
+
+def _pieces(block: str, max_chars: int) -> Iterator[str]:
+    """`block` in pieces of at most `max_chars` characters, each ending after the last space,
+    tab or newline of its window (or at the window's end when it has none)."""
+    start = 0
+    while len(block) - start > max_chars:
+        end = start + max_chars
+        cut = max(block.rfind(space, start + 1, end) for space in " \t\n") + 1
+        if cut <= start + 1:
+            cut = end
+        yield block[start:cut]
+        start = cut
+    yield block[start:]
 
 
 def _has_words(tokens: list[str], wanted: int) -> bool:
