@@ -134,6 +134,8 @@ def test_the_folders_are_the_layers() -> None:
     stages = {
         "pipelines.wikipedia",
         "pipelines.books",
+        "pipelines.corpus",
+        "pipelines.dedup",
         "pipelines.vocab",
         "pipelines.examples",
         "pipelines.inspect",

@@ -86,6 +86,8 @@ COMMAND_HELP = {
     "demo": ("Run bertkit on the embedded real sample", "--train-steps"),
     "wikipedia": ("Extract sentence-split articles from Wikipedia", "--split_mb"),
     "books": ("Extract sentence-split documents from book files", "--lines-per-document"),
+    "corpus": ("Extract sentence-split documents from a corpus of JSON lines", "--text-field"),
+    "dedup": ("Remove exact and near-duplicate documents", "--num-perm"),
     "vocab": ("Train a BERT WordPiece vocabulary", "--limit-alphabet"),
     "examples": ("`bertkit examples`: documents → BERT pre-training examples", "--max_seq_length"),
     "inspect": ("Look inside bertkit artifacts", "--no-verify"),
