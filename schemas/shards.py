@@ -6,6 +6,8 @@ Layout of `DIR` (`bertkit examples`):
     seq128/heldout/shard-000000.tar …  held-out documents' examples
     seq512/…                           one tree per --max-seq-length
     _rejects/rejects-*.jsonl           documents or instances that made no example, and why
+    README.md                          the dataset card (Hugging Face's format): licence,
+                                       counts, the commands that made it; just before
     manifest.json                      this record
 
 A shard's path names its place: `DIR/seqN/SPLIT/shard-*.tar` is listed in `DIR/manifest.json`
@@ -77,6 +79,7 @@ SEQUENCE_KINDS = (PAIRS, FULL_SENTENCES)
 STATIC, NO_MASKS = "static", "none"
 MASKING_KINDS = (STATIC, NO_MASKS)
 
+DATASET_CARD_NAME = "README.md"  # beside the manifest: pipelines/examples/card.py
 SHARD_DEPTH = 3  # seqN/SPLIT/shard-NNNNNN.tar: a shard's manifest is three levels up
 BLOCK_TABLE_SUFFIX = ".blocks.json"  # a shard's block table: `shard-000000.tar.blocks.json`
 

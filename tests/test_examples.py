@@ -106,7 +106,8 @@ def test_manifest_describes_every_shard_and_splits_are_balanced(sample_shards, s
     assert len(manifest.deviations) >= 5
     assert manifest.counts["documents"] == 101  # 97 articles + 4 books
     assert manifest.counts["documents_train"] + manifest.counts["documents_heldout"] == 101
-    assert sorted(p.name for p in sample_shards.iterdir()) == ["manifest.json", "seq128", "seq512"]
+    top = ["README.md", "manifest.json", "seq128", "seq512"]  # README.md: the dataset card
+    assert sorted(p.name for p in sample_shards.iterdir()) == top
     for name, output in manifest.outputs.items():
         for split, shards in output.splits.items():
             sizes = [s.samples for s in shards.shards]
@@ -131,7 +132,7 @@ def test_manifest_describes_every_shard_and_splits_are_balanced(sample_shards, s
                 digest = hashlib.sha256(table).hexdigest()
                 assert shard.block_table == BlockTableFile(len(table), digest)
                 assert shard.blocks == () and shard.block_samples == 512
-    # Nothing is left behind but the shards, their block tables and the manifest.
+    # Nothing is left behind but the shards, their block tables, the card and the manifest.
     assert not (sample_shards / "_work").exists()
     assert not list(sample_shards.rglob("*.tmp-*"))
 

@@ -58,7 +58,7 @@ SHARD_NAMES = [
     *(f"seq128/train/shard-00000{i}.tar" for i in range(4)),
 ]
 TABLE_NAMES = [f"{name}.blocks.json" for name in SHARD_NAMES]  # each shard's block table
-EXAMPLES_FILES = sorted(["manifest.json", *SHARD_NAMES, *TABLE_NAMES])
+EXAMPLES_FILES = sorted(["README.md", "manifest.json", *SHARD_NAMES, *TABLE_NAMES])
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +73,7 @@ def examples_reference(inputs, tmp_path_factory):
     output = tmp_path_factory.mktemp("faults-examples") / "out"
     argv = stage_argv("examples", inputs, str(output))
     _, renames = reference_run(argv)
-    assert renames == 11  # five shards, each then its block table, then the manifest
+    assert renames == 12  # five shards, each then its block table, the card, the manifest
     return output, snapshot(output)
 
 
@@ -98,7 +98,7 @@ def test_examples_killed_while_publishing_shards_reruns_to_the_same_bytes(
     # again, the same names, no others (no _work, no temporary), the same bytes.
     assert tally.mismatches == [] and tally.recovered == 1
     assert snapshot(output) == reference
-    assert tally.files == 4 + 11 and tally.bytes == sum(reference[n][0] for n in published) + sum(
+    assert tally.files == 4 + 12 and tally.bytes == sum(reference[n][0] for n in published) + sum(
         size for size, _ in reference.values()
     )
 
@@ -259,7 +259,7 @@ def test_examples_writing_to_s3_through_faults_gives_the_local_runs_bytes(s3, ex
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "stage, renames", [("wikipedia", 2), ("books", 2), ("vocab", 5), ("examples", 11)]
+    "stage, renames", [("wikipedia", 2), ("books", 2), ("vocab", 5), ("examples", 12)]
 )
 def test_every_stage_killed_before_each_rename_reruns_to_the_same_bytes(
     inputs, tmp_path, stage, renames

@@ -127,9 +127,9 @@ def test_vocab_and_examples_read_and_write_gcs_and_match_local_bytes(
     shards = [shard.path for shard in expected.all_shards()]
     assert len(shards) >= 8
     files = [*shards, *(block_table_path(path) for path in shards)]
-    # The shards, their block tables and the manifest, nothing else: the spill files under
-    # _work/ were written to gs:// and removed when the stage finished.
-    assert sorted(remote) == sorted(["manifest.json", *files])
+    # The shards, their block tables, the card and the manifest, nothing else: the spill
+    # files under _work/ were written to gs:// and removed when the stage finished.
+    assert sorted(remote) == sorted(["README.md", "manifest.json", *files])
     assert all(remote[path] == local[path] for path in files)
     manifest = ShardsManifest.from_json(remote["manifest.json"].decode())
     assert manifest.all_shards() == expected.all_shards() and manifest.counts == expected.counts

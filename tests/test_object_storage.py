@@ -122,9 +122,9 @@ def test_examples_from_and_to_s3_give_the_same_shards_as_local(
     assert remote.all_shards() == expected.all_shards() and len(expected.all_shards()) >= 3
     assert remote.counts == expected.counts
     keys = {o["Key"] for o in client.list_objects_v2(Bucket=BUCKET, Prefix="shards/")["Contents"]}
-    # The shards, their block tables and the manifest, nothing else: the spill files under
-    # _work are removed.
-    assert keys == {"shards/manifest.json"} | {
+    # The shards, their block tables, the card and the manifest, nothing else: the spill
+    # files under _work are removed.
+    assert keys == {"shards/README.md", "shards/manifest.json"} | {
         f"shards/{path}"
         for s in expected.all_shards()
         for path in (s.path, f"{s.path}.blocks.json")

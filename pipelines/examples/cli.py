@@ -31,28 +31,31 @@ from pipelines.beam.runner import (
     submitted_only,
 )
 from pipelines.command.progress import Phase
+from pipelines.examples.card import dataset_card, run_versions
 from pipelines.examples.config import WORK_DIR, ExamplesConfig
 from pipelines.examples.manifest import build_manifest, report
 from pipelines.examples.plan import plan_layout, plan_routes, read_documents_inputs
 from pipelines.examples.transforms import CreateExamples, WriteShards
 from pipelines.io.vocabulary import Vocabulary, load_vocab
 from schemas import REJECTS_DIR, SHARDS_MANIFEST_NAME
-from schemas.shards import BLOCK_TABLE_SUFFIX, PAIRS
+from schemas.shards import BLOCK_TABLE_SUFFIX, DATASET_CARD_NAME, PAIRS
 
 # A shard and its block table (schemas/shards.py), as named in their directory.
 _SHARD_FILE = rf"shard-[0-9]{{6}}\.tar(?:{re.escape(BLOCK_TABLE_SUFFIX)})?"
 
-# Every name this stage writes in --output: the manifest, shards and their block tables (and
-# their temporary names), rejects and the spill files under _work. `--overwrite` deletes
-# these, and nothing else.
+# Every name this stage writes in --output: the manifest, the dataset card, shards and their
+# block tables (and their temporary names), rejects and the spill files under _work.
+# `--overwrite` deletes these, and nothing else.
+_TOP_FILE = rf"(?:{re.escape(SHARDS_MANIFEST_NAME)}|{re.escape(DATASET_CARD_NAME)})"
 _EARLIER_RUN = (
-    rf"{re.escape(SHARDS_MANIFEST_NAME)}(?:\.tmp-[0-9a-f]{{32}})?"
+    rf"{_TOP_FILE}(?:\.tmp-[0-9a-f]{{32}})?"
     rf"|seq[0-9]+/(?:train|heldout)/{_SHARD_FILE}(?:\.tmp-[0-9a-f]{{32}})?"
     rf"|{REJECTS_DIR}/rejects-[A-Za-z0-9_-]+\.jsonl|{WORK_DIR}/(?:documents|examples|pieces)/.+"
 )
 
-# The temporary names of a shard, a block table and the manifest (`files.write_atomically`).
-_TEMPORARY = re.compile(rf"(?:{_SHARD_FILE}|{re.escape(SHARDS_MANIFEST_NAME)})\.tmp-[0-9a-f]{{32}}")
+# The temporary names of a shard, a block table, the card and the manifest
+# (`files.write_atomically`).
+_TEMPORARY = re.compile(rf"(?:{_SHARD_FILE}|{_TOP_FILE})\.tmp-[0-9a-f]{{32}}")
 
 # --documents and --vocab are read, --output written: checked before any work (runner.py).
 _PATHS = StagePaths(
@@ -84,17 +87,23 @@ def run_examples(
     vocab: Vocabulary,
     inputs: list[DocumentsInput],
 ) -> int:
-    """The graph (pipelines/examples/transforms.py), then the manifest, written last."""
+    """The graph (pipelines/examples/transforms.py), then the dataset card and the manifest,
+    written last (a directory with a manifest is complete, its card included)."""
     layout = plan_layout(config, inputs, vocab.size)
     units = documents_units(inputs)
     routes = plan_routes(config, layout, inputs)
     manifest_path = files.join(config.output, SHARDS_MANIFEST_NAME)
+    card_path = files.join(config.output, DATASET_CARD_NAME)
 
     def write_manifest(
         _: Any, shards: list[dict[str, Any]], summaries: list[dict[str, Any]]
     ) -> str:
         manifest = build_manifest(config, layout, vocab, inputs, shards, summaries)
         remove_stage_leftovers(config)
+        documents = [(i.directory, i.manifest) for i in inputs]
+        versions = run_versions(manifest.bertkit_version)
+        card = dataset_card(manifest, documents, vocab.metadata, versions)
+        files.write_atomically(card_path, card.encode("utf-8"))
         files.write_atomically(manifest_path, manifest.to_json().encode("utf-8"))
         remove_work_dir(config)
         return manifest_path
@@ -154,13 +163,14 @@ def remove_stage_leftovers(config: ExamplesConfig) -> None:
     A runner retries a failed bundle: the retry writes every shard again, under a new
     temporary name, but a worker that died while writing one left that file behind
     (`shard-NNNNNN.tar.tmp-<hex>`, `shard-NNNNNN.tar.blocks.json.tmp-<hex>`, or an earlier
-    attempt's `manifest.json.tmp-<hex>`). Every shard is written by now, so no temporary name
-    is still in use.
+    attempt's `manifest.json.tmp-<hex>` or `README.md.tmp-<hex>`). Every shard is written by
+    now, so no temporary name is still in use.
     """
     patterns = (
         "seq*/*/shard-*.tar.tmp-*",
         f"seq*/*/shard-*.tar{BLOCK_TABLE_SUFFIX}.tmp-*",
         f"{SHARDS_MANIFEST_NAME}.tmp-*",
+        f"{DATASET_CARD_NAME}.tmp-*",
     )
     leftovers = [
         path

@@ -27,6 +27,7 @@ from pipelines.inspect.formatting import (
 )
 from pipelines.inspect.reading import (
     Vocab,
+    dataset_card_url,
     iter_documents,
     iter_examples,
     read_examples,
@@ -155,6 +156,11 @@ def _run_shards(target: Target, args: InspectConfig) -> int:
     sections = args.schema or args.show is not None or args.stats
     if not sections:
         _print_lines(format_summary(target))
+        card = dataset_card_url(target)
+        if card is not None:
+            print(
+                f"dataset card: {storage.redact(card)} (licence, counts, the commands that made it)"
+            )
         if target.shard is not None:
             count = sum(1 for _ in read_examples(target.shard, args.verify))
             checked = "matches the manifest" if target.shard.info and args.verify else "read"

@@ -31,7 +31,7 @@ from schemas.examples import (
     PretrainingExample,
 )
 from schemas.manifest import DocumentsManifest, OutputFile
-from schemas.shards import ShardsManifest
+from schemas.shards import DATASET_CARD_NAME, ShardsManifest
 from schemas.vocab import VOCAB_FILE
 
 
@@ -207,3 +207,15 @@ def resolve_vocab(target: Target, vocab_dir: str | None) -> tuple[Vocab | None, 
         f"no vocabulary: the manifest's {recorded.get('path')} has no {VOCAB_FILE}; token ids "
         "shown (pass --vocab DIR for tokens)"
     )
+
+
+# the dataset card
+
+
+def dataset_card_url(target: Target) -> str | None:
+    """The dataset card (README.md) beside a shards directory's manifest, if there is one.
+    A manifest URL with a query (presigned) is not followed: the card would need its own."""
+    if target.kind != "shards" or not target.manifest_url or storage.query_of(target.manifest_url):
+        return None
+    url = storage.join(storage.parent(target.manifest_url), DATASET_CARD_NAME)
+    return url if storage.exists(url) else None
