@@ -10,6 +10,15 @@ server works. With no flag it prints a short summary from the manifest.
     bertkit inspect out/shards/seq128/train/shard-000000.tar --show 3 --vocab out/vocab
     bertkit inspect s3://bucket/shards/manifest.json --json 100 > examples.jsonl
     bertkit inspect out/demo/documents/books --show 2 --schema
+    bertkit inspect out/demo/shards --report out/demo/report.html     # one page of plots
+    bertkit inspect out/demo/shards --parquet out/examples.parquet --limit 1000 --split train
+
+--report writes one self-contained HTML page (plots embedded, no network) of a documents
+directory, or of a shards directory with the documents directories and vocabulary its
+manifest names, each plot beside the figure Google's create_pretraining_data.py gives on the
+same settings. --parquet writes the examples as one Parquet file of the PretrainingExample
+schema, with the tokens decoded beside the ids when a vocabulary is at hand. Neither
+replaces a file bertkit did not write.
 
 --show marks each masked position with the original token: `[MASK]→cat` (replaced by
 [MASK]), `{dog→cat}` (replaced by a random token), `{cat}` (kept). Token strings come from
