@@ -5,8 +5,8 @@ Every document has a priority, (directory, file, row): the position of its docum
 directory in the `--documents` order, of its file in that directory's manifest, and of its
 row in that file. A bucket holds the documents that share a key: the same exact key
 (normalise.py), or the same LSH band (lsh.py). An edge says that a document duplicates one
-of smaller priority; a document is removed when it has any edge (removal.py names the one
-its report row shows).
+of smaller priority; a document is removed when it has any edge, and its report row shows
+the least of its edges (`Edge` orders them: an exact copy first, then the earliest).
 
 - Exact buckets: every member but the earliest has an edge to the earliest, similarity 1.
 - Band buckets are candidates only: a member gets an edge to the earliest of the bucket's
