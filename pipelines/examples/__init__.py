@@ -21,7 +21,9 @@ three steps (the graph: pipelines/examples/transforms.py):
 3. WriteShards: examples are sorted by that place and cut into shards of equal size (±1)
    per length and split, each written under a temporary name and renamed, then its block
    table beside it (`shard-NNNNNN.tar.blocks.json`: each block's first byte and sha256,
-   schemas/shards.py); `manifest.json`, which records each table's sha256, is written last.
+   schemas/shards.py); then `README.md`, a Hugging Face dataset card (licence, counts, the
+   commands that made the data: pipelines/examples/card.py); `manifest.json`, which records
+   each table's sha256, is written last.
 
 `--sequences full-sentences` makes RoBERTa's FULL-SENTENCES instead of pairs: step 2 packs
 each partner group's documents, in id order, into sequences filled to `--max-seq-length`
