@@ -493,3 +493,35 @@ def test_the_same_run_elsewhere_writes_the_same_card(
     assert (output / DATASET_CARD_NAME).read_bytes() == (
         sample_shards / DATASET_CARD_NAME
     ).read_bytes()
+
+
+def test_a_dedup_directory_takes_its_inputs_licences_languages_and_commands() -> None:
+    """A card over `bertkit dedup` output lists the licences of what dedup read (it removes
+    documents; their terms are the inputs'), and the commands that made those inputs."""
+    dedup = dataclasses.replace(
+        documents_manifest("dedup", ["docs/wiki", "docs/books"], {}),
+        inputs=[
+            {"path": "docs/wiki", "stage": "wikipedia"},
+            {"path": "docs/books", "stage": "books"},
+        ],
+    )
+    inputs = {"docs/dedup": [("docs/wiki", WIKIPEDIA), ("docs/books", BOOKS)]}
+    card = dataset_card(shards_manifest(), [("docs/dedup", dedup)], VOCAB, VERSIONS, inputs)
+    header = header_of(card)
+    assert header["license"] == ["cc-by-sa-3.0", "other"]
+    assert header["license_name"] == "public-domain"
+    assert header["language"] == ["en"]
+    assert header["source_datasets"] == ["extended|wikipedia", "extended|other-project-gutenberg"]
+    DatasetCardData(**header)
+    assert "| `docs/dedup` | dedup | 2 | 5,000 | cc-by-sa-3.0, public-domain | — |" in card
+    commands = card.split("```bash\n")[1].split("```")[0].splitlines()
+    assert [line.split()[1] for line in commands if line.startswith("bertkit")] == [
+        "wikipedia",
+        "books",
+        "dedup",
+        "vocab",
+        "examples",
+    ]
+    # Without its inputs' manifests (unreadable now), the licence is unknown, as before.
+    alone = header_of(dataset_card(shards_manifest(), [("docs/dedup", dedup)], VOCAB, VERSIONS))
+    assert alone["license"] == ["unknown"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -498,3 +499,12 @@ def test_real_books_and_another_edition_of_them_keep_one_copy_each_and_feed_voca
     )
     shards_manifest = json.loads((shards / "manifest.json").read_text())
     assert shards_manifest["counts"]["documents"] == 4
+    # The dataset card takes the licence from the books directories dedup read.
+    card = (shards / "README.md").read_text()
+    assert "license:\n- other\nlicense_name: public-domain\n" in card
+    assert f"bertkit books --input {books_dir / 'alice29.txt'} " in card
+    flat = re.sub(r" \\\n +", " ", card)  # the card wraps long commands
+    assert (
+        f"--output {editions}\nbertkit dedup --documents {originals} {editions} --output {out}\n"
+        in flat
+    )

@@ -94,6 +94,12 @@ class SourceTerms:
     source: str  # a source_datasets entry
     name: str  # for pretty_name: "enwiki", "4 books"
     note: str  # a sentence for the body
+    # A `bertkit dedup` directory: the terms of the directories it was made from, which the
+    # header lists in its place (dedup removes documents; their licences are the inputs').
+    parts: tuple[SourceTerms, ...] = ()
+
+    def header_terms(self) -> tuple[SourceTerms, ...]:
+        return self.parts or (self,)
 
 
 def run_versions(bertkit_version: str) -> dict[str, str]:
@@ -113,10 +119,17 @@ def dataset_card(
     documents: Sequence[tuple[str, DocumentsManifest]],
     vocab: VocabMetadata,
     versions: Mapping[str, str],
+    dedup_inputs: Mapping[str, Sequence[tuple[str, DocumentsManifest]]] | None = None,
 ) -> str:
     """README.md for a shards directory: `documents` are its inputs (directory, manifest) in
-    the manifest's order, `vocab` the vocabulary's vocab.json, `versions` run_versions()."""
-    terms = [source_terms(path, docs) for path, docs in documents]
+    the manifest's order, `vocab` the vocabulary's vocab.json, `versions` run_versions();
+    `dedup_inputs` maps a `bertkit dedup` directory to the (directory, manifest) it read, for
+    the licences and languages it inherits."""
+    inherited = dedup_inputs or {}
+    terms = [
+        source_terms(path, docs, [source_terms(*item) for item in inherited.get(path, ())])
+        for path, docs in documents
+    ]
     examples = sum(s.samples for out in manifest.outputs.values() for s in out.splits.values())
     lengths = ", ".join(sorted(manifest.outputs, key=lambda n: manifest.outputs[n].max_seq_length))
     sources = " and ".join(dict.fromkeys(t.name for t in terms)) or "documents"
@@ -125,7 +138,7 @@ def dataset_card(
     lines += _summary(manifest, examples)
     lines += _contents(manifest)
     lines += _sources(documents, terms)
-    lines += _commands(manifest, documents, vocab)
+    lines += _commands(manifest, documents, vocab, inherited)
     lines += _versions(manifest, documents, vocab, versions)
     lines += [
         "## Reading it",
@@ -141,6 +154,7 @@ def dataset_card(
 
 def card_header(terms: Sequence[SourceTerms], examples: int, pretty_name: str) -> list[str]:
     """The YAML header's lines (without the `---` fences), keys in the Hub's usual order."""
+    terms = [part for term in terms for part in term.header_terms()]
     licenses = list(dict.fromkeys(t.license for t in terms)) or ["unknown"]
     names = list(dict.fromkeys(t.license_name for t in terms if t.license_name))
     languages = list(dict.fromkeys(t.language for t in terms if t.language))
@@ -165,11 +179,23 @@ def size_category(examples: int) -> str:
     return "n>1T"
 
 
-def source_terms(path: str, manifest: DocumentsManifest) -> SourceTerms:
-    """The licence, language and origin of one documents directory, from its manifest."""
+def source_terms(
+    path: str, manifest: DocumentsManifest, parts: Sequence[SourceTerms] = ()
+) -> SourceTerms:
+    """The licence, language and origin of one documents directory, from its manifest; a
+    `bertkit dedup` directory's from `parts`, the terms of the directories it read."""
     stage, config, counts = manifest.stage, manifest.config, manifest.counts
     documents = counts.get("documents", 0)
     path = storage.redact(path)
+    if stage == "dedup" and parts:
+        licences = ", ".join(dict.fromkeys(_licence_shown(part) for part in parts))
+        name = f"{documents:,} documents deduplicated from " + ", ".join(p.name for p in parts)
+        note = f"{path}: {name}; the terms of the directories it was made from apply:"
+        note += "".join(f"\n  - {part.note}" for part in parts)
+        source = parts[0].source if len({p.source for p in parts}) == 1 else "extended|other"
+        languages = {part.language for part in parts}
+        language = languages.pop() if len(languages) == 1 else None
+        return SourceTerms(licences, None, language, source, name, note, tuple(parts))
     if stage == "wikipedia":
         dbname = dump_dbname([str(i.get("path", "")) for i in manifest.inputs])
         language = dbname if dbname and _LANGUAGE.fullmatch(dbname) else None
@@ -320,13 +346,17 @@ def _sources(documents: Sequence[tuple[str, DocumentsManifest]], terms: list[Sou
     lines += ["| documents | stage | documents | text bytes | licence | language |"]
     lines += ["|---|---|---:|---:|---|---|"]
     for (path, manifest), term in zip(documents, terms, strict=True):
-        licence = term.license_name if term.license == "other" else term.license
+        licence = _licence_shown(term)
         lines.append(
             f"| {_cell(path)} | {manifest.stage} | {manifest.counts.get('documents', 0):,} | "
             f"{manifest.counts.get('text_bytes', 0):,} | {licence} | {term.language or '—'} |"
         )
     lines += [""] + [f"- {term.note}" for term in terms] + [""]
     return lines
+
+
+def _licence_shown(term: SourceTerms) -> str:
+    return (term.license_name or "other") if term.license == "other" else term.license
 
 
 def _cell(text: str) -> str:
@@ -337,9 +367,15 @@ def _commands(
     manifest: ShardsManifest,
     documents: Sequence[tuple[str, DocumentsManifest]],
     vocab: VocabMetadata,
+    inherited: Mapping[str, Sequence[tuple[str, DocumentsManifest]]],
 ) -> list[str]:
     lines = ["## How it was made", "", "```bash"]
+    made = set()  # a directory two dedup runs read is made once
     for path, docs in documents:
+        for source, source_docs in inherited.get(path, ()):
+            if source not in made:
+                lines.append(documents_command(source, source_docs))
+                made.add(source)
         lines.append(documents_command(path, docs))
     lines.append(vocab_command(vocab))
     lines.append(examples_command(manifest))

@@ -5,6 +5,7 @@ Its --help is the package docstring (pipelines/examples/__init__.py).
 
 from __future__ import annotations
 
+import logging
 import re
 import sys
 from typing import Any
@@ -13,7 +14,13 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.beam import files
-from pipelines.beam.documents import DOCUMENTS_DIRS, DocumentsInput, documents_units
+from pipelines.beam.documents import (
+    DOCUMENTS_DIRS,
+    DocumentsInput,
+    DocumentsInputError,
+    documents_units,
+    read_documents_input,
+)
 from pipelines.beam.progress import (
     DOCUMENTS_PAIRED,
     DOCUMENTS_TOKENIZED,
@@ -38,6 +45,7 @@ from pipelines.examples.plan import plan_layout, plan_routes, read_documents_inp
 from pipelines.examples.transforms import CreateExamples, WriteShards
 from pipelines.io.vocabulary import Vocabulary, load_vocab
 from schemas import REJECTS_DIR, SHARDS_MANIFEST_NAME
+from schemas.manifest import DocumentsManifest
 from schemas.shards import BLOCK_TABLE_SUFFIX, DATASET_CARD_NAME, PAIRS
 
 # A shard and its block table (schemas/shards.py), as named in their directory.
@@ -65,6 +73,8 @@ _PATHS = StagePaths(
     )
 )
 
+_LOG = logging.getLogger(__name__)
+
 
 def run(argv: list[str] | None = None) -> int:
     """Check the flags and inputs (exit 2 with the reason), then make the shards."""
@@ -79,6 +89,27 @@ def run(argv: list[str] | None = None) -> int:
         print(f"bertkit examples: {error}", file=sys.stderr)
         return 2
     return run_examples(options, config, vocab, inputs)
+
+
+def dedup_input_manifests(
+    inputs: list[DocumentsInput],
+) -> dict[str, list[tuple[str, DocumentsManifest]]]:
+    """For each `bertkit dedup` input, the directories it read and their manifests (for the
+    dataset card's licences); one that cannot be read now is left out, and the card says
+    the licence is unknown."""
+    found: dict[str, list[tuple[str, DocumentsManifest]]] = {}
+    for item in inputs:
+        if item.manifest.stage != "dedup":
+            continue
+        found[item.directory] = []
+        for source in item.manifest.inputs:
+            try:
+                read = read_documents_input(str(source.get("path", "")))
+            except (DocumentsInputError, OSError) as error:
+                _LOG.warning("dataset card: %s: %s", source.get("path"), error)
+                continue
+            found[item.directory].append((read.directory, read.manifest))
+    return found
 
 
 def run_examples(
@@ -102,7 +133,9 @@ def run_examples(
         remove_stage_leftovers(config)
         documents = [(i.directory, i.manifest) for i in inputs]
         versions = run_versions(manifest.bertkit_version)
-        card = dataset_card(manifest, documents, vocab.metadata, versions)
+        card = dataset_card(
+            manifest, documents, vocab.metadata, versions, dedup_input_manifests(inputs)
+        )
         files.write_atomically(card_path, card.encode("utf-8"))
         files.write_atomically(manifest_path, manifest.to_json().encode("utf-8"))
         remove_work_dir(config)
