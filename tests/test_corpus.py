@@ -23,7 +23,13 @@ import zstandard
 from apache_beam.testing.util import assert_that, equal_to
 
 from pipelines import corpus, examples, vocab
-from pipelines.beam.documents import UnitTally, expand_inputs, read_manifest
+from pipelines.beam.documents import (
+    HELD_REJECTS,
+    UnitTally,
+    expand_inputs,
+    finish_unit,
+    read_manifest,
+)
 from pipelines.corpus import (
     CorpusConfig,
     CorpusInputError,
@@ -34,7 +40,7 @@ from pipelines.corpus import (
     record_file_name,
 )
 from pipelines.text.corpustext import ParagraphCounts, record_paragraphs
-from schemas import REJECTS_DIR
+from schemas import REJECTS_DIR, Reject
 from tests.conftest import s3_flags
 
 FIXTURES = Path(__file__).resolve().parent / "data" / "corpus"
@@ -552,3 +558,35 @@ def test_corpus_on_s3_gives_the_same_bytes_as_local(s3_server, tmp_path: Path) -
     assert [(f.name, f.sha256) for f in remote_manifest.files] == [
         (f.name, f.sha256) for f in local_manifest.files
     ]
+
+
+def test_a_corpus_whose_every_record_is_rejected_streams_its_rejects(tmp_path: Path) -> None:
+    """The usual mistake, a wrong --text-field: every record is a reject. They are written to
+    the unit's rejects file as they come (at most HELD_REJECTS held), all of them, in order."""
+    rows = 2 * HELD_REJECTS + 500
+    path = tmp_path / "in" / "web.jsonl"
+    path.parent.mkdir()
+    path.write_text("".join(json.dumps({"id": i, "content": "words"}) + "\n" for i in range(rows)))
+    out = tmp_path / "out"
+    assert run([path], out) == 0
+    manifest = read_manifest(str(out))
+    assert manifest.rejected == {"text_missing": rows}
+    assert manifest.files == []
+    (rejects_file,) = manifest.rejects_files
+    lines = (out / rejects_file).read_text().splitlines()
+    assert len(lines) == rows
+    assert [json.loads(lines[i])["position"] for i in (0, rows - 1)] == ["line 1", f"line {rows}"]
+
+
+def test_a_unit_holds_at_most_held_rejects(tmp_path: Path) -> None:
+    tally = UnitTally("00000", output_dir=str(tmp_path))
+    held = []
+    for i in range(HELD_REJECTS * 3 + 7):
+        tally.reject(Reject(id=None, input="f", position=f"line {i + 1}", reason="r", error="e"))
+        held.append(len(tally.rejects))
+    assert max(held) == HELD_REJECTS - 1  # written when the HELD_REJECTS-th comes
+    summary = finish_unit(str(tmp_path), tally, [])
+    assert summary["rejected"] == {"r": HELD_REJECTS * 3 + 7}
+    written = (tmp_path / summary["rejects_file"]).read_text().splitlines()
+    assert len(written) == HELD_REJECTS * 3 + 7
+    assert json.loads(written[-1])["position"] == f"line {HELD_REJECTS * 3 + 7}"

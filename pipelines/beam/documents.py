@@ -190,15 +190,33 @@ class DocumentFileWriter:
         self._writer, self._sink, self._file_counts = None, None, Counter()
 
 
+# A unit holds at most this many rejects in memory: more go to its rejects file as they come
+# (a corpus whose every record lacks --text-field is rejected record by record, and the
+# memory stays flat). Only the first LOGGED_REJECTS per unit are logged; all are counted.
+HELD_REJECTS = 1000
+LOGGED_REJECTS = 100
+
+
 @dataclass
 class UnitTally:
-    """What happened to one unit of work; the manifest sums these over all units."""
+    """What happened to one unit of work; the manifest sums these over all units.
+
+    With `output_dir`, rejects beyond HELD_REJECTS are appended to the unit's rejects file
+    as they come; without it, all are held until `finish_unit` writes them.
+    """
 
     unit: str
     counts: Counter = field(default_factory=Counter)
     dropped: Counter = field(default_factory=Counter)
-    rejects: list[Reject] = field(default_factory=list)
+    rejects: list[Reject] = field(default_factory=list)  # those not yet written
     failed_inputs: list[dict[str, str]] = field(default_factory=list)
+    output_dir: str | None = None
+    rejected: Counter = field(default_factory=Counter)
+    _rejects_sink: Any = None
+
+    @property
+    def rejects_file(self) -> str:
+        return f"{REJECTS_DIR}/rejects-{self.unit}.jsonl"
 
     def count(self, name: str, amount: int = 1) -> None:
         self.counts[name] += amount
@@ -209,8 +227,30 @@ class UnitTally:
 
     def reject(self, reject: Reject) -> None:
         self.rejects.append(reject)
+        self.rejected[reject.reason] += 1
         beam.metrics.Metrics.counter(_METRICS_NAMESPACE, f"rejected_{reject.reason}").inc()
-        _LOG.warning("rejected %s (%s): %s", reject.id or reject.input, reject.reason, reject.error)
+        total = sum(self.rejected.values())
+        if total <= LOGGED_REJECTS:
+            what = reject.id or f"{reject.input} {reject.position}"
+            _LOG.warning("rejected %s (%s): %s", what, reject.reason, reject.error)
+        elif total == LOGGED_REJECTS + 1:
+            _LOG.warning(
+                "unit %s: more than %d rejects; the rest are counted and written to %s, not logged",
+                self.unit,
+                LOGGED_REJECTS,
+                self.rejects_file,
+            )
+        if self.output_dir is not None and len(self.rejects) >= HELD_REJECTS:
+            self.write_rejects(self.output_dir)
+
+    def write_rejects(self, output_dir: str) -> None:
+        """Append the held rejects to the unit's rejects file (created on the first call: a
+        retried unit starts it again)."""
+        if self._rejects_sink is None:
+            self._rejects_sink = files.create(files.join(output_dir, self.rejects_file))
+        for reject in self.rejects:
+            self._rejects_sink.write(reject.to_json_line().encode("utf-8"))
+        self.rejects = []
 
     def fail_input(self, path: str, error: str, reason: str, position: str) -> None:
         """A whole input could not be read to its end: a reject, and a non-zero exit later."""
@@ -222,11 +262,11 @@ class UnitTally:
 def finish_unit(output_dir: str, tally: UnitTally, outputs: list[OutputFile]) -> dict[str, Any]:
     """Write the unit's rejects and return its summary (a small JSON-able dict)."""
     rejects_file = None
-    if tally.rejects:
-        rejects_file = f"{REJECTS_DIR}/rejects-{tally.unit}.jsonl"
-        with files.create(files.join(output_dir, rejects_file)) as sink:
-            for reject in tally.rejects:
-                sink.write(reject.to_json_line().encode("utf-8"))
+    if tally.rejected:
+        rejects_file = tally.rejects_file
+        tally.write_rejects(output_dir)
+        tally._rejects_sink.close()
+        tally._rejects_sink = None
     for output in outputs:
         tally.count("documents", output.documents)
         tally.count("sentences", output.sentences)
@@ -236,7 +276,7 @@ def finish_unit(output_dir: str, tally: UnitTally, outputs: list[OutputFile]) ->
         "files": [asdict(f) for f in outputs],
         "counts": dict(tally.counts),
         "dropped": dict(tally.dropped),
-        "rejected": dict(Counter(r.reason for r in tally.rejects)),
+        "rejected": dict(tally.rejected),
         "failed_inputs": tally.failed_inputs,
         "rejects_file": rejects_file,
     }

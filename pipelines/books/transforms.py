@@ -36,7 +36,7 @@ class _ExtractBooksFn(beam.DoFn):
 
     def process(self, unit: tuple[int, list[str]]):
         number, paths = unit
-        tally = UnitTally(f"{number:05d}")
+        tally = UnitTally(f"{number:05d}", output_dir=self._output_dir)
         writer = DocumentFileWriter(self._output_dir, tally.unit, self._config.max_file_text_bytes)
         counters, reader = self._counters, self._reader
         assert counters is not None

@@ -37,7 +37,7 @@ class _ExtractSplitFn(beam.DoFn):
     def process(self, numbered_split: tuple[int, DumpSplit]):
         file_number, split = numbered_split
         unit = f"{file_number:05d}-{split.number:05d}"
-        tally = UnitTally(unit)
+        tally = UnitTally(unit, output_dir=self._output_dir)
         writer = DocumentFileWriter(self._output_dir, unit, self._config.max_file_text_bytes)
         context = PageContext.of(split.path, SiteInfo())
         counters = self._counters
