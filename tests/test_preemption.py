@@ -19,7 +19,7 @@ from schemas.checkpoint import CheckpointKey
 from tests.support.torchrun import torchrun_trainer
 from tests.test_train import TINY, metrics
 from trainer.checkpoint import latest_checkpoint
-from trainer.preemption import PREEMPTED_EXIT_CODE
+from trainer.preemption import PREEMPTED_EXIT_CODE, StopRequest
 
 STEPS = 16
 FLAGS = [
@@ -120,3 +120,27 @@ def test_sigterm_to_torchrun_stops_both_ranks_at_the_same_step(sample_shards, tm
     assert f"stopped by SIGTERM after step {step}" in output, output[-3000:]
     # The workers exit 75; torchrun itself ends on the signal it got (SignalException): 1.
     assert code == 1
+
+
+def test_a_ctrl_c_swallowed_by_a_finalizer_is_still_noted(monkeypatch):
+    """Python swallows an exception raised inside `__del__` ("Exception ignored in …"): a
+    KeyboardInterrupt that lands there is lost. The stop request notes it all the same, and
+    the loop raises it again after the step (it once ran on 200 steps past a Ctrl-C)."""
+
+    class Finalized:
+        def __del__(self) -> None:
+            signal.raise_signal(signal.SIGINT)  # Ctrl-C while a finalizer runs
+
+    swallowed = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda info: swallowed.append(info.exc_type))
+    with StopRequest() as request:
+        Finalized()  # dropped at once: __del__ runs, its KeyboardInterrupt is swallowed
+        assert request.interrupted
+        try:
+            request.check_interrupted()
+        except KeyboardInterrupt:
+            pass
+        else:
+            raise AssertionError("check_interrupted() did not raise")
+    assert swallowed == [KeyboardInterrupt]  # what Python calls "Exception ignored in …"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored

@@ -28,15 +28,25 @@ _LOG = logging.getLogger(__name__)
 
 
 class StopRequest:
-    """Notes the first stop signal this process gets, while installed."""
+    """Notes the first stop signal this process gets, while installed; and Ctrl-C.
+
+    SIGINT still raises KeyboardInterrupt at once, as Python's own handler does, but it is
+    noted too: Python swallows an exception raised in a finalizer (`__del__`, a weakref
+    callback: "Exception ignored in …"), so a KeyboardInterrupt that lands in one would be
+    lost and the run would go on. The loop checks `interrupted` after every step and raises
+    it again there (tests/test_preemption.py).
+    """
 
     def __init__(self) -> None:
         self.signal: int | None = None
+        self.interrupted = False
         self._previous: dict[int, Any] = {}
 
     def install(self) -> StopRequest:
         for number in STOP_SIGNALS:
             self._previous[number] = signal.signal(number, self._note)
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not if ignored
+            self._previous[signal.SIGINT] = signal.signal(signal.SIGINT, self._interrupt)
         return self
 
     def restore(self) -> None:
@@ -49,6 +59,15 @@ class StopRequest:
 
     def __exit__(self, *exc_info: object) -> None:
         self.restore()
+
+    def _interrupt(self, number: int, frame: FrameType | None) -> None:
+        self.interrupted = True
+        raise KeyboardInterrupt
+
+    def check_interrupted(self) -> None:
+        """Raise KeyboardInterrupt if Ctrl-C came and its exception was swallowed."""
+        if self.interrupted:
+            raise KeyboardInterrupt
 
     def _note(self, number: int, frame: FrameType | None) -> None:
         if self.signal is None:

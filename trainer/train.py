@@ -202,6 +202,7 @@ def _loop(run: Run, stop_request: StopRequest) -> dict[str, Any]:
     run.model.train()
     while run.step < stop:
         grad_norm = train_step(run, sums)
+        stop_request.check_interrupted()
         run.step += 1
         if run.step % config.log_every == 0 or run.step == stop:
             last_train = _log_train(run, sums, grad_norm)
