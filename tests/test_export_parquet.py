@@ -107,6 +107,13 @@ def test_every_example_with_its_tokens(shards_dir: Path, tmp_path: Path, capsys)
     assert [p.name for p in tmp_path.iterdir() if ".tmp-" in p.name] == []
 
 
+def duck(query: str, *parameters: str) -> list[tuple]:
+    """All rows of a query, on a connection of its own (the module's default connection is
+    shared by every test in the process)."""
+    with duckdb.connect() as connection:
+        return connection.execute(query, list(parameters)).fetchall()
+
+
 def test_duckdb_queries_the_export(shards_dir: Path, tmp_path: Path, capsys) -> None:
     out = tmp_path / "examples.parquet"
     assert inspect(capsys, str(shards_dir), "--parquet", str(out))[0] == 0
@@ -114,10 +121,10 @@ def test_duckdb_queries_the_export(shards_dir: Path, tmp_path: Path, capsys) -> 
         "SELECT key, len(input_ids), tokens[3], masked_lm_tokens FROM read_parquet(?) "
         "WHERE next_sentence_label = 1"
     )
-    assert duckdb.execute(query, [str(out)]).fetchall() == [("000000000001", 9, "dog", ["cat"])]
+    assert duck(query, str(out)) == [("000000000001", 9, "dog", ["cat"])]
     unnested = "SELECT t, count(*) FROM (SELECT unnest(tokens) AS t FROM read_parquet(?)) "
-    counts = duckdb.execute(unnested + "GROUP BY t ORDER BY 2 DESC, 1 LIMIT 2", [str(out)])
-    assert counts.fetchall() == [("[SEP]", 6), ("the", 5)]
+    counts = duck(unnested + "GROUP BY t ORDER BY 2 DESC, 1 LIMIT 2", str(out))
+    assert counts == [("[SEP]", 6), ("the", 5)]
 
 
 def test_limit_split_and_seq_choose_the_rows(shards_dir: Path, tmp_path: Path, capsys) -> None:
@@ -325,11 +332,11 @@ def test_the_real_sample(sample_shards: Path, tmp_path: Path, capsys) -> None:
     assert code == 0
     manifest = json.loads((sample_shards / SHARDS_MANIFEST_NAME).read_text())
     heldout = manifest["outputs"]["seq128"]["splits"]["heldout"]
-    totals = duckdb.execute(
+    (totals,) = duck(
         "SELECT count(*), sum(len(input_ids)), sum(next_sentence_label), "
         "sum(len(masked_lm_positions)), bool_and(len(tokens) = len(input_ids)) "
         "FROM read_parquet(?)",
-        [str(out)],
-    ).fetchone()
+        str(out),
+    )
     expected = (heldout["samples"], heldout["tokens"], heldout["not_next"], heldout["predictions"])
     assert totals == (*expected, True)
