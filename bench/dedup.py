@@ -14,6 +14,11 @@ WORKDIR/out/dedup/corpus/: four documents directories, read in this order:
             lcet10 with 1 % of its words changed                       all duplicates
   editions  the four books re-wrapped, with typographic quotes and dashes, CRLF, in cp1252
             (tests/support/editions.py), through `bertkit books`     all duplicates
+  related   related but unlike documents, given last so that a tool that takes them for
+            duplicates removes them: of every fifth Wikipedia document, its first half
+            followed by the second half of the next one (Jaccard about 1/3 with each), and
+            the first 60 % of each book's sentences (Jaccard 0.6 with the book, under the
+            threshold: a truncated copy is not a near duplicate by Jaccard)  all kept
 
 Each tool runs --repeats times, interleaved, each time in a fresh child process tree
 (bench.measure: user+sys CPU of the whole tree, os.wait4 checked against a /proc poll),
@@ -27,10 +32,11 @@ and so does bertkit on a directory of one document (its fixed cost: imports, Bea
              the same documents as one JSONL file in the same order ({"id", "text"}: the
              sentences joined by spaces)
 
-A planted document removed is a true positive, an original removed a false positive:
+A planted document removed is a true positive, an original or related one removed a false
+positive:
 recall = planted removed / planted, precision = planted removed / removed. Targets: bertkit's
 recall ≥ 0.95 and precision ≥ 0.99, and its CPU-seconds per MB of text (UTF-8 bytes of the
-sentences of all four directories, 10^6) no more than datatrove's. Medians of the repeats.
+sentences of all five directories, 10^6) no more than datatrove's. Medians of the repeats.
 """
 
 from __future__ import annotations
@@ -70,7 +76,7 @@ from tests.support.editions import write_edition
 from tests.support.sample import DATA_DIR
 
 BENCHMARK = "dedup"
-DIRECTORIES = ("wiki", "books", "planted", "editions")
+DIRECTORIES = ("wiki", "books", "planted", "editions", "related")
 FLOOR = "floor"  # one Wikipedia document: bertkit dedup's fixed cost (imports, Beam's start)
 DATATROVE_VENV = "datatrove"
 # datatrove 0.10 hashes str shingles with xxhash, which takes only bytes from xxhash 4 on.
@@ -132,6 +138,21 @@ def planted_documents(wiki: list[Document], books: list[Document]) -> list[Docum
     return planted
 
 
+def related_documents(wiki: list[Document], books: list[Document]) -> list[Document]:
+    """Related but unlike documents (module docstring), to be kept, in a fixed order."""
+    related = []
+    for position in range(0, len(wiki) - 1, 5):
+        first, second = wiki[position], wiki[position + 1]
+        halves = (*first.sentences[: len(first.sentences) // 2],)
+        halves += (*second.sentences[len(second.sentences) // 2 :],)
+        if len(first.sentences) > 1 and len(second.sentences) > 1:
+            related.append(Document(f"related/halves/{first.id}", "related", first.title, halves))
+    for book in books:
+        prefix = book.sentences[: len(book.sentences) * 3 // 5]
+        related.append(Document(f"related/prefix/{book.id}", "related", book.title, prefix))
+    return related
+
+
 def read_documents(directory: Path) -> list[Document]:
     rows = ds.dataset(directory, format="parquet").to_table().to_pylist()
     return [
@@ -154,7 +175,7 @@ def write_documents(directory: Path, documents: list[Document]) -> None:
 def build_corpus(corpus: Path) -> None:
     """The four documents directories, the JSONL copy for datatrove and the floor's
     one-document directory, unless built."""
-    if not (corpus / "documents.jsonl").exists():
+    if not (corpus / "documents.jsonl").exists() or not (corpus / "related").exists():
         build_documents(corpus)
     if not (corpus / FLOOR).exists():
         write_documents(corpus / FLOOR, read_documents(corpus / "wiki")[:1])
@@ -179,10 +200,9 @@ def build_documents(corpus: Path) -> None:
         write_edition(book, corpus / "edition-files" / book.name)
     editions = str(corpus / "edition-files" / "*.txt")
     run("pipelines.books", "--input", editions, "--output", str(corpus / "editions"))
-    write_documents(
-        corpus / "planted",
-        planted_documents(read_documents(corpus / "wiki"), read_documents(corpus / "books")),
-    )
+    wiki, books = read_documents(corpus / "wiki"), read_documents(corpus / "books")
+    write_documents(corpus / "planted", planted_documents(wiki, books))
+    write_documents(corpus / "related", related_documents(wiki, books))
     with (corpus / "documents.jsonl.tmp").open("w", encoding="utf-8") as sink:
         for name in DIRECTORIES:
             for document in read_documents(corpus / name):

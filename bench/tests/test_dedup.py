@@ -45,14 +45,16 @@ def test_bertkit_finds_every_planted_copy_of_the_sample(tmp_path, sample_documen
     corpus.mkdir()
     (corpus / "wiki").symlink_to(wiki)
     (corpus / "books").symlink_to(books)
-    dedup.write_documents(
-        corpus / "planted",
-        dedup.planted_documents(dedup.read_documents(wiki), dedup.read_documents(books)),
-    )
-    inputs = [str(corpus / n) for n in ("wiki", "books", "planted")]
+    originals = dedup.read_documents(wiki), dedup.read_documents(books)
+    dedup.write_documents(corpus / "planted", dedup.planted_documents(*originals))
+    dedup.write_documents(corpus / "related", dedup.related_documents(*originals))
+    inputs = [str(corpus / n) for n in ("wiki", "books", "planted", "related")]
     output = tmp_path / "out"
     assert dedup_stage.run(["--documents", *inputs, "--output", str(output)]) == 0
     removed = dedup.bertkit_removed(output, corpus)
     planted = {f"planted:{d.id}" for d in dedup.read_documents(corpus / "planted")}
     assert len(planted) == 67  # of 97 Wikipedia documents and two books
     assert dedup.quality(removed, planted) == (1.0, 1.0)
+    # The related but unlike documents (halves of two articles, 60 % of a book) are kept.
+    related = {f"related:{d.id}" for d in dedup.read_documents(corpus / "related")}
+    assert len(related) == 24 and not related & removed  # 20 halves, 4 prefixes
