@@ -239,6 +239,7 @@ def test_run_sh_launches_on_the_image_build_sh_made_in_any_repository(tmp_path):
 
     refused = run(str(script / "run.sh"), "proj", "europe-west4", "gs://b", "train")
     assert refused.returncode == 2
-    assert "stage train: not a Beam stage; one of wikipedia, books, corpus, dedup, vocab, examples" in (
-        refused.stderr
+    assert (
+        "stage train: not a Beam stage; one of wikipedia, books, corpus, dedup, vocab, examples"
+        in (refused.stderr)
     )
