@@ -38,6 +38,14 @@ FLAGS = [
 ]
 
 
+def _sigint_as_a_terminal_gives_it() -> None:
+    """A command started in the background (`cmd &` in a script, `nohup … &`) inherits SIGINT
+    ignored, and Python then keeps ignoring Ctrl-C, as every program does: give the child
+    SIGINT's default, as a terminal's foreground job has it, so that the test does not
+    depend on how pytest itself was started."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start(code: str, *args: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent(code), *args],
@@ -46,6 +54,7 @@ def start(code: str, *args: str) -> subprocess.Popen:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,
+        preexec_fn=_sigint_as_a_terminal_gives_it,
     )
 
 
