@@ -9,20 +9,24 @@ what a correct exit takes."""
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from tests.test_train import TINY, metrics
 from trainer.preemption import PREEMPTED_EXIT_CODE
 from trainer.train import INTERRUPTED_EXIT_CODE
+from trainer.workers import WorkerPool
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path.cwd()), "BERTKIT_PROGRESS": "0"}
 HANG = 30.0  # seconds: a correct exit takes one or two (the tests print what each took)
@@ -353,3 +357,39 @@ def test_an_error_on_one_rank_of_two_ends_the_whole_job(sample_shards, tmp_path)
     code, output, _ = wait_for_exit(process, time.monotonic())
     assert code == 1, output
     assert "RuntimeError: rank 1 failed" in output
+
+
+class _Counting(torch.utils.data.IterableDataset):
+    def __iter__(self):
+        number = 0
+        while True:
+            yield number
+            number += 1
+            time.sleep(0.01)
+
+
+def _take_the_lock_and_die(event) -> None:
+    event._cond.acquire()  # inside Event.is_set(), as a worker checks it
+    os._exit(0)
+
+
+def test_closing_a_pool_returns_when_a_dead_worker_held_torch_s_done_event_lock():
+    """A worker ended by the stop signal can die holding the lock of torch's "workers done"
+    event; torch's shutdown then waited for it forever (a full test run hung there). Here a
+    process takes that lock and dies with it: closing the pool still returns, promptly."""
+    pool = WorkerPool(_Counting(), workers=1, seed=0)
+    assert next(pool) == 0
+    event = pool._iterator._workers_done_event
+    holder = multiprocessing.get_context("fork").Process(
+        target=_take_the_lock_and_die, args=(event,)
+    )
+    holder.start()
+    holder.join(10)
+    assert holder.exitcode == 0
+    closer = threading.Thread(target=pool.close, daemon=True)
+    started = time.monotonic()
+    closer.start()
+    closer.join(30)
+    assert not closer.is_alive(), "WorkerPool.close() waited on a lock a dead process held"
+    assert time.monotonic() - started < 10
+    assert not any(process.is_alive() for process in pool.processes)

@@ -186,6 +186,14 @@ class WorkerPool:
         deadline = time.monotonic() + grace
         for process in self.processes:
             process.join(max(0.0, deadline - time.monotonic()))
+        # A worker ended by the signal may have died inside torch's "workers done" event, its
+        # lock held: a process-shared semaphore that nobody releases then, and torch's
+        # shutdown sets that event first, so it would wait for the lock forever (it did, in a
+        # full test run). Our workers leave on the signal, not on the event (one still in a
+        # long C call runs the pending handler when the call returns), so nothing needs the
+        # old event any more: torch sets a fresh one.
+        if hasattr(iterator, "_workers_done_event"):
+            iterator._workers_done_event = multiprocessing.get_context().Event()
         # torch's own clean-up (its queues, the pin-memory thread, its SIGCHLD watch list);
         # there is no public way to run it but dropping the last reference, and a traceback
         # may hold one.
