@@ -21,10 +21,12 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from pipelines import examples
 from pipelines.beam.files import write_file
+from pipelines.beam.planned import Planned
 from pipelines.beam.spill import pack_example
 from pipelines.examples.keys import KeyedSpillWriter
 from pipelines.examples.plan import Routes
 from pipelines.examples.shuffle import Routing
+from pipelines.examples.stage_plan import ExamplesPlan
 from pipelines.io.retry import RetryPolicy, range_opener
 from pipelines.io.shards import iter_tar_samples, read_verified_samples
 from pipelines.io.vocabulary import load_vocab
@@ -395,7 +397,7 @@ def test_write_shards_orders_buckets_and_joins_a_shard_that_straddles_two(tmp_pa
     shards = (
         test_pipeline | "Spills" >> beam.Create(spills),
         test_pipeline | "Counts" >> beam.Create(counts),
-    ) | examples.WriteShards(config, ONE_LEVEL)
+    ) | examples.WriteShards(config, Planned.now(ExamplesPlan((), None, None, ONE_LEVEL)))
     # 3 samples, at most 2 per shard → 2 shards of 1 and 2; bucket 0 sorted (1, 5) then
     # bucket 1 (3): shard 0 = [one], shard 1 = [five | three] joined from both buckets.
     assert_that(

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import re
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import apache_beam as beam
@@ -18,9 +19,9 @@ from pipelines.beam.documents import (
     DOCUMENTS_DIRS,
     DocumentsInput,
     DocumentsInputError,
-    documents_units,
     read_documents_input,
 )
+from pipelines.beam.planned import Planned
 from pipelines.beam.progress import (
     DOCUMENTS_PAIRED,
     DOCUMENTS_TOKENIZED,
@@ -41,7 +42,8 @@ from pipelines.command.progress import Phase
 from pipelines.examples.card import dataset_card, run_versions
 from pipelines.examples.config import WORK_DIR, ExamplesConfig
 from pipelines.examples.manifest import build_manifest, report
-from pipelines.examples.plan import plan_layout, plan_routes, read_documents_inputs
+from pipelines.examples.plan import read_documents_inputs
+from pipelines.examples.stage_plan import ExamplesPlan, make_examples_plan
 from pipelines.examples.transforms import CreateExamples, WriteShards
 from pipelines.io.vocabulary import Vocabulary, load_vocab
 from schemas import REJECTS_DIR, SHARDS_MANIFEST_NAME
@@ -118,44 +120,62 @@ def run_examples(
     vocab: Vocabulary,
     inputs: list[DocumentsInput],
 ) -> int:
-    """The graph (pipelines/examples/transforms.py), then the dataset card and the manifest,
-    written last (a directory with a manifest is complete, its card included)."""
-    layout = plan_layout(config, inputs, vocab.size)
-    units = documents_units(inputs)
-    routes = plan_routes(config, layout, inputs)
+    """The graph, with its plan made now from the manifests read; then the report."""
     manifest_path = files.join(config.output, SHARDS_MANIFEST_NAME)
-    card_path = files.join(config.output, DATASET_CARD_NAME)
+    progress = progress_phases(config, inputs)
+    with progress_shown(options, "examples", progress), make_pipeline(options) as pipeline:
+        add_examples_steps(pipeline, config, Planned.now(make_examples_plan(config, vocab, inputs)))
+    if submitted_only(options):
+        return report_submission(pipeline, options, manifest_path, "bertkit examples")
+    return report(manifest_path)
 
-    def write_manifest(
-        _: Any, shards: list[dict[str, Any]], summaries: list[dict[str, Any]]
-    ) -> str:
-        manifest = build_manifest(config, layout, vocab, inputs, shards, summaries)
+
+def add_examples_steps(
+    pipeline: beam.Pipeline, config: ExamplesConfig, planned: Planned[ExamplesPlan]
+) -> beam.PCollection:
+    """The graph (pipelines/examples/transforms.py), then the dataset card and the manifest,
+    written last (a directory with a manifest is complete, its card included); returns the
+    manifest's path once written."""
+    spills, bucket_counts, summaries = pipeline | "CreateExamples" >> CreateExamples(
+        config, planned
+    )
+    shards = (spills, bucket_counts) | "WriteShards" >> WriteShards(config, planned)
+    return (
+        pipeline
+        | "ManifestTrigger" >> beam.Create([None])
+        | "WriteManifest"
+        >> planned.pardo(
+            lambda plan: _WriteManifestFn(config, plan),
+            beam.pvalue.AsList(shards),
+            beam.pvalue.AsList(summaries),
+        )
+    )
+
+
+class _WriteManifestFn(beam.DoFn):
+    """Every shard and unit summary → the dataset card, then the manifest; `_work` deleted."""
+
+    def __init__(self, config: ExamplesConfig, plan: ExamplesPlan) -> None:
+        self._config = config
+        self._plan = plan
+
+    def process(
+        self, _: Any, shards: list[dict[str, Any]], summaries: list[dict[str, Any]]
+    ) -> Iterator[str]:
+        config, plan = self._config, self._plan
+        inputs = list(plan.inputs)
+        manifest = build_manifest(config, plan.layout, plan.vocab, inputs, shards, summaries)
         remove_stage_leftovers(config)
         documents = [(i.directory, i.manifest) for i in inputs]
         versions = run_versions(manifest.bertkit_version)
         card = dataset_card(
-            manifest, documents, vocab.metadata, versions, dedup_input_manifests(inputs)
+            manifest, documents, plan.vocab.metadata, versions, dedup_input_manifests(inputs)
         )
-        files.write_atomically(card_path, card.encode("utf-8"))
+        manifest_path = files.join(config.output, SHARDS_MANIFEST_NAME)
+        files.write_atomically(files.join(config.output, DATASET_CARD_NAME), card.encode("utf-8"))
         files.write_atomically(manifest_path, manifest.to_json().encode("utf-8"))
         remove_work_dir(config)
-        return manifest_path
-
-    progress = progress_phases(config, inputs)
-    with progress_shown(options, "examples", progress), make_pipeline(options) as pipeline:
-        spills, bucket_counts, summaries = pipeline | "CreateExamples" >> CreateExamples(
-            config, layout, routes, units
-        )
-        shards = (spills, bucket_counts) | "WriteShards" >> WriteShards(config, routes)
-        (
-            pipeline
-            | "ManifestTrigger" >> beam.Create([None])
-            | "WriteManifest"
-            >> beam.Map(write_manifest, beam.pvalue.AsList(shards), beam.pvalue.AsList(summaries))
-        )
-    if submitted_only(options):
-        return report_submission(pipeline, options, manifest_path, "bertkit examples")
-    return report(manifest_path)
+        yield manifest_path
 
 
 def progress_phases(config: ExamplesConfig, inputs: list[DocumentsInput]) -> list[Phase]:

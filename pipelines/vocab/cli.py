@@ -12,6 +12,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.beam import files
 from pipelines.beam.documents import DOCUMENTS_DIRS, DocumentsInputError
+from pipelines.beam.planned import Planned
 from pipelines.beam.progress import (
     DOCUMENTS_COUNTED,
     PIECES_LEARNED,
@@ -80,7 +81,7 @@ def run(argv: list[str] | None = None) -> int:
         progress_shown(options, "vocab", progress_phases(plan, config)),
         make_pipeline(options) as pipeline,
     ):
-        add_vocab_steps(pipeline, plan, config)
+        add_vocab_steps(pipeline, Planned.now(plan), config)
     if submitted_only(options):
         return report_submission(pipeline, options, metadata_path, "bertkit vocab")
     return report(config)

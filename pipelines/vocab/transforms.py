@@ -10,6 +10,7 @@ from typing import Any
 import apache_beam as beam
 
 from pipelines.beam import files
+from pipelines.beam.planned import Planned
 from pipelines.beam.progress import (
     DOCUMENTS_COUNTED,
     PIECES_LEARNED,
@@ -72,21 +73,26 @@ class _LearnPiecesFn(beam.DoFn):
         yield files.join(config.output, VOCAB_METADATA_FILE)
 
 
-def add_vocab_steps(pipeline: beam.Pipeline, plan: SamplePlan, config: VocabConfig) -> None:
+def add_vocab_steps(
+    pipeline: beam.Pipeline, planned: Planned[SamplePlan], config: VocabConfig
+) -> beam.PCollection:
     """The stage's graph: documents files ─ CountWords ─► unit summaries ─ LearnPieces (one
-    worker, the summaries as a side input) ─► the vocabulary files.
+    worker, the summaries as a side input) ─► the vocabulary files; returns the path of
+    vocab.json once written (for a step that must wait for the vocabulary).
 
-    Its steps are labelled at the pipeline's top level, as Dataflow shows them and as
-    tests/test_dataflow.py checks which of them shuffle.
+    The sample plan is given (`bertkit vocab`) or made by the workers once the documents
+    are written (`bertkit chain`: pipelines/beam/planned.py). Its steps are labelled at the
+    pipeline's top level, as Dataflow shows them and as tests/test_dataflow.py checks which
+    of them shuffle.
     """
     summaries = (
-        pipeline
-        | "ListDocumentsFiles" >> beam.Create(plan.units())
+        planned.items(pipeline, "ListDocumentsFiles", SamplePlan.units)
         | "SpreadFiles" >> beam.Reshuffle()
-        | "CountWords" >> beam.ParDo(_CountWordsFn(plan, config))
+        | "CountWords" >> planned.pardo(lambda plan: _CountWordsFn(plan, config))
     )
-    (
+    return (
         pipeline
         | "LearnTrigger" >> beam.Create([None])
-        | "LearnPieces" >> beam.ParDo(_LearnPiecesFn(plan, config), beam.pvalue.AsList(summaries))
+        | "LearnPieces"
+        >> planned.pardo(lambda plan: _LearnPiecesFn(plan, config), beam.pvalue.AsList(summaries))
     )
