@@ -125,6 +125,14 @@ def clear_earlier_run(
     of its files atomically keeps the old ones readable until then; the temporary files of
     an unfinished write, which no rerun would ever replace, are deleted all the same).
     """
+    delete(earlier_run_files(output_dir, ours, overwrite, stage, remove))
+
+
+def earlier_run_files(
+    output_dir: str, ours: str, overwrite: bool, stage: str, remove: bool = True
+) -> list[str]:
+    """`clear_earlier_run`'s checks, raising as it does; returns what it would delete (for a
+    command that checks every output before it deletes anything in any)."""
     present = match(join(output_dir, "**"))
     relative = [_relative(output_dir, path) for path in present]
     foreign = sorted(name for name in relative if not re.fullmatch(ours, name))
@@ -141,7 +149,7 @@ def clear_earlier_run(
             f"`bertkit {stage}` run (e.g. {min(relative)}); choose a new --output or pass "
             "--overwrite to replace them"
         )
-    delete(present if remove else [p for p in present if _TEMPORARY_SUFFIX.search(p)])
+    return present if remove else [p for p in present if _TEMPORARY_SUFFIX.search(p)]
 
 
 def _relative(directory: str, path: str) -> str:

@@ -75,7 +75,8 @@ class StagePaths:
     """Which of a stage's config fields name paths, and what each must be."""
 
     output: str = "output"  # the directory the stage writes
-    input_files: str | None = None  # files or globs it reads (wikipedia and books --input)
+    # Files or globs it reads (wikipedia and books --input; chain's --wikipedia, --books, …).
+    input_files: str | tuple[str, ...] | None = None
     # Directories it reads, each with what belongs there (for the message when it is not).
     input_dirs: tuple[tuple[str, str], ...] = ()
     # Examples of the names it writes under the output, for telling whether an input glob
@@ -134,9 +135,10 @@ def path_problem(config: object, paths: StagePaths) -> str | None:
     problem = _output_problem(output_flag, output)
     if problem:
         return problem
-    if paths.input_files:
-        input_flag = flags.flag_name(paths.input_files)
-        for pattern in getattr(config, paths.input_files):
+    input_fields = paths.input_files or ()
+    for input_field in (input_fields,) if isinstance(input_fields, str) else input_fields:
+        input_flag = flags.flag_name(input_field)
+        for pattern in getattr(config, input_field):
             problem = _input_files_problem(input_flag, pattern) or _glob_holds(
                 input_flag, pattern, output_flag, output, paths.writes
             )

@@ -6,6 +6,7 @@ Its --help is the package docstring (pipelines/books/__init__.py).
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from pipelines.beam.documents import (
     DOCUMENTS_STAGE_PATHS,
@@ -29,15 +30,20 @@ def progress_phases(input_bytes: int) -> list[Phase]:
     return [Phase("read", INPUT_BYTES_READ, input_bytes, "read", True, rate, shown)]
 
 
+def extraction(config: BooksConfig) -> tuple[list[dict[str, Any]], ExtractBooks]:
+    """The files --input names (with their sizes) and the step that extracts them."""
+    inputs = expand_inputs(config.input)
+    return inputs, ExtractBooks(inputs, config.output, config)
+
+
 def run(argv: list[str] | None = None) -> int:
     """Run the stage; return the exit code (1 when an input was not read to its end)."""
     description = sys.modules["pipelines.books"].__doc__
     config, options = parse_stage(
         BooksConfig, argv, "bertkit books", description, DOCUMENTS_STAGE_PATHS
     )
-    inputs = expand_inputs(config.input)
+    inputs, extract = extraction(config)
     prepare_output_dir(config.output, config.overwrite, STAGE)
-    extract = ExtractBooks(inputs, config.output, config)
     progress = progress_phases(sum(item["bytes"] for item in inputs))
     return run_documents_pipeline(
         options, STAGE, extract, inputs, config.recorded(), config.output, progress

@@ -6,6 +6,7 @@ Its --help is the package docstring (pipelines/corpus/__init__.py).
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from pipelines.beam.documents import (
     DOCUMENTS_STAGE_PATHS,
@@ -30,17 +31,23 @@ def progress_phases(input_bytes: int) -> list[Phase]:
     return [Phase("read", INPUT_BYTES_READ, input_bytes, "read", True, rate, shown)]
 
 
+def extraction(config: CorpusConfig) -> tuple[list[dict[str, Any]], ExtractCorpus]:
+    """The files --input names (with their sizes; a file of another kind is refused) and
+    the step that extracts them."""
+    inputs = expand_inputs(config.input)
+    for item in inputs:
+        input_kind(item["path"])
+    return inputs, ExtractCorpus(inputs, config.output, config)
+
+
 def run(argv: list[str] | None = None) -> int:
     """Run the stage; return the exit code (1 when an input was not read to its end)."""
     description = sys.modules["pipelines.corpus"].__doc__
     config, options = parse_stage(
         CorpusConfig, argv, "bertkit corpus", description, DOCUMENTS_STAGE_PATHS
     )
-    inputs = expand_inputs(config.input)
-    for item in inputs:  # a file of another kind is refused before any work
-        input_kind(item["path"])
+    inputs, extract = extraction(config)
     prepare_output_dir(config.output, config.overwrite, STAGE)
-    extract = ExtractCorpus(inputs, config.output, config)
     progress = progress_phases(sum(item["bytes"] for item in inputs))
     return run_documents_pipeline(
         options, STAGE, extract, inputs, config.recorded(), config.output, progress

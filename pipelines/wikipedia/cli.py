@@ -6,6 +6,7 @@ Its --help is the package docstring (pipelines/wikipedia/__init__.py).
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from pipelines.beam.documents import (
     DOCUMENTS_STAGE_PATHS,
@@ -39,12 +40,8 @@ def progress_phases(input_bytes: int) -> list[Phase]:
     ]
 
 
-def run(argv: list[str] | None = None) -> int:
-    """Run the stage; return the exit code (1 when an input was not read to its end)."""
-    description = sys.modules["pipelines.wikipedia"].__doc__
-    config, options = parse_stage(
-        WikipediaConfig, argv, "bertkit wikipedia", description, DOCUMENTS_STAGE_PATHS
-    )
+def extraction(config: WikipediaConfig) -> tuple[list[dict[str, Any]], ExtractArticles]:
+    """The dumps --input names (with their sizes) and the step that extracts them."""
     # A glob like 'dumps/*.bz2' also matches the multistream index beside its dump: the
     # index is read through its dump, never as a dump itself.
     inputs = [i for i in expand_inputs(config.input) if not is_multistream_index(i["path"])]
@@ -53,9 +50,18 @@ def run(argv: list[str] | None = None) -> int:
             f"--input {' '.join(config.input)!r} matches only multistream index files: pass "
             "the dumps (…-multistream.xml.bz2); each index is read through its dump"
         )
-    prepare_output_dir(config.output, config.overwrite, STAGE)
     paths = [item["path"] for item in inputs]
-    extract = ExtractArticles(paths, config.output, config)
+    return inputs, ExtractArticles(paths, config.output, config)
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Run the stage; return the exit code (1 when an input was not read to its end)."""
+    description = sys.modules["pipelines.wikipedia"].__doc__
+    config, options = parse_stage(
+        WikipediaConfig, argv, "bertkit wikipedia", description, DOCUMENTS_STAGE_PATHS
+    )
+    inputs, extract = extraction(config)
+    prepare_output_dir(config.output, config.overwrite, STAGE)
     progress = progress_phases(sum(item["bytes"] for item in inputs))
     return run_documents_pipeline(
         options, STAGE, extract, inputs, config.recorded(), config.output, progress
