@@ -1,11 +1,12 @@
 """Benchmark the training step: sequences/s, tokens/s, model TFLOP/s and MFU of trainer.model.
 
     python -m bench.train_step                    # CPU: tiny and mini; CUDA: base (+ compiled)
-    python -m bench.train_step --model large --steps 50 --repeats 5  # on a GPU: base and large
+    python -m bench.train_step --model base,large --steps 50 --repeats 5  # on a GPU
     python -m bench.train_step --synthetic        # no shards needed (random batches)
     python -m bench.train_step --model tiny --steps 5 --repeats 1 --json bench/.work/step.json
     python -m bench.train_step --reference --optimizer adamw,lamb   # + transformers, + LAMB
     python -m bench.train_step --seq 512 --batches 32 --bucket-windows 0,32  # length bucketing
+    bench/gpu_check.sh OUT_DIR                    # the GPU rows of docs/benchmarks.md
 
 Run from the repository root, after `bertkit demo` (which writes out/demo/shards), or with
 --shards DIR or --synthetic.
@@ -13,52 +14,45 @@ Run from the repository root, after `bertkit demo` (which writes out/demo/shards
 What is timed: the step `bertkit train` does for one micro-batch, without the data loading:
 forward of BertForPreTraining on a collated batch (MODEL_INPUTS), backward, gradient clipping
 at 1.0, AdamW step, zero_grad. On CUDA as the trainer runs there: bf16 autocast, fused AdamW,
-and with torch.compile the batches padded to --seq (one shape, one graph); on CPU fp32. The
-trainer's step reads no tensor value back on the host: its loss sums stay on the device and
-are read once every --log-every steps (tests/test_step_syncs.py holds it to that). The step
-timed here reads none either, so in both the GPU may run ahead of the host within a timing
-window.
+and with torch.compile the batches padded to --seq (one shape, one graph); on CPU fp32. Like
+the trainer's step (tests/test_step_syncs.py), it reads no tensor value back on the host, so
+the GPU may run ahead of the host within a timing window.
 
 The batches are real: --batches batches of --batch sequences taken once from the shards'
 train split through trainer.data's loader (shuffled, padded to a multiple of 8), moved to the
-device up front and cycled, so reading and host-to-device copies are not measured. With
---synthetic (or for a --seq the shards lack) they are random instead: ids uniform over the
-vocabulary, every sequence full length (no padding), 15 % of positions predicted; the output
-says which. After --warmup steps (compilation happens there), --repeats windows of --steps
-steps are timed, with torch.cuda.synchronize() before and after each; the table shows the
-medians over the windows.
+device up front and cycled, so reading and host-to-device copies are not measured (unless
+--host-batches pinned|pageable: then they wait in host memory of that kind and the trainer's
+to_device copies them in each step). With --synthetic (or for a --seq the shards lack) they
+are random: ids uniform over the vocabulary, every sequence full length, 15 % of positions
+predicted. After --warmup steps (compilation happens there), --repeats windows of --steps
+steps are timed, with torch.cuda.synchronize() around each; the table shows the medians.
 
 Model FLOPs per batch are trainer.model.flops_per_sequence on the batch's padded length with
-its real predictions (trainer.train's accounting: padding the model computes counts, as in
-the trainer's MFU); tokens/s counts real (unpadded) tokens. MFU = achieved model FLOP/s ÷
-trainer.metrics.peak_flops(device, "bf16" on CUDA, "fp32" on CPU), or ÷ --peak-tflops; a CPU
-has no table entry, so its MFU is "n/a" without --peak-tflops. On a CPU that other work keeps
-busy, torch's default of one OpenMP thread per core can be many times slower than --threads 1
-(the threads spin waiting for each other on cores they do not get); the output prints the
-threads and the load average.
+its real predictions (the trainer's accounting); tokens/s counts real (unpadded) tokens. MFU
+= achieved model FLOP/s ÷ trainer.metrics.peak_flops(device, "bf16" on CUDA, "fp32" on CPU),
+or ÷ --peak-tflops (a CPU has no table entry). On a busy CPU, --threads 1 can be many times
+faster than torch's one OpenMP thread per core; the output prints the threads and the load.
 
 Default rows: on CPU tiny and mini at --seq 128, batch 32, eager; on CUDA BERT-base at 128,
-batch 256, eager and compiled (--model large adds large; --no-compile drops the compiled rows).
+batch 256, eager and compiled (--model picks the sizes; --no-compile drops the compiled rows,
+--modes compiled the eager ones; --compile-mode reduce-overhead adds CUDA graphs).
 --optimizer adamw,lamb adds a row per optimizer (bertkit's multi-tensor LAMB, the trainer's
 --optimizer lamb). --reference adds, for every row, the same step on transformers'
 `BertForPreTraining` (SDPA attention, the same config, batches, autocast, optimizer and
 compile setting; labels -100 off the masked positions, as its users pass them, so its MLM
 head runs over every position) and prints bertkit ÷ transformers seq/s per row; its FLOPs and
 MFU are counted as bertkit's (the useful work), so the MFU columns compare directly.
---bucket-windows 0,32 takes the real batches once per value through the loader's length
-bucketing (trainer.data, --bucket-window; 0 = off) and adds rows per value: tokens/s (real
-tokens) is the figure to compare; compiled rows pad to the quarter of --seq that holds the
-batch, as the trainer does.
-The target (the loader issue): ≥ 45 % MFU for BERT-base on an H100. With the demo's shards
-the vocabulary is theirs (8,000 tokens; BERT's is 30,522, --synthetic's default), which makes
-the MLM decoder smaller than a real run's.
+--bucket-windows 0,32 adds rows per value of the loader's length bucketing (trainer.data,
+--bucket-window; 0 = off; real batches): compare tokens/s; compiled rows pad to the quarter
+of --seq that holds the batch, as the trainer does. --profile N lists each row's top kernels.
+The target: ≥ 45 % MFU for BERT-base on an H100. The demo's shards have their own vocabulary
+(8,000 tokens; BERT's is 30,522, --synthetic's default): a smaller MLM decoder than BERT's.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import statistics
 import sys
 import time
@@ -69,12 +63,24 @@ from typing import Any
 import torch
 
 from bench import measure
+from bench.gpu_levers import (
+    COMPILE_MODES,
+    HOST_BATCHES,
+    batch_source,
+    compile_forward,
+    print_profile,
+    profile_steps,
+    step_marker,
+)
 from bench.measure import DEMO_OUTPUT, fmt
 from bench.train_step_report import (
     MFU_TARGET,
     TARGET_MODEL,
+    compare_with_peers,
+    describe_device,
     describe_row,
     print_results,
+    resolve_device,
     target_verdict,
     write_results,
 )
@@ -237,6 +243,7 @@ class RowResult:
     windows: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
     vs_transformers: float | None = None  # bertkit seq/s ÷ transformers', on bertkit rows
+    profile: list[dict[str, Any]] | None = None  # --profile: the top kernels
 
     @property
     def spec(self) -> RowSpec:
@@ -294,7 +301,8 @@ def run_row(
     optimizer = build_optimizer(model, spec.optimizer, args.lr, fused=cuda)
     # Bucketed batches come in four widths: four static graphs, as the trainer compiles them.
     dynamic = False if spec.bucket_window else None
-    forward = torch.compile(model, dynamic=dynamic) if spec.compiled else model
+    forward = compile_forward(model, spec.compiled, args.compile_mode, dynamic)
+    mark_step = step_marker(spec.compiled, args.compile_mode)
     autocast = (
         torch.autocast(device_type="cuda", dtype=torch.bfloat16)
         if cuda
@@ -304,8 +312,8 @@ def run_row(
     buckets = 4 if spec.bucket_window else 1
     pad_to = FixedShape.of(args.seq, slots, buckets) if spec.compiled else None
     # Per batch, computed once on the CPU: FLOPs, sequences and real tokens, and the model's
-    # inputs; then the tensors go to the device, so neither the counting nor the copies are
-    # in the timed windows.
+    # inputs; then (--host-batches device) the tensors go to the device, so neither the
+    # counting nor the copies are in the timed windows.
     prepared = [to_device(dict(b), torch.device("cpu"), pad_to) for b in data.batches]
     counts = [
         (
@@ -318,11 +326,13 @@ def run_row(
     lengths = [b[BatchField.INPUT_IDS].shape[1] for b in prepared]
     predictions = [int((b[BatchField.MASKED_LABELS] != IGNORE_INDEX).sum()) for b in prepared]
     sequences = sum(len(b[BatchField.INPUT_IDS]) for b in prepared)
-    on_device = [to_device(model_inputs(spec, b), device, None) for b in prepared]
+    fetch = batch_source([model_inputs(spec, b) for b in prepared], args.host_batches, device)
 
     def step(index: int) -> None:
+        mark_step()
+        batch = fetch(index)
         with autocast:
-            out = forward(**on_device[index % len(on_device)])
+            out = forward(**batch)
         out.loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP_GRAD_NORM)
         optimizer.step()
@@ -357,6 +367,7 @@ def run_row(
                 flops=sum(c[0] for c in done),
             )
         )
+    kernels = profile_steps(step, args.profile, index, device) if args.profile else None
     rates = [window.rates(peak) for window in windows]
     medians = {
         key: (statistics.median(r[key] for r in rates) if rates[0][key] is not None else None)  # type: ignore[type-var]
@@ -377,16 +388,8 @@ def run_row(
         peak_memory_gib=torch.cuda.max_memory_allocated(device) / 2**30 if cuda else None,
         medians=medians,
         windows=[{**asdict(w), **w.rates(peak)} for w in windows],
+        profile=kernels,
     )
-
-
-def compare_with_peers(results: list[RowResult]) -> None:
-    """Set each bertkit row's seq/s ÷ its transformers row's, where both ran."""
-    done = {r.spec: r for r in results if r.ok}
-    for result in results:
-        peer = done.get(result.spec.peer())
-        if result.ok and result.implementation == "bertkit" and peer is not None:
-            result.vs_transformers = result.medians["seq_per_s"] / peer.medians["seq_per_s"]  # type: ignore[operator]
 
 
 # --------------------------------------------------------------------------- main
@@ -396,8 +399,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = measure.argument_parser("bench.train_step", __doc__)
     parser.add_argument(
         "--model",
-        help="model sizes, comma-separated (default: tiny,mini on CPU, base on CUDA; on CUDA "
-        f"base is always measured, the target is stated for it); one of {', '.join(MODEL_SIZES)}",
+        help="model sizes, comma-separated (default: tiny,mini on CPU, base on CUDA, the "
+        f"target's); of {', '.join(MODEL_SIZES)}",
     )
     parser.add_argument("--seq", type=int, default=128, help="which seqN shards (default 128)")
     parser.add_argument("--batch", type=int, help="sequences per step (default 32 CPU, 256 CUDA)")
@@ -412,18 +415,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         help="add torch.compile rows (default: on CUDA yes, on CPU no)",
     )
-    parser.add_argument("--peak-tflops", type=float, help="the device's peak, for MFU")
+    parser.add_argument("--modes", help="comma-separated eager, compiled (overrides --compile)")
+    parser.add_argument("--compile-mode", default="default", choices=COMPILE_MODES)
     parser.add_argument(
-        "--threads",
-        type=int,
-        help="torch CPU threads (default: torch's, one per core); on a machine that is busy "
-        "with other work, 1 avoids OpenMP threads spinning on cores they do not get",
+        "--host-batches",
+        default="device",
+        choices=HOST_BATCHES,
+        help="device: copied up front (default); pinned/pageable: copied in each timed step",
     )
+    parser.add_argument("--profile", type=int, default=0, help="profile N steps per row")
+    parser.add_argument("--peak-tflops", type=float, help="the device's peak, for MFU")
+    parser.add_argument("--threads", type=int, help="torch CPU threads (1 on a busy machine)")
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--shards", type=Path, default=DEFAULT_SHARDS)
-    parser.add_argument(
-        "--synthetic", action="store_true", help="random batches instead of the shards'"
-    )
+    parser.add_argument("--synthetic", action="store_true", help="random batches, no shards")
     parser.add_argument(
         "--vocab-size", type=int, default=BERT_VOCAB_SIZE, help="--synthetic's vocabulary"
     )
@@ -453,6 +458,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--bucket-windows: 0 (off) or a number of batches")
     if args.synthetic and any(args.windows):
         parser.error("--bucket-windows needs real batches: synthetic ones are all full length")
+    args.mode_list = [m.strip() for m in (args.modes or "").split(",") if m.strip()]
+    if args.modes is not None and (
+        not args.mode_list or set(args.mode_list) - {"eager", "compiled"}
+    ):
+        parser.error(f"--modes {args.modes!r}: comma-separated, of eager, compiled")
+    if args.profile < 0:
+        parser.error("--profile must be 0 or more")
     for name in ("seq", "steps", "repeats", "batches"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be at least 1")
@@ -463,31 +475,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def resolve_device(name: str) -> torch.device:
-    if name == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("--device cuda: no CUDA device is available")
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    return torch.device(name)
-
-
-def describe_device(device: torch.device) -> str:
-    if device.type == "cuda":
-        return f"{torch.cuda.get_device_name(device)} (torch {torch.__version__}, bf16 autocast)"
-    cpu = measure.machine_description()["cpu"]
-    load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
-    return (
-        f"CPU: {cpu}, {torch.get_num_threads()} torch threads of {os.cpu_count()} cores, load "
-        f"average {load} (torch {torch.__version__}, fp32)"
-    )
-
-
 def row_specs(args: argparse.Namespace, device: torch.device) -> list[RowSpec]:
     cuda = device.type == "cuda"
     if args.model:
         models = [m.strip() for m in args.model.split(",") if m.strip()]
-        if cuda and TARGET_MODEL not in models:
-            models.insert(0, TARGET_MODEL)
     else:
         models = [TARGET_MODEL] if cuda else ["tiny", "mini"]
     unknown = [m for m in models if m not in MODEL_SIZES]
@@ -495,6 +486,8 @@ def row_specs(args: argparse.Namespace, device: torch.device) -> list[RowSpec]:
         raise SystemExit(f"--model {','.join(unknown)}: choose from {', '.join(MODEL_SIZES)}")
     compile_rows = cuda if args.compile is None else args.compile
     modes = [False, True] if compile_rows else [False]
+    if args.mode_list:
+        modes = [mode == "compiled" for mode in args.mode_list]
     implementations = IMPLEMENTATIONS if args.reference else IMPLEMENTATIONS[:1]
     return [
         RowSpec(model, compiled, optimizer, implementation, window)
@@ -549,7 +542,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         f"timing: {args.warmup} warmup steps, then {args.repeats} windows of {args.steps} "
-        "steps (median)",
+        f"steps (median); compile mode {args.compile_mode}, batches kept on/in "
+        f"{args.host_batches}" + (f", {args.profile} steps profiled" if args.profile else ""),
         flush=True,
     )
 
@@ -581,6 +575,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{fmt(m['seq_per_s'], ',.0f')} seq/s  {fmt(m['model_tflops'], '.3g')} TFLOP/s",
                 flush=True,
             )
+            if result.profile:
+                print_profile(describe_row(spec), result.profile)
         else:
             print(f"  {describe_row(spec):<40} FAILED {result.error}", flush=True)
 

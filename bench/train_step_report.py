@@ -5,6 +5,7 @@ the results file. Not a command: `python -m bench.train_step` prints these.
 from __future__ import annotations
 
 import argparse
+import os
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
@@ -78,6 +79,34 @@ def print_results(results: list[RowResult], device: torch.device) -> None:
             print(f"{describe_row(result.spec)}: {result.error}")
 
 
+def compare_with_peers(results: list[RowResult]) -> None:
+    """Set each bertkit row's seq/s ÷ its transformers row's, where both ran."""
+    done = {r.spec: r for r in results if r.ok}
+    for result in results:
+        peer = done.get(result.spec.peer())
+        if result.ok and result.implementation == "bertkit" and peer is not None:
+            result.vs_transformers = result.medians["seq_per_s"] / peer.medians["seq_per_s"]  # type: ignore[operator]
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: no CUDA device is available")
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    return torch.device(name)
+
+
+def describe_device(device: torch.device) -> str:
+    if device.type == "cuda":
+        return f"{torch.cuda.get_device_name(device)} (torch {torch.__version__}, bf16 autocast)"
+    cpu = measure.machine_description()["cpu"]
+    load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
+    return (
+        f"CPU: {cpu}, {torch.get_num_threads()} torch threads of {os.cpu_count()} cores, load "
+        f"average {load} (torch {torch.__version__}, fp32)"
+    )
+
+
 def describe_row(spec: RowSpec) -> str:
     buckets = f" buckets {spec.bucket_window}" if spec.bucket_window else ""
     return f"{spec.model} {spec.implementation} {spec.mode} {spec.optimizer}{buckets}"
@@ -122,7 +151,9 @@ def write_results(
     verdict: dict[str, Any],
 ) -> None:
     payload = {
-        "machine": measure.machine_description(torch=importlib_version("torch")),
+        "machine": measure.machine_description(
+            torch=torch.__version__, transformers=importlib_version("transformers")
+        ),
         "device": device_name,
         "config": {
             "seq": args.seq,
@@ -134,6 +165,9 @@ def write_results(
             "warmup": args.warmup,
             "repeats": args.repeats,
             "batches": args.batches,
+            "compile_mode": args.compile_mode,
+            "host_batches": args.host_batches,
+            "profile_steps": args.profile,
             "dtype": dtype,
             "torch_threads": torch.get_num_threads(),
             "peak_flops": peak,

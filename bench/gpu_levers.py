@@ -1,0 +1,113 @@
+"""bench.train_step's switches that change how the step runs, not what it computes: the
+torch.compile mode, where the batches wait (on the device, or in pinned or pageable host
+memory and copied inside the timed step, as the trainer's loop copies them) and a profile of
+the step's kernels. Not a command: `python -m bench.train_step --compile-mode …
+--host-batches … --profile N` uses these.
+
+    forward = compile_forward(model, compiled=True, mode="reduce-overhead", dynamic=None)
+    fetch = batch_source(inputs, "pinned", device)   # fetch(i): batch i on the device
+    kernels = profile_steps(step, 3, device)          # the top kernels by device time
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from trainer.collate import to_device  # the trainer's host-to-device copy (non_blocking)
+
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune-no-cudagraphs")
+HOST_BATCHES = ("device", "pinned", "pageable")
+PROFILE_TOP = 25  # kernels listed per profiled row
+
+
+def compile_forward(
+    model: torch.nn.Module, compiled: bool, mode: str, dynamic: bool | None
+) -> Callable[..., Any]:
+    """The model's forward, compiled with torch.compile's `mode` when `compiled`."""
+    if not compiled:
+        return model
+    return torch.compile(model, dynamic=dynamic, mode=None if mode == "default" else mode)
+
+
+def step_marker(compiled: bool, mode: str) -> Callable[[], None]:
+    """What the step calls first: under CUDA graphs (reduce-overhead), the mark that a new
+    iteration begins, so the previous replay's outputs may be overwritten."""
+    if compiled and mode == "reduce-overhead":
+        return torch.compiler.cudagraph_mark_step_begin
+    return lambda: None
+
+
+def batch_source(
+    inputs: list[dict[str, torch.Tensor]], where: str, device: torch.device
+) -> Callable[[int], dict[str, torch.Tensor]]:
+    """fetch(i) gives batch i (cycled) on `device`. "device": copied once, up front, so no
+    copy is timed; "pinned" / "pageable": kept in host memory of that kind and copied with
+    the trainer's to_device (non_blocking) in every step."""
+    if where == "device" or device.type != "cuda":
+        on_device = [to_device(b, device, None) for b in inputs]
+        return lambda index: on_device[index % len(on_device)]
+    if where == "pinned":
+        inputs = [{name: t.pin_memory() for name, t in b.items()} for b in inputs]
+    return lambda index: to_device(inputs[index % len(inputs)], device, None)
+
+
+def profile_steps(
+    step: Callable[[int], None], steps: int, first: int, device: torch.device
+) -> list[dict[str, Any]]:
+    """Run `steps` steps under torch.profiler; the kernels that took the most device time,
+    each with its share of the profiled device time (kernels only). A profiler that fails
+    leaves the row's timings standing: its error is the one entry."""
+    try:
+        return _profile(step, steps, first, device)
+    except (RuntimeError, AttributeError) as error:
+        return [{"name": f"profile failed: {type(error).__name__}: {error}", "share": 0.0}]
+
+
+def _profile(
+    step: Callable[[int], None], steps: int, first: int, device: torch.device
+) -> list[dict[str, Any]]:
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    with torch.profiler.profile(activities=activities) as profiler:
+        for index in range(first, first + steps):
+            step(index)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+    kernels = [
+        event
+        for event in profiler.key_averages()
+        if event.device_type == torch.autograd.DeviceType.CUDA and event.self_device_time_total
+    ]
+    if not kernels:  # a CPU run: the operators' own CPU time instead
+        kernels = [e for e in profiler.key_averages() if e.self_cpu_time_total]
+        total = sum(e.self_cpu_time_total for e in kernels)
+        key = "self_cpu_time_total"
+    else:
+        total = sum(e.self_device_time_total for e in kernels)
+        key = "self_device_time_total"
+    kernels.sort(key=lambda e: getattr(e, key), reverse=True)
+    return [
+        {
+            "name": event.key,
+            "calls_per_step": event.count / steps,
+            "ms_per_step": getattr(event, key) / 1000 / steps,
+            "share": getattr(event, key) / total if total else 0.0,
+        }
+        for event in kernels[:PROFILE_TOP]
+    ]
+
+
+def print_profile(title: str, kernels: list[dict[str, Any]]) -> None:
+    print(f"profile of {title}: top {len(kernels)} kernels by device time per step")
+    for k in kernels:
+        if "ms_per_step" not in k:
+            print(f"  {k['name']}")
+            continue
+        print(
+            f"  {k['ms_per_step']:8.3f} ms {k['share']:6.1%} {k['calls_per_step']:6.1f}× "
+            f"{k['name'][:110]}"
+        )
