@@ -7,6 +7,7 @@
     bertkit dedup --documents DIR … --output DIR          (= python -m pipelines.dedup)
     bertkit vocab --documents DIR … --output DIR          (= python -m pipelines.vocab)
     bertkit examples --documents DIR … --vocab DIR --output DIR   (= python -m pipelines.examples)
+    bertkit chain --wikipedia … --books … --output DIR    (= python -m pipelines.chain)
     bertkit inspect PATH_OR_URL [--schema] [--show N] [--json N] [--stats] [--report OUT.html]
     bertkit train --shards DIR_OR_URL --output DIR …      (= python -m trainer.train)
     bertkit export-hf CHECKPOINT --output DIR             (= python -m trainer.export)
@@ -27,6 +28,10 @@ COMMANDS = {
     "corpus": ("pipelines.corpus", "JSON lines or Parquet records → sentence-split documents"),
     "dedup": ("pipelines.dedup", "documents → documents without exact and near duplicates"),
     "vocab": ("pipelines.vocab", "documents → WordPiece vocabulary (vocab.txt, tokenizer.json)"),
+    "chain": (
+        "pipelines.chain",
+        "wikipedia/books/corpus → documents → vocab → shards in one Beam job",
+    ),
     "inspect": (
         "pipelines.inspect",
         "look inside documents, shards or a manifest, local or remote",

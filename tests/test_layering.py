@@ -134,6 +134,7 @@ def test_the_folders_are_the_layers() -> None:
     stages = {
         "pipelines.wikipedia",
         "pipelines.books",
+        "pipelines.chain",
         "pipelines.corpus",
         "pipelines.dedup",
         "pipelines.vocab",

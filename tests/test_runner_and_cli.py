@@ -90,6 +90,7 @@ COMMAND_HELP = {
     "dedup": ("Remove exact and near-duplicate documents", "--num-perm"),
     "vocab": ("Train a BERT WordPiece vocabulary", "--limit-alphabet"),
     "examples": ("`bertkit examples`: documents → BERT pre-training examples", "--max_seq_length"),
+    "chain": ("From dumps, books and JSON lines to shards in one Beam job", "--vocab-seed"),
     "inspect": ("Look inside bertkit artifacts", "--no-verify"),
     "train": ("`bertkit train`: BERT pre-training", "--micro-batch-size"),
     "export-hf": ("Turn a trainer checkpoint into an HF model directory", "--overwrite"),

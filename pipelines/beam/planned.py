@@ -32,7 +32,9 @@ class _AfterFn(beam.DoFn):
         self._make = make
         self._fn: beam.DoFn | None = None
 
-    def process(self, element: Any, _ready: Any, *side_inputs: Any) -> Iterator[Any]:
+    # Not annotated: Beam reads a process method's annotations as type hints, which a
+    # variable number of side inputs does not fit.
+    def process(self, element, _ready, *side_inputs):
         if self._fn is None:
             fn = self._make(self._load())
             fn.setup()

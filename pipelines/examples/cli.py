@@ -57,7 +57,7 @@ _SHARD_FILE = rf"shard-[0-9]{{6}}\.tar(?:{re.escape(BLOCK_TABLE_SUFFIX)})?"
 # block tables (and their temporary names), rejects and the spill files under _work.
 # `--overwrite` deletes these, and nothing else.
 _TOP_FILE = rf"(?:{re.escape(SHARDS_MANIFEST_NAME)}|{re.escape(DATASET_CARD_NAME)})"
-_EARLIER_RUN = (
+EARLIER_RUN = (
     rf"{_TOP_FILE}(?:\.tmp-[0-9a-f]{{32}})?"
     rf"|seq[0-9]+/(?:train|heldout)/{_SHARD_FILE}(?:\.tmp-[0-9a-f]{{32}})?"
     rf"|{REJECTS_DIR}/rejects-[A-Za-z0-9_-]+\.jsonl|{WORK_DIR}/(?:documents|examples|pieces)/.+"
@@ -86,7 +86,7 @@ def run(argv: list[str] | None = None) -> int:
         config.validate()
         vocab = load_vocab(config.vocab, files.READER)
         inputs = read_documents_inputs(config.documents)
-        files.clear_earlier_run(config.output, _EARLIER_RUN, config.overwrite, "examples")
+        files.clear_earlier_run(config.output, EARLIER_RUN, config.overwrite, "examples")
     except (ValueError, OSError) as error:  # ExamplesConfigError, VocabError, … are ValueErrors
         print(f"bertkit examples: {error}", file=sys.stderr)
         return 2

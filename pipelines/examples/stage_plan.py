@@ -9,7 +9,6 @@ examples byte for byte.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 from pipelines.beam import files
@@ -39,9 +38,8 @@ def make_examples_plan(
     return ExamplesPlan(tuple(inputs), vocab, layout, plan_routes(config, layout, inputs))
 
 
-@functools.cache
 def load_examples_plan(config: ExamplesConfig) -> ExamplesPlan:
-    """The plan from --documents' manifests and --vocab as they are now written (a worker of
-    `bertkit chain`, once per process)."""
+    """The plan from --documents' manifests and --vocab as they are now written (by a worker
+    of `bertkit chain`)."""
     vocab = load_vocab(config.vocab, files.READER)
     return make_examples_plan(config, vocab, read_documents_inputs(config.documents))

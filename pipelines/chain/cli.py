@@ -1,0 +1,198 @@
+"""`bertkit chain` from the command line: parse, check every output, then run one job.
+
+Its --help is the package docstring (pipelines/chain/__init__.py).
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import uuid
+from typing import Any
+
+import apache_beam as beam
+
+from pipelines.beam import files
+from pipelines.beam.documents import (
+    DOCUMENTS_RUN_FILES,
+    DOCUMENTS_STAGE_PATHS,
+    WriteManifest,
+    json_config,
+)
+from pipelines.beam.documents import report as report_documents
+from pipelines.beam.planned import Planned
+from pipelines.beam.progress import (
+    DOCUMENTS_EXTRACTED,
+    DOCUMENTS_PAIRED,
+    DOCUMENTS_TOKENIZED,
+    EXAMPLES_MADE,
+    EXAMPLES_WRITTEN,
+    INPUT_BYTES_READ,
+    PIECES_LEARNED,
+    SHARDS_WRITTEN,
+    TEXT_BYTES_COUNTED,
+    progress_shown,
+)
+from pipelines.beam.runner import (
+    StagePaths,
+    make_pipeline,
+    parse_stage,
+    report_submission,
+    stage_main,
+    submitted_only,
+)
+from pipelines.books import cli as books_cli
+from pipelines.chain.config import (
+    ChainConfig,
+    ChainConfigError,
+    check,
+    documents_config,
+    examples_config,
+    stages_run,
+    vocab_config,
+)
+from pipelines.command.progress import Phase
+from pipelines.corpus import cli as corpus_cli
+from pipelines.examples import cli as examples_cli
+from pipelines.examples.config import ExamplesConfig
+from pipelines.examples.stage_plan import ExamplesPlan, load_examples_plan
+from pipelines.io.vocabulary import VocabError
+from pipelines.vocab import cli as vocab_cli
+from pipelines.vocab.config import VocabConfig
+from pipelines.vocab.counting import remove_work_dir
+from pipelines.vocab.sample import SamplePlan
+from pipelines.vocab.transforms import add_vocab_steps
+from pipelines.wikipedia import cli as wikipedia_cli
+from schemas import SHARDS_MANIFEST_NAME
+
+_EXTRACTION = {
+    "wikipedia": wikipedia_cli.extraction,
+    "books": books_cli.extraction,
+    "corpus": corpus_cli.extraction,
+}
+_PATHS = StagePaths(
+    input_files=("wikipedia", "books", "corpus"), writes=DOCUMENTS_STAGE_PATHS.writes
+)
+
+
+# Plans made by the workers, once per process and job (`run` names each job: a process that
+# runs two chains, as tests do, plans each from its own files).
+@functools.lru_cache(maxsize=4)
+def _sample_plan(job: str, config: VocabConfig) -> SamplePlan:
+    """The vocabulary's sample, from the documents' manifests once written."""
+    return SamplePlan.open(config.documents, config.sample_mb, config.seed)
+
+
+@functools.lru_cache(maxsize=4)
+def _examples_plan(job: str, config: ExamplesConfig) -> ExamplesPlan:
+    """The examples' plan, from the manifests and the vocabulary once written."""
+    return load_examples_plan(config)
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Check the flags, inputs and every output (exit 2 with the reason, nothing deleted),
+    clear the earlier run's files, then run the one job."""
+    description = sys.modules["pipelines.chain"].__doc__
+    config, options = parse_stage(ChainConfig, argv, "bertkit chain", description, _PATHS)
+    try:
+        check(config)
+        stages = {stage: documents_config(config, stage) for stage in stages_run(config)}
+        vocab, examples = vocab_config(config), examples_config(config)
+        vocab.validate()
+        examples.validate()
+        extractions = {stage: _EXTRACTION[stage](c) for stage, c in stages.items()}
+        earlier = [
+            files.earlier_run_files(c.output, DOCUMENTS_RUN_FILES, c.overwrite, stage)
+            for stage, c in stages.items()
+        ]
+        earlier.append(
+            files.earlier_run_files(
+                vocab.output, vocab_cli.VOCAB_RUN_FILES, vocab.overwrite, "vocab", remove=False
+            )
+        )
+        earlier.append(
+            files.earlier_run_files(
+                examples.output, examples_cli.EARLIER_RUN, examples.overwrite, "examples"
+            )
+        )
+    except (ValueError, OSError) as error:  # ChainConfigError, VocabError, … are ValueErrors
+        print(f"bertkit chain: {error}", file=sys.stderr)
+        return 2
+    # Every output checked: only now is anything deleted (each stage's own earlier files).
+    files.delete([path for found in earlier for path in found])
+    remove_work_dir(vocab.output)  # a killed run's word counts: never read again
+    input_bytes = sum(item["bytes"] for inputs, _ in extractions.values() for item in inputs)
+    manifest_path = files.join(examples.output, SHARDS_MANIFEST_NAME)
+    with (
+        progress_shown(options, "chain", progress_phases(input_bytes, vocab, examples)),
+        make_pipeline(options) as pipeline,
+    ):
+        add_chain_steps(pipeline, stages, extractions, vocab, examples)
+    if submitted_only(options):
+        return report_submission(pipeline, options, manifest_path, "bertkit chain")
+    return report(stages, vocab, manifest_path)
+
+
+def add_chain_steps(
+    pipeline: beam.Pipeline,
+    stages: dict[str, Any],
+    extractions: dict[str, tuple[list[dict[str, Any]], beam.PTransform]],
+    vocab: VocabConfig,
+    examples: ExamplesConfig,
+) -> beam.PCollection:
+    """documents stages ─► manifests ─► vocabulary (its sample planned by the workers once
+    the manifests are written) ─► examples (planned once the vocabulary is written)."""
+    manifests = []
+    for stage, config in stages.items():
+        inputs, extract = extractions[stage]
+        manifests.append(
+            pipeline
+            | f"Extract{stage.title()}" >> extract
+            | f"Write{stage.title()}Manifest"
+            >> WriteManifest(config.output, stage, inputs, json_config(config.recorded()))
+        )
+    documents_written = manifests | "DocumentsWritten" >> beam.Flatten()
+    job = uuid.uuid4().hex
+    sample = functools.partial(_sample_plan, job, vocab)
+    vocab_written = add_vocab_steps(pipeline, Planned.later(sample, documents_written), vocab)
+    planned = Planned.later(functools.partial(_examples_plan, job, examples), vocab_written)
+    return examples_cli.add_examples_steps(pipeline, examples, planned)
+
+
+def progress_phases(input_bytes: int, vocab: VocabConfig, examples: ExamplesConfig) -> list[Phase]:
+    """The progress line's steps; what the documents will hold is known only as they are
+    written, so later steps count against the documents extracted."""
+    return [
+        Phase("extract", INPUT_BYTES_READ, input_bytes, "read", in_bytes=True),
+        Phase("count words", TEXT_BYTES_COUNTED, None, "read", in_bytes=True),
+        Phase("learn pieces", PIECES_LEARNED, vocab.vocab_size, "tokens"),
+        Phase("tokenize", DOCUMENTS_TOKENIZED, DOCUMENTS_EXTRACTED, "documents"),
+        Phase(
+            "make examples",
+            DOCUMENTS_PAIRED,
+            None,
+            "document passes",
+            rate=(EXAMPLES_MADE, "examples"),
+        ),
+        Phase(
+            "write shards",
+            EXAMPLES_WRITTEN,
+            EXAMPLES_MADE,
+            "examples",
+            shown=((SHARDS_WRITTEN, "shards"),),
+        ),
+    ]
+
+
+def report(stages: dict[str, Any], vocab: VocabConfig, manifest_path: str) -> int:
+    """Each stage's line, as its own command prints it; 1 if an input was not read to its
+    end (everything read before the fault is kept, and the chain went on with it)."""
+    code = 0
+    for config in stages.values():
+        code |= report_documents(config.output)
+    code |= vocab_cli.report(vocab)
+    return code | examples_cli.report(manifest_path)
+
+
+def main(argv: list[str] | None = None) -> None:
+    stage_main(run, argv, "bertkit chain", (VocabError, ChainConfigError))
