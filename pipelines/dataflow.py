@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pipelines import books, corpus, dedup, vocab, wikipedia
+from pipelines import books, chain, corpus, dedup, vocab, wikipedia
 from pipelines.examples import cli as examples
 from pipelines.examples.config import ExamplesConfig
 
@@ -48,7 +48,7 @@ class TemplateStage:
     description: str
 
 
-# The Beam stages, in the chain's order.
+# The Beam stages, in the chain's order, then the chain itself (all of them in one job).
 STAGES = {
     stage.name: stage
     for stage in (
@@ -88,6 +88,13 @@ STAGES = {
             examples.run,
             "bertkit examples: documents to BERT pre-training shards (sentence pairs or full "
             "sentences, masked or not)",
+        ),
+        TemplateStage(
+            "chain",
+            chain.ChainConfig,
+            chain.run,
+            "bertkit chain: dumps, books and/or JSON lines to pre-training shards in one job "
+            "(documents, vocabulary, examples)",
         ),
     )
 }

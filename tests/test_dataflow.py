@@ -46,6 +46,12 @@ description instead of submitting it. What is checked is what would break a real
                                             each bucket's shards
              GroupPieces                    pieces of a shard that straddles two buckets
              WriteManifest (side inputs)    the shard infos and unit summaries (metadata)
+  chain      the stages' own, as above      a documents stage's under its name
+                                            (ExtractBooks/…, WriteBooksManifest/…)
+             …/GroupRoutes, …/Regroup       always: the plan, made inside the job, may take
+                                            one level, and Regroup then passes files on
+             side inputs of the steps that  the step before's outputs: manifest paths, then
+             wait for the stage before      vocab.json's path (a few strings)
   Records never travel through Beam here: they move in spill files
   (pipelines/beam/spill.py); Beam carries keys, paths and counts.
 """
@@ -61,7 +67,7 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.portability.api import beam_runner_api_pb2
 
-from pipelines import books, corpus, dedup, examples, vocab, wikipedia
+from pipelines import books, chain, corpus, dedup, examples, vocab, wikipedia
 from pipelines.beam.runner import report_submission
 from tests.conftest import DATA_DIR
 from tests.support.gcsserver import gcs_emulator
@@ -138,6 +144,44 @@ GROUPS = {
         {"WriteShards/OrderBuckets/ParDo(OrderBucketFn)", "WriteManifest"},
     ),
 }
+# The chain: each stage's own steps (a documents stage's under its name), the regroupings in
+# their two-level shape whatever the plan made inside the job chooses (its Regroup passes the
+# files on, on one level), and a side input more for every step that waits for the stage
+# before it (manifest paths, then vocab.json's path: a few strings).
+_WRITE_MANIFESTS = {
+    f"Write{stage}Manifest/CollectSummaries/CollectSummaries/{step}": step
+    for stage in ("Wikipedia", "Books", "Corpus")
+    for step in ("CombinePerKey/GroupByKey", "InjectDefault")
+}
+GROUPS["chain"] = (
+    {
+        "ExtractWikipedia/SpreadSplits/ReshufflePerKey/GroupByKey",
+        "ExtractBooks/SpreadUnits/ReshufflePerKey/GroupByKey",
+        "ExtractCorpus/SpreadUnits/ReshufflePerKey/GroupByKey",
+        "SpreadFiles/ReshufflePerKey/GroupByKey",
+        "CreateExamples/SpreadFiles/ReshufflePerKey/GroupByKey",
+        "CreateExamples/GroupPartitions/GroupRoutes",
+        "CreateExamples/GroupPartitions/GroupByKey",
+        "WriteShards/SumBucketCounts/GroupByKey",
+        "WriteShards/GroupBuckets/GroupRoutes",
+        "WriteShards/GroupBuckets/GroupByKey",
+        "WriteShards/GroupPieces",
+    }
+    | {name for name, step in _WRITE_MANIFESTS.items() if step != "InjectDefault"},
+    {
+        "ListDocumentsFiles",
+        "CountWords",
+        "LearnPieces",
+        "CreateExamples/ListDocumentsFiles",
+        "CreateExamples/TokenizeDocuments/ParDo(_AfterFn)",
+        "CreateExamples/GroupPartitions/Regroup",
+        "CreateExamples/PairAndMask/ParDo(_AfterFn)",
+        "WriteShards/GroupBuckets/Regroup",
+        "WriteShards/OrderBuckets/ParDo(OrderBucketFn)",
+        "WriteManifest",
+    }
+    | {name for name, step in _WRITE_MANIFESTS.items() if step == "InjectDefault"},
+)
 # The examples graph with both regroupings in two levels: a GroupByKey per route group more.
 TWO_LEVEL_GROUPS = GROUPS["examples"][0] | {
     "CreateExamples/GroupPartitions/GroupRoutes",
@@ -178,6 +222,14 @@ def gcs_inputs(gcs, sample_documents, sample_vocab) -> dict[str, list[str]]:
         "dedup": ["--documents", *documents],
         "vocab": ["--documents", *documents],
         "examples": ["--documents", *documents, "--vocab", upload(sample_vocab, "in/vocab")],
+        "chain": [
+            "--wikipedia",
+            f"gs://{BUCKET}/in/dumps/*.xml.bz2",
+            "--books",
+            f"gs://{BUCKET}/in/books/*.txt",
+            "--corpus",
+            f"gs://{BUCKET}/in/corpus/*.jsonl",
+        ],
     }
 
 
@@ -188,9 +240,14 @@ RUNS = {
     "dedup": dedup.run,
     "vocab": vocab.run,
     "examples": examples.run,
+    "chain": chain.run,
 }
 # What each stage writes last, inside the job: where the command says to look.
-LAST_WRITTEN = {"examples": "manifest.json", "vocab": "vocab.json"}
+LAST_WRITTEN = {
+    "examples": "manifest.json",
+    "vocab": "vocab.json",
+    "chain": "shards/manifest.json",
+}
 
 
 def translate(gcs, stage: str, inputs: list[str], tmp_path: Path, *extra: str):

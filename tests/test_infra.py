@@ -111,7 +111,7 @@ def test_template_flags_become_the_command_s():
     with pytest.raises(
         SystemExit,
         match=r"BERTKIT_STAGE='train': not a Beam stage; one of "
-        r"wikipedia, books, corpus, dedup, vocab, examples",
+        r"wikipedia, books, corpus, dedup, vocab, examples, chain",
     ):
         dataflow.launch("train", [])
 
@@ -240,6 +240,6 @@ def test_run_sh_launches_on_the_image_build_sh_made_in_any_repository(tmp_path):
     refused = run(str(script / "run.sh"), "proj", "europe-west4", "gs://b", "train")
     assert refused.returncode == 2
     assert (
-        "stage train: not a Beam stage; one of wikipedia, books, corpus, dedup, vocab, examples"
+        "stage train: not a Beam stage; one of wikipedia, books, corpus, dedup, vocab, examples, chain"
         in (refused.stderr)
     )

@@ -6,7 +6,7 @@
 # Pushes REGION-docker.pkg.dev/PROJECT/REPOSITORY/bertkit:VERSION (REPOSITORY defaults to
 # "bertkit"; create it once with `gcloud artifacts repositories create`) and, per stage, the
 # same image tagged VERSION-STAGE with BERTKIT_STAGE set, then writes
-# gs://BUCKET/templates/{wikipedia,books,corpus,dedup,vocab,examples}.json, each naming its stage's image.
+# gs://BUCKET/templates/{wikipedia,books,corpus,dedup,vocab,examples,chain}.json, each naming its stage's image.
 # run.sh reads the image from that file, so it launches whatever REPOSITORY was given here.
 set -euo pipefail
 project=${1:?usage: build.sh PROJECT REGION gs://BUCKET [REPOSITORY]}
@@ -24,7 +24,7 @@ python -m pip wheel --no-deps -w dist .
 docker build -f infra/dataflow/Dockerfile --build-arg "BEAM_VERSION=$beam_version" -t "$image" .
 docker push "$image"
 
-for stage in wikipedia books corpus dedup vocab examples; do
+for stage in wikipedia books corpus dedup vocab examples chain; do
   # The launcher learns its stage from the image's environment. `flex-template build --env`
   # cannot set it: gcloud takes --env only for an image it builds itself and refuses it
   # beside --image. The stage's tag adds one ENV line (no layer) to the same image.

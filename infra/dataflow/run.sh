@@ -6,18 +6,18 @@
 # e.g. run.sh my-project us-central1 gs://my-bucket wikipedia \
 #        input=gs://my-bucket/dumps/enwiki-latest-pages-articles-multistream.xml.bz2 \
 #        output=gs://my-bucket/documents/enwiki
-# STAGE is wikipedia, books, corpus, dedup, vocab or examples; the parameters are its flags
+# STAGE is wikipedia, books, corpus, dedup, vocab, examples or chain; the parameters are its flags
 # (infra/dataflow/metadata/STAGE.json). The job's manifest appears in the output directory
 # when it has finished. MAX_WORKERS (32) and MACHINE_TYPE (n2-standard-4) size the job.
 set -euo pipefail
 project=${1:?usage: run.sh PROJECT REGION gs://BUCKET STAGE name=value ...}
 region=${2:?region}
 bucket=${3:?gs://bucket}
-stage=${4:?stage: wikipedia, books, corpus, dedup, vocab or examples}
+stage=${4:?stage: wikipedia, books, corpus, dedup, vocab, examples or chain}
 shift 4
 case $stage in
-  wikipedia | books | corpus | dedup | vocab | examples) ;;
-  *) echo "run.sh: stage $stage: not a Beam stage; one of wikipedia, books, corpus, dedup, vocab, examples" >&2
+  wikipedia | books | corpus | dedup | vocab | examples | chain) ;;
+  *) echo "run.sh: stage $stage: not a Beam stage; one of wikipedia, books, corpus, dedup, vocab, examples, chain" >&2
      exit 2 ;;
 esac
 template="$bucket/templates/$stage.json"
