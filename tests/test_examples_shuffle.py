@@ -23,8 +23,10 @@ from pipelines.examples.shuffle import (
     Routing,
     SpillSizes,
     iter_routed,
+    level_files,
     plan_routing,
     spill_files,
+    two_level_routing,
 )
 
 MB = 1 << 20
@@ -41,22 +43,30 @@ def sizes(mappers: int, mapper_mb: float, key_mb: float) -> SpillSizes:
 def test_two_levels_where_they_write_at_least_four_times_fewer_files() -> None:
     # 100 keys from 50 mappers of 64 MB each: on one level a mapper's 32 MB budget is full
     # twice over 100 buffers, so it writes 64 × 100 / 32 = 200 files: 10,000 in all. On two,
-    # route groups of √100 = 10 keys with 256 MB budgets: 50 × 10 first-level files, and
-    # each group's 10 × 32 MB through 10 buffers, 13 files a group: 500 + 130 = 630.
+    # with 256 MB budgets, the fewest files come from 5 route groups of 20 keys: 50 × 5
+    # first-level files; a group's 20 × 32 MB = 640 MB is regrouped in 640 ÷ 256 → 2 chunks
+    # (steps) of 320 MB, each through 20 buffers: 320 × 20 / 256 = 25 files a step, 250.
     routing = plan_routing(bucket_keys(100), sizes(50, 64, 32))
-    assert (routing.group_size, routing.groups, routing.budget_bytes) == (10, 10, 256 * MB)
-    assert spill_files(routing, sizes(50, 64, 32)) == 630
+    assert (routing.group_size, routing.groups, routing.chunks) == (20, 5, 2)
+    assert (routing.steps, routing.budget_bytes) == (10, 256 * MB)
+    assert level_files(routing, sizes(50, 64, 32)) == (250, 250)
     assert spill_files(Routing(routing.keys), sizes(50, 64, 32)) == 10_000
-    # 9 keys from 4 small mappers: 36 files on one level, 4 × 3 + 3 × 3 = 21 on two.
+    # Route groups of √100 = 10 keys, one step each (640 ÷ 256 → 1 chunk would hold 320 MB:
+    # 10 × 32 MB = 320 MB through 10 buffers, 13 files a group): 500 + 130 = 630 files.
+    assert level_files(Routing(routing.keys, 10, 256 * MB), sizes(50, 64, 32)) == (500, 130)
+    # 9 keys from 4 small mappers: 36 files on one level, 4 × 2 + 2 × … = 18 on two: one
+    # level, since 36 is under 10,000.
     assert spill_files(Routing(tuple(bucket_keys(9))), sizes(4, 1, 1)) == 36
+    assert spill_files(two_level_routing(bucket_keys(9), sizes(4, 1, 1)), sizes(4, 1, 1)) == 18
     assert not plan_routing(bucket_keys(9), sizes(4, 1, 1)).two_level
     # Fewer than 4 keys: one level, unless forced; forced to one level on a large run.
     assert not plan_routing(bucket_keys(3), sizes(1_000, 64, 64)).two_level
-    assert plan_routing(bucket_keys(3), sizes(1, 1, 1), "2").group_size == 2
+    forced = plan_routing(bucket_keys(3), sizes(1, 1, 1), "2")
+    assert (forced.group_size, forced.groups, forced.chunks) == (2, 2, 1)  # at least 2 groups
     assert not plan_routing(bucket_keys(100), sizes(50, 64, 32), "1").two_level
 
 
-def test_a_full_english_wikipedia_run_writes_150_times_fewer_spill_files() -> None:
+def test_a_full_english_wikipedia_run_writes_over_300_times_fewer_spill_files() -> None:
     # An English Wikipedia-sized run at 128 tokens, dupe 10: 48,552 MB of documents text in
     # 1,500 files; 331 pairing partitions a pass (3,310 pairing steps) and 4,846 buckets.
     inputs = [
@@ -69,12 +79,22 @@ def test_a_full_english_wikipedia_run_writes_150_times_fewer_spill_files() -> No
     config = ExamplesConfig(documents=(), vocab="", output="/o", max_seq_lengths=(128,))
     layout = plan_layout(config, inputs, 30_522)
     routes = plan_routes(config, layout, inputs)
-    assert (len(routes.partitions.keys), routes.partitions.group_size) == (3_310, 58)
-    assert (len(routes.buckets.keys), routes.buckets.group_size) == (4_846, 70)
+    partitions, buckets = routes.partitions, routes.buckets
+    assert (len(partitions.keys), partitions.group_size, partitions.chunks) == (3_310, 158, 9)
+    assert (len(buckets.keys), buckets.group_size, buckets.chunks) == (4_846, 231, 14)
+    # 21 route groups each: 189 and 294 regroup steps of 1 to 2 GB (--regroup-budget-mb 1024).
+    assert (partitions.groups, partitions.steps, buckets.groups, buckets.steps) == (
+        21,
+        189,
+        21,
+        294,
+    )
     # One level: each documents file writes ~14,600 files (148 MB of token ids over 3,310
     # buffers in 32 MB) and each pairing step ~14,200: 68.8 M files of ~10 kB. Two levels:
-    # 1,500 × 58 + 58 × 838 + 3,310 × 70 + 70 × 1,225 ≈ 0.45 M files of ~1 MB.
-    assert routes.spill_files() == (453_112, 68_791_160)
+    # 1,500 × 21 + 189 steps × 173 (158 keys' 1.2 GB through 158 buffers in 1 GB), then
+    # 3,310 × 21 + 294 × 239: 0.20 M files of ~2 to 5 MB.
+    assert routes.level_files() == {"partitions": (31_500, 32_697), "buckets": (69_510, 70_266)}
+    assert routes.spill_files() == (203_973, 68_791_160)
 
 
 def test_routed_records_reach_their_keys_through_the_regroup_step(tmp_path) -> None:
@@ -153,6 +173,41 @@ def test_a_record_in_the_wrong_route_group_is_refused(tmp_path) -> None:
     ((key, regrouped),) = RegroupFn(str(tmp_path), routing).process((1, [path]))
     assert key == ("seq128/train", 3)
     assert list(unpack_examples(read_file(regrouped), regrouped)) == [(7, b"x")]
+
+
+def test_each_mapper_s_files_go_to_one_chunk_of_their_route_group(tmp_path) -> None:
+    keys = tuple(bucket_keys(4))
+    routing = Routing(keys, 2, 1 << 20, chunks=3)  # route groups {0, 1}, {2, 3}; 6 steps
+    assert (routing.groups, routing.steps) == (2, 6)
+    # A stable hash of the mapper's unit name picks its chunk: "d" the first, "e" the second.
+    assert [routing.step_of(group, unit) for group in (0, 1) for unit in "def"] == [
+        0,
+        1,
+        2,
+        3,
+        4,
+        5,
+    ]
+    spills = []
+    for unit, place in (("d", 1), ("e", 2)):
+        writer = RoutedSpillWriter(str(tmp_path), unit, 1 << 20, routing)
+        writer.add(keys[3], pack_example(place, b"x"))
+        writer.add(keys[0], pack_example(place, b"y"))
+        spills += writer.close()
+    assert [(step, Path(path).name) for step, path in spills] == [
+        (0, "d-00000.bin"),
+        (3, "d-00000.bin"),
+        (1, "e-00000.bin"),
+        (4, "e-00000.bin"),
+    ]
+    # The regroup step names its files by route group and chunk: step 4 is group 1, chunk 1.
+    regroup = RegroupFn(str(tmp_path), routing)
+    ((key, path),) = regroup.process((4, [spills[3][1]]))
+    assert (key, Path(path).relative_to(tmp_path).as_posix()) == (
+        ("seq128/train", 3),
+        "seq128/train/b00003/r00001c00001-00000.bin",
+    )
+    assert list(unpack_examples(read_file(path), path)) == [(2, b"x")]
 
 
 def test_the_sample_makes_the_same_shards_and_manifest_on_one_level_or_two(

@@ -97,7 +97,9 @@ class ExamplesConfig:
         "4x fewer files, see pipelines/examples/shuffle.py); the output is the same either way",
     )
     regroup_budget_mb: int = option(
-        256, help="MB of spill records a second-level regroup step buffers before writing"
+        1024,
+        help="MB of spill records a regroup step (and, on two levels, a mapper) buffers "
+        "before writing: larger means fewer, larger spill files",
     )
     overwrite: bool = option(False, help="replace the shards and manifest of an earlier run")
 

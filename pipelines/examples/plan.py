@@ -14,7 +14,13 @@ from dataclasses import dataclass
 from pipelines.beam.documents import DocumentsInput, read_documents_input
 from pipelines.examples.config import ExamplesConfig, ExamplesConfigError
 from pipelines.examples.keys import BucketKey, PartitionKey
-from pipelines.examples.shuffle import Routing, SpillSizes, plan_routing, spill_files
+from pipelines.examples.shuffle import (
+    Routing,
+    SpillSizes,
+    level_files,
+    plan_routing,
+    spill_files,
+)
 from pipelines.io.hashing import stable_hash64, unit_fraction
 from schemas import MANIFEST_NAME
 from schemas.examples import id_width_for_vocab
@@ -109,6 +115,15 @@ class Routes:
     buckets: Routing  # pairing steps → shuffle buckets
     partition_sizes: SpillSizes | None = None  # what the plan expected of each
     bucket_sizes: SpillSizes | None = None
+
+    def level_files(self) -> dict[str, tuple[int, int]]:
+        """About how many spill files each level of each regrouping writes, as planned:
+        {"partitions": (mappers' files, regroup steps' files), "buckets": (…)}."""
+        assert self.partition_sizes is not None and self.bucket_sizes is not None
+        return {
+            "partitions": level_files(self.partitions, self.partition_sizes),
+            "buckets": level_files(self.buckets, self.bucket_sizes),
+        }
 
     def spill_files(self) -> tuple[int, int]:
         """About how many spill files both regroupings write: as planned, and on one level."""
