@@ -27,11 +27,12 @@ A second table puts each process's peak RSS side by side across sizes: it must s
 
 --project-full-run (on by default) then projects a full English Wikipedia (~100 GB of
 wikitext, a ~22 GB multistream bz2) plus a BookCorpus-sized corpus (~5 GB, ~11k books) onto
-Dataflow from the largest size's per-core figures: vCPU-hours per stage, cost at the list
-prices in DATAFLOW_PRICES, and wall time at 32 and 256 vCPUs with every serial step
-(job start-up, the serial seconds fitted linearly over the sizes, vocabulary training on its
-sample). Results go to WORKDIR/results/scale.json; inputs and outputs stay under
-WORKDIR/scale/ (bench/.work, ignored by git).
+Dataflow from the largest size's per-core figures (bench/scale_cost.py), as one job and as
+the stages' separate jobs: vCPU-hours, cost at the list prices in DATAFLOW_PRICES, and wall
+time at 32 and 256 vCPUs with every serial step (job start-up, the serial seconds, the
+vocabulary's learning on one worker). Results go to WORKDIR/results/scale.json, which
+`python -m bench.scale_cost` reads to print the projection again; inputs and outputs stay
+under WORKDIR/scale/ (bench/.work, ignored by git).
 """
 
 from __future__ import annotations

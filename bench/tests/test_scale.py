@@ -1,4 +1,5 @@
-"""bench.scale's pure helpers on literal figures: sizes, the serial fit and the cost model.
+"""bench.scale's pure helpers on literal figures: sizes, the serial fit and the cost model
+(separate jobs and one job), and the spill files the examples planner counts at full scale.
 
 The benchmark itself (a 1 GB chain, ~25 min) never runs in the tests.
 """
@@ -6,6 +7,7 @@ The benchmark itself (a 1 GB chain, ~25 min) never runs in the tests.
 from __future__ import annotations
 
 import bz2
+import json
 from pathlib import Path
 
 import pytest
@@ -15,10 +17,16 @@ from bench.runs import parse_sizes
 from bench.scale_cost import (
     JOB_STARTUP_S,
     STARTUP_BILLED_S,
+    Phase,
     StageFigures,
     StageProjection,
     chain_wall_s,
     linear_fit,
+    load_chains,
+    one_job_phases,
+    print_projection,
+    project_job,
+    project_spill_files,
     project_stage,
 )
 
@@ -121,3 +129,93 @@ def test_no_vcpu_count_runs_a_stage_faster_than_its_largest_unit_of_work():
     projection = project_stage(figures, [32, 256], PRICES)
     assert projection.wall_s == {32: JOB_STARTUP_S + 1000 / 32, 256: JOB_STARTUP_S + 30.0}
     assert projection.vcpu_hours == pytest.approx(256 * (30 + STARTUP_BILLED_S) / 3600)
+
+
+def test_one_job_runs_its_phases_one_after_the_other_after_one_start_up():
+    figures = {
+        # 100 CPU-s, 10 of them serial; its largest unit takes 30 s.
+        "wikipedia": StageFigures("wikipedia", 0.1, 1000.0, 10.0, 0.0, unit_cpu_s=30.0),
+        "books": StageFigures("books", 0.2, 100.0, 4.0, 0.0, unit_cpu_s=5.0),  # 20, 4 serial
+        # Counting: 50 CPU-s of sample + 10 of reading, 2 serial; learning: 60 s on one worker.
+        "vocab": StageFigures(
+            "vocab",
+            0.5,
+            100.0,
+            2.0,
+            0.0,
+            local_vcpus=16,
+            read_cpu_s_per_mb=0.01,
+            full_read_mb=1000.0,
+            learn_s=60.0,
+        ),
+        "examples": StageFigures("examples", 1.0, 1000.0, 5.0, 0.0, unit_cpu_s=40.0),
+    }
+    phases = one_job_phases(figures)
+    # wikipedia and books side by side: their spread CPU-s add up, their serial tails overlap.
+    assert phases == [
+        Phase("wikipedia + books", 90.0 + 16.0, 10.0, 30.0),
+        Phase("vocab: counts", 58.0, 2.0),
+        Phase("vocab: learning", 0.0, 60.0),
+        Phase("examples", 995.0, 5.0, 40.0),
+    ]
+    job = project_job(phases, [8, 64], PRICES)
+    assert job.phases == {
+        "wikipedia + books": {8: 10 + 30.0, 64: 10 + 30.0},  # the unit floor: 106 / 8 < 30
+        "vocab: counts": {8: 2 + 58 / 8, 64: 2 + 58 / 64},
+        "vocab: learning": {8: 60.0, 64: 60.0},  # the others wait: the examples need it
+        "examples": {8: 5 + 995 / 8, 64: 5 + 40.0},
+    }
+    assert job.wall_s == {8: 240 + 238.625, 64: 240 + 147.90625}
+    # 64 vCPUs billed for 147.90625 s and 120 s of start-up; 16 workers' 25 GB disks.
+    billed = 147.90625 + STARTUP_BILLED_S
+    assert job.vcpu_hours == pytest.approx(64 * billed / 3600)
+    disk = 16 * 25 * billed / 3600 * 0.0001
+    assert job.cost_usd == pytest.approx(64 * billed / 3600 * 0.065 + disk)
+    assert job.cost_usd == pytest.approx(0.3125573)
+
+
+def test_the_one_job_projection_reads_the_measured_figures(tmp_path, capsys):
+    # One size: each stage's CPU-s per MB is its average. 40 MB of wiki text per 100 MB of
+    # wikitext and 10 per 10 MB of books: the full run's 100 GB + 5 GB give 45,000 MB.
+    def stage(input_mb: float, cpu_s: float, serial: float, **extra) -> dict:
+        return {"input_mb": input_mb, "cpu_s": cpu_s, "serial_cpu_s": serial, **extra}
+
+    chain = {
+        "size_mb": 100.0,
+        "documents_mb": {"wikipedia": 40.0, "books": 10.0},
+        "stages": {
+            "wikipedia": stage(100.0, 20.0, 2.0),
+            "books": stage(10.0, 3.0, 1.0),
+            "vocab": stage(50.0, 10.0, 1.0),
+            "vocab_sampled": stage(50.0, 2.0, 0.5, sample_mb=1.0),
+            "examples": stage(50.0, 100.0, 3.0, work_bytes=200e6, output_bytes=100e6),
+        },
+    }
+    results = tmp_path / "scale.json"
+    results.write_text(json.dumps({"chains": [chain]}))
+    learn = tmp_path / "vocab_learn.json"
+    learn.write_text(json.dumps({"s_per_million_words": 40.0}))
+    projection = print_projection(load_chains(results), [256], learn)
+    assert "one job" in capsys.readouterr().out
+    wall = projection["one_job"]["phases"]
+    sample_mb = 1024 * (1 << 20) / 1e6
+    assert wall["wikipedia + books"][256] == pytest.approx(2 + (19_998 + 1_499) / 256)
+    # Counting 0.2 CPU-s per MB of sample; reading (2 - 0.2 × 1) / 50 per MB of documents.
+    assert wall["vocab: counts"][256] == pytest.approx(
+        1 + (0.2 * sample_mb + 0.036 * 45_000 - 1) / 256
+    )
+    assert wall["vocab: learning"][256] == pytest.approx(40 * 1.15)  # 1.15 M distinct words
+    assert wall["examples"][256] == pytest.approx(3 + (90_000 - 3) / 256)
+
+
+def test_the_full_run_s_spill_files_come_from_the_examples_planner():
+    spills = project_spill_files(48_552.0)
+    assert spills.documents_files == 403
+    # 403 documents files × 40 route groups of 79 pairing steps, in 160 regroup steps; 3,160
+    # pairing steps × 21 groups of 221 buckets, in 273 steps (--regroup-budget-mb 1024).
+    assert spills.levels == {"partitions": (16_120, 15_680), "buckets": (66_360, 64_155)}
+    assert spills.regroup_steps == {"partitions": 160, "buckets": 273}
+    assert (spills.files_planned, spills.files_one_level) == (162_315, 62_581_473)
+    assert spills.usd_planned == pytest.approx(162_315 * 0.0054 / 1000)  # $0.88
+    # With the earlier 256 MB regroup budget the same planner counts 349,371.
+    assert project_spill_files(48_552.0, regroup_budget_mb=256).files_planned == 349_371
