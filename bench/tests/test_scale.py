@@ -219,3 +219,34 @@ def test_the_full_run_s_spill_files_come_from_the_examples_planner():
     assert spills.usd_planned == pytest.approx(162_315 * 0.0054 / 1000)  # $0.88
     # With the earlier 256 MB regroup budget the same planner counts 349,371.
     assert project_spill_files(48_552.0, regroup_budget_mb=256).files_planned == 349_371
+
+
+def test_the_transcribed_figures_are_the_benchmarks_page_s_table():
+    # bench/scale_figures.json stands in for bench.scale's results until it runs again: each
+    # figure it holds must be the one docs/benchmarks.md prints (input MB, CPU-s/MB, serial
+    # CPU-s, the examples' _work and output MB).
+    root = Path(__file__).resolve().parents[2]
+    page = (root / "docs" / "benchmarks.md").read_text()
+    rows = {}
+    for line in page.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == 8 and " @ " in cells[0] and cells[1][:1].isdigit():
+            rows[cells[0]] = cells
+    chains = json.loads((root / "bench" / "scale_figures.json").read_text())["chains"]
+    assert [c["size_mb"] for c in chains] == [256.0, 1024.0]
+    for chain in chains:
+        for stage, figures in chain["stages"].items():
+            name = "vocab-sampled" if stage == "vocab_sampled" else stage
+            suffix = " (2 %)" if stage == "vocab_sampled" else ""
+            cells = rows[f"{name} @ {chain['size_mb']:g}{suffix}"]
+            assert float(cells[1].replace(",", "")) == figures["input_mb"]
+            assert float(cells[2]) == pytest.approx(
+                figures["cpu_s"] / figures["input_mb"], abs=5e-4
+            )
+            assert float(cells[4]) == figures["serial_cpu_s"]
+            if stage == "examples":
+                work_mb = float(cells[6].split("/")[1].replace(",", ""))
+                assert (work_mb, float(cells[7].replace(",", ""))) == (
+                    figures["work_bytes"] / 1e6,
+                    figures["output_bytes"] / 1e6,
+                )
