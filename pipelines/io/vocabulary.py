@@ -7,12 +7,17 @@ vocab.txt and tokenizer.json against vocab.json, and that vocab.txt and tokenize
 the same tokens with the same casing. vocab.txt is Google's format: one token per line, the
 line number is the id, and lines end in "\n" only (tokens may hold \x1c or U+2028, which
 `str.splitlines` would split on).
+
+`load_vocab` builds a directory's tokenizer once per process: every Beam DoFn that loads the
+vocabulary in a worker (tokenizing, pairing, on any runner) gets the same `Vocabulary`, keyed
+by the directory and the sha256 of its three files, which are read and checked on every call.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -176,17 +181,37 @@ class Vocabulary:
             sep_id=ids[SEP_TOKEN],
             mask_id=ids[MASK_TOKEN],
             special_ids=special,
-            replaceable_ids=np.array(
-                [i for i in range(len(tokens)) if i not in special], dtype=np.int64
+            replaceable_ids=_read_only(
+                np.array([i for i in range(len(tokens)) if i not in special], dtype=np.int64)
             ),
-            is_continuation=np.array(
-                [t.startswith(CONTINUATION_PREFIX) and len(t) > 2 for t in tokens], dtype=bool
+            is_continuation=_read_only(
+                np.array(
+                    [t.startswith(CONTINUATION_PREFIX) and len(t) > 2 for t in tokens], dtype=bool
+                )
             ),
         )
 
 
+def _read_only(array: np.ndarray) -> np.ndarray:
+    """`array`, frozen: a process shares one Vocabulary between its callers (load_vocab)."""
+    array.flags.writeable = False
+    return array
+
+
+# Vocabularies built in this process: (directory, sha256 of vocab.json, of vocab.txt, of
+# tokenizer.json) → Vocabulary. A worker keeps every DoFn's vocabulary here, so a bundle or a
+# DoFn instance never builds a tokenizer again; the hashes make a rewritten directory a new key.
+_LOADED: dict[tuple[str, str, str, str], Vocabulary] = {}
+_LOADED_LOCK = threading.Lock()
+
+
 def load_vocab(directory: str, reader: storage.Reader = storage.READER) -> Vocabulary:
-    """Load and check a `bertkit vocab` output directory (local, gs://, s3://, http)."""
+    """Load and check a `bertkit vocab` output directory (local, gs://, s3://, http).
+
+    The files are read and their hashes checked on every call; the tokenizer is built once
+    per process for the same directory and bytes, and that one `Vocabulary` is shared
+    (its tokenizer, token list and arrays are read-only to every caller).
+    """
     paths = {
         name: reader.join(directory, name)
         for name in (VOCAB_METADATA_FILE, VOCAB_FILE, TOKENIZER_FILE)
@@ -197,9 +222,10 @@ def load_vocab(directory: str, reader: storage.Reader = storage.READER) -> Vocab
                 f"no vocabulary at {directory}: {path} is missing; run "
                 f"`bertkit vocab --documents DIR … --output {directory}` first"
             )
+    metadata_bytes = reader.read_bytes(paths[VOCAB_METADATA_FILE], MAX_RECORD_BYTES)
     metadata = read_record(
         VocabMetadata,
-        reader.read_bytes(paths[VOCAB_METADATA_FILE], MAX_RECORD_BYTES).decode("utf-8"),
+        metadata_bytes.decode("utf-8"),
         paths[VOCAB_METADATA_FILE],
         "rerun `bertkit vocab`",
         VocabError,
@@ -216,10 +242,20 @@ def load_vocab(directory: str, reader: storage.Reader = storage.READER) -> Vocab
             f"{paths[TOKENIZER_FILE]} was modified after training: its sha256 differs from the "
             f"one in {VOCAB_METADATA_FILE}; restore it or rerun `bertkit vocab`"
         )
-    tokens = parse_vocab_txt(vocab_bytes)
-    tokenizer = Tokenizer.from_str(tokenizer_bytes.decode("utf-8"))
-    check_agreement(tokens, tokenizer, metadata.cased, directory)
-    return Vocabulary.from_tokens(tokens, metadata, tokenizer)
+    key = (
+        directory,
+        hashlib.sha256(metadata_bytes).hexdigest(),
+        metadata.vocab_sha256,
+        metadata.tokenizer_sha256,
+    )
+    with _LOADED_LOCK:
+        if (loaded := _LOADED.get(key)) is not None:
+            return loaded
+        tokens = parse_vocab_txt(vocab_bytes)
+        tokenizer = Tokenizer.from_str(tokenizer_bytes.decode("utf-8"))
+        check_agreement(tokens, tokenizer, metadata.cased, directory)
+        loaded = _LOADED[key] = Vocabulary.from_tokens(tokens, metadata, tokenizer)
+        return loaded
 
 
 def load_vocab_txt(path: str, cased: bool) -> Vocabulary:
