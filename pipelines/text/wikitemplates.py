@@ -105,6 +105,9 @@ the page is rendered, so it would make the corpus non-reproducible.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+
 from pipelines.text.template_renderers import (
     EM_DASH,
     EN_DASH,
@@ -140,6 +143,7 @@ __all__ = [
     "TEMPLATE_RENDERERS",
     "normalise_template_name",
     "render_template",
+    "template_renderer",
 ]
 
 
@@ -254,8 +258,18 @@ def render_template(name: str, args: list[str]) -> str | None:
     """Plain text of template `{{name|args...}}`, or None when it is not running text.
 
     `name` is the raw text before the first top-level pipe; `args` the raw arguments, with
-    inner templates and links already rendered. Unknown names cost one normalisation and one
-    dict lookup, because that is the overwhelmingly common case (citations, infoboxes).
+    inner templates and links already rendered.
+    """
+    renderer = template_renderer(name)
+    return None if renderer is None else renderer(args)
+
+
+def template_renderer(name: str) -> Callable[[list[str]], str | None] | None:
+    """What renders `{{name|…}}` from its raw arguments; None when `render_template` returns
+    None whatever they are, so the caller need not split them.
+
+    Unknown names cost one normalisation and one dict lookup, because that is the
+    overwhelmingly common case (citations, infoboxes).
     """
     # normalise_template_name, inlined: a function call is a fifth of the miss-path cost.
     key = " ".join(name.replace("_", " ").split()).lower()
@@ -263,14 +277,17 @@ def render_template(name: str, args: list[str]) -> str | None:
         key = key[len(TEMPLATE_PREFIX) :].lstrip()
     renderer = TEMPLATE_RENDERERS.get(key)
     if renderer is not None:
-        positional, named = split_args(args)
-        return renderer(positional, named)
+        return partial(_render_with, renderer)
     if ":" in key:
-        return _render_parser_function(name, args)
+        return partial(_render_parser_function, name)
     if key.startswith(LANG_PREFIXED):
-        positional, named = split_args(args)
-        return render_labelled_language(key[len(LANG_PREFIXED) :], positional, named)
+        return partial(_render_with, partial(render_labelled_language, key[len(LANG_PREFIXED) :]))
     return None
+
+
+def _render_with(renderer: Renderer, args: list[str]) -> str | None:
+    positional, named = split_args(args)
+    return renderer(positional, named)
 
 
 def _render_parser_function(name: str, args: list[str]) -> str | None:

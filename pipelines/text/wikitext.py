@@ -26,7 +26,7 @@ import html
 import re
 from collections.abc import Iterable
 
-from pipelines.text.wikitemplates import render_template
+from pipelines.text.wikitemplates import template_renderer
 
 # MediaWiki's own limits: $wgMaxArticleSize (2 MiB) and the template expansion depth (40).
 # A page beyond them does not render on Wikipedia either, so it is rejected, not guessed at.
@@ -119,7 +119,7 @@ _EXTERNAL_LINK = re.compile(r"\[(?:https?:|ftp:)?//[^\s\]]*+(?:[ \t]++([^\]\n]*+
 _LINK = re.compile(r"\[\[((?:[^\[\]]++|\[(?!\[)|\](?!\]))*+)\]\]")
 _MAGIC_WORD = re.compile(r"__[A-Z]+__")
 _HEADING = re.compile(r"(={1,6})(.+?)\1\s*$")
-_BOLD_ITALIC = re.compile(r"'{2,}")
+_BOLD_ITALIC = re.compile(r"'''*")  # '{2,} spelled so that the engine scans for "''"
 _LINE_BREAK_TAG = re.compile(r"<br\s*/?\s*>", re.I)
 _HTML_TAG = re.compile(
     r"</?(?:a|abbr|b|bdi|bdo|big|blockquote|center|cite|dd|del|dfn|div|dl|dt|em|font|i|ins|"
@@ -131,12 +131,11 @@ _HTML_TAG = re.compile(
 # Each pattern starts with a literal or a rare character where it can: a leading " *" would
 # make the regex engine try every space of the text (this made tidying 2/3 of the time).
 _ODD_SPACES = ("\t", "\u00a0", "\u2009", "\u200a", "\u202f", "\u3000")
-_SPACE_RUN = re.compile(r"  +")
+_SPACE_RUN = re.compile(r"   *")  # " {2,}" spelled so that the engine scans for "  "
 _PARENTHESES = re.compile(r"\(([^()\n]*)\)")
 _EMPTY_SQUARE_BRACKETS = re.compile(r"\[[ ,;:]*\]")
-_SPACE_BEFORE_PUNCT = re.compile(r" +([,.;:!?)\]%])")
-_SPACED_PUNCT = (" ,", " .", " ;", " :", " !", " ?", " )", " ]", " %")
-_SPACE_AFTER_OPEN = re.compile(r"([(\[]) +")
+_SPACE_TO_DROP = re.compile(r" (?:(?<=[(\[] )|(?=[,.;:!?)\]%]))")
+_ADJACENT_PUNCT = re.compile(r"[,;][,;]")
 _DOUBLED_PUNCT = re.compile(r"([,;])(?: *[,;])+")
 
 
@@ -172,7 +171,7 @@ def clean_wikitext(
         render_link = _link_renderer(file_namespaces, category_namespaces)
         for _ in range(MAX_TEMPLATE_DEPTH):
             text, count = _LINK.subn(render_link, text)
-            if not count:
+            if not count or "[[" not in text:
                 break
     if "__" in text:
         text = _MAGIC_WORD.sub("", text)
@@ -184,7 +183,8 @@ def clean_wikitext(
     paragraphs = []
     for paragraph in _tidy_inline("\n".join(raw_paragraphs)).split("\n"):
         paragraph = paragraph.strip()
-        if paragraph and (min_words <= 1 or len(paragraph.split()) >= min_words):
+        # Splitting at most min_words - 1 times counts words up to min_words, no further.
+        if paragraph and (min_words <= 1 or len(paragraph.split(None, min_words - 1)) >= min_words):
             paragraphs.append(paragraph)
     return paragraphs
 
@@ -194,10 +194,11 @@ def _nowiki_content(match: re.Match[str]) -> str:
 
 
 def _expand_templates(text: str) -> str:
-    text = _TEMPLATE_PARAMETER.sub(lambda m: m.group(2) or "", text)  # {{{1|default}}}
+    if "{{{" in text:
+        text = _TEMPLATE_PARAMETER.sub(lambda m: m.group(2) or "", text)  # {{{1|default}}}
     for _ in range(MAX_TEMPLATE_DEPTH):
         text, count = _TEMPLATE.subn(_render_template_match, text)
-        if not count:
+        if not count or "{{" not in text:
             return text
     if _TEMPLATE.search(text):
         raise WikitextError(f"templates nested deeper than MediaWiki's {MAX_TEMPLATE_DEPTH}")
@@ -209,7 +210,10 @@ def _render_template_match(match: re.Match[str]) -> str:
     name, bar, rest = body.partition("|")
     if "[[" in name:  # "{{[[x|y]]}}" is not a template call: keep nothing of it
         return ""
-    rendered = render_template(name, split_template_arguments(rest) if bar else [])
+    renderer = template_renderer(name)
+    if renderer is None:  # most templates: their arguments are never split
+        return ""
+    rendered = renderer(split_template_arguments(rest) if bar else [])
     return "" if rendered is None else rendered
 
 
@@ -333,11 +337,13 @@ def _tidy_inline(text: str) -> str:
             text = text.replace(odd_space, " ")
     if "  " in text:
         text = _SPACE_RUN.sub(" ", text)
-    if "( " in text or "[ " in text:
-        text = _SPACE_AFTER_OPEN.sub(r"\1", text)
-    if any(spaced in text for spaced in _SPACED_PUNCT):
-        text = _SPACE_BEFORE_PUNCT.sub(r"\1", text)
-    return _DOUBLED_PUNCT.sub(r"\1", text)
+    # No two spaces are adjacent from here: a space after an opening bracket or before a
+    # punctuation mark is dropped in one pass (no drop can create another's match).
+    text = _SPACE_TO_DROP.sub("", text)
+    # Nor is any space left before "," or ";": a doubled mark is two adjacent ones.
+    if _ADJACENT_PUNCT.search(text):
+        text = _DOUBLED_PUNCT.sub(r"\1", text)
+    return text
 
 
 def _tidy_parenthetical(match: re.Match[str]) -> str:
