@@ -20,6 +20,12 @@ from collections.abc import Iterable
 import blingfire
 
 _LIBRARY = blingfire.blingfire  # the loaded shared library
+# A function object of our own (indexing makes a new one), so that declaring its argument
+# types, which lets ctypes convert them without a wrapper object each, changes nothing for
+# blingfire's own functions.
+_text_to_sentences = _LIBRARY["TextToSentences"]
+_text_to_sentences.argtypes = (ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_int)
+_text_to_sentences.restype = ctypes.c_int
 _local = threading.local()  # Beam's multi_threading runner calls from several threads
 
 
@@ -40,16 +46,14 @@ def split_sentences(paragraph: str) -> list[str]:
         return []
     data = paragraph.encode("utf-8")
     buffer = _buffer(2 * len(data) + 16)  # blingfire's own bound for the output
-    length = _LIBRARY.TextToSentences(
-        ctypes.c_char_p(data),
-        ctypes.c_int(len(data)),
-        ctypes.byref(buffer),
-        ctypes.c_int(len(buffer)),
-    )
+    length = _text_to_sentences(data, len(data), buffer, len(buffer))
     if length < 0 or length > len(buffer):
         raise SentenceSplitError(f"blingfire failed ({length}) on: {paragraph[:80]!r}…")
     text = ctypes.string_at(buffer, length).rstrip(b"\0").decode("utf-8")
-    return _rejoin_false_breaks([s for s in (part.strip() for part in text.split("\n")) if s])
+    sentences = [part.strip() for part in text.split("\n")]
+    if "" in sentences:
+        sentences = [sentence for sentence in sentences if sentence]
+    return _rejoin_false_breaks(sentences)
 
 
 # blingfire breaks after a title before a name ("Dr. | Samuel Jutzi") and after initials
@@ -90,20 +94,25 @@ _NEVER_FINAL = frozenset(
 
 
 def _is_false_break(sentence: str) -> bool:
-    words = sentence.split()
-    last = words[-1].lstrip("\"'(“‘").lower()
-    if last in _NEVER_FINAL:
+    # Every word of _NEVER_FINAL and every initial ends with ".", so does such a sentence.
+    if sentence[-1] != ".":
+        return False
+    last = sentence.rsplit(None, 1)[-1]
+    if last.lstrip("\"'(“‘").lower() in _NEVER_FINAL:
         return True
     # A "sentence" made only of initials ("L.", "H. N.") is a break inside a name.
-    return all(len(w) == 2 and w[0].isupper() and w[1] == "." for w in words)
+    if len(last) != 2 or not last[0].isupper():
+        return False
+    return all(len(w) == 2 and w[0].isupper() and w[1] == "." for w in sentence.split())
 
 
 def _rejoin_false_breaks(sentences: list[str]) -> list[str]:
     joined: list[str] = []
     carry = ""
     for sentence in sentences:
-        sentence = f"{carry} {sentence}" if carry else sentence
-        carry = ""
+        if carry:
+            sentence = f"{carry} {sentence}"
+            carry = ""
         if _is_false_break(sentence):
             carry = sentence
         else:
