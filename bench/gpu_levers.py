@@ -77,10 +77,15 @@ def _profile(
             step(index)
         if device.type == "cuda":
             torch.cuda.synchronize(device)
+    # Kernels only: a record_function range (Optimizer.step#…) also shows on the device
+    # timeline as a user annotation spanning its kernels, which would count them twice.
     kernels = [
         event
         for event in profiler.key_averages()
-        if event.device_type == torch.autograd.DeviceType.CUDA and event.self_device_time_total
+        if event.device_type == torch.autograd.DeviceType.CUDA
+        and event.self_device_time_total
+        and not getattr(event, "is_user_annotation", False)
+        and "#" not in event.key
     ]
     if not kernels:  # a CPU run: the operators' own CPU time instead
         kernels = [e for e in profiler.key_averages() if e.self_cpu_time_total]
