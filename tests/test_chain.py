@@ -103,6 +103,11 @@ def test_two_worker_processes_write_the_same_bytes(chain_output) -> None:
     assert run_and_take(output, *WORKERS) == written
 
 
+def test_two_level_regroupings_planned_inside_the_job_write_the_same_bytes(chain_output) -> None:
+    output, written = chain_output
+    assert run_and_take(output, "--shuffle-levels", "2") == written
+
+
 def test_the_portable_engine_writes_the_same_bytes(chain_output) -> None:
     output, written = chain_output
     with portable_engine() as engine:

@@ -40,7 +40,7 @@ description instead of submitting it. What is checked is what would break a real
                                             spill paths: one unit per --bucket-mb
              …/GroupRoutes, …/Regroup       on a large corpus (or --shuffle-levels 2), each
                                             of the two: route group → first-level spill
-                                            paths, one Regroup unit per √keys keys
+                                            paths, Regroup units per route group
                                             (pipelines/examples/shuffle.py)
              OrderBuckets (side input)      the bucket counts (a dict of ints) to place
                                             each bucket's shards

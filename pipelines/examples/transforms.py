@@ -11,8 +11,10 @@ over workers by a Reshuffle); PairAndMask one per (split, pass, partition), size
 --work-partition-mb; OrderBuckets one per shuffle bucket, sized by --bucket-mb. Beam carries
 only keys, paths and counts; the records move through spill files (pipelines/beam/spill.py).
 On a large corpus each regrouping takes two levels (pipelines/examples/shuffle.py): the
-mappers write per route group of √keys keys, GroupPartitions/GroupBuckets then hold a
-GroupRoutes step, one Regroup step per route group and the GroupByKey per key.
+mappers write per route group (sized by the planner), GroupPartitions/GroupBuckets then hold
+a GroupRoutes step, Regroup steps (each one route group's files from a share of the mappers)
+and the GroupByKey per key. In `bertkit chain` the plan is made inside the job
+(pipelines/beam/planned.py), so both take that shape whatever it chooses.
 """
 
 from __future__ import annotations
