@@ -109,7 +109,11 @@ _DROPPED_BLOCK_TAGS = (
 )
 _COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.S)
 _SELF_CLOSING_BLOCK = re.compile(rf"<(?:{_DROPPED_BLOCK_TAGS})\b[^>]*/\s*>", re.I)
-_BLOCK = re.compile(rf"<({_DROPPED_BLOCK_TAGS})\b[^>]*>.*?</\1\s*>", re.I | re.S)
+# "<tag …>" then anything up to the first "</tag>": written as runs of non-"<" and single "<"
+# that do not close, not as a lazy ".*?" that tries the closing tag at every character.
+_BLOCK = re.compile(
+    rf"<({_DROPPED_BLOCK_TAGS})\b[^>]*+>[^<]*+(?:<(?!/\1\s*>)[^<]*+)*+</\1\s*>", re.I
+)
 _NOWIKI = re.compile(r"<nowiki\s*/>|<nowiki>(.*?)</nowiki>", re.I | re.S)
 # Possessive quantifiers (Python ≥ 3.11): no catastrophic backtracking on unclosed "{{".
 _TEMPLATE = re.compile(r"\{\{((?:[^{}]++|\{(?!\{)|\}(?!\}))*+)\}\}")
@@ -248,7 +252,9 @@ def _link_renderer(file_namespaces: frozenset[str], category_namespaces: frozens
     def render(match: re.Match[str]) -> str:
         target, bar, label = match.group(1).partition("|")
         target = target.strip()
-        if target.startswith(":"):  # [[:Category:X]] is a visible link to X's page
+        if ":" not in target:  # most links
+            pass
+        elif target.startswith(":"):  # [[:Category:X]] is a visible link to X's page
             target = target[1:]
         else:
             prefix, colon, _ = target.partition(":")
@@ -275,8 +281,17 @@ def _heading(line: str) -> tuple[int, str] | None:
     match = _HEADING.match(line)
     if match is None:
         return None
-    title = _BOLD_ITALIC.sub("", _HTML_TAG.sub("", match.group(2))).strip().lower()
-    return len(match.group(1)), title
+    title = match.group(2)
+    if "<" in title:
+        title = _HTML_TAG.sub("", title)
+    if "''" in title:
+        title = _BOLD_ITALIC.sub("", title)
+    return len(match.group(1)), title.strip().lower()
+
+
+# What a line may start with when it is not plain running text: a table, header, list,
+# indent, rule, or a lone "{" that a template or table may follow.
+_NOT_PLAIN_LINE_STARTS = frozenset("{=*#;:|!-") | {""}
 
 
 def _paragraph_lines(text: str) -> Iterable[str]:
@@ -291,6 +306,15 @@ def _paragraph_lines(text: str) -> Iterable[str]:
     for line in text.split("\n"):
         stripped = line.strip()
         head = stripped[:1]
+        if (
+            head not in _NOT_PLAIN_LINE_STARTS  # "" is in it: not a blank line either
+            and not table_depth
+            and not skip_level
+            and "{{" not in line
+            and "}}" not in line
+        ):  # a line of running text, as the last branch below would find, sooner
+            current.append(stripped)
+            continue
         if stripped.lstrip(":").startswith("{|"):
             table_depth += 1
         elif table_depth:
