@@ -9,20 +9,36 @@ The C function is called directly, with one reused output buffer per thread: bli
 own `text_to_sentences` allocates and zero-fills a buffer twice the input's size on every
 call (a third of the splitting time on Wikipedia's many short paragraphs), and returns ""
 when the output does not fit, which would drop a paragraph silently; here that is an error.
+Its shared library is loaded from the installed package the way the package loads it, but
+without running the package's `__init__`: that looks up its own source file through
+`inspect`, which walks every module loaded, a long walk in a process that imported Beam.
 """
 
 from __future__ import annotations
 
 import ctypes
+import importlib.util
+import platform
 import threading
 from collections.abc import Iterable
+from pathlib import Path
 
-import blingfire
+# blingfire's shared library, per platform, as its package names it.
+_LIBRARY_NAMES = {"Windows": "blingfiretokdll.dll", "Darwin": "libblingfiretokdll.dylib"}
 
-_LIBRARY = blingfire.blingfire  # the loaded shared library
+
+def _load_library() -> ctypes.CDLL:
+    spec = importlib.util.find_spec("blingfire")
+    if spec is None or spec.origin is None:
+        raise ImportError("blingfire is not installed (pip install blingfire)")
+    name = _LIBRARY_NAMES.get(platform.system(), "libblingfiretokdll.so")
+    return ctypes.cdll.LoadLibrary(str(Path(spec.origin).parent / name))
+
+
+_LIBRARY = _load_library()
 # A function object of our own (indexing makes a new one), so that declaring its argument
 # types, which lets ctypes convert them without a wrapper object each, changes nothing for
-# blingfire's own functions.
+# blingfire's own functions where the package is imported too.
 _text_to_sentences = _LIBRARY["TextToSentences"]
 _text_to_sentences.argtypes = (ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_int)
 _text_to_sentences.restype = ctypes.c_int
