@@ -17,19 +17,31 @@ and, last, DIR/_manifest.json. Exits 1 if any input could not be read to its end
 Flags not listed below go to Beam's PipelineOptions.
 """
 
-from pipelines.wikipedia.cli import STAGE, main, progress_phases, run
-from pipelines.wikipedia.config import WikipediaConfig
-from pipelines.wikipedia.pages import PageContext, document_from_page
-from pipelines.wikipedia.transforms import COUNTERS, ExtractArticles
+from __future__ import annotations
 
-__all__ = [
-    "COUNTERS",
-    "STAGE",
-    "ExtractArticles",
-    "PageContext",
-    "WikipediaConfig",
-    "document_from_page",
-    "main",
-    "progress_phases",
-    "run",
-]
+import importlib
+from typing import Any
+
+# Each name and the module that defines it, imported on first use (PEP 562): importing the
+# package costs nothing, so that `python -m pipelines.wikipedia` (__main__.py) decides how
+# Beam is imported.
+_EXPORTS = {
+    "COUNTERS": "transforms",
+    "ExtractArticles": "transforms",
+    "PageContext": "pages",
+    "STAGE": "cli",
+    "WikipediaConfig": "config",
+    "document_from_page": "pages",
+    "main": "cli",
+    "progress_phases": "cli",
+    "run": "cli",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
