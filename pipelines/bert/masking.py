@@ -91,9 +91,7 @@ def mask_batch(
     """`mask_tokens` for many inputs at once (whole-word masking goes one input at a time).
 
     One document's examples are masked together with a handful of numpy calls, not a few
-    per example: each position gets a uniform key ([CLS]/[SEP] an impossible one) and an
-    input's predictions are its positions with the smallest keys, which is a uniformly
-    random choice, as Google's shuffle-then-take-the-first is.
+    per example (`mask_flat`).
 
     No inputs (a document whose chunks all needed a partner it did not have) are no outputs
     and no draws: numpy cannot concatenate an empty list, and a draw of nothing would still
@@ -108,9 +106,59 @@ def mask_batch(
     lengths = np.fromiter((len(i) for i in inputs), dtype=np.int64, count=len(inputs))
     starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
     flat = np.concatenate([np.asarray(i, dtype=np.int64) for i in inputs])
+    specials = _flat_specials(starts, special_positions)
+    special_counts = np.fromiter(map(len, special_positions), np.int64, len(inputs))
+    batch = mask_flat(flat, lengths, specials, special_counts, config, rng)
+    ends = np.cumsum(batch.counts)
+    bounds = zip(
+        starts.tolist(),
+        lengths.tolist(),
+        (ends - batch.counts).tolist(),
+        ends.tolist(),
+        strict=True,
+    )
+    return [
+        MaskedInput(
+            batch.input_ids[start : start + length],
+            batch.positions[first:last],
+            batch.labels[first:last],
+        )
+        for start, length, first, last in bounds
+    ]
+
+
+@dataclass(slots=True)
+class MaskedBatch:
+    """Many inputs masked at once, laid end to end (`mask_flat`)."""
+
+    input_ids: np.ndarray  # int64, every input's ids with masks applied, one after another
+    starts: np.ndarray  # where each input starts in input_ids
+    positions: np.ndarray  # int64, each input's predictions, input after input, ascending
+    labels: np.ndarray  # int64, original ids at those positions
+    counts: np.ndarray  # predictions per input
+
+
+def mask_flat(
+    flat: np.ndarray,
+    lengths: np.ndarray,
+    specials: np.ndarray,
+    special_counts: np.ndarray,
+    config: MaskingConfig,
+    rng: RandomStream,
+) -> MaskedBatch:
+    """Static masks of inputs laid end to end: `flat` (int64) holds them one after another,
+    `lengths` their lengths, `specials` their [CLS]/[SEP] positions in `flat` and
+    `special_counts` how many each has. The draws and the result are mask_batch's, without
+    an array per input (not for whole-word masking).
+
+    Each position gets a uniform key ([CLS]/[SEP] an impossible one) and an input's
+    predictions are its positions with the smallest keys, which is a uniformly random
+    choice, as Google's shuffle-then-take-the-first is.
+    """
+    starts = np.cumsum(lengths) - lengths
     keys = rng.uniforms(len(flat))
-    keys[_flat_specials(starts, special_positions)] = SPECIAL_KEY
-    candidates = lengths - np.fromiter((len(s) for s in special_positions), np.int64, len(inputs))
+    keys[specials] = SPECIAL_KEY
+    candidates = lengths - special_counts
     # Python's round (half to even), as Google's; np.round rounds half to even too.
     counts = np.minimum(
         np.minimum(
@@ -125,14 +173,8 @@ def mask_batch(
     output[chosen[masked]] = config.mask_id
     draws = rng.uniforms(int(randomised.sum())) * len(config.replaceable_ids)
     output[chosen[randomised]] = config.replaceable_ids[draws.astype(np.int64)]
-    ends = np.cumsum(counts)
-    bounds = zip(
-        starts.tolist(), lengths.tolist(), (ends - counts).tolist(), ends.tolist(), strict=True
-    )
-    return [
-        MaskedInput(output[start : start + length], chosen[first:last] - start, labels[first:last])
-        for start, length, first, last in bounds
-    ]
+    positions = chosen - np.repeat(starts, counts)
+    return MaskedBatch(output, starts, positions, labels, counts)
 
 
 def _flat_specials(starts: np.ndarray, special_positions: Sequence[Sequence[int]]) -> np.ndarray:

@@ -166,3 +166,34 @@ def pair_input_ids(
     ids[2 + len(a) : -1] = b
     ids[-1] = sep_id
     return ids, len(a) + 2
+
+
+def pairs_input_ids(
+    pairs: Sequence[SentencePair],
+    document: np.ndarray,
+    partners: Sequence[np.ndarray],
+    cls_id: int,
+    sep_id: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`pair_input_ids` of every pair at once: their `[CLS] A [SEP] B [SEP]` laid end to end
+    (int64), each one's length, and each one's segment-0 length (`[CLS] A [SEP]`).
+
+    `partners[pair.partner]` is B's document for a random next. One concatenation of every
+    pair's five runs (views), instead of an array per pair.
+    """
+    cls, sep = np.array([cls_id], dtype=np.int64), np.array([sep_id], dtype=np.int64)
+    runs: list[np.ndarray] = []
+    a_lengths = np.empty(len(pairs), dtype=np.int64)
+    lengths = np.empty(len(pairs), dtype=np.int64)
+    for index, pair in enumerate(pairs):
+        source = partners[pair.partner] if pair.partner >= 0 else document
+        runs += (
+            cls,
+            document[pair.a_start : pair.a_end],
+            sep,
+            source[pair.b_start : pair.b_end],
+            sep,
+        )
+        a_lengths[index] = pair.a_end - pair.a_start + 2
+        lengths[index] = pair.a_end - pair.a_start + pair.b_end - pair.b_start + 3
+    return np.concatenate(runs, dtype=np.int64), lengths, a_lengths

@@ -17,8 +17,8 @@ from pipelines.beam.documents import UnitTally, finish_unit
 from pipelines.beam.progress import DOCUMENTS_PAIRED, EXAMPLES_MADE, StageCounters
 from pipelines.beam.spill import TokenizedDocument, pack_example, unpack_documents
 from pipelines.bert.draws import RandomStream, document_stream
-from pipelines.bert.masking import MaskedInput, MaskingConfig, mask_batch
-from pipelines.bert.pairs import SentencePair, create_pairs, pair_input_ids
+from pipelines.bert.masking import MaskedBatch, MaskedInput, MaskingConfig, mask_batch, mask_flat
+from pipelines.bert.pairs import SentencePair, create_pairs, pairs_input_ids
 from pipelines.examples.config import ExamplesConfig
 from pipelines.examples.keys import BucketKey, PartitionKey
 from pipelines.examples.plan import Layout
@@ -26,7 +26,7 @@ from pipelines.examples.shuffle import RoutedSpillWriter, Routing
 from pipelines.examples.tokenize import SUMMARY
 from pipelines.io.vocabulary import load_vocab
 from schemas import PretrainingExample, Reject
-from schemas.examples import NOT_NEXT
+from schemas.examples import NOT_NEXT, POSITION_DTYPE
 from schemas.shards import STATIC, split_dir
 
 BUCKET_COUNTS = "bucket_counts"  # the tagged output of (BucketKey, examples) counts
@@ -36,6 +36,21 @@ BUCKET_COUNTS = "bucket_counts"  # the tagged output of (BucketKey, examples) co
 # sample's longest, 117,290 tokens, makes ~1,000 at 128).
 MASK_BATCH_TOKENS = 1 << 20
 _NOTHING = np.zeros(0, dtype=np.int64)  # the positions and labels of an unmasked input
+# Token ids as a sample stores them (schemas/examples.py): uint16 or uint32, little-endian.
+_ID_DTYPES = {2: np.dtype("<u2"), 4: np.dtype("<u4")}
+
+
+class _TokensOf(Sequence):
+    """The token arrays of documents, without a list of them per batch."""
+
+    def __init__(self, documents: Sequence[TokenizedDocument]) -> None:
+        self._documents = documents
+
+    def __len__(self) -> int:
+        return len(self._documents)
+
+    def __getitem__(self, index):  # type: ignore[override]
+        return self._documents[index].tokens
 
 
 class _Others(Sequence):
@@ -77,6 +92,7 @@ class PairAndMaskFn(beam.DoFn):
 
     def setup(self) -> None:
         self._counters = StageCounters((DOCUMENTS_PAIRED, EXAMPLES_MADE))
+        self._keys_of: dict[str, list[BucketKey]] = {}
         vocab = load_vocab(self._config.vocab, files.READER)
         self._cls, self._sep = vocab.cls_id, vocab.sep_id
         self._masking: dict[int, MaskingConfig] | None = None  # --masking none: no masks
@@ -157,39 +173,73 @@ class PairAndMaskFn(beam.DoFn):
     ) -> None:
         """A batch of one document's pairs built, masked (unless --masking none) and spilled
         to their buckets; the stream draws the masks, then each example's place in the
-        shuffle."""
+        shuffle. The batch is built and masked as arrays laid end to end; each example's
+        arrays are views of them, already in the dtypes its encoding stores."""
         document = step.members[index]
         others = _Others(step.members, index)
-        inputs = [
-            pair_input_ids(
-                pair,
-                document.tokens,
-                others[pair.partner].tokens if pair.is_random_next else None,
-                self._cls,
-                self._sep,
-            )
-            for pair in pairs
-        ]
-        masked_inputs = self._masked(
-            [ids for ids, _ in inputs],
-            [(0, a_length - 1, len(ids) - 1) for ids, a_length in inputs],
-            length,
-            rng,
+        flat, lengths, a_lengths = pairs_input_ids(
+            pairs, document.tokens, _TokensOf(others), self._cls, self._sep
+        )
+        masked = self._masked_flat(flat, lengths, a_lengths, length, rng)
+        id_dtype = _ID_DTYPES[self._layout.id_width]
+        ids = masked.input_ids.astype(id_dtype)
+        positions = masked.positions.astype(POSITION_DTYPE)
+        labels = masked.labels.astype(id_dtype)
+        ends = np.cumsum(masked.counts)
+        bounds = zip(
+            pairs,
+            masked.starts.tolist(),
+            (masked.starts + lengths).tolist(),
+            a_lengths.tolist(),
+            (ends - masked.counts).tolist(),
+            ends.tolist(),
+            strict=True,
         )
         examples = [
             PretrainingExample(
-                masked.input_ids,
+                ids[start:end],
                 a_length,
-                masked.positions,
-                masked.labels,
-                NOT_NEXT if pair.is_random_next else 0,
+                positions[first:last],
+                labels[first:last],
+                NOT_NEXT if pair.partner >= 0 else 0,
                 document.id,
-                others[pair.partner].id if pair.is_random_next else document.id,
+                others[pair.partner].id if pair.partner >= 0 else document.id,
                 step.dupe_pass,
             )
-            for pair, (_, a_length), masked in zip(pairs, inputs, masked_inputs, strict=True)
+            for pair, start, end, a_length, first, last in bounds
         ]
         self._spill(step, length, examples, rng)
+
+    def _masked_flat(
+        self,
+        flat: np.ndarray,
+        lengths: np.ndarray,
+        a_lengths: np.ndarray,
+        length: int,
+        rng: RandomStream,
+    ) -> MaskedBatch:
+        """Pairs laid end to end with their static masks drawn from `rng` (as `_masked`
+        draws them); as they are (no prediction, no draw) with --masking none."""
+        starts = np.cumsum(lengths) - lengths
+        if self._masking is None:
+            none = np.zeros(len(lengths), dtype=np.int64)
+            return MaskedBatch(flat, starts, _NOTHING, _NOTHING, none)
+        masking = self._masking[length]
+        if masking.is_continuation is not None:  # whole words: one input at a time
+            inputs = np.split(flat, starts[1:].tolist())
+            specials = zip(a_lengths.tolist(), lengths.tolist(), strict=True)
+            one_by_one = self._masked(inputs, [(0, a - 1, n - 1) for a, n in specials], length, rng)
+            return MaskedBatch(
+                np.concatenate([m.input_ids for m in one_by_one]),
+                starts,
+                np.concatenate([m.positions for m in one_by_one]),
+                np.concatenate([m.labels for m in one_by_one]),
+                np.array([len(m.positions) for m in one_by_one], dtype=np.int64),
+            )
+        # [CLS], the [SEP] after A, the last [SEP]: three per pair, in position order.
+        specials = np.stack([starts, starts + a_lengths - 1, starts + lengths - 1], axis=1)
+        special_counts = np.full(len(lengths), 3, dtype=np.int64)
+        return mask_flat(flat, lengths, specials.ravel(), special_counts, masking, rng)
 
     def _masked(
         self,
@@ -209,25 +259,31 @@ class PairAndMaskFn(beam.DoFn):
     ) -> None:
         """A batch of examples, each given its place in the shuffle (drawn from `rng` after
         the masks), spilled to the bucket that place falls in; their counts added."""
-        sort_keys = (rng.uniforms(len(examples)) * 2**53).astype(np.int64).tolist()
+        places = (rng.uniforms(len(examples)) * 2**53).astype(np.int64)
         self._counters.add(EXAMPLES_MADE, len(examples))
         output = split_dir(length, step.split)
-        buckets = self._layout.buckets[output]
-        not_next = tokens = predictions = 0
-        for example, sort_key in zip(examples, sort_keys, strict=True):
-            bucket_key = BucketKey(output, sort_key % buckets)
-            encoded = example.encode(self._layout.id_width)
-            step.writer.add(bucket_key, pack_example(sort_key, encoded))
-            step.bucket_counts[bucket_key] += 1
-            not_next += example.next_sentence_label
-            tokens += len(example.input_ids)
-            predictions += len(example.masked_lm_positions)
+        keys = self._bucket_keys(output)
+        buckets = places % len(keys)
+        width, add = self._layout.id_width, step.writer.add
+        for example, place, bucket in zip(examples, places.tolist(), buckets.tolist(), strict=True):
+            add(keys[bucket], pack_example(place, example.encode(width)))
+        per_bucket = np.bincount(buckets, minlength=len(keys))
+        for bucket in np.flatnonzero(per_bucket).tolist():
+            step.bucket_counts[keys[bucket]] += int(per_bucket[bucket])
         # the counts of a batch of examples, added once (not per example)
         counts = step.tally.counts
         counts[f"{output}/examples"] += len(examples)
-        counts[f"{output}/not_next"] += not_next
-        counts[f"{output}/tokens"] += tokens
-        counts[f"{output}/predictions"] += predictions
+        counts[f"{output}/not_next"] += sum(e.next_sentence_label for e in examples)
+        counts[f"{output}/tokens"] += sum(len(e.input_ids) for e in examples)
+        counts[f"{output}/predictions"] += sum(len(e.masked_lm_positions) for e in examples)
+
+    def _bucket_keys(self, output: str) -> list[BucketKey]:
+        """The BucketKey of each of an output tree's shuffle buckets, made once."""
+        keys = self._keys_of.get(output)
+        if keys is None:
+            buckets = self._layout.buckets[output]
+            keys = self._keys_of[output] = [BucketKey(output, b) for b in range(buckets)]
+        return keys
 
 
 def _alone(document_id: str, key: PartitionKey, group: int) -> Reject:
