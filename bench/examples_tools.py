@@ -10,8 +10,9 @@
            --max_seq_length 128 --max_predictions_per_seq 20 --dupe_factor 5
            --masked_lm_prob 0.15 --do_lower_case
 
-Every run is a fresh child process on a fresh output directory (bench.runs): a Summary holds
-the medians over a tool's --repeats runs on one input, and how many examples it made:
+Every run is a fresh child process on a fresh output directory (bench.runs); the tools'
+repeats are interleaved (run_interleaved). A Summary holds the medians over a tool's
+--repeats runs on one input, and how many examples it made:
 bertkit's from OUT/manifest.json (train + heldout), Google's from its "Wrote N total
 instances" log line. bench.examples_vocab times its two vocabulary trainers with the same
 runs and summaries. Not a command: bench.examples runs these.
@@ -28,7 +29,7 @@ from typing import Any
 
 from bench import runs, venvs
 from bench.measure import REPO_ROOT, RunMeasurement, repo_python
-from bench.scale_documents import ScaledDocumentsInfo
+from bench.scale_documents import DEMO_SIZE, ScaledDocumentsInfo
 
 BENCHMARK = "examples"  # outputs and logs go to WORKDIR/{out,logs}/examples/
 GOOGLE_SCRIPT = "create_pretraining_data.py"  # with its tokenization.py beside it
@@ -61,7 +62,15 @@ class Settings:
     repeats: int
 
 
+def input_label(size_mb: float) -> str:
+    """How outputs, logs and tables name an input: "25mb", or "demo" for the demo's own
+    documents (bench.scale_documents.DEMO_SIZE)."""
+    return "demo" if size_mb == DEMO_SIZE else f"{size_mb:g}mb"
+
+
 def output_dir(workdir: Path, tool: str, size_mb: float) -> Path:
+    if size_mb == DEMO_SIZE:
+        return workdir / "out" / BENCHMARK / f"{tool}-demo"
     return runs.output_dir(workdir, BENCHMARK, tool, size_mb)
 
 
@@ -227,21 +236,41 @@ def google_examples(log: Path) -> int | None:
     return int(found[-1]) if found else None
 
 
-def run_examples_tool(
-    tool: str, documents: ScaledDocumentsInfo, command: list[str], settings: Settings
-) -> Summary:
-    size = documents.target_mb
-    output = output_dir(settings.workdir, tool, size)
-    examples: list[int | None] = []
+@dataclass(frozen=True)
+class ExamplesJob:
+    """One tool on one input: what run_interleaved repeats."""
 
-    def attempt(repeat: int) -> tuple[RunMeasurement, str]:
-        label = f"{tool}-{size:g}mb"
-        # Google's script writes into an existing directory only.
-        run = run_once(label, command, output, settings, repeat, create_output=tool == "google")
-        count = bertkit_examples(output) if tool == "bertkit" else google_examples(Path(run.log))
-        examples.append(count)
-        line = f"  {tool:<8} {size:>5g} MB  run {repeat}/{settings.repeats}: "
-        return run, line + describe_run(run, count)
+    tool: str
+    documents: ScaledDocumentsInfo
+    command: list[str]
 
-    measured = runs.repeat_until_failure(settings.repeats, attempt)
-    return summarise(tool, size, measured, examples)
+
+def run_interleaved(jobs: list[ExamplesJob], settings: Settings) -> list[Summary]:
+    """Every job --repeats times, interleaved (repeat 1 of every job, then repeat 2, …), so
+    that other work on the machine slows every tool alike; a job that fails is not run again.
+    One Summary per job, in the jobs' order."""
+    measured: list[list[RunMeasurement]] = [[] for _ in jobs]
+    examples: list[list[int | None]] = [[] for _ in jobs]
+    for repeat in range(1, settings.repeats + 1):
+        for job, runs_so_far, counts in zip(jobs, measured, examples, strict=True):
+            if runs_so_far and not runs_so_far[-1].ok:
+                continue
+            size = job.documents.target_mb
+            output = output_dir(settings.workdir, job.tool, size)
+            label = f"{job.tool}-{input_label(size)}"
+            # Google's script writes into an existing directory only.
+            create = job.tool == "google"
+            run = run_once(label, job.command, output, settings, repeat, create_output=create)
+            count = (
+                bertkit_examples(output)
+                if job.tool == "bertkit"
+                else google_examples(Path(run.log))
+            )
+            runs_so_far.append(run)
+            counts.append(count)
+            line = f"  {job.tool:<8} {input_label(size):>6}  run {repeat}/{settings.repeats}: "
+            runs.print_run(line + describe_run(run, count), run)
+    return [
+        summarise(job.tool, job.documents.target_mb, runs_so_far, counts)
+        for job, runs_so_far, counts in zip(jobs, measured, examples, strict=True)
+    ]

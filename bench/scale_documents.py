@@ -2,15 +2,17 @@
 
     python -m bench.scale_documents --target-mb 50 --workdir bench/.work
     python -m bench.scale_documents --target-mb 12 --workdir bench/.work --google-text
+    python -m bench.scale_documents --demo --workdir bench/.work --google-text
 
 The sample (97 Wikipedia articles and 4 books, 3.6 MB of sentence text: `bertkit demo`'s
-output, taken from out/demo/documents if it is there, else made with `python -m
-bertkit.demo --output WORKDIR/demo`) is far too small to time the example stage or to see
-whether its memory grows with input, so the benchmark scales it up. Documents are copied in
-rounds, the whole sample per round (Wikipedia first, then the books), until the copies hold
---target-mb MB (10^6 bytes) of UTF-8 sentence text; copy r > 0 of a document gets the id
-`<id>~r<r>` (enwiki/12~r3) and the title `<title> (copy r)`, so every copy is a document of
-its own to the stage (its held-out hash, partner group and random draws all key on the id).
+output, taken from WORKDIR/demo/documents, else out/demo/documents, else made with `python
+-m bertkit.demo --output WORKDIR/demo --train-steps 0`) is far too small to time the example
+stage or to see whether its memory grows with input, so the benchmark scales it up.
+Documents are copied in rounds, the whole sample per round (Wikipedia first, then the
+books), until the copies hold --target-mb MB (10^6 bytes) of UTF-8 sentence text; copy r > 0
+of a document gets the id `<id>~r<r>` (enwiki/12~r3) and the title `<title> (copy r)`, so
+every copy is a document of its own to the stage (its held-out hash, partner group and
+random draws all key on the id).
 
 The result is two real documents directories under WORKDIR/documents/<N>mb/ (wikipedia/,
 books/), each with the Document schema (schemas/documents.py), the writers' row-group policy
@@ -20,6 +22,11 @@ are cached: a second call with the same source and target does nothing.
 
 --google-text also writes the same documents in google-research/bert's input format (one
 sentence per line, a blank line after each document) to WORKDIR/documents/<N>mb/google.txt.
+
+--demo describes the demo's own documents instead, unscaled (the small input, where start-up
+weighs most): their directories are WORKDIR/demo/documents/{wikipedia,books} (made as above
+if missing; never out/demo, which `bertkit demo` may be rewriting), the info and google.txt
+go to WORKDIR/documents/demo/.
 
 Run from the repository root. bench.examples runs exactly this in a child process
 (bench.runs.build_in_child: reading Parquet would raise the benchmark's own high-water RSS)
@@ -53,6 +60,7 @@ DEMO_DOCUMENTS = DEMO_OUTPUT / "documents"
 FILE_TEXT_BYTES = 8 * MB  # ~1.5 files per round of copies at 12 MB; 5 units at 50 MB
 INFO_NAME = "scaled.json"
 GOOGLE_TEXT_NAME = "google.txt"
+DEMO_SIZE = 0.0  # the target_mb of the demo's own documents (--demo): not scaled
 # Bump when the layout of the scaled directories changes, so stale caches are rebuilt.
 FORMAT_VERSION = 1
 
@@ -78,19 +86,23 @@ class ScaledDocumentsInfo:
 
 
 def scaled_path(workdir: Path, target_mb: float) -> Path:
+    if target_mb == DEMO_SIZE:
+        return workdir / "documents" / "demo"
     return workdir / "documents" / f"{target_mb:g}mb"
 
 
-def find_sample_documents(workdir: Path) -> dict[str, Path]:
-    """The demo's documents directories; made with `bertkit.demo` if out/demo lacks them."""
-    for base in (DEMO_DOCUMENTS, workdir / "demo" / "documents"):
+def find_sample_documents(workdir: Path, own_copy: bool = False) -> dict[str, Path]:
+    """The demo's documents directories: the benchmark's own copy, WORKDIR/demo, else
+    out/demo's (unless `own_copy`); made with `bertkit.demo` (no training) if neither has
+    them."""
+    bases = [workdir / "demo" / "documents", *([] if own_copy else [DEMO_DOCUMENTS])]
+    for base in bases:
         if all((base / source / MANIFEST_NAME).exists() for source in SOURCES):
             return {source: base / source for source in SOURCES}
     output = workdir / "demo"
-    print(f"making the sample documents: python -m bertkit.demo --output {output}", flush=True)
-    subprocess.run(
-        [sys.executable, "-m", "bertkit.demo", "--output", str(output)], cwd=REPO_ROOT, check=True
-    )
+    command = ["-m", "bertkit.demo", "--output", str(output), "--train-steps", "0"]
+    print(f"making the sample documents: python {' '.join(command)}", flush=True)
+    subprocess.run([sys.executable, *command], cwd=REPO_ROOT, check=True)
     return {source: output / "documents" / source for source in SOURCES}
 
 
@@ -285,6 +297,37 @@ def build_scaled_documents(target_mb: float, workdir: Path) -> ScaledDocumentsIn
     return info
 
 
+def demo_documents_info(workdir: Path) -> ScaledDocumentsInfo:
+    """The demo's own documents, unscaled, described as a ScaledDocumentsInfo (target_mb
+    DEMO_SIZE, one round); WORKDIR/documents/demo/ holds the info and google.txt."""
+    from schemas.manifest import DocumentsManifest
+
+    sample_dirs = find_sample_documents(workdir, own_copy=True)
+    fingerprint = source_fingerprint(sample_dirs)
+    path = scaled_path(workdir, DEMO_SIZE)
+    if (cached := load_cached_info(path, fingerprint)) is not None:
+        return cached
+    shutil.rmtree(path, ignore_errors=True)  # google.txt of other documents, if any
+    path.mkdir(parents=True)
+    manifests = [
+        DocumentsManifest.from_json((directory / MANIFEST_NAME).read_text())
+        for directory in sample_dirs.values()
+    ]
+    info = ScaledDocumentsInfo(
+        target_mb=DEMO_SIZE,
+        path=str(path),
+        directories=[str(sample_dirs[source]) for source in SOURCES],
+        source=fingerprint,
+        documents=sum(f.documents for m in manifests for f in m.files),
+        sentences=sum(f.sentences for m in manifests for f in m.files),
+        text_bytes=sum(f.text_bytes for m in manifests for f in m.files),
+        copies=1,
+        files=sum(len(m.files) for m in manifests),
+    )
+    (path / INFO_NAME).write_text(json.dumps(asdict(info), indent=2) + "\n")
+    return info
+
+
 def load_scaled_info(target_mb: float, workdir: Path) -> ScaledDocumentsInfo:
     """The info of directories built earlier (by a child process running this script)."""
     path = scaled_path(workdir, target_mb)
@@ -321,11 +364,19 @@ def write_google_text(info: ScaledDocumentsInfo) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argument_parser("bench.scale_documents", __doc__)
-    parser.add_argument("--target-mb", type=float, required=True, help="MB of sentence text")
+    target = parser.add_mutually_exclusive_group(required=True)
+    target.add_argument("--target-mb", type=float, help="MB of sentence text")
+    target.add_argument("--demo", action="store_true", help="the demo's documents, unscaled")
     parser.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR)
     parser.add_argument("--google-text", action="store_true", help=f"also write {GOOGLE_TEXT_NAME}")
     args = parser.parse_args(argv)
-    info = build_scaled_documents(args.target_mb, args.workdir.resolve())
+    workdir = args.workdir.resolve()
+    if args.demo:
+        info = demo_documents_info(workdir)
+    elif args.target_mb <= 0:
+        parser.error("--target-mb must be above 0")
+    else:
+        info = build_scaled_documents(args.target_mb, workdir)
     print(
         f"{info.path}: {info.documents} documents, {info.sentences} sentences, "
         f"{info.text_mb:.1f} MB of text in {info.files} files ({info.copies} rounds of copies)",
