@@ -106,7 +106,7 @@ the page is rendered, so it would make the corpus non-reproducible.
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
+from functools import lru_cache, partial
 
 from pipelines.text.template_renderers import (
     EM_DASH,
@@ -264,12 +264,14 @@ def render_template(name: str, args: list[str]) -> str | None:
     return None if renderer is None else renderer(args)
 
 
+@lru_cache(maxsize=4096)
 def template_renderer(name: str) -> Callable[[list[str]], str | None] | None:
     """What renders `{{name|…}}` from its raw arguments; None when `render_template` returns
     None whatever they are, so the caller need not split them.
 
     Unknown names cost one normalisation and one dict lookup, because that is the
-    overwhelmingly common case (citations, infoboxes).
+    overwhelmingly common case (citations, infoboxes), and the answer is kept for the next
+    template of the same raw name (articles repeat `cite web`, `sfn`, `convert` …).
     """
     # normalise_template_name, inlined: a function call is a fifth of the miss-path cost.
     key = " ".join(name.replace("_", " ").split()).lower()

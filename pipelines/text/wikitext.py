@@ -108,11 +108,18 @@ _DROPPED_BLOCK_TAGS = (
     "table|poem|noinclude|charinsert|indicator|section"
 )
 _COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.S)
-_SELF_CLOSING_BLOCK = re.compile(rf"<(?:{_DROPPED_BLOCK_TAGS})\b[^>]*/\s*>", re.I)
+# The first letters of those tags: a cheap test before the alternatives are tried in turn
+# at each "<" (most are "<ref" or "</").
+_BLOCK_TAG_START = "".join(sorted({tag[0] for tag in _DROPPED_BLOCK_TAGS.split("|")}))
+_SELF_CLOSING_BLOCK = re.compile(
+    rf"<(?=[{_BLOCK_TAG_START}])(?:{_DROPPED_BLOCK_TAGS})\b[^>]*/\s*>", re.I
+)
 # "<tag …>" then anything up to the first "</tag>": written as runs of non-"<" and single "<"
 # that do not close, not as a lazy ".*?" that tries the closing tag at every character.
 _BLOCK = re.compile(
-    rf"<({_DROPPED_BLOCK_TAGS})\b[^>]*+>[^<]*+(?:<(?!/\1\s*>)[^<]*+)*+</\1\s*>", re.I
+    rf"<(?=[{_BLOCK_TAG_START}])({_DROPPED_BLOCK_TAGS})\b[^>]*+>[^<]*+(?:<(?!/\1\s*>)[^<]*+)*+"
+    r"</\1\s*>",
+    re.I,
 )
 _NOWIKI = re.compile(r"<nowiki\s*/>|<nowiki>(.*?)</nowiki>", re.I | re.S)
 # Possessive quantifiers (Python ≥ 3.11): no catastrophic backtracking on unclosed "{{".
@@ -211,13 +218,14 @@ def _expand_templates(text: str) -> str:
 
 def _render_template_match(match: re.Match[str]) -> str:
     body = match.group(1)
-    name, bar, rest = body.partition("|")
+    bar = body.find("|")
+    name = body if bar < 0 else body[:bar]
     if "[[" in name:  # "{{[[x|y]]}}" is not a template call: keep nothing of it
         return ""
     renderer = template_renderer(name)
-    if renderer is None:  # most templates: their arguments are never split
+    if renderer is None:  # most templates: their arguments are never cut out nor split
         return ""
-    rendered = renderer(split_template_arguments(rest) if bar else [])
+    rendered = renderer(split_template_arguments(body[bar + 1 :]) if bar >= 0 else [])
     return "" if rendered is None else rendered
 
 
