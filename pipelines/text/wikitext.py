@@ -16,8 +16,9 @@
   spaces, no space before punctuation; paragraphs with fewer than `min_words` words dropped.
 
 It works by regular-expression passes, innermost construct first, then one pass over lines.
-That is what makes it fast (`python -m bench.extract` measures it), and it is why the passes
-are ordered as they are: see `clean_wikitext`.
+That is what makes it fast (`python -m bench.extract` measures it against WikiExtractor,
+`python -m bench.extract_stages` alone), and it is why the passes are ordered as they are:
+see `clean_wikitext`.
 """
 
 from __future__ import annotations
