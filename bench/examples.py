@@ -32,7 +32,8 @@ comparisons:
   vocab     bertkit vocab against bare tokenizers training the same WordPiece vocabulary on
             the same sample, on the largest size (bench.examples_vocab)
   bytes     bytes per example of bertkit's shards and of Google's TFRecords, on
-            --google-mb (bench.examples_bytes)
+            --google-mb (without Google's script, on it if it is among --sizes, else on
+            the smallest size; bench.examples_bytes)
 
 Throughput is examples per CPU-second (= per core) and per wall-second of the whole process,
 start-up included (imports and pipeline set-up for bertkit, importing TensorFlow for
@@ -397,10 +398,10 @@ def main(argv: list[str] | None = None) -> int:
         google_note = f"failed (see {failed[0].runs[-1]['log']})"
     vocab_runs = {} if args.examples_only else run_vocab_pair(documents[largest], settings)
 
-    ours_bytes = bertkit_bytes(output_dir(args.workdir, "bertkit", args.google_mb))
-    theirs_bytes = (
-        google_bytes(output_dir(args.workdir, "google", args.google_mb)) if google else None
-    )
+    # On Google's input; without Google's script, --google-mb may not be among the sizes.
+    bytes_mb = args.google_mb if args.google_mb in args.sizes else smallest
+    ours_bytes = bertkit_bytes(output_dir(args.workdir, "bertkit", bytes_mb))
+    theirs_bytes = google_bytes(output_dir(args.workdir, "google", bytes_mb)) if google else None
     per_size = storage_per_size(args.workdir, args.sizes)
 
     verdicts = examples_verdicts(bertkit, {k: s for k, s in google.items() if s.ok}, args.google_mb)
@@ -408,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
     print_examples_verdicts(verdicts, google_note)
     if vocab_runs:
         print_vocab_table(vocab_runs, documents[largest])
-    print_bytes_table(ours_bytes, theirs_bytes, per_size, args.google_mb)
+    print_bytes_table(ours_bytes, theirs_bytes, per_size, bytes_mb)
     write_results(
         args,
         documents,
