@@ -20,6 +20,8 @@ from __future__ import annotations
 import importlib
 import sys
 
+from pipelines.command.startup import import_command
+
 # Subcommand → module with a `main(argv)`; imported lazily so `bertkit --help` is instant.
 COMMANDS = {
     "demo": ("bertkit.demo", "run the chain on the embedded real sample"),
@@ -60,8 +62,10 @@ def main(argv: list[str] | None = None) -> None:
     if command not in COMMANDS:
         print(f"bertkit: unknown command {command!r}\n\n{usage()}", file=sys.stderr)
         sys.exit(2)
-    module = importlib.import_module(COMMANDS[command][0])
-    module.main(rest)
+    # From the command line, the command is the whole process (pipelines/command/startup.py);
+    # a caller running it inside its own process keeps its collector as it is.
+    importer = import_command if argv is None else importlib.import_module
+    importer(COMMANDS[command][0]).main(rest)
 
 
 if __name__ == "__main__":

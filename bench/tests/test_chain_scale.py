@@ -17,7 +17,7 @@ import pytest
 
 from bench.scale_dump import build_scaled_dump
 from pipelines import books, chain, examples, vocab, wikipedia
-from tests.conftest import DATA_DIR
+from tests.support.sample import DATA_DIR
 
 EXAMPLE_FLAGS = ["--max-seq-length", "128", "--dupe-factor", "2", "--samples-per-shard", "5000"]
 

@@ -39,7 +39,11 @@ of them is deleted before all of them pass. An input not read to its end is repo
 its own stage reports it (exit 1), and the chain goes on with everything read before it.
 """
 
-from pipelines.chain.cli import main, run
-from pipelines.chain.config import ChainConfig
+from pipelines.command.startup import lazy_exports
 
-__all__ = ["ChainConfig", "main", "run"]
+# Imported on first use, so that `python -m pipelines.chain` decides how Beam is imported
+# (pipelines/command/startup.py).
+_EXPORTS = {"ChainConfig": "config", "main": "cli", "run": "cli"}
+
+__all__ = sorted(_EXPORTS)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

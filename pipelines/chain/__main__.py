@@ -1,5 +1,6 @@
-"""`python -m pipelines.chain` = `bertkit chain`."""
+"""`python -m pipelines.chain` = `bertkit chain`, its modules imported as a process's
+entry point imports them (pipelines/command/startup.py)."""
 
-from pipelines.chain.cli import main
+from pipelines.command.startup import import_command
 
-main()
+import_command("pipelines.chain.cli").main()

@@ -40,22 +40,23 @@ pipelines/beam/spill.py), not through Beam's shuffle, so every worker's memory i
 flag (`--work-partition-mb`, `--bucket-mb`, `--spill-budget-mb`) however large the corpus.
 """
 
-from pipelines.examples.cli import main, run, run_examples
-from pipelines.examples.config import ExamplesConfig, ExamplesConfigError
-from pipelines.examples.keys import BucketKey, PartitionKey
-from pipelines.examples.shards import shard_bounds, shard_count
-from pipelines.examples.transforms import CreateExamples, WriteShards
+from pipelines.command.startup import lazy_exports
 
-__all__ = [
-    "BucketKey",
-    "CreateExamples",
-    "ExamplesConfig",
-    "ExamplesConfigError",
-    "PartitionKey",
-    "WriteShards",
-    "main",
-    "run",
-    "run_examples",
-    "shard_bounds",
-    "shard_count",
-]
+# Imported on first use, so that `python -m pipelines.examples` decides how Beam is imported
+# (pipelines/command/startup.py).
+_EXPORTS = {
+    "BucketKey": "keys",
+    "CreateExamples": "transforms",
+    "ExamplesConfig": "config",
+    "ExamplesConfigError": "config",
+    "PartitionKey": "keys",
+    "WriteShards": "transforms",
+    "main": "cli",
+    "run": "cli",
+    "run_examples": "cli",
+    "shard_bounds": "shards",
+    "shard_count": "shards",
+}
+
+__all__ = sorted(_EXPORTS)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

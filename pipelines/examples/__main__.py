@@ -1,5 +1,6 @@
-"""`python -m pipelines.examples` = `bertkit examples`."""
+"""`python -m pipelines.examples` = `bertkit examples`, its modules imported as a
+process's entry point imports them (pipelines/command/startup.py)."""
 
-from pipelines.examples.cli import main
+from pipelines.command.startup import import_command
 
-main()
+import_command("pipelines.examples.cli").main()

@@ -17,14 +17,11 @@ and, last, DIR/_manifest.json. Exits 1 if any input could not be read to its end
 Flags not listed below go to Beam's PipelineOptions.
 """
 
-from __future__ import annotations
+from pipelines.command.startup import lazy_exports
 
-import importlib
-from typing import Any
-
-# Each name and the module that defines it, imported on first use (PEP 562): importing the
-# package costs nothing, so that `python -m pipelines.wikipedia` (__main__.py) decides how
-# Beam is imported.
+# Each name and the module that defines it, imported on first use: importing the package
+# costs nothing, so that `python -m pipelines.wikipedia` (__main__.py) decides how Beam is
+# imported (pipelines/command/startup.py).
 _EXPORTS = {
     "COUNTERS": "transforms",
     "ExtractArticles": "transforms",
@@ -38,10 +35,4 @@ _EXPORTS = {
 }
 
 __all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)
