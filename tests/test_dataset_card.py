@@ -430,13 +430,13 @@ def test_overwrite_treats_the_card_as_the_stage_s_own(tmp_path: Path) -> None:
     (output / DATASET_CARD_NAME).write_text("an earlier card\n")
     (output / f"{DATASET_CARD_NAME}.tmp-{'0' * 32}").write_text("half")
     with pytest.raises(files.OutputDirectoryError, match="pass --overwrite"):
-        files.clear_earlier_run(str(output), examples_cli._EARLIER_RUN, False, "examples")
-    files.clear_earlier_run(str(output), examples_cli._EARLIER_RUN, True, "examples")
+        files.clear_earlier_run(str(output), examples_cli.EARLIER_RUN, False, "examples")
+    files.clear_earlier_run(str(output), examples_cli.EARLIER_RUN, True, "examples")
     assert list(output.iterdir()) == []
     assert examples_cli._TEMPORARY.fullmatch(f"{DATASET_CARD_NAME}.tmp-{'a' * 32}")
     (output / "README.txt").write_text("theirs\n")
     with pytest.raises(files.OutputDirectoryError, match="does not write: nothing was deleted"):
-        files.clear_earlier_run(str(output), examples_cli._EARLIER_RUN, True, "examples")
+        files.clear_earlier_run(str(output), examples_cli.EARLIER_RUN, True, "examples")
 
 
 def test_inspect_names_the_card(sample_shards: Path, capsys) -> None:

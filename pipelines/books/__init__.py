@@ -24,34 +24,28 @@ Exits 1 if any input could not be read to its end.
 Flags not listed below go to Beam's PipelineOptions (e.g. --runner DataflowRunner).
 """
 
-from pipelines.books.cli import STAGE, main, progress_phases, run
-from pipelines.books.config import FORMATS, BooksConfig
-from pipelines.books.reading import (
-    MAX_BOOK_BYTES,
-    book_document,
-    book_name,
-    book_sentences,
-    common_root,
-    line_file_documents,
-    read_book_bytes,
-)
-from pipelines.books.transforms import COUNTERS, ExtractBooks, plan_units
+from pipelines.command.startup import lazy_exports
 
-__all__ = [
-    "COUNTERS",
-    "FORMATS",
-    "MAX_BOOK_BYTES",
-    "STAGE",
-    "BooksConfig",
-    "ExtractBooks",
-    "book_document",
-    "book_name",
-    "book_sentences",
-    "common_root",
-    "line_file_documents",
-    "main",
-    "plan_units",
-    "progress_phases",
-    "read_book_bytes",
-    "run",
-]
+# Imported on first use, so that importing the package (for its config, say) costs nothing
+# and `python -m pipelines.books` decides how Beam is imported (pipelines/command/startup.py).
+_EXPORTS = {
+    "BooksConfig": "config",
+    "COUNTERS": "transforms",
+    "ExtractBooks": "transforms",
+    "FORMATS": "config",
+    "MAX_BOOK_BYTES": "reading",
+    "STAGE": "cli",
+    "book_document": "reading",
+    "book_name": "reading",
+    "book_sentences": "reading",
+    "common_root": "reading",
+    "line_file_documents": "reading",
+    "main": "cli",
+    "plan_units": "transforms",
+    "progress_phases": "cli",
+    "read_book_bytes": "reading",
+    "run": "cli",
+}
+
+__all__ = sorted(_EXPORTS)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -1,5 +1,6 @@
-"""`python -m pipelines.books` = `bertkit books`."""
+"""`python -m pipelines.books` = `bertkit books`, its modules imported as a process's
+entry point imports them (pipelines/command/startup.py)."""
 
-from pipelines.books.cli import main
+from pipelines.command.startup import import_command
 
-main()
+import_command("pipelines.books.cli").main()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import gc
 import importlib
+import importlib.util
 from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any
@@ -36,12 +37,15 @@ def import_command(module: str) -> ModuleType:
 
 def lazy_exports(package: str, exports: Mapping[str, str]) -> Callable[[str], Any]:
     """A package's module `__getattr__`: each exported name from the submodule `exports`
-    names, imported when first asked for."""
+    names, imported when first asked for; a submodule's own name gives the submodule, as
+    it does once imported (`books.transforms`)."""
 
     def __getattr__(name: str) -> Any:
         module = exports.get(name)
-        if module is None:
-            raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        return getattr(importlib.import_module(f"{package}.{module}"), name)
+        if module is not None:
+            return getattr(importlib.import_module(f"{package}.{module}"), name)
+        if not name.startswith("__") and importlib.util.find_spec(f"{package}.{name}"):
+            return importlib.import_module(f"{package}.{name}")
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
 
     return __getattr__

@@ -31,36 +31,28 @@ a Parquet file without the text column); what was read before the fault is kept.
 Flags not listed below go to Beam's PipelineOptions (e.g. --runner DataflowRunner).
 """
 
-from pipelines.corpus.cli import STAGE, main, progress_phases, run
-from pipelines.corpus.config import CorpusConfig
-from pipelines.corpus.reading import (
-    INPUT_SUFFIXES,
-    CorpusInputError,
-    RecordFields,
-    field_value,
-    input_kind,
-    jsonl_documents,
-    parquet_documents,
-    record_document,
-    record_file_name,
-)
-from pipelines.corpus.transforms import COUNTERS, ExtractCorpus
+from pipelines.command.startup import lazy_exports
 
-__all__ = [
-    "COUNTERS",
-    "INPUT_SUFFIXES",
-    "STAGE",
-    "CorpusConfig",
-    "CorpusInputError",
-    "ExtractCorpus",
-    "RecordFields",
-    "field_value",
-    "input_kind",
-    "jsonl_documents",
-    "main",
-    "parquet_documents",
-    "progress_phases",
-    "record_document",
-    "record_file_name",
-    "run",
-]
+# Imported on first use, so that importing the package (for its config, say) costs nothing
+# and `python -m pipelines.corpus` decides how Beam is imported (pipelines/command/startup.py).
+_EXPORTS = {
+    "COUNTERS": "transforms",
+    "CorpusConfig": "config",
+    "CorpusInputError": "reading",
+    "ExtractCorpus": "transforms",
+    "INPUT_SUFFIXES": "reading",
+    "RecordFields": "reading",
+    "STAGE": "cli",
+    "field_value": "reading",
+    "input_kind": "reading",
+    "jsonl_documents": "reading",
+    "main": "cli",
+    "parquet_documents": "reading",
+    "progress_phases": "cli",
+    "record_document": "reading",
+    "record_file_name": "reading",
+    "run": "cli",
+}
+
+__all__ = sorted(_EXPORTS)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -1,5 +1,6 @@
-"""`python -m pipelines.corpus` = `bertkit corpus`."""
+"""`python -m pipelines.corpus` = `bertkit corpus`, its modules imported as a process's
+entry point imports them (pipelines/command/startup.py)."""
 
-from pipelines.corpus.cli import main
+from pipelines.command.startup import import_command
 
-main()
+import_command("pipelines.corpus.cli").main()

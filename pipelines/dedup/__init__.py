@@ -33,39 +33,37 @@ words changed keeps a similarity near 0.9, while unrelated texts share few 5-wor
 Flags not listed below go to Beam's PipelineOptions (e.g. --runner DataflowRunner).
 """
 
-from pipelines.dedup.candidates import KEEP_EARLIEST, Edge, Member, exact_edges, near_edges
-from pipelines.dedup.cli import DEDUP_RUN_FILES, STAGE, main, parse_config, progress_phases, run
-from pipelines.dedup.config import DedupConfig, DedupError
-from pipelines.dedup.lsh import band_keys, candidate_probability, choose_bands, error_areas
-from pipelines.dedup.minhash import shingles, signature, similarity
-from pipelines.dedup.normalise import exact_key, normalised_words
-from pipelines.dedup.transforms import DeduplicateDocuments
-from pipelines.dedup.units import DedupUnit, plan_units
+from pipelines.command.startup import lazy_exports
 
-__all__ = [
-    "DEDUP_RUN_FILES",
-    "KEEP_EARLIEST",
-    "STAGE",
-    "DedupConfig",
-    "DedupError",
-    "DedupUnit",
-    "DeduplicateDocuments",
-    "Edge",
-    "Member",
-    "band_keys",
-    "candidate_probability",
-    "choose_bands",
-    "error_areas",
-    "exact_edges",
-    "exact_key",
-    "main",
-    "near_edges",
-    "normalised_words",
-    "parse_config",
-    "plan_units",
-    "progress_phases",
-    "run",
-    "shingles",
-    "signature",
-    "similarity",
-]
+# Imported on first use, so that importing the package (for its config, say) costs nothing
+# and `python -m pipelines.dedup` decides how Beam is imported (pipelines/command/startup.py).
+_EXPORTS = {
+    "DEDUP_RUN_FILES": "cli",
+    "DedupConfig": "config",
+    "DedupError": "config",
+    "DedupUnit": "units",
+    "DeduplicateDocuments": "transforms",
+    "Edge": "candidates",
+    "KEEP_EARLIEST": "candidates",
+    "Member": "candidates",
+    "STAGE": "cli",
+    "band_keys": "lsh",
+    "candidate_probability": "lsh",
+    "choose_bands": "lsh",
+    "error_areas": "lsh",
+    "exact_edges": "candidates",
+    "exact_key": "normalise",
+    "main": "cli",
+    "near_edges": "candidates",
+    "normalised_words": "normalise",
+    "parse_config": "cli",
+    "plan_units": "units",
+    "progress_phases": "cli",
+    "run": "cli",
+    "shingles": "minhash",
+    "signature": "minhash",
+    "similarity": "minhash",
+}
+
+__all__ = sorted(_EXPORTS)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

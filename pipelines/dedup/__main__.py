@@ -1,5 +1,6 @@
-"""`python -m pipelines.dedup` = `bertkit dedup`."""
+"""`python -m pipelines.dedup` = `bertkit dedup`, its modules imported as a process's
+entry point imports them (pipelines/command/startup.py)."""
 
-from pipelines.dedup.cli import main
+from pipelines.command.startup import import_command
 
-main()
+import_command("pipelines.dedup.cli").main()

@@ -30,21 +30,23 @@ stream, unless --no-verify. A damaged shard ends the command with exit code 1 an
 naming it, after what was read before the damage has been printed.
 """
 
-from pipelines.inspect.cli import main, run
-from pipelines.inspect.reading import iter_documents, iter_examples, read_examples
-from pipelines.inspect.stats import collect_document_stats, collect_shards_stats, example_stats
-from pipelines.inspect.targets import InspectError, open_target, shard_refs
+from pipelines.command.startup import lazy_exports
 
-__all__ = [
-    "InspectError",
-    "collect_document_stats",
-    "collect_shards_stats",
-    "example_stats",
-    "iter_documents",
-    "iter_examples",
-    "main",
-    "open_target",
-    "read_examples",
-    "run",
-    "shard_refs",
-]
+# Imported on first use, so that importing the package (for its config, say) costs nothing
+# and `python -m pipelines.inspect` decides how Beam is imported (pipelines/command/startup.py).
+_EXPORTS = {
+    "InspectError": "targets",
+    "collect_document_stats": "stats",
+    "collect_shards_stats": "stats",
+    "example_stats": "stats",
+    "iter_documents": "reading",
+    "iter_examples": "reading",
+    "main": "cli",
+    "open_target": "targets",
+    "read_examples": "reading",
+    "run": "cli",
+    "shard_refs": "targets",
+}
+
+__all__ = sorted(_EXPORTS)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

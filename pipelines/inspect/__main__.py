@@ -1,5 +1,6 @@
-"""`python -m pipelines.inspect` = `bertkit inspect`."""
+"""`python -m pipelines.inspect` = `bertkit inspect`, its modules imported as a process's
+entry point imports them (pipelines/command/startup.py)."""
 
-from pipelines.inspect.cli import main
+from pipelines.command.startup import import_command
 
-main()
+import_command("pipelines.inspect.cli").main()

@@ -48,54 +48,36 @@ A correct run on the demo's documents (`bertkit demo`) reads 101 documents, 24,5
 sentences, 3,627,333 bytes of text and keeps 340 characters (uncased).
 """
 
-from pipelines.vocab.cli import VOCAB_RUN_FILES, main, parse_config, progress_phases, report, run
-from pipelines.vocab.config import DEFAULT_VOCAB_SIZE, VocabConfig
-from pipelines.vocab.counting import (
-    READ_THREADS,
-    count_unit,
-    read_word_counts,
-    remove_work_dir,
-    sum_word_counts,
-    word_counts_path,
-)
-from pipelines.vocab.learning import (
-    TrainedVocab,
-    continuation_alphabet,
-    learn_vocab,
-    reserved_tokens,
-)
-from pipelines.vocab.sample import (
-    COUNT_BATCH_SENTENCES,
-    SampleCounts,
-    SamplePlan,
-    document_hash,
-    iter_sample_texts,
-)
-from pipelines.vocab.writing import write_vocab
+from pipelines.command.startup import lazy_exports
 
-__all__ = [
-    "COUNT_BATCH_SENTENCES",
-    "DEFAULT_VOCAB_SIZE",
-    "READ_THREADS",
-    "VOCAB_RUN_FILES",
-    "SampleCounts",
-    "SamplePlan",
-    "TrainedVocab",
-    "VocabConfig",
-    "continuation_alphabet",
-    "count_unit",
-    "document_hash",
-    "iter_sample_texts",
-    "learn_vocab",
-    "main",
-    "parse_config",
-    "progress_phases",
-    "read_word_counts",
-    "remove_work_dir",
-    "report",
-    "reserved_tokens",
-    "run",
-    "sum_word_counts",
-    "word_counts_path",
-    "write_vocab",
-]
+# Imported on first use, so that importing the package (for its config, say) costs nothing
+# and `python -m pipelines.vocab` decides how Beam is imported (pipelines/command/startup.py).
+_EXPORTS = {
+    "COUNT_BATCH_SENTENCES": "sample",
+    "DEFAULT_VOCAB_SIZE": "config",
+    "READ_THREADS": "counting",
+    "SampleCounts": "sample",
+    "SamplePlan": "sample",
+    "TrainedVocab": "learning",
+    "VOCAB_RUN_FILES": "cli",
+    "VocabConfig": "config",
+    "continuation_alphabet": "learning",
+    "count_unit": "counting",
+    "document_hash": "sample",
+    "iter_sample_texts": "sample",
+    "learn_vocab": "learning",
+    "main": "cli",
+    "parse_config": "cli",
+    "progress_phases": "cli",
+    "read_word_counts": "counting",
+    "remove_work_dir": "counting",
+    "report": "cli",
+    "reserved_tokens": "learning",
+    "run": "cli",
+    "sum_word_counts": "counting",
+    "word_counts_path": "counting",
+    "write_vocab": "writing",
+}
+
+__all__ = sorted(_EXPORTS)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -1,5 +1,6 @@
-"""`python -m pipelines.vocab` = `bertkit vocab`."""
+"""`python -m pipelines.vocab` = `bertkit vocab`, its modules imported as a process's
+entry point imports them (pipelines/command/startup.py)."""
 
-from pipelines.vocab.cli import main
+from pipelines.command.startup import import_command
 
-main()
+import_command("pipelines.vocab.cli").main()
