@@ -4,6 +4,7 @@
     python -m bench.extract --sizes 12,25,100       # and RSS vs size
     python -m bench.extract --quick                 # 12 MB only, one repeat
     python -m bench.extract --target-mb 12 --tools bertkit,floor --repeats 1
+    python -m bench.extract --tools bertkit,bertkit-python-bz2,wikiextractor --repeats 5
 
 Run from the repository root. The sample dump (206 pages, 5.75 MB of wikitext) is scaled up
 by repeating its pages with new ids and titles (bench.scale_dump) until it holds --target-mb
@@ -16,6 +17,11 @@ change in the machine's load then falls on all tools alike), and the median is r
   wikiextractor  WikiExtractor 3.1.0 from a throwaway venv in --workdir (never a project
                  dependency), `--processes 1`; it still forks one extract worker and one writer
   floor          Python's bz2 decompression of the same dump: no extractor can beat it
+                 with Python's decoder
+  reader         bertkit's own reader of the dump (pipelines.io.compressed, indexed_bzip2's
+                 decoder): the floor under bertkit's extraction
+  bertkit-python-bz2  (only when --tools names it) bertkit with Python's bz2 decoder in
+                 place of indexed_bzip2's: the reader's choice measured in the same run
 
 CPU time is user+sys of the child and all the descendants it waited for (os.wait4), checked
 against a /proc poll (every 50 ms) of the whole process tree (bench.measure), which gives each
@@ -36,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -66,7 +73,8 @@ WIKIEXTRACTOR_VENV = "wikiextractor-venv"
 TARGET_RATIO = 2.0  # bertkit must extract >= 2x WikiExtractor's MB per CPU-second
 SAMPLE_X10_MB = 57.5  # the sample's 5.752 MB of wikitext, 10 times: the headline
 
-TOOLS = ("bertkit", "wikiextractor", "floor")
+TOOLS = ("bertkit", "wikiextractor", "floor", "reader")
+OPT_IN_TOOLS = ("bertkit-python-bz2",)
 EXTRACTORS = ("bertkit", "wikiextractor")
 
 # Run as `python -c FLOOR_CODE DUMP`: decompress in 1 MiB chunks and print the XML size.
@@ -77,6 +85,34 @@ with bz2.open(sys.argv[1], "rb") as dump:
     while chunk := dump.read(1 << 20):
         size += len(chunk)
 print(size)
+"""
+# Run as `python -c READER_CODE DUMP` from the repository root: bertkit's reader, the same
+# way; it prints the CPU-seconds of the decompression alone (its imports take ~0.3: pyarrow
+# comes with pipelines.io), then the XML size.
+READER_CODE = """
+import sys, time
+from pipelines.io.compressed import decompressed_chunks
+from pipelines.io.storage import READER
+start = time.process_time()
+size = sum(len(chunk) for chunk in decompressed_chunks(READER, sys.argv[1]))
+print(f"{time.process_time() - start:.3f} {size}")
+"""
+# The floors decompress only: context for the headline size, not extractors.
+FLOORS = ("floor", "reader")
+# Run as `python -c PYTHON_BZ2_STAGE_CODE --input DUMP --output DIR` from the repository root:
+# the stage as `python -m pipelines.wikipedia` runs it, its fast bz2 decoder refused, so that
+# every .bz2 is read by Python's (the reader's fallback). Imported with the collector paused,
+# as the stage imports its modules.
+PYTHON_BZ2_STAGE_CODE = """
+import gc, runpy
+gc.disable()
+import pipelines.io.compressed as compressed
+gc.enable()
+def refused(*args):
+    raise compressed.Unverified("bench.extract's bertkit-python-bz2")
+    yield
+compressed.decompress_span = refused
+runpy.run_module("pipelines.wikipedia", run_name="__main__", alter_sys=True)
 """
 
 
@@ -128,6 +164,20 @@ def tool_command(tool: str, dump: Path, output: Path, settings: RunSettings) -> 
             ],
             REPO_ROOT,
         )
+    if tool == "bertkit-python-bz2":
+        return ToolCommand(
+            [
+                repo_python(),
+                "-c",
+                PYTHON_BZ2_STAGE_CODE,
+                "--input",
+                str(dump),
+                "--output",
+                str(output),
+                *settings.bertkit_args,
+            ],
+            REPO_ROOT,
+        )
     if tool == "wikiextractor":
         # -q: progress logging on stderr is not part of the work being compared.
         return ToolCommand(
@@ -146,6 +196,8 @@ def tool_command(tool: str, dump: Path, output: Path, settings: RunSettings) -> 
         )
     if tool == "floor":
         return ToolCommand([sys.executable, "-c", FLOOR_CODE, str(dump)], settings.workdir)
+    if tool == "reader":
+        return ToolCommand([repo_python(), "-c", READER_CODE, str(dump)], REPO_ROOT)
     raise ValueError(f"unknown tool {tool!r}")
 
 
@@ -207,7 +259,8 @@ class ToolSummary:
     mb_per_wall_s: float | None = None
     peak_rss_mib: float | None = None
     tree_rss_mib: float | None = None
-    xml_mb: float | None = None  # floor only: decompressed size of the dump
+    xml_mb: float | None = None  # floors only: decompressed size of the dump
+    decompress_cpu_s: float | None = None  # reader only: median CPU-s of the decompression
     runs: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -224,13 +277,18 @@ def summarise_runs(tool: str, dump: ScaledDumpInfo, measured: list[RunMeasuremen
         **medians,
         mb_per_cpu_s=dump.wikitext_mb / medians["cpu_s"],
         mb_per_wall_s=dump.wikitext_mb / medians["wall_s"],
-        xml_mb=decompressed_xml_mb(measured[-1]) if tool == "floor" else None,
+        xml_mb=decompressed_xml_mb(measured[-1]) if tool in FLOORS else None,
+        decompress_cpu_s=(
+            statistics.median(float(Path(run.log).read_text().split()[-2]) for run in measured)
+            if tool == "reader"
+            else None
+        ),
         runs=raw,
     )
 
 
 def decompressed_xml_mb(floor_run: RunMeasurement) -> float:
-    """The floor prints the decompressed XML size as its only output."""
+    """A floor prints the decompressed XML size as its only output."""
     return int(Path(floor_run.log).read_text().split()[-1]) / MB
 
 
@@ -243,14 +301,14 @@ def print_rss_table(summaries: dict[float, dict[str, ToolSummary]], tools: list[
     headers = ["wikitext MB"] + [
         f"{tool} {what}"
         for tool in tools
-        if tool != "floor"
+        if tool not in FLOORS
         for what in ("MB/CPU-s", "peak MiB", "tree MiB")
     ]
     rows = []
     for size, by_tool in sorted(summaries.items()):
         row = [f"{size:g}"]
         for tool in tools:
-            if tool == "floor":
+            if tool in FLOORS:
                 continue
             summary = by_tool.get(tool)
             row += [
@@ -299,8 +357,14 @@ def print_final_table(by_tool: dict[str, ToolSummary], dump: ScaledDumpInfo) -> 
     floor = by_tool.get("floor")
     if floor and floor.ok and floor.xml_mb and floor.cpu_s:
         print(
-            f"floor: bz2 decompression of the {floor.xml_mb:.1f} MB of XML runs at "
+            f"floor: Python's bz2 decompresses the {floor.xml_mb:.1f} MB of XML at "
             f"{floor.xml_mb / floor.cpu_s:.1f} MB/CPU-s (XML bytes, not wikitext)"
+        )
+    reader = by_tool.get("reader")
+    if reader and reader.ok and reader.xml_mb and reader.decompress_cpu_s:
+        print(
+            f"reader: bertkit's reader decompresses it in {reader.decompress_cpu_s:.2f} CPU-s, "
+            f"{reader.xml_mb / reader.decompress_cpu_s:.1f} MB/CPU-s (its imports not counted)"
         )
     print(f"target: bertkit ≥ {TARGET_RATIO}× WikiExtractor per core -> {verdict(by_tool)}")
 
@@ -349,7 +413,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--quick", action="store_true", help="smoke run: --target-mb 12 --sizes 12 --repeats 1"
     )
     parser.add_argument(
-        "--tools", default=",".join(TOOLS), help=f"comma-separated subset of {','.join(TOOLS)}"
+        "--tools",
+        default=",".join(TOOLS),
+        help=f"comma-separated subset of {','.join(TOOLS + OPT_IN_TOOLS)} (default: "
+        f"{','.join(TOOLS)})",
     )
     parser.add_argument(
         "--workdir",
@@ -381,7 +448,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.quick:
         args.target_mb, args.sizes, args.repeats = 12.0, [12.0], 1
     args.tools = [tool for tool in args.tools.split(",") if tool]
-    unknown = set(args.tools) - set(TOOLS)
+    unknown = set(args.tools) - set(TOOLS + OPT_IN_TOOLS)
     if unknown:
         parser.error(f"unknown tools: {', '.join(sorted(unknown))}")
     args.workdir = args.workdir.resolve()
@@ -418,8 +485,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     summaries: dict[float, dict[str, ToolSummary]] = {}
     for size in sizes:
-        # The floor is only context for the headline size; RSS-vs-size is about extractors.
-        tools = [t for t in args.tools if t != "floor" or size == args.target_mb]
+        # The floors are only context for the headline size; RSS-vs-size is about extractors.
+        tools = [t for t in args.tools if t not in FLOORS or size == args.target_mb]
         measured = run_tools_interleaved(tools, dumps[size], args.repeats, settings)
         summaries[size] = {
             tool: summarise_runs(tool, dumps[size], measured[tool]) for tool in tools
