@@ -357,6 +357,7 @@ def test_without_an_image_bertkit_s_wheel_is_staged_without_torch(gcs, gcs_input
     assert unconditional == [
         "apache-beam",
         "blingfire",
+        "indexed-bzip2",
         "matplotlib",
         "pyarrow",
         "rensa",

@@ -21,7 +21,7 @@
 - `--runner DataflowRunner`: the project must reach the workers. Unless the user passes
   `--setup_file`, `--extra_package(s)` or `--sdk_container_image`, bertkit builds its own
   wheel and ships it with `--extra_package`; the workers pip-install it with its
-  dependencies (apache-beam, pyarrow, blingfire), never torch.
+  dependencies (apache-beam, pyarrow, blingfire, indexed-bzip2, …), never torch.
 - A launch that does not wait (`--template_location` writes a job template,
   `--no_wait_until_finish` leaves the job running, as a Flex Template launcher does) returns
   once the job is submitted, with its id and where the manifest will appear

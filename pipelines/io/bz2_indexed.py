@@ -40,11 +40,14 @@ class Unverified(Exception):
 
 
 def decompress_span(
-    handle: BinaryIO, start: int, end: int | None, chunk_bytes: int
+    handle: BinaryIO, start: int, end: int | None, chunk_bytes: int, head: bytes = b""
 ) -> Iterator[bytes]:
     """Decompressed bytes of `handle`'s bytes [start, end) (to its end when `end` is None),
-    in pieces of at most `chunk_bytes`; `Unverified` after the last good piece on a fault."""
-    span = _Span(handle, start, end)
+    in pieces of at most `chunk_bytes`; `Unverified` after the last good piece on a fault.
+    `head`: the span's first bytes, already read from `handle` (which stands after them):
+    every byte of the span is read from the handle once (a counting handle counts the
+    file's size), bar what the decoder itself reads twice."""
+    span = _Span(handle, start, end, head)
     try:
         # The unbuffered reader: each read is one bytes object, and no 1 MiB buffer besides.
         decoder = indexed_bzip2.IndexedBzip2FileRaw(span, parallelization=1)
@@ -71,10 +74,14 @@ def decompress_span(
 
 
 def _ends_a_stream(span: _Span) -> bool:
-    """Whether the span's last bytes are a stream's end marker, CRC and padding."""
+    """Whether the span's last bytes are a stream's end marker, CRC and padding (as the
+    decoder was served them, when it read them all)."""
     tail_bytes = min(_STREAM_END_TAIL_BYTES, span.size)
-    span.seek(-tail_bytes, io.SEEK_END)
-    tail = int.from_bytes(span.read(tail_bytes), "big")
+    last = span.tail if len(span.tail) == tail_bytes else b""
+    if not last:
+        span.seek(-tail_bytes, io.SEEK_END)
+        last = span.read(tail_bytes)
+    tail = int.from_bytes(last, "big")
     marker = (1 << 48) - 1
     return any((tail >> (32 + pad)) & marker == _STREAM_END_MAGIC for pad in range(8))
 
@@ -90,14 +97,19 @@ class _Span(io.RawIOBase):
     the decoder reads through `read` (bounded by the span), never the descriptor itself;
     `close` leaves the handle to its owner."""
 
-    def __init__(self, handle: BinaryIO, start: int, end: int | None) -> None:
+    def __init__(self, handle: BinaryIO, start: int, end: int | None, head: bytes = b"") -> None:
         super().__init__()
         self._handle = handle
         self._start = start
+        self._head = head  # the span's first bytes, read before: served from here
+        at = handle.tell()
         stop = handle.seek(0, io.SEEK_END) if end is None else end
+        handle.seek(at)
         self.size = max(stop - start, 0)
         self._at = 0  # the decoder's position in the span
-        self._handle_at = -1  # where the handle stands (in the file), -1 when unknown
+        self._handle_at = at  # where the handle stands (in the file)
+        self.tail = b""  # the span's last bytes, once the decoder has read them
+        self._recent, self._recent_end = b"", -1
 
     def readable(self) -> bool:
         return True
@@ -118,12 +130,21 @@ class _Span(io.RawIOBase):
         count = left if size is None or size < 0 else min(size, left)
         if count <= 0:
             return b""
-        where = self._start + self._at
-        if where != self._handle_at:
-            self._handle.seek(where)
-        data = self._handle.read(count)
+        begin = self._at
+        if self._at < len(self._head):
+            data = self._head[self._at : self._at + count]
+        else:
+            where = self._start + self._at
+            if where != self._handle_at:
+                self._handle.seek(where)
+            data = self._handle.read(count)
+            self._handle_at = where + len(data)
         self._at += len(data)
-        self._handle_at = where + len(data)
+        # The last bytes served in one run of reads, kept for the end-of-stream check.
+        run = self._recent if begin == self._recent_end else b""
+        self._recent, self._recent_end = (run + data)[-_STREAM_END_TAIL_BYTES:], self._at
+        if self._at == self.size:
+            self.tail = self._recent
         return data
 
     def readinto(self, buffer) -> int:

@@ -156,7 +156,7 @@ def _bunzip(
         head = handle.read(3 if remaining is None else min(3, remaining))
         if head == b"BZh":  # anything else: the reference decoder says what is wrong
             try:
-                for out in decompress_span(handle, start, end, CHUNK_BYTES):
+                for out in decompress_span(handle, start, end, CHUNK_BYTES, head):
                     yielded += len(out)
                     yield out
                 return
