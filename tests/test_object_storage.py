@@ -76,6 +76,10 @@ def upload_tree(client, local: Path, prefix: str) -> str:
     return f"s3://{BUCKET}/{prefix}"
 
 
+# Slow (20 s): the default run reads and writes the examples stage remotely on gs://
+# (tests/test_gcs.py), through the same Beam filesystem layer, and reads S3 in
+# test_sample_dump_from_s3_gives_the_same_bytes_as_local and tests/test_corpus.py.
+@pytest.mark.slow
 def test_examples_from_and_to_s3_give_the_same_shards_as_local(
     s3_server, sample_documents, sample_vocab, tmp_path
 ) -> None:

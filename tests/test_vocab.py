@@ -482,6 +482,9 @@ def test_same_flags_give_byte_identical_files_across_processes(documents_dirs, t
     assert load_vocab(str(outputs[0])).size == 2000
 
 
+# Slow (10 s): the default run reads remote documents into the vocabulary on gs://
+# (tests/test_gcs.py), through the same Beam filesystem layer as s3://.
+@pytest.mark.slow
 def test_documents_from_s3_give_the_same_vocabulary(s3_server, trained, documents_dirs) -> None:
     endpoint, client = s3_server
     s3_server.bucket("corpus")
