@@ -48,6 +48,22 @@ def test_a_bomb_comes_out_in_bounded_pieces_with_bounded_memory(tmp_path, suffix
     assert peak < 8 * CHUNK_BYTES, peak  # the whole would be 48 MiB
 
 
+def test_a_bz2_read_in_larger_pieces_gives_the_same_bytes_within_that_bound(tmp_path):
+    """What the dump reader asks for (DUMP_BZ2_CHUNK_BYTES): pieces up to 8 MiB from the
+    fast decoder, the same bytes as 1 MiB pieces; the bomb bound stays the bound asked for."""
+    from pipelines.text.dumpxml import DUMP_BZ2_CHUNK_BYTES
+
+    assert DUMP_BZ2_CHUNK_BYTES == 8 << 20
+    data = random.Random(7).randbytes(3 << 20) * 4  # 12 MiB, in 14 bz2 blocks
+    path = tmp_path / "data.xml.bz2"
+    path.write_bytes(bz2.compress(data))
+    small = list(decompressed_chunks(READER, str(path)))
+    large = list(decompressed_chunks(READER, str(path), bz2_chunk_bytes=DUMP_BZ2_CHUNK_BYTES))
+    assert b"".join(small) == b"".join(large) == data
+    assert max(map(len, small)) == CHUNK_BYTES
+    assert [len(piece) for piece in large] == [8 << 20, 4 << 20]
+
+
 def test_concatenated_streams_and_members_still_read_whole(tmp_path):
     for suffix, compress in COMPRESSORS:
         path = tmp_path / f"two{suffix}"

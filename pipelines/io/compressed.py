@@ -65,15 +65,20 @@ def decompressed_chunks(
     start: int = 0,
     end: int | None = None,
     position: Position | None = None,
+    *,
+    bz2_chunk_bytes: int = CHUNK_BYTES,
 ) -> Iterator[bytes]:
-    """Bytes [start, end) of `path`, decompressed by suffix, in chunks of bounded size."""
+    """Bytes [start, end) of `path`, decompressed by suffix, in chunks of bounded size.
+
+    `bz2_chunk_bytes`: the most a chunk holds when indexed_bzip2's decoder reads a .bz2
+    (the reference decoder and the other formats keep CHUNK_BYTES)."""
     position = position if position is not None else Position(start)
     remaining = None if end is None else end - start
     with reader.open(path) as handle:  # the stored bytes: we decompress them ourselves
         if start:
             handle.seek(start)
         if path.endswith(".bz2"):
-            yield from _bunzip(handle, path, start, end, position)
+            yield from _bunzip(handle, path, start, end, position, bz2_chunk_bytes)
             return
         raw_chunks = _raw_chunks(handle, remaining, position)
         if path.endswith(".gz"):
@@ -147,7 +152,12 @@ def _raw_chunks(handle: BinaryIO, remaining: int | None, position: Position) -> 
 
 
 def _bunzip(
-    handle: BinaryIO, path: str, start: int, end: int | None, position: Position
+    handle: BinaryIO,
+    path: str,
+    start: int,
+    end: int | None,
+    position: Position,
+    chunk_bytes: int = CHUNK_BYTES,
 ) -> Iterator[bytes]:
     """Bytes [start, end) of a .bz2 file decompressed, by the fast decoder where it can."""
     remaining = None if end is None else end - start
@@ -156,7 +166,7 @@ def _bunzip(
         head = handle.read(3 if remaining is None else min(3, remaining))
         if head == b"BZh":  # anything else: the reference decoder says what is wrong
             try:
-                for out in decompress_span(handle, start, end, CHUNK_BYTES, head):
+                for out in decompress_span(handle, start, end, chunk_bytes, head):
                     yielded += len(out)
                     yield out
                 return
