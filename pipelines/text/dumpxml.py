@@ -509,7 +509,8 @@ class _SplitParser:
 
 # A .bz2 dump is decoded 8 MiB at a time (about nine bz2 blocks), not 1 MiB: the decoder
 # then runs for several blocks between the parser's turns, and the stage spends less CPU
-# for it (docs/benchmarks.md, Extraction) at the cost of 7 MiB more per split being read.
+# for it (docs/benchmarks.md, Extraction). The cost is memory: a split being read holds a
+# few such chunks at once (the decoder's, the parser's copy, expat's buffer).
 DUMP_BZ2_CHUNK_BYTES = 8 << 20
 
 
