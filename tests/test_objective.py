@@ -355,6 +355,9 @@ def test_a_resume_with_init_checkpoint_tells_its_own_checkpoint_apart(
 # --------------------------------------------------------------------------- DDP
 
 
+# Slow (5 s): tests/test_recipes_end_to_end.py trains an mlm model (no pooler, no NSP head)
+# on two Gloo ranks under torchrun in the default run.
+@pytest.mark.slow
 def test_two_gloo_processes_train_mlm(sample_shards, tmp_path):
     """DDP fails a step whose model has a parameter without a gradient: an mlm model has none
     (no pooler or NSP head), so three steps of two ranks run and agree."""

@@ -114,6 +114,11 @@ def stop_then_resume(shards: Path, tmp_path: Path, sig: int, processes: int) -> 
     return process.returncode, output, step, torch.load(stopped, weights_only=True)
 
 
+# Slow (13 s): the default run has SIGUSR1 stopping trainers at a checkpoint and the job
+# requeued with --resume (tests/test_launch_recipes.py, the Slurm script), a signal to the
+# whole job stopping after a checkpoint (tests/test_exits.py), and resumes that give an
+# uninterrupted run's losses (tests/test_train.py).
+@pytest.mark.slow
 def test_sigusr1_stops_one_process_at_a_step_and_resume_is_exact(sample_shards, tmp_path):
     code, output, step, checkpoint = stop_then_resume(sample_shards, tmp_path, signal.SIGUSR1, 1)
     assert code == PREEMPTED_EXIT_CODE, output[-3000:]
