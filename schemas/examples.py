@@ -349,6 +349,60 @@ class PretrainingExample:
         }
 
 
+def encode_examples(
+    id_width: int,
+    input_ids: np.ndarray,
+    token_bounds: Iterable[tuple[int, int]],
+    segment_a_lengths: Iterable[int],
+    masked_lm_positions: np.ndarray,
+    prediction_bounds: Iterable[tuple[int, int]],
+    masked_lm_ids: np.ndarray,
+    next_sentence_labels: Iterable[int],
+    docs: Iterable[tuple[bytes, bytes]],
+    dupe_pass: int,
+) -> list[bytes]:
+    """Many examples' `PretrainingExample.encode` bytes at once, from arrays laid end to end:
+    example i's tokens are `input_ids[a:b]` for its (a, b) of `token_bounds`, its positions
+    and labels those of `prediction_bounds`; `docs` gives its documents' ids, UTF-8 encoded.
+    Each array is turned into bytes once, not three small arrays per example."""
+    dtype = _ID_DTYPES[id_width]
+    position_width = POSITION_DTYPE.itemsize
+    ids = np.ascontiguousarray(input_ids, dtype=dtype).tobytes()
+    positions = np.ascontiguousarray(masked_lm_positions, dtype=POSITION_DTYPE).tobytes()
+    labels = np.ascontiguousarray(masked_lm_ids, dtype=dtype).tobytes()
+    pack = _HEADER.pack
+    return [
+        b"".join(
+            (
+                pack(
+                    _MAGIC,
+                    id_width,
+                    label,
+                    dupe_pass,
+                    end - start,
+                    a_length,
+                    last - first,
+                    len(doc_a),
+                    len(doc_b),
+                ),
+                ids[start * id_width : end * id_width],
+                positions[first * position_width : last * position_width],
+                labels[first * id_width : last * id_width],
+                doc_a,
+                doc_b,
+            )
+        )
+        for (start, end), a_length, (first, last), label, (doc_a, doc_b) in zip(
+            token_bounds,
+            segment_a_lengths,
+            prediction_bounds,
+            next_sentence_labels,
+            docs,
+            strict=True,
+        )
+    ]
+
+
 def examples_table(
     examples: Iterable[PretrainingExample], tokens: Sequence[str] | None = None
 ) -> pa.Table:

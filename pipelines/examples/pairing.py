@@ -26,7 +26,7 @@ from pipelines.examples.shuffle import RoutedSpillWriter, Routing
 from pipelines.examples.tokenize import SUMMARY
 from pipelines.io.vocabulary import load_vocab
 from schemas import PretrainingExample, Reject
-from schemas.examples import NOT_NEXT, POSITION_DTYPE
+from schemas.examples import NOT_NEXT, encode_examples
 from schemas.shards import STATIC, split_dir
 
 BUCKET_COUNTS = "bucket_counts"  # the tagged output of (BucketKey, examples) counts
@@ -36,8 +36,6 @@ BUCKET_COUNTS = "bucket_counts"  # the tagged output of (BucketKey, examples) co
 # sample's longest, 117,290 tokens, makes ~1,000 at 128).
 MASK_BATCH_TOKENS = 1 << 20
 _NOTHING = np.zeros(0, dtype=np.int64)  # the positions and labels of an unmasked input
-# Token ids as a sample stores them (schemas/examples.py): uint16 or uint32, little-endian.
-_ID_DTYPES = {2: np.dtype("<u2"), 4: np.dtype("<u4")}
 
 
 class _TokensOf(Sequence):
@@ -181,34 +179,37 @@ class PairAndMaskFn(beam.DoFn):
             pairs, document.tokens, _TokensOf(others), self._cls, self._sep
         )
         masked = self._masked_flat(flat, lengths, a_lengths, length, rng)
-        id_dtype = _ID_DTYPES[self._layout.id_width]
-        ids = masked.input_ids.astype(id_dtype)
-        positions = masked.positions.astype(POSITION_DTYPE)
-        labels = masked.labels.astype(id_dtype)
         ends = np.cumsum(masked.counts)
-        bounds = zip(
-            pairs,
-            masked.starts.tolist(),
-            (masked.starts + lengths).tolist(),
-            a_lengths.tolist(),
-            (ends - masked.counts).tolist(),
-            ends.tolist(),
-            strict=True,
-        )
-        examples = [
-            PretrainingExample(
-                ids[start:end],
-                a_length,
-                positions[first:last],
-                labels[first:last],
-                NOT_NEXT if pair.partner >= 0 else 0,
-                document.id,
-                others[pair.partner].id if pair.partner >= 0 else document.id,
-                step.dupe_pass,
-            )
-            for pair, start, end, a_length, first, last in bounds
+        partners = np.fromiter((pair.partner for pair in pairs), np.int64, len(pairs))
+        own = document.id.encode("utf-8")
+        partner_ids: dict[int, bytes] = {}
+        docs = [
+            (own, own) if partner < 0 else (own, self._id_bytes(others, partner, partner_ids))
+            for partner in partners.tolist()
         ]
-        self._spill(step, length, examples, rng)
+        encoded = encode_examples(
+            self._layout.id_width,
+            masked.input_ids,
+            zip(masked.starts.tolist(), (masked.starts + lengths).tolist(), strict=True),
+            a_lengths.tolist(),
+            masked.positions,
+            zip((ends - masked.counts).tolist(), ends.tolist(), strict=True),
+            masked.labels,
+            np.where(partners >= 0, NOT_NEXT, 0).tolist(),
+            docs,
+            step.dupe_pass,
+        )
+        not_next = NOT_NEXT * int(np.count_nonzero(partners >= 0))
+        tokens, predictions = int(lengths.sum()), int(masked.counts.sum())
+        self._spill_encoded(step, length, encoded, rng, (not_next, tokens, predictions))
+
+    @staticmethod
+    def _id_bytes(others: _Others, partner: int, cache: dict[int, bytes]) -> bytes:
+        """A partner document's id, UTF-8 encoded once per batch."""
+        encoded = cache.get(partner)
+        if encoded is None:
+            encoded = cache[partner] = others[partner].id.encode("utf-8")
+        return encoded
 
     def _masked_flat(
         self,
@@ -259,23 +260,42 @@ class PairAndMaskFn(beam.DoFn):
     ) -> None:
         """A batch of examples, each given its place in the shuffle (drawn from `rng` after
         the masks), spilled to the bucket that place falls in; their counts added."""
-        places = (rng.uniforms(len(examples)) * 2**53).astype(np.int64)
-        self._counters.add(EXAMPLES_MADE, len(examples))
+        width = self._layout.id_width
+        counts = (
+            sum(e.next_sentence_label for e in examples),
+            sum(len(e.input_ids) for e in examples),
+            sum(len(e.masked_lm_positions) for e in examples),
+        )
+        self._spill_encoded(step, length, [e.encode(width) for e in examples], rng, counts)
+
+    def _spill_encoded(
+        self,
+        step: GroupStep,
+        length: int,
+        encoded: list[bytes],
+        rng: RandomStream,
+        counts: tuple[int, int, int],
+    ) -> None:
+        """`_spill` for examples already encoded; `counts`: their NotNext labels, tokens and
+        predictions."""
+        places = (rng.uniforms(len(encoded)) * 2**53).astype(np.int64)
+        self._counters.add(EXAMPLES_MADE, len(encoded))
         output = split_dir(length, step.split)
         keys = self._bucket_keys(output)
         buckets = places % len(keys)
-        width, add = self._layout.id_width, step.writer.add
-        for example, place, bucket in zip(examples, places.tolist(), buckets.tolist(), strict=True):
-            add(keys[bucket], pack_example(place, example.encode(width)))
+        add = step.writer.add
+        for example, place, bucket in zip(encoded, places.tolist(), buckets.tolist(), strict=True):
+            add(keys[bucket], pack_example(place, example))
         per_bucket = np.bincount(buckets, minlength=len(keys))
         for bucket in np.flatnonzero(per_bucket).tolist():
             step.bucket_counts[keys[bucket]] += int(per_bucket[bucket])
         # the counts of a batch of examples, added once (not per example)
-        counts = step.tally.counts
-        counts[f"{output}/examples"] += len(examples)
-        counts[f"{output}/not_next"] += sum(e.next_sentence_label for e in examples)
-        counts[f"{output}/tokens"] += sum(len(e.input_ids) for e in examples)
-        counts[f"{output}/predictions"] += sum(len(e.masked_lm_positions) for e in examples)
+        not_next, tokens, predictions = counts
+        tally = step.tally.counts
+        tally[f"{output}/examples"] += len(encoded)
+        tally[f"{output}/not_next"] += not_next
+        tally[f"{output}/tokens"] += tokens
+        tally[f"{output}/predictions"] += predictions
 
     def _bucket_keys(self, output: str) -> list[BucketKey]:
         """The BucketKey of each of an output tree's shuffle buckets, made once."""
