@@ -25,6 +25,7 @@ from schemas.examples import (
     sample_key,
 )
 from schemas.shards import FULL_SENTENCES, NO_MASKS, SequenceOutput, ShardsManifest, SplitShards
+from tests.support.s3server import client_environment
 from tests.test_inspect import TRAIN_SHARD, VOCAB, inspect, write_shards, write_vocab
 
 # The rows of the literal shards (tests/test_inspect.py), train then heldout.
@@ -300,13 +301,7 @@ def test_row_groups_bound_memory(shards_dir: Path, tmp_path: Path, monkeypatch, 
 def test_export_to_s3(s3_server, shards_dir: Path, tmp_path: Path, monkeypatch, capsys) -> None:
     endpoint, client = s3_server
     bucket = s3_server.bucket("exports")
-    for name, value in [
-        ("AWS_ENDPOINT_URL", endpoint),
-        ("AWS_ACCESS_KEY_ID", "test"),
-        ("AWS_SECRET_ACCESS_KEY", "test"),
-        ("AWS_DEFAULT_REGION", "us-east-1"),
-        ("NO_PROXY", "127.0.0.1,localhost"),
-    ]:
+    for name, value in {**client_environment(endpoint), "NO_PROXY": "127.0.0.1,localhost"}.items():
         monkeypatch.setenv(name, value)
     url = f"s3://{bucket}/parquet/examples.parquet"
     code, lines, _ = inspect(capsys, str(shards_dir), "--parquet", url, "--split", "train")

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from schemas.examples import SHARDS_MANIFEST_NAME
+from tests.support.s3server import client_environment
 from tests.test_inspect import (
     HELDOUT_SHARD,
     JSON_LINES,
@@ -118,13 +119,7 @@ def test_shards_and_documents_over_s3(
 ) -> None:
     endpoint, client = s3_endpoint
     # smart_open's default boto3 client reads the standard variables, as on a real machine.
-    for name, value in [
-        ("AWS_ENDPOINT_URL", endpoint),
-        ("AWS_ACCESS_KEY_ID", "test"),
-        ("AWS_SECRET_ACCESS_KEY", "test"),
-        ("AWS_DEFAULT_REGION", "us-east-1"),
-        ("NO_PROXY", "127.0.0.1,localhost"),
-    ]:
+    for name, value in {**client_environment(endpoint), "NO_PROXY": "127.0.0.1,localhost"}.items():
         monkeypatch.setenv(name, value)
     for root, prefix in ((shards_dir, "shards"), (books_documents, "books")):
         for path in root.rglob("*"):
