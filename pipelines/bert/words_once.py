@@ -1,12 +1,11 @@
 """Tokenizing text in bulk with each distinct word tokenized once.
 
 A BERT tokenizer's cost is per character, and most characters of a corpus belong to words
-it has already seen: in the sample's 3.6 MB, 591 k space-separated words hold 76 k distinct
-ones. So `encode_words_once` cuts a window of texts at their spaces, keeps one copy of each
-distinct piece, tokenizes only those (joined by spaces into a few long strings, since the
-tokenizer's cost per call and per input outweighs its cost per character for short
-inputs), finds each piece's tokens by their character offsets, and lays every text's tokens
-out again from its pieces.
+it has already seen (docs/benchmarks.md counts the sample's). So `encode_words_once` cuts a
+window of texts at their spaces, keeps one copy of each distinct piece, tokenizes only
+those (joined by spaces into a few long strings, since the tokenizer's cost per call and
+per input outweighs its cost per character for short inputs), finds each piece's tokens by
+their character offsets, and lays every text's tokens out again from its pieces.
 
 This is exact, not an approximation, for a BERT tokenizer (`splits_at_spaces` checks the
 tokenizer is one): its normalizer works character by character (clean-up, CJK spacing,

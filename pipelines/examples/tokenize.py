@@ -29,10 +29,10 @@ SUMMARY = "summary"  # the tagged output of unit summaries (counts, drops, rejec
 # A tokenizers Encoding holds ids, strings and offsets: ~100 bytes a token, and the call ~90
 # bytes a character of its text. A call never takes more than 1 M characters (a document of
 # long sentences, or a million of them, goes in several calls), so it never holds more than
-# ~100 MB however long the document. A BERT tokenizer sees each distinct word of a window of
-# documents once (pipelines/bert/words_once.py): the larger the window the fewer words it
-# sees (on the sample, 1 MiB windows cost 0.5 CPU-s and 4 MiB 0.42, against 1.1 for every
-# word), and a window's words as Python strings take ~10 bytes a character of its text.
+# ~100 MB however long the document. A BERT tokenizer sees each distinct word of a window
+# of documents once (pipelines/bert/words_once.py): the larger the window, the fewer words
+# it sees again, and the more memory the window's words take as Python strings with their
+# codes (~12 bytes a character of its text; docs/bad-input.md).
 TOKENIZE_BATCH_SENTENCES = 4096
 TOKENIZE_CALL_CHARS = 1 << 20
 TOKENIZE_WINDOW_CHARS = 1 << 22
