@@ -1,6 +1,6 @@
 """The whole chain at corpus scale, measured per stage and per process, and what a full run costs.
 
-    python -m bench.scale --sizes 256,1024            # ~25 min on 2 cores
+    python -m bench.scale --sizes 256,1024            # ~10 min on 2 cores
     python -m bench.scale --sizes 16 --no-project-full-run   # a quick check of the script
 
 For every size (MB of wikitext) the benchmark builds an enwiki-style multistream dump with its
