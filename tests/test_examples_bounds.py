@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from pipelines.bert.sentence_cuts import MAX_SENTENCE_CHARS, cut_sentence
+from pipelines.bert.words_once import encode_in_calls
 from pipelines.examples import ExamplesConfig, ExamplesConfigError
-from pipelines.examples.tokenize import encode_in_calls
 from pipelines.io.vocabulary import load_vocab
 from schemas.examples import NOT_NEXT
 from tests.test_examples import (

@@ -9,8 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
 
-from pipelines.bert.words_once import encode_words_once, splits_at_spaces
-from pipelines.examples.tokenize import encode_in_calls
+from pipelines.bert.words_once import encode_in_calls, encode_words_once, splits_at_spaces
 from pipelines.io.vocabulary import build_tokenizer, load_vocab
 from schemas import DocumentColumn
 

@@ -13,7 +13,7 @@ accents, lower case; NFD never reorders across a space), a space always ends a w
 pre-tokenizer, and WordPiece works one word at a time. So a text's tokens are its
 space-separated pieces' tokens, one after another: `tests/test_words_once.py` checks it
 against the plain call on every sentence of the sample. Any other tokenizer goes through
-`encode_in_calls` unchanged.
+`encode_in_calls`, the plain calls, unchanged.
 
 Memory is bounded by the window: the pieces of at most `window_chars` characters of text
 (a longer text is a window alone; the example stage cuts sentences to 16 k characters
@@ -23,7 +23,7 @@ first) and tokenizer calls of at most `call_chars` characters of distinct pieces
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from itertools import chain
 from typing import Any
 
@@ -55,28 +55,59 @@ def splits_at_spaces(tokenizer: Any) -> bool:
     )
 
 
-def encode_words_once(
-    tokenizer: Any, texts: Sequence[str], window_chars: int, call_chars: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Every text's token ids (uint32, one after another) and each text's count (uint32),
-    as `encode_in_calls` gives them, with each distinct space-separated piece of a window of
-    at most `window_chars` characters tokenized once (in calls of at most `call_chars`
-    characters). Only for a tokenizer `splits_at_spaces` accepts."""
-    all_tokens: list[np.ndarray] = []
-    all_lengths: list[np.ndarray] = []
+def windows(texts: Sequence[str], max_chars: int, max_texts: int | None = None) -> Iterator[slice]:
+    """`texts` cut into runs of at most `max_chars` characters and `max_texts` texts, in
+    order; a text longer than `max_chars` is a run alone."""
     start = 0
     while start < len(texts):
         end, chars = start + 1, len(texts[start])
-        while end < len(texts) and chars + len(texts[end]) <= window_chars:
+        while (
+            end < len(texts)
+            and (max_texts is None or end - start < max_texts)
+            and chars + len(texts[end]) <= max_chars
+        ):
             chars += len(texts[end])
             end += 1
-        tokens, lengths = _encode_window(tokenizer, texts[start:end], call_chars)
-        all_tokens.append(tokens)
-        all_lengths.append(lengths)
+        yield slice(start, end)
         start = end
-    if not all_lengths:
+
+
+def encode_in_calls(
+    tokenizer: Any, texts: Sequence[str], max_texts: int, max_chars: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every text's token ids (uint32, one after another) and each text's count (uint32),
+    from tokenizer calls of at most `max_texts` texts and `max_chars` characters (a longer
+    text goes alone), each call's encodings let go before the next: the memory of one call
+    is bounded, whatever the number or length of the texts. Any tokenizer."""
+    results = []
+    for window in windows(texts, max_chars, max_texts):
+        encoded = tokenizer.encode_batch_fast(texts[window], add_special_tokens=False)
+        ids = [e.ids for e in encoded]
+        del encoded
+        lengths = np.fromiter(map(len, ids), dtype=np.uint32, count=len(ids))
+        tokens = np.fromiter(chain.from_iterable(ids), np.uint32, int(lengths.sum()))
+        results.append((tokens, lengths))
+    return _concatenated(results)
+
+
+def encode_words_once(
+    tokenizer: Any, texts: Sequence[str], window_chars: int, call_chars: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """`encode_in_calls`'s result, with each distinct space-separated piece of a window of
+    at most `window_chars` characters tokenized once (in calls of at most `call_chars`
+    characters). Only for a tokenizer `splits_at_spaces` accepts."""
+    return _concatenated(
+        [_encode_window(tokenizer, texts[w], call_chars) for w in windows(texts, window_chars)]
+    )
+
+
+def _concatenated(results: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    if not results:
         return np.zeros(0, dtype=np.uint32), np.zeros(0, dtype=np.uint32)
-    return np.concatenate(all_tokens), np.concatenate(all_lengths)
+    return (
+        np.concatenate([tokens for tokens, _ in results]),
+        np.concatenate([lengths for _, lengths in results]),
+    )
 
 
 def _encode_window(

@@ -4,8 +4,7 @@ dupe pass (through spill files: Beam carries only their paths)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from itertools import chain
+from collections.abc import Iterator
 from typing import Any
 
 import apache_beam as beam
@@ -16,7 +15,7 @@ from pipelines.beam.documents import UnitTally, finish_unit
 from pipelines.beam.progress import DOCUMENTS_TOKENIZED, StageCounters
 from pipelines.beam.spill import TokenizedDocument, pack_document
 from pipelines.bert.sentence_cuts import cut_sentence
-from pipelines.bert.words_once import encode_words_once, splits_at_spaces
+from pipelines.bert.words_once import encode_in_calls, encode_words_once, splits_at_spaces
 from pipelines.examples.config import ExamplesConfig
 from pipelines.examples.keys import PartitionKey
 from pipelines.examples.plan import Layout, split_of
@@ -150,35 +149,6 @@ class TokenizeDocumentsFn(beam.DoFn):
             token_at += count
             tally.counts["tokens"] += count
             yield TokenizedDocument(doc_id, document_tokens, piece_lengths[piece_lengths > 0])
-
-
-def encode_in_calls(
-    tokenizer: Any, texts: Sequence[str], max_texts: int, max_chars: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Every text's token ids (uint32, one after another) and each text's count (uint32),
-    from tokenizer calls of at most `max_texts` texts and `max_chars` characters (a longer
-    text goes alone), each call's encodings let go before the next: the memory of one call
-    is bounded, whatever the number or length of the texts."""
-    all_tokens: list[np.ndarray] = []
-    all_lengths: list[np.ndarray] = []
-    start = 0
-    while start < len(texts):
-        end, chars = start + 1, len(texts[start])
-        while end < len(texts) and end - start < max_texts and chars + len(texts[end]) <= max_chars:
-            chars += len(texts[end])
-            end += 1
-        encoded = tokenizer.encode_batch_fast(texts[start:end], add_special_tokens=False)
-        ids = [e.ids for e in encoded]
-        del encoded
-        lengths = np.fromiter(map(len, ids), dtype=np.uint32, count=len(ids))
-        all_tokens.append(
-            np.fromiter(chain.from_iterable(ids), dtype=np.uint32, count=int(lengths.sum()))
-        )
-        all_lengths.append(lengths)
-        start = end
-    if not all_lengths:
-        return np.zeros(0, dtype=np.uint32), np.zeros(0, dtype=np.uint32)
-    return np.concatenate(all_tokens), np.concatenate(all_lengths)
 
 
 def _without_tokens(doc_id: str, path: str, row_group: int, sentences: int) -> Reject:
