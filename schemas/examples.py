@@ -286,30 +286,20 @@ class PretrainingExample:
         return segments
 
     def encode(self, id_width: int) -> bytes:
-        dtype = _ID_DTYPES[id_width]
-        doc_a = self.doc_a.encode("utf-8")
-        doc_b = self.doc_b.encode("utf-8")
-        header = _HEADER.pack(
-            _MAGIC,
+        tokens, predictions = len(self.input_ids), len(self.masked_lm_positions)
+        (data,) = encode_examples(
             id_width,
-            self.next_sentence_label,
+            np.asarray(self.input_ids),
+            [(0, tokens)],
+            [self.segment_a_length],
+            np.asarray(self.masked_lm_positions),
+            [(0, predictions)],
+            np.asarray(self.masked_lm_ids),
+            [self.next_sentence_label],
+            [(self.doc_a.encode("utf-8"), self.doc_b.encode("utf-8"))],
             self.dupe_pass,
-            len(self.input_ids),
-            self.segment_a_length,
-            len(self.masked_lm_positions),
-            len(doc_a),
-            len(doc_b),
         )
-        return b"".join(
-            (
-                header,
-                np.asarray(self.input_ids, dtype=dtype).tobytes(),
-                np.asarray(self.masked_lm_positions, dtype=POSITION_DTYPE).tobytes(),
-                np.asarray(self.masked_lm_ids, dtype=dtype).tobytes(),
-                doc_a,
-                doc_b,
-            )
-        )
+        return data
 
     @classmethod
     def decode(cls, data: bytes, key: str = "") -> PretrainingExample:
@@ -361,10 +351,11 @@ def encode_examples(
     docs: Iterable[tuple[bytes, bytes]],
     dupe_pass: int,
 ) -> list[bytes]:
-    """Many examples' `PretrainingExample.encode` bytes at once, from arrays laid end to end:
-    example i's tokens are `input_ids[a:b]` for its (a, b) of `token_bounds`, its positions
-    and labels those of `prediction_bounds`; `docs` gives its documents' ids, UTF-8 encoded.
-    Each array is turned into bytes once, not three small arrays per example."""
+    """Many examples' bytes at once (the layout `PretrainingExample.encode` writes; it calls
+    this for one), from arrays laid end to end: example i's tokens are `input_ids[a:b]` for
+    its (a, b) of `token_bounds`, its positions and labels those of `prediction_bounds`;
+    `docs` gives its documents' ids, UTF-8 encoded. Each array is turned into bytes once,
+    not three small arrays per example."""
     dtype = _ID_DTYPES[id_width]
     position_width = POSITION_DTYPE.itemsize
     ids = np.ascontiguousarray(input_ids, dtype=dtype).tobytes()
