@@ -9,7 +9,12 @@ import pyarrow.parquet as pq
 import pytest
 from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
 
-from pipelines.bert.words_once import encode_in_calls, encode_words_once, splits_at_spaces
+from pipelines.bert.words_once import (
+    encode_in_calls,
+    encode_words_once,
+    splits_at_spaces,
+    windows,
+)
 from pipelines.io.vocabulary import build_tokenizer, load_vocab
 from schemas import DocumentColumn
 
@@ -50,6 +55,17 @@ def test_the_plain_calls_tokens_in_any_window(small, window_chars, call_chars):
     tokens, lengths = encode_words_once(small, TRICKY, window_chars, call_chars)
     assert lengths.tolist() == expected[1].tolist()
     assert tokens.tolist() == expected[0].tolist()
+
+
+def test_windows_count_characters_texts_and_separators():
+    texts = ["ab", "cde", "f", "ghijkl", "", "m"]
+    runs = lambda *a, **k: [texts[w] for w in windows(texts, *a, **k)]  # noqa: E731
+    assert runs(4) == [["ab"], ["cde", "f"], ["ghijkl"], ["", "m"]]
+    assert runs(6, max_texts=2) == [["ab", "cde"], ["f"], ["ghijkl", ""], ["m"]]
+    # joined by one character: "ab cde" is 6, "f ghijkl" 8
+    assert runs(6, joined_by=1) == [["ab", "cde"], ["f"], ["ghijkl"], ["", "m"]]
+    assert runs(1) == [["ab"], ["cde"], ["f"], ["ghijkl"], ["", "m"]]
+    assert list(windows([], 4)) == []
 
 
 def test_nothing_in_nothing_out(small):

@@ -17,7 +17,8 @@ against the plain call on every sentence of the sample. Any other tokenizer goes
 
 Memory is bounded by the window: the pieces of at most `window_chars` characters of text
 (a longer text is a window alone; the example stage cuts sentences to 16 k characters
-first) and tokenizer calls of at most `call_chars` characters of distinct pieces.
+first), its distinct pieces joined (no more text than the window's), and tokenizer calls
+of at most `call_chars` characters of them.
 """
 
 from __future__ import annotations
@@ -55,18 +56,21 @@ def splits_at_spaces(tokenizer: Any) -> bool:
     )
 
 
-def windows(texts: Sequence[str], max_chars: int, max_texts: int | None = None) -> Iterator[slice]:
+def windows(
+    texts: Sequence[str], max_chars: int, max_texts: int | None = None, joined_by: int = 0
+) -> Iterator[slice]:
     """`texts` cut into runs of at most `max_chars` characters and `max_texts` texts, in
-    order; a text longer than `max_chars` is a run alone."""
+    order, counting `joined_by` characters between two texts of a run (the separator they
+    will be joined with); a text longer than `max_chars` is a run alone."""
     start = 0
     while start < len(texts):
         end, chars = start + 1, len(texts[start])
         while (
             end < len(texts)
             and (max_texts is None or end - start < max_texts)
-            and chars + len(texts[end]) <= max_chars
+            and chars + joined_by + len(texts[end]) <= max_chars
         ):
-            chars += len(texts[end])
+            chars += joined_by + len(texts[end])
             end += 1
         yield slice(start, end)
         start = end
@@ -132,7 +136,7 @@ def _encode_window(
     gather = np.arange(int(piece_counts.sum()), dtype=np.int64)
     gather += np.repeat(piece_firsts - out_starts, piece_counts)
     text_firsts = np.cumsum(pieces_per_text) - pieces_per_text  # every text has a piece
-    lengths = np.add.reduceat(piece_counts, text_firsts) if len(texts) else piece_counts
+    lengths = np.add.reduceat(piece_counts, text_firsts)
     return tokens[gather], lengths.astype(np.uint32)
 
 
@@ -140,40 +144,22 @@ def _encode_distinct(
     tokenizer: Any, pieces: list[str], call_chars: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """The tokens of each piece (uint32, one piece after another) and each piece's count,
-    from tokenizer calls on the pieces joined by spaces."""
-    all_tokens: list[np.ndarray] = []
-    all_counts: list[np.ndarray] = []
-    start = 0
-    while start < len(pieces):
-        strings: list[str] = []
-        firsts: list[np.ndarray] = []  # each joined string's pieces' first characters
-        call = 0  # characters in this call's strings
-        while start < len(pieces):
-            room = call_chars - call
-            if strings and len(pieces[start]) > room:
-                break
-            # a string of at most JOINED_CHARS and what the call has room for; a piece
-            # longer than either goes alone
-            limit = max(min(JOINED_CHARS, room), len(pieces[start]))
-            end, chars = start + 1, len(pieces[start])
-            while end < len(pieces) and chars + 1 + len(pieces[end]) <= limit:
-                chars += 1 + len(pieces[end])
-                end += 1
-            lengths = np.fromiter(map(len, pieces[start:end]), np.int64, end - start)
-            firsts.append(np.cumsum(lengths + 1) - (lengths + 1))
-            strings.append(" ".join(pieces[start:end]))
-            call += chars
-            start = end
-        encoded = tokenizer.encode_batch(strings, add_special_tokens=False)
-        for encoding, piece_firsts in zip(encoded, firsts, strict=True):
+    from tokenizer calls of at most `call_chars` characters on the pieces joined by spaces
+    into strings of at most JOINED_CHARS (a longer piece is a string alone)."""
+    runs = list(windows(pieces, min(JOINED_CHARS, call_chars), joined_by=1))
+    joined = [" ".join(pieces[run]) for run in runs]
+    results = []
+    for call in windows(joined, call_chars):
+        encoded = tokenizer.encode_batch(joined[call], add_special_tokens=False)
+        for encoding, run in zip(encoded, runs[call], strict=True):
+            lengths = np.fromiter(map(len, pieces[run]), np.int64, run.stop - run.start) + 1
+            piece_firsts = np.cumsum(lengths) - lengths
             ids = encoding.ids
             token_firsts = np.fromiter(
                 chain.from_iterable(encoding.offsets), np.int64, 2 * len(ids)
             )[::2]
             owner = np.searchsorted(piece_firsts, token_firsts, side="right") - 1
-            all_tokens.append(np.array(ids, dtype=np.uint32))
-            all_counts.append(np.bincount(owner, minlength=len(piece_firsts)))
+            counts = np.bincount(owner, minlength=run.stop - run.start)
+            results.append((np.array(ids, dtype=np.uint32), counts))
         del encoded
-    if not all_counts:
-        return np.zeros(0, dtype=np.uint32), np.zeros(0, dtype=np.int64)
-    return np.concatenate(all_tokens), np.concatenate(all_counts).astype(np.int64)
+    return _concatenated(results)
