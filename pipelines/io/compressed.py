@@ -157,7 +157,7 @@ def _bunzip(
     start: int,
     end: int | None,
     position: Position,
-    chunk_bytes: int = CHUNK_BYTES,
+    chunk_bytes: int,
 ) -> Iterator[bytes]:
     """Bytes [start, end) of a .bz2 file decompressed, by the fast decoder where it can."""
     remaining = None if end is None else end - start
