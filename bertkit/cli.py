@@ -62,10 +62,14 @@ def main(argv: list[str] | None = None) -> None:
     if command not in COMMANDS:
         print(f"bertkit: unknown command {command!r}\n\n{usage()}", file=sys.stderr)
         sys.exit(2)
+    module = COMMANDS[command][0]
     # From the command line, the command is the whole process (pipelines/command/startup.py);
     # a caller running it inside its own process keeps its collector as it is.
-    importer = import_command if argv is None else importlib.import_module
-    importer(COMMANDS[command][0]).main(rest)
+    if argv is None:
+        command_module = import_command(module, one_blas_thread=module.startswith("pipelines."))
+    else:
+        command_module = importlib.import_module(module)
+    command_module.main(rest)
 
 
 if __name__ == "__main__":

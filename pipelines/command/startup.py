@@ -8,6 +8,13 @@ gc.callbacks). `import_command` is for a process's entry point only (`bertkit CO
 `python -m pipelines.STAGE`): a caller that runs a command inside its own process (the
 tests) keeps its collector as it is. The collector still collects what the run makes.
 
+A Beam stage does no linear algebra, but importing Beam imports numpy, and numpy's
+OpenBLAS starts a pool of threads as it loads (one per core but one), which wait for work
+by spinning before they sleep: 0.10 CPU-s of each stage process on a 2-core machine (counted
+per thread in /proc), in every worker process Beam starts. A stage's process therefore asks
+for one BLAS thread (`OPENBLAS_NUM_THREADS=1`, which the worker processes it starts inherit)
+unless the user set the variable; `bertkit train` keeps the default.
+
 For `python -m pipelines.STAGE` to get there, the package must not import Beam itself:
 Python imports a package before its __main__. `lazy_exports` makes a package's names
 import on first use (PEP 562), so importing the package costs nothing.
@@ -18,13 +25,22 @@ from __future__ import annotations
 import gc
 import importlib
 import importlib.util
+import os
 from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any
 
+# Read by OpenBLAS when it loads: set before anything imports numpy.
+BLAS_THREADS_VARIABLE = "OPENBLAS_NUM_THREADS"
 
-def import_command(module: str) -> ModuleType:
-    """Import a command's module (and Beam with it) for a process that runs only it."""
+
+def import_command(module: str, *, one_blas_thread: bool = True) -> ModuleType:
+    """Import a command's module (and Beam with it) for a process that runs only it.
+
+    `one_blas_thread`: a Beam stage's process (see the module docstring); False for the
+    trainer, whose process keeps whatever BLAS threads its libraries choose."""
+    if one_blas_thread:
+        os.environ.setdefault(BLAS_THREADS_VARIABLE, "1")
     collecting = gc.isenabled()
     gc.disable()
     try:

@@ -1,0 +1,98 @@
+"""A command's start-up as a whole process (pipelines/command/startup.py): the collector
+paused while Beam is imported and the imports frozen, one BLAS thread for a Beam stage, the
+user's own setting kept, and the trainer left alone."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import bertkit.cli
+from pipelines.command.startup import BLAS_THREADS_VARIABLE
+
+# Imports a stage's module as `python -m pipelines.wikipedia` does, then reports what the
+# process looks like: its threads (numpy's OpenBLAS pool among them), the variable, the GC.
+_REPORT = """
+import gc, json, os, sys
+from pipelines.command.startup import import_command
+import_command("pipelines.wikipedia.cli", one_blas_thread=sys.argv[1] == "one")
+print(json.dumps({
+    "threads": len(os.listdir("/proc/self/task")),
+    "variable": os.environ.get("OPENBLAS_NUM_THREADS"),
+    "gc_enabled": gc.isenabled(),
+    "frozen": gc.get_freeze_count(),
+    "numpy": "numpy" in sys.modules,
+}))
+"""
+
+
+def _started(mode: str, variable: str | None) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != BLAS_THREADS_VARIABLE}
+    if variable is not None:
+        env[BLAS_THREADS_VARIABLE] = variable
+    env["PYTHONPATH"] = str(Path.cwd())
+    done = subprocess.run(
+        [sys.executable, "-c", _REPORT, mode],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return json.loads(done.stdout)
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads in /proc")
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="OpenBLAS starts no pool on one core")
+def test_a_stage_process_runs_one_blas_thread_unless_the_user_chose() -> None:
+    stage = _started("one", None)
+    trainer_like = _started("default", None)
+    user_two = _started("one", "2")
+    assert stage["numpy"] and trainer_like["numpy"]  # Beam imported numpy in each
+    assert stage["variable"] == "1"
+    assert trainer_like["variable"] is None
+    assert user_two["variable"] == "2"  # the user's value stands
+    # OpenBLAS's pool is the only difference: one thread more with its default on this
+    # machine's cores, exactly one more with the user's 2.
+    assert trainer_like["threads"] > stage["threads"]
+    assert user_two["threads"] == stage["threads"] + 1
+    for report in (stage, trainer_like, user_two):
+        assert report["gc_enabled"] is True
+        assert report["frozen"] > 100_000  # Beam's import, out of the collector's view
+
+
+def test_bertkit_asks_one_blas_thread_for_beam_stages_only(monkeypatch) -> None:
+    asked: list[tuple[str, bool]] = []
+
+    class _Command:
+        @staticmethod
+        def main(rest: list[str]) -> None:
+            asked.append(("main", rest == ["--x"]))
+
+    def fake_import_command(module: str, *, one_blas_thread: bool = True):
+        asked.append((module, one_blas_thread))
+        return _Command
+
+    monkeypatch.setattr(bertkit.cli, "import_command", fake_import_command)
+    for command in ("wikipedia", "examples", "chain", "train", "export-hf", "demo"):
+        monkeypatch.setattr(sys, "argv", ["bertkit", command, "--x"])
+        bertkit.cli.main()
+    assert asked == [
+        ("pipelines.wikipedia", True),
+        ("main", True),
+        ("pipelines.examples", True),
+        ("main", True),
+        ("pipelines.chain", True),
+        ("main", True),
+        ("trainer.train", False),
+        ("main", True),
+        ("trainer.export", False),
+        ("main", True),
+        ("bertkit.demo", False),
+        ("main", True),
+    ]
