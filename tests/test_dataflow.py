@@ -95,27 +95,26 @@ GROUPS = {
     "wikipedia": (
         {
             "ExtractWikipedia/SpreadSplits/ReshufflePerKey/GroupByKey",
-            "WriteManifest/CollectSummaries/CollectSummaries/CombinePerKey/GroupByKey",
+            "WriteManifest/CollectSummaries/CombinePerKey/GroupByKey",
         },
-        {"WriteManifest/CollectSummaries/CollectSummaries/InjectDefault"},
+        set(),
     ),
     "books": (
         {
             "ExtractBooks/SpreadUnits/ReshufflePerKey/GroupByKey",
-            "WriteManifest/CollectSummaries/CollectSummaries/CombinePerKey/GroupByKey",
+            "WriteManifest/CollectSummaries/CombinePerKey/GroupByKey",
         },
-        {"WriteManifest/CollectSummaries/CollectSummaries/InjectDefault"},
+        set(),
     ),
     "corpus": (
         {
             "ExtractCorpus/SpreadUnits/ReshufflePerKey/GroupByKey",
-            "WriteManifest/CollectSummaries/CollectSummaries/CombinePerKey/GroupByKey",
+            "WriteManifest/CollectSummaries/CombinePerKey/GroupByKey",
         },
-        {"WriteManifest/CollectSummaries/CollectSummaries/InjectDefault"},
+        set(),
     ),
     "dedup": (
         {
-            "DeduplicateDocuments/ListDocumentsFiles/MaybeReshuffle/Reshuffle/ReshufflePerKey/GroupByKey",
             "DeduplicateDocuments/SpreadFiles/ReshufflePerKey/GroupByKey",
             "DeduplicateDocuments/GroupExactCopies",
             "DeduplicateDocuments/GroupBands",
@@ -127,14 +126,12 @@ GROUPS = {
     ),
     "vocab": (
         {
-            "ListDocumentsFiles/MaybeReshuffle/Reshuffle/ReshufflePerKey/GroupByKey",
             "SpreadFiles/ReshufflePerKey/GroupByKey",
         },
         {"LearnPieces"},
     ),
     "examples": (
         {
-            "CreateExamples/ListDocumentsFiles/MaybeReshuffle/Reshuffle/ReshufflePerKey/GroupByKey",
             "CreateExamples/SpreadFiles/ReshufflePerKey/GroupByKey",
             "CreateExamples/GroupPartitions/GroupByKey",
             "WriteShards/SumBucketCounts/GroupByKey",
@@ -149,9 +146,8 @@ GROUPS = {
 # files on, on one level), and a side input more for every step that waits for the stage
 # before it (manifest paths, then vocab.json's path: a few strings).
 _WRITE_MANIFESTS = {
-    f"Write{stage}Manifest/CollectSummaries/CollectSummaries/{step}": step
+    f"Write{stage}Manifest/CollectSummaries/CombinePerKey/GroupByKey"
     for stage in ("Wikipedia", "Books", "Corpus")
-    for step in ("CombinePerKey/GroupByKey", "InjectDefault")
 }
 GROUPS["chain"] = (
     {
@@ -167,7 +163,7 @@ GROUPS["chain"] = (
         "WriteShards/GroupBuckets/GroupByKey",
         "WriteShards/GroupPieces",
     }
-    | {name for name, step in _WRITE_MANIFESTS.items() if step != "InjectDefault"},
+    | _WRITE_MANIFESTS,
     {
         "ListDocumentsFiles",
         "CountWords",
@@ -179,8 +175,7 @@ GROUPS["chain"] = (
         "WriteShards/GroupBuckets/Regroup",
         "WriteShards/OrderBuckets/ParDo(OrderBucketFn)",
         "WriteManifest",
-    }
-    | {name for name, step in _WRITE_MANIFESTS.items() if step == "InjectDefault"},
+    },
 )
 # The examples graph with both regroupings in two levels: a GroupByKey per route group more.
 TWO_LEVEL_GROUPS = GROUPS["examples"][0] | {

@@ -5,11 +5,18 @@ import subprocess
 import sys
 import zipfile
 
+import apache_beam as beam
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
 from bertkit import cli
-from pipelines.beam.runner import build_wheel, ensure_project_shipped, is_local, make_pipeline
+from pipelines.beam.runner import (
+    build_wheel,
+    ensure_project_shipped,
+    is_local,
+    make_pipeline,
+    one_local_worker,
+)
 
 
 def test_local_runner_is_fnapi_not_prism() -> None:
@@ -22,6 +29,38 @@ def test_local_runner_is_fnapi_not_prism() -> None:
 def test_several_in_memory_workers_is_refused_with_the_fix() -> None:
     with pytest.raises(ValueError, match="--direct_running_mode multi_processing"):
         make_pipeline(PipelineOptions(["--direct_num_workers", "2"]))
+
+
+def _transform_names(flags: list[str], tmp_path) -> set[str]:
+    """The transforms of the wikipedia stage's graph, as the runner those flags pick sees it."""
+    from pipelines.wikipedia.config import WikipediaConfig
+    from pipelines.wikipedia.transforms import ExtractArticles
+
+    options = PipelineOptions(flags)
+    pipeline = make_pipeline(options) if is_local(options) else beam.Pipeline(options=options)
+    config = WikipediaConfig(input=["dump.xml.bz2"], output=str(tmp_path))
+    _ = pipeline | "Extract" >> ExtractArticles(["dump.xml.bz2"], str(tmp_path), config)
+    proto = pipeline.to_runner_api()
+    return {t.unique_name for t in proto.components.transforms.values()}
+
+
+@pytest.mark.parametrize(
+    ("flags", "spread"),
+    [
+        ([], False),
+        (["--direct_num_workers", "1"], False),
+        (["--direct_num_workers", "1", "--direct_running_mode", "multi_processing"], False),
+        (["--direct_num_workers", "2", "--direct_running_mode", "multi_processing"], True),
+        (["--direct_num_workers", "0", "--direct_running_mode", "multi_threading"], True),
+        (["--runner", "PortableRunner", "--job_endpoint", "localhost:1"], True),
+    ],
+)
+def test_units_are_spread_only_where_several_workers_may_take_them(flags, spread, tmp_path):
+    names = _transform_names(flags, tmp_path)
+    assert "Extract/PlanSplits" in names and "Extract/ExtractDocuments" in names
+    assert ("Extract/SpreadSplits" in names) is spread
+    assert not any("MaybeReshuffle/Reshuffle" in name for name in names)  # one shuffle at most
+    assert one_local_worker(PipelineOptions(flags)) is not spread
 
 
 def test_wheel_for_dataflow_workers_holds_the_packages(tmp_path) -> None:

@@ -104,9 +104,10 @@ class Planned(Generic[Plan]):
         return beam.ParDo(_AfterFn(self._load, make), beam.pvalue.AsList(self._ready), *side_inputs)
 
     def items(self, pipeline: beam.Pipeline, label: str, items: Callable[[Plan], list[Any]]):
-        """The PCollection of the plan's `items` (a stage's first step's units)."""
+        """The PCollection of the plan's `items` (a stage's first step's units), not yet
+        spread over the workers (the caller does: `runner.spread_over_workers`)."""
         if self._load is None:
-            return pipeline | label >> beam.Create(items(self.plan))
+            return pipeline | label >> beam.Create(items(self.plan), reshuffle=False)
         return (
             pipeline
             | f"{label}Trigger" >> beam.Create([None])

@@ -18,6 +18,10 @@
   with `--direct_num_workers N --direct_running_mode multi_processing` in N worker
   processes. Beam's own DirectRunner first tries the Prism runner, which downloads a Go
   binary at run time: impossible offline and slow to start, so bertkit never goes that way.
+  A stage spreads its units of work over the workers with a Reshuffle
+  (`spread_over_workers`); a local run on one worker, the default, has nobody to spread
+  them to, and the step is left out there: the FnApiRunner would run it as a shuffle of its
+  own, one more stage and its bundles, 0.05 CPU-s of each run's start-up.
 - `--runner DataflowRunner`: the project must reach the workers. Unless the user passes
   `--setup_file`, `--extra_package(s)` or `--sdk_container_image`, bertkit builds its own
   wheel and ships it with `--extra_package`; the workers pip-install it with its
@@ -340,6 +344,21 @@ def _nested(input_flag: str, directory: str, output_flag: str, output: str) -> s
 def is_local(options: PipelineOptions) -> bool:
     runner = options.view_as(StandardOptions).runner
     return runner is None or str(runner).lower() in _LOCAL_RUNNERS
+
+
+def one_local_worker(options: PipelineOptions) -> bool:
+    """Whether the pipeline runs locally on one worker (no --direct_num_workers, or 1)."""
+    return is_local(options) and options.view_as(DirectOptions).direct_num_workers in (None, 1)
+
+
+def spread_over_workers(pcoll: beam.PCollection, label: str) -> beam.PCollection:
+    """`pcoll | label >> beam.Reshuffle()`: units of work (small descriptors) spread over
+    the workers, so that each may take some; left out where one local worker takes them all
+    (the module docstring). The output is the same either way: a unit's output is fixed by
+    the unit alone."""
+    if one_local_worker(pcoll.pipeline.options):
+        return pcoll
+    return pcoll | label >> beam.Reshuffle()
 
 
 def make_pipeline(options: PipelineOptions) -> beam.Pipeline:

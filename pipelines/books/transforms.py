@@ -13,6 +13,7 @@ from pipelines.beam.progress import (
     StageCounters,
     counting_reader,
 )
+from pipelines.beam.runner import spread_over_workers
 from pipelines.books.config import BooksConfig
 from pipelines.books.reading import book_document, book_name, common_root, line_file_documents
 
@@ -82,10 +83,9 @@ class ExtractBooks(beam.PTransform):
 
     def expand(self, pbegin):
         root = common_root([item["path"] for item in self._inputs])
-        return (
-            pbegin
-            | "PlanUnits" >> beam.Create(plan_units(self._inputs, self._config.unit_bytes))
-            | "SpreadUnits" >> beam.Reshuffle()
-            | "ExtractDocuments"
-            >> beam.ParDo(_ExtractBooksFn(self._output_dir, root, self._config))
+        units = pbegin | "PlanUnits" >> beam.Create(
+            plan_units(self._inputs, self._config.unit_bytes), reshuffle=False
+        )
+        return spread_over_workers(units, "SpreadUnits") | "ExtractDocuments" >> beam.ParDo(
+            _ExtractBooksFn(self._output_dir, root, self._config)
         )

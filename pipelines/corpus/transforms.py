@@ -13,6 +13,7 @@ from pipelines.beam.progress import (
     StageCounters,
     counting_reader,
 )
+from pipelines.beam.runner import spread_over_workers
 from pipelines.books.reading import common_root
 from pipelines.books.transforms import plan_units
 from pipelines.corpus.config import CorpusConfig
@@ -74,10 +75,9 @@ class ExtractCorpus(beam.PTransform):
 
     def expand(self, pbegin):
         root = common_root([item["path"] for item in self._inputs])
-        return (
-            pbegin
-            | "PlanUnits" >> beam.Create(plan_units(self._inputs, self._config.unit_bytes))
-            | "SpreadUnits" >> beam.Reshuffle()
-            | "ExtractDocuments"
-            >> beam.ParDo(_ExtractCorpusFn(self._output_dir, root, self._config))
+        units = pbegin | "PlanUnits" >> beam.Create(
+            plan_units(self._inputs, self._config.unit_bytes), reshuffle=False
+        )
+        return spread_over_workers(units, "SpreadUnits") | "ExtractDocuments" >> beam.ParDo(
+            _ExtractCorpusFn(self._output_dir, root, self._config)
         )

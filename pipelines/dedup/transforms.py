@@ -22,6 +22,7 @@ import apache_beam as beam
 from pipelines.beam import files
 from pipelines.beam.documents import DocumentsInput, UnitTally, build_manifest, finish_unit
 from pipelines.beam.progress import StageCounters
+from pipelines.beam.runner import spread_over_workers
 from pipelines.dedup.candidates import Edge, Member, exact_edges, near_edges
 from pipelines.dedup.config import DedupConfig
 from pipelines.dedup.units import DedupUnit, duplicates_name, iter_document_keys, rewrite_unit
@@ -137,13 +138,10 @@ class DeduplicateDocuments(beam.PTransform):
         self._config = config
 
     def expand(self, pbegin):
-        units = pbegin | "ListDocumentsFiles" >> beam.Create(self._units)
-        keys = (
-            units
-            | "SpreadFiles" >> beam.Reshuffle()
-            | "HashDocuments"
-            >> beam.ParDo(_HashDocumentsFn(self._config)).with_outputs(_EXACT, main="bands")
-        )
+        units = pbegin | "ListDocumentsFiles" >> beam.Create(self._units, reshuffle=False)
+        keys = spread_over_workers(units, "SpreadFiles") | "HashDocuments" >> beam.ParDo(
+            _HashDocumentsFn(self._config)
+        ).with_outputs(_EXACT, main="bands")
         exact = (
             keys[_EXACT]
             | "GroupExactCopies" >> beam.GroupByKey()

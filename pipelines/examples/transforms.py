@@ -26,6 +26,7 @@ import apache_beam as beam
 
 from pipelines.beam import files
 from pipelines.beam.planned import Planned
+from pipelines.beam.runner import spread_over_workers
 from pipelines.examples.config import ExamplesConfig
 from pipelines.examples.packing import PackSentencesFn
 from pipelines.examples.pairing import BUCKET_COUNTS, PairAndMaskFn
@@ -46,14 +47,12 @@ class CreateExamples(beam.PTransform):
 
     def expand(self, pipeline):
         config, planned = self._config, self._planned
-        tokenized = (
-            planned.items(pipeline, "ListDocumentsFiles", lambda plan: plan.units)
-            | "SpreadFiles" >> beam.Reshuffle()
-            | "TokenizeDocuments"
-            >> planned.pardo(
-                lambda plan: TokenizeDocumentsFn(config, plan.layout, plan.routes.partitions)
-            ).with_outputs(SUMMARY, main="spills")
-        )
+        files_listed = planned.items(pipeline, "ListDocumentsFiles", lambda plan: plan.units)
+        tokenized = spread_over_workers(
+            files_listed, "SpreadFiles"
+        ) | "TokenizeDocuments" >> planned.pardo(
+            lambda plan: TokenizeDocumentsFn(config, plan.layout, plan.routes.partitions)
+        ).with_outputs(SUMMARY, main="spills")
         # Sentence pairs (Google's), or full-sentence sequences (RoBERTa's): the same step
         # but for what it makes of a partner group.
         label, make = ("PairAndMask", PairAndMaskFn)

@@ -17,6 +17,7 @@ from pipelines.beam.progress import (
     TEXT_BYTES_COUNTED,
     StageCounters,
 )
+from pipelines.beam.runner import spread_over_workers
 from pipelines.io.vocabulary import VocabError
 from pipelines.vocab.config import VocabConfig
 from pipelines.vocab.counting import count_unit, remove_work_dir, sum_word_counts, summary_counts
@@ -85,10 +86,9 @@ def add_vocab_steps(
     pipeline's top level, as Dataflow shows them and as tests/test_dataflow.py checks which
     of them shuffle.
     """
-    summaries = (
-        planned.items(pipeline, "ListDocumentsFiles", SamplePlan.units)
-        | "SpreadFiles" >> beam.Reshuffle()
-        | "CountWords" >> planned.pardo(lambda plan: _CountWordsFn(plan, config))
+    files_listed = planned.items(pipeline, "ListDocumentsFiles", SamplePlan.units)
+    summaries = spread_over_workers(files_listed, "SpreadFiles") | "CountWords" >> planned.pardo(
+        lambda plan: _CountWordsFn(plan, config)
     )
     return (
         pipeline

@@ -13,6 +13,7 @@ from pipelines.beam.progress import (
     StageCounters,
     counting_reader,
 )
+from pipelines.beam.runner import spread_over_workers
 from pipelines.text.wikidump import DumpReadError, DumpSplit, SiteInfo, iter_dump, plan_splits
 from pipelines.wikipedia.config import WikipediaConfig
 from pipelines.wikipedia.pages import PageContext, document_from_page
@@ -74,11 +75,13 @@ class ExtractArticles(beam.PTransform):
         self._config = config
 
     def expand(self, pbegin):
-        return (
+        splits = (
             pbegin
-            | "ListDumps" >> beam.Create(list(enumerate(self._paths)))
+            # Spread below, once the dumps are cut: no shuffle of the paths before that.
+            | "ListDumps" >> beam.Create(list(enumerate(self._paths)), reshuffle=False)
             | "PlanSplits" >> beam.FlatMap(_numbered_splits, self._config.split_bytes)
-            # Splits are tiny descriptors: spreading them lets every worker take some.
-            | "SpreadSplits" >> beam.Reshuffle()
-            | "ExtractDocuments" >> beam.ParDo(_ExtractSplitFn(self._output_dir, self._config))
+        )
+        # Splits are tiny descriptors: spreading them lets every worker take some.
+        return spread_over_workers(splits, "SpreadSplits") | "ExtractDocuments" >> beam.ParDo(
+            _ExtractSplitFn(self._output_dir, self._config)
         )
