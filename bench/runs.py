@@ -15,9 +15,11 @@ inherited by every child it then launches, in their ru_maxrss (measure.trusted_m
 
 from __future__ import annotations
 
+import os
 import shutil
 import statistics
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -59,7 +61,19 @@ def run_fresh(
     output.parent.mkdir(parents=True, exist_ok=True)
     if create_output:
         output.mkdir()
+    settle()
     return measure_command(command, cwd, log, timeout_s)
+
+
+SETTLE_S = 1.0
+
+
+def settle() -> None:
+    """Before a measured run: the previous run's written and removed files flushed to disk
+    (os.sync), then a pause, so no run starts beside the kernel's writeback of the one
+    before it (on 2 cores it took a few % of the next run's CPU time)."""
+    os.sync()
+    time.sleep(SETTLE_S)
 
 
 def failure(run: RunMeasurement) -> str | None:

@@ -20,7 +20,13 @@ def venv_python(workdir: Path, name: str) -> Path:
     return workdir / name / "bin" / "python"
 
 
-def ensure_venv(workdir: Path, name: str, packages: Sequence[str], check_code: str) -> str | None:
+def ensure_venv(
+    workdir: Path,
+    name: str,
+    packages: Sequence[str],
+    check_code: str,
+    what: str = "never a bertkit dependency",
+) -> str | None:
     """Make WORKDIR/NAME a venv holding ``packages`` unless ``python -c CHECK_CODE`` already
     succeeds in it; then check again. None when the venv is ready, else why not.
 
@@ -32,7 +38,7 @@ def ensure_venv(workdir: Path, name: str, packages: Sequence[str], check_code: s
     if python.exists() and subprocess.run(check, capture_output=True).returncode == 0:
         return None
     venv = python.parent.parent
-    print(f"installing {' '.join(packages)} into {venv} (never a bertkit dependency)", flush=True)
+    print(f"installing {' '.join(packages)} into {venv} ({what})", flush=True)
     base_python = shutil.which("python3.11") or sys.executable
     log = workdir / "logs" / f"{name}-install.log"
     log.parent.mkdir(parents=True, exist_ok=True)
