@@ -96,3 +96,29 @@ def test_bertkit_asks_one_blas_thread_for_beam_stages_only(monkeypatch) -> None:
         ("bertkit.demo", False),
         ("main", True),
     ]
+
+
+def test_beams_bigquery_notice_is_dropped_and_nothing_else(tmp_path) -> None:
+    # A command module that logs, while it is imported, what Beam logs without the gcp
+    # extra, then a warning of its own, through the root logger as Beam does.
+    (tmp_path / "noisy_command.py").write_text(
+        "import logging\n"
+        "logging.warning('apitools not found, and bigquery client libraries are not "
+        "available despite the import not raising an ImportError.')\n"
+        "logging.warning('a warning of its own')\n"
+        "logging.getLogger('some.library').error('an error of a library')\n"
+        "logging.getLogger('some.library').info('an info nobody asked for')\n"
+    )
+    code = (
+        "import logging\n"
+        "from pipelines.command.startup import import_command\n"
+        "import_command('noisy_command')\n"
+        "print(len(logging.getLogger().handlers))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path.cwd()), str(tmp_path)])}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == "a warning of its own\nan error of a library\n"
+    assert done.stdout == "0\n"  # no handler left behind: the stage sets up its own

@@ -15,6 +15,13 @@ per thread in /proc), in every worker process Beam starts. A stage's process the
 for one BLAS thread (`OPENBLAS_NUM_THREADS=1`, which the worker processes it starts inherit)
 unless the user set the variable; `bertkit train` keeps the default.
 
+Without the `gcp` extra (bertkit's core install, the README's), importing Beam logs "apitools
+not found, and bigquery client libraries are not available …" through the root logger: a
+warning about BigQuery, which no stage uses, on every run, and one that sets up the root
+logger's format before the stage does. While the command's modules are imported, the root
+logger has a handler of ours that drops that one message and passes any other to Python's
+last-resort handler, as it would have gone with no handler at all.
+
 For `python -m pipelines.STAGE` to get there, the package must not import Beam itself:
 Python imports a package before its __main__. `lazy_exports` makes a package's names
 import on first use (PEP 562), so importing the package costs nothing.
@@ -25,6 +32,7 @@ from __future__ import annotations
 import gc
 import importlib
 import importlib.util
+import logging
 import os
 from collections.abc import Callable, Mapping
 from types import ModuleType
@@ -32,6 +40,19 @@ from typing import Any
 
 # Read by OpenBLAS when it loads: set before anything imports numpy.
 BLAS_THREADS_VARIABLE = "OPENBLAS_NUM_THREADS"
+# What Beam logs at import where its BigQuery client's dependencies are not installed.
+BEAM_BIGQUERY_NOTICE = "apitools not found, and bigquery client libraries are not available"
+
+
+class _ImportLogHandler(logging.Handler):
+    """The root logger's handler while a command is imported (see the module docstring)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.getMessage().startswith(BEAM_BIGQUERY_NOTICE):
+            return
+        last_resort = logging.lastResort
+        if last_resort is not None and record.levelno >= last_resort.level:
+            last_resort.handle(record)
 
 
 def import_command(module: str, *, one_blas_thread: bool = True) -> ModuleType:
@@ -43,9 +64,12 @@ def import_command(module: str, *, one_blas_thread: bool = True) -> ModuleType:
         os.environ.setdefault(BLAS_THREADS_VARIABLE, "1")
     collecting = gc.isenabled()
     gc.disable()
+    root, handler = logging.getLogger(), _ImportLogHandler()
+    root.addHandler(handler)
     try:
         return importlib.import_module(module)
     finally:
+        root.removeHandler(handler)
         gc.freeze()
         if collecting:
             gc.enable()
