@@ -253,10 +253,12 @@ def run_tools_interleaved(
 ) -> dict[str, list[RunMeasurement]]:
     """Run every tool ``repeats`` times, one run of each in turn (so a change in the
     machine's load falls on all of them alike), each on a fresh output directory, whose last
-    output is kept. A tool that fails is not run again: it would fail again."""
+    output is kept. The order turns by one tool each round, so that no tool always runs
+    right after the same one. A tool that fails is not run again: it would fail again."""
     measured: dict[str, list[RunMeasurement]] = {tool: [] for tool in tools}
     for repeat in range(1, repeats + 1):
-        for tool in tools:
+        turn = (repeat - 1) % len(tools)
+        for tool in tools[turn:] + tools[:turn]:
             if measured[tool] and not measured[tool][-1].ok:
                 continue
             output = output_dir(settings.workdir, tool, dump.target_mb)
