@@ -185,8 +185,9 @@ def clean_wikitext(
             text, count = _LINK.subn(render_link, text)
             if not count or "[[" not in text:
                 break
-    if "__" in text:
-        text = _MAGIC_WORD.sub("", text)
+    # No `"__" in text` first: on text with any character past U+00FF, str's search for a
+    # short needle is slower than the pattern's own scan for its literal prefix.
+    text = _MAGIC_WORD.sub("", text)
     # 4. Lines: headers, lists, tables and trailing sections go; paragraphs are assembled,
     # then tidied all at once, one per line (one regex pass per rule, not one per paragraph).
     raw_paragraphs = list(_paragraph_lines(text))
@@ -206,8 +207,8 @@ def _nowiki_content(match: re.Match[str]) -> str:
 
 
 def _expand_templates(text: str) -> str:
-    if "{{{" in text:
-        text = _TEMPLATE_PARAMETER.sub(lambda m: m.group(2) or "", text)  # {{{1|default}}}
+    # {{{1|default}}}; unguarded, as _MAGIC_WORD is (clean_wikitext).
+    text = _TEMPLATE_PARAMETER.sub(_template_parameter_default, text)
     for _ in range(MAX_TEMPLATE_DEPTH):
         text, count = _TEMPLATE.subn(_render_template_match, text)
         if not count or "{{" not in text:
@@ -215,6 +216,10 @@ def _expand_templates(text: str) -> str:
     if _TEMPLATE.search(text):
         raise WikitextError(f"templates nested deeper than MediaWiki's {MAX_TEMPLATE_DEPTH}")
     return text
+
+
+def _template_parameter_default(match: re.Match[str]) -> str:
+    return match.group(2) or ""
 
 
 def _render_template_match(match: re.Match[str]) -> str:
