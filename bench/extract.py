@@ -21,8 +21,7 @@ median is reported:
                  this stage never imports) in a venv of its own, WORKDIR/bertkit-venv
   bertkit-dev    the same, from the project's development venv
                  (.venv, every extra): with the `gcp` and `aws` extras installed, importing Beam
-                 imports their cloud clients too (BigQuery, Pub/Sub, GCS, S3), about 0.2
-                 CPU-s more at start-up
+                 imports their cloud clients too (BigQuery, Pub/Sub, GCS, S3) at start-up
   wikiextractor  WikiExtractor 3.1.0 from a throwaway venv in --workdir (never a project
                  dependency), `--processes 1`; it still forks one extract worker and one writer
   floor          Python's bz2 decompression of the same dump: no extractor can beat it

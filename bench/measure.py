@@ -302,7 +302,7 @@ def byte_compile_bertkit() -> None:
     it installs: a tool installed from PyPI (WikiExtractor) runs from .pyc files, and so does
     bertkit from a checkout once it has run. Where PYTHONDONTWRITEBYTECODE is set (this
     project's development machines and CI set it), nothing writes them, and every bertkit run
-    would compile its modules again: about 0.04 CPU-s a run that no user pays."""
+    would compile its modules again, which no user's run does."""
     subprocess.run(
         [repo_python(), "-m", "compileall", "-q", *BERTKIT_PACKAGES], cwd=REPO_ROOT, check=True
     )

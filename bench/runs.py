@@ -71,7 +71,7 @@ SETTLE_S = 1.0
 def settle() -> None:
     """Before a measured run: the previous run's written and removed files flushed to disk
     (os.sync), then a pause, so no run starts beside the kernel's writeback of the one
-    before it (on 2 cores it took a few % of the next run's CPU time)."""
+    before it, which slowed that run on a 2-core machine (docs/benchmarks.md)."""
     os.sync()
     time.sleep(SETTLE_S)
 

@@ -333,8 +333,8 @@ class WriteManifest(beam.PTransform):
 
     def expand(self, unit_summaries):
         # Every unit yields one summary, and a stage has a unit at least (its --input must
-        # match a file): no default for an empty input is needed, and its side input and
-        # bundles cost each local run 0.05 CPU-s.
+        # match a file): no default for an empty input is needed, nor the side input and
+        # bundles Beam would run to make one.
         collect = beam.CombineGlobally(beam.combiners.ToListCombineFn()).without_defaults()
         return (
             unit_summaries

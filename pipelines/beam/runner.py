@@ -21,7 +21,7 @@
   A stage spreads its units of work over the workers with a Reshuffle
   (`spread_over_workers`); a local run on one worker, the default, has nobody to spread
   them to, and the step is left out there: the FnApiRunner would run it as a shuffle of its
-  own, one more stage and its bundles, 0.05 CPU-s of each run's start-up.
+  own, one more stage and its bundles (docs/benchmarks.md, Extraction).
 - `--runner DataflowRunner`: the project must reach the workers. Unless the user passes
   `--setup_file`, `--extra_package(s)` or `--sdk_container_image`, bertkit builds its own
   wheel and ships it with `--extra_package`; the workers pip-install it with its

@@ -3,15 +3,15 @@ cyclic garbage collector paused, then frozen out of the collector's view.
 
 Importing Beam makes about a million objects that live as long as the process; the
 collector walked all of them at each full collection, several times while they were
-imported and once more at exit (0.4 CPU-s of a stage's run on the sample, counted with
-gc.callbacks). `import_command` is for a process's entry point only (`bertkit COMMAND`,
-`python -m pipelines.STAGE`): a caller that runs a command inside its own process (the
-tests) keeps its collector as it is. The collector still collects what the run makes.
+imported and once more at exit (counted with gc.callbacks). `import_command` is for a
+process's entry point only (`bertkit COMMAND`, `python -m pipelines.STAGE`): a caller that
+runs a command inside its own process (the tests) keeps its collector as it is. The
+collector still collects what the run makes.
 
 A Beam stage does no linear algebra, but importing Beam imports numpy, and numpy's
 OpenBLAS starts a pool of threads as it loads (one per core but one), which wait for work
-by spinning before they sleep: 0.10 CPU-s of each stage process on a 2-core machine (counted
-per thread in /proc), in every worker process Beam starts. A stage's process therefore asks
+by spinning before they sleep: CPU time of every stage process, and of every worker process
+Beam starts (docs/benchmarks.md, Extraction). A stage's process therefore asks
 for one BLAS thread (`OPENBLAS_NUM_THREADS=1`, which the worker processes it starts inherit)
 unless the user set the variable; `bertkit train` keeps the default.
 
