@@ -50,8 +50,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, ClassVar
+
+import numpy as np
 
 from schemas.checks import (
     MAX_RECORD_BYTES,
@@ -66,10 +69,16 @@ from schemas.checks import (
 )
 from schemas.examples import (
     BLOCK_SAMPLES,  # samples per verified block: ~0.6 MB at 128 tokens, ~2 MB at 512
+    EXAMPLE_MEMBER,
     EXAMPLES_SCHEMA_VERSION,
     MAX_SAMPLE_BYTES,
     READABLE_MAJORS,
     SAMPLES_MEMBER,
+    ExampleColumn,
+    ExampleDecodeError,
+    PretrainingExample,
+    sample_key,
+    unpack_samples,
 )
 
 # What a shards directory holds (the manifest's `sequences` and `masking`, `bertkit examples
@@ -445,3 +454,84 @@ class ShardsManifest:
             for split in out.splits.values()
             for shard in split.shards
         ]
+
+
+# --- Reading the shards with plain webdataset ------------------------------------------------
+
+# The fields of a sample `decode_block` gives: the Arrow view's (PRETRAINING_EXAMPLE_SCHEMA),
+# its key as webdataset names keys, and webdataset's `__url__`.
+WEBDATASET_FIELDS = (
+    "__key__",
+    "__url__",
+    ExampleColumn.INPUT_IDS,
+    ExampleColumn.SEGMENT_IDS,
+    ExampleColumn.MASKED_LM_POSITIONS,
+    ExampleColumn.MASKED_LM_IDS,
+    ExampleColumn.NEXT_SENTENCE_LABEL,
+    ExampleColumn.DOC_A,
+    ExampleColumn.DOC_B,
+    ExampleColumn.DUPE_PASS,
+)
+
+
+def unpack_blocks(records: Iterable[Mapping[str, Any]]) -> Iterator[dict[str, Any]]:
+    """The samples of webdataset records of bertkit shards, one dict each, in order: a
+    pipeline stage for webdataset's `.compose`:
+
+        import webdataset as wds
+        from schemas.shards import unpack_blocks
+        samples = wds.WebDataset(urls, shardshuffle=False).compose(unpack_blocks)
+
+    (A stage of its own, not `.map(...).unbatched()`: webdataset's `.map` sets the block's
+    key on whatever dict the function returns, which `.unbatched()` then cannot split.)
+    """
+    for record in records:
+        yield from decode_block(record)
+
+
+def decode_block(record: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One webdataset record of a shard (a block of up to 512 samples) as its samples.
+
+    Each sample is a dict of WEBDATASET_FIELDS: its own `__key__` (its position in the split,
+    12 digits, as `bertkit inspect --json` and the trainer number it), the shard's `__url__`
+    (None if the record has none), the ids as int32 numpy arrays, the label and dupe pass as
+    ints. A 1.x record (one sample, member `example.bin`) gives one sample.
+    ExampleDecodeError names the record when it is not a bertkit shard's.
+    """
+    key = str(record.get("__key__", ""))
+    if SAMPLES_MEMBER in record:
+        try:
+            first = int(key)
+        except ValueError as error:
+            raise ExampleDecodeError(
+                f"block {key!r}: a block's key is its first sample's position (digits)"
+            ) from error
+        packed = unpack_samples(bytes(record[SAMPLES_MEMBER]))
+        keys = [sample_key(first + index) for index in range(len(packed))]
+    elif EXAMPLE_MEMBER in record:
+        packed, keys = [bytes(record[EXAMPLE_MEMBER])], [key]
+    else:
+        members = sorted(name for name in record if not name.startswith("__"))
+        raise ExampleDecodeError(
+            f"record {key!r} holds {members}, neither {SAMPLES_MEMBER} (a block of samples) "
+            f"nor {EXAMPLE_MEMBER}: not a bertkit shard's record"
+        )
+    url = record.get("__url__")
+    samples = []
+    for own_key, data in zip(keys, packed, strict=True):
+        example = PretrainingExample.decode(data, own_key)
+        samples.append(
+            {
+                "__key__": own_key,
+                "__url__": url,
+                ExampleColumn.INPUT_IDS: example.input_ids.astype(np.int32),
+                ExampleColumn.SEGMENT_IDS: example.segment_ids,
+                ExampleColumn.MASKED_LM_POSITIONS: example.masked_lm_positions.astype(np.int32),
+                ExampleColumn.MASKED_LM_IDS: example.masked_lm_ids.astype(np.int32),
+                ExampleColumn.NEXT_SENTENCE_LABEL: int(example.next_sentence_label),
+                ExampleColumn.DOC_A: example.doc_a,
+                ExampleColumn.DOC_B: example.doc_b,
+                ExampleColumn.DUPE_PASS: int(example.dupe_pass),
+            }
+        )
+    return samples
