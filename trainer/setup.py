@@ -464,7 +464,7 @@ def _log_setup(run: Run) -> None:
         config, env = run.config, run.env
         _LOG.info(
             "%s: %s, %d parameters; %d train samples, %d batches/epoch/rank; %d processes × "
-            "%d micro-batches of %d = %d sequences per step",
+            "%d micro-batches of %d = %d sequences per step; on %s",
             config.output,
             config.model,
             sum(p.numel() for p in run.model.parameters()),
@@ -474,7 +474,16 @@ def _log_setup(run: Run) -> None:
             run.accumulation,
             config.micro_batch_size,
             config.micro_batch_size * run.accumulation * env.world_size,
+            device_shown(env.device),
         )
+
+
+def device_shown(device: torch.device) -> str:
+    """The device as the set-up line names it: `cpu`, or `cuda:0 (NVIDIA H100 80GB HBM3)`, so
+    a GPU user's first line says which GPU the run took (docs/training.md)."""
+    if device.type != "cuda":
+        return str(device)
+    return f"{device} ({torch.cuda.get_device_name(device)})"
 
 
 def data_record(source: DataSource) -> dict[str, Any]:
