@@ -1,9 +1,10 @@
-"""The documentation holds together: README.md and every page under docs/.
+"""The documentation holds together: README.md, CONTRIBUTING.md and every page under docs/.
 
 Every relative link resolves to a file inside the repository (and an `#anchor` to a heading
 of its page, slugged as GitHub slugs it), every docs/ page is one click from the README, the
-README stays a short front door, and no page points at what a reader cannot open: an issue
-number or a design file that is not in the repository.
+README stays a short front door, no page points at what a reader cannot open (an issue
+number or a design file that is not in the repository), and the file map of
+docs/architecture.md names every module.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
+CONTRIBUTING = ROOT / "CONTRIBUTING.md"
 DOCS = ROOT / "docs"
 README_MAX_LINES = 200
 
@@ -27,7 +29,7 @@ UNREADABLE = re.compile(r"\bissues?\s+#?\d+|\bDESIGN\.md\b", re.IGNORECASE)
 
 
 def pages() -> list[Path]:
-    return [README, *sorted(DOCS.rglob("*.md"))]
+    return [README, CONTRIBUTING, *sorted(DOCS.rglob("*.md"))]
 
 
 def prose_lines(path: Path) -> list[str]:
@@ -127,3 +129,66 @@ def test_no_page_points_at_what_a_reader_cannot_open(page: Path) -> None:
         for match in UNREADABLE.finditer(line)
     ]
     assert not hits, f"{page.relative_to(ROOT)} names an issue or an absent file: {hits}"
+
+
+ARCHITECTURE = DOCS / "architecture.md"
+MAPPED_PACKAGES = ("bertkit", "pipelines", "schemas", "trainer")  # every .py in them is named
+CODE_NAME = re.compile(r"`([^`\s]+)`")
+
+
+def file_map_names(path: Path) -> list[str]:
+    """The repository paths the first column of the page's "File map" table names.
+
+    A cell names paths in backticks: one with a `/` is from the repository root (a folder
+    ends with `/`), a bare name is a sibling of the path before it in the same cell, so
+    "`pipelines/text/dumpxml.py`, `dumprecords.py`" names both files of pipelines/text/."""
+    names, in_map = [], False
+    for line in prose_lines(path):
+        heading = HEADING.match(line)
+        if heading:  # the section runs to the next heading of its level: its own ### go in
+            in_map = heading.group(2) == "File map" or (in_map and len(heading.group(1)) > 2)
+            continue
+        if not in_map or not line.startswith("|") or line.startswith("|---"):
+            continue
+        folder = ""
+        for name in CODE_NAME.findall(line.split("|")[1]):
+            if "/" in name.rstrip("/"):
+                folder = name if name.endswith("/") else name.rpartition("/")[0] + "/"
+            elif name.endswith("/") and not folder:
+                folder = name  # a top-level folder: `bench/`
+                names.append(name)
+                continue
+            names.append(name if "/" in name.rstrip("/") else folder + name)
+    return names
+
+
+def test_the_file_map_reader_resolves_siblings(tmp_path: Path) -> None:
+    page = tmp_path / "architecture.md"
+    page.write_text(
+        "## Layers\n\n| `not/this.py` | x |\n\n## File map\n\n| file | what it does |\n|---|---|\n"
+        "| `pipelines/text/dumpxml.py`, `dumprecords.py` | a |\n### Tests\n| `tests/` | b |\n"
+        "| [`infra/dataflow/`](x) | c |\n| `bench/runs.py`, `venvs.py` | `not/a/name.py` |\n"
+        "## Next\n| `not/mapped.py` | d |\n",
+        encoding="utf-8",
+    )
+    assert file_map_names(page) == [
+        "pipelines/text/dumpxml.py",
+        "pipelines/text/dumprecords.py",
+        "tests/",
+        "infra/dataflow/",
+        "bench/runs.py",
+        "bench/venvs.py",
+    ]
+
+
+def test_the_file_map_names_every_module_and_only_what_exists() -> None:
+    named = file_map_names(ARCHITECTURE)
+    missing = [name for name in named if not (ROOT / name).exists()]
+    assert not missing, f"docs/architecture.md's file map names what does not exist: {missing}"
+    modules = sorted(
+        str(path.relative_to(ROOT))
+        for package in MAPPED_PACKAGES
+        for path in (ROOT / package).rglob("*.py")
+    )
+    unnamed = [module for module in modules if module not in set(named)]
+    assert not unnamed, f"docs/architecture.md's file map does not name: {unnamed}"
