@@ -34,6 +34,8 @@ may be relative to where `bertkit examples` ran), or --vocab DIR when that has m
 vocab.txt must have the sha256 the checkpoint records: a model is only meaningful with the
 ids it was trained on, so a different vocabulary is refused, never exported.
 
+Every file is written with the user's umask (0644 under the usual 022), as `cp` would.
+
 The export loads the weights into trainer.model.BertForPreTraining first (strict), so a
 checkpoint of another model shape fails here, not in from_pretrained. HF's model then gives
 the logits of `BertForPreTraining.prediction_scores` (tests/test_export.py and, for mlm,
@@ -201,6 +203,7 @@ def _write_atomically(path: Path, write: Callable[[Path], None]) -> None:
     temporary = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex}")
     try:
         write(temporary)
+        storage.give_default_mode(temporary)  # save_file's is 0600: others could not read it
         os.replace(temporary, path)
     finally:
         temporary.unlink(missing_ok=True)

@@ -65,7 +65,7 @@ def write_output(out: str, page: bytes) -> None:
     try:
         with os.fdopen(handle, "wb") as file:
             file.write(page)
-        os.chmod(temporary, 0o644)
+        storage.give_default_mode(temporary)  # mkstemp's 0600 would hide it from others
         os.replace(temporary, out)
     finally:
         if os.path.exists(temporary):

@@ -408,6 +408,29 @@ def open_seekable(url: str) -> BinaryIO:
     return spooled  # type: ignore[return-value]
 
 
+def current_umask() -> int:
+    """The process's umask, read without changing it where the system tells (Linux's
+    /proc/self/status); elsewhere set and restored at once, as os.umask alone can tell it."""
+    try:
+        with open("/proc/self/status", encoding="utf-8", errors="replace") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):  # no /proc (macOS), or a kernel before 4.7: ask os.umask
+        pass
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return mask
+
+
+def give_default_mode(path: str | os.PathLike[str]) -> None:
+    """Give a file written under a temporary name the mode `open()` would have given it,
+    0o666 less the umask (0644 under the usual 022). A file from tempfile.mkstemp, or from a
+    library that writes through one (safetensors' save_file), is 0600 whatever the umask,
+    and renamed into place it keeps that: a teammate could not read it."""
+    os.chmod(path, 0o666 & ~current_umask())
+
+
 class Reader(NamedTuple):
     """How a Beam-free reader opens files. `READER` (this module) serves everything outside
     Beam; a Beam stage passes `pipelines.beam.files.READER`, so the filesystem flags its
