@@ -64,7 +64,7 @@ import torch
 from pipelines.command.flags import parse_config
 from pipelines.io import storage
 from schemas.batch import BatchField
-from schemas.checkpoint import CHECKPOINT_FORMAT, CheckpointKey
+from schemas.checkpoint import CHECKPOINT_FORMAT, CHECKPOINTS_DIR, CheckpointKey
 from trainer import distributed
 from trainer.checkpoint import (
     save_checkpoint,
@@ -74,7 +74,7 @@ from trainer.config import TrainConfig
 from trainer.evaluate import EvalResult, evaluate
 from trainer.model import batch_flops
 from trainer.preemption import PREEMPTED_EXIT_CODE, StopRequest, signal_name
-from trainer.recipe import heldout_masking
+from trainer.recipe import checkpoint_vocab_record, heldout_masking
 from trainer.setup import Run, setup
 
 _LOG = logging.getLogger("bertkit.train")
@@ -310,7 +310,11 @@ def _checkpoint_payload(run: Run, rng: dict[str, Any]) -> dict[str, Any]:
         CheckpointKey.RNG: rng,
         CheckpointKey.TRAIN_CONFIG: storage.redact_values(asdict(config)),
         CheckpointKey.DATA: run.data,
-        CheckpointKey.VOCAB: dict(source.manifest.vocab),
+        # Its path relative to the checkpoint (an s3:// run's URL), so export-hf finds the
+        # vocabulary wherever the run's tree is copied.
+        CheckpointKey.VOCAB: checkpoint_vocab_record(
+            source, storage.join(config.output, CHECKPOINTS_DIR)
+        ),
         CheckpointKey.WORLD_SIZE: run.env.world_size,
         CheckpointKey.NUM_WORKERS: config.num_workers,
     }
