@@ -41,6 +41,10 @@ sentences of all five directories, 10^6) no more than datatrove's. Medians of th
 
 from __future__ import annotations
 
+# First: without the dev extra, one line naming the install command (bench/dev_extra.py).
+import bench.dev_extra  # noqa: F401
+
+# isort: split
 import json
 import random
 import shutil

@@ -17,6 +17,10 @@ tests/support/elastic.py, which tests/test_elastic.py runs on the real sample.
 
 from __future__ import annotations
 
+# First: without the dev extra, one line naming the install command (bench/dev_extra.py).
+import bench.dev_extra  # noqa: F401
+
+# isort: split
 import shutil
 import sys
 import tempfile

@@ -52,6 +52,10 @@ WORKDIR/faults/results.json.
 
 from __future__ import annotations
 
+# First: without the dev extra, one line naming the install command (bench/dev_extra.py).
+import bench.dev_extra  # noqa: F401
+
+# isort: split
 import random
 import shutil
 import sys

@@ -11,6 +11,10 @@ the step's kernels. Not a command: `python -m bench.train_step --compile-mode â€
 
 from __future__ import annotations
 
+# First: without the dev extra, one line naming the install command (bench/dev_extra.py).
+import bench.dev_extra  # noqa: F401
+
+# isort: split
 from collections.abc import Callable
 from typing import Any
 

@@ -49,6 +49,10 @@ running beside) slows every row; the load average in the results says how much.
 
 from __future__ import annotations
 
+# First: without the dev extra, one line naming the install command (bench/dev_extra.py).
+import bench.dev_extra  # noqa: F401
+
+# isort: split
 import argparse
 import contextlib
 import gc

@@ -4,6 +4,10 @@ the results file. Not a command: `python -m bench.train_step` prints these.
 
 from __future__ import annotations
 
+# First: without the dev extra, one line naming the install command (bench/dev_extra.py).
+import bench.dev_extra  # noqa: F401
+
+# isort: split
 import argparse
 import os
 from dataclasses import asdict

@@ -21,6 +21,7 @@ import importlib
 import sys
 
 from pipelines.command.startup import import_command
+from pipelines.io import extras
 
 # Subcommand → module with a `main(argv)`; imported lazily so `bertkit --help` is instant.
 COMMANDS = {
@@ -53,6 +54,17 @@ def usage() -> str:
     return "\n".join(lines)
 
 
+# Commands that need an extra beyond the core install (pipelines/io/extras.py).
+EXTRAS = {"train": "train", "export-hf": "train"}
+
+
+def entry_module(module: str) -> str:
+    """The module holding a command's `main`: a stage package's `cli`, which its __main__
+    imports (the package itself imports nothing: pipelines/command/startup.py), so that
+    `bertkit STAGE` imports the stage, Beam with it, as `python -m pipelines.STAGE` does."""
+    return f"{module}.cli" if module.startswith("pipelines.") else module
+
+
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if not args or args[0] in ("-h", "--help", "help"):
@@ -62,13 +74,20 @@ def main(argv: list[str] | None = None) -> None:
     if command not in COMMANDS:
         print(f"bertkit: unknown command {command!r}\n\n{usage()}", file=sys.stderr)
         sys.exit(2)
+    problem = command in EXTRAS and extras.extra_problem(f"`bertkit {command}`", EXTRAS[command])
+    if problem:
+        print(f"bertkit: error: {problem}", file=sys.stderr)
+        sys.exit(2)
     module = COMMANDS[command][0]
-    # From the command line, the command is the whole process (pipelines/command/startup.py);
-    # a caller running it inside its own process keeps its collector as it is.
+    # From the command line, the command is the whole process (pipelines/command/startup.py):
+    # its modules imported there, Beam's BigQuery notice dropped while they are; a caller
+    # running it inside its own process keeps its collector as it is.
     if argv is None:
-        command_module = import_command(module, one_blas_thread=module.startswith("pipelines."))
+        command_module = import_command(
+            entry_module(module), one_blas_thread=module.startswith("pipelines.")
+        )
     else:
-        command_module = importlib.import_module(module)
+        command_module = importlib.import_module(entry_module(module))
     command_module.main(rest)
 
 

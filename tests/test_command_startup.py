@@ -83,11 +83,11 @@ def test_bertkit_asks_one_blas_thread_for_beam_stages_only(monkeypatch) -> None:
         monkeypatch.setattr(sys, "argv", ["bertkit", command, "--x"])
         bertkit.cli.main()
     assert asked == [
-        ("pipelines.wikipedia", True),
+        ("pipelines.wikipedia.cli", True),
         ("main", True),
-        ("pipelines.examples", True),
+        ("pipelines.examples.cli", True),
         ("main", True),
-        ("pipelines.chain", True),
+        ("pipelines.chain.cli", True),
         ("main", True),
         ("trainer.train", False),
         ("main", True),

@@ -59,6 +59,7 @@ from apache_beam.options.pipeline_options import (
 
 from pipelines.beam import files
 from pipelines.command import flags
+from pipelines.io import extras
 
 Config = TypeVar("Config")
 
@@ -116,6 +117,9 @@ def parse_stage(
     if unknown:
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     config = flags.checked_config(config_class, known, parser)
+    problem = beam_extras_problem(options)
+    if problem:
+        flags.refuse(parser, problem)
     files.configure(options)
     problem = path_problem(config, paths) if paths is not None else None
     if problem:
@@ -124,6 +128,20 @@ def parse_stage(
         global _stage_output
         _stage_output = (flags.flag_name(paths.output), getattr(config, paths.output))
     return config, options
+
+
+def beam_extras_problem(options: PipelineOptions) -> str | None:
+    """A Beam flag that needs an extra that is not installed, as one line (exit 2 before any
+    work): `--runner DataflowRunner` needs the gcp extra's Dataflow client, and a URL in a
+    Beam flag (`--temp_location gs://…`) the extra of its scheme. The stage's own flags
+    were checked with its config (`flags.extras_problem`)."""
+    given = options.get_all_options(drop_default=True, retain_unknown_options=False)
+    runner = given.get("runner")
+    if runner and "dataflow" in str(runner).lower():
+        problem = extras.extra_problem(f"--runner {runner}", "dataflow")
+        if problem:
+            return problem
+    return extras.urls_problem((f"--{name}", value) for name, value in sorted(given.items()))
 
 
 def path_problem(config: object, paths: StagePaths) -> str | None:

@@ -22,6 +22,10 @@ mean something (`option(1000, help=..., bounds=AT_LEAST_1)`). A value out of the
 command with one line naming the flag, the value and what it must be, exit 2:
 
     bertkit train: error: --checkpoint-every 0: must be at least 1
+
+So is an s3:// or gs:// URL where the extra that reads it is not installed
+(pipelines/io/extras.py): `--shards s3://bucket/shards needs the aws extra (boto3 is not
+installed): pip install …`.
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn, TypeVar
+
+from pipelines.io import extras
 
 Config = TypeVar("Config")
 _SCALARS = {"str": str, "int": int, "float": float}
@@ -211,13 +217,29 @@ def checked_config(
     config_class: type[Config], namespace: argparse.Namespace, parser: argparse.ArgumentParser
 ) -> Config:
     """The config a parsed namespace describes, once every value is taken; a value that is
-    not ends the command with one line (exit 2), before the config exists: building one may
-    compute from its values (examples' predictions per sequence from --masked-lm-prob)."""
+    not, or a URL whose extra is not installed (`extras_problem`), ends the command with one
+    line (exit 2), before the config exists: building one may compute from its values
+    (examples' predictions per sequence from --masked-lm-prob)."""
     values = config_values(config_class, namespace)
-    problem = value_problem(config_class, values)
+    problem = value_problem(config_class, values) or extras_problem(config_class, values)
     if problem:
         refuse(parser, problem)
     return config_class(**values)
+
+
+def extras_problem(config_class: type, values: Mapping[str, Any]) -> str | None:
+    """The first flag naming an s3:// or gs:// URL whose extra (aws, gcp) is not installed,
+    as one line naming the flag and the install command (pipelines/io/extras.py)."""
+    return extras.urls_problem(
+        (_label(spec), values[spec.name]) for spec in dataclasses.fields(config_class)
+    )
+
+
+def _label(spec: dataclasses.Field) -> str:
+    """How a message names a field: its flag, or nothing for a positional argument."""
+    if spec.metadata.get("positional"):
+        return ""
+    return flag_name(spec.metadata.get("flag") or spec.name)
 
 
 def refuse(parser: argparse.ArgumentParser, problem: str) -> NoReturn:

@@ -9,7 +9,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import pyarrow.parquet as pq
@@ -100,6 +100,9 @@ def parse_arguments(argv: list[str] | None) -> InspectConfig:
         InspectConfig, "bertkit inspect", sys.modules["pipelines.inspect"].__doc__
     )
     args = flags.config_from(InspectConfig, parser.parse_args(argv))
+    missing_extra = flags.extras_problem(InspectConfig, asdict(args))
+    if missing_extra:
+        flags.refuse(parser, missing_extra)  # s3:// or gs:// without its extra: exit 2
     for flag in ("show", "json"):
         if getattr(args, flag) is not None and getattr(args, flag) < 0:
             parser.error(f"--{flag} takes a count of 0 or more")

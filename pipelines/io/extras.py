@@ -1,0 +1,102 @@
+"""bertkit's optional installs (the extras in pyproject.toml), and the one line that names the
+install command when a command needs one that is missing.
+
+The core install (`pip install -c constraints.txt -e .`) runs every Beam stage on local
+files; the rest comes with an extra:
+
+    train   torch, webdataset, safetensors, tensorboard: `bertkit train`, `export-hf`
+    aws     boto3 (Beam's and smart_open's S3 client): any s3:// path
+    gcp     google-cloud-storage, Beam's Dataflow client: any gs:// path, --runner
+            DataflowRunner
+    dev     all of the above and the test and benchmark tools: `python -m bench.NAME`
+
+Each check is an import probe (`importlib.util.find_spec`: the module is found, not
+imported), made where the command has parsed its flags and before it does any work, so a
+missing extra is one line and exit 2, never a traceback from deep inside a read:
+
+    bertkit corpus: error: --input s3://bucket/in.jsonl needs the aws extra (boto3 is not
+    installed): pip install -c constraints.txt -e '.[aws]' in the bertkit checkout
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Iterable
+
+from pipelines.io.storage import redact
+
+# The modules whose presence proves an extra is installed: what bertkit imports from it.
+EXTRA_MODULES: dict[str, tuple[str, ...]] = {
+    # torch for training, safetensors for export-hf (tensorboard is imported only when a run
+    # writes event files, and says so itself).
+    "train": ("torch", "safetensors"),
+    "aws": ("boto3",),
+    "gcp": ("google.cloud.storage",),
+    # Beam's Dataflow runner imports its API client (apache_beam[gcp]) when it submits.
+    "dataflow": ("google.cloud.storage", "google.cloud.dataflow"),
+    "dev": ("torch", "webdataset", "boto3", "google.cloud.storage", "pytest", "moto"),
+}
+# What pip calls a module's distribution, for the message (the rest are named alike).
+_DISTRIBUTIONS = {
+    "google.cloud.storage": "google-cloud-storage",
+    "google.cloud.dataflow": "google-cloud-dataflow-client",
+}
+# The extra that installs each of those groups ("dataflow" is part of the gcp extra).
+_INSTALLED_BY = {"dataflow": "gcp"}
+# Object storage: which extra a URL's scheme needs (http(s):// is smart_open, in the core).
+SCHEME_EXTRAS = {"s3": "aws", "gs": "gcp"}
+
+
+def installed(module: str) -> bool:
+    """Whether `module` can be imported here (found on the path; nothing is imported but its
+    parent packages: `google` for `google.cloud.storage`)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a parent package is missing: `google` for google.cloud.*
+        return False
+
+
+def missing(extra: str) -> tuple[str, ...]:
+    """The modules of `extra` (a key of EXTRA_MODULES) that are not installed."""
+    return tuple(module for module in EXTRA_MODULES[extra] if not installed(module))
+
+
+def install_command(extra: str) -> str:
+    """The README's install, with `extra`."""
+    return f"pip install -c constraints.txt -e '.[{_INSTALLED_BY.get(extra, extra)}]'"
+
+
+def extra_problem(what: str, extra: str) -> str | None:
+    """One line saying that `what` ("--input s3://b/x", "bertkit train") needs `extra` and
+    how to install it; None when it is installed."""
+    absent = missing(extra)
+    if not absent:
+        return None
+    names = ", ".join(_DISTRIBUTIONS.get(module, module) for module in absent)
+    verb = "is" if len(absent) == 1 else "are"
+    return (
+        f"{what} needs the {_INSTALLED_BY.get(extra, extra)} extra ({names} {verb} not "
+        f"installed): {install_command(extra)} in the bertkit checkout"
+    )
+
+
+def url_extra(value: str) -> str | None:
+    """The extra a path or URL needs (s3:// → aws, gs:// → gcp); None for the core's."""
+    scheme, separator, _ = value.partition("://")
+    return SCHEME_EXTRAS.get(scheme.lower()) if separator else None
+
+
+def urls_problem(values: Iterable[tuple[str, object]]) -> str | None:
+    """The first of (flag, value) pairs whose value (a string, or a tuple of them) is a URL
+    that needs a missing extra, as one line naming the flag (none for a positional
+    argument: "") and the install command."""
+    for flag, value in values:
+        for item in value if isinstance(value, tuple | list) else (value,):
+            if not isinstance(item, str):
+                continue
+            extra = url_extra(item)
+            what = f"{flag} {redact(item)}" if flag else redact(item)
+            problem = extra and extra_problem(what, extra)
+            if problem:
+                return problem
+    return None
