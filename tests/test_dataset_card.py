@@ -34,6 +34,7 @@ from pipelines.examples.card import (
 from pipelines.examples.config import ExamplesConfig
 from pipelines.examples.manifest import _recorded
 from pipelines.inspect import cli as inspect_cli
+from pipelines.io.recorded_paths import join_relative
 from pipelines.vocab.config import VocabConfig
 from pipelines.wikipedia.config import WikipediaConfig
 from schemas.manifest import MANIFEST_NAME, DocumentsManifest
@@ -454,9 +455,13 @@ def test_the_card_of_the_real_sample(sample_shards: Path, sample_documents, samp
     manifest_text = (sample_shards / "manifest.json").read_text()
     manifest = ShardsManifest.from_json(manifest_text)
     assert manifest.to_json() == manifest_text and "README" not in manifest_text
+    # The card names the directories as the stage was given them; the manifest records
+    # them relative to itself.
+    given = [join_relative(str(sample_shards), i["path"]) for i in manifest.inputs]
+    assert given == [str(d) for d in sample_documents]
     documents = [
-        (i["path"], DocumentsManifest.from_json((Path(i["path"]) / MANIFEST_NAME).read_text()))
-        for i in manifest.inputs
+        (path, DocumentsManifest.from_json((Path(path) / MANIFEST_NAME).read_text()))
+        for path in given
     ]
     vocab = VocabMetadata.from_json((sample_vocab / VOCAB_METADATA_FILE).read_text())
     assert text == dataset_card(manifest, documents, vocab, run_versions(manifest.bertkit_version))

@@ -337,9 +337,10 @@ def test_exact_near_and_cross_directory_duplicates_go_and_the_earliest_copy_stay
         "units": 3,
     }
     assert manifest.counts["text_bytes"] == sum(f.text_bytes for f in manifest.files)
+    # Recorded relative to the dedup directory (docs/formats.md, "Paths between artifacts").
     assert [(i["path"], i["documents"]) for i in manifest.inputs] == [
-        (str(first), 6),
-        (str(second), 2),
+        ("../first", 6),
+        ("../second", 2),
     ]
     assert (
         manifest.inputs[0]["manifest_sha256"]

@@ -29,10 +29,11 @@ and the staging directory removed. Its prefix is checked first as a directory is
 an export does not write there is refused, even with --overwrite, and an earlier export
 needs --overwrite (its config.json is deleted before the new files go up).
 
-The vocabulary is the one the checkpoint records (the shards manifest's `vocab.path`, which
-may be relative to where `bertkit examples` ran), or --vocab DIR when that has moved. Its
-vocab.txt must have the sha256 the checkpoint records: a model is only meaningful with the
-ids it was trained on, so a different vocabulary is refused, never exported.
+The vocabulary is the one the checkpoint records (its `vocab.path`, relative to the
+checkpoint's directory, so a run's tree copied or moved with its vocabulary keeps working;
+see docs/formats.md), or --vocab DIR when it has moved apart. Its vocab.txt must have the
+sha256 the checkpoint records: a model is only meaningful with the ids it was trained on, so
+a different vocabulary is refused, never exported.
 
 Every file is written with the user's umask (0644 under the usual 022), as `cp` would.
 
@@ -62,6 +63,7 @@ from typing import Any, BinaryIO
 from safetensors.torch import save_file
 
 from pipelines.io import objects, storage
+from pipelines.io.recorded_paths import resolve_path
 from pipelines.io.vocabulary import VocabError, Vocabulary, load_vocab
 from schemas.checkpoint import LATEST_FILE, CheckpointKey
 from schemas.checks import MAX_VOCAB_FILE_BYTES
@@ -123,11 +125,20 @@ class ExportError(CheckpointError):
 # --- The vocabulary -------------------------------------------------------------------------
 
 
-def checked_vocab(record: dict[str, Any], vocab_dir: str | None) -> tuple[Vocabulary, str]:
+def checked_vocab(
+    record: dict[str, Any], vocab_dir: str | None, checkpoint_dir: str
+) -> tuple[Vocabulary, str]:
     """Load the checkpoint's vocabulary (or `vocab_dir`) and check its sha256; return it and
-    the directory it came from."""
+    the directory it came from. The recorded path is relative to `checkpoint_dir`, the
+    checkpoint's own directory (pipelines/io/recorded_paths.py)."""
     expected = record.get("sha256")
-    directory = vocab_dir if vocab_dir is not None else record.get("path")
+    recorded = record.get("path")
+    if vocab_dir is not None:
+        directory: str | None = vocab_dir
+    elif recorded:
+        directory = resolve_path(str(recorded), checkpoint_dir, VOCAB_FILE)
+    else:
+        directory = None
     if not directory:
         raise ExportError(
             "the checkpoint names no vocabulary directory: pass --vocab DIR with the "
@@ -284,10 +295,14 @@ def export_hf(
     output_dir: str | Path,
     vocab_dir: str | None = None,
     overwrite: bool = False,
+    checkpoint_dir: str | None = None,
 ) -> list[str]:
     """Write the HF directory for a checkpoint (file or directory, local or a URL) to a local
     directory or an s3://, gs:// prefix; return the files written (URLs for a prefix), in
-    order. Raises ExportError on a bad checkpoint, vocabulary or output directory."""
+    order. Raises ExportError on a bad checkpoint, vocabulary or output directory.
+
+    `checkpoint_dir` is where the checkpoint's recorded vocabulary path is relative to, for
+    a checkpoint downloaded first (its URL's directory); by default the file's own."""
     check_run_location("--checkpoint", checkpoint_path, remote_ok=True)
     check_run_location("--output", output_dir, remote_ok=True)
     if storage.is_remote(str(output_dir)):
@@ -297,8 +312,10 @@ def export_hf(
     if storage.is_remote(str(checkpoint_path)):
         check_output(Path(output_dir), overwrite)  # before the download, not after it
         local, folder = fetch_checkpoint(str(checkpoint_path))
+        url = str(checkpoint_path).rstrip("/")
+        located = storage.parent(url) if url.endswith(".pt") else url
         try:
-            return export_hf(local, output_dir, vocab_dir, overwrite)
+            return export_hf(local, output_dir, vocab_dir, overwrite, located)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
     output_dir = Path(output_dir)
@@ -313,7 +330,9 @@ def export_hf(
     checkpoint = load_checkpoint(path)
     model = model_from_checkpoint(checkpoint, path)
     config = model.config
-    vocab, directory = checked_vocab(checkpoint[CheckpointKey.VOCAB], vocab_dir)
+    vocab, directory = checked_vocab(
+        checkpoint[CheckpointKey.VOCAB], vocab_dir, checkpoint_dir or str(path.parent)
+    )
     if vocab.size > config.vocab_size:
         raise ExportError(
             f"the vocabulary at {directory} has {vocab.size} tokens but the model only "

@@ -10,17 +10,21 @@ what the shards hold, refused before any work where the two cannot work together
 A flag given outright is taken as given, or refused with one line: NSP on full-sentence
 shards (they hold no next-sentence label), static masking on shards stored without masks.
 Dynamic masking needs the vocabulary (the [MASK] id, the tokens a random replacement may
-take, the `##` pieces of whole words): the manifest's, or `--vocab DIR` when it moved, and
-either way with the vocab.txt sha256 the manifest records.
+take, the `##` pieces of whole words): the manifest's (its `vocab.path`, relative to the
+manifest), or `--vocab DIR` when it moved, and either way with the vocab.txt sha256 the
+manifest records.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from pipelines.io import storage
+from pipelines.io.recorded_paths import record_path, resolve_path
 from pipelines.io.vocabulary import VocabError, Vocabulary, load_vocab
 from schemas.shards import FULL_SENTENCES, NO_MASKS, PAIRS, STATIC
+from schemas.vocab import VOCAB_FILE
 from trainer.config import TrainConfig, mask_replace_shares
 from trainer.masking import DynamicMasking
 from trainer.source import DataConfigError
@@ -93,11 +97,36 @@ def heldout_masking(recipe: Recipe, heldout: DataSource) -> DynamicMasking | Non
     return recipe.dynamic if shards_kind(heldout)[1] == NO_MASKS else None
 
 
+def shards_vocab_dir(source: DataSource) -> str | None:
+    """Where the shards' vocabulary is: the manifest's `vocab.path`, looked up relative to the
+    manifest first (pipelines/io/recorded_paths.py); None where the manifest names none."""
+    record = source.manifest.vocab if source.manifest is not None else {}
+    recorded = record.get("path")
+    if not recorded:
+        return None
+    if source.manifest_url is None:
+        return str(recorded)
+    return resolve_path(str(recorded), storage.parent(source.manifest_url), VOCAB_FILE)
+
+
+def checkpoint_vocab_record(source: DataSource, checkpoint_dir: str) -> dict[str, Any]:
+    """The shards manifest's vocab record as a checkpoint in `checkpoint_dir` (the run's
+    --output/checkpoints, a URL for a run on object storage) records it: the same sha256,
+    size and casing, its path rewritten relative to the checkpoint, so `export-hf` finds the
+    vocabulary wherever the run's tree is copied."""
+    assert source.manifest is not None  # the trainer needs one
+    record = dict(source.manifest.vocab)
+    directory = shards_vocab_dir(source)
+    if directory is not None:
+        record["path"] = record_path(directory, checkpoint_dir)
+    return record
+
+
 def run_vocab(config: TrainConfig, source: DataSource) -> Vocabulary:
     """The vocabulary the shards were made with: `--vocab` or the manifest's `vocab.path`,
     checked against the manifest's vocab.txt sha256."""
     record = source.manifest.vocab if source.manifest is not None else {}
-    directory = config.vocab or record.get("path")
+    directory = config.vocab or shards_vocab_dir(source)
     expected = record.get("sha256")
     if not directory:
         raise DataConfigError(

@@ -34,6 +34,7 @@ from pipelines.beam.runner import StagePaths, make_pipeline, report_submission, 
 from pipelines.command.flags import AT_LEAST_1, option
 from pipelines.command.progress import Phase
 from pipelines.io.hashing import HashingStream
+from pipelines.io.recorded_paths import record_path
 from schemas import (
     DOCUMENT_SCHEMA,
     DOCUMENTS_FILE_GLOB,
@@ -367,9 +368,11 @@ class DocumentsInput:
     def text_bytes(self) -> int:
         return sum(f.text_bytes for f in self.manifest.files)
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self, manifest_dir: str) -> dict[str, Any]:
+        """The directory as a manifest written into `manifest_dir` records it: its path by
+        pipelines/io/recorded_paths.py's rule, its stage, sha256 and counts."""
         return {
-            "path": self.directory,
+            "path": record_path(self.directory, manifest_dir),
             "stage": self.manifest.stage,
             "manifest_sha256": self.manifest_sha256,
             "documents": sum(f.documents for f in self.manifest.files),

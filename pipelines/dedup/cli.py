@@ -69,9 +69,9 @@ def progress_phases(total_documents: int) -> list[Phase]:
     ]
 
 
-def input_record(item: DocumentsInput) -> dict:
-    """An input directory as the output manifest records it."""
-    return {**item.summary(), "sentences": item.manifest.counts.get("sentences", 0)}
+def input_record(item: DocumentsInput, output: str) -> dict:
+    """An input directory as the manifest written into `output` records it."""
+    return {**item.summary(output), "sentences": item.manifest.counts.get("sentences", 0)}
 
 
 def refuse_another_stage(output: str) -> None:
@@ -100,8 +100,8 @@ def run(argv: list[str] | None = None, units_order: list[DedupUnit] | None = Non
         if sorted(units_order) != sorted(units):
             raise ValueError("units_order must be the planned units in another order")
         units = units_order
-    total = sum(item.summary()["documents"] for item in inputs)
-    recorded = [input_record(item) for item in inputs]
+    recorded = [input_record(item, config.output) for item in inputs]
+    total = sum(record["documents"] for record in recorded)
     manifest = WriteDedupManifest(config.output, STAGE, recorded, config.recorded())
     with (
         progress_shown(options, STAGE, progress_phases(total)),

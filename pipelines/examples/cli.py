@@ -45,9 +45,10 @@ from pipelines.examples.manifest import build_manifest, report
 from pipelines.examples.plan import read_documents_inputs
 from pipelines.examples.stage_plan import ExamplesPlan, make_examples_plan
 from pipelines.examples.transforms import CreateExamples, WriteShards
+from pipelines.io.recorded_paths import resolve_path
 from pipelines.io.vocabulary import Vocabulary, load_vocab
 from schemas import REJECTS_DIR, SHARDS_MANIFEST_NAME
-from schemas.manifest import DocumentsManifest
+from schemas.manifest import MANIFEST_NAME, DocumentsManifest
 from schemas.shards import BLOCK_TABLE_SUFFIX, DATASET_CARD_NAME, PAIRS
 
 # A shard and its block table (schemas/shards.py), as named in their directory.
@@ -105,8 +106,12 @@ def dedup_input_manifests(
             continue
         found[item.directory] = []
         for source in item.manifest.inputs:
+            # Recorded relative to the dedup directory (pipelines/io/recorded_paths.py).
+            path = resolve_path(
+                str(source.get("path", "")), item.directory, MANIFEST_NAME, files.exists
+            )
             try:
-                read = read_documents_input(str(source.get("path", "")))
+                read = read_documents_input(path)
             except (DocumentsInputError, OSError) as error:
                 _LOG.warning("dataset card: %s: %s", source.get("path"), error)
                 continue

@@ -12,6 +12,7 @@ from pipelines.beam import files
 from pipelines.beam.documents import DocumentsInput
 from pipelines.examples.config import ExamplesConfig
 from pipelines.examples.plan import Layout
+from pipelines.io.recorded_paths import record_path
 from pipelines.io.vocabulary import Vocabulary
 from schemas.checks import MAX_RECORD_BYTES
 from schemas.examples import SPLITS
@@ -123,14 +124,14 @@ def build_manifest(
     recorded = {k: v for k, v in asdict(config).items() if _recorded(k, v)}
     return ShardsManifest(
         vocab={
-            "path": config.vocab,
+            "path": record_path(config.vocab, config.output),
             "sha256": vocab.sha256,
             "size": vocab.size,
             "cased": vocab.cased,
         },
         inputs=[
             {
-                "path": i.directory,
+                "path": record_path(i.directory, config.output),
                 "manifest_sha256": i.manifest_sha256,
                 "documents": i.manifest.counts.get("documents", 0),
                 "text_bytes": i.manifest.counts.get("text_bytes", 0),

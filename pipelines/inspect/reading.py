@@ -22,6 +22,7 @@ from pipelines.inspect.targets import (
 )
 from pipelines.io import storage
 from pipelines.io.parquet import iter_row_groups
+from pipelines.io.recorded_paths import resolve_path
 from pipelines.io.retry import RetryPolicy
 from pipelines.io.shards import ShardReadError, iter_tar_samples
 from pipelines.io.shards.source import read_listed_shard
@@ -168,14 +169,17 @@ def _may_follow(path: str, manifest_url: str) -> bool:
 def resolve_vocab(target: Target, vocab_dir: str | None) -> tuple[Vocab | None, str]:
     """The vocabulary to show tokens with, and a note on where it came from or why none.
 
-    `vocab_dir` wins; else the manifest's vocab path, tried as given (relative to the working
-    directory) and then relative to the manifest. A vocab.txt whose sha256 is not the
-    manifest's raises VocabMismatchError: its token strings would be wrong.
+    `vocab_dir` wins; else the manifest's vocab path, relative to the manifest first and
+    then, as an older manifest recorded it, to the working directory
+    (pipelines/io/recorded_paths.py). A vocab.txt whose sha256 is not the manifest's raises
+    VocabMismatchError: its token strings would be wrong.
     """
     recorded = target.manifest.vocab if isinstance(target.manifest, ShardsManifest) else {}
     expected = recorded.get("sha256")
     if vocab_dir is not None:
-        candidates = [vocab_dir]
+        directory = vocab_dir
+        if not storage.exists(vocab_txt_url(directory)):
+            raise FileNotFoundError(f"--vocab {vocab_dir}: no {VOCAB_FILE} there")
     elif recorded.get("path"):
         path = str(recorded["path"])
         if not _may_follow(path, target.manifest_url or ""):
@@ -184,29 +188,23 @@ def resolve_vocab(target: Target, vocab_dir: str | None) -> tuple[Vocab | None, 
                 "elsewhere than the manifest (another scheme, host or bucket), and a manifest "
                 "does not choose what bertkit fetches: pass --vocab DIR for tokens"
             )
-        candidates = [path]
-        if not storage.is_remote(path) and not os.path.isabs(path):
-            candidates.append(storage.join(storage.parent(target.manifest_url or ""), path))
+        directory = resolve_path(path, storage.parent(target.manifest_url or ""), VOCAB_FILE)
+        if not storage.exists(vocab_txt_url(directory)):
+            return None, (
+                f"no vocabulary: the manifest's {path} ({storage.redact(directory)} from here) "
+                f"has no {VOCAB_FILE}; token ids shown (pass --vocab DIR for tokens)"
+            )
     else:
         return None, "no vocabulary: token ids shown (pass --vocab DIR for tokens)"
-    for candidate in candidates:
-        if not storage.exists(vocab_txt_url(candidate)):
-            if vocab_dir is not None:
-                raise FileNotFoundError(f"--vocab {vocab_dir}: no {VOCAB_FILE} there")
-            continue
-        vocab = load_vocab(candidate)
-        if expected and vocab.sha256 != expected:
-            raise VocabMismatchError(
-                f"{vocab.url}: sha256 {vocab.sha256[:16]}…, but {target.manifest_url} was made "
-                f"with vocab sha256 {str(expected)[:16]}… ({recorded.get('path')}): its tokens "
-                "would be shown wrong; pass the --vocab the shards were made with"
-            )
-        checked = "sha256 matches the manifest" if expected else "not checked: no manifest"
-        return vocab, f"vocabulary {vocab.url} ({len(vocab.tokens):,} tokens, {checked})"
-    return None, (
-        f"no vocabulary: the manifest's {recorded.get('path')} has no {VOCAB_FILE}; token ids "
-        "shown (pass --vocab DIR for tokens)"
-    )
+    vocab = load_vocab(directory)
+    if expected and vocab.sha256 != expected:
+        raise VocabMismatchError(
+            f"{vocab.url}: sha256 {vocab.sha256[:16]}…, but {target.manifest_url} was made "
+            f"with vocab sha256 {str(expected)[:16]}… ({recorded.get('path')}): its tokens "
+            "would be shown wrong; pass the --vocab the shards were made with"
+        )
+    checked = "sha256 matches the manifest" if expected else "not checked: no manifest"
+    return vocab, f"vocabulary {vocab.url} ({len(vocab.tokens):,} tokens, {checked})"
 
 
 # the dataset card

@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from pipelines.inspect.reading import iter_document_batches, read_examples
 from pipelines.inspect.targets import InspectError, Target, open_target, shard_refs
 from pipelines.io import storage
+from pipelines.io.recorded_paths import resolve_path
 from pipelines.io.vocabulary import Vocabulary, load_vocab, load_vocab_txt, vocab_txt_url
 from schemas.checks import MAX_RECORD_BYTES
 from schemas.documents import DocumentColumn
@@ -337,25 +338,24 @@ class ReportData:
 
 
 def input_documents(target: Target) -> tuple[list[Target], list[str]]:
-    """The documents directories a shards manifest names that can be read (as given, else
-    relative to the manifest), and a note for each that cannot, or that changed since."""
+    """The documents directories a shards manifest names that can be read (relative to the
+    manifest, else as an older manifest recorded them: pipelines/io/recorded_paths.py), and
+    a note for each that cannot, or that changed since."""
     manifest = target.manifest
     if not isinstance(manifest, ShardsManifest) or target.manifest_url is None:
         return [], []
     found, notes = [], []
     for entry in manifest.inputs:
         path = str(entry.get("path", ""))
-        candidates = [path]
-        if not storage.is_remote(path) and not os.path.isabs(path):
-            candidates.append(storage.join(storage.parent(target.manifest_url), path))
-        readable = [c for c in candidates if storage.exists(storage.join(c, MANIFEST_NAME))]
-        if not readable or (storage.is_remote(path) and not _same_storage(path, target)):
+        directory = resolve_path(path, storage.parent(target.manifest_url), MANIFEST_NAME)
+        foreign = storage.is_remote(path) and not _same_storage(path, target)
+        if foreign or not storage.exists(storage.join(directory, MANIFEST_NAME)):
             notes.append(
                 f"documents {storage.redact(path)}: not readable from here (no {MANIFEST_NAME} "
                 "there, or on other storage than the shards), so its plots are left out"
             )
             continue
-        manifest_url = storage.join(readable[0], MANIFEST_NAME)
+        manifest_url = storage.join(directory, MANIFEST_NAME)
         text = storage.read_bytes(manifest_url, MAX_RECORD_BYTES)
         if entry.get("manifest_sha256") and hashlib.sha256(text).hexdigest() != entry.get(
             "manifest_sha256"
@@ -364,7 +364,7 @@ def input_documents(target: Target) -> tuple[list[Target], list[str]]:
                 f"documents {storage.redact(path)}: its manifest changed since the shards were "
                 "made (another sha256), so it is shown as it is now, not as the shards read it"
             )
-        found.append(open_target(readable[0]))
+        found.append(open_target(directory))
     return found, notes
 
 

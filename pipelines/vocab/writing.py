@@ -43,7 +43,7 @@ def write_vocab(
             "continuation_pieces": trained.continuations,
             "learned_tokens": trained.learned,
         },
-        inputs=[i.summary() for i in plan.inputs],
+        inputs=[i.summary(config.output) for i in plan.inputs],
         config=json.loads(json.dumps(asdict(config))),
         vocab_sha256=hashlib.sha256(vocab_bytes).hexdigest(),
         tokenizer_sha256=hashlib.sha256(tokenizer_bytes).hexdigest(),
