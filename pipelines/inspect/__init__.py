@@ -1,9 +1,15 @@
-"""Look inside bertkit artifacts: a documents directory, a shard, or a shards directory.
+"""Look inside bertkit artifacts: documents, shards, a vocabulary, a training run.
 
 PATH_OR_URL is a local path or an s3://, gs:// or http(s):// URL: a shards directory or its
 manifest.json, one seqN/SPLIT/shard-NNNNNN.tar, or a documents directory or its
 _manifest.json. Nothing is listed: files are found through the manifest, so a plain HTTP
 server works. With no flag it prints a short summary from the manifest.
+
+A vocabulary directory (or its vocab.json or vocab.txt) shows its size, casing, sha256,
+special tokens, sample tokens and inputs. A training run's directory, its checkpoints/
+directory or one step-NNNNNNNN.pt (local or mounted; reading one needs torch, the train
+extra) shows the checkpoints there, `latest` marked, and what the latest holds: model,
+recipe, optimizer and schedule, data position, world size, shards and vocabulary.
 
     bertkit inspect out/shards                                   # what it is, counts, hashes
     bertkit inspect out/shards --stats --max-seq-length 128 --split train  # every shard read
@@ -12,6 +18,8 @@ server works. With no flag it prints a short summary from the manifest.
     bertkit inspect out/demo/documents/books --show 2 --schema
     bertkit inspect out/demo/shards --report out/demo/report.html     # one page of plots
     bertkit inspect out/demo/shards --parquet out/examples.parquet --limit 1000 --split train
+    bertkit inspect out/demo/vocab                                # size, cased, sha256, tokens
+    bertkit inspect out/demo/run                                  # checkpoints, model, position
 
 --report writes one self-contained HTML page (plots embedded, no network) of a documents
 directory, or of a shards directory with the documents directories and vocabulary its

@@ -16,6 +16,8 @@ import pyarrow.parquet as pq
 
 from pipelines.command import flags
 from pipelines.command.flags import option
+from pipelines.inspect.artifacts import OtherArtifact, find_other_artifact, plain_refusal
+from pipelines.inspect.checkpoints import MissingExtraError
 from pipelines.inspect.formatting import (
     format_document,
     format_document_stats,
@@ -64,7 +66,9 @@ class InspectConfig:
     """Every flag of `bertkit inspect`: what to read, and what to print of it."""
 
     target: str = option(
-        help="shards, a shard or documents", metavar="PATH_OR_URL", positional=True
+        help="shards, a shard, documents, a vocabulary or a run",
+        metavar="PATH_OR_URL",
+        positional=True,
     )
     schema: bool = option(False, help="print the Arrow schema", switch=True)
     show: int | None = option(None, help="print N examples or documents", metavar="N")
@@ -122,7 +126,17 @@ def run(argv: list[str] | None = None) -> int:
     """Run the command; return the exit code (1 on damaged, missing or mismatched data)."""
     args = parse_arguments(argv)
     try:
-        target = open_target(args.target)
+        try:
+            target = open_target(args.target)
+        except (FileNotFoundError, storage.NotATargetError) as error:
+            # Neither shards nor documents: a vocabulary or a run's checkpoints, perhaps.
+            other = find_other_artifact(args.target)
+            if other is not None:
+                return _run_other(other, args)
+            refusal = plain_refusal(args.target)
+            if refusal is None:
+                raise
+            raise InspectError(refusal) from error
         if args.report is not None:
             from pipelines.inspect.report import write_report
 
@@ -144,7 +158,32 @@ def run(argv: list[str] | None = None) -> int:
             raise
         sys.stdout.flush()
         print(f"bertkit inspect: error: {storage.redact(str(error))}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(error, MissingExtraError) else 1
+
+
+# The flags that read or write data: a vocabulary or checkpoints have a summary only.
+_DATA_FLAGS = ("schema", "show", "json", "stats", "report", "parquet", "limit", "vocab")
+
+
+def _run_other(other: OtherArtifact, args: InspectConfig) -> int:
+    """A vocabulary's or a run's summary; the flags for shards and documents are refused
+    before anything is read (exit 2)."""
+    given = [
+        f"--{name.replace('_', '-')}"
+        for name in (*_DATA_FLAGS, "max_seq_length", "split")
+        if getattr(args, name) not in (None, False)
+    ]
+    if given:
+        print(
+            f"bertkit inspect: error: {storage.redact(args.target)} is {other.kind}: inspect "
+            f"prints its summary, and {', '.join(given)} "
+            f"{'applies' if len(given) == 1 else 'apply'} to shards and documents; run it "
+            "without " + ("it" if len(given) == 1 else "them"),
+            file=sys.stderr,
+        )
+        return 2
+    _print_lines(other.describe())
+    return 0
 
 
 def _run_shards(target: Target, args: InspectConfig) -> int:

@@ -1,0 +1,126 @@
+"""`bertkit inspect VOCAB_DIR`: what a `bertkit vocab` directory holds, from its vocab.json
+and files, checked as every stage checks them before use (pipelines/io/vocabulary.py)."""
+
+from __future__ import annotations
+
+from pipelines.inspect.formatting import plural
+from pipelines.inspect.targets import InspectError
+from pipelines.io import storage
+from pipelines.io.vocabulary import (
+    VocabError,
+    Vocabulary,
+    is_unused_token,
+    load_vocab,
+    load_vocab_txt,
+)
+from schemas.vocab import (
+    CONTINUATION_PREFIX,
+    SPECIAL_TOKENS,
+    TOKENIZER_FILE,
+    VOCAB_FILE,
+    VOCAB_METADATA_FILE,
+)
+
+SAMPLE_TOKENS = 10  # learned tokens shown, at evenly spaced ids
+
+
+def describe_vocabulary(url: str) -> list[str]:
+    """The summary of a vocabulary directory (or its vocab.json or vocab.txt); a plain
+    vocab.txt with no vocab.json beside it (Google's) is shown with what it alone says."""
+    name = storage.basename(url)
+    directory = storage.parent(url) if name in (VOCAB_METADATA_FILE, VOCAB_FILE) else url
+    try:
+        if storage.exists(storage.join(directory, VOCAB_METADATA_FILE)):
+            return _bertkit_vocabulary(directory, load_vocab(directory))
+        # Google's files say nothing about case: the summary says so rather than guess.
+        return _plain_vocab_txt(storage.join(directory, VOCAB_FILE))
+    except VocabError as error:
+        raise InspectError(str(error)) from error
+
+
+def _bertkit_vocabulary(directory: str, vocab: Vocabulary) -> list[str]:
+    metadata = vocab.metadata
+    sample = metadata.sample
+    learned = sample.get("learned_tokens")
+    parts = [f"{sample['alphabet']:,} characters" if "alphabet" in sample else None]
+    parts.append(f"{learned:,} learned" if learned is not None else None)
+    parts.append(f"{metadata.num_unused:,} [unusedN]")
+    lines = [
+        f"vocabulary {directory} ({VOCAB_METADATA_FILE})",
+        f"record {metadata.record}, schema version {metadata.schema_version}, written by "
+        f"bertkit {metadata.bertkit_version}",
+        f"size: {plural(vocab.size, 'token')} ({', '.join(p for p in parts if p)})",
+        "casing: "
+        + (
+            "cased (text kept as written)"
+            if vocab.cased
+            else "uncased (lower-cased, accents stripped, as BERT uncased)"
+        ),
+        f"{VOCAB_FILE} sha256: {vocab.sha256}",
+        f"{TOKENIZER_FILE} sha256: {metadata.tokenizer_sha256}",
+        _special_line(vocab.tokens),
+        *_sample_lines(vocab.tokens),
+    ]
+    if sample:
+        lines.append(
+            f"trained on: {plural(sample.get('documents', 0), 'document')}, "
+            f"{plural(sample.get('sentences', 0), 'sentence')}, "
+            f"{sample.get('text_bytes', 0):,} bytes of text (of "
+            f"{sample.get('total_text_bytes', 0):,}), seed {sample.get('seed')}"
+        )
+    lines.append(f"inputs: {len(metadata.inputs)}")
+    for entry in metadata.inputs:
+        digest = str(entry.get("manifest_sha256", ""))
+        lines.append(
+            f"  {entry.get('path')} ({entry.get('stage', '?')}): "
+            f"{plural(int(entry.get('documents', 0)), 'document')}, "
+            f"{int(entry.get('text_bytes', 0)):,} bytes of text, manifest sha256 {digest[:16]}…"
+        )
+    lines.append(
+        f"checked: {VOCAB_FILE} and {TOKENIZER_FILE} have the sha256 {VOCAB_METADATA_FILE} "
+        "records and list the same tokens"
+    )
+    return lines
+
+
+def _plain_vocab_txt(url: str) -> list[str]:
+    if not storage.exists(url):
+        raise InspectError(
+            f"{url} is missing: a vocabulary directory holds {VOCAB_FILE}, {TOKENIZER_FILE} "
+            f"and {VOCAB_METADATA_FILE}; rerun `bertkit vocab`"
+        )
+    vocab = load_vocab_txt(url, cased=False)
+    return [
+        f"vocabulary {url} (a plain {VOCAB_FILE}: no {VOCAB_METADATA_FILE} beside it, so "
+        "neither its casing nor what it was trained on is recorded)",
+        f"size: {plural(vocab.size, 'token')} ({vocab.metadata.num_unused:,} [unusedN])",
+        f"{VOCAB_FILE} sha256: {vocab.sha256}",
+        _special_line(vocab.tokens),
+        *_sample_lines(vocab.tokens),
+    ]
+
+
+def _special_line(tokens: list[str]) -> str:
+    ids = {token: index for index, token in enumerate(tokens) if token in SPECIAL_TOKENS}
+    return "special tokens: " + ", ".join(
+        f"{token} {ids[token]}" if token in ids else f"{token} missing" for token in SPECIAL_TOKENS
+    )
+
+
+def _sample_lines(tokens: list[str]) -> list[str]:
+    """SAMPLE_TOKENS learned tokens (neither special nor [unusedN]) at evenly spaced ids,
+    from the single characters WordPiece starts with to the last merges it learned, and how
+    many of them are `##` continuation pieces."""
+    learned = [
+        (index, token)
+        for index, token in enumerate(tokens)
+        if token not in SPECIAL_TOKENS and not is_unused_token(token)
+    ]
+    count = min(SAMPLE_TOKENS, len(learned))
+    picked = [learned[i * (len(learned) - 1) // max(count - 1, 1)] for i in range(count)]
+    continuation = sum(1 for _, token in learned if token.startswith(CONTINUATION_PREFIX))
+    return [
+        "sample tokens (id:token): " + " ".join(f"{index}:{token}" for index, token in picked),
+        f"word pieces: {plural(len(learned) - continuation, 'word start')}, "
+        f"{continuation:,} {CONTINUATION_PREFIX} continuations",
+    ]

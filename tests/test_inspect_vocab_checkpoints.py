@@ -1,0 +1,295 @@
+"""`bertkit inspect` on a vocabulary directory and on a training run's checkpoints (a run
+directory, its checkpoints/ directory, `latest`, one checkpoint): what they hold, in exact
+lines; and one plain line for what it does not read."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from pipelines.io.vocabulary import build_tokenizer
+from schemas.vocab import (
+    SPECIAL_TOKENS,
+    TOKENIZER_FILE,
+    VOCAB_FILE,
+    VOCAB_METADATA_FILE,
+    VocabMetadata,
+)
+from tests.test_inspect import VOCAB, inspect
+from tests.test_train import run_train
+
+# --------------------------------------------------------------------------- a vocabulary
+
+TINY_VOCAB = [*VOCAB, "##s", "##ed", "[unused0]"]  # 16 tokens: 5 special, 1 unused
+
+
+def write_tiny_vocabulary(directory: Path) -> tuple[str, str]:
+    """A `bertkit vocab` directory of TINY_VOCAB, laid out as the stage writes it; returns
+    the sha256 of vocab.txt and tokenizer.json."""
+    directory.mkdir(parents=True)
+    vocab_bytes = "".join(f"{token}\n" for token in TINY_VOCAB).encode()
+    tokenizer_bytes = build_tokenizer(TINY_VOCAB, cased=False).to_str(pretty=True).encode()
+    (directory / VOCAB_FILE).write_bytes(vocab_bytes)
+    (directory / TOKENIZER_FILE).write_bytes(tokenizer_bytes)
+    digests = hashlib.sha256(vocab_bytes).hexdigest(), hashlib.sha256(tokenizer_bytes).hexdigest()
+    metadata = VocabMetadata(
+        vocab_size=len(TINY_VOCAB),
+        cased=False,
+        num_unused=1,
+        special_tokens={token: TINY_VOCAB.index(token) for token in SPECIAL_TOKENS},
+        sample={
+            "documents": 3,
+            "sentences": 7,
+            "text_bytes": 120,
+            "total_text_bytes": 150,
+            "seed": 0,
+            "alphabet": 9,
+            "learned_tokens": 1,
+        },
+        inputs=[
+            {
+                "path": "../documents/books",
+                "stage": "books",
+                "documents": 3,
+                "text_bytes": 150,
+                "manifest_sha256": "ab" * 32,
+            }
+        ],
+        config={"vocab_size": 16, "cased": False},
+        vocab_sha256=digests[0],
+        tokenizer_sha256=digests[1],
+    )
+    (directory / VOCAB_METADATA_FILE).write_text(metadata.to_json())
+    return digests
+
+
+def test_a_vocabulary_directory_shows_what_it_holds(tmp_path: Path, capsys) -> None:
+    vocab_dir = tmp_path / "vocab"
+    vocab_sha, tokenizer_sha = write_tiny_vocabulary(vocab_dir)
+    expected = [
+        f"vocabulary {vocab_dir} (vocab.json)",
+        "record Vocabulary, schema version 1.0, written by bertkit 0.1.0",
+        "size: 16 tokens (9 characters, 1 learned, 1 [unusedN])",
+        "casing: uncased (lower-cased, accents stripped, as BERT uncased)",
+        f"vocab.txt sha256: {vocab_sha}",
+        f"tokenizer.json sha256: {tokenizer_sha}",
+        "special tokens: [PAD] 0, [UNK] 1, [CLS] 2, [SEP] 3, [MASK] 4",
+        "sample tokens (id:token): 5:the 6:cat 7:sat 8:on 9:mat 10:dog 11:ran 12:. 13:##s 14:##ed",
+        "word pieces: 8 word starts, 2 ## continuations",
+        "trained on: 3 documents, 7 sentences, 120 bytes of text (of 150), seed 0",
+        "inputs: 1",
+        "  ../documents/books (books): 3 documents, 150 bytes of text, manifest sha256 "
+        "abababababababab…",
+        "checked: vocab.txt and tokenizer.json have the sha256 vocab.json records and list the "
+        "same tokens",
+    ]
+    for target in (vocab_dir, vocab_dir / VOCAB_METADATA_FILE, vocab_dir / VOCAB_FILE):
+        code, lines, err = inspect(capsys, str(target))
+        assert (code, err) == (0, "")
+        assert lines == expected
+
+
+def test_the_sample_vocabulary(sample_vocab: Path, capsys) -> None:
+    code, lines, err = inspect(capsys, str(sample_vocab))
+    assert (code, err) == (0, "")
+    assert lines[2:9] == [
+        "size: 8,000 tokens (340 characters, 7,427 learned, 0 [unusedN])",
+        "casing: uncased (lower-cased, accents stripped, as BERT uncased)",
+        "vocab.txt sha256: f6e41992062b99adce05ea2e3ffc8e40d1eefd1d3e3fe5827a21c6e7b9ce614b",
+        "tokenizer.json sha256: 560fec7bb84c49b9bc24b297583b19213e4667861cfb599cc36ea8889b0dffb4",
+        "special tokens: [PAD] 0, [UNK] 1, [CLS] 2, [SEP] 3, [MASK] 4",
+        "sample tokens (id:token): 5:! 893:co 1781:enc 2669:maint 3557:##izations "
+        "4446:directed 5334:2004 6222:exports 7110:##leton 7999:nag",
+        "word pieces: 6,081 word starts, 1,914 ## continuations",
+    ]
+    assert lines[9] == (
+        "trained on: 101 documents, 24,513 sentences, 3,627,333 bytes of text (of 3,627,333), "
+        "seed 0"
+    )
+    assert lines[10] == "inputs: 2"
+
+
+def test_a_plain_google_vocab_txt_says_what_it_cannot_know(tmp_path: Path, capsys) -> None:
+    (tmp_path / VOCAB_FILE).write_text("".join(f"{token}\n" for token in VOCAB))
+    code, lines, err = inspect(capsys, str(tmp_path / VOCAB_FILE))
+    assert (code, err) == (0, "")
+    sha = hashlib.sha256((tmp_path / VOCAB_FILE).read_bytes()).hexdigest()
+    assert lines == [
+        f"vocabulary {tmp_path / VOCAB_FILE} (a plain vocab.txt: no vocab.json beside it, so "
+        "neither its casing nor what it was trained on is recorded)",
+        "size: 13 tokens (0 [unusedN])",
+        f"vocab.txt sha256: {sha}",
+        "special tokens: [PAD] 0, [UNK] 1, [CLS] 2, [SEP] 3, [MASK] 4",
+        "sample tokens (id:token): 5:the 6:cat 7:sat 8:on 9:mat 10:dog 11:ran 12:.",
+        "word pieces: 8 word starts, 0 ## continuations",
+    ]
+
+
+def test_a_changed_vocab_txt_is_one_line(tmp_path: Path, capsys) -> None:
+    vocab_dir = tmp_path / "vocab"
+    write_tiny_vocabulary(vocab_dir)
+    with (vocab_dir / VOCAB_FILE).open("a") as file:
+        file.write("extra\n")
+    code, lines, err = inspect(capsys, str(vocab_dir))
+    assert (code, lines) == (1, [])
+    assert err == (
+        f"bertkit inspect: error: {vocab_dir / VOCAB_FILE} was modified after training: its "
+        "sha256 differs from the one in vocab.json; restore it or rerun `bertkit vocab`\n"
+    )
+
+
+def test_flags_for_shards_are_refused_before_anything_is_read(tmp_path: Path, capsys) -> None:
+    vocab_dir = tmp_path / "vocab"
+    write_tiny_vocabulary(vocab_dir)
+    code, lines, err = inspect(capsys, str(vocab_dir), "--show", "2", "--split", "train")
+    assert (code, lines) == (2, [])
+    assert err == (
+        f"bertkit inspect: error: {vocab_dir} is a vocabulary directory: inspect prints its "
+        "summary, and --show, --split apply to shards and documents; run it without them\n"
+    )
+
+
+# --------------------------------------------------------------------------- checkpoints
+
+
+@pytest.fixture(scope="module")
+def tiny_run(sample_shards: Path, tmp_path_factory) -> Path:
+    """A tiny BERT trained 3 steps on the real sample, a checkpoint at steps 2 and 3."""
+    run_dir = tmp_path_factory.mktemp("inspect-run") / "run"
+    code = run_train(
+        *("--shards", str(sample_shards), "--output", str(run_dir), "--max-steps", "3"),
+        *("--warmup-steps", "1", "--num-workers", "0", "--eval-every", "0"),
+        *("--checkpoint-every", "2", "--keep-checkpoints", "3"),
+    )
+    assert code == 0
+    return run_dir
+
+
+def checkpoint_lines(run_dir: Path, step: int, latest: bool, vocab: Path) -> list[str]:
+    """What inspect prints of the checkpoint at `step` of `tiny_run`."""
+    path = run_dir / "checkpoints" / f"step-{step:08d}.pt"
+    data = torch.load(path, weights_only=True, mmap=True)["data"]
+    shards = Path(data["manifest"]).parent
+    return [
+        f"step-{step:08d}.pt{' (latest)' if latest else ''}:",
+        f"  step {step} of --max-steps 3",
+        "  model: tiny, 2 layers × 128 hidden, 2 heads, 512 intermediate, 8,000 token ids, 512 "
+        "positions, 1,528,130 parameters",
+        "  recipe: mlm+nsp, static masking (the masks stored in the shards)",
+        "  optimizer: adamw, lr 0.002, weight decay 0.01, betas 0.9/0.999, eps 1e-06, clip "
+        f"grad norm 1.0; lr now {0.002 * (3 - step) / 2:.6g}",
+        "  schedule: linear warmup over 1 step to lr 0.002, then linear decay to 0 at step 3",
+        "  batch: 16 sequences a step (micro-batch 16 × 1 process × 1 accumulated); world size "
+        "1, 0 loader workers a process",
+        f"  data position: epoch 0, {step} global batches consumed in it ({16 * step} of "
+        "15,754 samples)",
+        f"  shards: {shards / 'manifest.json'} (seq128, schema 2.1, 8 shards, digest "
+        f"{data['shards_sha256'][:16]}…)",
+        f"  vocabulary: {vocab} (8,000 tokens, uncased, sha256 f6e41992062b99ad…)",
+        "  seed 12345, precision auto, device auto",
+    ]
+
+
+def test_a_run_directory_shows_its_checkpoints_and_the_latest(
+    tiny_run: Path, sample_vocab: Path, capsys
+) -> None:
+    checkpoints = tiny_run / "checkpoints"
+    sizes = {step: (checkpoints / f"step-{step:08d}.pt").stat().st_size for step in (2, 3)}
+    steps = [
+        f"checkpoints {checkpoints}: 2 checkpoints",
+        f"  step-00000002.pt  {sizes[2]:,} bytes",
+        f"  step-00000003.pt  {sizes[3]:,} bytes  (latest)",
+    ]
+    code, lines, err = inspect(capsys, str(tiny_run))
+    assert (code, err) == (0, "")
+    assert lines == [
+        f"run directory {tiny_run}: checkpoints/, metrics.jsonl",
+        *steps,
+        *checkpoint_lines(tiny_run, 3, True, sample_vocab),
+    ]
+    # checkpoints/ and its `latest` file show the same, as one checkpoint does.
+    for target in (checkpoints, checkpoints / "latest", checkpoints / "step-00000003.pt"):
+        assert inspect(capsys, str(target)) == (0, lines, "")
+    code, lines, err = inspect(capsys, str(checkpoints / "step-00000002.pt"))
+    assert (code, err) == (0, "")
+    assert lines[4:] == checkpoint_lines(tiny_run, 2, False, sample_vocab)
+
+
+def test_without_torch_a_checkpoint_is_one_line_naming_the_install(
+    tiny_run: Path, capsys, monkeypatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "torch", None)  # as in the core install
+    code, lines, err = inspect(capsys, str(tiny_run))
+    assert (code, lines) == (2, [])
+    assert err == (
+        "bertkit inspect: error: reading a checkpoint needs torch, which the core install "
+        "leaves out: pip install 'bertkit[train]' (or pip install torch)\n"
+    )
+
+
+def test_a_damaged_checkpoint_or_none_yet_is_one_line(tmp_path: Path, capsys) -> None:
+    checkpoints = tmp_path / "run" / "checkpoints"
+    checkpoints.mkdir(parents=True)
+    (tmp_path / "run" / "metrics.jsonl").write_text("")
+    code, lines, err = inspect(capsys, str(tmp_path / "run"))
+    assert (code, lines) == (1, [])
+    assert err == (
+        f"bertkit inspect: error: {tmp_path / 'run'} holds no checkpoint yet (no "
+        "step-NNNNNNNN.pt): the run stopped before its first; --checkpoint-every sets when it "
+        "writes one\n"
+    )
+    (checkpoints / "step-00000001.pt").write_bytes(b"not a checkpoint")
+    (checkpoints / "latest").write_text("step-00000001.pt\n")
+    code, lines, err = inspect(capsys, str(checkpoints / "step-00000001.pt"))
+    assert code == 1 and len(err.splitlines()) == 1
+    assert err.startswith(
+        f"bertkit inspect: error: {checkpoints / 'step-00000001.pt'} is not a readable bertkit "
+        "checkpoint (torch.load(weights_only=True): RuntimeError: "
+    )
+    assert err.endswith("; it was cut short or written by another tool\n")
+    torch.save({"format": "other"}, checkpoints / "step-00000001.pt")
+    code, _, err = inspect(capsys, str(checkpoints))
+    assert code == 1 and err.endswith(
+        "step-00000001.pt is format 'other', not a 'bertkit-checkpoint-1' checkpoint: it was "
+        "not written by this bertkit's trainer\n"
+    )
+    (checkpoints / "latest").write_text("../../etc/passwd\n")
+    code, _, err = inspect(capsys, str(checkpoints))
+    assert code == 1 and err == (
+        f"bertkit inspect: error: {checkpoints / 'latest'} holds '../../etc/passwd', not the "
+        "name of a checkpoint beside it (step-NNNNNNNN.pt); it was changed after the trainer "
+        "wrote it: inspect one checkpoint file (step-NNNNNNNN.pt) instead\n"
+    )
+
+
+# --------------------------------------------------------------------------- what it cannot
+
+
+def test_what_inspect_does_not_read_is_one_plain_line(tmp_path: Path, capsys) -> None:
+    hf = tmp_path / "out" / "hf"
+    hf.mkdir(parents=True)
+    for name in ("config.json", "model.safetensors"):
+        (hf / name).write_text("{}")
+    code, lines, err = inspect(capsys, str(hf))
+    assert (code, lines) == (1, [])
+    assert err == (
+        f"bertkit inspect: error: {hf} is a transformers model directory (what `bertkit "
+        "export-hf` writes), which inspect does not read: load it with transformers "
+        f"(BertForPreTraining.from_pretrained('{hf}')), or inspect the run's checkpoints\n"
+    )
+    write_tiny_vocabulary(tmp_path / "out" / "vocab")
+    (tmp_path / "out" / "documents" / "books").mkdir(parents=True)
+    (tmp_path / "out" / "documents" / "books" / "_manifest.json").write_text(json.dumps({}))
+    (tmp_path / "out" / "run" / "checkpoints").mkdir(parents=True)
+    out = tmp_path / "out"
+    code, lines, err = inspect(capsys, str(out))
+    assert (code, lines) == (1, [])
+    assert err == (
+        f"bertkit inspect: error: {out} is a folder of artifacts, not one itself: inspect one "
+        f"of {out / 'documents/books'}, {out / 'run'}, {out / 'vocab'}\n"
+    )
