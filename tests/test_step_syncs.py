@@ -127,7 +127,7 @@ def test_evaluation_reads_its_sums_back_once(sample_shards, tmp_path) -> None:
     run = train.setup(config, env)
     assert run.heldout is not None
     with OpCounter() as ops:
-        result = evaluate(run.model, run.heldout, env, 8, max_batches=5)
+        result = evaluate(run.model, run.heldout, env, 8, max_sequences=40)
     run.progress.close()
     run.logger.close()
     reads = {name: count for name, count in ops.calls.items() if name in HOST_READS}

@@ -333,8 +333,9 @@ def test_two_gloo_processes_train_in_step(sample_shards, tmp_path, capsys):
     assert len(checkpoint[CheckpointKey.RNG]["torch"]) == 2  # each rank's dropout state
     assert sorted(metrics(run_dir)) == list(range(1, 7))
     assert sorted(metrics(run_dir, "eval")) == [3, 6]
-    # 4 held-out batches of 16 on each rank, summed over both.
-    assert metrics(run_dir, "eval")[6]["sequences"] == 2 * 4 * 16
+    # --eval-batches 4 of 16: the held-out split's first 64 sequences, 32 on each rank,
+    # summed over both (tests/test_eval_world_size.py: the totals of one process).
+    assert metrics(run_dir, "eval")[6]["sequences"] == 4 * 16
     # Resuming it with one process and another global batch is refused, naming both
     # (tests/test_elastic.py resumes with the same one).
     one = train.run(
@@ -366,7 +367,7 @@ def test_two_gloo_processes_train_in_step(sample_shards, tmp_path, capsys):
     [
         (["--model", "huge"], "--model 'huge': one of tiny, mini"),
         (["--global-batch-size", "24"], "not a multiple of --micro-batch-size × processes = 16"),
-        (["--warmup-steps", "50", "--max-steps", "10"], "--warmup-steps must not exceed"),
+        (["--warmup-steps", "50", "--max-steps", "10"], "--warmup-steps 50 exceeds --max-steps 10"),
     ],
 )
 def test_bad_flags_stop_before_work(sample_shards, tmp_path, capsys, flags, message):

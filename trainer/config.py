@@ -6,7 +6,7 @@ batch flags into micro-batches per optimizer step.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pipelines.command.flags import (
     AT_LEAST_1,
@@ -52,11 +52,21 @@ class TrainConfig:
     beta1: float = option(0.9, help="first-moment decay", bounds=FRACTION)
     beta2: float = option(0.999, help="second-moment decay", bounds=FRACTION)
     eps: float = option(1e-6, help="optimizer epsilon", bounds=POSITIVE)
-    warmup_steps: int = option(100, help="linear warmup steps", bounds=ZERO_OR_MORE)
+    warmup_steps: int | None = option(
+        None,
+        help="linear warmup steps (default: a tenth of --max-steps, at most 100)",
+        bounds=ZERO_OR_MORE,
+    )
     decay_power: float = option(
         1.0, help="1 = linear decay (BERT), 0.5 = NVIDIA's LAMB recipe", bounds=ZERO_OR_MORE
     )
     clip_grad_norm: float = option(1.0, help="0 turns clipping off", bounds=ZERO_OR_MORE)
+    max_position_embeddings: int | None = option(
+        None,
+        help="the model's positions (default: the preset's 512, or the shards' sequence "
+        "length where longer; a checkpoint's model keeps its own)",
+        bounds=AT_LEAST_1,
+    )
     dropout: float | None = option(
         None, help="hidden and attention dropout (default: the model's 0.1)", bounds=FRACTION
     )
@@ -111,7 +121,8 @@ class TrainConfig:
     eval_every: int = option(500, help="0 = only at the end", bounds=ZERO_OR_MORE)
     eval_batches: int = option(
         100,
-        help="per rank, of --micro-batch-size; 0 = the whole held-out split",
+        help="held-out sequences evaluated: the first B × --micro-batch-size of the split, "
+        "shared by the processes (the same ones on any number); 0 = the whole split",
         bounds=ZERO_OR_MORE,
     )
     checkpoint_every: int = option(
@@ -164,10 +175,28 @@ class TrainConfig:
                 if getattr(self, name) != default:
                     flag = "--" + name.replace("_", "-")
                     raise ValueError(f"{flag} applies to --masking dynamic, not static")
-        if self.warmup_steps > self.max_steps:
-            raise ValueError("--warmup-steps must not exceed --max-steps")
+        if self.warmup_steps is not None and self.warmup_steps > self.max_steps:
+            raise ValueError(
+                f"--warmup-steps {self.warmup_steps} exceeds --max-steps {self.max_steps}: "
+                "lower it, or leave it out (the default is a tenth of --max-steps, at most 100)"
+            )
         check_run_location("--output", self.output, remote_ok=True)
         check_run_location("--init-checkpoint", self.init_checkpoint, remote_ok=True)
+
+    def resolved(self) -> TrainConfig:
+        """The config as the run uses it (and its checkpoints record it): the defaults that
+        follow other flags filled in."""
+        if self.warmup_steps is not None:
+            return self
+        return replace(self, warmup_steps=default_warmup_steps(self.max_steps))
+
+
+def default_warmup_steps(max_steps: int) -> int:
+    """--warmup-steps when not given: a tenth of the run (rounded down), at most 100.
+
+    A fixed 100 would refuse every run under 100 steps; a tenth keeps short runs' warmup in
+    proportion (none under 10 steps, so a smoke test's steps all move the weights)."""
+    return min(100, max_steps // 10)
 
 
 def accumulation_steps(config: TrainConfig, world_size: int) -> int:

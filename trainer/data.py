@@ -51,9 +51,11 @@ on it, and by two ranks where the runs of two micro indices meet inside it
 reader per rank, where a worker of a contiguous split read only its own bytes. The rank's
 share of the blocks is still 1/world of them (plus the shared ones at run boundaries).
 
-**Evaluation** (`drop_last=False`) reads every sample once, in the shards' stored order:
-rank r takes a contiguous range of it (`split_by_node`, the ranks within one batch of each
-other), each worker a contiguous part of the rank's batches (`split_by_worker`).
+**Evaluation** (`drop_last=False`) reads every sample once, in the shards' stored order, or
+its first `limit` samples (--eval-batches × micro-batch): rank r takes a contiguous range of
+them (`split_by_node`, the ranks within one batch of each other), each worker a contiguous
+part of the rank's batches (`split_by_worker`). The samples read are the same for any
+number of ranks.
 
 **Recording** (a debugging aid, off by default): with the environment variable
 BERTKIT_RECORD_KEYS=DIR, each rank appends a JSON line per training micro-batch it hands out
@@ -292,6 +294,9 @@ class LoaderConfig:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     masking: DynamicMasking | None = None  # masks drawn afresh per epoch; None: the stored ones
     accumulation: int = 1  # micro-batches per optimizer step on each rank
+    # Evaluation only: read the first `limit` samples of the stored order (the ranks share
+    # them), so a partial evaluation holds the same samples on any number of ranks.
+    limit: int | None = None
 
     @property
     def global_batch(self) -> int:
@@ -372,7 +377,7 @@ def eval_stream(
     """One worker's batches of an evaluation pass: its contiguous part, in stored order."""
     shards = epoch_shards(source.shards, config.seed, epoch, config.shuffle)
     rank_segments, batches = split_by_node(
-        shards, config.rank, config.world_size, config.batch_size, drop_last=False
+        shards, config.rank, config.world_size, config.batch_size, False, config.limit
     )
     segments, mine = split_by_worker(rank_segments, batches, worker, workers, config.batch_size)
     decoded = decode_samples(read_samples(segments, config.retry, config.verify))
@@ -467,11 +472,14 @@ class PretrainingLoader:
             self.global_batches_per_epoch = source.samples // config.global_batch
             self.batches_per_epoch = self.global_batches_per_epoch * config.accumulation
         else:
+            samples = source.samples if config.limit is None else min(source.samples, config.limit)
             self.batches_per_epoch = rank_batches(
-                source.samples, config.world_size, config.batch_size, drop_last=False
+                samples, config.world_size, config.batch_size, drop_last=False
             )[config.rank]
             self.global_batches_per_epoch = self.batches_per_epoch
-        if self.batches_per_epoch == 0:
+        # An evaluation rank may have nothing to read (fewer held-out samples than ranks):
+        # it adds zeros to the totals. Training needs a global batch.
+        if self.batches_per_epoch == 0 and config.drop_last:
             raise DataConfigError(
                 f"{source.manifest_url or source.shards[0].url}: {source.samples} {source.split} "
                 f"samples make no global batch of {config.global_batch} ({config.batch_size} × "

@@ -38,6 +38,7 @@ def setup(device: str = "auto") -> Distributed:
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     use_cuda = torch.cuda.is_available() if device == "auto" else device == "cuda"
     if use_cuda:
+        check_cuda(local_rank)
         torch.cuda.set_device(local_rank)
         chosen = torch.device("cuda", local_rank)
     else:
@@ -49,6 +50,38 @@ def setup(device: str = "auto") -> Distributed:
         # device tensor and a GPU synchronisation every step.
         _CONTROL_GROUP = dist.new_group(backend="gloo") if use_cuda else None
     return Distributed(rank, world_size, local_rank, chosen)
+
+
+# Where a user on a GPU machine reads how to install a CUDA torch and check it is used.
+GPU_DOCS = "docs/training.md#training-on-a-gpu"
+
+
+class DeviceError(ValueError):
+    """--device cuda where this torch cannot use a GPU: a refusal before any work (exit 2)."""
+
+
+def check_cuda(local_rank: int = 0) -> None:
+    """Refuse --device cuda in one line where torch cannot give this process a GPU: a
+    CPU-only build (torch would fail later with `module 'torch._C' has no attribute
+    '_cuda_setDevice'`), a CUDA build that sees no GPU, or fewer GPUs than LOCAL_RANK needs."""
+    if torch.version.cuda is None and torch.version.hip is None:
+        raise DeviceError(
+            f"--device cuda: this torch is a CPU-only build (torch {torch.__version__}); "
+            f"install a CUDA build: see {GPU_DOCS}"
+        )
+    if not torch.cuda.is_available():
+        raise DeviceError(
+            f"--device cuda: this torch (torch {torch.__version__}, CUDA "
+            f"{torch.version.cuda or torch.version.hip}) sees no GPU: check `nvidia-smi` and "
+            f"CUDA_VISIBLE_DEVICES, or pass --device cpu; see {GPU_DOCS}"
+        )
+    count = torch.cuda.device_count()
+    if local_rank >= count:
+        raise DeviceError(
+            f"--device cuda: LOCAL_RANK {local_rank}, but this machine shows {count} GPU"
+            f"{'' if count == 1 else 's'}: start at most {count} processes a node "
+            f"(torchrun --nproc-per-node {count})"
+        )
 
 
 _CONTROL_GROUP: Any = None  # the Gloo group beside NCCL's, or None (the default group is Gloo)

@@ -1,9 +1,12 @@
 """Held-out evaluation: MLM loss and accuracy, NSP accuracy (a model with the NSP head only);
 and the unigram baseline.
 
-Each rank reads its own part of the held-out split (every sample once across ranks, the
-ranks within one batch of each other), sums losses and counts, and one all-reduce at the end
-makes the totals: no per-batch collective, so uneven parts cannot hang.
+The held-out sequences evaluated are the split's first N in stored order (all of them by
+default; N = --eval-batches × --micro-batch-size in the trainer), whatever the number of
+processes: each rank reads its own contiguous part of them (the ranks within one batch of
+each other), sums losses and counts, and one all-reduce at the end makes the totals (sums,
+not averages of per-rank averages), so the metrics are a function of the model and those
+sequences only. No per-batch collective, so uneven parts cannot hang.
 
 The baseline an MLM must beat: always predict the token most often masked in the training
 split. On the demo's sample that is "the" (id 1996 in an uncased 30k vocab; whatever id the
@@ -70,14 +73,15 @@ def evaluate(
     source: DataSource,
     env: Distributed,
     batch_size: int,
-    max_batches: int | None = None,
+    max_sequences: int | None = None,
     autocast: torch.autocast | None = None,
     compiled: Callable[..., Any] | None = None,
     pad_to: FixedShape | None = None,
     masking: DynamicMasking | None = None,
     seed: int = 0,
 ) -> EvalResult:
-    """Evaluate `model` (unwrapped: no DDP hooks) on this rank's part of `source`.
+    """Evaluate `model` (unwrapped: no DDP hooks) on `source`'s first `max_sequences`
+    sequences (all of them with None), this rank's part of them; the totals of every rank.
 
     Under --compile, `compiled` (torch.compile of `model`) runs every full batch, padded to
     `pad_to` as training batches are: one graph in eval mode, never recompiled; the last,
@@ -95,6 +99,7 @@ def evaluate(
         pad_to=pad_to,
         masking=masking,
         seed=seed,
+        limit=max_sequences,
     )
     was_training = model.training
     model.eval()
@@ -103,9 +108,7 @@ def evaluate(
     sums = torch.zeros(4 if nsp else 3, dtype=torch.float64, device=env.device)
     sequences = 0
     with PretrainingLoader(source, config) as loader:
-        for number, batch in enumerate(loader.epoch(DataPosition())):
-            if max_batches is not None and number >= max_batches:
-                break
+        for batch in loader.epoch(DataPosition()):
             # The fields the model takes: without the NSP head, the NSP label is never read.
             inputs = {k: batch[k].to(env.device, non_blocking=True) for k in model.input_names}
             size = len(batch[BatchField.INPUT_IDS])

@@ -260,7 +260,8 @@ class _WarmupDecay:
     """The schedule's factor as a callable object, not a closure.
 
     `LambdaLR.state_dict()` saves the `__dict__` of callable objects (and nothing for plain
-    functions), so the schedule's settings travel with the checkpoint as plain numbers.
+    functions), so the schedule's settings travel with the checkpoint as plain numbers (a
+    record of what the run used: a resume builds its schedule from its own flags).
     """
 
     def __init__(self, warmup_steps: int, total_steps: int, power: float) -> None:
@@ -280,11 +281,17 @@ class _WarmupDecay:
 
 
 def warmup_decay_schedule(
-    optimizer: Optimizer, warmup_steps: int, total_steps: int, power: float = 1.0
+    optimizer: Optimizer,
+    warmup_steps: int,
+    total_steps: int,
+    power: float = 1.0,
+    *,
+    step: int = 0,
+    peak_lr: float | None = None,
 ) -> LambdaLR:
-    """Linear warmup to the optimizer's lr, then polynomial decay to zero at `total_steps`.
+    """Linear warmup to the peak lr, then polynomial decay to zero at `total_steps`.
 
-    The factor on each group's lr at scheduler step `s`:
+    The factor on each group's peak lr at scheduler step `s`:
 
         s / warmup_steps                                          for s < warmup_steps
         max(0, 1 - (s - warmup_steps) / (total - warmup)) ** power   otherwise
@@ -294,6 +301,12 @@ def warmup_decay_schedule(
     first optimizer step, taken before the first `scheduler.step()`, does not move the
     weights (Adam's moments still take in that gradient). With warmup_steps=0 the factor
     starts at 1.0. Past total_steps the factor stays 0.0.
+
+    The schedule is a function of the step and these settings only, never of saved state:
+    a resume builds it afresh at the step it goes on from (`step`), with its own flags, so
+    the lr of step s is the one a fresh run with those flags has at step s (as the
+    transformers Trainer does). `peak_lr` sets every group's peak (a resumed optimizer's
+    groups hold the old run's lr); without it, each group's lr is its peak.
     """
     if warmup_steps < 0:
         raise ValueError(f"warmup_steps must be >= 0, got {warmup_steps}")
@@ -306,4 +319,11 @@ def warmup_decay_schedule(
         )
     if not (power > 0.0 and math.isfinite(power)):
         raise ValueError(f"power must be a positive number (1.0 = linear decay), got {power}")
-    return LambdaLR(optimizer, _WarmupDecay(warmup_steps, total_steps, power))
+    if step < 0:
+        raise ValueError(f"step must be >= 0, got {step}")
+    for group in optimizer.param_groups:
+        # "initial_lr" is where LambdaLR keeps the peak; set here, it replaces a loaded one.
+        group["initial_lr"] = peak_lr if peak_lr is not None else group["lr"]
+    # last_epoch = step - 1: LambdaLR's first step (in its constructor) lands on `step` and
+    # sets each group's lr to peak × factor(step); -1 is a fresh schedule.
+    return LambdaLR(optimizer, _WarmupDecay(warmup_steps, total_steps, power), last_epoch=step - 1)

@@ -44,9 +44,10 @@ makes the order depend on m as well as G (the micro index cuts the slots).
 Permutations are counter-based (`permutation`: the order of splitmix64 hashes of (key, i)),
 defined by this file alone, not by a library's generator that a version could change.
 
-**Evaluation** (every sample once, no shuffling) keeps a contiguous split: rank r takes
-a range of the samples in stored order (`split_by_node`, the ranks within one batch of
-each other), each worker a contiguous part of the rank's batches (`split_by_worker`).
+**Evaluation** (every sample once, or the first `limit` of them, no shuffling) keeps a
+contiguous split: rank r takes a range of the samples in stored order (`split_by_node`, the
+ranks within one batch of each other), each worker a contiguous part of the rank's batches
+(`split_by_worker`).
 """
 
 from __future__ import annotations
@@ -262,14 +263,23 @@ def rank_batches(samples: int, world_size: int, batch_size: int, drop_last: bool
 
 
 def split_by_node(
-    shards: list[ShardEntry], rank: int, world_size: int, batch_size: int, drop_last: bool
+    shards: list[ShardEntry],
+    rank: int,
+    world_size: int,
+    batch_size: int,
+    drop_last: bool,
+    limit: int | None = None,
 ) -> tuple[list[Segment], int]:
     """This rank's contiguous range of the samples in stored order, and its batch count.
 
     With `drop_last` every rank gets exactly the same number of full batches; without it
     (evaluation) every sample is read once and the ranks differ by at most one batch.
+    `limit` splits only the first `limit` samples (a partial evaluation): the ranks
+    together read the same samples whatever their number.
     """
     total = sum(shard.samples for shard in shards)
+    if limit is not None:
+        total = min(total, limit)
     if drop_last:
         per_rank = (total // (world_size * batch_size)) * batch_size
         start, stop = rank * per_rank, (rank + 1) * per_rank

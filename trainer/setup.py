@@ -103,6 +103,7 @@ def setup(config: TrainConfig, env: distributed.Distributed) -> Run:
     The order matters: bad flags stop before any work, the data is checked against the model
     before any step, and a resumed run's generator states replace the seeded ones only after
     the model's initialisation has drawn from them."""
+    config = config.resolved()  # --warmup-steps's default follows --max-steps
     accumulation = accumulation_steps(config, env.world_size)
     check_output_outside_shards(config.output, config.shards)
     # One trainer a run directory: rank 0 holds the lock before it looks at what is there.
@@ -149,8 +150,18 @@ def _setup(
         if remote is not None:
             remote.delete(remote_earlier)
     distributed.barrier(env)
-    optimizer, scheduler = _build_optimizer(config, env, model)
-    step, position = _restore(env, resumed, optimizer, scheduler)
+    optimizer = _build_optimizer(config, env, model)
+    step, position = _restore(env, resumed, optimizer)
+    # Built from this run's flags at the step it starts from, never restored: a resume with
+    # a new --max-steps, --warmup-steps, --decay-power or --lr follows them from there on.
+    scheduler = warmup_decay_schedule(
+        optimizer,
+        config.warmup_steps,  # type: ignore[arg-type]  # resolved: never None here
+        config.max_steps,
+        config.decay_power,
+        step=step,
+        peak_lr=config.lr,
+    )
     wrapped: torch.nn.Module = model
     if env.active:
         device_ids = [env.device.index] if env.device.type == "cuda" else None
@@ -273,6 +284,9 @@ def _checkpoints_to_start_from(
                 env.world_size,
                 data,
             )
+            _check_resume_flags(config, resumed, shown or str(path))
+            if env.is_main:
+                _log_resume(config, resumed, shown or str(path))
             init = resumed
     if resumed is None and config.init_checkpoint:
         if storage.is_remote(config.init_checkpoint):
@@ -293,6 +307,57 @@ def _checkpoints_to_start_from(
     return resumed, init
 
 
+# The flags a resume takes from its command line, not from the checkpoint: the schedule's
+# and the optimizer's settings (trainer/optim.py). Everything else that shapes the run is
+# checked by check_resumable or refused where it is used.
+_RESUME_FOLLOWS = (
+    "max_steps",
+    "warmup_steps",
+    "decay_power",
+    "lr",
+    "weight_decay",
+    "beta1",
+    "beta2",
+    "eps",
+)
+
+
+def _check_resume_flags(config: TrainConfig, resumed: dict[str, Any], where: str) -> None:
+    """Refuse a resume its flags cannot go on with: another optimizer (its state is the
+    other's), or a --max-steps the checkpoint is already past."""
+    saved = resumed[CheckpointKey.TRAIN_CONFIG]
+    step = resumed[CheckpointKey.STEP]
+    was = saved.get("optimizer", "adamw")
+    if was != config.optimizer:
+        raise ValueError(
+            f"--resume: {where} holds {was}'s state, --optimizer is {config.optimizer}: pass "
+            f"--optimizer {was}, or start a new run from it with --init-checkpoint"
+        )
+    if config.max_steps < step:
+        raise ValueError(
+            f"--resume: {where} is at step {step}, past --max-steps {config.max_steps}: pass "
+            f"a --max-steps above {step} to train on"
+        )
+
+
+def _log_resume(config: TrainConfig, resumed: dict[str, Any], where: str) -> None:
+    """Which checkpoint the run goes on from, and in one line what its flags change."""
+    saved = resumed[CheckpointKey.TRAIN_CONFIG]
+    step = resumed[CheckpointKey.STEP]
+    _LOG.info("--resume: going on from %s (step %d)", where, step)
+    changes = [
+        f"--{name.replace('_', '-')} {saved[name]} → {getattr(config, name)}"
+        for name in _RESUME_FOLLOWS
+        if name in saved and saved[name] != getattr(config, name)
+    ]
+    if changes:
+        _LOG.info(
+            "--resume: from step %d on, the schedule and optimizer follow this run's flags: %s",
+            step + 1,
+            ", ".join(changes),
+        )
+
+
 def _build_model(
     config: TrainConfig,
     env: distributed.Distributed,
@@ -310,8 +375,19 @@ def _build_model(
     """
     saved = init[CheckpointKey.MODEL_CONFIG].get("objective", "mlm+nsp") if init else objective
     model_config = _model_config(
-        config, vocab_size, init[CheckpointKey.MODEL_CONFIG] if init else None, objective
+        config, vocab_size, init[CheckpointKey.MODEL_CONFIG] if init else None, objective, source
     )
+    preset = BertConfig.max_position_embeddings
+    raised = init is None and config.max_position_embeddings is None
+    if raised and model_config.max_position_embeddings > preset and env.is_main:
+        _LOG.info(
+            "%s: sequences of up to %d tokens, more than the preset's %d positions: the "
+            "model gets %d (--max-position-embeddings)",
+            storage.redact(source.manifest_url or source.shards[0].url),
+            source.max_seq_length,
+            preset,
+            model_config.max_position_embeddings,
+        )
     vocab_sha = init[CheckpointKey.VOCAB].get("sha256") if init else None
     check_source(source, model_config.max_position_embeddings, model_config.vocab_size, vocab_sha)
     weights = init[CheckpointKey.MODEL] if init else None
@@ -344,10 +420,37 @@ def _build_model(
 
 
 def _model_config(
-    config: TrainConfig, vocab_size: int, init: dict[str, Any] | None, objective: str
+    config: TrainConfig,
+    vocab_size: int,
+    init: dict[str, Any] | None,
+    objective: str,
+    source: DataSource,
 ) -> BertConfig:
     """The run's BertConfig: the checkpoint's architecture (phase 2, resume) or --model's,
-    with --dropout, and the heads of `objective` (trainer/model.py)."""
+    with --dropout, and the heads of `objective` (trainer/model.py).
+
+    A new model's positions: --max-position-embeddings, or by default the preset's 512
+    raised to the shards' sequence length where that is longer (`examples
+    --max-seq-length 1024` shards train as they are); an explicit value under the shards'
+    length is refused. A checkpoint's model keeps its own positions (its position
+    embeddings are trained): a flag that says otherwise is refused."""
+    flag = config.max_position_embeddings
+    length = source.max_seq_length
+    if init is not None:
+        saved = init.get("max_position_embeddings", BertConfig.max_position_embeddings)
+        if flag is not None and flag != saved:
+            raise ValueError(
+                f"--max-position-embeddings {flag}: the checkpoint's model has {saved} "
+                "positions, and a model started from a checkpoint keeps its own; leave the "
+                "flag out"
+            )
+    elif flag is not None and length is not None and flag < length:
+        where = storage.redact(source.manifest_url or source.shards[0].url)
+        raise ValueError(
+            f"--max-position-embeddings {flag} is less than the shards' sequence length "
+            f"{length} ({where}): pass at least {length}, or leave it out (default: 512, or "
+            "the shards' length where longer)"
+        )
     overrides: dict[str, float | str] = {"objective": objective}
     if config.dropout is not None:
         overrides |= {
@@ -356,7 +459,8 @@ def _model_config(
         }
     if init is not None:  # phase 2 and resume: the architecture is the checkpoint's
         return BertConfig(**{**init, **overrides})
-    return config_for(config.model, vocab_size, **overrides)
+    positions = flag or max(BertConfig.max_position_embeddings, length or 0)
+    return config_for(config.model, vocab_size, max_position_embeddings=positions, **overrides)
 
 
 # Where torch.optim.AdamW has a fused kernel: the trainer uses it there, so CPU runs (the
@@ -366,10 +470,9 @@ FUSED_ADAMW_DEVICES = ("cuda", "cpu")
 
 def _build_optimizer(
     config: TrainConfig, env: distributed.Distributed, model: BertForPreTraining
-) -> tuple[torch.optim.Optimizer, Any]:
-    """The optimizer (AdamW's fused kernel, on CUDA and CPU alike) and its warmup/decay
-    schedule."""
-    optimizer = build_optimizer(
+) -> torch.optim.Optimizer:
+    """The optimizer (AdamW's fused kernel, on CUDA and CPU alike)."""
+    return build_optimizer(
         model,
         config.optimizer,
         config.lr,
@@ -378,25 +481,28 @@ def _build_optimizer(
         config.eps,
         fused=config.optimizer == "adamw" and env.device.type in FUSED_ADAMW_DEVICES,
     )
-    scheduler = warmup_decay_schedule(
-        optimizer, config.warmup_steps, config.max_steps, config.decay_power
-    )
-    return optimizer, scheduler
+
+
+# A param group's settings that come from flags: a resume keeps the optimizer's moments and
+# step counts from the checkpoint, and takes these from this run's flags.
+_FLAG_SETTINGS = ("lr", "weight_decay", "betas", "eps")
 
 
 def _restore(
     env: distributed.Distributed,
     resumed: dict[str, Any] | None,
     optimizer: torch.optim.Optimizer,
-    scheduler: Any,
 ) -> tuple[int, DataPosition]:
     """The step and input position to start from: 0 and the first batch for a new run; for
-    --resume the checkpoint's, with its optimizer, schedule and this rank's generators (on
-    another number of processes than wrote it, generators seeded from (seed, rank, step))."""
+    --resume the checkpoint's, with its optimizer state (the flags' lr, weight decay, betas
+    and eps kept) and this rank's generators (on another number of processes than wrote it,
+    generators seeded from (seed, rank, step))."""
     if resumed is None:
         return 0, DataPosition()
+    flags = [{key: group[key] for key in _FLAG_SETTINGS} for group in optimizer.param_groups]
     optimizer.load_state_dict(resumed[CheckpointKey.OPTIMIZER])
-    scheduler.load_state_dict(resumed[CheckpointKey.SCHEDULER])
+    for group, settings in zip(optimizer.param_groups, flags, strict=True):
+        group.update(settings)
     step = resumed[CheckpointKey.STEP]
     position = DataPosition.from_dict(
         resumed[CheckpointKey.DATA_POSITION], saved_accumulation(resumed)

@@ -53,6 +53,7 @@ import contextlib
 import logging
 import math
 import os
+import shlex
 import sys
 import time
 from dataclasses import asdict
@@ -267,7 +268,9 @@ def _evaluate(run: Run) -> EvalResult:
         run.heldout,
         run.env,
         config.micro_batch_size,
-        config.eval_batches or None,
+        # --eval-batches counts batches of the whole run, not of a rank: the same first
+        # sequences of the split on any number of processes (trainer/evaluate.py).
+        config.eval_batches * config.micro_batch_size or None,
         run.autocast if run.bf16 else None,  # type: ignore[arg-type]
         run.eval_forward,
         run.pad_to,
@@ -310,10 +313,10 @@ def _checkpoint_payload(run: Run, rng: dict[str, Any]) -> dict[str, Any]:
         CheckpointKey.RNG: rng,
         CheckpointKey.TRAIN_CONFIG: storage.redact_values(asdict(config)),
         CheckpointKey.DATA: run.data,
-        # Its path relative to the checkpoint (an s3:// run's URL), so export-hf finds the
-        # vocabulary wherever the run's tree is copied.
-        CheckpointKey.VOCAB: checkpoint_vocab_record(
-            source, storage.join(config.output, CHECKPOINTS_DIR)
+        # Its path relative to the checkpoint (an s3:// run's URL, its credentials never
+        # stored), so export-hf finds the vocabulary wherever the run's tree is copied.
+        CheckpointKey.VOCAB: storage.redact_values(
+            checkpoint_vocab_record(source, storage.join(config.output, CHECKPOINTS_DIR))
         ),
         CheckpointKey.WORLD_SIZE: run.env.world_size,
         CheckpointKey.NUM_WORKERS: config.num_workers,
@@ -332,7 +335,8 @@ def run(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     for handler in logging.getLogger().handlers:
         handler.addFilter(storage.RedactingFilter())
-    config = parse_arguments(argv)
+    args = sys.argv[1:] if argv is None else list(argv)
+    config = parse_arguments(args)
     started = time.monotonic()
     try:
         result = train(config)
@@ -364,7 +368,32 @@ def run(argv: list[str] | None = None) -> int:
                 f"{math.exp(min(e['mlm_loss'], 50)):.1f}), MLM accuracy "
                 f"{e['mlm_accuracy']:.3f}{nsp}"
             )
+        if result["step"] < config.max_steps:  # --stop-at-step ended it
+            print(
+                f"stopped at step {result['step']} of {config.max_steps} (--stop-at-step); "
+                f"to go on: bertkit train {storage.redact(resume_command(args))}"
+            )
     return 0
+
+
+def resume_command(args: list[str]) -> str:
+    """The flags that go on with a run stopped by --stop-at-step: the same ones, without
+    --stop-at-step (or --overwrite, which would start it over), with --resume."""
+    kept: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+            continue
+        if arg == "--stop-at-step":
+            skip = True  # its value follows
+            continue
+        if arg.startswith("--stop-at-step=") or arg == "--overwrite":
+            continue
+        kept.append(arg)
+    if "--resume" not in kept:
+        kept.append("--resume")
+    return shlex.join(kept)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,154 @@
+"""A resume follows the schedule flags it is given (--max-steps, --warmup-steps,
+--decay-power, --lr), logs where it goes on from and what changed; --stop-at-step says how
+to go on; --warmup-steps's default follows --max-steps."""
+
+from __future__ import annotations
+
+import logging
+import shlex
+
+import pytest
+import torch
+
+from schemas.checkpoint import CheckpointKey
+from tests.test_train import TINY, metrics
+from trainer import train
+from trainer.checkpoint import latest_checkpoint
+from trainer.config import default_warmup_steps
+
+
+def common(sample_shards, output) -> list[str]:
+    return [
+        *TINY,
+        "--shards",
+        str(sample_shards),
+        "--output",
+        str(output),
+        "--num-workers",
+        "0",
+        "--eval-every",
+        "0",
+        "--checkpoint-every",
+        "100",
+    ]
+
+
+def weights(run_dir) -> dict[str, torch.Tensor]:
+    checkpoint = torch.load(latest_checkpoint(run_dir / "checkpoints"), weights_only=True)
+    return checkpoint[CheckpointKey.MODEL]
+
+
+def test_a_resume_with_more_steps_trains_them_at_a_fresh_runs_lr(sample_shards, tmp_path, caplog):
+    """20 steps, resumed with --max-steps 30: steps 21-30 train at the lr a fresh 30-step run
+    has at those steps (before, at the old schedule's 0.0, the weights never moved), and one
+    line says what changed: --max-steps, and --warmup-steps's default with it (2 → 3)."""
+    run, fresh = tmp_path / "run", tmp_path / "fresh"
+    assert train.run([*common(sample_shards, run), "--max-steps", "20"]) == 0
+    stopped = weights(run)
+    assert metrics(run)[20]["lr"] == 0.0  # the end of the 20-step schedule
+    with caplog.at_level(logging.INFO, logger="bertkit.train"):
+        assert train.run([*common(sample_shards, run), "--max-steps", "30", "--resume"]) == 0
+    assert train.run([*common(sample_shards, fresh), "--max-steps", "30"]) == 0
+    resumed, expected = metrics(run), metrics(fresh)
+    assert sorted(resumed) == list(range(1, 31))
+    # The lr after each step (what the next one trains at): the fresh run's, exactly.
+    lrs = [resumed[s]["lr"] for s in range(21, 31)]
+    assert lrs == [expected[s]["lr"] for s in range(21, 31)]
+    # 2e-3 × (1 - (s - 3) / 27), warmup 3 of 30: step 21 → 2e-3 × 9/27.
+    assert lrs[0] == pytest.approx(2e-3 * 9 / 27) and all(lr > 0 for lr in lrs[:-1])
+    assert lrs[-1] == 0.0
+    after = weights(run)
+    assert any(not torch.equal(stopped[name], after[name]) for name in stopped)
+    path = latest_checkpoint(run / "checkpoints")
+    messages = [record.getMessage() for record in caplog.records]
+    assert f"--resume: going on from {path.parent}/step-00000020.pt (step 20)" in messages
+    changed = [message for message in messages if "follow this run's flags" in message]
+    assert changed == [
+        "--resume: from step 21 on, the schedule and optimizer follow this run's flags: "
+        "--max-steps 20 → 30, --warmup-steps 2 → 3"
+    ]
+    assert path.name == "step-00000030.pt"
+
+
+def test_a_resume_with_a_new_peak_lr_and_decay_power_follows_them(sample_shards, tmp_path):
+    """Stopped at step 4 of 8, resumed with --lr 1e-3 and --decay-power 0.5: steps 5-8 have
+    the lr of a fresh run with those flags."""
+    run, fresh = tmp_path / "run", tmp_path / "fresh"
+    flags = ["--max-steps", "8", "--warmup-steps", "2"]
+    assert train.run([*common(sample_shards, run), *flags, "--stop-at-step", "4"]) == 0
+    new = ["--lr", "1e-3", "--decay-power", "0.5"]
+    assert train.run([*common(sample_shards, run), *flags, *new, "--resume"]) == 0
+    assert train.run([*common(sample_shards, fresh), *flags, *new]) == 0
+    resumed, expected = metrics(run), metrics(fresh)
+    assert [resumed[s]["lr"] for s in range(5, 9)] == [expected[s]["lr"] for s in range(5, 9)]
+    assert resumed[5]["lr"] == pytest.approx(1e-3 * (1 - 3 / 6) ** 0.5)
+
+
+def test_a_resume_refuses_what_its_flags_cannot_go_on_with(sample_shards, tmp_path, capsys):
+    run = tmp_path / "run"
+    flags = [*common(sample_shards, run), "--warmup-steps", "1"]
+    assert train.run([*flags, "--max-steps", "4"]) == 0
+    capsys.readouterr()
+    assert train.run([*flags, "--max-steps", "3", "--resume"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == (
+        f"bertkit train: error: --resume: {run}/checkpoints/step-00000004.pt is at step 4, "
+        "past --max-steps 3: pass a --max-steps above 4 to train on"
+    )
+    assert train.run([*flags, "--max-steps", "6", "--optimizer", "lamb", "--resume"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == (
+        f"bertkit train: error: --resume: {run}/checkpoints/step-00000004.pt holds adamw's "
+        "state, --optimizer is lamb: pass --optimizer adamw, or start a new run from it with "
+        "--init-checkpoint"
+    )
+    # The data order is still checked: another global batch is refused.
+    assert train.run([*flags, "--max-steps", "6", "--global-batch-size", "32", "--resume"]) == 2
+    assert "global batch 16 (micro-batch 16 × 1 process × 1 accumulated), now 32" in (
+        capsys.readouterr().err
+    )
+
+
+def test_stop_at_step_ends_with_the_command_that_goes_on(sample_shards, tmp_path, capsys):
+    run = tmp_path / "run"
+    flags = [*common(sample_shards, run), "--max-steps", "4", "--warmup-steps", "1"]
+    assert train.run([*flags, "--stop-at-step", "2"]) == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last == (
+        f"stopped at step 2 of 4 (--stop-at-step); to go on: bertkit train {shlex.join(flags)} "
+        "--resume"
+    )
+    command = shlex.split(last.split("to go on: bertkit train ", 1)[1])
+    assert train.run(command) == 0
+    assert sorted(metrics(run)) == [1, 2, 3, 4]
+    assert "stopped at step" not in capsys.readouterr().out  # it ran to --max-steps
+
+
+# --------------------------------------------------------------------------- warmup default
+
+
+def test_the_default_warmup_is_a_tenth_of_the_run_at_most_100():
+    steps = [1, 9, 10, 60, 999, 1000, 1001, 5000]
+    assert [default_warmup_steps(n) for n in steps] == [0, 0, 1, 6, 99, 100, 100, 100]
+
+
+def test_a_run_under_100_steps_trains_with_the_default_warmup(sample_shards, tmp_path, capsys):
+    """--max-steps 3 without --warmup-steps: no warmup (before: 100, refused); an explicit
+    --warmup-steps above --max-steps is still refused in one line."""
+    run = tmp_path / "run"
+    assert train.run([*common(sample_shards, run), "--max-steps", "3"]) == 0
+    checkpoint = torch.load(latest_checkpoint(run / "checkpoints"), weights_only=True)
+    assert checkpoint[CheckpointKey.TRAIN_CONFIG]["warmup_steps"] == 0
+    # No warmup under 10 steps: every step after the first trains at the peak's decay.
+    assert [metrics(run)[s]["lr"] for s in (1, 2, 3)] == pytest.approx([2e-3 * 2 / 3, 2e-3 / 3, 0])
+    capsys.readouterr()
+    other = tmp_path / "other"
+    assert (
+        train.run([*common(sample_shards, other), "--max-steps", "5", "--warmup-steps", "6"]) == 2
+    )
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == (
+        "bertkit train: error: --warmup-steps 6 exceeds --max-steps 5: lower it, or leave it "
+        "out (the default is a tenth of --max-steps, at most 100)"
+    )
+    assert not other.exists()
