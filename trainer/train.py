@@ -64,6 +64,7 @@ import torch
 
 from pipelines.command.flags import parse_config
 from pipelines.io import storage
+from pipelines.io.recorded_paths import record_path
 from schemas.batch import BatchField
 from schemas.checkpoint import CHECKPOINT_FORMAT, CHECKPOINTS_DIR, CheckpointKey
 from trainer import distributed
@@ -302,6 +303,12 @@ def _checkpoint_payload(run: Run, rng: dict[str, Any]) -> dict[str, Any]:
     """Everything --resume needs to go on exactly, and export-hf to rebuild the model."""
     config, source = run.config, run.source
     assert source.manifest is not None
+    # Paths to other artifacts are relative to the checkpoint (an s3:// run's URL), so a run's
+    # tree copied with its shards and vocabulary keeps its links (pipelines/io/recorded_paths).
+    checkpoints = storage.join(config.output, CHECKPOINTS_DIR)
+    data = run.data
+    if data and data.get("manifest"):
+        data = {**data, "manifest": record_path(data["manifest"], checkpoints)}
     return {
         CheckpointKey.FORMAT: CHECKPOINT_FORMAT,
         CheckpointKey.STEP: run.step,
@@ -312,12 +319,9 @@ def _checkpoint_payload(run: Run, rng: dict[str, Any]) -> dict[str, Any]:
         CheckpointKey.DATA_POSITION: run.loader.position.to_dict(),
         CheckpointKey.RNG: rng,
         CheckpointKey.TRAIN_CONFIG: storage.redact_values(asdict(config)),
-        CheckpointKey.DATA: run.data,
-        # Its path relative to the checkpoint (an s3:// run's URL, its credentials never
-        # stored), so export-hf finds the vocabulary wherever the run's tree is copied.
-        CheckpointKey.VOCAB: storage.redact_values(
-            checkpoint_vocab_record(source, storage.join(config.output, CHECKPOINTS_DIR))
-        ),
+        CheckpointKey.DATA: data,
+        # Its URL's credentials never stored.
+        CheckpointKey.VOCAB: storage.redact_values(checkpoint_vocab_record(source, checkpoints)),
         CheckpointKey.WORLD_SIZE: run.env.world_size,
         CheckpointKey.NUM_WORKERS: config.num_workers,
     }
