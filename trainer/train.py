@@ -13,39 +13,45 @@ or many.
     bertkit train --shards s3://bucket/shards --max-seq-length 512 --output /ckpt/run512 \\
         --init-checkpoint /ckpt/run/checkpoints --model base ...
 
-Shards are streamed (trainer/data.py), never downloaded first. --objective and --masking
-(by default `auto`: what the shards hold) are resolved by trainer/recipe.py; with
---masking dynamic the loader draws new masks every epoch (trainer/masking.py). The loop:
-micro-batches are accumulated to the global batch (DDP syncs gradients on the last one only),
-gradients are clipped, the optimizer and the warmup/decay schedule step. Every --log-every
-steps the metrics go to OUTPUT/metrics.jsonl, TensorBoard (event files in OUTPUT) and the
-progress line; every --eval-every steps the held-out split is evaluated; every
---checkpoint-every steps (and at the end) OUTPUT/checkpoints/step-NNNNNNNN.pt is written.
-With --objective mlm the model has no NSP head (trainer/model.py): no NSP label is read, and
-the metrics, the evaluation and the summary have no NSP loss or accuracy at all.
+Shards are streamed from disk, s3://, gs:// or http(s)://, never downloaded first.
+--objective and --masking (by default `auto`: what the shards hold) choose the recipe; with
+--masking dynamic the loader draws new masks every epoch. Micro-batches are accumulated to
+the global batch, gradients are clipped, the optimizer and the warmup/decay schedule step.
+Every --log-every steps the metrics go to OUTPUT/metrics.jsonl, TensorBoard (event files in
+OUTPUT) and the progress line; every --eval-every steps the first --eval-batches ×
+--micro-batch-size held-out sequences are evaluated (all of them by default), the same ones
+on any number of processes; every --checkpoint-every steps (and at the end)
+OUTPUT/checkpoints/step-NNNNNNNN.pt is written. With --objective mlm the model has no NSP
+head: no NSP loss or accuracy anywhere.
 
-`--resume` continues from OUTPUT/checkpoints/latest exactly: weights, optimizer, schedule,
-every rank's RNG and the data position (global batches consumed), so the losses are those of
-an uninterrupted run (tests/test_train.py). The epoch's order depends on the global batch,
---seed, --shuffle-buffer and --bucket-window only (trainer/order.py), so a resume may use any
-number of processes and loader workers and reads the uninterrupted run's next global batches
-(tests/test_elastic.py; on another world size dropout is reseeded from seed, rank and step).
-It needs those flags the same (and --micro-batch-size when bucketing), the same masking (with
-dynamic masks, the same --mask-rate, --mask-replace, --whole-word-mask and --max-predictions)
-and the same data (every shard's sha256 is in the checkpoint). A run stopped before its first
-checkpoint has nothing to go on from: a rerun, --resume or not, replaces its metrics and
-starts it again (from --init-checkpoint's weights if given), so a requeued job always passes
-the same flags.
-Rank 0 holds the run directory's lock (trainer/run_lock.py) from before it looks at the
-directory until it exits; the loader's worker processes end with the run, whatever ends it
-(trainer/workers.py). Exit codes: 0 done, 1 an error during the run, 2 refused before the
-first step, 75 preempted (checkpoint written), 130 interrupted.
+`--resume` continues from OUTPUT/checkpoints/latest: weights, optimizer, every rank's random
+state and the data position, so with the same flags the losses are those of an uninterrupted
+run. A new --max-steps, --warmup-steps, --decay-power or --lr sets the schedule from the
+resumed step on, and the log says what changed. A resume may use any number of processes and
+loader workers: it reads the uninterrupted run's next global batches. It needs the same
+global batch, --seed, --shuffle-buffer and --bucket-window (and --micro-batch-size when
+bucketing), the same masking flags and the same shards, and says in one line which flag
+differs. A run stopped before its first checkpoint starts again, so a requeued job always
+passes the same flags.
 
-This file reads top to bottom: `train_step`, one optimizer step; `train`/`_train`, the
-loop that logs, evaluates and checkpoints; the CLI. The Run it drives (model, DDP wrapper,
-optimizer, schedule, loader, meters, restored on --resume) is built by trainer/setup.py; the
-flags, TrainConfig, are in trainer/config.py.
+Exit codes: 0 done, 1 an error during the run, 2 refused before the first step, 75
+preempted (checkpoint written), 130 interrupted.
+
+Read on: docs/training.md (one GPU, torchrun, SLURM, Kubernetes, preemption, export),
+docs/recipes.md (dynamic masking, MLM only, full sentences, elastic resume).
 """
+
+# For code readers: this file reads top to bottom: `train_step`, one optimizer step;
+# `train`/`_train`, the loop that logs, evaluates and checkpoints; the CLI. The Run it drives
+# (model, DDP wrapper, optimizer, schedule, loader, meters, restored on --resume) is built by
+# trainer/setup.py; the flags, TrainConfig, are in trainer/config.py. The stages of the input
+# are in trainer/data.py, the recipe in trainer/recipe.py, the epoch's order (why any world
+# size reads the same global batches) in trainer/order.py, dynamic masks in
+# trainer/masking.py. DDP syncs gradients on the last micro-batch only. Rank 0 holds the run
+# directory's lock (trainer/run_lock.py) from before it looks at the directory until it
+# exits; the loader's worker processes end with the run, whatever ends it
+# (trainer/workers.py). Exact resume: tests/test_train.py; elastic: tests/test_elastic.py (on
+# another world size dropout is reseeded from seed, rank and step).
 
 from __future__ import annotations
 
