@@ -19,8 +19,8 @@ Shards are streamed from disk, s3://, gs:// or http(s)://, never downloaded firs
 the global batch, gradients are clipped, the optimizer and the warmup/decay schedule step.
 Every --log-every steps the metrics go to OUTPUT/metrics.jsonl, TensorBoard (event files in
 OUTPUT) and the progress line; every --eval-every steps the first --eval-batches ×
---micro-batch-size held-out sequences are evaluated (all of them by default), the same ones
-on any number of processes; every --checkpoint-every steps (and at the end)
+--micro-batch-size held-out sequences are evaluated (--eval-batches 0: all of them), the
+same ones on any number of processes; every --checkpoint-every steps (and at the end)
 OUTPUT/checkpoints/step-NNNNNNNN.pt is written. With --objective mlm the model has no NSP
 head: no NSP loss or accuracy anywhere.
 
