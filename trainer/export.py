@@ -14,18 +14,17 @@ The HF class is the one whose heads the checkpoint's model has (its model_config
 `cls.predictions`), each loading with no missing or unexpected weight. Either class's
 config.json names it in `architectures`, so AutoModel classes pick it too.
 
-CHECKPOINT is a checkpoint file (schemas/checkpoint.py) or a checkpoint directory, whose
+CHECKPOINT is a checkpoint file or a checkpoint directory, whose
 `latest` file names the newest complete one, local or on s3://, gs://. --output (a local
 directory, or an s3:// or gs:// prefix) gets:
-    model.safetensors        the weights under HF's names (trainer.model.hf_state_dict)
+    model.safetensors        the weights under HF's names
     vocab.txt, tokenizer.json   copied from the vocabulary the shards were made with
     tokenizer_config.json, special_tokens_map.json   BertTokenizer settings
     config.json              HF's BertConfig, written last: a directory cut short by a
                              crash has none, so from_pretrained refuses it
 
-An --output on object storage is written to a local staging directory, then uploaded with
-the trainer's own uploads (pipelines/io/objects.py) in the same order, config.json last,
-and the staging directory removed. Its prefix is checked first as a directory is: anything
+An --output on object storage is written to a local staging directory, then uploaded in the
+same order, config.json last, and the staging directory removed. Its prefix is checked first as a directory is: anything
 an export does not write there is refused, even with --overwrite, and an earlier export
 needs --overwrite (its config.json is deleted before the new files go up).
 
@@ -37,11 +36,17 @@ a different vocabulary is refused, never exported.
 
 Every file is written with the user's umask (0644 under the usual 022), as `cp` would.
 
-The export loads the weights into trainer.model.BertForPreTraining first (strict), so a
-checkpoint of another model shape fails here, not in from_pretrained. HF's model then gives
-the logits of `BertForPreTraining.prediction_scores` (tests/test_export.py and, for mlm,
-tests/test_objective.py check it).
+The export loads the weights into bertkit's own model first (strict), so a checkpoint of
+another model shape fails here, not in from_pretrained; HF's model then gives the same
+logits as bertkit's.
+
+Read on: docs/training.md#export-for-transformers, docs/formats.md#an-export.
 """
+
+# For code readers: the weights are renamed by trainer.model.hf_state_dict, the checkpoint's
+# layout is schemas/checkpoint.py's, an object-storage --output is uploaded with the trainer's
+# own uploads (pipelines/io/objects.py); tests/test_export.py and, for mlm,
+# tests/test_objective.py check the logits equal `BertForPreTraining.prediction_scores`.
 
 from __future__ import annotations
 
