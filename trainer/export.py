@@ -24,9 +24,10 @@ directory, or an s3:// or gs:// prefix) gets:
                              crash has none, so from_pretrained refuses it
 
 An --output on object storage is written to a local staging directory, then uploaded in the
-same order, config.json last, and the staging directory removed. Its prefix is checked first as a directory is: anything
-an export does not write there is refused, even with --overwrite, and an earlier export
-needs --overwrite (its config.json is deleted before the new files go up).
+same order, config.json last, and the staging directory removed. Its prefix is checked
+first as a directory is: anything an export does not write there is refused, even with
+--overwrite, and an earlier export needs --overwrite (its config.json is deleted before the
+new files go up).
 
 The vocabulary is the one the checkpoint records (its `vocab.path`, relative to the
 checkpoint's directory, so a run's tree copied or moved with its vocabulary keeps working;
