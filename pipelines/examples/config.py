@@ -94,7 +94,7 @@ class ExamplesConfig:
         "auto",
         choices=("auto", "1", "2"),
         help="regroup spill files in one level or two (auto: two where that writes at least "
-        "4x fewer files, see pipelines/examples/shuffle.py); the output is the same either way",
+        "4x fewer files, see docs/stages/examples.md); the output is the same either way",
     )
     regroup_budget_mb: int = option(
         1024,
