@@ -21,6 +21,7 @@ Exits 1 if any input could not be read to its end.
     bertkit books --input 'data/books/*.txt' --output out/books
     python -m pipelines.books --input 'bookcorpus/*.txt' --format lines --output out/bookcorpus
 
+Read on: docs/stages/books.md (flags, what a correct run produces).
 Flags not listed below go to Beam's PipelineOptions (e.g. --runner DataflowRunner).
 """
 

@@ -17,14 +17,9 @@ the runner and its workers, not four), with the same outputs, byte for byte:
     bertkit vocab --documents OUT/documents/… --output OUT/vocab
     bertkit examples --documents OUT/documents/… --vocab OUT/vocab --output OUT/shards
 
-How one job does what needed four: each stage's steps wait, through a side input, for the
-step before them to finish. The documents steps write their files and manifests; the
-vocabulary's CountWords starts once every manifest is written, each worker planning the
-sample from them; LearnPieces sums the counts on one worker and writes the vocabulary; the
-examples' steps start once it is written, each worker loading it and planning the layout
-from the manifests (once per worker process). Every output is the one its own command
-writes, each directory finished by its manifest, so `bertkit inspect`, `bertkit train` and
-a later `bertkit examples` with other flags read them as they are.
+Each stage starts once the one before it has written its output. Every output is the one
+its own command writes, each directory finished by its manifest, so `bertkit inspect`,
+`bertkit train` and a later `bertkit examples` with other flags read them as they are.
 
 Flags: --wikipedia, --books, --corpus take each stage's --input (at least one of them);
 --output holds every output; --overwrite is every stage's. A documents stage's other flags
@@ -37,10 +32,19 @@ Every output directory is checked before any work, as its own command checks it:
 the stage does not write is refused, an earlier run needs --overwrite, and nothing in any
 of them is deleted before all of them pass. An input not read to its end is reported as
 its own stage reports it (exit 1), and the chain goes on with everything read before it.
+
+Read on: docs/stages/chain.md (the outputs, the flags, Dataflow).
 """
 
 from pipelines.command.startup import lazy_exports
 
+# How one job does what needed four: each stage's steps wait, through a side input, for the
+# step before them to finish. The documents steps write their files and manifests; the
+# vocabulary's CountWords starts once every manifest is written, each worker planning the
+# sample from them; LearnPieces sums the counts on one worker and writes the vocabulary; the
+# examples' steps start once it is written, each worker loading it and planning the layout
+# from the manifests (once per worker process): pipelines/beam/planned.py.
+#
 # Imported on first use, so that `python -m pipelines.chain` decides how Beam is imported
 # (pipelines/command/startup.py).
 _EXPORTS = {"ChainConfig": "config", "main": "cli", "run": "cli"}

@@ -28,6 +28,7 @@ a Parquet file without the text column); what was read before the fault is kept.
     bertkit corpus --input 'export/*.parquet' --output out/export --id-field doc_id \\
         --title-field meta.title --license CC-BY-4.0 --language en
 
+Read on: docs/stages/corpus.md (flags, what a correct run produces).
 Flags not listed below go to Beam's PipelineOptions (e.g. --runner DataflowRunner).
 """
 

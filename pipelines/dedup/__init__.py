@@ -30,6 +30,7 @@ C, only C goes.
 Word 5-grams by default: a changed word alters at most 5 shingles, so a copy with 1 % of its
 words changed keeps a similarity near 0.9, while unrelated texts share few 5-word runs.
 
+Read on: docs/stages/dedup.md (flags, what a correct run produces).
 Flags not listed below go to Beam's PipelineOptions (e.g. --runner DataflowRunner).
 """
 

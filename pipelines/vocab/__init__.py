@@ -8,21 +8,19 @@
     bertkit vocab --documents gs://corpus/wiki gs://corpus/books --output gs://corpus/vocab \\
         --runner DataflowRunner --project P --region R --temp_location gs://corpus/tmp
 
-Reads one or more documents directories (written by `bertkit wikipedia` / `bertkit books`,
-each finished with its `_manifest.json`) and writes to --output:
+Reads one or more documents directories (written by `bertkit wikipedia`, `books`, `corpus`
+or `dedup`, each finished with its `_manifest.json`) and writes to --output:
     vocab.txt        one token per line, line number = id: Google's format
     tokenizer.json   the HF `tokenizers` pipeline for that vocabulary
     vocab.json       settings, the sample trained on, the inputs' manifest sha256s, written last
 
-A Beam pipeline in two steps:
-1. CountWords, one unit per documents file, spread over every worker: the file's sampled
-   documents are normalised and split into words as BERT does, and the unit's word counts
-   go to `OUTPUT/_work/words/<unit>.parquet` (schemas/vocab.py: WORD_COUNTS_SCHEMA).
-2. LearnPieces, on one worker: the counts are summed and WordPiece pieces learned from
-   them (pipelines/text/wordpiece.py: HF's merge step, on word counts), then the three
-   files are written and `_work` deleted. Its time grows with the number of distinct words,
-   not with the sample: reading and splitting the text, ~95 % of the work when one process
-   did it all, is spread.
+Two steps, shown on the progress line:
+1. count words, spread over every worker, one documents file at a time: the sampled
+   documents are normalised and split into words as BERT does, and the counts go to
+   `OUTPUT/_work/` (deleted at the end);
+2. learn pieces, on one worker: the counts are summed and WordPiece pieces learned from
+   them with HF's merge rule, then the three files are written. Its time grows with the
+   number of distinct words, not with the size of the sample.
 
 Vocabulary layout: [PAD] = 0, then [unused0] … [unusedN-1] (--num-unused), [UNK], [CLS],
 [SEP], [MASK], the alphabet (single characters, by code point), the continuation pieces
@@ -38,18 +36,25 @@ sample-mb / total text bytes of the manifests, so the same inputs and flags give
 sample, of about --sample-mb MiB of text (every document when the inputs hold less).
 
 The same inputs and flags give byte-identical vocab.txt and tokenizer.json, whatever the
-runner or the number of workers. HF's trainer alone does not (its ids of `##c` pieces follow
-Rust HashMap order, and ids break ties between merges of equal count): bertkit fixes the
-alphabet and the ids of every single-character piece before learning, and learns from
-words in sorted order. On the same sample the vocabulary equals HF's trainer's, token for
-token (tests/test_wordpiece.py).
+runner or the number of workers (HF's trainer alone orders some ids differently from run
+to run), and the same tokens as HF's trainer learns from the same sample.
 
 A correct run on the demo's documents (`bertkit demo`) reads 101 documents, 24,513
 sentences, 3,627,333 bytes of text and keeps 340 characters (uncased).
+
+Read on: docs/stages/vocab.md (flags, what a correct run produces), docs/formats.md#vocabulary.
+Flags not listed below go to Beam's PipelineOptions (e.g. --runner DataflowRunner).
 """
 
 from pipelines.command.startup import lazy_exports
 
+# Steps: CountWords (counting.py) writes each unit's counts to `OUTPUT/_work/words/<unit>.parquet`
+# (schemas/vocab.py: WORD_COUNTS_SCHEMA); LearnPieces (learning.py, over
+# pipelines/text/wordpiece.py) sums them. HF's trainer alone is not byte-stable (its ids of
+# `##c` pieces follow Rust HashMap order, and ids break ties between merges of equal count):
+# bertkit fixes the alphabet and the ids of every single-character piece before learning, and
+# learns from words in sorted order; tests/test_wordpiece.py checks the tokens equal HF's.
+#
 # Imported on first use, so that importing the package (for its config, say) costs nothing
 # and `python -m pipelines.vocab` decides how Beam is imported (pipelines/command/startup.py).
 _EXPORTS = {

@@ -14,7 +14,8 @@ and, last, DIR/_manifest.json. Exits 1 if any input could not be read to its end
         --output gs://bucket/documents/wiki --runner DataflowRunner --project P \\
         --region us-central1 --temp_location gs://bucket/tmp
 
-Flags not listed below go to Beam's PipelineOptions.
+Read on: docs/stages/wikipedia.md (what it keeps, flags, what a correct run produces),
+docs/bad-input.md (damaged dumps). Flags not listed below go to Beam's PipelineOptions.
 """
 
 from pipelines.command.startup import lazy_exports
