@@ -192,3 +192,44 @@ def test_the_file_map_names_every_module_and_only_what_exists() -> None:
     )
     unnamed = [module for module in modules if module not in set(named)]
     assert not unnamed, f"docs/architecture.md's file map does not name: {unnamed}"
+
+
+# Each command's --help: (the module whose docstring is its description, the module and name
+# of its flags' config, or None where the command builds its parser by hand).
+HELP_TEXTS = {
+    "wikipedia": ("pipelines.wikipedia", "pipelines.wikipedia.config", "WikipediaConfig"),
+    "books": ("pipelines.books", "pipelines.books.config", "BooksConfig"),
+    "corpus": ("pipelines.corpus", "pipelines.corpus.config", "CorpusConfig"),
+    "dedup": ("pipelines.dedup", "pipelines.dedup.config", "DedupConfig"),
+    "vocab": ("pipelines.vocab", "pipelines.vocab.config", "VocabConfig"),
+    "examples": ("pipelines.examples", "pipelines.examples.config", "ExamplesConfig"),
+    "chain": ("pipelines.chain", "pipelines.chain.config", "ChainConfig"),
+    "inspect": ("pipelines.inspect", "pipelines.inspect.cli", "InspectConfig"),
+    "train": ("trainer.train", "trainer.config", "TrainConfig"),
+    "export-hf": ("trainer.export", None, None),
+    "demo": ("bertkit.demo", None, None),
+}
+# A source or test file of ours, named: `pipelines/bert/pairs.py`, `shuffle.py`, `tests/…`.
+SOURCE_FILE = re.compile(r"[\w/.-]*\b[a-z_]+\.py\b|\btests/|\bThis file\b")
+NOT_OURS = {"create_pretraining_data.py"}  # Google's script, which users know by that name
+
+
+def help_text(command: str) -> str:
+    import importlib
+
+    from pipelines.command.flags import parser_for
+
+    module, config_module, config_name = HELP_TEXTS[command]
+    description = importlib.import_module(module).__doc__ or ""
+    if config_module is None:
+        return description
+    config = getattr(importlib.import_module(config_module), config_name)
+    return parser_for(config, f"bertkit {command}", description).format_help()
+
+
+@pytest.mark.parametrize("command", sorted(HELP_TEXTS))
+def test_help_speaks_to_users_not_of_source_files(command: str) -> None:
+    text = help_text(command)
+    assert f"bertkit {command}" in text  # the real command is shown
+    named = [m for m in SOURCE_FILE.findall(text) if m.rsplit("/", 1)[-1] not in NOT_OURS]
+    assert not named, f"`bertkit {command} --help` speaks of source files: {named}"
