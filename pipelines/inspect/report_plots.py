@@ -83,13 +83,20 @@ def _percent(axis: Any) -> None:
     axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value * 100:g} %"))
 
 
-def documents_per_source(rows: Sequence[tuple[str, int, int]]) -> bytes:
-    """Horizontal bars, one per source: documents, labelled with their text megabytes."""
+def source_colours(sources: Sequence[str]) -> dict[str, str]:
+    """One colour per source, from the palette in the sources' sorted order: every plot that
+    tells sources apart takes its colours from this one map, so a source keeps its colour
+    from plot to plot."""
+    return {source: PALETTE[i % len(PALETTE)] for i, source in enumerate(sorted(set(sources)))}
+
+
+def documents_per_source(rows: Sequence[tuple[str, int, int]], colours: dict[str, str]) -> bytes:
+    """Horizontal bars, one per source (coloured by `colours`): documents, labelled with
+    their text megabytes."""
     figure, axes = _figure(WIDTH, max(1.9, 0.55 * len(rows) + 1.1))
     names = [name for name, _, _ in rows][::-1]
     counts = [count for _, count, _ in rows][::-1]
-    colours = [PALETTE[i % len(PALETTE)] for i in range(len(rows))][::-1]
-    bars = axes.barh(names, counts, color=colours, height=0.6)
+    bars = axes.barh(names, counts, color=[colours[name] for name in names], height=0.6)
     for bar, (_, count, text_bytes) in zip(bars, rows[::-1], strict=True):
         axes.annotate(
             f" {count:,} · {size_text(text_bytes)} of text",
@@ -105,18 +112,19 @@ def documents_per_source(rows: Sequence[tuple[str, int, int]]) -> bytes:
     return _png(figure)
 
 
-def sentences_per_document(series: Sequence[tuple[str, Counter[int]]]) -> bytes:
-    """Documents by sentence count in power-of-two buckets, one bar group per directory."""
-    top = max((max(c, default=1) for _, c in series), default=1)
+def sentences_per_document(series: Sequence[tuple[str, str, Counter[int]]]) -> bytes:
+    """Documents by sentence count in power-of-two buckets, one bar group per directory:
+    (label, colour, counts)."""
+    top = max((max(c, default=1) for _, _, c in series), default=1)
     buckets = max(1, top).bit_length()
     figure, axes = _figure()
     width = 0.8 / max(1, len(series))
-    for index, (name, counts) in enumerate(series):
+    for index, (name, colour, counts) in enumerate(series):
         heights = [0] * buckets
         for value, count in counts.items():
             heights[max(value, 1).bit_length() - 1] += count
         x = np.arange(buckets) + (index - (len(series) - 1) / 2) * width
-        axes.bar(x, heights, width=width, color=PALETTE[index % len(PALETTE)], label=name)
+        axes.bar(x, heights, width=width, color=colour, label=name)
     labels = [str(1 << b) if b == 0 else f"{1 << b}–{(2 << b) - 1}" for b in range(buckets)]
     axes.set_xticks(np.arange(buckets), labels, rotation=45 if buckets > 8 else 0, ha="right")
     axes.set_xlabel("sentences in the document")
@@ -187,6 +195,11 @@ def example_lengths(splits: Sequence[tuple[str, Counter[int]]], google: dict[int
     return _png(figure)
 
 
+def share_label(share: float) -> str:
+    """A bar's label in `shares_against`, which the text beside the plot quotes."""
+    return f"{share:.1%}"
+
+
 def shares_against(
     labels: Sequence[str],
     shares: Sequence[float],
@@ -201,7 +214,7 @@ def shares_against(
     bars = axes.bar(labels, shares, color=colours, width=0.55)
     for bar, share in zip(bars, shares, strict=True):
         axes.annotate(
-            f"{share:.1%}",
+            share_label(share),
             (bar.get_x() + bar.get_width() / 2, bar.get_height()),
             ha="center",
             va="bottom",

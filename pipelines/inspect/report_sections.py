@@ -38,8 +38,8 @@ def _pct(part: float, whole: float, digits: int = 1) -> str:
 
 
 def _share(part: float, whole: float) -> str:
-    """A small share, such as [UNK]'s: "none" rather than 0.000 %."""
-    return "none" if whole and not part else _pct(part, whole, 3)
+    """A small share, such as [UNK]'s: "0" rather than 0.000 %."""
+    return "0" if whole and not part else _pct(part, whole, 3)
 
 
 def _name(url: str) -> str:
@@ -89,10 +89,11 @@ def documents_panels(data: ReportData) -> list[Panel]:
     rows = [(source, per_source[source], text[source]) for source in sorted(per_source)]
     total_text = sum(text.values())
     top = max(rows, key=lambda row: row[2], default=("", 0, 0))
+    colours = source_colours(sections)
     panels = [
         Panel(
             "Documents per source",
-            plots.documents_per_source(rows) if rows else None,
+            plots.documents_per_source(rows, colours) if rows else None,
             "documents per source, bars",
             [
                 ("directories", _n(len(sections))),
@@ -104,19 +105,48 @@ def documents_panels(data: ReportData) -> list[Panel]:
             "the mix of sources is the mix of what it learns.",
             missing="no documents",
         ),
-        _sentences_panel(sections),
+        _sentences_panel(sections, colours),
         _tokens_panel(data),
         _duplicates_panel(sections),
     ]
     return panels
 
 
-def _sentences_panel(sections: Sequence[DocumentsSection]) -> Panel:
+def source_colours(sections: Sequence[DocumentsSection]) -> dict[str, str]:
+    """The colour of each source, and of each documents directory by its name: a directory
+    of one source (the usual case: `bertkit books`' "books", a dump's "enwiki") takes its
+    source's colour, one of several sources a colour of its own after them."""
+    colours = plots.source_colours([source for s in sections for source in s.per_source])
+    mixed = sorted({_name(s.url) for s in sections if len(s.per_source) != 1} - set(colours))
+    for index, name in enumerate(mixed, start=len(colours)):
+        colours[name] = plots.PALETTE[index % len(plots.PALETTE)]
+    return colours
+
+
+def _directory_colour(section: DocumentsSection, colours: dict[str, str]) -> str:
+    if len(section.per_source) == 1:
+        (source,) = section.per_source
+        return colours[source]
+    return colours[_name(section.url)]
+
+
+def _directory_label(section: DocumentsSection) -> str:
+    """A documents directory's name in a legend, with its source where the two differ:
+    "wikipedia (enwiki)"."""
+    name = _name(section.url)
+    sources = sorted(section.per_source)
+    return f"{name} ({sources[0]})" if len(sources) == 1 and sources[0] != name else name
+
+
+def _sentences_panel(sections: Sequence[DocumentsSection], colours: dict[str, str]) -> Panel:
     counts: Counter[int] = Counter()
     for section in sections:
         counts.update(section.sentences_per_document)
     documents = sum(counts.values())
-    series = [(_name(s.url), s.sentences_per_document) for s in sections]
+    series = [
+        (_directory_label(s), _directory_colour(s, colours), s.sentences_per_document)
+        for s in sections
+    ]
     return Panel(
         "Sentences per document",
         plots.sentences_per_document(series) if documents else None,
@@ -187,10 +217,10 @@ def _duplicates_panel(sections: Sequence[DocumentsSection]) -> Panel:
             None,
             "",
             google="no deduplication: every copy of a document is trained on.",
-            meaning="repeated text is memorised rather than learnt from; run `bertkit dedup` to "
+            meaning="repeated text is memorised rather than learnt from; run bertkit dedup to "
             "remove exact and near duplicates.",
             missing="no dedup run: none of these documents directories was made by "
-            "`bertkit dedup`, so duplicates were not looked for.",
+            "bertkit dedup, so duplicates were not looked for.",
         )
     rows, similarities, figures = [], [], []
     threshold = None
@@ -296,8 +326,6 @@ def _lengths_panel(splits: list[SplitSection], config: dict, full: bool) -> Pane
 
 def _not_next_panel(splits: list[SplitSection]) -> Panel:
     shares = [s.not_next / s.examples if s.examples else 0.0 for s in splits]
-    examples = sum(s.examples for s in splits)
-    not_next = sum(s.not_next for s in splits)
     return Panel(
         "NotNext share",
         plots.shares_against(
@@ -307,8 +335,17 @@ def _not_next_panel(splits: list[SplitSection]) -> Panel:
         [(s.label, f"{_n(s.not_next)} ({_pct(s.not_next, s.examples)})") for s in splits],
         google="a 50 % coin per pair, and NotNext always for a chunk of one sentence: a little "
         "over 50 %.",
-        meaning=f"{_pct(not_next, examples)} NotNext: the next-sentence task is balanced, so an "
+        meaning=f"{_shown_shares(splits)} NotNext: the next-sentence task is balanced, so an "
         "NSP accuracy near 50 % means the model has learnt nothing of it.",
+    )
+
+
+def _shown_shares(splits: list[SplitSection]) -> str:
+    """The NotNext shares as the bars label them ("seq128/train 53.9%, seq128/heldout
+    50.8%"), so the note says what the plot shows."""
+    return ", ".join(
+        f"{s.label} {plots.share_label(s.not_next / s.examples if s.examples else 0.0)}"
+        for s in splits
     )
 
 
