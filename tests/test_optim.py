@@ -2,6 +2,7 @@
 
 import io
 import math
+import warnings
 
 import pytest
 import torch
@@ -48,6 +49,26 @@ def test_schedule_without_warmup_starts_at_full_lr_and_state_round_trips():
     buffer.seek(0)
     state = torch.load(buffer, weights_only=True)
     assert state["lr_lambdas"] == [{"warmup_steps": 10, "total_steps": 110, "power": 0.5}]
+
+
+def test_a_schedule_built_at_a_step_goes_on_as_a_fresh_one_from_there():
+    """A resume's schedule: built at step 4 with a peak of 2.0 on an optimizer whose groups
+    hold the old run's lr (0.0, the end of its schedule), it gives steps 4-8 the lrs of a
+    fresh 8-step schedule, and warns of nothing."""
+    param = nn.Parameter(torch.zeros(1))
+    optimizer = torch.optim.SGD([param], lr=2.0)
+    optimizer.param_groups[0]["lr"] = 0.0
+    optimizer.param_groups[0]["initial_lr"] = 1.0  # a loaded state's peak, replaced
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        schedule = warmup_decay_schedule(optimizer, 2, 8, step=4, peak_lr=2.0)
+        lrs = []
+        for _ in range(5):
+            lrs.append(optimizer.param_groups[0]["lr"])
+            optimizer.step()
+            schedule.step()
+    assert lrs == [2.0 * (1 - 2 / 6), 2.0 * (1 - 3 / 6), 2.0 * (1 - 4 / 6), 2.0 * (1 - 5 / 6), 0.0]
+    assert schedule.get_last_lr() == [0.0] and schedule.last_epoch == 9
 
 
 def test_schedule_rejects_warmup_longer_than_training():
