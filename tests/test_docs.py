@@ -233,3 +233,18 @@ def test_help_speaks_to_users_not_of_source_files(command: str) -> None:
     assert f"bertkit {command}" in text  # the real command is shown
     named = [m for m in SOURCE_FILE.findall(text) if m.rsplit("/", 1)[-1] not in NOT_OURS]
     assert not named, f"`bertkit {command} --help` speaks of source files: {named}"
+
+
+def test_the_readme_leads_with_users_pages_and_links_contributors_last() -> None:
+    lines = prose_lines(README)
+    start = lines.index("## Read on")
+    rows = [line for line in lines[start:] if line.startswith("| [")]
+    first_links = [relative_links_of(row)[0] for row in rows]
+    assert first_links[0] == "docs/stages/wikipedia.md"  # what a user does first
+    assert first_links[-1] == "CONTRIBUTING.md"  # the code, last
+    assert "docs/architecture.md" not in first_links[:-1]
+
+
+def relative_links_of(line: str) -> list[str]:
+    line = INLINE_CODE.sub(lambda m: "x" * len(m.group(2)), line)
+    return [t for t in LINK.findall(line) if not SCHEME.match(t)]
