@@ -1,6 +1,6 @@
 """`bertkit`: one command, a subcommand per stage.
 
-    bertkit demo                      run the whole chain on the embedded real sample
+    bertkit demo                      the data stages on the embedded real sample, then training
     bertkit wikipedia --input … --output …   (= python -m pipelines.wikipedia)
     bertkit books --input … --output …       (= python -m pipelines.books)
     bertkit corpus --input 'DIR/*.jsonl.zst' --output …   (= python -m pipelines.corpus)
@@ -12,7 +12,8 @@
     bertkit train --shards DIR_OR_URL --output DIR …      (= python -m trainer.train)
     bertkit export-hf CHECKPOINT --output DIR             (= python -m trainer.export)
 
-`bertkit COMMAND --help` shows a stage's flags; Beam stages pass unknown flags to Beam.
+`bertkit COMMAND --help` shows a command's flags; Beam stages pass unknown flags to Beam.
+`bertkit --help` lists the commands (`usage()`).
 """
 
 from __future__ import annotations
@@ -20,37 +21,49 @@ from __future__ import annotations
 import importlib
 import sys
 
-from pipelines.command.startup import import_command
+from pipelines.command.startup import exit_quietly_on_broken_pipe, import_command
 from pipelines.io import extras
 
 # Subcommand → module with a `main(argv)`; imported lazily so `bertkit --help` is instant.
+# In the order a user meets them: the demo, the stages in the order they run, then training.
 COMMANDS = {
-    "demo": ("bertkit.demo", "run the chain on the embedded real sample"),
+    "demo": ("bertkit.demo", "the data stages on the embedded sample, then a tiny BERT on the CPU"),
     "wikipedia": ("pipelines.wikipedia", "Wikipedia XML dumps → sentence-split documents"),
-    "books": ("pipelines.books", "book files → sentence-split documents"),
+    "books": ("pipelines.books", "book files (plain text) → sentence-split documents"),
     "corpus": ("pipelines.corpus", "JSON lines or Parquet records → sentence-split documents"),
     "dedup": ("pipelines.dedup", "documents → documents without exact and near duplicates"),
-    "vocab": ("pipelines.vocab", "documents → WordPiece vocabulary (vocab.txt, tokenizer.json)"),
-    "chain": (
-        "pipelines.chain",
-        "wikipedia/books/corpus → documents → vocab → shards in one Beam job",
+    "vocab": ("pipelines.vocab", "documents → a WordPiece vocabulary (vocab.txt, tokenizer.json)"),
+    "examples": (
+        "pipelines.examples",
+        "documents + vocabulary → pre-training examples in WebDataset shards",
     ),
+    "chain": ("pipelines.chain", "inputs → documents → vocabulary → shards, in one Beam job"),
     "inspect": (
         "pipelines.inspect",
-        "look inside documents, shards or a manifest, local or remote",
+        "look inside documents, shards and the other outputs, local or remote",
     ),
-    "examples": ("pipelines.examples", "documents → pre-training sequences in WebDataset shards"),
     "train": ("trainer.train", "shards (local or URL) → a trained BERT (torchrun for many GPUs)"),
-    "export-hf": (
-        "trainer.export",
-        "trainer checkpoint → HF model directory (BertForPreTraining or BertForMaskedLM)",
-    ),
+    "export-hf": ("trainer.export", "a training checkpoint → a Hugging Face model directory"),
 }
+# Where the list above breaks, and the heading of what follows.
+_GROUPS = {"demo": "Try it", "wikipedia": "Make the data", "inspect": "Look", "train": "Train"}
 
 
 def usage() -> str:
-    lines = ["usage: bertkit COMMAND [flags]   (bertkit COMMAND --help for its flags)", ""]
-    lines += [f"  {name:<10} {summary}" for name, (_, summary) in COMMANDS.items()]
+    lines = [
+        "usage: bertkit COMMAND [flags]",
+        "",
+        "Raw text → BERT pre-training data (Apache Beam stages) → a trained BERT.",
+    ]
+    for name, (_, summary) in COMMANDS.items():
+        if name in _GROUPS:
+            lines += ["", f"{_GROUPS[name]}:"]
+        lines.append(f"  {name:<10} {summary}")
+    lines += [
+        "",
+        "bertkit COMMAND --help shows a command's flags. The data stages also take Beam's",
+        "flags (--runner, --direct_num_workers, …): see docs/operations.md.",
+    ]
     return "\n".join(lines)
 
 
@@ -66,7 +79,15 @@ def entry_module(module: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = sys.argv[1:] if argv is None else argv
+    if argv is not None:  # a caller's own process: its stdout is its own business
+        run(argv)
+        return
+    with exit_quietly_on_broken_pipe():  # `bertkit … | head`: quiet, exit 141
+        run(sys.argv[1:], whole_process=True)
+
+
+def run(args: list[str], whole_process: bool = False) -> None:
+    """Run `bertkit ARGS`; `whole_process` when the command is the process (see `main`)."""
     if not args or args[0] in ("-h", "--help", "help"):
         print(usage())
         sys.exit(0)
@@ -82,7 +103,7 @@ def main(argv: list[str] | None = None) -> None:
     # From the command line, the command is the whole process (pipelines/command/startup.py):
     # its modules imported there, Beam's BigQuery notice dropped while they are; a caller
     # running it inside its own process keeps its collector as it is.
-    if argv is None:
+    if whole_process:
         command_module = import_command(
             entry_module(module), one_blas_thread=module.startswith("pipelines.")
         )

@@ -10,14 +10,24 @@
 # (infra/dataflow/metadata/STAGE.json). The job's manifest appears in the output directory
 # when it has finished. MAX_WORKERS (32) and MACHINE_TYPE (n2-standard-4) size the job.
 set -euo pipefail
-project=${1:?usage: run.sh PROJECT REGION gs://BUCKET STAGE name=value ...}
-region=${2:?region}
-bucket=${3:?gs://bucket}
-stage=${4:?stage: wikipedia, books, corpus, dedup, vocab, examples or chain}
+usage="usage: $0 PROJECT REGION gs://BUCKET STAGE name=value [name=value ...]"
+case ${1:-} in -h | --help) echo "$usage"; exit 0 ;; esac
+if [ $# -lt 4 ]; then
+  echo "$usage" >&2
+  exit 2
+fi
+case $3 in
+  gs://?*) ;;
+  *) echo "$0: BUCKET $3: give the bucket as a gs:// URL (gs://my-bucket)" >&2; exit 2 ;;
+esac
+project=$1
+region=$2
+bucket=${3%/}
+stage=$4
 shift 4
 case $stage in
   wikipedia | books | corpus | dedup | vocab | examples | chain) ;;
-  *) echo "run.sh: stage $stage: not a Beam stage; one of wikipedia, books, corpus, dedup, vocab, examples, chain" >&2
+  *) echo "$0: stage $stage: not a Beam stage; one of wikipedia, books, corpus, dedup, vocab, examples, chain" >&2
      exit 2 ;;
 esac
 template="$bucket/templates/$stage.json"

@@ -9,9 +9,19 @@
 # gs://BUCKET/chain/documents/{wikipedia,books}, gs://BUCKET/chain/vocab and
 # gs://BUCKET/chain/shards, as the four stages' templates would one after the other.
 set -euo pipefail
-project=${1:?usage: run_chain.sh PROJECT REGION gs://BUCKET}
-region=${2:?region}
-bucket=${3:?gs://bucket}
+usage="usage: $0 PROJECT REGION gs://BUCKET"
+case ${1:-} in -h | --help) echo "$usage"; exit 0 ;; esac
+if [ $# -ne 3 ]; then
+  echo "$usage" >&2
+  exit 2
+fi
+case $3 in
+  gs://?*) ;;
+  *) echo "$0: BUCKET $3: give the bucket as a gs:// URL (gs://my-bucket)" >&2; exit 2 ;;
+esac
+project=$1
+region=$2
+bucket=${3%/}
 here=$(dirname "$0")
 
 # Wait for a Dataflow job to finish; stop the chain if it did not succeed.

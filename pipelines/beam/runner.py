@@ -394,6 +394,10 @@ def make_pipeline(options: PipelineOptions) -> beam.Pipeline:
                 "--direct_num_workers > 1 needs --direct_running_mode multi_processing "
                 "(or multi_threading); in_memory runs one worker"
             )
+        if direct.direct_running_mode == "multi_processing":
+            from pipelines.beam.worker_processes import WorkerProcessesRunner
+
+            return beam.Pipeline(runner=WorkerProcessesRunner(), options=options)
         return beam.Pipeline(runner=fn_runner.FnApiRunner(), options=options)
     runner = str(options.view_as(StandardOptions).runner).lower()
     if "dataflow" in runner:

@@ -22,6 +22,14 @@ logger's format before the stage does. While the command's modules are imported,
 logger has a handler of ours that drops that one message and passes any other to Python's
 last-resort handler, as it would have gone with no handler at all.
 
+A command's output may go to a reader that stops early (`bertkit --help | head -3`,
+`bertkit inspect … --show 50 | less`, quit at once). `exit_quietly_on_broken_pipe` ends
+the command then as `head`'s other writers end (`cat`, `grep`): quietly, with the exit
+status of a process ended by SIGPIPE (141), not a BrokenPipeError traceback. Only a broken
+stdout ends it so; a broken connection elsewhere is an error as before. Python ignores
+SIGPIPE, and bertkit keeps it that way: its default would end the process on any socket
+whose peer went away.
+
 For `python -m pipelines.STAGE` to get there, the package must not import Beam itself:
 Python imports a package before its __main__. `lazy_exports` makes a package's names
 import on first use (PEP 562), so importing the package costs nothing.
@@ -34,7 +42,11 @@ import importlib
 import importlib.util
 import logging
 import os
-from collections.abc import Callable, Mapping
+import select
+import signal
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
 
@@ -73,6 +85,42 @@ def import_command(module: str, *, one_blas_thread: bool = True) -> ModuleType:
         gc.freeze()
         if collecting:
             gc.enable()
+
+
+# The exit status of a command whose stdout's reader went away: a process ended by SIGPIPE's,
+# as a shell reports it.
+BROKEN_PIPE_EXIT = 128 + signal.SIGPIPE
+
+
+@contextmanager
+def exit_quietly_on_broken_pipe() -> Iterator[None]:
+    """Run a command's `main` in the body; if its stdout is a pipe whose reader has gone,
+    end with BROKEN_PIPE_EXIT and nothing on stderr (the module docstring). What is still
+    buffered is flushed inside, so a write that fails at exit is caught here too."""
+    try:
+        try:
+            yield
+        finally:
+            sys.stdout.flush()
+    except BrokenPipeError:
+        if not stdout_reader_gone():
+            raise  # a connection of the command's own, not its output
+        # Python flushes stdout again as it exits: give it somewhere to write.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        sys.exit(BROKEN_PIPE_EXIT)
+
+
+def stdout_reader_gone() -> bool:
+    """Whether stdout is a pipe with no reader left: poll reports an error on the writing
+    end of such a pipe (and on nothing else a command writes to)."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (OSError, ValueError):  # no stdout, or one without a file descriptor
+        return False
 
 
 def lazy_exports(package: str, exports: Mapping[str, str]) -> Callable[[str], Any]:

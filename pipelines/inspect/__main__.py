@@ -1,6 +1,7 @@
 """`python -m pipelines.inspect` = `bertkit inspect`, its modules imported as a process's
 entry point imports them (pipelines/command/startup.py)."""
 
-from pipelines.command.startup import import_command
+from pipelines.command.startup import exit_quietly_on_broken_pipe, import_command
 
-import_command("pipelines.inspect.cli").main()
+with exit_quietly_on_broken_pipe():  # `... | head`: quiet, exit 141
+    import_command("pipelines.inspect.cli").main()
