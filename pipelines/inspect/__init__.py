@@ -36,6 +36,8 @@ manifest records; without one, ids are shown.
 Shards read through a manifest are checked against it (samples, bytes, sha256) as they
 stream, unless --no-verify. A damaged shard ends the command with exit code 1 and a message
 naming it, after what was read before the damage has been printed.
+
+Read on: docs/stages/inspect.md (every target, the report, the Parquet export).
 """
 
 from pipelines.command.startup import lazy_exports
