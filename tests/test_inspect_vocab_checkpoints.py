@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from schemas.vocab import (
     VOCAB_METADATA_FILE,
     VocabMetadata,
 )
+from tests.support.s3server import client_environment
 from tests.test_inspect import VOCAB, inspect
 from tests.test_train import run_train
 
@@ -71,6 +73,9 @@ def write_tiny_vocabulary(directory: Path) -> tuple[str, str]:
 def test_a_vocabulary_directory_shows_what_it_holds(tmp_path: Path, capsys) -> None:
     vocab_dir = tmp_path / "vocab"
     vocab_sha, tokenizer_sha = write_tiny_vocabulary(vocab_dir)
+    # Its input, recorded relative to the vocabulary: shown where it is now.
+    (tmp_path / "documents" / "books").mkdir(parents=True)
+    (tmp_path / "documents" / "books" / "_manifest.json").write_text("{}")
     expected = [
         f"vocabulary {vocab_dir} (vocab.json)",
         "record Vocabulary, schema version 1.0, written by bertkit 0.1.0",
@@ -83,8 +88,8 @@ def test_a_vocabulary_directory_shows_what_it_holds(tmp_path: Path, capsys) -> N
         "word pieces: 8 word starts, 2 ## continuations",
         "trained on: 3 documents, 7 sentences, 120 bytes of text (of 150), seed 0",
         "inputs: 1",
-        "  ../documents/books (books): 3 documents, 150 bytes of text, manifest sha256 "
-        "abababababababab…",
+        f"  {tmp_path / 'documents' / 'books'} (books): 3 documents, 150 bytes of text, "
+        "manifest sha256 abababababababab…",
         "checked: vocab.txt and tokenizer.json have the sha256 vocab.json records and list the "
         "same tokens",
     ]
@@ -92,6 +97,12 @@ def test_a_vocabulary_directory_shows_what_it_holds(tmp_path: Path, capsys) -> N
         code, lines, err = inspect(capsys, str(target))
         assert (code, err) == (0, "")
         assert lines == expected
+    (tmp_path / "documents" / "books" / "_manifest.json").unlink()
+    code, lines, _ = inspect(capsys, str(vocab_dir))
+    assert lines[11] == (
+        "  ../documents/books (not there now) (books): 3 documents, 150 bytes of text, "
+        "manifest sha256 abababababababab…"
+    )
 
 
 def test_the_sample_vocabulary(sample_vocab: Path, capsys) -> None:
@@ -170,11 +181,12 @@ def tiny_run(sample_shards: Path, tmp_path_factory) -> Path:
     return run_dir
 
 
-def checkpoint_lines(run_dir: Path, step: int, latest: bool, vocab: Path) -> list[str]:
+def checkpoint_lines(
+    run_dir: Path, step: int, latest: bool, vocab: Path, shards: Path
+) -> list[str]:
     """What inspect prints of the checkpoint at `step` of `tiny_run`."""
     path = run_dir / "checkpoints" / f"step-{step:08d}.pt"
     data = torch.load(path, weights_only=True, mmap=True)["data"]
-    shards = Path(data["manifest"]).parent
     return [
         f"step-{step:08d}.pt{' (latest)' if latest else ''}:",
         f"  step {step} of --max-steps 3",
@@ -196,7 +208,7 @@ def checkpoint_lines(run_dir: Path, step: int, latest: bool, vocab: Path) -> lis
 
 
 def test_a_run_directory_shows_its_checkpoints_and_the_latest(
-    tiny_run: Path, sample_vocab: Path, capsys
+    tiny_run: Path, sample_vocab: Path, sample_shards: Path, capsys
 ) -> None:
     checkpoints = tiny_run / "checkpoints"
     sizes = {step: (checkpoints / f"step-{step:08d}.pt").stat().st_size for step in (2, 3)}
@@ -210,14 +222,14 @@ def test_a_run_directory_shows_its_checkpoints_and_the_latest(
     assert lines == [
         f"run directory {tiny_run}: checkpoints/, metrics.jsonl",
         *steps,
-        *checkpoint_lines(tiny_run, 3, True, sample_vocab),
+        *checkpoint_lines(tiny_run, 3, True, sample_vocab, sample_shards),
     ]
     # checkpoints/ and its `latest` file show the same, as one checkpoint does.
     for target in (checkpoints, checkpoints / "latest", checkpoints / "step-00000003.pt"):
         assert inspect(capsys, str(target)) == (0, lines, "")
     code, lines, err = inspect(capsys, str(checkpoints / "step-00000002.pt"))
     assert (code, err) == (0, "")
-    assert lines[4:] == checkpoint_lines(tiny_run, 2, False, sample_vocab)
+    assert lines[4:] == checkpoint_lines(tiny_run, 2, False, sample_vocab, sample_shards)
 
 
 def test_without_torch_a_checkpoint_is_one_line_naming_the_install(
@@ -292,4 +304,55 @@ def test_what_inspect_does_not_read_is_one_plain_line(tmp_path: Path, capsys) ->
     assert err == (
         f"bertkit inspect: error: {out} is a folder of artifacts, not one itself: inspect one "
         f"of {out / 'documents/books'}, {out / 'run'}, {out / 'vocab'}\n"
+    )
+
+
+def test_a_copied_run_shows_the_copies_it_links_to(
+    tiny_run: Path, sample_vocab: Path, sample_shards: Path, tmp_path: Path, capsys, monkeypatch
+) -> None:
+    """The run, its shards and vocabulary copied elsewhere (their relative places kept) and
+    read from a third directory: the checkpoint's links lead to the copies, not to the
+    originals (which are still there)."""
+    copy = tmp_path / "copy"
+    for original in (tiny_run.parent, sample_shards.parent, sample_vocab.parent):
+        shutil.copytree(original, copy / original.name)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    run = copy / tiny_run.parent.name / tiny_run.name
+    code, lines, err = inspect(capsys, str(run))
+    assert (code, err) == (0, "")
+    shards = copy / sample_shards.parent.name / sample_shards.name
+    vocab = copy / sample_vocab.parent.name / sample_vocab.name
+    assert lines[4:] == checkpoint_lines(run, 3, True, vocab, shards)
+
+
+# --------------------------------------------------------------------------- on object storage
+
+
+def test_a_vocabulary_on_s3_is_shown_and_a_run_there_named(
+    s3_server, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    bucket = s3_server.bucket("inspect-artifacts")
+    for name, value in {
+        **client_environment(s3_server.endpoint),
+        "NO_PROXY": "127.0.0.1,localhost",
+    }.items():
+        monkeypatch.setenv(name, value)
+    vocab_sha, _ = write_tiny_vocabulary(tmp_path / "vocab")
+    for path in (tmp_path / "vocab").iterdir():
+        s3_server.client.upload_file(str(path), bucket, f"vocab/{path.name}")
+    s3_server.client.put_object(
+        Bucket=bucket, Key="run/checkpoints/latest", Body=b"step-00000002.pt\n"
+    )
+    code, lines, err = inspect(capsys, f"s3://{bucket}/vocab")
+    assert (code, err) == (0, "")
+    assert lines[0] == f"vocabulary s3://{bucket}/vocab (vocab.json)"
+    assert lines[4] == f"vocab.txt sha256: {vocab_sha}"
+    code, lines, err = inspect(capsys, f"s3://{bucket}/run")
+    assert (code, lines) == (1, [])
+    assert err == (
+        f"bertkit inspect: error: s3://{bucket}/run holds a training run's checkpoints; inspect "
+        "reads them on a local or mounted path: copy the run directory (or its "
+        "checkpoints/latest and the checkpoint it names) down and inspect the copy\n"
     )

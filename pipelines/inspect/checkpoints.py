@@ -12,14 +12,13 @@ below it): what it reads is named by schemas/checkpoint.py.
 
 from __future__ import annotations
 
-import os
 import pickle
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipelines.inspect.formatting import plural
+from pipelines.inspect.formatting import located, plural, shown_path
 from pipelines.inspect.targets import InspectError
 from pipelines.io import storage
 from schemas.checkpoint import (
@@ -31,6 +30,7 @@ from schemas.checkpoint import (
     CheckpointKey,
     parse_latest,
 )
+from schemas.examples import SHARDS_MANIFEST_NAME
 from schemas.vocab import VOCAB_FILE
 
 TORCH_MISSING = (
@@ -278,7 +278,13 @@ def _position_line(
 
 
 def _shards_line(config: dict[str, Any], data: dict[str, Any], directory: Path) -> str:
-    manifest = _where(str(data.get("manifest") or config.get("shards") or ""), directory, None)
+    # The trainer records the manifest file: looked up as its directory is.
+    recorded = str(data.get("manifest") or config.get("shards") or "")
+    manifest = storage.redact(recorded)
+    if storage.basename(recorded) == SHARDS_MANIFEST_NAME and not storage.is_url(recorded):
+        shards = located(storage.parent(recorded), str(directory), SHARDS_MANIFEST_NAME)
+        found = storage.join(shards, SHARDS_MANIFEST_NAME) if shards is not None else None
+        manifest = found or f"{recorded} (not there now)"
     digest = str(data.get("shards_sha256", ""))
     return (
         f"shards: {manifest} (seq{data.get('max_seq_length')}, schema "
@@ -288,31 +294,10 @@ def _shards_line(config: dict[str, Any], data: dict[str, Any], directory: Path) 
 
 
 def _vocab_line(vocab: dict[str, Any], directory: Path) -> str:
-    path = _where(str(vocab.get("path") or ""), directory, VOCAB_FILE)
+    path = shown_path(str(vocab.get("path") or ""), str(directory), VOCAB_FILE)
     size = vocab.get("size")
     if not isinstance(size, int):
         return f"vocabulary: {path}"
     cased = "cased" if vocab.get("cased") else "uncased"
     digest = str(vocab.get("sha256", ""))[:16]
     return f"vocabulary: {path} ({size:,} tokens, {cased}, sha256 {digest}…)"
-
-
-def _where(recorded: str, directory: Path, marker: str | None) -> str:
-    """Where a path the checkpoint recorded is now: a relative one is looked up beside the
-    checkpoint first (how the trainer writes it, so a copied run keeps its links), then as
-    recorded (relative to the working directory, as older checkpoints hold it); a path found
-    in neither place is shown as recorded, saying so."""
-    if not recorded or storage.is_url(recorded):
-        return storage.redact(recorded)
-
-    def there(path: str) -> bool:
-        return os.path.exists(os.path.join(path, marker) if marker else path)
-
-    if os.path.isabs(recorded):
-        return recorded if there(recorded) else f"{recorded} (not there now)"
-    beside = os.path.normpath(os.path.join(directory, recorded))
-    if there(beside):
-        return beside
-    if there(recorded):
-        return recorded
-    return f"{recorded} (not there now, beside the checkpoint or from here)"

@@ -8,6 +8,8 @@ import pyarrow as pa
 
 from pipelines.inspect.reading import Vocab
 from pipelines.inspect.targets import Target
+from pipelines.io import storage
+from pipelines.io.recorded_paths import resolve_path
 from pipelines.io.shards.source import ordered_outputs, ordered_splits
 from schemas.documents import DOCUMENT_SCHEMA_VERSION, DocumentColumn
 from schemas.examples import (
@@ -23,6 +25,24 @@ from schemas.vocab import MASK_TOKEN
 _BAR_WIDTH = 30
 _SHOW_SENTENCES = 3  # sentences printed per document by --show
 _SHOW_SENTENCE_CHARS = 160
+
+
+def located(recorded: str, directory: str, marker: str) -> str | None:
+    """Where an artifact that a record in `directory` names as `recorded` is now: beside the
+    record first, then as recorded (pipelines/io/recorded_paths.py); None where `marker`, a
+    file it holds, is in neither place. A URL is given back as recorded, not fetched."""
+    if storage.is_url(recorded):
+        return recorded
+    path = resolve_path(recorded, directory, marker)
+    return path if storage.exists(storage.join(path, marker)) else None
+
+
+def shown_path(recorded: str, directory: str, marker: str) -> str:
+    """`located`, for display: credentials redacted, "(not there now)" where it is not."""
+    if not recorded:
+        return "(not recorded)"
+    found = located(recorded, directory, marker)
+    return storage.redact(found if found is not None else f"{recorded} (not there now)")
 
 
 def _number(value: float | None, digits: int = 3) -> str:

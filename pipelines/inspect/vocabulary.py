@@ -3,7 +3,7 @@ and files, checked as every stage checks them before use (pipelines/io/vocabular
 
 from __future__ import annotations
 
-from pipelines.inspect.formatting import plural
+from pipelines.inspect.formatting import plural, shown_path
 from pipelines.inspect.targets import InspectError
 from pipelines.io import storage
 from pipelines.io.vocabulary import (
@@ -13,6 +13,7 @@ from pipelines.io.vocabulary import (
     load_vocab,
     load_vocab_txt,
 )
+from schemas.manifest import MANIFEST_NAME
 from schemas.vocab import (
     CONTINUATION_PREFIX,
     SPECIAL_TOKENS,
@@ -71,8 +72,9 @@ def _bertkit_vocabulary(directory: str, vocab: Vocabulary) -> list[str]:
     lines.append(f"inputs: {len(metadata.inputs)}")
     for entry in metadata.inputs:
         digest = str(entry.get("manifest_sha256", ""))
+        path = shown_path(str(entry.get("path", "")), directory, MANIFEST_NAME)
         lines.append(
-            f"  {entry.get('path')} ({entry.get('stage', '?')}): "
+            f"  {path} ({entry.get('stage', '?')}): "
             f"{plural(int(entry.get('documents', 0)), 'document')}, "
             f"{int(entry.get('text_bytes', 0)):,} bytes of text, manifest sha256 {digest[:16]}…"
         )
