@@ -21,11 +21,14 @@ so it holds only tensors and plain containers of str/int/float/bool/None: no pic
                        a resume on another world size seeds each rank from (seed, rank, step)
     train_config       trainer.config.TrainConfig as a dict: every flag, resolved
     data               {"manifest", "schema_version", "max_seq_length", "samples_per_epoch",
-                        "shards", "shards_sha256", "masking"}: what the run reads; the digest
+                        "shards", "shards_sha256", "masking"}: what the run reads, "manifest"
+                        relative to the checkpoint's directory as "vocab" is; the digest
                         is the sha256 of [split, [[path, samples, bytes, sha256] per shard]]
                         as JSON, so --resume refuses shards rebuilt under the same path;
                         "masking" the resolved "static" or "dynamic" (absent: static)
-    vocab              the shards manifest's vocab record: {"path", "sha256", "size", "cased"}
+    vocab              the shards manifest's vocab record: {"path", "sha256", "size", "cased"},
+                       its path relative to the checkpoint's directory ("../../vocab"; older
+                       checkpoints copied the manifest's, relative to where `examples` ran)
     world_size         processes in the run that wrote it: with train_config, its global
                        batch, which a resume needs the same (on any number of processes)
     num_workers        loader workers per process (a record: a resume may use others)

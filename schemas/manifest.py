@@ -35,7 +35,9 @@ class OutputFile:
 @dataclass(slots=True)
 class DocumentsManifest:
     stage: str  # "wikipedia" or "books"
-    inputs: list[dict[str, Any]]  # {"path": …, "bytes": …}, sorted by path
+    # A stage's source files as matched ({"path": …, "bytes": …}, sorted by path); a dedup
+    # manifest's documents directories, relative to this one's (docs/formats.md).
+    inputs: list[dict[str, Any]]
     config: dict[str, Any]
     counts: dict[str, int]  # documents, sentences, text_bytes, input units, …
     dropped: dict[str, int]  # drop reason → count (filtered on purpose, not errors)

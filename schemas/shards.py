@@ -348,6 +348,9 @@ class SequenceOutput:
 
 @dataclass(slots=True)
 class ShardsManifest:
+    # Paths to other artifacts are relative to this manifest's directory ("../vocab"), or
+    # absolute, or URLs (docs/formats.md, "Paths between artifacts"); older manifests hold
+    # them as typed where the stage ran, relative to that working directory.
     vocab: dict[str, Any]  # {"path", "sha256", "size", "cased"}
     inputs: list[dict[str, Any]]  # documents directories: {"path", "manifest_sha256", …}
     config: dict[str, Any]  # every flag, resolved

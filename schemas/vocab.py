@@ -58,7 +58,9 @@ class VocabMetadata:
     num_unused: int  # [unused0] … [unusedN-1] reserved slots
     special_tokens: dict[str, int]  # token → id
     sample: dict[str, Any]  # how the training sample was drawn and how big it was
-    inputs: list[dict[str, Any]]  # documents directories and their manifests' sha256
+    # documents directories (paths relative to this directory: docs/formats.md) and their
+    # manifests' sha256
+    inputs: list[dict[str, Any]]
     config: dict[str, Any]  # every flag
     vocab_sha256: str  # sha256 of vocab.txt's bytes
     tokenizer_sha256: str  # sha256 of tokenizer.json's bytes
