@@ -120,10 +120,11 @@ def run(argv: list[str] | None = None) -> int:
         f"  bertkit inspect {shards_dir}/seq128/train/shard-000000.tar --json 1\n"
         f"  bertkit inspect {wiki_dir} --schema          # the Document Arrow schema\n"
         f"  bertkit inspect {books_dir} --show 1\n"
-        f"  head -30 {vocab_dir}/vocab.txt"
+        f"  bertkit inspect {vocab_dir}                  # size, casing, sha256, sample tokens"
     )
     if trained:
         print(
+            f"  bertkit inspect {run_dir}                    # checkpoints: steps, model, recipe\n"
             f"  tail -2 {run_dir}/metrics.jsonl            # the last metrics, JSON lines\n"
             f"  tensorboard --logdir {run_dir}\n"
             "  # with transformers installed (the dev extra, or pip install transformers):\n"

@@ -206,3 +206,16 @@ def test_demo_runs_the_whole_chain_on_the_embedded_sample(tmp_path, capsys) -> N
         for path in data_files
     }
     assert written == DEMO_SHA256
+    # Every "look inside" command the demo prints works as printed: the vocabulary and the
+    # run among them, which `inspect` once refused.
+    from pipelines.inspect import run as inspect
+
+    hints = [line.split("#")[0].split()[2:] for line in out.splitlines()]
+    hints = [
+        words
+        for words, line in zip(hints, out.splitlines(), strict=True)
+        if line.startswith("  bertkit inspect ")
+    ]
+    assert [words[0] for words in hints][-2:] == [str(tmp_path / "vocab"), str(tmp_path / "run")]
+    for words in hints:
+        assert inspect(words) == 0, words
