@@ -84,6 +84,26 @@ def test_a_resume_with_a_new_peak_lr_and_decay_power_follows_them(sample_shards,
     assert resumed[5]["lr"] == pytest.approx(1e-3 * (1 - 3 / 6) ** 0.5)
 
 
+def test_a_requeue_without_warmup_steps_keeps_the_checkpoints_warmup(
+    sample_shards, tmp_path, caplog
+):
+    """A run started with --warmup-steps 3 (or, before the default followed --max-steps,
+    with the old default) and resumed with the same --max-steps but no --warmup-steps goes
+    on with its own warmup: the lrs of the uninterrupted run, and no line of changes."""
+    run, whole = tmp_path / "run", tmp_path / "whole"
+    flags = ["--max-steps", "8", "--warmup-steps", "3"]
+    assert train.run([*common(sample_shards, whole), *flags]) == 0
+    assert train.run([*common(sample_shards, run), *flags, "--stop-at-step", "4"]) == 0
+    with caplog.at_level(logging.INFO, logger="bertkit.train"):
+        assert train.run([*common(sample_shards, run), "--max-steps", "8", "--resume"]) == 0
+    assert [metrics(run)[s]["lr"] for s in range(1, 9)] == [
+        metrics(whole)[s]["lr"] for s in range(1, 9)
+    ]
+    assert "follow this run's flags" not in caplog.text
+    checkpoint = torch.load(latest_checkpoint(run / "checkpoints"), weights_only=True)
+    assert checkpoint[CheckpointKey.TRAIN_CONFIG]["warmup_steps"] == 3
+
+
 def test_a_resume_refuses_what_its_flags_cannot_go_on_with(sample_shards, tmp_path, capsys):
     run = tmp_path / "run"
     flags = [*common(sample_shards, run), "--warmup-steps", "1"]

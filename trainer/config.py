@@ -6,7 +6,9 @@ batch flags into micro-batches per optimizer step.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 from pipelines.command.flags import (
     AT_LEAST_1,
@@ -183,11 +185,18 @@ class TrainConfig:
         check_run_location("--output", self.output, remote_ok=True)
         check_run_location("--init-checkpoint", self.init_checkpoint, remote_ok=True)
 
-    def resolved(self) -> TrainConfig:
+    def resolved(self, resumed: Mapping[str, Any] | None = None) -> TrainConfig:
         """The config as the run uses it (and its checkpoints record it): the defaults that
-        follow other flags filled in."""
+        follow other flags filled in. --warmup-steps, not given, is a tenth of --max-steps,
+        at most 100; on a resume (`resumed`: the checkpoint's config) with the checkpoint's
+        --max-steps, the checkpoint's warmup, so that a requeue with the same flags goes on
+        exactly, whatever default its run started with."""
         if self.warmup_steps is not None:
             return self
+        if resumed is not None and resumed.get("max_steps") == self.max_steps:
+            saved = resumed.get("warmup_steps")
+            if isinstance(saved, int):
+                return replace(self, warmup_steps=saved)
         return replace(self, warmup_steps=default_warmup_steps(self.max_steps))
 
 

@@ -103,7 +103,6 @@ def setup(config: TrainConfig, env: distributed.Distributed) -> Run:
     The order matters: bad flags stop before any work, the data is checked against the model
     before any step, and a resumed run's generator states replace the seeded ones only after
     the model's initialisation has drawn from them."""
-    config = config.resolved()  # --warmup-steps's default follows --max-steps
     accumulation = accumulation_steps(config, env.world_size)
     check_output_outside_shards(config.output, config.shards)
     # One trainer a run directory: rank 0 holds the lock before it looks at what is there.
@@ -140,7 +139,7 @@ def _setup(
     recipe = resolve_recipe(config, source)  # objective and masking, refused if they can't work
     # What the run reads, and how it masks it: checked on --resume, in every checkpoint.
     data = {**data_record(source), "masking": recipe.masking}
-    resumed, init = _checkpoints_to_start_from(config, env, run_dir, remote, data)
+    resumed, init, config = _checkpoints_to_start_from(config, env, run_dir, remote, data)
     model = _build_model(config, env, source, vocab_size, init, recipe.objective, bool(resumed))
     # Once every check has passed: --overwrite's earlier run files, or the temporaries of a
     # checkpoint write that a kill cut short before --resume.
@@ -256,12 +255,14 @@ def _checkpoints_to_start_from(
     run_dir: Path,
     remote: RemoteRun | None,
     data: dict[str, Any],
-) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    """(the checkpoint resumed, the checkpoint whose weights start the run): --resume with a
-    checkpoint in the run gives both, --init-checkpoint the second (on s3:// or gs://,
-    downloaded first), neither a fresh model."""
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None, TrainConfig]:
+    """(the checkpoint resumed, the checkpoint whose weights start the run, the config
+    resolved): --resume with a checkpoint in the run gives both, --init-checkpoint the second
+    (on s3:// or gs://, downloaded first), neither a fresh model."""
     resumed: dict[str, Any] | None = None
     init: dict[str, Any] | None = None
+    given = config
+    config = config.resolved()
     if config.resume:
         path = latest_checkpoint(run_dir / CHECKPOINTS_DIR)
         if path is None:
@@ -284,6 +285,7 @@ def _checkpoints_to_start_from(
                 env.world_size,
                 data,
             )
+            config = given.resolved(resumed[CheckpointKey.TRAIN_CONFIG])
             _check_resume_flags(config, resumed, shown or str(path))
             if env.is_main:
                 _log_resume(config, resumed, shown or str(path))
@@ -304,7 +306,7 @@ def _checkpoints_to_start_from(
             f"the checkpoint holds a {saved_model} model, --model is {config.model}: pass "
             f"--model {saved_model}"
         )
-    return resumed, init
+    return resumed, init, config
 
 
 # The flags a resume takes from its command line, not from the checkpoint: the schedule's
