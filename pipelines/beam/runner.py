@@ -517,11 +517,13 @@ def stage_main(
     """Entry point shared by the Beam stages: logging set up, exit code from `run`; an output
     directory it may not write into, an input that matches nothing, or one of the stage's own
     `refusals` of its inputs is a message (exit 2); a write that failed mid-run for a full or
-    read-only disk is a message too (exit 1), without the traceback Beam logs for it."""
+    read-only disk is a message too (exit 1). Either is said in one line, without the
+    traceback Beam logs for a step that raised it."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     handlers = logging.getLogger().handlers
+    said = _hold_back(refusals)
     for handler in handlers:
-        handler.addFilter(_hold_back_write_failures)
+        handler.addFilter(said)
     try:
         code = run(argv)
     except (files.OutputDirectoryError, FileNotFoundError, *refusals) as error:
@@ -535,7 +537,7 @@ def stage_main(
         code = 1
     finally:
         for handler in handlers:
-            handler.removeFilter(_hold_back_write_failures)
+            handler.removeFilter(said)
     sys.exit(code)
 
 
@@ -547,3 +549,16 @@ def _hold_back_write_failures(record: logging.LogRecord) -> bool:
     if record.exc_info and record.exc_info[1] is not None:
         return write_failure(record.exc_info[1]) is None
     return _write_errno_in(record.getMessage()) is None
+
+
+def _hold_back(refusals: tuple[type[Exception], ...]) -> Callable[[logging.LogRecord], bool]:
+    """`_hold_back_write_failures`, and Beam's traceback of a step that raised one of the
+    stage's `refusals`, which `stage_main` says in one line too."""
+
+    def hold_back(record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if record.levelno >= logging.ERROR and isinstance(error, refusals):
+            return False
+        return _hold_back_write_failures(record)
+
+    return hold_back

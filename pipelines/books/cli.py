@@ -14,6 +14,7 @@ from pipelines.beam.documents import (
     prepare_output_dir,
     run_documents_pipeline,
 )
+from pipelines.beam.empty_outputs import check_documents
 from pipelines.beam.progress import DOCUMENTS_EXTRACTED, INPUT_BYTES_READ, INPUT_FILES_READ
 from pipelines.beam.runner import parse_stage, stage_main
 from pipelines.books.config import BooksConfig
@@ -37,7 +38,8 @@ def extraction(config: BooksConfig) -> tuple[list[dict[str, Any]], ExtractBooks]
 
 
 def run(argv: list[str] | None = None) -> int:
-    """Run the stage; return the exit code (1 when an input was not read to its end)."""
+    """Run the stage; return the exit code (1 when an input was not read to its end, or
+    when no document was kept and records were rejected: pipelines/beam/empty_outputs.py)."""
     description = sys.modules["pipelines.books"].__doc__
     config, options = parse_stage(
         BooksConfig, argv, "bertkit books", description, DOCUMENTS_STAGE_PATHS
@@ -45,9 +47,10 @@ def run(argv: list[str] | None = None) -> int:
     inputs, extract = extraction(config)
     prepare_output_dir(config.output, config.overwrite, STAGE)
     progress = progress_phases(sum(item["bytes"] for item in inputs))
-    return run_documents_pipeline(
+    code = run_documents_pipeline(
         options, STAGE, extract, inputs, config.recorded(), config.output, progress
     )
+    return code | check_documents(options, STAGE, config.output)  # 0 documents: a WARNING
 
 
 def main(argv: list[str] | None = None) -> None:

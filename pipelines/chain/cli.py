@@ -6,6 +6,7 @@ Its --help is the package docstring (pipelines/chain/__init__.py).
 from __future__ import annotations
 
 import functools
+import logging
 import sys
 import uuid
 from typing import Any
@@ -18,8 +19,10 @@ from pipelines.beam.documents import (
     DOCUMENTS_STAGE_PATHS,
     WriteManifest,
     json_config,
+    read_manifest,
 )
 from pipelines.beam.documents import report as report_documents
+from pipelines.beam.empty_outputs import check_documents, check_examples
 from pipelines.beam.planned import Planned
 from pipelines.beam.progress import (
     DOCUMENTS_EXTRACTED,
@@ -63,7 +66,7 @@ from pipelines.vocab.counting import remove_work_dir
 from pipelines.vocab.sample import SamplePlan
 from pipelines.vocab.transforms import add_vocab_steps
 from pipelines.wikipedia import cli as wikipedia_cli
-from schemas import SHARDS_MANIFEST_NAME
+from schemas import MANIFEST_NAME, SHARDS_MANIFEST_NAME
 
 _EXTRACTION = {
     "wikipedia": wikipedia_cli.extraction,
@@ -123,14 +126,46 @@ def run(argv: list[str] | None = None) -> int:
     remove_work_dir(vocab.output)  # a killed run's word counts: never read again
     input_bytes = sum(item["bytes"] for inputs, _ in extractions.values() for item in inputs)
     manifest_path = files.join(examples.output, SHARDS_MANIFEST_NAME)
-    with (
-        progress_shown(options, "chain", progress_phases(input_bytes, vocab, examples)),
-        make_pipeline(options) as pipeline,
-    ):
-        add_chain_steps(pipeline, stages, extractions, vocab, examples)
+    try:
+        with (
+            progress_shown(options, "chain", progress_phases(input_bytes, vocab, examples)),
+            make_pipeline(options) as pipeline,
+        ):
+            add_chain_steps(pipeline, stages, extractions, vocab, examples)
+    except VocabError:
+        # The vocabulary found no text: if the documents steps kept none, their manifests
+        # (written before it) say why, on a WARNING line each, and the chain stops there.
+        code = _documents_kept_none(options, stages)
+        if code is None:
+            raise
+        return code
     if submitted_only(options):
         return report_submission(pipeline, options, manifest_path, "bertkit chain")
-    return report(stages, vocab, manifest_path)
+    code = report(stages, vocab, manifest_path)
+    for stage, config in stages.items():
+        code |= check_documents(options, stage, config.output)
+    return code | check_examples(options, manifest_path, examples.output, examples.heldout_fraction)
+
+
+def _documents_kept_none(options, stages: dict[str, Any]) -> int | None:
+    """After the vocabulary found no text: the exit code once each documents output has
+    said why it holds no document (1 where records were rejected), and one line that the
+    chain stopped; None if a documents output holds some (then the error is another)."""
+    manifests = {stage: files.join(c.output, MANIFEST_NAME) for stage, c in stages.items()}
+    if not all(files.exists(path) for path in manifests.values()):
+        return None
+    outputs = {stage: read_manifest(c.output) for stage, c in stages.items()}
+    if any(manifest.counts.get("documents", 0) for manifest in outputs.values()):
+        return None
+    code = 0
+    for stage, config in stages.items():
+        report_documents(config.output)
+        code |= check_documents(options, stage, config.output)
+    logging.getLogger("bertkit.chain").warning(
+        "the chain stopped after its documents: no document to learn a vocabulary from, "
+        "so no vocabulary and no shards were written"
+    )
+    return code
 
 
 def add_chain_steps(

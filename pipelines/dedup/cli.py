@@ -17,6 +17,7 @@ from pipelines.beam.documents import (
     read_manifest,
     report,
 )
+from pipelines.beam.empty_outputs import check_documents
 from pipelines.beam.progress import progress_shown
 from pipelines.beam.runner import (
     StagePaths,
@@ -115,7 +116,7 @@ def run(argv: list[str] | None = None, units_order: list[DedupUnit] | None = Non
     if submitted_only(options):
         manifest_url = files.join(config.output, MANIFEST_NAME)
         return report_submission(pipeline, options, manifest_url, f"bertkit {STAGE}")
-    return report(config.output)
+    return report(config.output) | check_documents(options, STAGE, config.output)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -21,6 +21,7 @@ from pipelines.beam.documents import (
     DocumentsInputError,
     read_documents_input,
 )
+from pipelines.beam.empty_outputs import check_examples
 from pipelines.beam.planned import Planned
 from pipelines.beam.progress import (
     DOCUMENTS_PAIRED,
@@ -132,7 +133,8 @@ def run_examples(
         add_examples_steps(pipeline, config, Planned.now(make_examples_plan(config, vocab, inputs)))
     if submitted_only(options):
         return report_submission(pipeline, options, manifest_path, "bertkit examples")
-    return report(manifest_path)
+    code = report(manifest_path)
+    return code | check_examples(options, manifest_path, config.output, config.heldout_fraction)
 
 
 def add_examples_steps(

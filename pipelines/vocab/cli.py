@@ -33,6 +33,7 @@ from pipelines.vocab.config import VocabConfig
 from pipelines.vocab.counting import remove_work_dir
 from pipelines.vocab.sample import SamplePlan
 from pipelines.vocab.transforms import add_vocab_steps
+from schemas import MANIFEST_NAME
 from schemas.checks import MAX_RECORD_BYTES
 from schemas.vocab import VOCAB_METADATA_FILE, WORD_COUNTS_DIR, VocabMetadata
 
@@ -74,6 +75,13 @@ def run(argv: list[str] | None = None) -> int:
     """Train and write the vocabulary; return the exit code. Raises VocabError on bad input."""
     config, options = parse_config(argv)
     plan = SamplePlan.open(config.documents, config.sample_mb, config.seed)
+    if not plan.total_text_bytes:
+        one = len(config.documents) == 1
+        raise VocabError(
+            f"--documents {' '.join(config.documents)} {'holds' if one else 'hold'} no text "
+            f"(see {MANIFEST_NAME}): nothing to learn a vocabulary from; rerun the stage that "
+            f"made {'it' if one else 'them'} (its WARNING says why it kept no document)"
+        )
     files.clear_earlier_run(config.output, VOCAB_RUN_FILES, config.overwrite, "vocab", remove=False)
     remove_work_dir(config.output)  # a killed run's word counts: never read again
     metadata_path = files.join(config.output, VOCAB_METADATA_FILE)
