@@ -165,10 +165,12 @@ def test_inspect_shows_tokens_and_reads_every_artifact(tree, places, elsewhere, 
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == vocabulary_line(f"{tree}/vocab", places["tokens"])
     assert lines[2].startswith("  A  [CLS] ")
-    targets = [f"documents/{d}" for d in places["documents"]] + ["vocab", "run/checkpoints"]
+    targets = [f"documents/{d}" for d in places["documents"]]
+    targets += ["shards", "vocab", "run/checkpoints"]
     for target in targets:
         assert inspect.run([f"{tree}/{target}"]) == 0, target
     out = capsys.readouterr().out
+    assert f", path {tree}/vocab, size " in out  # the shards manifest's, where it is now
     assert f"vocabulary: {tree}/vocab (" in out  # the checkpoint's, found beside it
     # The data report follows the shards manifest to its documents directories.
     report = f"report-{Path(tree).name}.html"

@@ -20,7 +20,7 @@ from schemas.examples import (
 )
 from schemas.manifest import DocumentsManifest
 from schemas.shards import FULL_SENTENCES, NO_MASKS, PAIRS, STATIC, ShardsManifest
-from schemas.vocab import MASK_TOKEN
+from schemas.vocab import MASK_TOKEN, VOCAB_FILE
 
 _BAR_WIDTH = 30
 _SHOW_SENTENCES = 3  # sentences printed per document by --show
@@ -213,7 +213,7 @@ def format_summary(target: Target) -> list[str]:
     lines = [
         f"shards directory {target.url} ({SHARDS_MANIFEST_NAME})",
         *_version_lines(manifest, EXAMPLES_SCHEMA_VERSION),
-        _vocab_line(manifest.vocab),
+        _vocab_line(manifest.vocab, target.manifest_url),
         _kind_line(manifest),
     ]
     total_samples = total_shards = total_bytes = 0
@@ -268,11 +268,12 @@ def _version_lines(manifest: Any, current: str) -> list[str]:
     return [line]
 
 
-def _vocab_line(vocab: dict[str, Any]) -> str:
+def _vocab_line(vocab: dict[str, Any], manifest_url: str | None) -> str:
+    """The manifest's vocabulary, its path where it is now (the manifest records it relative
+    to itself: `../vocab`)."""
     details = ", ".join(f"{k} {vocab[k]}" for k in ("size", "cased") if k in vocab)
-    return f"vocab: sha256 {vocab.get('sha256')}, path {vocab.get('path')}" + (
-        f", {details}" if details else ""
-    )
+    path = shown_path(str(vocab.get("path") or ""), storage.parent(manifest_url or ""), VOCAB_FILE)
+    return f"vocab: sha256 {vocab.get('sha256')}, path {path}" + (f", {details}" if details else "")
 
 
 def _shard_summary(target: Target) -> list[str]:
@@ -289,7 +290,7 @@ def _shard_summary(target: Target) -> list[str]:
             f"{plural(shard.info.samples, 'sample')}, {shard.info.bytes:,} bytes, "
             f"sha256 {shard.info.sha256}",
             *_version_lines(manifest, EXAMPLES_SCHEMA_VERSION),
-            _vocab_line(manifest.vocab),
+            _vocab_line(manifest.vocab, target.manifest_url),
         ]
     return lines
 
