@@ -236,7 +236,7 @@ def test_storage_errors_are_reported_and_leave_no_temporary_files(
 
 
 def test_export_hf_to_s3_uploads_the_bytes_of_a_local_export(
-    sample_shards, s3, tmp_path, monkeypatch, capsys
+    sample_shards, sample_vocab, s3, tmp_path, monkeypatch, capsys
 ):
     """export-hf --output s3://…: staged locally, uploaded config.json last; the prefix is
     checked as a local --output is, and no staging folder is left."""
@@ -289,13 +289,16 @@ def test_export_hf_to_s3_uploads_the_bytes_of_a_local_export(
         export_hf(run / "checkpoints", url, overwrite=True)
     assert s3_listing(s3, "models/m1") == {**want, "notes/README.md": b"mine"}
     # From a checkpoint directory on the bucket to another prefix: the same bytes; into the
-    # checkpoint directory itself: refused.
+    # checkpoint directory itself: refused. Copied there without the vocabulary it records
+    # relative to itself, it is given with --vocab.
     for path in (run / "checkpoints").iterdir():
         s3.upload_file(str(path), BUCKET, f"r/checkpoints/{path.name}")
     checkpoints = f"s3://{BUCKET}/r/checkpoints"
     with pytest.raises(ExportError, match="is inside the checkpoint directory"):
         export_hf(checkpoints, f"{checkpoints}/hf")
-    export_hf(checkpoints, f"s3://{BUCKET}/models/m2")
+    with pytest.raises(ExportError, match="if it moved, pass --vocab DIR"):
+        export_hf(checkpoints, f"s3://{BUCKET}/models/m2")
+    export_hf(checkpoints, f"s3://{BUCKET}/models/m2", str(sample_vocab))
     assert s3_listing(s3, "models/m2") == want
     assert list(staging.iterdir()) == []
 
