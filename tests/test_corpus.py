@@ -568,7 +568,7 @@ def test_a_corpus_whose_every_record_is_rejected_streams_its_rejects(tmp_path: P
     path.parent.mkdir()
     path.write_text("".join(json.dumps({"id": i, "content": "words"}) + "\n" for i in range(rows)))
     out = tmp_path / "out"
-    assert run([path], out) == 0
+    assert run([path], out) == 1  # nothing kept, everything rejected (empty_outputs.py)
     manifest = read_manifest(str(out))
     assert manifest.rejected == {"text_missing": rows}
     assert manifest.files == []
