@@ -27,7 +27,7 @@ from pipelines import books, examples, vocab, wikipedia
 from pipelines.beam.runner import PROJECT_ROOT
 from pipelines.command import flags
 from pipelines.command.flags import option
-from pipelines.io import storage
+from pipelines.io import extras, storage
 
 SAMPLE_DIR = PROJECT_ROOT / "data"
 WIKIPEDIA_SAMPLE = SAMPLE_DIR / "wikipedia" / "*.xml.bz2"
@@ -51,6 +51,9 @@ def run(argv: list[str] | None = None) -> int:
     args = flags.config_from(DemoConfig, parser.parse_args(argv))
     if storage.is_url(args.output):
         parser.error(f"--output {args.output}: the demo writes to a local directory")
+    missing_extra = args.train_steps > 0 and extras.extra_problem("training", "train")
+    if missing_extra:  # before the stages run, not after them
+        flags.refuse(parser, f"{missing_extra}; or --train-steps 0 for the data stages only")
     output = Path(args.output)
     wiki_dir, books_dir = output / "documents" / "wikipedia", output / "documents" / "books"
 

@@ -192,3 +192,14 @@ def test_with_the_extras_installed_nothing_is_missing() -> None:
     assert extras.url_extra("S3://b/k") == "aws"
     assert extras.url_extra("gs://b/k") == "gcp"
     assert [extras.url_extra(v) for v in ("https://h/x", "/local/s3://x", "out")] == [None] * 3
+
+
+def test_the_demo_without_the_train_extra_stops_before_its_stages(tmp_path: Path) -> None:
+    done = _run(tmp_path, WITHOUT_TRAIN, "-m", "bertkit", "demo", "--output", "demo")
+    assert done.stderr == (
+        "bertkit: error: training needs the train extra (torch, safetensors are not "
+        "installed): pip install -c constraints.txt -e '.[train]' in the bertkit checkout; "
+        "or --train-steps 0 for the data stages only\n"
+    )
+    assert done.returncode == 2
+    assert not (tmp_path / "demo").exists()
