@@ -86,6 +86,8 @@ def test_a_relative_path_is_looked_up_beside_the_manifest_then_as_recorded(
     (tmp_path / "copy" / "vocab").mkdir()
     (tmp_path / "copy" / "vocab" / "vocab.txt").write_text("[PAD]\n")
     assert resolve_path("../vocab", "copy/shards", "vocab.txt") == "copy/vocab"
+    # A path naming the marker file itself (a plain vocab.txt) is found as a directory is.
+    assert resolve_path("out/vocab/vocab.txt", "copy/shards", "vocab.txt") == "out/vocab/vocab.txt"
     assert resolve_path("/abs/vocab", "copy/shards", "vocab.txt") == "/abs/vocab"
     assert resolve_path("s3://b/vocab", "copy/shards", "vocab.txt") == "s3://b/vocab"
 

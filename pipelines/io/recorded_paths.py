@@ -93,8 +93,11 @@ def join_relative(directory: str, relative: str) -> str:
 
 
 def _holds(directory: str, marker: str, exists: Callable[[str], bool]) -> bool:
+    """Whether the artifact is there: its marker file, or the file itself where the path
+    names it (`--vocab …/vocab.txt`)."""
+    path = directory if storage.basename(directory) == marker else storage.join(directory, marker)
     try:
-        return exists(storage.join(directory, marker))
+        return exists(path)
     except OSError:  # a FIFO or directory in the marker's place, an unreachable URL
         return False
 
