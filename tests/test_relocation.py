@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -225,6 +226,8 @@ def test_stages_read_the_copied_documents_and_vocabulary(elsewhere, places, caps
     # The dataset card followed the dedup manifest's relative inputs to their licences.
     card = Path("shards/README.md").read_text()
     assert "documents deduplicated from" in card and "public-domain" in card
+    flat = re.sub(r" \\\n +", " ", card)  # the card wraps long commands
+    assert f"bertkit dedup --documents {' '.join(documents)} --output dedup\n" in flat
     capsys.readouterr()
     assert inspect.run(["shards", "--show", "1"]) == 0
     shown = capsys.readouterr().out.splitlines()[0]

@@ -31,9 +31,10 @@ from pipelines.corpus.config import CorpusConfig
 from pipelines.dedup.config import DedupConfig
 from pipelines.examples.config import ExamplesConfig
 from pipelines.io import storage
+from pipelines.io.recorded_paths import resolve_path
 from pipelines.vocab.config import VocabConfig
 from pipelines.wikipedia.config import WikipediaConfig
-from schemas.manifest import DocumentsManifest
+from schemas.manifest import MANIFEST_NAME, DocumentsManifest
 from schemas.shards import PAIRS, STATIC, ShardsManifest
 from schemas.vocab import VocabMetadata
 
@@ -394,8 +395,11 @@ def _commands(
 
 
 def documents_command(path: str, manifest: DocumentsManifest) -> str:
-    """`bertkit STAGE --input … --output PATH …` from a documents manifest."""
+    """`bertkit STAGE --input … --output PATH …` from a documents manifest. A dedup
+    manifest's documents directories are recorded relative to it: shown as `PATH` is given."""
     files = [str(i.get("path", "")) for i in manifest.inputs]
+    if manifest.stage == "dedup":
+        files = [resolve_path(f, path, MANIFEST_NAME) for f in files]
     inputs: list[str] = files
     comment = ""
     if len(files) > MAX_LISTED_INPUTS:
