@@ -394,7 +394,8 @@ def test_corpus_and_dedup_commands_parse_back() -> None:
     )
     dedup = dataclasses.replace(
         documents_manifest("dedup", ["docs/wiki", "docs/c"], dedup_config.recorded()),
-        inputs=[{"path": "docs/wiki", "stage": "wikipedia"}, {"path": "docs/c", "stage": "corpus"}],
+        # Recorded relative to the dedup directory, shown as its path is given.
+        inputs=[{"path": "../wiki", "stage": "wikipedia"}, {"path": "../c", "stage": "corpus"}],
     )
     command = documents_command("docs/dedup", dedup)
     assert command == (
