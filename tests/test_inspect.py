@@ -534,7 +534,11 @@ def test_a_missing_target_is_one_clear_line(tmp_path: Path, capsys) -> None:
 def test_gs_without_the_gcp_extra_says_what_to_install(capsys, monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "google.cloud.storage", None)  # as if not installed
     code, _, err = inspect(capsys, "gs://bucket/shards")
-    assert code == 1 and "pip install 'bertkit[gcp]'" in err
+    assert code == 2  # before any work, as a bad flag is
+    assert err == (
+        "bertkit inspect: error: gs://bucket/shards needs the gcp extra (google-cloud-storage "
+        "is not installed): pip install -c constraints.txt -e '.[gcp]' in the bertkit checkout\n"
+    )
 
 
 def test_storage_paths() -> None:
