@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipelines import books, corpus, dedup, examples, vocab, wikipedia
+from pipelines.beam.runner import refusal_in_text
 from pipelines.io.vocabulary import VocabError
 from schemas import MANIFEST_NAME, REJECTS_DIR, Document, DocumentsManifest, OutputFile
 from schemas.documents import documents_table
@@ -234,10 +235,16 @@ def test_pairs_of_one_document_warn(tmp_path, caplog, story_vocab) -> None:
     ]
 
 
-def test_a_chain_whose_corpus_is_all_rejected_exits_1(tmp_path) -> None:
+@pytest.mark.parametrize(
+    "workers",
+    [(), ("--direct_num_workers", "2", "--direct_running_mode", "multi_processing")],
+    ids=["one process", "worker processes"],
+)
+def test_a_chain_whose_corpus_is_all_rejected_exits_1(tmp_path, workers) -> None:
     records = write_jsonl(tmp_path / "in.jsonl", [{"id": "a", "body": "Some words here."}])
+    argv = ["-m", "pipelines.chain", "--corpus", str(records), "--output", "chain", *workers]
     done = subprocess.run(
-        [sys.executable, "-m", "pipelines.chain", "--corpus", str(records), "--output", "chain"],
+        [sys.executable, *argv],
         cwd=tmp_path,
         env={**os.environ, "BERTKIT_PROGRESS": "0", "PYTHONPATH": str(ROOT)},
         capture_output=True,
@@ -246,7 +253,8 @@ def test_a_chain_whose_corpus_is_all_rejected_exits_1(tmp_path) -> None:
     )
     documents = "chain/documents/corpus"
     # The reject, then what the documents hold and that the chain stopped; not Beam's
-    # traceback of the vocabulary step, which found no text.
+    # traceback of the vocabulary step, which found no text (printed and logged by a worker
+    # process as well).
     assert done.stderr == (
         "WARNING pipelines.beam.documents: rejected corpus/a (text_missing): no 'text' field "
         "(the record's keys: id, body): name the field that holds the text with --text-field\n"
@@ -258,3 +266,14 @@ def test_a_chain_whose_corpus_is_all_rejected_exits_1(tmp_path) -> None:
     )
     assert done.returncode == 1
     assert (tmp_path / documents / MANIFEST_NAME).exists()
+
+
+def test_a_workers_refusal_is_found_in_its_text() -> None:
+    text = (
+        "Traceback (most recent call last):\n  File ...\npipelines.io.vocabulary.VocabError: "
+        "the sample holds no text [while running 'LearnPieces']\n"
+    )
+    assert refusal_in_text(text, (ValueError, VocabError)) == (
+        "the sample holds no text [while running 'LearnPieces']"
+    )
+    assert refusal_in_text("ValueError: no", (VocabError,)) is None

@@ -529,12 +529,17 @@ def stage_main(
     except (files.OutputDirectoryError, FileNotFoundError, *refusals) as error:
         print(f"{prog}: error: {error}", file=sys.stderr)
         code = 2
-    except Exception as error:  # only a failed write is said here; anything else goes on up
-        failure = write_failure(error)
-        if failure is None:
+    except Exception as error:  # a failed write, or a worker's refusal; anything else goes on up
+        failure, refused = write_failure(error), refusal_in_text(str(error), refusals)
+        if failure is not None:
+            message = write_failure_message(failure, _stage_output)
+            print(f"{prog}: error: {message}", file=sys.stderr)
+            code = 1
+        elif refused is not None:
+            print(f"{prog}: error: {refused}", file=sys.stderr)
+            code = 2
+        else:
             raise
-        print(f"{prog}: error: {write_failure_message(failure, _stage_output)}", file=sys.stderr)
-        code = 1
     finally:
         for handler in handlers:
             handler.removeFilter(said)
@@ -551,14 +556,30 @@ def _hold_back_write_failures(record: logging.LogRecord) -> bool:
     return _write_errno_in(record.getMessage()) is None
 
 
+def refusal_in_text(text: str, refusals: tuple[type[Exception], ...]) -> str | None:
+    """The message of one of `refusals` raised in a worker process, whose error reaches the
+    driver as the text of its traceback (its last line, `pipelines.io.vocabulary.VocabError:
+    MESSAGE`); None if the text holds none."""
+    for refusal in refusals:
+        name = re.escape(f"{refusal.__module__}.{refusal.__qualname__}: ")
+        found = re.findall(rf"{name}(.+)", text)
+        if found:
+            return found[-1].strip()
+    return None
+
+
 def _hold_back(refusals: tuple[type[Exception], ...]) -> Callable[[logging.LogRecord], bool]:
     """`_hold_back_write_failures`, and Beam's traceback of a step that raised one of the
-    stage's `refusals`, which `stage_main` says in one line too."""
+    stage's `refusals` (in this process, or a worker's as text), which `stage_main` says in
+    one line too."""
 
     def hold_back(record: logging.LogRecord) -> bool:
-        error = record.exc_info[1] if record.exc_info else None
-        if record.levelno >= logging.ERROR and isinstance(error, refusals):
-            return False
+        if record.levelno >= logging.ERROR:
+            error = record.exc_info[1] if record.exc_info else None
+            if isinstance(error, refusals):
+                return False
+            if error is None and refusal_in_text(record.getMessage(), refusals):
+                return False
         return _hold_back_write_failures(record)
 
     return hold_back

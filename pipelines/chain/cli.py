@@ -132,7 +132,7 @@ def run(argv: list[str] | None = None) -> int:
             make_pipeline(options) as pipeline,
         ):
             add_chain_steps(pipeline, stages, extractions, vocab, examples)
-    except VocabError:
+    except Exception:  # VocabError, or its text from a worker process
         # The vocabulary found no text: if the documents steps kept none, their manifests
         # (written before it) say why, on a WARNING line each, and the chain stops there.
         code = _documents_kept_none(options, stages)
@@ -148,9 +148,10 @@ def run(argv: list[str] | None = None) -> int:
 
 
 def _documents_kept_none(options, stages: dict[str, Any]) -> int | None:
-    """After the vocabulary found no text: the exit code once each documents output has
-    said why it holds no document (1 where records were rejected), and one line that the
-    chain stopped; None if a documents output holds some (then the error is another)."""
+    """After the job failed (its vocabulary found no text): the exit code once each
+    documents output has said why it holds no document (1 where records were rejected), and
+    one line that the chain stopped; None if a documents output holds some (then the error
+    is another)."""
     manifests = {stage: files.join(c.output, MANIFEST_NAME) for stage, c in stages.items()}
     if not all(files.exists(path) for path in manifests.values()):
         return None
