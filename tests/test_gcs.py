@@ -135,12 +135,18 @@ def test_vocab_and_examples_read_and_write_gcs_and_match_local_bytes(
     assert manifest.all_shards() == expected.all_shards() and manifest.counts == expected.counts
 
 
-def test_inspect_and_the_trainer_stream_shards_from_gcs(gcs, sample_shards, capsys) -> None:
+def test_inspect_and_the_trainer_stream_shards_from_gcs(
+    gcs, sample_shards, sample_vocab, capsys
+) -> None:
     url = upload(gcs, sample_shards, "streamed")
+    # The manifest records its vocabulary relative to itself (../../sample-vocab0/vocab): the
+    # tree's layout on the bucket keeps the link (never above the bucket: gs://…/sample-vocab0).
+    vocab_url = upload(gcs, sample_vocab, f"{sample_vocab.parent.name}/vocab")
     assert inspect_cli.run([str(sample_shards), "--stats"]) == 0
-    local_lines = capsys.readouterr().out.replace(str(sample_shards), "DIR")
+    local = capsys.readouterr().out.replace(str(sample_shards), "DIR")
     assert inspect_cli.run([url, "--stats"]) == 0
-    assert capsys.readouterr().out.replace(url, "DIR") == local_lines
+    remote = capsys.readouterr().out.replace(url, "DIR")
+    assert remote.replace(vocab_url, "VOCAB") == local.replace(str(sample_vocab), "VOCAB")
 
     def first_batches(spec: str) -> list[dict[str, torch.Tensor]]:
         loader = PretrainingLoader(open_source(spec), LoaderConfig(64, seed=7))
