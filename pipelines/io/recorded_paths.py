@@ -1,9 +1,9 @@
 """How a manifest or checkpoint records the path of another artifact, and how it is read back.
 
 One rule for every link bertkit writes (a shards manifest's `vocab.path` and `inputs[].path`,
-vocab.json's and a dedup manifest's `inputs[].path`, a checkpoint's `vocab.path`), so an
-output tree keeps working when it is copied, moved, reached through a symlink, or read from
-another working directory:
+vocab.json's and a dedup manifest's `inputs[].path`, a checkpoint's `vocab.path` and
+`data.manifest`), so an output tree keeps working when it is copied, moved, reached through a
+symlink, or read from another working directory:
 
     written  a local artifact is recorded relative to the manifest's own directory when the
              two share a directory below the filesystem's root (`../vocab`); one elsewhere
