@@ -2,11 +2,7 @@
 a symlink, works from a third working directory with every command that reads what another
 stage wrote, with no --vocab: manifests and checkpoints record the paths between artifacts
 relative to themselves (pipelines/io/recorded_paths.py). Manifests written before, with the
-paths as typed in the directory the stage ran in, still read from there.
-
-Every test runs on two trees of the demo's layout: `bertkit demo` itself (slow), and one made
-by the same stages from the four books alone with a 1,000-token vocabulary (the default run).
-"""
+paths as typed in the directory the stage ran in, still read from there."""
 
 from __future__ import annotations
 
@@ -20,17 +16,15 @@ import pytest
 import torch
 
 from bertkit import demo
-from pipelines import books, dedup, examples, inspect, vocab
+from pipelines import dedup, examples, inspect, vocab
 from pipelines.io.recorded_paths import join_relative, record_path, resolve_path
 from schemas.checkpoint import CheckpointKey
-from tests.support.sample import DATA_DIR
 from trainer import export, train
 from trainer.checkpoint import latest_checkpoint
 
 STEPS = 2  # the demo's training steps: one checkpoint, at step 2
 TINY_RUN = ["--model", "tiny", "--micro-batch-size", "8", "--num-workers", "0"]
 TINY_RUN += ["--warmup-steps", "1", "--eval-every", "0", "--eval-batches", "1"]
-BOOKS = str(DATA_DIR / "books" / "*.txt")
 
 
 # --------------------------------------------------------------------------- the rule itself
@@ -96,33 +90,17 @@ def test_a_relative_path_is_looked_up_beside_the_manifest_then_as_recorded(
 # --------------------------------------------------------------------------- the demo, moved
 
 
-def books_demo(output: Path) -> None:
-    """The demo's tree (documents/, vocab/, shards/, run/) from the four books alone: the
-    same stages and training flags, smaller."""
-    documents, vocab_dir = output / "documents" / "books", output / "vocab"
-    shards = output / "shards"
-    assert books.run(["--input", BOOKS, "--output", str(documents)]) == 0
-    flags = ["--output", str(vocab_dir), "--vocab-size", "1000"]
-    assert vocab.run(["--documents", str(documents), *flags]) == 0
-    flags = ["--vocab", str(vocab_dir), "--output", str(shards), "--max-seq-length", "64"]
-    assert examples.run(["--documents", str(documents), *flags, "--dupe-factor", "1"]) == 0
-    assert train.run(demo.train_args(shards, output / "run", STEPS)) == 0
-
-
-@pytest.fixture(scope="module", params=["books", pytest.param("demo", marks=pytest.mark.slow)])
-def places(request, tmp_path_factory) -> dict:
-    """The tree made in `made/out/demo` from there (the paths as the demo types them), copied
-    to `moved/demo`, the original deleted; `linked` a symlink to the copy; `elsewhere` the
-    working directory every command runs in."""
-    root = tmp_path_factory.mktemp(f"relocation-{request.param}")
+@pytest.fixture(scope="module")
+def places(tmp_path_factory) -> dict:
+    """`bertkit demo` (2 training steps) run in `made/` with its default relative output,
+    copied to `moved/demo`, the original deleted; `linked` a symlink to the copy;
+    `elsewhere` the working directory every command runs in."""
+    root = tmp_path_factory.mktemp("relocation")
     made = root / "made"
     made.mkdir()
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(made)
-        if request.param == "demo":
-            assert demo.run(["--output", "out/demo", "--train-steps", str(STEPS)]) == 0
-        else:
-            books_demo(Path("out/demo"))
+        assert demo.run(["--train-steps", str(STEPS)]) == 0  # into out/demo
     shutil.copytree(made / "out" / "demo", root / "moved" / "demo")
     shutil.rmtree(made)  # nothing may read the original any more
     (root / "linked").symlink_to(root / "moved" / "demo", target_is_directory=True)
@@ -132,8 +110,8 @@ def places(request, tmp_path_factory) -> dict:
         "root": root,
         "moved": moved,
         "elsewhere": root / "elsewhere",
-        "documents": sorted(p.name for p in (moved / "documents").iterdir()),
-        "tokens": "8,000" if request.param == "demo" else "1,000",
+        "documents": ["books", "wikipedia"],
+        "tokens": "8,000",
     }
 
 
