@@ -29,7 +29,12 @@ class OtherArtifact:
 
 
 def find_other_artifact(path_or_url: str) -> OtherArtifact | None:
-    """A vocabulary or checkpoints at `path_or_url`, or None when it holds neither."""
+    """A vocabulary or checkpoints at `path_or_url`, or None when it holds neither.
+
+    A URL with a query (presigned) names one object, so nothing beside it is probed: no
+    request goes out with the query inside its path, and the caller's own refusal stands."""
+    if storage.query_of(path_or_url):
+        return None
     target = path_or_url.rstrip("/") if len(path_or_url) > 1 else path_or_url
     name = storage.basename(target)
     vocab_dir = storage.parent(target) if name in (VOCAB_METADATA_FILE, VOCAB_FILE) else target
