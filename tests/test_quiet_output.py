@@ -201,3 +201,25 @@ def test_a_dataflow_script_gives_its_usage(script: str) -> None:
         2,
         f"{path}: BUCKET my-bucket: give the bucket as a gs:// URL (gs://my-bucket)\n",
     )
+
+
+def test_inspect_read_by_head_ends_as_every_command_does(tmp_path: Path) -> None:
+    # `bertkit inspect … | head`: inspect's own output (here a vocabulary's many lines after
+    # a closed pipe) ends with the exit code of every bertkit command, nothing on stderr.
+    from tests.test_inspect_vocab_checkpoints import write_tiny_vocabulary
+
+    write_tiny_vocabulary(tmp_path / "vocab")
+    for argv in (["-m", "bertkit", "inspect", "vocab"], ["-m", "pipelines.inspect", "vocab"]):
+        reading, writing = os.pipe()
+        os.close(reading)
+        done = subprocess.run(
+            [sys.executable, *argv],
+            cwd=tmp_path,
+            env=_core_environment(tmp_path),
+            stdout=writing,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+        os.close(writing)
+        assert (done.returncode, done.stderr) == (BROKEN_PIPE_EXIT, "")

@@ -6,7 +6,6 @@ Its --help is the package docstring (pipelines/inspect/__init__.py).
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
@@ -16,6 +15,7 @@ import pyarrow.parquet as pq
 
 from pipelines.command import flags
 from pipelines.command.flags import option
+from pipelines.command.startup import exit_quietly_on_broken_pipe
 from pipelines.inspect.artifacts import OtherArtifact, find_other_artifact, plain_refusal
 from pipelines.inspect.checkpoints import MissingExtraError
 from pipelines.inspect.formatting import (
@@ -311,14 +311,10 @@ def _print_lines(lines: Iterable[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    try:
+    # `bertkit inspect … --json 1000 | head`: the reader left; end quietly with the exit
+    # code every bertkit command gives a closed pipe.
+    with exit_quietly_on_broken_pipe():
         code = run(argv)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        # `bertkit inspect … --json 1000 | head`: the reader left; end quietly, as Python's
-        # documentation recommends (stdout to devnull so the exit flush cannot fail again).
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        code = 1
     sys.exit(code)
 
 
