@@ -9,16 +9,9 @@
 # gs://BUCKET/templates/{wikipedia,books,corpus,dedup,vocab,examples,chain}.json, each naming its stage's image.
 # run.sh reads the image from that file, so it launches whatever REPOSITORY was given here.
 set -euo pipefail
-usage="usage: $0 PROJECT REGION gs://BUCKET [REPOSITORY]"
-case ${1:-} in -h | --help) echo "$usage"; exit 0 ;; esac
-if [ $# -lt 3 ] || [ $# -gt 4 ]; then
-  echo "$usage" >&2
-  exit 2
-fi
-case $3 in
-  gs://?*) ;;
-  *) echo "$0: BUCKET $3: give the bucket as a gs:// URL (gs://my-bucket)" >&2; exit 2 ;;
-esac
+# shellcheck source=/dev/null  # arguments.bash, linted on its own
+source "$(dirname "$0")/arguments.bash"
+check_arguments "PROJECT REGION gs://BUCKET [REPOSITORY]" 3 4 "$@"
 project=$1
 region=$2
 bucket=${3%/}

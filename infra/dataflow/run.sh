@@ -10,16 +10,9 @@
 # (infra/dataflow/metadata/STAGE.json). The job's manifest appears in the output directory
 # when it has finished. MAX_WORKERS (32) and MACHINE_TYPE (n2-standard-4) size the job.
 set -euo pipefail
-usage="usage: $0 PROJECT REGION gs://BUCKET STAGE name=value [name=value ...]"
-case ${1:-} in -h | --help) echo "$usage"; exit 0 ;; esac
-if [ $# -lt 4 ]; then
-  echo "$usage" >&2
-  exit 2
-fi
-case $3 in
-  gs://?*) ;;
-  *) echo "$0: BUCKET $3: give the bucket as a gs:// URL (gs://my-bucket)" >&2; exit 2 ;;
-esac
+# shellcheck source=/dev/null  # arguments.bash, linted on its own
+source "$(dirname "$0")/arguments.bash"
+check_arguments "PROJECT REGION gs://BUCKET STAGE name=value [name=value ...]" 4 9999 "$@"
 project=$1
 region=$2
 bucket=${3%/}

@@ -9,16 +9,9 @@
 # gs://BUCKET/chain/documents/{wikipedia,books}, gs://BUCKET/chain/vocab and
 # gs://BUCKET/chain/shards, as the four stages' templates would one after the other.
 set -euo pipefail
-usage="usage: $0 PROJECT REGION gs://BUCKET"
-case ${1:-} in -h | --help) echo "$usage"; exit 0 ;; esac
-if [ $# -ne 3 ]; then
-  echo "$usage" >&2
-  exit 2
-fi
-case $3 in
-  gs://?*) ;;
-  *) echo "$0: BUCKET $3: give the bucket as a gs:// URL (gs://my-bucket)" >&2; exit 2 ;;
-esac
+# shellcheck source=/dev/null  # arguments.bash, linted on its own
+source "$(dirname "$0")/arguments.bash"
+check_arguments "PROJECT REGION gs://BUCKET" 3 3 "$@"
 project=$1
 region=$2
 bucket=${3%/}
