@@ -141,7 +141,18 @@ def test_stop_at_step_ends_with_the_command_that_goes_on(sample_shards, tmp_path
     command = shlex.split(last.split("to go on: bertkit train ", 1)[1])
     assert train.run(command) == 0
     assert sorted(metrics(run)) == [1, 2, 3, 4]
-    assert "stopped at step" not in capsys.readouterr().out  # it ran to --max-steps
+    out = capsys.readouterr().out
+    assert "stopped at step" not in out  # it ran to --max-steps
+    # The closing line counts the steps this run added, not the checkpoint's total.
+    assert out.startswith("trained 2 steps (3-4, resumed at 2) in ")
+
+
+def test_the_closing_line_names_the_steps_a_run_trained():
+    assert train.trained_steps(0, 20) == "trained 20 steps"
+    assert train.trained_steps(1200, 1220) == "trained 20 steps (1201-1220, resumed at 1200)"
+    assert train.trained_steps(1225, 1225) == (
+        "trained no step (the checkpoint is at step 1225 already)"
+    )
 
 
 # --------------------------------------------------------------------------- warmup default

@@ -204,6 +204,7 @@ def _loop(run: Run, stop_request: StopRequest) -> dict[str, Any]:
     last_train: dict[str, Any] = {}
     last_eval: EvalResult | None = None
     stop = min(config.max_steps, config.stop_at_step or config.max_steps)
+    first_step = run.step  # a resume's checkpoint step; 0 for a new run
     # step_sums, summed on the device: reading them every step would make the GPU wait for
     # the CPU.
     sums = torch.zeros(len(step_sums(run.model.config.nsp)), dtype=torch.float64, device=env.device)
@@ -233,10 +234,21 @@ def _loop(run: Run, stop_request: StopRequest) -> dict[str, Any]:
         run.remote.push()  # the last metrics and events
     return {
         "step": run.step,
+        "first_step": first_step,
         "train": last_train,
         "eval": last_eval.as_dict() if last_eval else None,
         "preempted": signal_name(preempted) if preempted else None,
     }
+
+
+def trained_steps(first_step: int, step: int) -> str:
+    """What this process trained, for the closing line: a resume names the steps it added,
+    not the checkpoint's total."""
+    if first_step == 0:
+        return f"trained {step} steps"
+    if step == first_step:
+        return f"trained no step (the checkpoint is at step {step} already)"
+    return f"trained {step - first_step} steps ({first_step + 1}-{step}, resumed at {first_step})"
 
 
 def _log_train(run: Run, sums: torch.Tensor, grad_norm: torch.Tensor | None) -> dict[str, Any]:
@@ -369,7 +381,9 @@ def run(argv: list[str] | None = None) -> int:
     if int(os.environ.get("RANK", "0")) == 0:
         minutes = (time.monotonic() - started) / 60
         output = storage.redact(config.output)
-        print(f"trained {result['step']} steps in {minutes:.1f} min → {output}")
+        print(
+            f"{trained_steps(result['first_step'], result['step'])} in {minutes:.1f} min → {output}"
+        )
         if result["eval"]:
             e = result["eval"]
             nsp = f", NSP accuracy {e['nsp_accuracy']:.3f}" if "nsp_accuracy" in e else ""
