@@ -69,6 +69,13 @@ def test_a_schedule_built_at_a_step_goes_on_as_a_fresh_one_from_there():
             schedule.step()
     assert lrs == [2.0 * (1 - 2 / 6), 2.0 * (1 - 3 / 6), 2.0 * (1 - 4 / 6), 2.0 * (1 - 5 / 6), 0.0]
     assert schedule.get_last_lr() == [0.0] and schedule.last_epoch == 9
+    # Its whole state is a fresh schedule's after the same 9 steps (a checkpoint's bytes).
+    fresh_optimizer = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=2.0)
+    fresh = warmup_decay_schedule(fresh_optimizer, 2, 8)
+    for _ in range(9):
+        fresh_optimizer.step()
+        fresh.step()
+    assert schedule.state_dict() == fresh.state_dict()
 
 
 def test_schedule_rejects_warmup_longer_than_training():

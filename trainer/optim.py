@@ -326,4 +326,11 @@ def warmup_decay_schedule(
         group["initial_lr"] = peak_lr if peak_lr is not None else group["lr"]
     # last_epoch = step - 1: LambdaLR's first step (in its constructor) lands on `step` and
     # sets each group's lr to peak × factor(step); -1 is a fresh schedule.
-    return LambdaLR(optimizer, _WarmupDecay(warmup_steps, total_steps, power), last_epoch=step - 1)
+    scheduler = LambdaLR(
+        optimizer, _WarmupDecay(warmup_steps, total_steps, power), last_epoch=step - 1
+    )
+    # LambdaLR also counts its own step() calls (1 after its constructor): a schedule built
+    # at `step` counts as one that took those steps, so a resumed run's checkpoints hold the
+    # same scheduler state as an uninterrupted run's, byte for byte.
+    scheduler._step_count = step + 1
+    return scheduler
