@@ -153,6 +153,14 @@ def test_credentials_in_a_url_stay_out_of_the_line(tmp_path: Path) -> None:
     assert done.stderr == f"bertkit inspect: error: s3://***@bucket/shards {AWS_LINE}\n"
 
 
+@pytest.mark.parametrize("entry", [("-m", "bertkit", "export-hf"), ("-m", "trainer.export")])
+def test_export_of_a_checkpoint_on_s3_without_boto3(tmp_path: Path, entry: tuple) -> None:
+    done = _run(tmp_path, WITHOUT_AWS, *entry, "s3://bucket/run/checkpoints", "--output", "hf")
+    assert done.stderr == f"bertkit export-hf: error: s3://bucket/run/checkpoints {AWS_LINE}\n"
+    assert done.returncode == 2
+    assert not (tmp_path / "hf").exists()
+
+
 @pytest.mark.parametrize("command", ["train", "export-hf"])
 def test_train_and_export_without_the_train_extra(tmp_path: Path, command: str) -> None:
     done = _run(tmp_path, WITHOUT_TRAIN, "-m", "bertkit", command, "--help")

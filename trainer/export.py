@@ -68,7 +68,7 @@ from typing import Any, BinaryIO
 
 from safetensors.torch import save_file
 
-from pipelines.io import objects, storage
+from pipelines.io import extras, objects, storage
 from pipelines.io.recorded_paths import resolve_path
 from pipelines.io.vocabulary import VocabError, Vocabulary, load_vocab
 from schemas.checkpoint import LATEST_FILE, CheckpointKey
@@ -416,6 +416,12 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     ):
         if value is not None and not value.strip():
             parser.exit(2, f"{parser.prog}: error: {name} is empty: give it a value\n")
+    # An s3:// or gs:// location whose client is not installed: one line, before any work.
+    problem = extras.urls_problem(
+        [("", args.checkpoint), ("--output", args.output), ("--vocab", args.vocab)]
+    )
+    if problem:
+        parser.exit(2, f"{parser.prog}: error: {problem}\n")
     return args
 
 
