@@ -134,13 +134,12 @@ def test_a_workers_record_reads_as_the_stages_own() -> None:
     assert module_of("/somewhere/else.py:3") is None
 
 
-def test_a_closed_pipe_ends_bertkit_quietly(tmp_path: Path) -> None:
-    # A real pipe whose reader has gone before the command writes (`bertkit --help | head`
-    # once head has exited).
-    for argv in (["-m", "bertkit", "--help"], ["-m", "pipelines.inspect", "--help"]):
-        reading, writing = os.pipe()
-        os.close(reading)
-        done = subprocess.run(
+def _run_into_a_closed_pipe(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess:
+    """Python `argv` with stdout a real pipe whose reader has gone before it writes."""
+    reading, writing = os.pipe()
+    os.close(reading)
+    try:
+        return subprocess.run(
             [sys.executable, *argv],
             cwd=tmp_path,
             env=_core_environment(tmp_path),
@@ -149,7 +148,15 @@ def test_a_closed_pipe_ends_bertkit_quietly(tmp_path: Path) -> None:
             text=True,
             timeout=120,
         )
+    finally:
         os.close(writing)
+
+
+def test_a_closed_pipe_ends_bertkit_quietly(tmp_path: Path) -> None:
+    # A real pipe whose reader has gone before the command writes (`bertkit --help | head`
+    # once head has exited).
+    for argv in (["-m", "bertkit", "--help"], ["-m", "pipelines.inspect", "--help"]):
+        done = _run_into_a_closed_pipe(tmp_path, *argv)
         assert "Traceback" not in done.stderr
         assert done.stderr == ""
         assert done.returncode in (0, BROKEN_PIPE_EXIT)  # argparse's help drops the error
@@ -210,16 +217,5 @@ def test_inspect_read_by_head_ends_as_every_command_does(tmp_path: Path) -> None
 
     write_tiny_vocabulary(tmp_path / "vocab")
     for argv in (["-m", "bertkit", "inspect", "vocab"], ["-m", "pipelines.inspect", "vocab"]):
-        reading, writing = os.pipe()
-        os.close(reading)
-        done = subprocess.run(
-            [sys.executable, *argv],
-            cwd=tmp_path,
-            env=_core_environment(tmp_path),
-            stdout=writing,
-            stderr=subprocess.PIPE,
-            text=True,
-            timeout=120,
-        )
-        os.close(writing)
+        done = _run_into_a_closed_pipe(tmp_path, *argv)
         assert (done.returncode, done.stderr) == (BROKEN_PIPE_EXIT, "")
