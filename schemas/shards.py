@@ -89,6 +89,10 @@ STATIC, NO_MASKS = "static", "none"
 MASKING_KINDS = (STATIC, NO_MASKS)
 
 DATASET_CARD_NAME = "README.md"  # beside the manifest: pipelines/examples/card.py
+# counts["seqN/SPLIT/truncated_tokens"]: the tokens Google's pair rule trimmed off a split's
+# pairs to fit the length (absent when none were): a document of overlong sentences loses
+# most of its text this way.
+TRUNCATED_TOKENS = "truncated_tokens"
 SHARD_DEPTH = 3  # seqN/SPLIT/shard-NNNNNN.tar: a shard's manifest is three levels up
 BLOCK_TABLE_SUFFIX = ".blocks.json"  # a shard's block table: `shard-000000.tar.blocks.json`
 

@@ -325,6 +325,7 @@ def test_pairs_without_masks_keep_their_label_and_differ_every_pass(
 # sample's documents or vocabulary on purpose, these change too; otherwise pair shards did.
 PAIR_SHARDS_SHA256 = "119a6b83fb5e2b33d561a60941fb89f4b8d1aef1e7cfe9ebb091747b7b19a0c7"
 PAIR_MANIFEST_SHA256 = "c229f3202fbc58af4ad3271ab8a42c05157226856e1d5ea433ef0b1f29258047"
+TRUNCATED = {"seq128/heldout/truncated_tokens": 8648, "seq128/train/truncated_tokens": 262479}
 
 
 def test_pair_shards_and_manifest_are_byte_identical_to_before(sample_shards):
@@ -342,6 +343,11 @@ def test_pair_shards_and_manifest_are_byte_identical_to_before(sample_shards):
     assert hashlib.sha256(rows.encode()).hexdigest() == PAIR_SHARDS_SHA256
     del raw["inputs"]  # their manifests' sha256s hold the sample's absolute path
     raw["config"]["documents"], raw["config"]["vocab"], raw["vocab"]["path"] = [], "", ""
+    # Counted since (the tokens trimmed off pairs): every other byte is as it was.
+    truncated = {
+        k: raw["counts"].pop(k) for k in list(raw["counts"]) if k.endswith("/truncated_tokens")
+    }
+    assert truncated == TRUNCATED
     portable = json.dumps(raw, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
     assert hashlib.sha256(portable.encode()).hexdigest() == PAIR_MANIFEST_SHA256
 

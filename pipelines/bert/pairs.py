@@ -50,6 +50,10 @@ class SentencePair:
     b_start: int  # B = tokens [b_start, b_end) of the partner, or of the document itself
     b_end: int
     partner: int  # index into `partners` of B's document; -1 when B follows A
+    # The document's own tokens step 5 trimmed off to fit (A's, and B's when B follows A):
+    # text of this pass that reaches no example. A random next's B is another document's,
+    # whose text makes its own examples.
+    truncated: int = 0
 
     @property
     def is_random_next(self) -> bool:
@@ -143,6 +147,7 @@ def create_pairs(
                         b_start + cut[2],
                         b_stop - cut[3],
                         partner,
+                        cut[0] + cut[1] + (cut[2] + cut[3] if partner < 0 else 0),
                     )
                 )
             first = i + 1

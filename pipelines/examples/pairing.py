@@ -27,7 +27,7 @@ from pipelines.examples.tokenize import SUMMARY
 from pipelines.io.vocabulary import load_vocab
 from schemas import PretrainingExample, Reject
 from schemas.examples import NOT_NEXT, encode_examples
-from schemas.shards import STATIC, split_dir
+from schemas.shards import STATIC, TRUNCATED_TOKENS, split_dir
 
 BUCKET_COUNTS = "bucket_counts"  # the tagged output of (BucketKey, examples) counts
 # A document's examples are built and masked this many tokens at a time (at most; 8,192
@@ -201,7 +201,8 @@ class PairAndMaskFn(beam.DoFn):
         )
         not_next = NOT_NEXT * int(np.count_nonzero(partners >= 0))
         tokens, predictions = int(lengths.sum()), int(masked.counts.sum())
-        self._spill_encoded(step, length, encoded, rng, (not_next, tokens, predictions))
+        truncated = sum(pair.truncated for pair in pairs)
+        self._spill_encoded(step, length, encoded, rng, (not_next, tokens, predictions, truncated))
 
     @staticmethod
     def _id_bytes(others: _Others, partner: int, cache: dict[int, bytes]) -> bytes:
@@ -265,6 +266,7 @@ class PairAndMaskFn(beam.DoFn):
             sum(e.next_sentence_label for e in examples),
             sum(len(e.input_ids) for e in examples),
             sum(len(e.masked_lm_positions) for e in examples),
+            0,  # full sentences are cut into sequences, never trimmed
         )
         self._spill_encoded(step, length, [e.encode(width) for e in examples], rng, counts)
 
@@ -274,10 +276,10 @@ class PairAndMaskFn(beam.DoFn):
         length: int,
         encoded: list[bytes],
         rng: RandomStream,
-        counts: tuple[int, int, int],
+        counts: tuple[int, int, int, int],
     ) -> None:
-        """`_spill` for examples already encoded; `counts`: their NotNext labels, tokens and
-        predictions."""
+        """`_spill` for examples already encoded; `counts`: their NotNext labels, tokens,
+        predictions, and the tokens trimmed off their pairs to fit the length."""
         places = (rng.uniforms(len(encoded)) * 2**53).astype(np.int64)
         self._counters.add(EXAMPLES_MADE, len(encoded))
         output = split_dir(length, step.split)
@@ -290,12 +292,14 @@ class PairAndMaskFn(beam.DoFn):
         for bucket in np.flatnonzero(per_bucket).tolist():
             step.bucket_counts[keys[bucket]] += int(per_bucket[bucket])
         # the counts of a batch of examples, added once (not per example)
-        not_next, tokens, predictions = counts
+        not_next, tokens, predictions, truncated = counts
         tally = step.tally.counts
         tally[f"{output}/examples"] += len(encoded)
         tally[f"{output}/not_next"] += not_next
         tally[f"{output}/tokens"] += tokens
         tally[f"{output}/predictions"] += predictions
+        if truncated:  # counted where it happens: most runs trim a few tokens, some most
+            tally[f"{output}/{TRUNCATED_TOKENS}"] += truncated
 
     def _bucket_keys(self, output: str) -> list[BucketKey]:
         """The BucketKey of each of an output tree's shuffle buckets, made once."""
