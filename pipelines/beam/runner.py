@@ -59,6 +59,7 @@ from apache_beam.options.pipeline_options import (
 
 from pipelines.beam import files
 from pipelines.command import flags
+from pipelines.command.interruption import StageStop, exit_code
 from pipelines.io import extras
 
 Config = TypeVar("Config")
@@ -518,32 +519,64 @@ def stage_main(
     directory it may not write into, an input that matches nothing, or one of the stage's own
     `refusals` of its inputs is a message (exit 2); a write that failed mid-run for a full or
     read-only disk is a message too (exit 1). Either is said in one line, without the
-    traceback Beam logs for a step that raised it."""
+    traceback Beam logs for a step that raised it. Ctrl-C or SIGTERM stops the stage with
+    one line too, exit 130 or 143 (pipelines/command/interruption.py)."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     handlers = logging.getLogger().handlers
-    said = _hold_back(refusals)
+    stop = StageStop()
+    said = _hold_back(refusals, stop)
     for handler in handlers:
         handler.addFilter(said)
     try:
-        code = run(argv)
+        with stop:
+            try:
+                code = _run_and_say(run, argv, prog, refusals)
+            except BaseException:  # the KeyboardInterrupt, or Beam's wrapping of it
+                if stop.signal is None:
+                    raise
+                stop.ending = True
+                print(f"{prog}: {interrupted_message(stop.name)}", file=sys.stderr)
+                code = exit_code(stop.signal)
+    finally:
+        for handler in handlers:
+            handler.removeFilter(said)
+    sys.exit(code)
+
+
+def _run_and_say(
+    run: Callable[[list[str] | None], int],
+    argv: list[str] | None,
+    prog: str,
+    refusals: tuple[type[Exception], ...],
+) -> int:
+    """`run`'s exit code, or the one line and exit code of a refusal or a failed write."""
+    try:
+        return run(argv)
     except (files.OutputDirectoryError, FileNotFoundError, *refusals) as error:
         print(f"{prog}: error: {error}", file=sys.stderr)
-        code = 2
+        return 2
     except Exception as error:  # a failed write, or a worker's refusal; anything else goes on up
         failure, refused = write_failure(error), refusal_in_text(str(error), refusals)
         if failure is not None:
             message = write_failure_message(failure, _stage_output)
             print(f"{prog}: error: {message}", file=sys.stderr)
-            code = 1
-        elif refused is not None:
+            return 1
+        if refused is not None:
             print(f"{prog}: error: {refused}", file=sys.stderr)
-            code = 2
-        else:
-            raise
-    finally:
-        for handler in handlers:
-            handler.removeFilter(said)
-    sys.exit(code)
+            return 2
+        raise
+
+
+def interrupted_message(signal_name: str) -> str:
+    """What a stage stopped by a signal says: its output, if it got as far as having one,
+    is incomplete and has no manifest, so the next stage refuses it."""
+    if _stage_output is None:
+        return f"interrupted ({signal_name}) before it wrote anything"
+    flag, path = _stage_output
+    return (
+        f"interrupted ({signal_name}): {flag} {path} is incomplete and has no manifest, so "
+        "no stage reads it: rerun with --overwrite"
+    )
 
 
 def _hold_back_write_failures(record: logging.LogRecord) -> bool:
@@ -568,12 +601,17 @@ def refusal_in_text(text: str, refusals: tuple[type[Exception], ...]) -> str | N
     return None
 
 
-def _hold_back(refusals: tuple[type[Exception], ...]) -> Callable[[logging.LogRecord], bool]:
+def _hold_back(
+    refusals: tuple[type[Exception], ...], stop: StageStop
+) -> Callable[[logging.LogRecord], bool]:
     """`_hold_back_write_failures`, and Beam's traceback of a step that raised one of the
     stage's `refusals` (in this process, or a worker's as text), which `stage_main` says in
-    one line too."""
+    one line too; and everything once a signal stopped the stage (Beam's traceback of the
+    KeyboardInterrupt, its lost workers and connections)."""
 
     def hold_back(record: logging.LogRecord) -> bool:
+        if stop.signal is not None:
+            return False
         if record.levelno >= logging.ERROR:
             error = record.exc_info[1] if record.exc_info else None
             if isinstance(error, refusals):

@@ -15,10 +15,19 @@ Two differences, both in what reaches the terminal:
   the printed copy is dropped (`_Stderr`), so the driver shows it once, or says it in one
   line where it is a write failure or one of the stage's refusals. Everything else written
   to stderr passes as it is.
+
+And one in how it ends: the driver decides. Ctrl-C reaches every process of the terminal's
+job, the workers too; a worker ignores it, and the driver, which says the one line of a
+stopped stage, sends each worker SIGTERM, which ends it at once and silently
+(pipelines/command/interruption.py). A worker whose driver died without a word (SIGKILL, a
+crash) is sent SIGTERM by the kernel (`PR_SET_PDEATHSIG`), rather than running on to fail
+on its closed connections.
 """
 
 from __future__ import annotations
 
+import ctypes
+import signal
 import sys
 from typing import TextIO
 
@@ -45,6 +54,19 @@ class _Stderr:
         return getattr(self._stream, name)
 
 
+# prctl(2): the signal this process gets when the thread that started it ends.
+_PR_SET_PDEATHSIG = 1
+
+
+def end_with_the_driver() -> None:
+    """SIGINT ignored, SIGTERM when the driver ends (the module docstring); Linux only."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if not sys.platform.startswith("linux"):
+        return
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
 if __name__ == "__main__":
+    end_with_the_driver()
     sys.stderr = _Stderr(sys.stderr)
     import_command(HARNESS).main(sys.argv)

@@ -47,7 +47,10 @@ class WorkerProcessesRunner(fn_runner.FnApiRunner):
     (as many as --direct_num_workers) through `python -m pipelines.beam.worker`."""
 
     def __init__(self) -> None:
-        command = f"{shlex.quote(sys.executable)} {WORKER_COMMAND}"
+        # Beam starts the command through `sh -c`; `exec` makes the worker the driver's own
+        # child rather than the shell's, so that a stopped stage's SIGTERM reaches it
+        # (pipelines/command/interruption.py).
+        command = f"exec {shlex.quote(sys.executable)} {WORKER_COMMAND}"
         super().__init__(default_environment=SubprocessSDKEnvironment(command))
 
     def run_pipeline(self, pipeline, options: PipelineOptions):

@@ -1,0 +1,107 @@
+"""Ctrl-C (SIGINT) and SIGTERM in a Beam stage: one line, exit 128 + the signal's number.
+
+A stage writes its manifest last, after every unit of work has finished, and the next stage
+reads nothing without it; so a stage stopped part-way has lost nothing, and what it wrote
+is untrusted by construction. What a stop needs is a clear end:
+
+- the first signal is noted and raised in the main thread as KeyboardInterrupt, which
+  unwinds Beam's runner (it wraps the exception in its own, "KeyboardInterrupt [while
+  running …]", and logs it), so `stage_main` knows from the note, not from the exception,
+  that the run was stopped; the process's children (the worker processes of
+  `--direct_running_mode multi_processing`) are sent SIGTERM at once, so none of them
+  finishes its bundle first;
+- from then on nothing else is said: Beam's logged tracebacks, and the errors of its
+  threads that lose their worker or connection, are held back. Another signal raises
+  KeyboardInterrupt again (an exception raised in a finalizer is swallowed, and the first
+  one could be lost there), until `stage_main` has caught one and is saying its line;
+- the stage ends with one line ("bertkit books: interrupted (SIGINT): --output DIR is
+  incomplete and has no manifest, so no stage reads it: rerun with --overwrite") and exit
+  130 for SIGINT, 143 for SIGTERM, the status a shell gives a process the signal ended.
+
+SIGINT is handled only where Python's own handler is installed: a stage started in the
+background (`cmd &` in a script) ignores Ctrl-C, as every program does there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def exit_code(number: int) -> int:
+    """The exit status of a process ended by signal `number`, as a shell reports it."""
+    return 128 + number
+
+
+class StageStop:
+    """Notes the first stop signal a stage gets, while installed (the module docstring)."""
+
+    def __init__(self) -> None:
+        self.signal: int | None = None
+        self.ending = False  # set by stage_main once it has caught the interruption
+        self._previous: dict[int, Any] = {}
+        self._excepthook = threading.excepthook
+
+    def install(self) -> StageStop:
+        for number in STOP_SIGNALS:
+            current = signal.getsignal(number)
+            if number == signal.SIGINT and current is not signal.default_int_handler:
+                continue  # ignored (a background job), or someone else's handler
+            if number == signal.SIGTERM and current is not signal.SIG_DFL:
+                continue
+            self._previous[number] = signal.signal(number, self._stop)
+        return self
+
+    def restore(self) -> None:
+        for number, handler in self._previous.items():
+            signal.signal(number, handler)
+        self._previous.clear()
+        threading.excepthook = self._excepthook
+
+    def __enter__(self) -> StageStop:
+        return self.install()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.restore()
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signal).name if self.signal else ""
+
+    def _stop(self, number: int, frame: FrameType | None) -> None:
+        if self.signal is None:  # the first signal decides the exit code
+            self.signal = number
+            threading.excepthook = _quiet_excepthook
+            end_children()
+        if not self.ending:
+            raise KeyboardInterrupt
+
+
+def _quiet_excepthook(args: threading.ExceptHookArgs) -> None:
+    """A thread's error once the stage is stopping (a worker that ended, a closed
+    connection) is a consequence of the stop, not news: nothing printed."""
+
+
+def end_children() -> None:
+    """SIGTERM to every child process of this process (of any of its threads: Beam starts
+    each worker process from a thread of its own)."""
+    for number in _children():
+        with contextlib.suppress(ProcessLookupError):  # ended meanwhile
+            os.kill(number, signal.SIGTERM)
+
+
+def _children() -> list[int]:
+    found: list[int] = []
+    for task in Path(f"/proc/{os.getpid()}/task").glob("*"):
+        try:
+            found += [int(pid) for pid in (task / "children").read_text().split()]
+        except OSError:  # the thread ended meanwhile, or no /proc (not Linux)
+            continue
+    return found

@@ -1,0 +1,96 @@
+"""Ctrl-C and SIGTERM stop a Beam stage with one line and a shell's exit status (130, 143),
+its output left without a manifest, and nothing it started left running
+(pipelines/command/interruption.py).
+
+Each case is a real `bertkit wikipedia` process, in a session of its own so that the test
+sees every process it started, on an input far longer than the test waits: the real
+sample's dump under 100 names (hard links: no disk), which takes a minute or more to read.
+The signal goes out when the first progress line shows the stage reading."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+DUMP = next((Path(__file__).resolve().parent.parent / "data" / "wikipedia").glob("*.xml.bz2"))
+HANG = 30.0  # seconds: a stop takes well under one; this only catches a hang
+WORKERS = ("--direct_num_workers", "2", "--direct_running_mode", "multi_processing")
+
+
+def _sigint_as_a_terminal_gives_it() -> None:
+    """A process started in the background inherits SIGINT ignored (tests/test_exits.py)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def session_alive(leader: int) -> bool:
+    """Whether any process of the session `leader` leads is still running (zombies aside)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if int(fields[3]) == leader and fields[0] != "Z":
+            return True
+    return False
+
+
+@pytest.mark.parametrize(
+    ("number", "to_group", "extra"),
+    [
+        (signal.SIGINT, False, ()),
+        (signal.SIGTERM, False, ()),
+        (signal.SIGINT, True, WORKERS),  # Ctrl-C: the terminal signals the whole job
+        (signal.SIGTERM, False, WORKERS),  # `kill PID`: the driver alone
+    ],
+    ids=["SIGINT", "SIGTERM", "SIGINT-workers", "SIGTERM-workers"],
+)
+def test_a_signal_stops_a_stage_with_one_line(tmp_path, number, to_group, extra):
+    inputs = tmp_path / "inputs"
+    inputs.mkdir()
+    for index in range(100):
+        os.link(DUMP, inputs / f"dump-{index:03d}.xml.bz2")
+    output = tmp_path / "documents"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bertkit", "wikipedia", "--input", f"{inputs}/*.xml.bz2"]
+        + ["--output", str(output), *extra],
+        env={**os.environ, "BERTKIT_PROGRESS": "1"},
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=_sigint_as_a_terminal_gives_it,
+    )
+    try:
+        first = process.stderr.readline()
+        assert first.startswith("wikipedia | read "), first
+        sent = time.monotonic()
+        if to_group:
+            os.killpg(process.pid, number)
+        else:
+            process.send_signal(number)
+        rest = process.communicate(timeout=HANG)[1]
+        while session_alive(process.pid):
+            assert time.monotonic() - sent < HANG, "a worker outlived the stage"
+            time.sleep(0.05)
+        took = time.monotonic() - sent
+    finally:
+        if process.poll() is None or session_alive(process.pid):
+            os.killpg(process.pid, signal.SIGKILL)
+    print(f"ended in {took:.2f} s")
+    said = [line for line in rest.splitlines() if not line.startswith("wikipedia | ")]
+    name = signal.Signals(number).name
+    assert said == [
+        f"bertkit wikipedia: interrupted ({name}): --output {output} is incomplete and has "
+        "no manifest, so no stage reads it: rerun with --overwrite"
+    ], rest
+    assert process.returncode == 128 + number
+    assert took < 5.0
+    assert not (output / "_manifest.json").exists()
+    assert any(output.glob("documents-*.parquet"))  # it was stopped part-way
