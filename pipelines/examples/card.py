@@ -238,7 +238,7 @@ def _recorded_terms(
     corpus --license --language`), or that did not: unknown."""
     license_id, license_name = "unknown", None
     if license_given:
-        given = str(license_given).strip()
+        given = str(license_given).strip(" ")  # spaces only: a control character is kept, quoted
         license_id = given.lower() if given.lower() in HUB_LICENSES else "other"
         license_name = None if license_id != "other" else given
     language = str(language_given).strip() if language_given else None
@@ -520,8 +520,40 @@ def _yaml_list(key: str, values: Sequence[str]) -> list[str]:
 
 
 def _yaml_scalar(value: str) -> str:
-    """A YAML string: plain where that reads back as the same string, else double-quoted."""
-    plain = re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9 ._()/+<>|-]*", value) and not value.endswith(" ")
-    if plain and value.lower() not in ("yes", "no", "on", "off", "true", "false", "null"):
+    """A YAML string that `yaml.safe_load` (the Hub's card parser) reads back as this very string:
+    plain only where no YAML 1.1 rule can read it as anything else (it starts with a letter,
+    holds no indicator, is no boolean or null word) or it is one of the size categories
+    written here; else double-quoted, every character a parser could fold, strip or refuse
+    written as an escape."""
+    plain = _PLAIN.fullmatch(value) and not value.endswith(" ")
+    if (plain and value.lower() not in _YAML_WORDS) or value in _SIZE_NAMES:
         return value
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return '"' + "".join(_yaml_escaped(c) for c in value) + '"'
+
+
+# Letters first, so no number, date or `.inf` rule applies; no ':', '#', quote or other indicator.
+_PLAIN = re.compile(r"[A-Za-z][A-Za-z0-9 ._()/+<>|-]*")
+# YAML 1.1 words that a plain scalar turns into a boolean or null.
+_YAML_WORDS = frozenset(("y", "n", "yes", "no", "on", "off", "true", "false", "null"))
+_SIZE_NAMES = frozenset([name for _, name in SIZE_CATEGORIES] + ["n>1T"])
+# Characters kept as they are inside double quotes: printable ASCII but the two that need a
+# backslash, and printable non-ASCII but the line and paragraph separators (YAML folds them
+# as line breaks) and the byte-order mark.
+_UNESCAPED = re.compile(
+    r"[ !#-\[\]-~\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]"
+)
+
+
+def _yaml_escaped(char: str) -> str:
+    if _UNESCAPED.fullmatch(char):
+        return char
+    if char in '"\\':
+        return "\\" + char
+    code = ord(char)
+    return (
+        f"\\x{code:02x}"
+        if code < 0x100
+        else f"\\u{code:04x}"
+        if code < 0x10000
+        else f"\\U{code:08x}"
+    )
