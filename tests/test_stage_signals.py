@@ -58,9 +58,9 @@ def test_a_signal_stops_a_stage_with_one_line(tmp_path, number, to_group, extra)
     for index in range(100):
         os.link(DUMP, inputs / f"dump-{index:03d}.xml.bz2")
     output = tmp_path / "documents"
+    command = ["-m", "bertkit", "wikipedia", "--input", f"{inputs}/*.xml.bz2"]
     process = subprocess.Popen(
-        [sys.executable, "-m", "bertkit", "wikipedia", "--input", f"{inputs}/*.xml.bz2"]
-        + ["--output", str(output), *extra],
+        [sys.executable, *command, "--output", str(output), *extra],
         env={**os.environ, "BERTKIT_PROGRESS": "1"},
         stderr=subprocess.PIPE,
         text=True,

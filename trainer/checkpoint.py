@@ -8,11 +8,14 @@ whole one.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import pickle
 import re
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -90,12 +93,12 @@ def save_checkpoint(directory: Path, step: int, payload: dict[str, Any], keep: i
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / checkpoint_name(step)
     temporary = directory / f".tmp-{uuid.uuid4().hex}-{path.name}"
-    with open(temporary, "wb") as file:
+    with _written_or_removed(temporary, path) as file:
         torch.save(payload, file)
         _flush_to_disk(file)
     os.replace(temporary, path)
     pointer = directory / f".tmp-{uuid.uuid4().hex}-{LATEST_FILE}"
-    with open(pointer, "wb") as file:
+    with _written_or_removed(pointer, path) as file:
         file.write(f"{path.name}\n".encode())
         _flush_to_disk(file)
     # On disk before `latest` names it: after a power cut `latest` never names a checkpoint
@@ -106,6 +109,58 @@ def save_checkpoint(directory: Path, step: int, payload: dict[str, Any], keep: i
     for old in others[: max(0, len(others) - max(keep - 1, 0))]:
         old.unlink()
     return path
+
+
+class CheckpointWriteError(OSError):
+    """A checkpoint that could not be written (a full disk, a quota), said in one line."""
+
+    def __str__(self) -> str:
+        return self.strerror or ""
+
+
+@contextmanager
+def _written_or_removed(temporary: Path, path: Path) -> Iterator[BinaryIO]:
+    """`temporary` opened for writing; if writing it fails, it is removed and the failure
+    raised as one CheckpointWriteError naming `path`. A full disk fails inside torch.save
+    twice: the OSError of the write, then torch's own RuntimeError ("[enforce fail at
+    inline_container.cc…] unexpected pos") as it closes the archive; the OSError is the
+    one that says what happened."""
+    try:
+        with open(temporary, "wb") as file:
+            yield file
+    except BaseException as error:
+        with contextlib.suppress(OSError):  # the write's error is the one to tell
+            temporary.unlink()
+        cause = _os_error_in(error)
+        if cause is None:
+            raise
+        reason = os.strerror(cause.errno) if cause.errno else str(cause)
+        raise CheckpointWriteError(
+            cause.errno,
+            f"writing the checkpoint {path} failed ({reason}): free space there, then "
+            + _how_to_go_on(path.parent),
+        ) from error
+
+
+def _how_to_go_on(directory: Path) -> str:
+    """After a failed write: resume from the checkpoint `latest` still names, if any."""
+    try:
+        name = _read_latest(directory / LATEST_FILE)
+    except (OSError, ValueError):  # none yet (the run's first), or not one to trust
+        return "rerun the same command"
+    return f"rerun with --resume (latest still names {name})"
+
+
+def _os_error_in(error: BaseException) -> OSError | None:
+    """The OSError `error` is or arose from (its chain of causes and contexts), or None."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError):
+            return current
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def _flush_to_disk(file: BinaryIO) -> None:
