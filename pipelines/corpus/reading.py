@@ -48,7 +48,17 @@ class CorpusInputError(ValueError):
 
 
 def input_kind(path: str) -> str:
-    """ "jsonl" or "parquet", by the file's suffix; CorpusInputError for any other file."""
+    """ "jsonl" or "parquet", by the file's suffix; CorpusInputError for any other file, or
+    for a name that is not UTF-8 (ids, rejects and the manifest record it as text)."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        raise CorpusInputError(
+            f"{shown}: the file's name is not UTF-8, and the documents' ids, the rejects and "
+            "the manifest name their input in UTF-8 text: rename it (e.g. convmv -f latin1 "
+            "-t utf8 FILE) or leave it out of --input"
+        ) from None
     name = path.lower()
     if name.endswith(PARQUET_SUFFIX):
         return "parquet"
@@ -188,8 +198,14 @@ def _record_id(
 def _keys_note(keys: tuple[str, ...]) -> str:
     if not keys:
         return ""
-    shown = ", ".join(keys[:10]) + (", …" if len(keys) > 10 else "")
+    # A key may escape a lone surrogate ("\\ud800"): shown escaped, so the reject is UTF-8.
+    shown = ", ".join(_escaped(key) for key in keys[:10]) + (", …" if len(keys) > 10 else "")
     return f" (the record's keys: {shown})"
+
+
+def _escaped(text: str) -> str:
+    """`text`, with any lone surrogate written as its escape (\\udc80), so it is UTF-8."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _json_kind(value: Any) -> str:
@@ -232,7 +248,8 @@ def jsonl_documents(
 
     number = 0
     try:
-        raw_lines = lines(counted(decompressed_chunks(reader, path)), config.max_line_bytes)
+        chunks = _refuse_json_array(counted(decompressed_chunks(reader, path)))
+        raw_lines = lines(chunks, config.max_line_bytes)
         for number, raw in enumerate(raw_lines, start=1):
             document = _line_document(raw, number, path, name, config, tally)
             if document is not None:
@@ -248,6 +265,26 @@ def jsonl_documents(
             "line 1",
         )
     tally.count("input_bytes", input_bytes)
+
+
+_BYTE_ORDER_MARK = b"\xef\xbb\xbf"
+
+
+def _refuse_json_array(chunks: Iterator[bytes]) -> Iterator[bytes]:
+    """The chunks as they come; _JsonArray, before the first record, if the file's first
+    byte other than whitespace (after a byte order mark) is "[": a JSON array, whether
+    pretty-printed or on one line of any length (`json.dump(records, f)`), looked at in the
+    chunks, never as a whole line. Whitespace before it passes on (blank lines)."""
+    first = True
+    for chunk in chunks:
+        if first is not None:
+            body = chunk.removeprefix(_BYTE_ORDER_MARK) if first else chunk
+            first = False
+            if stripped := body.lstrip():
+                first = None  # looked: the rest passes unread
+                if stripped.startswith(b"["):
+                    raise _JsonArray
+        yield chunk
 
 
 def _line_document(
@@ -277,9 +314,6 @@ def _line_document(
     try:
         record = json.loads(line)
     except (ValueError, RecursionError) as err:
-        # "[" alone, or "[{...}," opening a pretty-printed or one-object-a-line array
-        if number == 1 and line.lstrip().startswith("[") and not line.rstrip().endswith("]"):
-            raise _JsonArray from None
         detail = (
             f"{err.msg} at column {err.colno}" if isinstance(err, json.JSONDecodeError) else err
         )

@@ -1,0 +1,95 @@
+"""`bertkit corpus` on records and names that are not text (issue 37 items 4 and 5): each
+bad record is one reject with its reason, each bad name one refusal before any work, and a
+JSON array, however it is laid out, is the one `json_array` failure."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pipelines import corpus
+from pipelines.beam.documents import read_manifest
+from schemas import REJECTS_DIR
+
+RECORDS = [
+    {"id": "a", "text": "The river runs past the old mill every spring."},
+    {"id": "b", "text": "A second record has a sentence of its own here."},
+]
+
+
+def run(path: Path, out: Path, *flags: str) -> int:
+    return corpus.run(["--input", str(path), "--output", str(out), *flags])
+
+
+def rejects(out: Path) -> list[dict]:
+    return [
+        json.loads(line)
+        for path in sorted((out / REJECTS_DIR).glob("*.jsonl"))
+        for line in path.read_text(encoding="utf-8").splitlines()
+    ]
+
+
+def test_a_lone_surrogate_key_is_shown_escaped_in_its_reject(tmp_path: Path) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"\\ud800k": 1}\n' + json.dumps(RECORDS[0]) + "\n")
+    out = tmp_path / "out"
+    assert run(src, out) == 0
+    ((reject),) = rejects(out)
+    assert (reject["position"], reject["reason"]) == ("line 1", "text_missing")
+    assert reject["error"] == (
+        "no 'text' field (the record's keys: \\ud800k): name the field that holds the text "
+        "with --text-field"
+    )
+    assert read_manifest(str(out)).counts["documents"] == 1
+
+
+def test_an_input_name_that_is_not_utf8_is_refused_before_any_work(tmp_path, capsys) -> None:
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "good.jsonl").write_text(json.dumps(RECORDS[0]) + "\n")
+    with open(os.fsencode(src) + b"/bad\xff.jsonl", "wb") as handle:
+        handle.write(json.dumps(RECORDS[1]).encode() + b"\n")
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as stop:
+        corpus.main(["--input", f"{src}/*.jsonl", "--output", str(out)])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert f"{src}/bad\\xff.jsonl: the file's name is not UTF-8" in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        json.dumps(RECORDS),  # json.dump(records, f): one line
+        json.dumps(RECORDS) + "\n",
+        "\ufeff  \n" + json.dumps(RECORDS),  # a byte order mark and a blank line first
+        json.dumps(RECORDS, indent=2),
+    ],
+    ids=["compact", "compact-newline", "bom-blank-line", "pretty"],
+)
+def test_a_json_array_is_refused_however_it_is_laid_out(tmp_path: Path, content: str) -> None:
+    src = tmp_path / "array.json"
+    src.write_text(content, encoding="utf-8")
+    out = tmp_path / "out"
+    assert run(src, out) == 1
+    (failure,) = read_manifest(str(out)).failed_inputs
+    assert read_manifest(str(out)).rejected == {"json_array": 1}
+    assert "jq -c '.[]' FILE > FILE.jsonl" in failure["error"]
+    assert read_manifest(str(out)).counts.get("documents", 0) == 0
+
+
+def test_a_compact_array_over_the_line_limit_is_still_an_array(tmp_path: Path) -> None:
+    src = tmp_path / "array.json"
+    records = [{"id": n, "text": "word " * 400} for n in range(200)]  # ~400 KB on one line
+    src.write_text(json.dumps(records))
+    out = tmp_path / "out"
+    assert run(src, out, "--max-line-kb", "64") == 1
+    assert len(read_manifest(str(out)).failed_inputs) == 1
+    assert read_manifest(str(out)).rejected == {"json_array": 1}
