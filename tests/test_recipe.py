@@ -92,3 +92,49 @@ def test_flags_that_shape_dynamic_masks_are_refused_with_static_masking() -> Non
     with pytest.raises(ValueError, match="three whole percents"):
         flags(mask_replace="80/20").validate()
     flags(masking="dynamic", mask_rate=0.3, mask_replace="100/0/0").validate()
+
+
+def test_static_masking_checks_a_vocab_given_against_the_shards(sample_vocab: Path) -> None:
+    """--vocab is not ignored with static masks: one the shards were not made with is
+    refused, as with dynamic masking; with "auto" resolving to static too."""
+    from pipelines.io.vocabulary import load_vocab
+
+    sha256 = load_vocab(str(sample_vocab)).sha256
+    other = {"path": "elsewhere", "sha256": "0" * 64}
+    for masking in ("static", "auto"):
+        with pytest.raises(DataConfigError) as error:
+            resolve_recipe(
+                flags(masking=masking, vocab=str(sample_vocab)), source(None, None, other)
+            )
+        assert str(error.value) == (
+            f"--vocab {sample_vocab}: the vocabulary at {sample_vocab} has vocab.txt sha256 "
+            f"{sha256}, the shards were made with {'0' * 64}: give the shards' vocabulary, or "
+            "leave --vocab out (--masking static reads none)"
+        )
+    same = {"path": "elsewhere", "sha256": sha256}
+    recipe = resolve_recipe(
+        flags(masking="static", vocab=str(sample_vocab)), source(None, None, same)
+    )
+    assert (recipe.masking, recipe.dynamic) == ("static", None)
+
+
+def test_static_masking_refuses_a_vocab_it_cannot_check(tmp_path: Path) -> None:
+    with pytest.raises(DataConfigError) as error:
+        resolve_recipe(flags(vocab=str(tmp_path)), source(None, None, {"path": "v"}))
+    assert str(error.value) == (
+        f"--vocab {tmp_path}: --masking static reads no vocabulary, and the shards' manifest "
+        "records no vocab.txt sha256 to check it against: leave --vocab out"
+    )
+
+
+def test_a_vocab_given_is_the_one_checkpoints_record(tmp_path: Path) -> None:
+    from trainer.recipe import checkpoint_vocab_record
+
+    record = {"path": "../vocab", "sha256": "a" * 64}
+    shards = source(None, None, record)
+    checkpoints = str(tmp_path / "run" / "checkpoints")
+    moved = str(tmp_path / "moved-vocab")
+    assert checkpoint_vocab_record(shards, checkpoints, moved) == {
+        "path": "../../moved-vocab",
+        "sha256": "a" * 64,
+    }

@@ -12,7 +12,9 @@ shards (they hold no next-sentence label), static masking on shards stored witho
 Dynamic masking needs the vocabulary (the [MASK] id, the tokens a random replacement may
 take, the `##` pieces of whole words): the manifest's (its `vocab.path`, relative to the
 manifest), or `--vocab DIR` when it moved, and either way with the vocab.txt sha256 the
-manifest records.
+manifest records. Static masking reads none, but a `--vocab` given is checked the same way
+(a wrong one is refused, not ignored) and recorded in the checkpoints, where `export-hf`
+finds it.
 """
 
 from __future__ import annotations
@@ -78,9 +80,13 @@ def resolve_recipe(config: TrainConfig, source: DataSource) -> Recipe:
             "train it with --masking dynamic (or auto)"
         )
     dynamic = None
+    if masking == "static" and config.vocab:
+        # Static masks need no vocabulary, but a --vocab given is not ignored: it is checked
+        # as with dynamic masking, then recorded in the checkpoints for export-hf.
+        run_vocab(config, source, masking)
     if masking == "dynamic":
         dynamic = DynamicMasking.from_vocab(
-            run_vocab(config, source),
+            run_vocab(config, source, masking),
             rate=config.mask_rate,
             replace=mask_replace_shares(config.mask_replace),
             whole_word=config.whole_word_mask,
@@ -109,41 +115,56 @@ def shards_vocab_dir(source: DataSource) -> str | None:
     return resolve_path(str(recorded), storage.parent(source.manifest_url), VOCAB_FILE)
 
 
-def checkpoint_vocab_record(source: DataSource, checkpoint_dir: str) -> dict[str, Any]:
+def checkpoint_vocab_record(
+    source: DataSource, checkpoint_dir: str, vocab: str | None = None
+) -> dict[str, Any]:
     """The shards manifest's vocab record as a checkpoint in `checkpoint_dir` (the run's
     --output/checkpoints, a URL for a run on object storage) records it: the same sha256,
     size and casing, its path rewritten relative to the checkpoint, so `export-hf` finds the
-    vocabulary wherever the run's tree is copied."""
+    vocabulary wherever the run's tree is copied. `vocab`: the run's --vocab, checked
+    against that sha256 (`run_vocab`), recorded in place of the manifest's path."""
     assert source.manifest is not None  # the trainer needs one
     record = dict(source.manifest.vocab)
-    directory = shards_vocab_dir(source)
+    directory = vocab or shards_vocab_dir(source)
     if directory is not None:
         record["path"] = record_path(directory, checkpoint_dir)
     return record
 
 
-def run_vocab(config: TrainConfig, source: DataSource) -> Vocabulary:
+def run_vocab(config: TrainConfig, source: DataSource, masking: str = "dynamic") -> Vocabulary:
     """The vocabulary the shards were made with: `--vocab` or the manifest's `vocab.path`,
-    checked against the manifest's vocab.txt sha256."""
+    checked against the manifest's vocab.txt sha256. With static masking only a --vocab
+    given is checked: the run reads no vocabulary, so one that cannot be checked is refused
+    rather than ignored."""
     record = source.manifest.vocab if source.manifest is not None else {}
     directory = config.vocab or shards_vocab_dir(source)
     expected = record.get("sha256")
+    prefix = f"--vocab {config.vocab}" if masking == "static" else "--masking dynamic"
     if not directory:
         raise DataConfigError(
             "--masking dynamic needs the vocabulary the shards were made with, and the shards "
             "have no manifest naming it: pass --vocab DIR"
+        )
+    if masking == "static" and expected is None:
+        raise DataConfigError(
+            f"{prefix}: --masking static reads no vocabulary, and the shards' manifest records "
+            "no vocab.txt sha256 to check it against: leave --vocab out"
         )
     try:
         vocab = load_vocab(directory)
     except (OSError, VocabError) as error:
         hint = "check --vocab" if config.vocab else "if it moved, pass --vocab DIR"
         raise DataConfigError(
-            f"--masking dynamic: cannot read the vocabulary at {directory}: {error}; {hint}"
+            f"{prefix}: cannot read the vocabulary at {directory}: {error}; {hint}"
         ) from error
     if expected is not None and vocab.sha256 != expected:
+        fix = (
+            "give the shards' vocabulary, or leave --vocab out (--masking static reads none)"
+            if masking == "static"
+            else "give the shards' vocabulary with --vocab DIR"
+        )
         raise DataConfigError(
-            f"--masking dynamic: the vocabulary at {directory} has vocab.txt sha256 "
-            f"{vocab.sha256}, the shards were made with {expected}: give the shards' "
-            "vocabulary with --vocab DIR"
+            f"{prefix}: the vocabulary at {directory} has vocab.txt sha256 "
+            f"{vocab.sha256}, the shards were made with {expected}: {fix}"
         )
     return vocab

@@ -339,7 +339,9 @@ def _checkpoint_payload(run: Run, rng: dict[str, Any]) -> dict[str, Any]:
         CheckpointKey.TRAIN_CONFIG: storage.redact_values(asdict(config)),
         CheckpointKey.DATA: data,
         # Its URL's credentials never stored.
-        CheckpointKey.VOCAB: storage.redact_values(checkpoint_vocab_record(source, checkpoints)),
+        CheckpointKey.VOCAB: storage.redact_values(
+            checkpoint_vocab_record(source, checkpoints, config.vocab)
+        ),
         CheckpointKey.WORLD_SIZE: run.env.world_size,
         CheckpointKey.NUM_WORKERS: config.num_workers,
     }
