@@ -272,3 +272,21 @@ def test_bytes_after_the_last_zstd_frame_are_no_frame(tmp_path):
     assert read == b"text " * 100
     assert error is not None and (error.reason, error.offset) == ("corrupt_input", len(frame))
     assert error.error == "corrupt zstd data (no zstd frame starts here (magic bytes 67617262))"
+
+
+@pytest.mark.parametrize("suffix", [".bz2", ".gz", ".zst", ".txt"])
+def test_an_empty_file_reads_as_empty_whatever_its_codec(tmp_path, suffix):
+    """One rule for every codec: 0 bytes hold no stream, so none is cut short; a file cut
+    inside its first stream is still truncated."""
+    path = tmp_path / f"empty{suffix}"
+    path.write_bytes(b"")
+    assert list(decompressed_chunks(READER, str(path))) == []
+
+
+@pytest.mark.parametrize(("suffix", "compress"), COMPRESSORS)
+def test_a_file_cut_inside_its_first_stream_is_truncated(tmp_path, suffix, compress):
+    path = tmp_path / f"cut{suffix}"
+    path.write_bytes(compress(b"some text\n" * 100)[:8])
+    with pytest.raises(InputReadError) as error:
+        b"".join(decompressed_chunks(READER, str(path)))
+    assert error.value.reason == "truncated_input"

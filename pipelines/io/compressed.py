@@ -18,6 +18,12 @@ A `.bz2` file that can seek is decompressed by indexed_bzip2's decoder
 stops on a fault, or cannot vouch that the data ended where a stream ends, the bytes are
 read again with Python's decoder, past what was already yielded, so faults are placed and
 worded as above and the bytes before them are the same.
+
+An empty file (0 bytes) reads as empty whatever its suffix, exactly as an empty
+uncompressed file does: it holds no stream, so none is cut short in it (`gzip` and `bzip2`
+themselves write a header even for no data, but an empty `.gz`, `.bz2` or `.zst` is still
+nothing lost). What an empty input means is the stage's to say (an empty book is
+`not_text`).
 """
 
 from __future__ import annotations
@@ -196,7 +202,9 @@ def _bunzip_streams(
             "bad_index" if start else "corrupt_input",
             start,
         )
-    chunks = itertools.chain([first], raw_chunks)
+    # An empty file holds no stream, so none ends early in it: it reads as empty, as an
+    # empty .gz, .zst or plain file does (the module docstring).
+    chunks = itertools.chain([first], raw_chunks) if first else raw_chunks
     yield from _decompress_concatenated(chunks, position, path, bz2.BZ2Decompressor, "bz2")
 
 
