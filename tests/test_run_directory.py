@@ -96,6 +96,26 @@ def test_a_symlinked_checkpoints_folder_is_refused_and_nothing_there_is_deleted(
     assert sorted(p.name for p in run_dir.iterdir()) == ["checkpoints"]
 
 
+def test_a_dangling_latest_link_is_refused_with_a_file_as_the_fix(tmp_path):
+    """`checkpoints/latest` as a link to nothing: the fix is a file naming the newest
+    checkpoint, not the directory the message for a linked checkpoints/ names."""
+    from trainer.checkpoint import CheckpointError, prepare_run_directory
+
+    checkpoints = tmp_path / "run" / "checkpoints"
+    checkpoints.mkdir(parents=True)
+    (checkpoints / "step-00000002.pt").write_bytes(b"")
+    pointer = checkpoints / "latest"
+    pointer.symlink_to(tmp_path / "gone")
+    with pytest.raises(CheckpointError) as error:
+        prepare_run_directory(tmp_path / "run", resume=True, overwrite=False)
+    assert str(error.value) == (
+        f"{pointer} is a symbolic link (to {tmp_path}/gone, which does not exist): a run "
+        "writes, rotates and deletes files only in a directory of its own. Replace the link "
+        f"with a file holding the newest checkpoint's name (rm {pointer}; echo "
+        f"step-00000002.pt > {pointer}), or choose another --output"
+    )
+
+
 def rebuilt(sample_shards: Path, target: Path, *flags: str) -> None:
     """The shards made again under `target` with other flags (as a user rebuilding them)."""
     manifest = json.loads((sample_shards / "manifest.json").read_text())

@@ -371,10 +371,22 @@ def _refuse_links(output: Path) -> None:
         candidates += sorted(checkpoints.iterdir())
     for path in candidates:
         if path.is_symlink():
+            if path == checkpoints:
+                fix = "Replace the link with a directory"
+            elif path.name == LATEST_FILE:
+                found = sorted(p.name for p in checkpoints.glob(CHECKPOINT_GLOB))
+                newest = found[-1] if found else "step-NNNNNNNN.pt"
+                fix = (
+                    "Replace the link with a file holding the newest checkpoint's name "
+                    f"(rm {path}; echo {newest} > {path})"
+                )
+            else:
+                fix = "Replace the link with the file itself"
+            dangling = "" if path.exists() else ", which does not exist"
             raise CheckpointError(
-                f"{path} is a symbolic link (to {os.readlink(path)}): a run writes, rotates and "
-                "deletes files only in a directory of its own. Replace the link with a "
-                "directory, or choose another --output"
+                f"{path} is a symbolic link (to {os.readlink(path)}{dangling}): a run writes, "
+                f"rotates and deletes files only in a directory of its own. {fix}, or choose "
+                "another --output"
             )
 
 
