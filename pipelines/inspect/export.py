@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipelines.inspect.formatting import plural
+from pipelines.inspect.output_place import check_output_place
 from pipelines.inspect.reading import Vocab, read_examples, resolve_vocab
 from pipelines.inspect.targets import InspectError, ShardRef, Target, shard_refs
 from pipelines.io import objects, storage
@@ -59,7 +60,7 @@ def write_parquet(target: Target, args: InspectConfig) -> int:
     """Write the chosen examples to args.parquet; print what was written. Exit code 0."""
     out = args.parquet
     assert out is not None
-    check_output(out)
+    check_output(out, target, args.vocab)
     refs = shard_refs(target, args.max_seq_length, args.split)  # flags checked before work
     vocab, note = resolve_vocab(target, args.vocab)
     print(storage.redact(note))
@@ -73,13 +74,12 @@ def write_parquet(target: Target, args: InspectConfig) -> int:
     return 0
 
 
-def check_output(out: str) -> None:
+def check_output(out: str, target: Target, vocab_dir: str | None) -> None:
     """Refuse, before any work, an OUT that cannot be written or that bertkit did not write."""
     where = storage.redact(out)
     if storage.is_remote(out):
         objects.split(out)  # StorageError unless s3:// or gs://
-    elif os.path.isdir(out):
-        raise InspectError(f"--parquet {where} is a directory: give a file name, e.g. x.parquet")
+    check_output_place("parquet", out, target, vocab_dir)  # a directory, a FIFO, read-only, …
     if not storage.exists(out):  # NotAFileError for a FIFO or a device in its place
         return
     with storage.open_seekable(out) as source:

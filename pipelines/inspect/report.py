@@ -21,6 +21,7 @@ import sys
 import tempfile
 from typing import Any
 
+from pipelines.inspect.output_place import check_output_place
 from pipelines.inspect.report_html import GENERATOR_META, render
 from pipelines.inspect.targets import InspectError, Target
 from pipelines.io import storage
@@ -28,13 +29,12 @@ from pipelines.io import storage
 _HEAD_BYTES = 4096  # the generator mark is in the page's first few hundred bytes
 
 
-def check_output(out: str) -> None:
+def check_output(out: str, target: Target, vocab_dir: str | None) -> None:
     """Refuse, before any work, an OUT.html that bertkit did not write (or cannot write)."""
     if storage.is_remote(out) and storage.scheme(out) not in ("s3", "gs"):
         raise InspectError(f"--report {storage.redact(out)}: write to a local path, s3:// or gs://")
+    check_output_place("report", out, target, vocab_dir)  # a directory, a FIFO, read-only, …
     if not storage.is_remote(out):
-        if os.path.isdir(out):
-            raise InspectError(f"--report {out} is a directory: give a file name, e.g. report.html")
         if not os.path.exists(out):
             return
         with open(out, "rb") as existing:
@@ -84,14 +84,7 @@ def report_html(target: Target, vocab: str | None = None, verify: bool = True) -
 def write_report(target: Target, args: Any) -> int:
     """Write args.report for `target`; print its path. Returns the exit code."""
     out = str(args.report)
-    check_output(out)
-    if not storage.is_remote(out) and target.kind != "shard" and not storage.is_remote(target.url):
-        inside = os.path.realpath(out).startswith(os.path.realpath(target.url) + os.sep)
-        if inside:
-            raise InspectError(
-                f"--report {out} is inside {target.url}, whose stage replaces only its own "
-                "files: its next --overwrite run would refuse the report; write it beside it"
-            )
+    check_output(out, target, args.vocab)
     if args.max_seq_length is not None or args.split is not None:
         raise InspectError("--report shows every length and split: run it without --seq, --split")
     page = report_html(target, args.vocab, args.verify).encode("utf-8")

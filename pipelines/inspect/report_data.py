@@ -23,7 +23,13 @@ from pipelines.inspect.reading import iter_document_batches, read_examples
 from pipelines.inspect.targets import InspectError, Target, open_target, shard_refs
 from pipelines.io import storage
 from pipelines.io.recorded_paths import resolve_path
-from pipelines.io.vocabulary import Vocabulary, load_vocab, load_vocab_txt, vocab_txt_url
+from pipelines.io.vocabulary import (
+    VocabError,
+    Vocabulary,
+    load_vocab,
+    load_vocab_txt,
+    vocab_txt_url,
+)
 from schemas.checks import MAX_RECORD_BYTES
 from schemas.documents import DocumentColumn
 from schemas.duplicates import DUPLICATE_SCHEMA, DUPLICATES_DIR, KINDS, DuplicateColumn
@@ -313,9 +319,12 @@ def find_vocabulary(target: Target, vocab_dir: str | None) -> tuple[Vocabulary |
     recorded = target.manifest.vocab if isinstance(target.manifest, ShardsManifest) else {}
     directory = storage.parent(found.url)
     both = (storage.join(directory, n) for n in (TOKENIZER_FILE, VOCAB_METADATA_FILE))
-    if all(storage.exists(url) for url in both):
-        return load_vocab(directory), note
-    return load_vocab_txt(vocab_txt_url(found.url), bool(recorded.get("cased", False))), note
+    try:
+        if all(storage.exists(url) for url in both):
+            return load_vocab(directory), note
+        return load_vocab_txt(vocab_txt_url(found.url), bool(recorded.get("cased", False))), note
+    except VocabError as error:  # vocab.txt and tokenizer.json disagree, a file modified, …
+        raise InspectError(str(error)) from error
 
 
 # --------------------------------------------------------------------------- targets

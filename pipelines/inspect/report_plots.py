@@ -50,6 +50,9 @@ def _pyplot() -> Any:
             "legend.frameon": False,
             "svg.hashsalt": "bertkit",
             "path.simplify": True,
+            # Names are drawn as text: a directory called `$x$` or `a$b` is not TeX math.
+            "text.parse_math": False,
+            "text.usetex": False,
         }
     )
     return plt
