@@ -441,3 +441,35 @@ def test_remote_paths_are_checked_by_place(input_, output, message) -> None:
 
     config = wikipedia.WikipediaConfig(input=(input_,), output=output)
     assert path_problem(config, DOCUMENTS_STAGE_PATHS) == message
+
+
+@pytest.mark.parametrize("stage", sorted(STAGES))
+@pytest.mark.parametrize(
+    ("input_", "message"),
+    [
+        (
+            "d/loop.xml.bz2",
+            "--input d/loop.xml.bz2 is a symbolic link loop (following its links leads back to "
+            "them, never to a file): fix the link or leave it out of --input",
+        ),
+        (
+            "d/*.xml.bz2",  # beside a good file, which Beam's match would read alone
+            "--input d/loop.xml.bz2 is a symbolic link loop (following its links leads back to "
+            "them, never to a file): fix the link or leave it out of --input",
+        ),
+        (
+            "d/gone.xml.bz2",
+            "--input d/gone.xml.bz2 is a symbolic link to nowhere.xml.bz2, which does not "
+            "exist: fix the link or leave it out of --input",
+        ),
+    ],
+)
+def test_a_link_that_leads_to_no_file_is_named_for_what_it_is(
+    stage, input_, message, workdir, capsys
+) -> None:
+    (workdir / "d" / "loop.xml.bz2").symlink_to("loop.xml.bz2")
+    if "gone" in input_:
+        (workdir / "d" / "gone.xml.bz2").symlink_to("nowhere.xml.bz2")
+    line = refused(STAGES[stage], ["--input", input_, "--output", "out"], capsys)
+    assert line == f"bertkit {stage}: error: " + message
+    assert not (workdir / "out").exists()

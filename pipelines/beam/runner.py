@@ -35,6 +35,7 @@
 from __future__ import annotations
 
 import errno
+import glob
 import logging
 import os
 import re
@@ -264,6 +265,13 @@ def _input_files_problem(flag: str, pattern: str) -> str | None:
     that cannot be opened. A glob matching nothing is the stage's own message."""
     if _is_remote(pattern):
         return None
+    # Beam's match leaves out a link that leads nowhere: said here rather than as a file
+    # left out in silence, or as "matches no file" when it is the only one.
+    links = sorted(glob.glob(pattern, recursive=True)) if _has_wildcard(pattern) else [pattern]
+    for path in links:
+        problem = _link_problem(flag, path)
+        if problem:
+            return problem
     if not _has_wildcard(pattern) and os.path.isdir(pattern):
         return (
             f"{flag} {pattern} is a directory: pass the files in it, "
@@ -288,9 +296,32 @@ def _input_files_problem(flag: str, pattern: str) -> str | None:
     return None
 
 
+def _link_problem(flag: str, path: str) -> str | None:
+    """A symbolic link (or a path through one) that leads to no file: a loop, or a link to
+    something that does not exist."""
+    try:
+        os.stat(path)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            return (
+                f"{flag} {path} is a symbolic link loop (following its links leads back to "
+                f"them, never to a file): fix the link or leave it out of {flag}"
+            )
+        if error.errno == errno.ENOENT and os.path.islink(path):
+            return (
+                f"{flag} {path} is a symbolic link to {os.readlink(path)}, which does not "
+                f"exist: fix the link or leave it out of {flag}"
+            )
+    return None
+
+
 def _input_dir_problem(flag: str, directory: str, what: str) -> str | None:
-    if _is_remote(directory) or not os.path.exists(directory):
-        return None  # a missing directory: the stage says what should be there
+    if _is_remote(directory):
+        return None
+    if not os.path.exists(directory):
+        # A missing directory: the stage says what should be there; a link that leads
+        # nowhere is said here.
+        return _link_problem(flag, directory)
     if not os.path.isdir(directory):
         parent = os.path.dirname(directory.rstrip("/"))
         return f"{flag} {directory} is a file, not a directory: pass the {what}" + (
