@@ -12,12 +12,16 @@ Before any work the URL's listing is checked by the local rules (trainer/checkpo
 earlier run there needs --resume or --overwrite, and --overwrite refuses a prefix holding
 anything no run writes. --resume first downloads `latest`, the checkpoint it names and the
 metrics into staging (every rank: each reads the checkpoint).
+
+Every write to the URL (an upload, a delete) is preceded by `guard`, the run lock's check
+(trainer/run_lock.py): a trainer that lost its lock while it stalled writes nothing more.
 """
 
 from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,12 +56,17 @@ class RemoteRun:
     staging: Path
     keep: int  # --keep-checkpoints: the URL keeps as many as a local run directory would
     uploaded: set[str] = field(default_factory=set)  # checkpoint names on the URL
+    guard: Callable[[], None] | None = None  # raises if this run may no longer write
 
     @classmethod
-    def open(cls, url: str, keep: int) -> RemoteRun:
+    def open(cls, url: str, keep: int, guard: Callable[[], None] | None = None) -> RemoteRun:
         objects.split(url)  # only s3:// and gs://
         staging = Path(tempfile.mkdtemp(prefix="bertkit-run-"))
-        return cls(url.rstrip("/"), staging, keep)
+        return cls(url.rstrip("/"), staging, keep, guard=guard)
+
+    def _may_write(self) -> None:
+        if self.guard is not None:
+            self.guard()
 
     def _url(self, name: str) -> str:
         return f"{self.url}/{name}"
@@ -120,6 +129,7 @@ class RemoteRun:
 
     def delete(self, names: list[str]) -> None:
         for name in names:
+            self._may_write()
             objects.delete(self._url(name))
 
     def push(self) -> None:
@@ -129,15 +139,19 @@ class RemoteRun:
         directory = self.staging / CHECKPOINTS_DIR
         local = {p.name for p in directory.glob(CHECKPOINT_GLOB)} if directory.is_dir() else set()
         for name in sorted(local - self.uploaded):
+            self._may_write()
             objects.upload(directory / name, self._url(f"{CHECKPOINTS_DIR}/{name}"))
             self.uploaded.add(name)
         if (directory / LATEST_FILE).is_file():
+            self._may_write()
             objects.upload(directory / LATEST_FILE, self._url(f"{CHECKPOINTS_DIR}/{LATEST_FILE}"))
         for path in sorted(self.staging.iterdir()):
             if path.is_file() and _is_run_file(path.name):  # metrics.jsonl, event files
+                self._may_write()
                 objects.upload(path, self._url(path.name))
         others = sorted(self.uploaded - local)
         for name in others[: max(0, len(others) - max(self.keep - len(local), 0))]:
+            self._may_write()
             objects.delete(self._url(f"{CHECKPOINTS_DIR}/{name}"))
             self.uploaded.discard(name)
 

@@ -110,7 +110,8 @@ def setup(config: TrainConfig, env: distributed.Distributed) -> Run:
     remote = None
     try:
         if storage.is_remote(config.output):
-            remote = RemoteRun.open(config.output, config.keep_checkpoints)
+            guard = lock.check if lock is not None else None  # no write once it is lost
+            remote = RemoteRun.open(config.output, config.keep_checkpoints, guard)
         run = _setup(config, env, accumulation, remote)
     except BaseException:
         if remote is not None:

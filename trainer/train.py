@@ -35,7 +35,7 @@ differs. A run stopped before its first checkpoint starts again, so a requeued j
 passes the same flags.
 
 Exit codes: 0 done, 1 an error during the run, 2 refused before the first step, 75
-preempted (checkpoint written), 130 interrupted.
+preempted (checkpoint written) or the run lock lost (nothing more written), 130 interrupted.
 
 Read on: docs/training.md (one GPU, torchrun, SLURM, Kubernetes, preemption, export),
 docs/recipes.md (dynamic masking, MLM only, full sentences, elastic resume).
@@ -83,6 +83,7 @@ from trainer.evaluate import EvalResult, evaluate
 from trainer.model import batch_flops
 from trainer.preemption import PREEMPTED_EXIT_CODE, StopRequest, signal_name
 from trainer.recipe import checkpoint_vocab_record, heldout_masking
+from trainer.run_lock import RunLockLost
 from trainer.setup import Run, setup
 
 _LOG = logging.getLogger("bertkit.train")
@@ -230,6 +231,7 @@ def _loop(run: Run, stop_request: StopRequest) -> dict[str, Any]:
             break
     run.progress.close()
     run.logger.close()
+    _check_lock(run)
     if run.remote is not None and env.is_main:
         run.remote.push()  # the last metrics and events
     return {
@@ -303,8 +305,22 @@ def _evaluate(run: Run) -> EvalResult:
     return result
 
 
+def _check_lock(run: Run) -> None:
+    """Every rank stops if rank 0 no longer holds the run directory's lock (another trainer
+    may be writing there now): one all-reduce, before every checkpoint and the last upload."""
+    lost: RunLockLost | None = None
+    if run.lock is not None:
+        try:
+            run.lock.check()
+        except RunLockLost as error:
+            lost = error
+    if distributed.agree_max(run.env, 1 if lost else 0):
+        raise lost or RunLockLost("rank 0 no longer holds the run lock")
+
+
 def _checkpoint(run: Run) -> None:
     """Rank 0 writes OUTPUT/checkpoints/step-NNNNNNNN.pt; every rank waits for it."""
+    _check_lock(run)
     rng = distributed.rng_state(run.env)  # a collective: every rank takes part
     if run.env.is_main:
         payload = _checkpoint_payload(run, rng)
@@ -373,6 +389,13 @@ def run(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("bertkit train: interrupted", file=sys.stderr)
         return INTERRUPTED_EXIT_CODE
+    except RunLockLost as error:  # a scheduler requeues exit 75; the requeue sees who holds it
+        if int(os.environ.get("RANK", "0")) == 0:
+            print(
+                f"bertkit train: {storage.redact(str(error))} (exit {PREEMPTED_EXIT_CODE})",
+                file=sys.stderr,
+            )
+        return PREEMPTED_EXIT_CODE
     if result["preempted"]:
         if int(os.environ.get("RANK", "0")) == 0:
             print(

@@ -123,22 +123,45 @@ def delete(url: str) -> None:
             _gcs_bucket(bucket).blob(key).delete()
 
 
-def create(url: str, data: bytes) -> bool:
+def create(url: str, data: bytes) -> str | None:
     """Write `data` to `url` only if no object is there (S3's If-None-Match: *, GCS's
-    if_generation_match=0): True if this call created it, False if one was already there.
-    The storage decides, so of two writers racing for the name exactly one wins."""
+    if_generation_match=0): the new object's version (`replace` takes it) if this call
+    created it, None if one was already there. The storage decides, so of two writers
+    racing for the name exactly one wins."""
     kind, bucket, key = split(url)
     try:
         with _request("creating", url):
             if kind == "s3":
-                _s3().put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
-            else:
-                _gcs_bucket(bucket).blob(key).upload_from_string(data, if_generation_match=0)
+                answer = _s3().put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
+                return str(answer["ETag"])
+            blob = _gcs_bucket(bucket).blob(key)
+            blob.upload_from_string(data, if_generation_match=0)
+            return str(blob.generation)
     except storage.StorageError as error:
         if _is_precondition_failure(error.__cause__):
-            return False
+            return None
         raise
-    return True
+
+
+def replace(url: str, data: bytes, version: str) -> str | None:
+    """Write `data` to `url` only if the object there is still `version` (S3's If-Match on
+    the ETag, GCS's if_generation_match): the new version, or None if the object changed or
+    is gone. A compare-and-swap: of a renewal and a takeover racing, exactly one wins."""
+    kind, bucket, key = split(url)
+    try:
+        with _request("replacing", url):
+            if kind == "s3":
+                answer = _s3().put_object(Bucket=bucket, Key=key, Body=data, IfMatch=version)
+                return str(answer["ETag"])
+            blob = _gcs_bucket(bucket).blob(key)
+            blob.upload_from_string(data, if_generation_match=int(version))
+            return str(blob.generation)
+    except FileNotFoundError:  # deleted since: no longer the version we hold
+        return None
+    except storage.StorageError as error:
+        if _is_precondition_failure(error.__cause__):
+            return None
+        raise
 
 
 def _is_precondition_failure(error: BaseException | None) -> bool:
@@ -166,3 +189,18 @@ def get(url: str, limit: int) -> bytes:
             body = _s3().get_object(Bucket=bucket, Key=key, Range=f"bytes=0-{limit}")["Body"]
             return body.read(limit + 1)
         return _gcs_bucket(bucket).blob(key).download_as_bytes(start=0, end=limit)
+
+
+def get_versioned(url: str, limit: int) -> tuple[bytes, str]:
+    """An object's bytes (at most `limit` + 1, as `get`) and its version, for `replace`."""
+    kind, bucket, key = split(url)
+    with _request("reading", url):
+        if kind == "s3":
+            answer = _s3().get_object(Bucket=bucket, Key=key, Range=f"bytes=0-{limit}")
+            return answer["Body"].read(limit + 1), str(answer["ETag"])
+        blob = _gcs_bucket(bucket).get_blob(key)
+        if blob is None:
+            raise FileNotFoundError(f"reading {storage.redact(url)}: no such object")
+        # The bytes of that generation, not of a newer one written between the two requests.
+        data = blob.download_as_bytes(start=0, end=limit, if_generation_match=blob.generation)
+        return data, str(blob.generation)
