@@ -15,7 +15,9 @@ The file is written a row group at a time (at most `ROW_GROUP_ROWS` examples or
 `ROW_GROUP_TOKENS` tokens held), zstd-compressed, under a temporary name renamed at the end
 (local), or staged on local disk and uploaded whole (s3://, gs://): OUT is complete or not
 there. An OUT that exists is replaced only when bertkit wrote it (its Arrow schema metadata
-names the PretrainingExample record); anything else is refused before any shard is read.
+names the PretrainingExample record); anything else is refused before any shard is read, as
+is an OUT that is no file name, lies inside what is read or cannot be written
+(pipelines/inspect/output_place.py, shared with `--report`).
 """
 
 from __future__ import annotations
