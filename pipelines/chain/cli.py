@@ -46,6 +46,7 @@ from pipelines.beam.runner import (
 )
 from pipelines.books import cli as books_cli
 from pipelines.chain.config import (
+    DOCUMENTS_STAGES,
     ChainConfig,
     ChainConfigError,
     check,
@@ -57,7 +58,7 @@ from pipelines.chain.config import (
 from pipelines.command.progress import Phase
 from pipelines.corpus import cli as corpus_cli
 from pipelines.examples import cli as examples_cli
-from pipelines.examples.config import ExamplesConfig
+from pipelines.examples.config import WORK_DIR, ExamplesConfig
 from pipelines.examples.stage_plan import ExamplesPlan, load_examples_plan
 from pipelines.io.vocabulary import VocabError
 from pipelines.vocab import cli as vocab_cli
@@ -66,16 +67,52 @@ from pipelines.vocab.counting import remove_work_dir
 from pipelines.vocab.sample import SamplePlan
 from pipelines.vocab.transforms import add_vocab_steps
 from pipelines.wikipedia import cli as wikipedia_cli
-from schemas import MANIFEST_NAME, SHARDS_MANIFEST_NAME
+from schemas import MANIFEST_NAME, REJECTS_DIR, SHARDS_MANIFEST_NAME
+from schemas.shards import BLOCK_TABLE_SUFFIX, DATASET_CARD_NAME
+from schemas.vocab import WORD_COUNTS_DIR
 
 _EXTRACTION = {
     "wikipedia": wikipedia_cli.extraction,
     "books": books_cli.extraction,
     "corpus": corpus_cli.extraction,
 }
-_PATHS = StagePaths(
-    input_files=("wikipedia", "books", "corpus"), writes=DOCUMENTS_STAGE_PATHS.writes
-)
+
+
+def _chain_writes() -> tuple[str, ...]:
+    """Examples of every name the chain writes below --output, each stage's in its own
+    directory (documents/<stage>/, vocab/, shards/): an input glob that reaches any of
+    them would read this run's output on the next run, and `--overwrite` would delete
+    files that run lists as inputs."""
+    documents = tuple(
+        f"documents/{stage}/{name}"
+        for stage in DOCUMENTS_STAGES
+        for name in ("", *DOCUMENTS_STAGE_PATHS.writes)
+    )
+    vocab = (
+        "",
+        "vocab.txt",
+        "tokenizer.json",
+        "vocab.json",
+        f"{WORD_COUNTS_DIR}/d000-f00000.parquet",
+    )
+    shards = (
+        "",
+        SHARDS_MANIFEST_NAME,
+        DATASET_CARD_NAME,
+        "seq128/train/shard-000000.tar",
+        f"seq128/heldout/shard-000000.tar{BLOCK_TABLE_SUFFIX}",
+        f"{REJECTS_DIR}/rejects-00000.jsonl",
+        f"{WORK_DIR}/documents/00000/00000-00000.bin",
+    )
+    return (
+        "documents",
+        *(name.rstrip("/") for name in documents),
+        *(f"vocab/{name}".rstrip("/") for name in vocab),
+        *(f"shards/{name}".rstrip("/") for name in shards),
+    )
+
+
+_PATHS = StagePaths(input_files=("wikipedia", "books", "corpus"), writes=_chain_writes())
 
 
 # Plans made by the workers, once per process and job (`run` names each job: a process that
