@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
@@ -93,3 +94,67 @@ def test_a_compact_array_over_the_line_limit_is_still_an_array(tmp_path: Path) -
     assert run(src, out, "--max-line-kb", "64") == 1
     assert len(read_manifest(str(out)).failed_inputs) == 1
     assert read_manifest(str(out)).rejected == {"json_array": 1}
+
+
+def _raw_strings(values: list[bytes]) -> pa.Array:
+    """A string array holding these bytes as they are (pyarrow checks no UTF-8 on writing)."""
+    data = b"".join(values)
+    ends = [0]
+    for value in values:
+        ends.append(ends[-1] + len(value))
+    offsets = pa.array(ends, pa.int32()).buffers()[1]
+    return pa.Array.from_buffers(pa.string(), len(values), [None, offsets, pa.py_buffer(data)])
+
+
+def test_a_parquet_id_or_title_that_is_not_utf8_is_one_reject(tmp_path: Path) -> None:
+    text = RECORDS[0]["text"]
+    table = pa.table(
+        {
+            "id": _raw_strings([b"bad\xff", b"b", b"c"]),
+            "text": [text, text, text],
+            "title": _raw_strings([b"T", b"Bad \xfe title", b"The  Mill"]),
+        }
+    )
+    pq.write_table(table, tmp_path / "rows.parquet")
+    out = tmp_path / "out"
+    assert run(tmp_path / "rows.parquet", out, "--title-field", "title") == 0
+    assert [(r["position"], r["reason"], r["id"], r["error"]) for r in rejects(out)] == [
+        (
+            "row 0",
+            "invalid_utf8",
+            "corpus/rows.parquet:0",
+            "'id' is not UTF-8, as a Parquet string must be",
+        ),
+        ("row 1", "invalid_utf8", "corpus/b", "'title' is not UTF-8, as a Parquet string must be"),
+    ]
+    manifest = read_manifest(str(out))
+    assert (manifest.counts["documents"], manifest.rejected) == (1, {"invalid_utf8": 2})
+
+
+def test_json_ids_and_titles_over_their_limits_and_titles_made_of_ids(tmp_path: Path) -> None:
+    text = RECORDS[0]["text"]
+    records = [
+        {"id": "i" * 4097, "text": text},
+        {"id": "t", "text": text, "title": "w " * 40_000},
+        {"id": "An\tid  with\nspaces " + "x" * 1100, "text": text},
+    ]
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in records))
+    out = tmp_path / "out"
+    assert run(src, out, "--title-field", "title") == 0
+    assert [(r["position"], r["reason"], r["id"], r["error"]) for r in rejects(out)] == [
+        (
+            "line 1",
+            "id_too_long",
+            "corpus/in.jsonl:1",
+            "'id' is 4097 bytes, over the 4096-byte limit for ids",
+        ),
+        (
+            "line 2",
+            "title_too_long",
+            "corpus/t",
+            "'title' is 80000 bytes, over the 65536-byte limit for titles",
+        ),
+    ]
+    (title,) = [row["title"] for row in ds.dataset(out).to_table().to_pylist()]
+    assert title == ("An id with spaces " + "x" * 1100)[:1000]  # the title's rules

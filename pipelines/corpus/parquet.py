@@ -11,7 +11,7 @@ a buffered stream, so a row group's other columns never reach memory.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 import pyarrow as pa
@@ -21,6 +21,13 @@ import pyarrow.parquet as pq
 from pipelines.corpus.config import CorpusConfig
 
 _BUFFER_BYTES = 1 << 20  # read column chunks a MiB at a time, not a row group at once
+# The most bytes of strings a slice of a batch turns into Python objects at once (a row
+# over it is a slice of its own): rows are bounded in bytes, not only in count.
+SLICE_TEXT_BYTES = 32 << 20
+# An id or a title is a label: a longer value is a reject (id_too_long, title_too_long),
+# measured in Arrow before it is read. A title under it is still cut to 1,000 characters.
+ID_MAX_BYTES = 4 << 10
+TITLE_MAX_BYTES = 64 << 10
 
 
 class ParquetColumnsError(ValueError):
@@ -43,7 +50,11 @@ class _Column:
 
 @dataclass
 class ParquetBatch:
-    """One batch's values as Python objects; `rows()` gives them a record at a time."""
+    """A slice of a batch's rows as Python objects; `rows()` gives them a record at a time.
+
+    A value over its limit (text over --max-line-kb, an id or a title over theirs) or not
+    UTF-8 is None here: it was measured in Arrow and never made a Python string.
+    """
 
     texts: list[Any]
     ids: list[Any] | None  # None: the file has no id column
@@ -52,6 +63,8 @@ class ParquetBatch:
     bad_utf8: set[int]  # rows whose text is not UTF-8 (pyarrow checks none on reading)
     max_bytes: int
     missing: Any  # what a field the file does not have is
+    # rows whose id or title is rejected: (reason, what is wrong with the field)
+    field_rejects: dict[int, tuple[str, str]] = field(default_factory=dict)
 
     @property
     def rows_count(self) -> int:
@@ -143,26 +156,117 @@ def _values(batch: pa.RecordBatch, column: _Column) -> pa.Array:
     return array
 
 
-def _python_strings(array: pa.Array) -> tuple[list[Any], set[int]]:
-    """The array's values; rows whose bytes are not UTF-8 come back None, numbered."""
-    try:
-        return array.to_pylist(), set()
-    except UnicodeDecodeError:
-        values, bad = [], set()
-        for row in range(len(array)):
-            try:
-                values.append(array[row].as_py())
-            except UnicodeDecodeError:
-                values.append(None)
-                bad.add(row)
-        return values, bad
+def _byte_lengths(array: pa.Array) -> list[int | None]:
+    """Each string's UTF-8 bytes, from the array's offsets (no value is copied)."""
+    return pc.binary_length(array).to_pylist()
+
+
+def _over(sizes: list[int | None], limit: int) -> set[int]:
+    return {row for row, size in enumerate(sizes) if size is not None and size > limit}
+
+
+def _python_strings(array: pa.Array, skip: set[int]) -> tuple[list[Any], set[int]]:
+    """The array's values, None for the rows in `skip` (never turned into strings); rows
+    whose bytes are not UTF-8 come back None, numbered."""
+    if not skip:
+        try:
+            return array.to_pylist(), set()
+        except UnicodeDecodeError:
+            pass
+    values, bad = [], set()
+    for row in range(len(array)):
+        if row in skip:
+            values.append(None)
+            continue
+        try:
+            values.append(array[row].as_py())
+        except UnicodeDecodeError:
+            values.append(None)
+            bad.add(row)
+    return values, bad
+
+
+def _slices(weights: list[int], budget: int) -> Iterator[tuple[int, int]]:
+    """(start, stop) of consecutive rows whose weights add up to at most `budget` (a row
+    heavier than it alone)."""
+    start, held = 0, 0
+    for row, weight in enumerate(weights):
+        if row > start and held + weight > budget:
+            yield start, row
+            start, held = row, 0
+        held += weight
+    if start < len(weights):
+        yield start, len(weights)
+
+
+def _bounded_batches(
+    batch: pa.RecordBatch, columns: dict[str, _Column], config: CorpusConfig, missing: Any
+) -> Iterator[ParquetBatch]:
+    """One record batch → slices of it as Python objects, each holding at most
+    SLICE_TEXT_BYTES of strings (or one row), every value measured first in Arrow."""
+    text = _values(batch, columns["text"])
+    sizes = _byte_lengths(text)
+    text_over = _over(sizes, config.max_line_bytes)
+    weights = [0 if row in text_over else size or 0 for row, size in enumerate(sizes)]
+    fields: dict[str, tuple[pa.Array, set[int]]] = {}
+    for name, limit in (("id", ID_MAX_BYTES), ("title", TITLE_MAX_BYTES)):
+        if name not in columns:
+            continue
+        array = _values(batch, columns[name])
+        over: set[int] = set()
+        if not pa.types.is_integer(array.type):
+            lengths = _byte_lengths(array)
+            over = _over(lengths, limit)
+            for row, size in enumerate(lengths):
+                if row not in over:
+                    weights[row] += size or 0
+        fields[name] = (array, over)
+    for start, stop in _slices(weights, SLICE_TEXT_BYTES):
+        rows = range(start, stop)
+        texts, bad = _python_strings(
+            text.slice(start, stop - start), {r - start for r in text_over if r in rows}
+        )
+        values: dict[str, list[Any]] = {}
+        rejects: dict[int, tuple[str, str]] = {}
+        for name, (array, over) in fields.items():
+            part = array.slice(start, stop - start)
+            skip = {r - start for r in over if r in rows}
+            if pa.types.is_integer(array.type):
+                values[name] = part.to_pylist()
+                continue
+            values[name], not_utf8 = _python_strings(part, skip)
+            flag = config.id_field if name == "id" else config.title_field
+            limit = ID_MAX_BYTES if name == "id" else TITLE_MAX_BYTES
+            for row in sorted(skip | not_utf8):
+                if row in rejects:
+                    continue  # the id's reject stands; the title is not looked at
+                if row in skip:
+                    size = pc.binary_length(part[row]).as_py()
+                    what = f"{flag!r} is {size} bytes, over the {limit}-byte limit for {name}s"
+                    rejects[row] = (f"{name}_too_long", what)
+                else:
+                    rejects[row] = (
+                        "invalid_utf8",
+                        f"{flag!r} is not UTF-8, as a Parquet string must be",
+                    )
+        yield ParquetBatch(
+            texts,
+            values.get("id"),
+            values.get("title"),
+            sizes[start:stop],
+            bad,
+            config.max_line_bytes,
+            missing,
+            rejects,
+        )
 
 
 def open_parquet_records(
     handle: BinaryIO, config: CorpusConfig, batch_rows: int, missing: Any
 ) -> Iterator[ParquetBatch]:
-    """The file's records, a batch at a time; ParquetColumnsError before the first one if
-    the columns do not fit the flags, ParquetReadError where pyarrow cannot read on."""
+    """The file's records, a slice of a batch at a time; ParquetColumnsError before the
+    first one if the columns do not fit the flags, ParquetReadError where pyarrow cannot
+    read on."""
     try:
         parquet = pq.ParquetFile(handle, buffer_size=_BUFFER_BYTES)
         columns = _checked_columns(parquet.schema_arrow, config)
@@ -172,19 +276,7 @@ def open_parquet_records(
             use_threads=False,
         )
         for batch in batches:
-            text = _values(batch, columns["text"])
-            sizes = pc.binary_length(text)
-            over = pc.fill_null(pc.greater(sizes, config.max_line_bytes), False)
-            if pc.any(over).as_py():  # never turned into Python strings
-                text = pc.if_else(over, pa.scalar(None, text.type), text)
-            texts, bad = _python_strings(text)
-            ids = _values(batch, columns["id"]).to_pylist() if "id" in columns else None
-            titles = None
-            if "title" in columns:
-                titles, _ = _python_strings(_values(batch, columns["title"]))
-            yield ParquetBatch(
-                texts, ids, titles, sizes.to_pylist(), bad, config.max_line_bytes, missing
-            )
+            yield from _bounded_batches(batch, columns, config, missing)
     except pa.ArrowException as err:
         if isinstance(err, OSError):
             raise  # a failed read of the stored bytes, as for any other input

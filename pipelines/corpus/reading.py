@@ -23,6 +23,8 @@ from pipelines.beam.documents import UnitTally
 from pipelines.books.reading import book_sentences
 from pipelines.corpus.config import CorpusConfig
 from pipelines.corpus.parquet import (
+    ID_MAX_BYTES,
+    TITLE_MAX_BYTES,
     ParquetBatch,
     ParquetColumnsError,
     ParquetReadError,
@@ -90,6 +92,9 @@ class RecordFields:
     id: Any
     title: Any
     keys: tuple[str, ...] = ()  # the record's keys, for a message naming the ones it has
+    # (reason, what): an id or title found bad before it was read (Parquet measures them in
+    # Arrow), its value None here
+    rejected: tuple[str, str] | None = None
 
 
 MISSING = object()  # a field the record does not have (JSON null is None)
@@ -130,6 +135,10 @@ def record_document(
     if record_id is None:
         return None
     doc_id = f"{config.source}/{record_id}"
+    if fields.rejected is not None:
+        reason, what = fields.rejected
+        tally.reject(Reject(doc_id, path, position, reason, what))
+        return None
     text = fields.text
     if text is MISSING or text is None:
         what = "no" if text is MISSING else "a null"
@@ -160,7 +169,13 @@ def record_document(
         error = f"{config.title_field!r} is {_json_kind(title)}, not a string"
         tally.reject(Reject(doc_id, path, position, "title_not_string", error))
         return None
-    title = " ".join(title.split())[:_TITLE_CHARS] if isinstance(title, str) else ""
+    if isinstance(title, str) and _utf8_over(title, TITLE_MAX_BYTES):
+        error = (
+            f"{config.title_field!r} is {len(title.encode('utf-8', 'surrogatepass'))} bytes, "
+            f"over the {TITLE_MAX_BYTES}-byte limit for titles"
+        )
+        tally.reject(Reject(doc_id, path, position, "title_too_long", error))
+        return None
     counts = ParagraphCounts()
     paragraphs = record_paragraphs(text, config.min_paragraph_words, counts)
     sentences = book_sentences(paragraphs, tally)
@@ -171,9 +186,24 @@ def record_document(
     if not sentences:
         tally.drop("no_text")
         return None
+    # A title made from the id follows the title's rules: spaces collapsed, cut.
+    label = _label(title) if isinstance(title, str) else ""
     return Document(
-        id=doc_id, source=config.source, title=title or record_id, sentences=tuple(sentences)
+        id=doc_id,
+        source=config.source,
+        title=label or _label(record_id),
+        sentences=tuple(sentences),
     )
+
+
+def _label(text: str) -> str:
+    """A title: every run of whitespace one space, ends stripped, at most 1,000 characters."""
+    return " ".join(text.split())[:_TITLE_CHARS]
+
+
+def _utf8_over(text: str, limit: int) -> bool:
+    """Whether `text` takes more than `limit` bytes in UTF-8 (measured only when it may)."""
+    return len(text) > limit // 4 and len(text.encode("utf-8", "surrogatepass")) > limit
 
 
 def _record_id(
@@ -183,9 +213,13 @@ def _record_id(
         return fallback
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
-    if isinstance(value, str) and value.strip():
+    if isinstance(value, str) and _utf8_over(value, ID_MAX_BYTES):
+        size = len(value.encode("utf-8", "surrogatepass"))
+        error = f"{config.id_field!r} is {size} bytes, over the {ID_MAX_BYTES}-byte limit for ids"
+        reason = "id_too_long"
+    elif isinstance(value, str) and value.strip():
         return value
-    if isinstance(value, str):
+    elif isinstance(value, str):
         error = f"{config.id_field!r} is an empty string: an id must name the record"
         reason = "id_empty"
     else:
@@ -352,9 +386,10 @@ def _encodable(fields: RecordFields) -> bool:
 
 # --- Parquet -------------------------------------------------------------------------------
 
-# Rows per batch: a batch's text column is held at once (a few MB of web text; at most this
-# many times --max-line-kb of books).
-PARQUET_BATCH_ROWS = 256
+# Rows pyarrow decodes at once: a batch's columns are held in Arrow (at most this many
+# times --max-line-kb of text), then made Python strings a slice of at most
+# SLICE_TEXT_BYTES at a time, every value measured first (pipelines/corpus/parquet.py).
+PARQUET_BATCH_ROWS = 8
 
 
 def parquet_documents(
@@ -377,7 +412,9 @@ def parquet_documents(
                     document = _row_document(
                         batch,
                         offset,
-                        RecordFields(text, record_id, title),
+                        RecordFields(
+                            text, record_id, title, rejected=batch.field_rejects.get(offset)
+                        ),
                         row,
                         path,
                         name,
