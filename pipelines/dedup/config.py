@@ -6,6 +6,8 @@ manifest records what shapes the output (`recorded`), the LSH bands and rows inc
 
 from __future__ import annotations
 
+import os
+import posixpath
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +26,18 @@ DOCUMENTS_DIRS = (
     "documents directory written by `bertkit wikipedia`, `books`, `corpus` or `dedup`, the one "
     f"holding {MANIFEST_NAME}",
 )
+
+
+def same_place_key(directory: str) -> str:
+    """What two spellings of one directory have in common: a local path's real path
+    (symbolic links and `..` resolved), a URL with its `//`, `.` and `..` segments and
+    trailing slashes gone."""
+    if "://" not in directory:
+        return os.path.realpath(directory)
+    scheme, rest = directory.split("://", 1)
+    bucket, _, path = rest.partition("/")
+    normal = posixpath.normpath("/" + path.lstrip("/")).lstrip("/")
+    return f"{scheme.lower()}://{bucket}/{normal}".rstrip("/")
 
 
 class DedupError(ValueError):
@@ -71,15 +85,21 @@ class DedupConfig:
         problem = config_problem(self)
         if problem:
             raise DedupError(problem)
-        seen: set[str] = set()
+        seen: dict[str, str] = {}
         for directory in self.documents:
-            key = directory.rstrip("/")
+            key = same_place_key(directory)
             if key in seen:
+                earlier = seen[key]
+                given = (
+                    "is given twice"
+                    if earlier.rstrip("/") == directory.rstrip("/")
+                    else f"is the same directory as --documents {earlier}"
+                )
                 raise DedupError(
-                    f"--documents {directory} is given twice: each of its documents would "
+                    f"--documents {directory} {given}: each of its documents would "
                     "duplicate itself; name each directory once"
                 )
-            seen.add(key)
+            seen[key] = directory
 
     def recorded(self) -> dict[str, Any]:
         """What shapes the output, as the documents manifest records it."""
