@@ -18,11 +18,13 @@ its path under the inputs' common folder. Ids are not checked for uniqueness. `-
 A bad record is rejected with its file and line or row, and the rest kept: not_json,
 not_an_object, invalid_utf8, lone_surrogate, line_too_long / text_too_long (over
 `--max-line-kb`, never held in memory), text_missing, text_not_string, id_not_string_or_int,
-id_empty, title_not_string. A record with no paragraph left is dropped (no_text), counted.
+id_empty, id_too_long (over 4 KiB), title_not_string, title_too_long (over 64 KiB). A
+record with no paragraph left is dropped (no_text), counted.
 
 Writes DIR/documents-*.parquet (Document schema), DIR/_rejects/ and, last, DIR/_manifest.json.
 Exits 1 if any input could not be read to its end (a truncated .zst, a corrupt Parquet page,
-a Parquet file without the text column); what was read before the fault is kept.
+a Parquet file without the text column, a JSON array); what was read before the fault is
+kept.
 
     bertkit corpus --input 'fineweb/*.jsonl.zst' --output out/fineweb --source fineweb
     bertkit corpus --input 'export/*.parquet' --output out/export --id-field doc_id \\
