@@ -191,6 +191,21 @@ def _lost(where: str, why: str) -> RunLockLost:
     )
 
 
+def _replace(url: str, data: bytes, version: str) -> str | None:
+    """`objects.replace`, and if it answers that the object changed, whether it changed to
+    `data`: a client retries a request whose answer was lost (a timeout, a dropped
+    connection), and the retry of a write that did land finds its own write, not the
+    version it names. Only this holder writes its token and renewal time."""
+    written = objects.replace(url, data, version)
+    if written is not None:
+        return written
+    try:
+        now, now_version = objects.get_versioned(url, _MAX_LOCK_BYTES)
+    except FileNotFoundError:
+        return None
+    return now_version if now == data else None
+
+
 def _refusal(where: str, holder: Holder | None, detail: str = "") -> RunLockedError:
     who = holder.describe() if holder is not None else "another trainer"
     return RunLockedError(
@@ -337,7 +352,7 @@ class _ObjectLock(RunLock):
                 reason,
             )
             # Only the stale object read above: if its holder renewed it meanwhile, it lives.
-            version = objects.replace(url, me.to_bytes(), stale_version)
+            version = _replace(url, me.to_bytes(), stale_version)
         if version is None:
             raise _refusal(output, None, " (it took the lock a moment ago)")
         return cls(url, me, version, lease)
@@ -362,7 +377,7 @@ class _ObjectLock(RunLock):
                     self._lost = f"the lock now names {who}"
                     return
                 self.holder.renewed = time.time()
-                renewed = objects.replace(self.url, self.holder.to_bytes(), version)
+                renewed = _replace(self.url, self.holder.to_bytes(), version)
             except FileNotFoundError:
                 self._lost = "the lock was deleted"
                 return

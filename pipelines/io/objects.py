@@ -202,5 +202,6 @@ def get_versioned(url: str, limit: int) -> tuple[bytes, str]:
         if blob is None:
             raise FileNotFoundError(f"reading {storage.redact(url)}: no such object")
         # The bytes of that generation, not of a newer one written between the two requests.
-        data = blob.download_as_bytes(start=0, end=limit, if_generation_match=blob.generation)
-        return data, str(blob.generation)
+        generation = blob.generation
+        data = blob.download_as_bytes(start=0, end=limit, if_generation_match=generation)
+        return data, str(generation)

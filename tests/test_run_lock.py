@@ -1,0 +1,351 @@
+"""A trainer that lost its run lock writes nothing more (issue 37 item 1): two real trainers
+on loopback S3 with the first paused past its lease, renewals that are compare-and-swap on
+moto's S3 (If-Match) and the GCS emulator, a local run.lock deleted or replaced under its
+holder, lock objects whose renewal time proves nothing, and lock fields printed escaped."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from pipelines.io import objects
+from tests.support.s3server import client_environment
+from tests.test_exits import ENV, FLAGS, wait_for_exit
+from tests.test_remote_run import BUCKET, s3, s3_listing  # noqa: F401 (the fixture)
+from tests.test_train import TINY
+from trainer import run_lock
+from trainer.run_lock import LEASE_VARIABLE, LOCK_FILE, Holder, RunLock, RunLockLost
+
+JOB_VARIABLES = ("SLURM_JOB_ID", "TORCHELASTIC_RUN_ID", "BERTKIT_JOB_ID")
+
+
+@pytest.fixture
+def no_job(monkeypatch):
+    for name in JOB_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+
+def lock_bytes(**fields: object) -> bytes:
+    holder = {"host": "h", "pid": 7, "job": "", "since": 0, "renewed": 0, "token": "t"}
+    return json.dumps(holder | fields).encode()
+
+
+# --------------------------------------------------------------------------- object storage
+
+
+def test_a_replace_over_a_stale_etag_fails_and_changes_nothing(s3):  # noqa: F811
+    url = f"s3://{BUCKET}/cas/object"
+    first = objects.create(url, b"1")
+    assert first is not None and objects.create(url, b"x") is None
+    second = objects.replace(url, b"2", first)
+    assert second is not None and second != first
+    assert objects.replace(url, b"3", first) is None  # 412 PreconditionFailed
+    assert objects.get_versioned(url, 10) == (b"2", second)
+    assert objects.replace(f"s3://{BUCKET}/cas/none", b"4", second) is None
+
+
+def test_a_holder_whose_lock_was_taken_stops_and_leaves_the_new_lock(s3, no_job):  # noqa: F811
+    url = f"s3://{BUCKET}/taken"
+    key = f"taken/{LOCK_FILE}"
+    lock = RunLock.acquire(url)
+    lock.check()  # still ours: renews it
+    other = Holder("node2", 7, "", time.time(), time.time(), "other")
+    s3.put_object(Bucket=BUCKET, Key=key, Body=other.to_bytes())
+    with pytest.raises(RunLockLost) as lost:
+        lock.check()
+    assert str(lost.value).startswith(
+        f"{url}/{LOCK_FILE}: this trainer no longer holds the run lock (the lock now names "
+        "process 7 on node2, since "
+    )
+    assert str(lost.value).endswith(
+        "); it stopped before writing anything more. Another trainer may be writing this run "
+        "directory now: rerun with --resume once only one runs"
+    )
+    lock.release()
+    assert s3.get_object(Bucket=BUCKET, Key=key)["Body"].read() == other.to_bytes()
+
+
+def test_a_renewal_loses_to_a_takeover_between_its_read_and_its_write(
+    s3,  # noqa: F811
+    no_job,
+    monkeypatch,
+):
+    """The compare-and-swap itself: the lock read is still ours, but another trainer replaces
+    it before the renewal writes; the renewal's If-Match fails and the holder stops."""
+    url = f"s3://{BUCKET}/race"
+    key = f"race/{LOCK_FILE}"
+    lock = RunLock.acquire(url)
+    other = Holder("node3", 8, "", time.time(), time.time(), "other").to_bytes()
+    read = objects.get_versioned
+
+    def read_then_taken(where: str, limit: int) -> tuple[bytes, str]:
+        answer = read(where, limit)
+        s3.put_object(Bucket=BUCKET, Key=key, Body=other)
+        return answer
+
+    monkeypatch.setattr(objects, "get_versioned", read_then_taken)
+    with pytest.raises(RunLockLost, match=r"\(another trainer replaced the lock while it was"):
+        lock.check()
+    monkeypatch.undo()
+    lock.release()
+    assert s3.get_object(Bucket=BUCKET, Key=key)["Body"].read() == other
+
+
+def test_a_lock_taken_on_gcs_stops_its_holder(no_job):
+    from tests.support.gcsserver import gcs_emulator
+
+    with gcs_emulator(BUCKET) as client:
+        url = f"gs://{BUCKET}/taken"
+        lock = RunLock.acquire(url)
+        lock.check()
+        other = Holder("node2", 7, "", time.time(), time.time(), "other").to_bytes()
+        client.bucket(BUCKET).blob(f"taken/{LOCK_FILE}").upload_from_string(other)
+        with pytest.raises(RunLockLost, match=r"\(the lock now names process 7 on node2, "):
+            lock.check()
+        lock.release()
+        assert client.bucket(BUCKET).blob(f"taken/{LOCK_FILE}").download_as_bytes() == other
+
+
+@pytest.mark.parametrize(
+    ("renewed", "fresh"),
+    [
+        (1000.0, True),
+        (880.0, True),  # 120 s: the lease's last second
+        (879.0, False),
+        (1004.0, True),  # a clock 4 s ahead
+        (1006.0, False),  # in the future: proves nothing
+        (1e300, False),
+        ("abc", False),
+        ("1000", False),
+        (True, False),
+        (None, False),
+    ],
+)
+def test_a_renewal_time_in_the_future_or_not_a_number_is_not_fresh(renewed, fresh):
+    holder = Holder.parse(lock_bytes(renewed=renewed))
+    assert holder is not None and holder.fresh(1000.0, 120.0) is fresh
+
+
+def test_not_a_number_parses_as_nan_and_is_not_fresh():
+    holder = Holder.parse(b'{"host":"h","pid":1,"job":"","since":NaN,"renewed":NaN,"token":"t"}')
+    assert holder is not None and holder.fresh(1000.0, 120.0) is False
+    assert holder.describe() == "process 1 on h, since nan (not a time)"
+
+
+@pytest.mark.parametrize(
+    ("renewed", "reason"),
+    [
+        (4102444800, " s in the future: not trusted)"),  # 2100-01-01
+        ("abc", "(its renewal time nan is not a time)"),
+    ],
+)
+def test_a_lock_object_that_proves_nothing_is_taken_over(
+    s3,  # noqa: F811
+    no_job,
+    caplog,
+    renewed,
+    reason,
+):
+    url = f"s3://{BUCKET}/odd"
+    s3.put_object(Bucket=BUCKET, Key=f"odd/{LOCK_FILE}", Body=lock_bytes(renewed=renewed))
+    with caplog.at_level("WARNING"):
+        lock = RunLock.acquire(url)
+    assert f"{url}/{LOCK_FILE}: taking over the lock of process 7 on h, since " in caplog.text
+    assert reason in caplog.text
+    lock.release()
+
+
+def test_what_a_lock_says_is_printed_escaped(s3, no_job):  # noqa: F811
+    url = f"s3://{BUCKET}/escaped"
+    holder = Holder("evil\n\x1b[2Jhost", 7, "j\r\x07", time.time(), time.time(), "t")
+    s3.put_object(Bucket=BUCKET, Key=f"escaped/{LOCK_FILE}", Body=holder.to_bytes())
+    with pytest.raises(run_lock.RunLockedError) as refused:
+        RunLock.acquire(url)
+    message = str(refused.value)
+    assert "is being written by process 7 on evil\\n\\x1b[2Jhost, job j\\r\\x07, since " in message
+    assert not any(c in message for c in "\n\r\x1b\x07")
+
+
+def test_a_lease_that_is_not_a_positive_number_is_refused(s3, monkeypatch):  # noqa: F811
+    monkeypatch.setenv(LEASE_VARIABLE, "0")
+    with pytest.raises(ValueError, match=f"^{LEASE_VARIABLE}=0: give the run lock's lease in "):
+        RunLock.acquire(f"s3://{BUCKET}/lease")
+
+
+# --------------------------------------------------------------------------- local run.lock
+
+
+@pytest.mark.parametrize("fault", ["deleted", "replaced"])
+def test_a_local_lock_deleted_or_replaced_under_its_holder_is_lost(tmp_path, fault):
+    run_dir = tmp_path / "run"
+    lock = RunLock.acquire(str(run_dir))
+    lock.check()
+    (run_dir / LOCK_FILE).unlink()
+    if fault == "replaced":
+        second = RunLock.acquire(str(run_dir))  # what flock let a second trainer do
+    with pytest.raises(RunLockLost) as lost:
+        lock.check()
+    why = "it was deleted" if fault == "deleted" else "it was replaced by another file"
+    assert str(lost.value).startswith(
+        f"{run_dir / LOCK_FILE}: this trainer no longer holds the run lock ({why}); "
+    )
+    lock.release()
+    if fault == "replaced":  # the second trainer's lock stays
+        assert (run_dir / LOCK_FILE).exists()
+        second.release()
+    assert not (run_dir / LOCK_FILE).exists()
+
+
+def start_trainer(code: str, *args: str, env: dict[str, str]) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(code), *args],
+        env={**ENV, **env},
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+# After its first checkpoint the trainer runs `AFTER_FIRST_CHECKPOINT` (a fault at a known
+# point: the lock deleted, the process paused), then goes on to its next checkpoint.
+PATCHED = """
+    import os, signal, sys
+    from pathlib import Path
+    import trainer.train
+    original = trainer.train.{hook}
+    done = []
+    def hooked(*args, **kwargs):
+        result = original(*args, **kwargs)
+        if not done:
+            done.append(1)
+            {fault}
+        return result
+    trainer.train.{hook} = hooked
+    sys.exit(trainer.train.run(sys.argv[1:]))
+"""
+LOCK_STEPS = ["--checkpoint-every", "2", "--keep-checkpoints", "5", "--num-workers", "0"]
+
+
+@pytest.mark.parametrize(
+    ("fault", "why"),
+    [
+        ("Path(sys.argv[-1], 'run.lock').unlink()", "it was deleted"),
+        (
+            "Path(sys.argv[-1], 'run.lock').unlink(); Path(sys.argv[-1], 'run.lock').write_text('')",
+            "it was replaced by another file",
+        ),
+    ],
+)
+def test_a_trainer_whose_run_lock_was_deleted_or_replaced_exits_75_before_its_next_checkpoint(
+    sample_shards, tmp_path, fault, why
+):
+    run_dir = tmp_path / "run"
+    code = PATCHED.format(hook="save_checkpoint", fault=fault)
+    process = start_trainer(
+        code,
+        *TINY,
+        "--shards",
+        str(sample_shards),
+        *FLAGS,
+        "--max-steps",
+        "8",
+        *LOCK_STEPS,
+        "--output",
+        str(run_dir),
+        env={},
+    )
+    code_, output, _ = wait_for_exit(process, time.monotonic())
+    assert code_ == 75, output
+    assert output.splitlines()[-1] == (
+        f"bertkit train: {run_dir / LOCK_FILE}: this trainer no longer holds the run lock "
+        f"({why}); it stopped before writing anything more. Another trainer may be writing "
+        "this run directory now: rerun with --resume once only one runs (exit 75)"
+    )
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == [
+        "latest",
+        "step-00000002.pt",
+    ]
+
+
+# --------------------------------------------------------------------------- two trainers
+
+
+def process_state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def test_a_paused_trainer_that_lost_its_lease_writes_nothing_when_it_wakes(
+    sample_shards,
+    s3,  # noqa: F811
+    no_job,
+):
+    """The issue's run: trainer A pauses (SIGSTOP) right after its step-2 checkpoint, for
+    longer than its lease; trainer B --resume takes the lock over and finishes the run; A,
+    woken (SIGCONT), exits 75 with one line before it writes anything, and B's checkpoints
+    and metrics are whole."""
+    url = f"s3://{BUCKET}/paused"
+    lease = 2.0
+    env = {**client_environment(s3.meta.endpoint_url), LEASE_VARIABLE: str(lease)}
+    flags = [*TINY, "--shards", str(sample_shards), *FLAGS, "--max-steps", "6", *LOCK_STEPS]
+    pause = "os.kill(os.getpid(), signal.SIGSTOP)"
+    first = start_trainer(
+        PATCHED.format(hook="_checkpoint", fault=pause), *flags, "--output", url, env=env
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while process_state(first.pid) != "T":  # bounded: a trainer starts in seconds
+            assert first.poll() is None and time.monotonic() < deadline, first.communicate()[0]
+            time.sleep(0.05)
+        assert sorted(s3_listing(s3, "paused")) == [
+            "checkpoints/latest",
+            "checkpoints/step-00000002.pt",
+            "metrics.jsonl",
+            LOCK_FILE,
+        ]
+        time.sleep(lease + 0.5)  # the lease runs out
+        second = start_trainer(
+            "import sys, trainer.train; sys.exit(trainer.train.run(sys.argv[1:]))",
+            *flags,
+            "--output",
+            url,
+            "--resume",
+            env=env,
+        )
+        code, output, _ = wait_for_exit(second, time.monotonic())
+        assert code == 0, output
+        assert f"{url}/{LOCK_FILE}: taking over the lock of process {first.pid} on " in output
+        written = s3_listing(s3, "paused")
+    finally:
+        os.kill(first.pid, signal.SIGCONT)
+    code, output, _ = wait_for_exit(first, time.monotonic())
+    assert code == 75, output
+    last = output.splitlines()[-1]
+    assert last.startswith(
+        f"bertkit train: {url}/{LOCK_FILE}: this trainer no longer holds the run lock (not "
+        "renewed for "
+    ), output
+    assert last.endswith(
+        "s, and its lease is 2 s); it stopped before writing anything more. Another trainer "
+        "may be writing this run directory now: rerun with --resume once only one runs "
+        "(exit 75)"
+    )
+    assert s3_listing(s3, "paused") == written  # nothing written after it woke
+    assert sorted(written) == [
+        "checkpoints/latest",
+        "checkpoints/step-00000002.pt",
+        "checkpoints/step-00000004.pt",
+        "checkpoints/step-00000006.pt",
+        "metrics.jsonl",
+    ]
+    assert written["checkpoints/latest"] == b"step-00000006.pt\n"
+    records = [json.loads(line) for line in written["metrics.jsonl"].decode().splitlines()]
+    assert [r["step"] for r in records if r["kind"] == "train"] == [1, 2, 3, 4, 5, 6]
