@@ -28,6 +28,7 @@ from pipelines.beam.runner import (
     submitted_only,
 )
 from pipelines.command.progress import Phase
+from pipelines.dedup.buckets import BUCKETS, EDGES, WORK_DIR
 from pipelines.dedup.config import DOCUMENTS_DIRS, DedupConfig, DedupError
 from pipelines.dedup.transforms import (
     DOCUMENTS_HASHED,
@@ -40,10 +41,12 @@ from schemas import MANIFEST_NAME
 from schemas.duplicates import DUPLICATES_DIR
 
 STAGE = "dedup"
-# Every name `bertkit dedup` writes: a documents stage's, and its duplicates reports.
+# Every name `bertkit dedup` writes: a documents stage's, its duplicates reports, and the
+# spill files of a run that did not finish (buckets.py).
 DEDUP_RUN_FILES = (
     rf"{DOCUMENTS_RUN_FILES}"
     rf"|{re.escape(DUPLICATES_DIR)}/duplicates-[0-9]+(?:-[0-9]+)*\.parquet(?:\.tmp-[0-9a-f]{{32}})?"
+    rf"|{WORK_DIR}/(?:{BUCKETS}/p[0-9]+|{EDGES}/[0-9]+-[0-9]+)/[0-9a-z-]+\.bin"
 )
 _PATHS = StagePaths(input_dirs=(DOCUMENTS_DIRS,))
 

@@ -1,13 +1,14 @@
 """The stage's graph: `DeduplicateDocuments`, documents files → the same files without
 duplicates, a summary per unit.
 
-    documents files ─ HashDocuments ─┬─ exact keys ─ GroupExactCopies ─ LinkExactCopies ─┐
-                                     └─ band keys ─ GroupBands ─ VerifyCandidates ────────┤
-    ┌─────────────────────────────────────────────────────────────────────────────────────┘
-    └─ EarliestEdge (per removed document) ─ ByFile ─┬─ JoinRemovals ─ WriteKept ─► summaries
-    documents files ─ KeyFiles ──────────────────────┘
+    documents files ─ HashDocuments ─ GroupPartitions ─ FindEdges ─┐  (paths of spill files)
+    documents files ─ KeyFiles ─────────────────────── JoinRemovals ┴─ WriteKept ─► summaries
 
-No step holds more than one bucket's `keep` earliest members, one row group, or one file's
+HashDocuments writes each document's exact key and band keys, with the document, to spill
+files per partition of the keys; FindEdges reads one partition, groups it by bucket and
+writes the edges it finds to spill files per documents file; WriteKept reads its file's
+edges and keeps the least per removed row (buckets.py). No step holds more than one
+partition's records, one bucket's `keep` earliest members, one row group, or one file's
 removed rows: memory is bounded however many documents there are, and no step needs a view
 of the whole corpus (no union-find), so every step spreads over workers.
 """
@@ -23,70 +24,72 @@ from pipelines.beam import files
 from pipelines.beam.documents import DocumentsInput, UnitTally, build_manifest, finish_unit
 from pipelines.beam.progress import StageCounters
 from pipelines.beam.runner import spread_over_workers
-from pipelines.dedup.candidates import Edge, Member, exact_edges, near_edges
+from pipelines.dedup.buckets import (
+    WORK_DIR,
+    BucketWriter,
+    partition_edges,
+    partitions,
+    remove_work_dir,
+    removed_rows,
+    write_edges,
+)
 from pipelines.dedup.config import DedupConfig
 from pipelines.dedup.units import DedupUnit, duplicates_name, iter_document_keys, rewrite_unit
 from schemas import MANIFEST_NAME
 
 DOCUMENTS_HASHED = "dedup_documents_hashed"
 DOCUMENTS_REWRITTEN = "dedup_documents_rewritten"
-_EXACT = "exact"
 # A unit summary's name of its duplicates file (the manifest lists them in its config).
 DUPLICATES_FILE = "duplicates_file"
 
 
 class _HashDocumentsFn(beam.DoFn):
-    """A documents file → (band key, member) per band, and (exact key, member) tagged."""
+    """A documents file → its members, keyed by exact key and by band, in spill files per
+    partition of the keys (buckets.py); outputs (partition, spill file) per file."""
 
-    def __init__(self, config: DedupConfig) -> None:
+    def __init__(self, config: DedupConfig, work_dir: str, partitions: int) -> None:
         self._config = config
+        self._work_dir = work_dir
+        self._partitions = partitions
         self._counters: StageCounters | None = None
 
     def setup(self) -> None:
         self._counters = StageCounters((DOCUMENTS_HASHED,))
 
-    def process(self, unit: DedupUnit) -> Iterator[Any]:
+    def process(self, unit: DedupUnit) -> Iterator[tuple[int, str]]:
         config, counters = self._config, self._counters
         assert counters is not None
+        unit = DedupUnit(*unit)
         bands, rows = config.bands_rows
+        writer = BucketWriter(self._work_dir, unit.name, self._partitions)
         for keys in iter_document_keys(
-            DedupUnit(*unit), config.ngram, config.num_perm, config.seed, bands, rows
+            unit, config.ngram, config.num_perm, config.seed, bands, rows
         ):
-            yield beam.pvalue.TaggedOutput(_EXACT, (keys.exact[0], tuple(keys.exact[1])))
+            writer.add(True, *keys.exact)
             for key, member in keys.bands:
-                yield key, tuple(member)
+                writer.add(False, key, member)
             counters.add(DOCUMENTS_HASHED)
         counters.flush()
+        yield from writer.close()
 
 
-def _link_exact_copies(item: tuple[bytes, Iterable[tuple]]) -> Iterator[tuple]:
-    _, members = item
-    for priority, edge in exact_edges(_Members(members)):
-        yield priority, tuple(edge)
+class _FindEdgesFn(beam.DoFn):
+    """A partition's spill files → its buckets' edges, in spill files per documents file;
+    outputs ((directory, file), spill file) per file."""
 
-
-class _VerifyCandidatesFn(beam.DoFn):
-    def __init__(self, threshold: float) -> None:
+    def __init__(self, work_dir: str, threshold: float) -> None:
+        self._work_dir = work_dir
         self._threshold = threshold
 
-    def process(self, item: tuple[bytes, Iterable[tuple]]) -> Iterator[tuple]:
-        _, members = item
-        for priority, edge in near_edges(_Members(members), self._threshold):
-            yield priority, tuple(edge)
-
-
-class _Members:
-    """A bucket's grouped values as Members, iterable as often as the runner's values are."""
-
-    def __init__(self, values: Iterable[tuple]) -> None:
-        self._values = values
-
-    def __iter__(self) -> Iterator[Member]:
-        return (Member(*value) for value in self._values)
+    def process(self, item: tuple[int, Iterable[str]]) -> Iterator[tuple[tuple[int, int], str]]:
+        partition, paths = item
+        edges = partition_edges(paths, partition, self._threshold)
+        yield from write_edges(self._work_dir, partition, edges)
 
 
 class _WriteKeptFn(beam.DoFn):
-    """A documents file and its removed rows → its kept documents and duplicates; a summary."""
+    """A documents file and its edge spill files → its kept documents and duplicates; a
+    summary."""
 
     def __init__(self, inputs: list[DocumentsInput], output_dir: str, config: DedupConfig):
         self._inputs = inputs
@@ -101,7 +104,7 @@ class _WriteKeptFn(beam.DoFn):
         _, joined = item
         (unit,) = joined["unit"]
         unit = DedupUnit(*unit)
-        removed = {row: Edge(*edge) for row, edge in joined["removed"]}
+        removed = removed_rows(joined["edges"])
         tally = UnitTally(unit.name)
         outputs = rewrite_unit(
             unit, removed, self._inputs, self._output_dir, self._config.max_file_text_bytes, tally
@@ -115,14 +118,11 @@ class _WriteKeptFn(beam.DoFn):
         yield summary
 
 
-def _by_file(item: tuple[tuple[int, int, int], tuple]) -> tuple[tuple[int, int], tuple]:
-    (directory, file, row), edge = item
-    return (directory, file), (row, edge)
-
-
 class DeduplicateDocuments(beam.PTransform):
     """Documents files → their documents without exact and near duplicates, written under
-    `output_dir`; outputs one summary per unit (for the manifest)."""
+    `output_dir`; outputs one summary per unit (for the manifest). The buckets and edges
+    go through spill files under `output_dir/_work/` (buckets.py), which
+    `WriteDedupManifest` removes."""
 
     def __init__(
         self,
@@ -136,31 +136,22 @@ class DeduplicateDocuments(beam.PTransform):
         self._units = [tuple(unit) for unit in units]
         self._output_dir = output_dir
         self._config = config
+        documents = sum(item.manifest.counts.get("documents", 0) for item in inputs)
+        self._partitions = partitions(documents, config.bands_rows[0], config.num_perm)
 
     def expand(self, pbegin):
+        work_dir = files.join(self._output_dir, WORK_DIR)
         units = pbegin | "ListDocumentsFiles" >> beam.Create(self._units, reshuffle=False)
-        keys = spread_over_workers(units, "SpreadFiles") | "HashDocuments" >> beam.ParDo(
-            _HashDocumentsFn(self._config)
-        ).with_outputs(_EXACT, main="bands")
-        exact = (
-            keys[_EXACT]
-            | "GroupExactCopies" >> beam.GroupByKey()
-            | "LinkExactCopies" >> beam.FlatMap(_link_exact_copies)
-        )
-        near = (
-            keys.bands
-            | "GroupBands" >> beam.GroupByKey()
-            | "VerifyCandidates" >> beam.ParDo(_VerifyCandidatesFn(self._config.threshold))
-        )
-        removed = (
-            (exact, near)
-            | "AllEdges" >> beam.Flatten()
-            | "EarliestEdge" >> beam.CombinePerKey(min)
-            | "ByFile" >> beam.Map(_by_file)
+        edge_files = (
+            spread_over_workers(units, "SpreadFiles")
+            | "HashDocuments"
+            >> beam.ParDo(_HashDocumentsFn(self._config, work_dir, self._partitions))
+            | "GroupPartitions" >> beam.GroupByKey()
+            | "FindEdges" >> beam.ParDo(_FindEdgesFn(work_dir, self._config.threshold))
         )
         by_file = units | "KeyFiles" >> beam.Map(lambda unit: ((unit[0], unit[1]), unit))
         return (
-            {"unit": by_file, "removed": removed}
+            {"unit": by_file, "edges": edge_files}
             | "JoinRemovals" >> beam.CoGroupByKey()
             | "WriteKept" >> beam.ParDo(_WriteKeptFn(self._inputs, self._output_dir, self._config))
         )
@@ -191,6 +182,7 @@ class WriteDedupManifest(beam.PTransform):
         listed = sorted(s[DUPLICATES_FILE] for s in summaries if DUPLICATES_FILE in s)
         config = {**self._config, "duplicates_files": listed}
         manifest = build_manifest(self._stage, self._inputs, config, summaries)
+        remove_work_dir(self._output_dir)  # every unit has read its spill files
         path = files.join(self._output_dir, MANIFEST_NAME)
         files.delete(files.match(f"{path}.tmp-*"))  # what an attempt that died left
         files.write_atomically(path, manifest.to_json().encode("utf-8"))
