@@ -93,4 +93,30 @@ def test_a_signal_stops_a_stage_with_one_line(tmp_path, number, to_group, extra)
     assert process.returncode == 128 + number
     assert took < 5.0
     assert not (output / "_manifest.json").exists()
-    assert any(output.glob("documents-*.parquet"))  # it was stopped part-way
+    assert output.is_dir()  # it was stopped part-way, its output begun
+
+
+@pytest.mark.parametrize("number", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_while_the_command_imports_is_one_line(number):
+    """Importing a stage takes seconds; a signal then is one line and the shell's status
+    too (pipelines/command/startup.py)."""
+    code = (
+        "from pipelines.command.startup import import_command as i; i('tests.support.slow_import')"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", code],
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=_sigint_as_a_terminal_gives_it,
+    )
+    try:
+        assert process.stderr.readline() == "importing\n"
+        process.send_signal(number)
+        rest = process.communicate(timeout=HANG)[1]
+    finally:
+        if process.poll() is None:
+            process.kill()
+    name = signal.Signals(number).name
+    assert rest == f"bertkit: interrupted ({name}) while starting; nothing was done\n"
+    assert process.returncode == 128 + number
