@@ -20,13 +20,12 @@ description instead of submitting it. What is checked is what would break a real
   books      SpreadUnits (Reshuffle)        book units, as above; the same manifest step
   corpus     SpreadUnits (Reshuffle)        record-file units, as above; the same manifest step
   dedup      SpreadFiles (Reshuffle)        documents files spread over workers
-             GroupExactCopies               normalised-text hash → (priority, id) of each copy
-             GroupBands                     LSH band hash → (priority, signature) of each
-                                            document: per-document data (a signature, no
-                                            text), one group per band value
-             EarliestEdge (CombinePerKey)   removed document → its earliest verified edge
-             JoinRemovals (CoGroupByKey)    documents file → its removed rows, so each file is
-                                            rewritten by one worker; the same manifest step
+             GroupPartitions                key partition → spill-file paths of its
+                                            members (exact and band keys, signatures): one
+                                            unit per ~32 MB of records
+             JoinRemovals (CoGroupByKey)    documents file → spill-file paths of its edges,
+                                            so each file is rewritten by one worker; the
+                                            same manifest step
   vocab      SpreadFiles (Reshuffle)        documents files spread over workers: each
                                             counts its sampled words into a spill file
              LearnPieces (side input)       the units' summaries (counts, no words): one
@@ -116,9 +115,7 @@ GROUPS = {
     "dedup": (
         {
             "DeduplicateDocuments/SpreadFiles/ReshufflePerKey/GroupByKey",
-            "DeduplicateDocuments/GroupExactCopies",
-            "DeduplicateDocuments/GroupBands",
-            "DeduplicateDocuments/EarliestEdge/GroupByKey",
+            "DeduplicateDocuments/GroupPartitions",
             "DeduplicateDocuments/JoinRemovals/CoGroupByKeyImpl/GroupByKey",
             "WriteManifest/CollectSummaries/CollectSummaries/CombinePerKey/GroupByKey",
         },
