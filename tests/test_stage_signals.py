@@ -120,3 +120,17 @@ def test_a_signal_while_the_command_imports_is_one_line(number):
     name = signal.Signals(number).name
     assert rest == f"bertkit: interrupted ({name}) while starting; nothing was done\n"
     assert process.returncode == 128 + number
+
+
+def test_a_signal_to_a_remote_launch_says_the_job_may_run_on(monkeypatch):
+    """A remote runner's job is not this process: stopping the command that waits for it
+    need not stop it, so the line says where to cancel it rather than that it stopped."""
+    from pipelines.beam import runner
+
+    monkeypatch.setattr(runner, "_stage_output", ("--output", "gs://b/docs"))
+    monkeypatch.setattr(runner, "_stage_local", False)
+    assert runner.interrupted_message("SIGINT") == (
+        "interrupted (SIGINT): the job may still be running on its runner, and writes its "
+        "manifest in --output gs://b/docs only if it finishes; cancel it there (gcloud "
+        "dataflow jobs cancel ID) if it should stop"
+    )

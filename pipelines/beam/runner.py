@@ -75,6 +75,9 @@ _OS_ERROR_TEXT = re.compile(r"\b[A-Za-z]*Error: \[Errno (\d+)\]")
 # The output flag and path of the stage this process runs (one per process), set by
 # parse_stage: a write failure found in a worker's error is reported against them.
 _stage_output: tuple[str, str] | None = None
+# Whether that stage runs on this machine (set by parse_stage): a remote runner's job may
+# outlive a signal to the command that launched it.
+_stage_local = True
 
 
 @dataclass(frozen=True)
@@ -127,8 +130,9 @@ def parse_stage(
     if problem:
         flags.refuse(parser, problem)
     if paths is not None:
-        global _stage_output
+        global _stage_output, _stage_local
         _stage_output = (flags.flag_name(paths.output), getattr(config, paths.output))
+        _stage_local = is_local(options)
     return config, options
 
 
@@ -604,6 +608,12 @@ def interrupted_message(signal_name: str) -> str:
     if _stage_output is None:
         return f"interrupted ({signal_name}) before it wrote anything"
     flag, path = _stage_output
+    if not _stage_local:
+        return (
+            f"interrupted ({signal_name}): the job may still be running on its runner, and "
+            f"writes its manifest in {flag} {path} only if it finishes; cancel it there "
+            "(gcloud dataflow jobs cancel ID) if it should stop"
+        )
     return (
         f"interrupted ({signal_name}): {flag} {path} is incomplete and has no manifest, so "
         "no stage reads it: rerun with --overwrite"
