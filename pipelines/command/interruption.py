@@ -50,6 +50,8 @@ class StageStop:
         self._excepthook = threading.excepthook
 
     def install(self) -> StageStop:
+        if threading.current_thread() is not threading.main_thread():
+            return self  # only the main thread may set handlers (a caller's own thread)
         for number in STOP_SIGNALS:
             current = signal.getsignal(number)
             if number == signal.SIGINT and current is not signal.default_int_handler:
