@@ -7,7 +7,7 @@ is untrusted by construction. What a stop needs is a clear end:
 - the first signal is noted and raised in the main thread as KeyboardInterrupt, which
   unwinds Beam's runner (it wraps the exception in its own, "KeyboardInterrupt [while
   running …]", and logs it), so `stage_main` knows from the note, not from the exception,
-  that the run was stopped; the process's children (the worker processes of
+  that the run was stopped; its worker processes (those of
   `--direct_running_mode multi_processing`) are sent SIGTERM at once, so none of them
   finishes its bundle first;
 - from then on nothing else is said: Beam's logged tracebacks, and the errors of its
@@ -91,12 +91,22 @@ def _quiet_excepthook(args: threading.ExceptHookArgs) -> None:
     connection) is a consequence of the stop, not news: nothing printed."""
 
 
+# What the command line of a stage's worker process holds (pipelines/beam/worker.py).
+WORKER_MODULE = b"pipelines.beam.worker"
+
+
 def end_children() -> None:
-    """SIGTERM to every child process of this process (of any of its threads: Beam starts
-    each worker process from a thread of its own)."""
+    """SIGTERM to this process's worker processes (children of any of its threads: Beam
+    starts each worker from a thread of its own). Other children are not the stage's to
+    end: a program that runs a stage inside its own process keeps its own."""
     for number in _children():
-        with contextlib.suppress(ProcessLookupError):  # ended meanwhile
-            os.kill(number, signal.SIGTERM)
+        try:
+            command = Path(f"/proc/{number}/cmdline").read_bytes()
+        except OSError:
+            continue  # ended meanwhile
+        if WORKER_MODULE in command.split(b"\0"):
+            with contextlib.suppress(ProcessLookupError):  # ended meanwhile
+                os.kill(number, signal.SIGTERM)
 
 
 def _children() -> list[int]:
