@@ -7,11 +7,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
+from pipelines import dedup
 from pipelines.beam.files import OutputDirectoryError
 from pipelines.dedup import buckets
 from pipelines.dedup.candidates import Edge, Member
+from schemas.duplicates import DuplicateColumn
+from tests.conftest import s3_flags
 from tests.test_dedup import literal_inputs, output_bytes, run_dedup
 
 
@@ -49,3 +54,37 @@ def test_spill_files_of_a_run_that_died_need_overwrite(tmp_path: Path) -> None:
         run_dedup(out, first)
     assert run_dedup(out, first, flags=("--overwrite",)) == 0
     assert not (out / "_work").exists()
+
+
+def test_on_s3_the_spill_files_are_written_read_and_removed(
+    s3_server, tmp_path, monkeypatch
+) -> None:
+    """Inputs and output on a loopback S3 server (moto), over many partitions: the same
+    documents and reports as a local run, and no `_work/` object left."""
+    endpoint, client = s3_server
+    bucket = s3_server.bucket("dedup-spill")
+    first, second = literal_inputs(tmp_path)
+    for directory in (first, second):
+        for path in directory.rglob("*"):
+            if path.is_file():
+                key = f"in/{directory.name}/{path.relative_to(directory)}"
+                client.upload_file(str(path), bucket, key)
+    monkeypatch.setattr(buckets, "PARTITION_BYTES", 30_000)  # 2 partitions
+    assert run_dedup(tmp_path / "local", first, second) == 0
+    argv = ["--documents", f"s3://{bucket}/in/first", f"s3://{bucket}/in/second"]
+    assert dedup.run([*argv, "--output", f"s3://{bucket}/out", *s3_flags(endpoint)]) == 0
+    listed = client.list_objects_v2(Bucket=bucket, Prefix="out/")["Contents"]
+    remote = {
+        item["Key"][len("out/") :]: client.get_object(Bucket=bucket, Key=item["Key"])["Body"].read()
+        for item in listed
+    }
+    local = output_bytes(tmp_path / "local")
+    assert sorted(remote) == sorted(local)
+    assert not [name for name in remote if name.startswith("_work")]
+    for name in local:
+        if name.startswith("documents-"):
+            assert remote[name] == local[name]
+        if name.startswith("_duplicates/"):  # they name each input directory as given
+            places = [DuplicateColumn.INPUT, DuplicateColumn.DUPLICATE_OF_INPUT]
+            tables = [pq.read_table(pa.BufferReader(data)) for data in (remote[name], local[name])]
+            assert tables[0].drop(places) == tables[1].drop(places)
