@@ -14,6 +14,9 @@ the same schema and manifest, without the documents that duplicate an earlier on
                                             duplicates, exact or near, and the similarity
     _manifest.json                          written last; dropped = {exact_duplicate: n,
                                             near_duplicate: m}; inputs with their sha256
+    _work/                                  spill files of keys and edges during the run
+                                            (memory does not grow with the documents);
+                                            deleted before the manifest is written
 
 Which copy survives: "earlier" is the order of --documents, then of the files in each
 manifest, then of the rows; the earliest copy is kept, whatever the runner or the number of
