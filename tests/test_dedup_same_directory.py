@@ -44,3 +44,17 @@ def test_urls_compare_after_normalisation() -> None:
         assert same_place_key(spelling) == "s3://b/docs"
     assert same_place_key("s3://b/docs2") != same_place_key("s3://b/docs")
     assert same_place_key("gs://b/docs") != same_place_key("s3://b/docs")
+
+
+def test_one_url_under_two_spellings_is_refused_before_any_request(tmp_path, capsys) -> None:
+    """No server is there: the refusal comes before anything is read."""
+    output = tmp_path / "out"
+    with pytest.raises(SystemExit) as stopped:
+        dedup.main(["--documents", "s3://b/docs", "s3://b//x/../docs/", "--output", str(output)])
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err == (
+        "bertkit dedup: error: --documents s3://b//x/../docs/ is the same directory as "
+        "--documents s3://b/docs: each of its documents would duplicate itself; name each "
+        "directory once\n"
+    )
+    assert not output.exists()
