@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_exits import session_alive
+
 DUMP = next((Path(__file__).resolve().parent.parent / "data" / "wikipedia").glob("*.xml.bz2"))
 HANG = 30.0  # seconds: a stop takes well under one; this only catches a hang
 WORKERS = ("--direct_num_workers", "2", "--direct_running_mode", "multi_processing")
@@ -26,20 +28,6 @@ WORKERS = ("--direct_num_workers", "2", "--direct_running_mode", "multi_processi
 def _sigint_as_a_terminal_gives_it() -> None:
     """A process started in the background inherits SIGINT ignored (tests/test_exits.py)."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
-def session_alive(leader: int) -> bool:
-    """Whether any process of the session `leader` leads is still running (zombies aside)."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-        if int(fields[3]) == leader and fields[0] != "Z":
-            return True
-    return False
 
 
 @pytest.mark.parametrize(
@@ -76,12 +64,12 @@ def test_a_signal_stops_a_stage_with_one_line(tmp_path, number, to_group, extra)
         else:
             process.send_signal(number)
         rest = process.communicate(timeout=HANG)[1]
-        while session_alive(process.pid):
+        while session_alive(process):
             assert time.monotonic() - sent < HANG, "a worker outlived the stage"
             time.sleep(0.05)
         took = time.monotonic() - sent
     finally:
-        if process.poll() is None or session_alive(process.pid):
+        if process.poll() is None or session_alive(process):
             os.killpg(process.pid, signal.SIGKILL)
     print(f"ended in {took:.2f} s")
     said = [line for line in rest.splitlines() if not line.startswith("wikipedia | ")]
