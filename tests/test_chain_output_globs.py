@@ -43,7 +43,7 @@ def test_a_glob_beside_the_output_is_not_refused(tmp_path: Path, capsys) -> None
     """`*/*.jsonl` holds data/a.jsonl and no name the chain writes (those lie deeper)."""
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "a.jsonl").write_text('{"text": "one sentence here."}\n')
-    from pipelines.beam.runner import path_problem
+    from pipelines.beam.stage_paths import path_problem
     from pipelines.chain.cli import _PATHS
     from pipelines.chain.config import ChainConfig
 

@@ -437,7 +437,7 @@ def test_an_unreadable_documents_directory_is_refused(workdir, capsys, monkeypat
 )
 def test_remote_paths_are_checked_by_place(input_, output, message) -> None:
     from pipelines.beam.documents import DOCUMENTS_STAGE_PATHS
-    from pipelines.beam.runner import path_problem
+    from pipelines.beam.stage_paths import path_problem
 
     config = wikipedia.WikipediaConfig(input=(input_,), output=output)
     assert path_problem(config, DOCUMENTS_STAGE_PATHS) == message

@@ -30,7 +30,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.beam import files
 from pipelines.beam.progress import progress_shown
-from pipelines.beam.runner import StagePaths, make_pipeline, report_submission, submitted_only
+from pipelines.beam.runner import make_pipeline, report_submission, submitted_only
+from pipelines.beam.stage_paths import StagePaths
 from pipelines.command.flags import AT_LEAST_1, option
 from pipelines.command.progress import Phase
 from pipelines.io.hashing import HashingStream
@@ -85,7 +86,7 @@ DOCUMENTS_RUN_FILES = (
 
 
 # The `--documents` flag of the stages that read documents directories (vocab, examples),
-# for `runner.StagePaths`: its field, and what belongs there.
+# for `stage_paths.StagePaths`: its field, and what belongs there.
 DOCUMENTS_DIRS = (
     "documents",
     f"documents directory written by `bertkit wikipedia` or `bertkit books`, the one holding "

@@ -20,7 +20,7 @@ from schemas import MANIFEST_NAME
 MAX_NUM_PERM = 1024
 
 
-# What --documents must be, for its help and for `runner.StagePaths`' message.
+# What --documents must be, for its help and for `stage_paths.StagePaths`' message.
 DOCUMENTS_DIRS = (
     "documents",
     "documents directory written by `bertkit wikipedia`, `books`, `corpus` or `dedup`, the one "
