@@ -1,6 +1,7 @@
 """A training run's set-up: the model, its DDP wrapper, the optimizer and schedule, the
 loader and the meters, built in an order that refuses bad flags and bad data before any work,
-and restored from a checkpoint on --resume (trainer/train.py runs the loop).
+and restored from a checkpoint on --resume (trainer/resume.py; trainer/train.py runs the
+loop).
 
 `setup` takes the run directory's lock (rank 0, trainer/run_lock.py) before it looks at the
 directory, and gives it back if anything after fails; the `Run` it returns holds the lock
@@ -14,9 +15,8 @@ import hashlib
 import json
 import logging
 import os
-import shutil
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,24 +24,16 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 
 from pipelines.io import storage
-from pipelines.io.hashing import stable_hash64
 from schemas.checkpoint import CHECKPOINTS_DIR, CheckpointKey
 from trainer import distributed
 from trainer.checkpoint import (
     check_output_outside_shards,
-    check_resumable,
-    has_global_position,
-    latest_checkpoint,
-    load_checkpoint,
     prepare_run_directory,
-    resolve_checkpoint,
-    saved_accumulation,
 )
 from trainer.collate import FixedShape  # the trainer's compile padding
 from trainer.config import TrainConfig, accumulation_steps
 from trainer.data import (
     DataConfigError,
-    DataPosition,
     DataSource,
     LoaderConfig,
     PretrainingLoader,
@@ -53,7 +45,8 @@ from trainer.metrics import MetricsLogger, ProgressLine, ThroughputMeter, peak_f
 from trainer.model import BertConfig, BertForPreTraining, config_for, without_nsp_head
 from trainer.optim import build_optimizer, warmup_decay_schedule
 from trainer.recipe import DEFAULT_RECIPE, Recipe, resolve_recipe
-from trainer.remote_run import RemoteRun, fetch_checkpoint
+from trainer.remote_run import RemoteRun
+from trainer.resume import checkpoints_to_start_from, restore
 from trainer.run_lock import RunLock
 
 _LOG = logging.getLogger("bertkit.train")
@@ -140,7 +133,7 @@ def _setup(
     recipe = resolve_recipe(config, source)  # objective and masking, refused if they can't work
     # What the run reads, and how it masks it: checked on --resume, in every checkpoint.
     data = {**data_record(source), "masking": recipe.masking}
-    resumed, init, config = _checkpoints_to_start_from(config, env, run_dir, remote, data)
+    resumed, init, config = checkpoints_to_start_from(config, env, run_dir, remote, data)
     model = _build_model(config, env, source, vocab_size, init, recipe.objective, bool(resumed))
     # Once every check has passed: --overwrite's earlier run files, or the temporaries of a
     # checkpoint write that a kill cut short before --resume.
@@ -151,7 +144,7 @@ def _setup(
             remote.delete(remote_earlier)
     distributed.barrier(env)
     optimizer = _build_optimizer(config, env, model)
-    step, position = _restore(env, resumed, optimizer)
+    step, position = restore(env, resumed, optimizer)
     # Built from this run's flags at the step it starts from, never restored: a resume with
     # a new --max-steps, --warmup-steps, --decay-power or --lr follows them from there on.
     scheduler = warmup_decay_schedule(
@@ -248,117 +241,6 @@ def _vocab_size(source: DataSource) -> int:
             "keep manifest.json where `bertkit examples` wrote it"
         )
     return int(source.manifest.vocab["size"])
-
-
-def _checkpoints_to_start_from(
-    config: TrainConfig,
-    env: distributed.Distributed,
-    run_dir: Path,
-    remote: RemoteRun | None,
-    data: dict[str, Any],
-) -> tuple[dict[str, Any] | None, dict[str, Any] | None, TrainConfig]:
-    """(the checkpoint resumed, the checkpoint whose weights start the run, the config
-    resolved): --resume with a checkpoint in the run gives both, --init-checkpoint the second
-    (on s3:// or gs://, downloaded first), neither a fresh model."""
-    resumed: dict[str, Any] | None = None
-    init: dict[str, Any] | None = None
-    given = config
-    config = config.resolved()
-    if config.resume:
-        path = latest_checkpoint(run_dir / CHECKPOINTS_DIR)
-        if path is None:
-            _LOG.warning(
-                "--resume: %s/%s has no checkpoint yet (the run stopped before its first): "
-                "starting at step 0%s",
-                storage.redact(config.output.rstrip("/")),
-                CHECKPOINTS_DIR,
-                " from --init-checkpoint" if config.init_checkpoint else "",
-            )
-        else:
-            # A run on s3:// or gs://: name the object, not the staging copy of it.
-            shown = (
-                f"{storage.redact(remote.url)}/{CHECKPOINTS_DIR}/{path.name}" if remote else None
-            )
-            resumed = load_checkpoint(path, shown)
-            check_resumable(
-                resumed,
-                storage.redact_values(asdict(config)),
-                env.world_size,
-                data,
-            )
-            config = given.resolved(resumed[CheckpointKey.TRAIN_CONFIG])
-            _check_resume_flags(config, resumed, shown or str(path))
-            if env.is_main:
-                _log_resume(config, resumed, shown or str(path))
-            init = resumed
-    if resumed is None and config.init_checkpoint:
-        if storage.is_remote(config.init_checkpoint):
-            path, folder = fetch_checkpoint(config.init_checkpoint)
-            url = storage.redact(config.init_checkpoint.rstrip("/"))
-            try:
-                init = load_checkpoint(path, url if url.endswith(".pt") else f"{url}/{path.name}")
-            finally:
-                shutil.rmtree(folder, ignore_errors=True)
-        else:
-            init = load_checkpoint(resolve_checkpoint(config.init_checkpoint))
-    saved_model = init[CheckpointKey.TRAIN_CONFIG].get("model") if init is not None else None
-    if init is not None and saved_model != config.model:
-        raise ValueError(
-            f"the checkpoint holds a {saved_model} model, --model is {config.model}: pass "
-            f"--model {saved_model}"
-        )
-    return resumed, init, config
-
-
-# The flags a resume takes from its command line, not from the checkpoint: the schedule's
-# and the optimizer's settings (trainer/optim.py). Everything else that shapes the run is
-# checked by check_resumable or refused where it is used.
-_RESUME_FOLLOWS = (
-    "max_steps",
-    "warmup_steps",
-    "decay_power",
-    "lr",
-    "weight_decay",
-    "beta1",
-    "beta2",
-    "eps",
-)
-
-
-def _check_resume_flags(config: TrainConfig, resumed: dict[str, Any], where: str) -> None:
-    """Refuse a resume its flags cannot go on with: another optimizer (its state is the
-    other's), or a --max-steps the checkpoint is already past."""
-    saved = resumed[CheckpointKey.TRAIN_CONFIG]
-    step = resumed[CheckpointKey.STEP]
-    was = saved.get("optimizer", "adamw")
-    if was != config.optimizer:
-        raise ValueError(
-            f"--resume: {where} holds {was}'s state, --optimizer is {config.optimizer}: pass "
-            f"--optimizer {was}, or start a new run from it with --init-checkpoint"
-        )
-    if config.max_steps < step:
-        raise ValueError(
-            f"--resume: {where} is at step {step}, past --max-steps {config.max_steps}: pass "
-            f"a --max-steps above {step} to train on"
-        )
-
-
-def _log_resume(config: TrainConfig, resumed: dict[str, Any], where: str) -> None:
-    """Which checkpoint the run goes on from, and in one line what its flags change."""
-    saved = resumed[CheckpointKey.TRAIN_CONFIG]
-    step = resumed[CheckpointKey.STEP]
-    _LOG.info("--resume: going on from %s (step %d)", where, step)
-    changes = [
-        f"--{name.replace('_', '-')} {saved[name]} → {getattr(config, name)}"
-        for name in _RESUME_FOLLOWS
-        if name in saved and saved[name] != getattr(config, name)
-    ]
-    if changes:
-        _LOG.info(
-            "--resume: from step %d on, the schedule and optimizer follow this run's flags: %s",
-            step + 1,
-            ", ".join(changes),
-        )
 
 
 def _build_model(
@@ -484,59 +366,6 @@ def _build_optimizer(
         config.eps,
         fused=config.optimizer == "adamw" and env.device.type in FUSED_ADAMW_DEVICES,
     )
-
-
-# A param group's settings that come from flags: a resume keeps the optimizer's moments and
-# step counts from the checkpoint, and takes these from this run's flags.
-_FLAG_SETTINGS = ("lr", "weight_decay", "betas", "eps")
-
-
-def _restore(
-    env: distributed.Distributed,
-    resumed: dict[str, Any] | None,
-    optimizer: torch.optim.Optimizer,
-) -> tuple[int, DataPosition]:
-    """The step and input position to start from: 0 and the first batch for a new run; for
-    --resume the checkpoint's, with its optimizer state (the flags' lr, weight decay, betas
-    and eps kept) and this rank's generators (on another number of processes than wrote it,
-    generators seeded from (seed, rank, step))."""
-    if resumed is None:
-        return 0, DataPosition()
-    flags = [{key: group[key] for key in _FLAG_SETTINGS} for group in optimizer.param_groups]
-    optimizer.load_state_dict(resumed[CheckpointKey.OPTIMIZER])
-    for group, settings in zip(optimizer.param_groups, flags, strict=True):
-        group.update(settings)
-    step = resumed[CheckpointKey.STEP]
-    position = DataPosition.from_dict(
-        resumed[CheckpointKey.DATA_POSITION], saved_accumulation(resumed)
-    )
-    if not has_global_position(resumed) and env.is_main:
-        # Its position counted one rank's micro-batches in an order this loader no longer
-        # makes: the step and the epoch are exact, the rest of the epoch's samples are not.
-        _LOG.warning(
-            "--resume: the checkpoint was written before elastic resume; it goes on at global "
-            "batch %d of epoch %d in this bertkit's data order, which holds other samples "
-            "there: until epoch %d ends, some samples come twice and others not at all",
-            position.global_batches,
-            position.epoch,
-            position.epoch,
-        )
-    rng = resumed[CheckpointKey.RNG]
-    if len(rng["torch"]) == env.world_size:
-        distributed.restore_rng(env, rng)
-    else:
-        # Another world size: dropout's per-rank streams cannot go on as they were. Each rank
-        # draws from (seed, rank, step) instead, so that no stream repeats an earlier one.
-        seed = resumed[CheckpointKey.TRAIN_CONFIG]["seed"]
-        torch.manual_seed(stable_hash64(f"resume:{seed}:{env.rank}:{step}") >> 1)
-        if env.is_main:
-            _LOG.info(
-                "--resume on %d processes, the checkpoint's run had %d: the data order goes "
-                "on as it was; dropout's random streams start afresh from (seed, rank, step)",
-                env.world_size,
-                len(rng["torch"]),
-            )
-    return step, position
 
 
 def _autocast(config: TrainConfig, device: torch.device) -> contextlib.AbstractContextManager:
