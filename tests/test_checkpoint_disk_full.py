@@ -10,29 +10,21 @@ RuntimeError as it closes the archive (both checked by hand on a 1 MiB tmpfs).""
 from __future__ import annotations
 
 import os
-import resource
-import signal
 import subprocess
-import sys
 import textwrap
 
+from tests.support.launch import python_command
 from tests.test_train import TINY
 
 LIMIT = 256 * 1024  # bytes: a tiny model's checkpoint is larger, everything else smaller
 
 
-def _file_size_limit() -> None:
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (LIMIT, LIMIT))
-
-
 def run_limited(args: list[str]) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, *args],
+        python_command(*args, file_size_limit=LIMIT),
         env={**os.environ, "OMP_NUM_THREADS": "1", "BERTKIT_PROGRESS": "0"},
         capture_output=True,
         text=True,
-        preexec_fn=_file_size_limit,
         timeout=120,
     )
 

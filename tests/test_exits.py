@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.support.launch import python_command
 from tests.test_train import TINY, metrics
 from trainer.preemption import PREEMPTED_EXIT_CODE
 from trainer.train import INTERRUPTED_EXIT_CODE
@@ -42,23 +43,14 @@ FLAGS = [
 ]
 
 
-def _sigint_as_a_terminal_gives_it() -> None:
-    """A command started in the background (`cmd &` in a script, `nohup … &`) inherits SIGINT
-    ignored, and Python then keeps ignoring Ctrl-C, as every program does: give the child
-    SIGINT's default, as a terminal's foreground job has it, so that the test does not
-    depend on how pytest itself was started."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def start(code: str, *args: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(code), *args],
+        python_command("-c", textwrap.dedent(code), *args, sigint_default=True),
         env=ENV,
         text=True,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,
-        preexec_fn=_sigint_as_a_terminal_gives_it,
     )
 
 

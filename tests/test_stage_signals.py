@@ -12,22 +12,17 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from tests.support.launch import python_command
 from tests.test_exits import session_alive
 
 DUMP = next((Path(__file__).resolve().parent.parent / "data" / "wikipedia").glob("*.xml.bz2"))
 HANG = 30.0  # seconds: a stop takes well under one; this only catches a hang
 WORKERS = ("--direct_num_workers", "2", "--direct_running_mode", "multi_processing")
-
-
-def _sigint_as_a_terminal_gives_it() -> None:
-    """A process started in the background inherits SIGINT ignored (tests/test_exits.py)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 @pytest.mark.parametrize(
@@ -48,12 +43,11 @@ def test_a_signal_stops_a_stage_with_one_line(tmp_path, number, to_group, extra)
     output = tmp_path / "documents"
     command = ["-m", "bertkit", "wikipedia", "--input", f"{inputs}/*.xml.bz2"]
     process = subprocess.Popen(
-        [sys.executable, *command, "--output", str(output), *extra],
+        python_command(*command, "--output", str(output), *extra, sigint_default=True),
         env={**os.environ, "BERTKIT_PROGRESS": "1"},
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
-        preexec_fn=_sigint_as_a_terminal_gives_it,
     )
     try:
         first = process.stderr.readline()
@@ -92,11 +86,10 @@ def test_a_signal_while_the_command_imports_is_one_line(number):
         "from pipelines.command.startup import import_command as i; i('tests.support.slow_import')"
     )
     process = subprocess.Popen(
-        [sys.executable, "-c", code],
+        python_command("-c", code, sigint_default=True),
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
-        preexec_fn=_sigint_as_a_terminal_gives_it,
     )
     try:
         assert process.stderr.readline() == "importing\n"

@@ -10,6 +10,8 @@
                    comparing runs
     faults_training, faults_s3
                    the trainer under kill -9; object storage under faults
+    launch         a child Python with SIGINT's default or a file size limit, set before
+                   it execs the command (no preexec_fn in a process that runs gRPC)
 
 tests/test_faults.py runs the fault suite on them and `python -m bench.faults` the longer
 randomized campaign. tests/support imports the product (schemas, pipelines, trainer,
