@@ -176,7 +176,13 @@ def train(config: TrainConfig) -> dict[str, Any]:
     with StopRequest() as stop_request:
         env = distributed.setup(config.device)
         try:
-            return _train(config, env, stop_request)
+            result = _train(config, env, stop_request)
+            # Every rank done with the run (rank 0's last upload and the lock given back)
+            # before any takes its process group down: a Gloo rank that destroyed its group
+            # and exited while another still held theirs was seen to abort at exit
+            # ("terminate called without an active exception").
+            distributed.barrier(env)
+            return result
         finally:
             distributed.teardown(env)
 
