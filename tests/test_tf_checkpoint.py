@@ -1,0 +1,298 @@
+"""Google's TensorFlow BERT checkpoints read without TensorFlow (pipelines/io/tf_checkpoint.py).
+
+The fixture in tests/data/tf_bert_tiny/ was written by TensorFlow's own v1 Saver
+(make_fixture.py there, not run here); expected.safetensors holds the values it saved, under
+transformers' names, written from numpy, not read back through the reader under test.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import google_crc32c
+import numpy as np
+import pytest
+from safetensors.numpy import load_file
+
+from pipelines.io.crc32c import crc32c, unmask_crc
+from pipelines.io.tf_checkpoint import TFCheckpointError, find_prefix, hf_name, read_tf_bert
+
+FIXTURE = Path(__file__).parent / "data" / "tf_bert_tiny"
+INDEX = "bert_model.ckpt.index"
+DATA = "bert_model.ckpt.data-00000-of-00001"
+
+# bert_model.ckpt.index's layout, as TensorFlow wrote it: one data block at byte 0 of 4,493
+# bytes (then its compression byte and crc), the metaindex block, the index block, the footer.
+DATA_BLOCK_BYTES = 4493
+
+
+def _copy(tmp_path: Path) -> Path:
+    copy = tmp_path / "tf_bert_tiny"
+    shutil.copytree(FIXTURE, copy)
+    return copy
+
+
+def _patch(path: Path, position: int, value: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[position] = value
+    path.write_bytes(bytes(data))
+
+
+def test_reads_google_checkpoint_exactly() -> None:
+    config, tensors = read_tf_bert(str(FIXTURE))
+    expected = load_file(str(FIXTURE / "expected.safetensors"))
+    assert sorted(tensors) == sorted(expected)
+    assert len(tensors) == 46  # 2 layers x 16, 5 embeddings, pooler 2, MLM head 5, NSP head 2
+    for name, value in expected.items():
+        assert tensors[name].dtype == np.float32, name
+        assert tensors[name].flags.c_contiguous and tensors[name].flags.writeable, name
+        np.testing.assert_array_equal(tensors[name], value, err_msg=name)
+    assert tensors["bert.encoder.layer.1.intermediate.dense.weight"].shape == (16, 8)
+    assert tensors["cls.seq_relationship.weight"].shape == (2, 8)
+    assert config == {
+        "architectures": ["BertForPreTraining"],
+        "model_type": "bert",
+        "vocab_size": 40,
+        "hidden_size": 8,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "intermediate_size": 16,
+        "max_position_embeddings": 16,
+        "type_vocab_size": 2,
+        "hidden_act": "gelu",
+        "hidden_dropout_prob": 0.1,
+        "attention_probs_dropout_prob": 0.1,
+        "initializer_range": 0.02,
+        "layer_norm_eps": 1e-12,
+        "pad_token_id": 0,
+    }
+
+
+def test_prefix_and_two_data_files_read_the_same() -> None:
+    expected = load_file(str(FIXTURE / "expected.safetensors"))
+    for path in (FIXTURE / "bert_model.ckpt", FIXTURE / "sharded"):
+        _, tensors = read_tf_bert(str(path))
+        assert sorted(tensors) == sorted(expected)
+        for name, value in expected.items():
+            np.testing.assert_array_equal(tensors[name], value, err_msg=f"{path}: {name}")
+    assert find_prefix(str(FIXTURE / "sharded")) == str(FIXTURE / "sharded" / "bert_model.ckpt")
+    assert find_prefix(str(FIXTURE.parent)) is None  # tests/data holds no checkpoint itself
+
+
+def test_crc32c_matches_the_standard() -> None:
+    # The check value of CRC-32C and RFC 3720's (iSCSI) test vectors.
+    assert crc32c(b"123456789") == 0xE3069283
+    assert crc32c(b"") == 0
+    assert crc32c(bytes(32)) == 0x8A9136AA
+    assert crc32c(b"\xff" * 32) == 0x62A8AB43
+    assert crc32c(bytes(range(32))) == 0x46DD794E
+    # Lengths on both sides of the numpy lanes' thresholds, against Google's compiled crc32c.
+    rng = np.random.default_rng(7)
+    for size in (4095, 4096, 4097, 65535, 65536, 65537, (1 << 20) + 3, (17 << 20) + 5):
+        data = rng.integers(0, 256, size, dtype=np.uint8).tobytes()
+        assert crc32c(data) == google_crc32c.value(data), size
+    # LevelDB's mask (rotate right by 15, add a constant), undone.
+    assert unmask_crc(0xA282EAD8) == 0
+    assert unmask_crc((((0x12345678 >> 15) | (0x12345678 << 17)) + 0xA282EAD8) & 0xFFFFFFFF) == (
+        0x12345678
+    )
+
+
+@pytest.mark.parametrize(
+    ("google", "hf"),
+    [
+        ("bert/embeddings/word_embeddings", ("bert.embeddings.word_embeddings.weight", False)),
+        ("bert/embeddings/LayerNorm/gamma", ("bert.embeddings.LayerNorm.weight", False)),
+        ("bert/embeddings/LayerNorm/beta", ("bert.embeddings.LayerNorm.bias", False)),
+        (
+            "bert/encoder/layer_11/attention/self/query/kernel",
+            ("bert.encoder.layer.11.attention.self.query.weight", True),
+        ),
+        (
+            "bert/encoder/layer_0/attention/output/LayerNorm/beta",
+            ("bert.encoder.layer.0.attention.output.LayerNorm.bias", False),
+        ),
+        (
+            "bert/encoder/layer_3/output/dense/bias",
+            ("bert.encoder.layer.3.output.dense.bias", False),
+        ),
+        ("bert/pooler/dense/kernel", ("bert.pooler.dense.weight", True)),
+        ("cls/predictions/output_bias", ("cls.predictions.bias", False)),
+        (
+            "cls/predictions/transform/dense/kernel",
+            ("cls.predictions.transform.dense.weight", True),
+        ),
+        ("cls/seq_relationship/output_weights", ("cls.seq_relationship.weight", False)),
+        ("cls/seq_relationship/output_bias", ("cls.seq_relationship.bias", False)),
+        ("bert/encoder/layer_0/output/dense/kernel/adam_m", None),
+        ("cls/predictions/output_bias/adam_v", None),
+        ("global_step", None),
+    ],
+)
+def test_google_names_to_transformers_names(google: str, hf: tuple[str, bool] | None) -> None:
+    assert hf_name(google) == hf
+
+
+@pytest.mark.parametrize(
+    "google",
+    [
+        "bert/encoder/layer_0/adapter/dense/kernel",
+        "bert/embeddings/LayerNorm/kernel",
+        "bert/pooler/dense/gamma",
+        "loss_scale",
+    ],
+)
+def test_unknown_variable_is_refused(google: str) -> None:
+    with pytest.raises(TFCheckpointError) as caught:
+        hf_name(google)
+    assert str(caught.value) == (
+        f"variable {google!r} is not part of google-research/bert's BERT or its pre-training "
+        "heads; this reader takes those only: convert the checkpoint with the code that made it"
+    )
+
+
+def test_float16_variable_is_refused() -> None:
+    index = FIXTURE / "float16" / INDEX
+    with pytest.raises(TFCheckpointError) as caught:
+        read_tf_bert(str(FIXTURE / "float16"))
+    assert str(caught.value) == (
+        f"{index}: variable bert/embeddings/word_embeddings is float16; this reader takes "
+        "float32 checkpoints, as Google released them: convert this one with transformers "
+        "instead (docs/training.md)"
+    )
+
+
+def _damaged(path: Path, what: str) -> str:
+    return (
+        f"{path} is damaged ({what}): it is not a TensorFlow checkpoint as TensorFlow wrote it; "
+        "download or copy the checkpoint again"
+    )
+
+
+def test_bad_magic_is_refused(tmp_path: Path) -> None:
+    index = _copy(tmp_path) / INDEX
+    _patch(index, index.stat().st_size - 1, 0)
+    with pytest.raises(TFCheckpointError) as caught:
+        read_tf_bert(str(index.parent))
+    assert str(caught.value) == _damaged(index, "its last 8 bytes are not the table's magic number")
+
+
+def test_truncated_index_is_refused(tmp_path: Path) -> None:
+    index = _copy(tmp_path) / INDEX
+    index.write_bytes(FIXTURE.joinpath(INDEX).read_bytes()[:3000])
+    with pytest.raises(TFCheckpointError) as caught:
+        read_tf_bert(str(index.parent))
+    assert str(caught.value) == _damaged(index, "its last 8 bytes are not the table's magic number")
+    index.write_bytes(FIXTURE.joinpath(INDEX).read_bytes()[-40:])
+    with pytest.raises(TFCheckpointError) as caught:
+        read_tf_bert(str(index.parent))
+    assert str(caught.value) == _damaged(index, "40 bytes, shorter than the table's footer")
+
+
+def test_damaged_block_fails_its_crc(tmp_path: Path) -> None:
+    index = _copy(tmp_path) / INDEX
+    _patch(index, 100, FIXTURE.joinpath(INDEX).read_bytes()[100] ^ 1)
+    with pytest.raises(TFCheckpointError) as caught:
+        read_tf_bert(str(index.parent))
+    assert str(caught.value) == _damaged(index, "the block at byte 0 fails its crc32c")
+
+
+def test_compressed_block_is_refused(tmp_path: Path) -> None:
+    index = _copy(tmp_path) / INDEX
+    _patch(index, DATA_BLOCK_BYTES, 1)  # the data block's compression byte: snappy
+    with pytest.raises(TFCheckpointError) as caught:
+        read_tf_bert(str(index.parent))
+    assert str(caught.value) == (
+        f"{index}: the block at byte 0 is compressed (type 1, snappy); this reader takes the "
+        "uncompressed index TensorFlow's Saver writes: convert the checkpoint with "
+        "transformers instead (docs/training.md, 'A Google TensorFlow checkpoint')"
+    )
+
+
+def test_truncated_data_file_is_refused(tmp_path: Path) -> None:
+    data = _copy(tmp_path) / DATA
+    data.write_bytes(FIXTURE.joinpath(DATA).read_bytes()[:10000])
+    with pytest.raises(TFCheckpointError) as caught:
+        read_tf_bert(str(data.parent))
+    # The first variable read past byte 10,000 (Adam's slots, which sit between, are not read).
+    assert str(caught.value) == (
+        f"{data} ends inside variable bert/encoder/layer_0/intermediate/dense/kernel (bytes "
+        "9,600 to 10,112): the file is truncated; download or copy the checkpoint again"
+    )
+
+
+def test_damaged_tensor_fails_its_crc(tmp_path: Path) -> None:
+    data = _copy(tmp_path) / DATA
+    _patch(data, 9601, FIXTURE.joinpath(DATA).read_bytes()[9601] ^ 0x10)
+    with pytest.raises(TFCheckpointError) as caught:
+        read_tf_bert(str(data.parent))
+    assert str(caught.value) == _damaged(
+        data, "variable bert/encoder/layer_0/intermediate/dense/kernel's bytes fail their crc32c"
+    )
+
+
+def test_missing_data_file_and_config_are_refused(tmp_path: Path) -> None:
+    copy = _copy(tmp_path)
+    (copy / DATA).unlink()
+    with pytest.raises(TFCheckpointError) as caught:
+        read_tf_bert(str(copy))
+    assert str(caught.value) == (
+        f"{copy / DATA} is missing; {copy / INDEX} stores variables in it: copy the "
+        "checkpoint's every .data-* file beside its .index"
+    )
+    (copy / "bert_config.json").unlink()
+    with pytest.raises(TFCheckpointError) as caught:
+        read_tf_bert(str(copy))
+    assert str(caught.value) == (
+        f"{copy / 'bert_config.json'} is missing: a Google BERT checkpoint comes with its "
+        "bert_config.json; put it beside the checkpoint"
+    )
+
+
+def test_config_that_contradicts_the_checkpoint_is_refused(tmp_path: Path) -> None:
+    copy = _copy(tmp_path)
+    config = copy / "bert_config.json"
+    config.write_text(
+        config.read_text().replace('"intermediate_size": 16', '"intermediate_size": 32')
+    )
+    with pytest.raises(TFCheckpointError) as caught:
+        read_tf_bert(str(copy))
+    assert str(caught.value) == (
+        f"{copy / INDEX}: variable bert/encoder/layer_0/intermediate/dense/bias has shape [16] "
+        "where bert_config.json gives [32]; use the config released with this checkpoint"
+    )
+    config.write_text(
+        FIXTURE.joinpath("bert_config.json")
+        .read_text()
+        .replace('"num_hidden_layers": 2', '"num_hidden_layers": 1')
+    )
+    with pytest.raises(TFCheckpointError) as caught:
+        read_tf_bert(str(copy))
+    assert str(caught.value) == (
+        f"{copy / INDEX}: variable bert/encoder/layer_1/attention/output/LayerNorm/beta is "
+        "beyond the 1 layers bert_config.json gives; use the config released with this checkpoint"
+    )
+    config.write_text('{"hidden_size": 8}')
+    with pytest.raises(TFCheckpointError) as caught:
+        read_tf_bert(str(copy))
+    assert str(caught.value) == (
+        f"{config}: no integer vocab_size, num_hidden_layers, num_attention_heads, "
+        "intermediate_size, max_position_embeddings, type_vocab_size; a Google BERT config "
+        "names all of vocab_size, hidden_size, num_hidden_layers, num_attention_heads, "
+        "intermediate_size, max_position_embeddings, type_vocab_size: use the "
+        "bert_config.json released with the checkpoint"
+    )
+
+
+def test_two_checkpoints_in_one_directory_are_refused(tmp_path: Path) -> None:
+    copy = _copy(tmp_path)
+    shutil.copy(copy / INDEX, copy / "model.ckpt-1000.index")
+    with pytest.raises(TFCheckpointError) as caught:
+        read_tf_bert(str(copy))
+    assert str(caught.value) == (
+        f"{copy} holds 2 TensorFlow checkpoints (bert_model.ckpt.index, model.ckpt-1000.index): "
+        "pass the one to start from as its prefix (the path without '.index')"
+    )
+    _, tensors = read_tf_bert(str(copy / "bert_model.ckpt"))
+    assert len(tensors) == 46
