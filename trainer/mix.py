@@ -1,0 +1,212 @@
+"""A mix of shard sources at training time (`bertkit train --shards A B --mix 0.7,0.3`): which
+source each slot of a global batch draws from, and which of that source's samples it takes.
+Pure functions of their arguments, like trainer/order.py: nothing here reads a byte
+(trainer/data.py's `mixed_train_stream` does).
+
+**The mix's order** is a function of (seed, absolute global batch b) and the global batch G
+only, never of the processes, the workers or the accumulation that make G up. K sources
+(each a DataSource of N_k samples) with weights p_k (summing to 1):
+
+1. *How many.* Global batch b takes n_k(b) = floor(p_k·G) + a_k(b) samples from source k,
+   a_k(b) ∈ {0, 1}, Σ_k n_k(b) = G exactly. The r = G − Σ_k floor(p_k·G) extra slots go by
+   systematic sampling of the fractional parts f_k = p_k·G − floor(p_k·G): the f_k laid end
+   to end tile [0, r), and the r points u_b, u_b + 1, …, u_b + r − 1 pick the sources whose
+   part they fall in, u_b = frac(θ + b·φ) a golden-ratio (Weyl) sequence from θ drawn from the
+   seed (64-bit fixed point, exact integer arithmetic: the same on every machine). Source k
+   gets an extra slot in a fraction f_k of the batches, spread evenly, so C_k(b), the samples
+   drawn from k before batch b, stays within a few samples of p_k·G·b for any b (a Weyl
+   sequence's discrepancy grows as log b), and is computed for any b directly (`drawn`): a
+   resume starts at its batch without replaying the ones before.
+2. *Which.* Source k's samples are consumed in its own order exactly as a one-source run at
+   the same seed and G orders them (trainer/order.py: its epoch's shard order, its windows
+   and lanes): batch b takes positions C_k(b) … C_k(b) + n_k(b) − 1 of source k's endless
+   stream of epochs. Stream position c is position c mod U_k of source epoch c // U_k, U_k
+   = (N_k // G)·G the samples a one-source epoch uses (its tail short of a global batch
+   dropped, other samples each epoch since the shard order changes). So a source that runs
+   out starts its next pass, in that pass's order, while the others go on.
+3. *Where in the batch.* The G samples, source 0's n_0 in stream order, then source 1's, …,
+   are dealt to the batch's slots by a permutation drawn from (seed, b): slot j holds
+   sample π_b(j). So every micro-batch mixes the sources in about their proportions. The
+   micro-batch of accumulation step a on rank r is slots (a·world + r)·m + [0, m) as with
+   one source, so elastic resume (another world size, the same G) works unchanged.
+
+**The mix's epoch.** A mix has no natural epoch (its sources run out at different times):
+its nominal epoch is floor(Σ_k N_k / G) global batches, and DataPosition(epoch,
+global_batches) names absolute global batch epoch·n + global_batches, n that number. The
+checkpoint's position state stays a DataPosition; `drawn_per_source` turns it into the
+samples drawn from each source, and `batch_per_source` into one global batch's counts.
+
+**Reading** (trainer/data.py, `mixed_train_stream`): a worker reads whole windows of each
+source's order (a window's stream range, every block of it once, sha256 checked), keeps the
+ones still being drawn from, and takes its micro-batches' samples from them. With one source
+a rank reads only its lanes of a window (1/world of the blocks); in a mix the permutation of
+step 3 spreads every micro-batch over the whole window, so every worker of every rank reads
+each window it draws on: up to --num-workers × world times the bytes and sha256 work of one
+reader. --bucket-window is refused with a mix (a bucket group would have to span the
+sources' windows, read twice over).
+
+**Sample keys.** RawSample.index is a key within its source; a mixed batch carries each
+row's source number beside it (collate's SAMPLE_SOURCE field), BERTKIT_RECORD_KEYS records
+it ("sources" beside "keys"), and dynamic masking draws from (seed, the source's own epoch,
+the key with the source folded in), so two sources never draw the same masks for equal keys.
+One-source batches, records and masks are as they were.
+
+The API the trainer builds on:
+
+    mix = MixedSource((source_a, source_b), ("domain", "wiki"), (0.7, 0.3))
+    with PretrainingLoader(mix, LoaderConfig(...)) as loader:      # trainer/data.py
+        for batch in loader.batches(position): ...                  # batch[SAMPLE_SOURCE]
+    drawn_per_source(mix, seed, global_batch, loader.position)      # {"domain": …, "wiki": …}
+    batch_per_source(mix, seed, global_batch, position)             # one global batch's counts
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from pipelines.io.hashing import stable_hash64
+from trainer.order import permutation
+from trainer.source import DataConfigError
+from trainer.splitmix import GOLDEN, mix_int
+
+if TYPE_CHECKING:  # types only: nothing here reads a shard
+    from trainer.data import DataPosition
+    from trainer.source import DataSource
+
+_ONE = 2**64  # the fixed point of u_b and the parts: 1.0
+_CHUNK = 1 << 20  # global batches counted at a time by `drawn` (8 MiB per source)
+# The key folded into a mixed sample's key for its masks: source k's keys become
+# key ^ (k + 1) << 48 (a split holds fewer than 2**48 samples), never a one-source key.
+SOURCE_KEY_SHIFT = 48
+
+
+class MixError(DataConfigError):
+    """A mix that cannot be drawn (weights, names, sizes): the message says what to change."""
+
+
+@dataclass(frozen=True, slots=True)
+class MixedSource:
+    """K ≥ 2 sources read together, source k named names[k] drawing a share weights[k] of
+    every global batch (weights positive, summing to 1). The sources must agree on
+    vocabulary, sequence length and recipe (the caller checks: trainer/setup.py)."""
+
+    sources: tuple[DataSource, ...]
+    names: tuple[str, ...]
+    weights: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        count = len(self.sources)
+        if count < 2:
+            raise MixError(f"a mix needs at least 2 sources, got {count}; pass one source alone")
+        if len(self.names) != count or len(self.weights) != count:
+            raise MixError(
+                f"{count} sources, {len(self.names)} names and {len(self.weights)} weights: "
+                "give one name and one weight per source"
+            )
+        if len(set(self.names)) != count:
+            raise MixError(f"source names {list(self.names)} repeat one: name each once")
+        if any(not weight > 0 for weight in self.weights):
+            raise MixError(f"mix weights {list(self.weights)}: every weight must be above 0")
+        if abs(sum(self.weights) - 1) > 1e-6:
+            raise MixError(
+                f"mix weights {list(self.weights)} sum to {sum(self.weights):g}: they must sum to 1"
+            )
+
+    @property
+    def shares(self) -> tuple[Fraction, ...]:
+        """The weights as exact fractions summing to 1 (0.7 is 7/10, not its binary float)."""
+        exact = [Fraction(repr(float(weight))) for weight in self.weights]
+        total = sum(exact)
+        return tuple(share / total for share in exact)
+
+    @property
+    def samples(self) -> int:
+        return sum(source.samples for source in self.sources)
+
+    @property
+    def split(self) -> str:
+        return self.sources[0].split
+
+    @property
+    def max_seq_length(self) -> int | None:
+        return self.sources[0].max_seq_length
+
+
+@dataclass(frozen=True, slots=True)
+class MixOrder:
+    """The mix's order for a global batch G and a seed (the module docstring, steps 1 and 3)."""
+
+    global_batch: int  # G
+    base: np.ndarray  # (K,) int64: floor(p_k·G)
+    starts: np.ndarray  # (K,) uint64: where source k's fractional part starts, mod 1
+    lengths: np.ndarray  # (K,) uint64: f_k in fixed point
+    offset: int  # θ in fixed point
+    slot_key: int  # the slot permutations' key
+    batches_per_epoch: int  # the nominal epoch: floor(Σ N_k / G)
+    usable: np.ndarray  # (K,) int64: U_k, the samples of one source epoch
+
+    @classmethod
+    def of(cls, source: MixedSource, global_batch: int, seed: int) -> MixOrder:
+        scaled = [share * global_batch for share in source.shares]
+        base = [int(value) for value in scaled]  # floor: the values are non-negative
+        ends = np.cumsum([0, *(value - whole for value, whole in zip(scaled, base, strict=True))])
+        fixed = [int(end * _ONE) for end in ends]  # floor of exact fractions
+        return cls(
+            global_batch,
+            np.array(base, dtype=np.int64),
+            np.array([start % _ONE for start in fixed[:-1]], dtype=np.uint64),
+            np.array([b - a for a, b in itertools.pairwise(fixed)], dtype=np.uint64),
+            stable_hash64(f"mix-offset:{seed}"),
+            stable_hash64(f"mix-slots:{seed}"),
+            source.samples // global_batch,
+            np.array([s.samples // global_batch * global_batch for s in source.sources]),
+        )
+
+    def counts(self, first: int, count: int) -> np.ndarray:
+        """(count, K) int64: n_k(b) for global batches first … first + count − 1."""
+        batches = np.arange(first, first + count, dtype=np.uint64)
+        points = batches * GOLDEN + np.uint64(self.offset)  # u_b, wrapping modulo 2**64
+        extra = (points[:, None] - self.starts[None, :]) < self.lengths[None, :]
+        return self.base[None, :] + extra.astype(np.int64)
+
+    def drawn(self, batch: int) -> np.ndarray:
+        """(K,) int64: C_k(batch), the samples drawn from each source before `batch`."""
+        total = np.zeros_like(self.base)
+        for first in range(0, batch, _CHUNK):
+            total += self.counts(first, min(_CHUNK, batch - first)).sum(axis=0)
+        return total
+
+    def slot_sources(self, batch: int, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(G,) source numbers and (G,) ranks: slot j of global batch `batch` holds the
+        ranks[j]-th of the batch's samples from source sources[j] (`counts`: its n_k)."""
+        dealt = permutation(mix_int(mix_int(self.slot_key) ^ batch), self.global_batch)
+        sources = np.repeat(np.arange(len(counts)), counts)
+        ranks = np.arange(self.global_batch) - np.repeat(np.cumsum(counts) - counts, counts)
+        return sources[dealt], ranks[dealt]
+
+
+def _absolute(order: MixOrder, position: DataPosition) -> int:
+    return position.epoch * order.batches_per_epoch + position.global_batches
+
+
+def drawn_per_source(
+    source: MixedSource, seed: int, global_batch: int, position: DataPosition
+) -> dict[str, int]:
+    """The samples drawn from each source before `position` (what metrics.jsonl records)."""
+    order = MixOrder.of(source, global_batch, seed)
+    drawn = order.drawn(_absolute(order, position))
+    return dict(zip(source.names, drawn.tolist(), strict=True))
+
+
+def batch_per_source(
+    source: MixedSource, seed: int, global_batch: int, position: DataPosition
+) -> dict[str, int]:
+    """The samples the global batch at `position` takes from each source."""
+    order = MixOrder.of(source, global_batch, seed)
+    counts = order.counts(_absolute(order, position), 1)[0]
+    return dict(zip(source.names, counts.tolist(), strict=True))
