@@ -1,4 +1,5 @@
-"""The vocabulary directory (`bertkit vocab`): file names and the metadata record.
+"""The vocabulary directory (`bertkit vocab`): file names and the metadata record; and the
+files of a released BERT's vocabulary directory, which bertkit reads as it is.
 
 Layout of `DIR`:
     vocab.txt        one WordPiece token per line, line number = id ([PAD] = 0): Google's format
@@ -34,6 +35,13 @@ VOCAB_SCHEMA_VERSION = "1.0"
 VOCAB_FILE = "vocab.txt"
 TOKENIZER_FILE = "tokenizer.json"
 VOCAB_METADATA_FILE = "vocab.json"
+# A released BERT's directory (Google's, transformers'): vocab.txt, and perhaps these.
+TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
+SPECIAL_TOKENS_MAP_FILE = "special_tokens_map.json"
+RELEASED_FILES = (VOCAB_FILE, TOKENIZER_FILE, TOKENIZER_CONFIG_FILE, SPECIAL_TOKENS_MAP_FILE)
+# Where a released vocabulary's casing came from (the shards manifest records one).
+CASED_FROM_TOKENIZER_CONFIG = "tokenizer_config.json do_lower_case"
+CASED_FROM_TOKENIZER = "tokenizer.json normalizer"
 
 PAD_TOKEN = "[PAD]"
 UNK_TOKEN = "[UNK]"

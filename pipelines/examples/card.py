@@ -378,7 +378,10 @@ def _commands(
                 lines.append(documents_command(source, source_docs))
                 made.add(source)
         lines.append(documents_command(path, docs))
-    lines.append(vocab_command(vocab))
+    if "origin" in manifest.vocab:  # a released BERT's vocabulary, used as it was shipped
+        lines.append("# the vocabulary: a released BERT's, not made by `bertkit vocab`")
+    else:
+        lines.append(vocab_command(vocab))
     lines.append(examples_command(manifest))
     lines += [
         "```",
@@ -508,7 +511,8 @@ def _versions(
     lines = ["## Versions", "", "| stage | bertkit |", "|---|---|"]
     for path, docs in documents:
         lines.append(f"| {docs.stage} ({_cell(path)}) | {docs.bertkit_version} |")
-    lines.append(f"| vocab | {vocab.bertkit_version} |")
+    if "origin" not in manifest.vocab:  # a released vocabulary: no bertkit made it
+        lines.append(f"| vocab | {vocab.bertkit_version} |")
     lines.append(f"| examples | {manifest.bertkit_version} |")
     libraries = ", ".join(f"{name} {version}" for name, version in versions.items())
     lines += ["", f"The examples stage ran with {libraries}.", ""]

@@ -73,7 +73,7 @@ _TEMPORARY = re.compile(rf"(?:{_SHARD_FILE}|{_TOP_FILE})\.tmp-[0-9a-f]{{32}}")
 _PATHS = StagePaths(
     input_dirs=(
         DOCUMENTS_DIRS,
-        ("vocab", "vocabulary directory written by `bertkit vocab`, the one holding vocab.json"),
+        ("vocab", "vocabulary directory: `bertkit vocab`'s output or a released BERT's"),
     )
 )
 
@@ -86,7 +86,7 @@ def run(argv: list[str] | None = None) -> int:
     config, options = parse_stage(ExamplesConfig, argv, "bertkit examples", description, _PATHS)
     try:
         config.validate()
-        vocab = load_vocab(config.vocab, files.READER)
+        vocab = load_vocab(config.vocab, files.READER, config.cased)
         inputs = read_documents_inputs(config.documents)
         files.clear_earlier_run(config.output, EARLIER_RUN, config.overwrite, "examples")
     except (ValueError, OSError) as error:  # ExamplesConfigError, VocabError, … are ValueErrors

@@ -41,8 +41,17 @@ class ExamplesConfig:
     """Every flag of `bertkit examples`; the manifest records it resolved."""
 
     documents: tuple[str, ...] = option(help="documents directories", metavar="DIR")
-    vocab: str = option(help="vocabulary directory from `bertkit vocab`")
+    vocab: str = option(
+        help="vocabulary directory: `bertkit vocab`'s output, or a released BERT's (its "
+        "vocab.txt, with or without tokenizer.json and tokenizer_config.json)"
+    )
     output: str = option(help="output directory")
+    cased: bool | None = option(
+        None,
+        help="a released vocabulary's casing where its directory does not say it (no "
+        "do_lower_case in tokenizer_config.json): --cased keeps case, --no-cased lower-cases "
+        "and strips accents; one that contradicts the directory is refused",
+    )
     max_seq_lengths: tuple[int, ...] = option(
         (128,),
         flag="max-seq-length",

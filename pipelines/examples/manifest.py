@@ -101,7 +101,7 @@ def deviations(config: ExamplesConfig) -> list[str]:
 _NOT_RECORDED = ("output", "overwrite", "shuffle_levels", "regroup_budget_mb")
 # Flags added after manifests were published, and their defaults: recorded only when not the
 # default, so that a run without them keeps the manifest bytes it had.
-_RECORDED_UNLESS_DEFAULT = {"sequences": PAIRS, "masking": STATIC}
+_RECORDED_UNLESS_DEFAULT = {"sequences": PAIRS, "masking": STATIC, "cased": None}
 
 
 def build_manifest(
@@ -123,12 +123,7 @@ def build_manifest(
     counts["rejected"] = sum(rejected.values())
     recorded = {k: v for k, v in asdict(config).items() if _recorded(k, v)}
     return ShardsManifest(
-        vocab={
-            "path": record_path(config.vocab, config.output),
-            "sha256": vocab.sha256,
-            "size": vocab.size,
-            "cased": vocab.cased,
-        },
+        vocab=vocab_record(vocab, config),
         inputs=[
             {
                 "path": record_path(i.directory, config.output),
@@ -149,6 +144,23 @@ def build_manifest(
         sequences=config.sequences,
         masking=config.masking,
     )
+
+
+def vocab_record(vocab: Vocabulary, config: ExamplesConfig) -> dict[str, Any]:
+    """The manifest's vocab record: where the vocabulary is, the sha256 of its vocab.txt,
+    its size and casing; for a released BERT's vocabulary also its origin (the files its
+    directory held and what said its casing). A `bertkit vocab` directory's record has no
+    origin (its vocab.json says it), so its manifests keep the bytes they had."""
+    record: dict[str, Any] = {
+        "path": record_path(config.vocab, config.output),
+        "sha256": vocab.sha256,
+        "size": vocab.size,
+        "cased": vocab.cased,
+    }
+    origin = vocab.origin()
+    if origin is not None:
+        record["origin"] = origin
+    return record
 
 
 def _recorded(name: str, value: Any) -> bool:

@@ -91,7 +91,7 @@ class PairAndMaskFn(beam.DoFn):
     def setup(self) -> None:
         self._counters = StageCounters((DOCUMENTS_PAIRED, EXAMPLES_MADE))
         self._keys_of: dict[str, list[BucketKey]] = {}
-        vocab = load_vocab(self._config.vocab, files.READER)
+        vocab = load_vocab(self._config.vocab, files.READER, self._config.cased)
         self._cls, self._sep = vocab.cls_id, vocab.sep_id
         self._masking: dict[int, MaskingConfig] | None = None  # --masking none: no masks
         if self._config.masking != STATIC:

@@ -41,5 +41,5 @@ def make_examples_plan(
 def load_examples_plan(config: ExamplesConfig) -> ExamplesPlan:
     """The plan from --documents' manifests and --vocab as they are now written (by a worker
     of `bertkit chain`)."""
-    vocab = load_vocab(config.vocab, files.READER)
+    vocab = load_vocab(config.vocab, files.READER, config.cased)
     return make_examples_plan(config, vocab, read_documents_inputs(config.documents))

@@ -50,7 +50,7 @@ class TokenizeDocumentsFn(beam.DoFn):
         self._counters: StageCounters | None = None
 
     def setup(self) -> None:
-        self._vocab = load_vocab(self._config.vocab, files.READER)
+        self._vocab = load_vocab(self._config.vocab, files.READER, self._config.cased)
         self._words_once = splits_at_spaces(self._vocab.tokenizer)
         self._counters = StageCounters((DOCUMENTS_TOKENIZED,))
 

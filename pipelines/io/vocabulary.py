@@ -1,16 +1,31 @@
-"""Loading a vocabulary: `bertkit vocab`'s directory, or a plain Google vocab.txt. Beam-free.
+"""Loading a vocabulary: `bertkit vocab`'s directory, or a released BERT's. Beam-free.
 
-The example stage, the trainer's export, `inspect` and the tests load vocabularies through
-this module alone, over any path or URL `pipelines.io.storage` reads. A `bertkit vocab`
-directory is checked before use: its metadata's record and schema version, the sha256 of
-vocab.txt and tokenizer.json against vocab.json, and that vocab.txt and tokenizer.json list
-the same tokens with the same casing. vocab.txt is Google's format: one token per line, the
-line number is the id, and lines end in "\n" only (tokens may hold \x1c or U+2028, which
-`str.splitlines` would split on).
+The example stage, the trainer, its export, `inspect` and the tests load vocabularies
+through `load_vocab` alone, over any path or URL `pipelines.io.storage` reads. Two kinds of
+directory are taken:
+
+- a `bertkit vocab` directory (vocab.json in it), checked before use: its metadata's record
+  and schema version, the sha256 of vocab.txt and tokenizer.json against vocab.json, and
+  that vocab.txt and tokenizer.json list the same tokens with the same casing;
+- a released BERT's directory, as Google and transformers ship it: vocab.txt, with or
+  without tokenizer.json, tokenizer_config.json and special_tokens_map.json. Its casing
+  comes from tokenizer_config.json's `do_lower_case` (else tokenizer.json's normalizer),
+  as transformers' BertTokenizerFast reads it; a directory that says nothing needs the
+  caller's `cased` (the --cased / --no-cased flags), and a `cased` that contradicts the
+  directory is refused. tokenizer.json, when present, must list vocab.txt's tokens with
+  vocab.txt's ids. The tokenizer is built from vocab.txt with the directory's settings
+  (accent stripping, CJK splitting, the longest word), so its tokens are transformers'
+  token for token, except that "[MASK]" typed in the text stays text (Google's rule).
+
+vocab.txt is Google's format: one token per line, the line number is the id, and lines end
+in "\n" only (tokens may hold \x1c or U+2028, which `str.splitlines` would split on). A
+vocabulary bertkit cannot use (an empty line, a token twice, a special token missing) is
+refused naming the file and the line.
 
 `load_vocab` builds a directory's tokenizer once per process: every Beam DoFn that loads the
 vocabulary in a worker (tokenizing, pairing, on any runner) gets the same `Vocabulary`, keyed
-by the directory and the sha256 of its three files, which are read and checked on every call.
+by the directory, the casing asked for and the sha256 of its files, which are read and
+checked on every call.
 """
 
 from __future__ import annotations
@@ -19,7 +34,7 @@ import hashlib
 import json
 import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -83,15 +98,28 @@ def read_vocab_txt(url: str) -> tuple[list[str], str]:
     return parse_vocab_txt(data), hashlib.sha256(data).hexdigest()
 
 
-def bert_normalizer(cased: bool) -> normalizers.Normalizer:
+def bert_normalizer(
+    cased: bool, strip_accents: bool | None = None, chinese_chars: bool = True
+) -> normalizers.Normalizer:
     """Google's BasicTokenizer text cleanup: control characters out, CJK split, and unless
-    cased, lower-case then strip accents (NFD, drop combining marks)."""
+    cased, lower-case then strip accents (NFD, drop combining marks). A released tokenizer
+    may set accent stripping apart from case (`strip_accents`, None: as case says) and turn
+    CJK splitting off (`chinese_chars`), as transformers' BertTokenizer takes them."""
     return normalizers.BertNormalizer(
-        clean_text=True, handle_chinese_chars=True, strip_accents=not cased, lowercase=not cased
+        clean_text=True,
+        handle_chinese_chars=chinese_chars,
+        strip_accents=not cased if strip_accents is None else strip_accents,
+        lowercase=not cased,
     )
 
 
-def build_tokenizer(tokens: Sequence[str], cased: bool) -> Tokenizer:
+def build_tokenizer(
+    tokens: Sequence[str],
+    cased: bool,
+    strip_accents: bool | None = None,
+    chinese_chars: bool = True,
+    max_chars: int = MAX_INPUT_CHARS_PER_WORD,
+) -> Tokenizer:
     """A BERT WordPiece tokenizer for `tokens` (id = position), Google FullTokenizer semantics.
 
     The special tokens and unused slots are registered as special added tokens, so
@@ -112,11 +140,11 @@ def build_tokenizer(tokens: Sequence[str], cased: bool) -> Tokenizer:
         models.WordPiece(
             vocab,
             unk_token=UNK_TOKEN,
-            max_input_chars_per_word=MAX_INPUT_CHARS_PER_WORD,
+            max_input_chars_per_word=max_chars,
             continuing_subword_prefix=CONTINUATION_PREFIX,
         )
     )
-    tokenizer.normalizer = bert_normalizer(cased)
+    tokenizer.normalizer = bert_normalizer(cased, strip_accents, chinese_chars)
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tokenizer.decoder = decoders.WordPiece(prefix=CONTINUATION_PREFIX)
     tokenizer.post_processor = processors.TemplateProcessing(
@@ -151,16 +179,42 @@ class Vocabulary:
     special_ids: frozenset[int]  # [PAD] [UNK] [CLS] [SEP] [MASK] and every [unusedN]
     replaceable_ids: np.ndarray  # sorted int64: the MLM random-replacement pool
     is_continuation: np.ndarray  # bool per id: a `##` piece (whole-word masking)
+    # Where it came from: a `bertkit vocab` directory, or a released BERT's (True), the
+    # files its directory holds (a released one's of RELEASED_FILES, which `export-hf` copies
+    # to keep the original tokenizer), and what said its casing.
+    released: bool = False
+    source_files: tuple[str, ...] = (VOCAB_FILE, TOKENIZER_FILE, VOCAB_METADATA_FILE)
+    cased_from: str = VOCAB_METADATA_FILE
+    strip_accents: bool | None = None  # None: as casing says (a released tokenizer may not)
 
     @property
     def size(self) -> int:
         return len(self.tokens)
 
+    def origin(self) -> dict[str, object] | None:
+        """What a shards manifest records of a released vocabulary's origin (its `vocab`
+        record's "origin"); None for a `bertkit vocab` directory, whose vocab.json says it."""
+        if not self.released:
+            return None
+        origin: dict[str, object] = {
+            "kind": "released",
+            "files": list(self.source_files),
+            "cased_from": self.cased_from,
+        }
+        if self.strip_accents is not None:
+            origin["strip_accents"] = self.strip_accents
+        return origin
+
     @classmethod
     def from_tokens(
-        cls, tokens: Sequence[str], metadata: VocabMetadata, tokenizer: Tokenizer | None = None
+        cls,
+        tokens: Sequence[str],
+        metadata: VocabMetadata,
+        tokenizer: Tokenizer | None = None,
+        **origin: object,
     ) -> Vocabulary:
-        """Build from an id-ordered token list (a tokenizer is built unless one is given)."""
+        """Build from an id-ordered token list (a tokenizer is built unless one is given);
+        `origin`: the fields that say where it came from (`released`, `source_files`, …)."""
         tokens = list(tokens)
         if tokenizer is None:
             tokenizer = build_tokenizer(tokens, metadata.cased)
@@ -189,6 +243,7 @@ class Vocabulary:
                     [t.startswith(CONTINUATION_PREFIX) and len(t) > 2 for t in tokens], dtype=bool
                 )
             ),
+            **origin,  # type: ignore[arg-type]
         )
 
 
@@ -201,17 +256,55 @@ def _read_only(array: np.ndarray) -> np.ndarray:
 # Vocabularies built in this process: (directory, sha256 of vocab.json, of vocab.txt, of
 # tokenizer.json) → Vocabulary. A worker keeps every DoFn's vocabulary here, so a bundle or a
 # DoFn instance never builds a tokenizer again; the hashes make a rewritten directory a new key.
-_LOADED: dict[tuple[str, str, str, str], Vocabulary] = {}
+_LOADED: dict[tuple[str, ...], Vocabulary] = {}
 _LOADED_LOCK = threading.Lock()
 
 
-def load_vocab(directory: str, reader: storage.Reader = storage.READER) -> Vocabulary:
-    """Load and check a `bertkit vocab` output directory (local, gs://, s3://, http).
+def load_vocab(
+    directory: str,
+    reader: storage.Reader = storage.READER,
+    cased: bool | None = None,
+    cased_flag: str = "--cased",
+) -> Vocabulary:
+    """Load and check a vocabulary directory (local, gs://, s3://, http): `bertkit vocab`'s,
+    or a released BERT's (module docstring).
 
-    The files are read and their hashes checked on every call; the tokenizer is built once
-    per process for the same directory and bytes, and that one `Vocabulary` is shared
-    (its tokenizer, token list and arrays are read-only to every caller).
+    `cased`: the casing the caller was given (None: none); a released directory that does
+    not say its own needs it, and one that contradicts a directory's is refused. `cased_flag`
+    names where it came from in that refusal (`--cased`, or the shards' manifest). The files
+    are read and their hashes checked on every call; the tokenizer is built once per process
+    for the same directory, casing and bytes, and that one `Vocabulary` is shared (its
+    tokenizer, token list and arrays are read-only to every caller).
     """
+    if reader.exists(reader.join(directory, VOCAB_METADATA_FILE)):
+        vocab = _load_bertkit_vocab(directory, reader)
+        if cased is not None and cased != vocab.cased:
+            raise VocabError(
+                f"{_casing_flag(cased, cased_flag)} contradicts the vocabulary at {directory}: "
+                f"its {VOCAB_METADATA_FILE} says {'cased' if vocab.cased else 'uncased'}; "
+                "drop the flag or give the vocabulary you mean"
+            )
+        return vocab
+    if reader.exists(reader.join(directory, VOCAB_FILE)):
+        # Imported here: the released reader builds on this module's Vocabulary and tokenizer.
+        from pipelines.io.released_vocab import load_released_vocab
+
+        return load_released_vocab(directory, reader, cased, cased_flag)
+    raise VocabError(
+        f"no vocabulary at {directory}: it holds neither {VOCAB_METADATA_FILE} (a `bertkit "
+        f"vocab` output) nor {VOCAB_FILE} (a released BERT's); give the directory that holds "
+        "them, or make one with `bertkit vocab --documents DIR … --output NEW_DIR`"
+    )
+
+
+def _casing_flag(cased: bool, flag: str) -> str:
+    """How a refusal names the casing the caller gave: the flag given, or its source."""
+    if flag == "--cased":
+        return "--cased" if cased else "--no-cased"
+    return f"{flag} ({'cased' if cased else 'uncased'})"
+
+
+def _load_bertkit_vocab(directory: str, reader: storage.Reader) -> Vocabulary:
     paths = {
         name: reader.join(directory, name)
         for name in (VOCAB_METADATA_FILE, VOCAB_FILE, TOKENIZER_FILE)
@@ -219,8 +312,8 @@ def load_vocab(directory: str, reader: storage.Reader = storage.READER) -> Vocab
     for path in paths.values():
         if not reader.exists(path):
             raise VocabError(
-                f"no vocabulary at {directory}: {path} is missing; run "
-                f"`bertkit vocab --documents DIR … --output {directory}` first"
+                f"{path} is missing from the `bertkit vocab` output at {directory} (it holds "
+                f"{VOCAB_METADATA_FILE}): restore it, or rerun `bertkit vocab` into that directory"
             )
     metadata_bytes = reader.read_bytes(paths[VOCAB_METADATA_FILE], MAX_RECORD_BYTES)
     metadata = read_record(
@@ -248,13 +341,22 @@ def load_vocab(directory: str, reader: storage.Reader = storage.READER) -> Vocab
         metadata.vocab_sha256,
         metadata.tokenizer_sha256,
     )
-    with _LOADED_LOCK:
-        if (loaded := _LOADED.get(key)) is not None:
-            return loaded
+
+    def build() -> Vocabulary:
         tokens = parse_vocab_txt(vocab_bytes)
         tokenizer = Tokenizer.from_str(tokenizer_bytes.decode("utf-8"))
         check_agreement(tokens, tokenizer, metadata.cased, directory)
-        loaded = _LOADED[key] = Vocabulary.from_tokens(tokens, metadata, tokenizer)
+        return Vocabulary.from_tokens(tokens, metadata, tokenizer)
+
+    return loaded_once(key, build)
+
+
+def loaded_once(key: tuple[str, ...], build: Callable[[], Vocabulary]) -> Vocabulary:
+    """The Vocabulary this process built for `key` (a directory, its files' hashes and the
+    casing asked for), built by `build` the first time."""
+    with _LOADED_LOCK:
+        if (loaded := _LOADED.get(key)) is None:
+            loaded = _LOADED[key] = build()
         return loaded
 
 
@@ -283,8 +385,15 @@ def load_vocab_txt(path: str, cased: bool) -> Vocabulary:
     return Vocabulary.from_tokens(tokens, metadata, tokenizer)
 
 
-def check_agreement(tokens: list[str], tokenizer: Tokenizer, cased: bool, where: str) -> None:
-    """vocab.txt, tokenizer.json and vocab.json must describe the same vocabulary."""
+def check_agreement(
+    tokens: list[str],
+    tokenizer: Tokenizer,
+    cased: bool | None,
+    where: str,
+    advice: str = "they come from different runs: rerun `bertkit vocab`",
+) -> None:
+    """vocab.txt and tokenizer.json (and, unless `cased` is None, vocab.json's casing) must
+    describe the same vocabulary; `advice` ends the refusal."""
     actual = tokenizer.get_vocab(with_added_tokens=True)
     if actual != {t: i for i, t in enumerate(tokens)}:
         in_json = sorted(actual, key=actual.__getitem__)
@@ -297,12 +406,14 @@ def check_agreement(tokens: list[str], tokenizer: Tokenizer, cased: bool, where:
             else f"{len(tokens)} and {len(actual)} tokens"
         )
         raise VocabError(
-            f"{VOCAB_FILE} and {TOKENIZER_FILE} in {where} disagree: {difference}; they come "
-            "from different runs: rerun `bertkit vocab`"
+            f"{VOCAB_FILE} and {TOKENIZER_FILE} in {where} disagree: {difference}; {advice}"
         )
+    if cased is None:
+        return
     normalizer = json.loads(tokenizer.to_str()).get("normalizer") or {}
-    if normalizer.get("lowercase") is not (not cased):
-        raise VocabError(
-            f"{TOKENIZER_FILE} in {where} {'lower-cases' if not cased else 'keeps case'} "
-            f"but {VOCAB_METADATA_FILE} says cased={cased}: rerun `bertkit vocab`"
-        )
+    if normalizer.get("lowercase") is (not cased):
+        return
+    raise VocabError(
+        f"{TOKENIZER_FILE} in {where} {'lower-cases' if not cased else 'keeps case'} "
+        f"but {VOCAB_METADATA_FILE} says cased={cased}: rerun `bertkit vocab`"
+    )

@@ -1,0 +1,274 @@
+"""A released BERT's vocabulary directory, read as Google and transformers ship it. Beam-free.
+
+`pipelines.io.vocabulary.load_vocab` comes here for a directory without vocab.json. What
+is read, and how it gives the tokenizer transformers' BertTokenizerFast would use there:
+
+- vocab.txt: the tokens, line number = id. An empty line, a token on two lines or a missing
+  [PAD]/[UNK]/[CLS]/[SEP]/[MASK] is refused naming the file and the line.
+- tokenizer_config.json (if present): `do_lower_case`, `strip_accents` (null: as casing
+  says) and `tokenize_chinese_chars`, which transformers applies over tokenizer.json's own;
+  the special tokens it names must be BERT's.
+- tokenizer.json (if present): must be BERT's pipeline (BertNormalizer, BertPreTokenizer,
+  WordPiece with `##`) and list vocab.txt's tokens with vocab.txt's ids; its normalizer
+  gives the casing when tokenizer_config.json does not, and its `max_input_chars_per_word`
+  the longest word (else transformers' 100: a longer word is one [UNK]).
+- special_tokens_map.json (if present): its special tokens must be BERT's.
+
+A directory that does not say its casing takes the caller's (`--cased` / `--no-cased`);
+without one it is refused, since transformers' silent default (lower-case) would be a guess.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from tokenizers import Tokenizer
+
+from pipelines.io import storage
+from pipelines.io.vocabulary import (
+    VocabError,
+    Vocabulary,
+    build_tokenizer,
+    check_agreement,
+    is_unused_token,
+    loaded_once,
+    parse_vocab_txt,
+)
+from schemas.checks import MAX_RECORD_BYTES, MAX_VOCAB_FILE_BYTES
+from schemas.vocab import (
+    CASED_FROM_TOKENIZER,
+    CASED_FROM_TOKENIZER_CONFIG,
+    CLS_TOKEN,
+    CONTINUATION_PREFIX,
+    MASK_TOKEN,
+    PAD_TOKEN,
+    RELEASED_FILES,
+    SEP_TOKEN,
+    SPECIAL_TOKENS,
+    SPECIAL_TOKENS_MAP_FILE,
+    TOKENIZER_CONFIG_FILE,
+    TOKENIZER_FILE,
+    UNK_TOKEN,
+    VOCAB_FILE,
+    VocabMetadata,
+)
+
+# transformers' WordPiece default, used when no tokenizer.json says otherwise (Google's
+# FullTokenizer, and `bertkit vocab`, use 200).
+TRANSFORMERS_MAX_CHARS = 100
+# The names transformers gives BERT's special tokens, and the tokens bertkit needs there.
+_SPECIAL_KEYS = {
+    "pad_token": PAD_TOKEN,
+    "unk_token": UNK_TOKEN,
+    "cls_token": CLS_TOKEN,
+    "sep_token": SEP_TOKEN,
+    "mask_token": MASK_TOKEN,
+}
+
+
+def checked_tokens(data: bytes, url: str) -> list[str]:
+    """vocab.txt's tokens, refused in one line naming the file and the line (1-based) of
+    the first token bertkit cannot use, or the special tokens it lacks."""
+    try:
+        tokens = parse_vocab_txt(data)
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise VocabError(
+            f"{url} line {line}: not UTF-8 ({error.reason}); a vocab.txt is UTF-8"
+        ) from error
+    first_line: dict[str, int] = {}
+    for line, token in enumerate(tokens, start=1):
+        if not token.strip():
+            raise VocabError(
+                f"{url} line {line}: an empty token, which no text can give; a vocab.txt "
+                "holds one token per line (remove the line only if the model was not "
+                "trained with it: every later id would move)"
+            )
+        if token in first_line:
+            raise VocabError(
+                f"{url} line {line}: {token!r} is on line {first_line[token]} too; a token "
+                "must have one id: this is not a vocabulary bertkit (or BERT) can use"
+            )
+        first_line[token] = line
+    missing = [t for t in SPECIAL_TOKENS if t not in first_line]
+    if missing:
+        raise VocabError(
+            f"{url} lacks {', '.join(missing)} ({len(tokens):,} lines): bertkit needs BERT's "
+            f"special tokens {' '.join(SPECIAL_TOKENS)} in the vocabulary"
+        )
+    return tokens
+
+
+def load_released_vocab(
+    directory: str, reader: storage.Reader, cased: bool | None, cased_flag: str
+) -> Vocabulary:
+    """The released vocabulary at `directory` (module docstring), its casing from the
+    directory, or else from `cased` (None: refused)."""
+    urls = {name: reader.join(directory, name) for name in RELEASED_FILES}
+    present = tuple(n for n in RELEASED_FILES if n == VOCAB_FILE or reader.exists(urls[n]))
+    data = {
+        name: reader.read_bytes(
+            urls[name],
+            MAX_VOCAB_FILE_BYTES if name in (VOCAB_FILE, TOKENIZER_FILE) else MAX_RECORD_BYTES,
+        )
+        for name in present
+    }
+    digests = tuple(f"{n}:{hashlib.sha256(data[n]).hexdigest()}" for n in present)
+    key = (directory, "released", repr(cased), cased_flag, *digests)
+    return loaded_once(key, lambda: _build(directory, urls, data, present, cased, cased_flag))
+
+
+def _build(
+    directory: str,
+    urls: dict[str, str],
+    data: dict[str, bytes],
+    present: tuple[str, ...],
+    cased: bool | None,
+    cased_flag: str,
+) -> Vocabulary:
+    tokens = checked_tokens(data[VOCAB_FILE], urls[VOCAB_FILE])
+    config = _json_object(data, TOKENIZER_CONFIG_FILE, urls)
+    _check_special_names(config, urls[TOKENIZER_CONFIG_FILE])
+    _check_special_names(
+        _json_object(data, SPECIAL_TOKENS_MAP_FILE, urls), urls[SPECIAL_TOKENS_MAP_FILE]
+    )
+    normalizer, max_chars = {}, TRANSFORMERS_MAX_CHARS
+    if TOKENIZER_FILE in data:
+        normalizer, max_chars = _checked_tokenizer_json(tokens, data[TOKENIZER_FILE], directory)
+    said, said_by = _directory_casing(config, normalizer, urls[TOKENIZER_CONFIG_FILE])
+    if said is None and cased is None:
+        raise VocabError(
+            f"the released vocabulary at {directory} does not say whether it lower-cases "
+            f"(no {TOKENIZER_CONFIG_FILE} do_lower_case, no {TOKENIZER_FILE} normalizer): pass "
+            "--cased for a cased model (bert-base-cased) or --no-cased for an uncased one "
+            "(bert-base-uncased)"
+        )
+    if said is not None and cased is not None and said != cased:
+        flag = ("--cased" if cased else "--no-cased") if cased_flag == "--cased" else cased_flag
+        raise VocabError(
+            f"{flag} contradicts the released vocabulary at {directory}: its {said_by} says "
+            f"{'cased' if said else 'uncased'}; drop the flag"
+        )
+    resolved = said if said is not None else cased
+    assert resolved is not None
+    cased_from = said_by if said is not None else ("--cased" if resolved else "--no-cased")
+    if cased_flag != "--cased" and said is None:
+        cased_from = cased_flag  # the shards' manifest, which recorded the flag given then
+    strip_accents = _setting(config, "strip_accents", normalizer, "strip_accents", None)
+    chinese_chars = _setting(
+        config, "tokenize_chinese_chars", normalizer, "handle_chinese_chars", True
+    )
+    tokenizer = build_tokenizer(tokens, resolved, strip_accents, bool(chinese_chars), max_chars)
+    vocab_sha256 = hashlib.sha256(data[VOCAB_FILE]).hexdigest()
+    tokenizer_bytes = data.get(TOKENIZER_FILE) or tokenizer.to_str(pretty=True).encode("utf-8")
+    metadata = VocabMetadata(
+        vocab_size=len(tokens),
+        cased=resolved,
+        num_unused=sum(1 for t in tokens if is_unused_token(t)),
+        special_tokens={t: tokens.index(t) for t in SPECIAL_TOKENS},
+        sample={},
+        inputs=[],
+        config={"released": directory, "cased_from": cased_from},
+        vocab_sha256=vocab_sha256,
+        tokenizer_sha256=hashlib.sha256(tokenizer_bytes).hexdigest(),
+    )
+    return Vocabulary.from_tokens(
+        tokens,
+        metadata,
+        tokenizer,
+        released=True,
+        source_files=present,
+        cased_from=cased_from,
+        strip_accents=strip_accents,
+    )
+
+
+def _json_object(data: dict[str, bytes], name: str, urls: dict[str, str]) -> dict[str, Any]:
+    """A JSON file of the directory as a dict; {} when the directory lacks it."""
+    if name not in data:
+        return {}
+    try:
+        value = json.loads(data[name].decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise VocabError(
+            f"{urls[name]}: not valid JSON ({error}); restore the released file"
+        ) from error
+    if not isinstance(value, dict):
+        raise VocabError(f"{urls[name]}: a JSON {type(value).__name__}, not an object")
+    return value
+
+
+def _check_special_names(config: dict[str, Any], url: str) -> None:
+    """tokenizer_config.json and special_tokens_map.json may rename the special tokens
+    (`"unk_token": "<unk>"`): bertkit's examples and trainer use BERT's names only."""
+    for key, expected in _SPECIAL_KEYS.items():
+        value = config.get(key)
+        name = value.get("content") if isinstance(value, dict) else value
+        if name is not None and name != expected:
+            raise VocabError(
+                f"{url}: {key} is {name!r}; bertkit uses BERT's {expected} (a vocabulary with "
+                "other special tokens is not one it can make examples with)"
+            )
+
+
+def _checked_tokenizer_json(tokens: list[str], data: bytes, directory: str) -> tuple[dict, int]:
+    """tokenizer.json's normalizer settings and longest word, once it is checked to be
+    BERT's pipeline over vocab.txt's tokens with vocab.txt's ids."""
+    where = storage.join(directory, TOKENIZER_FILE)
+    try:
+        config = json.loads(data.decode("utf-8"))
+        tokenizer = Tokenizer.from_str(data.decode("utf-8"))
+    except Exception as error:  # tokenizers raises a plain Exception on a file it cannot read
+        raise VocabError(
+            f"{where}: not a tokenizer file ({error}); restore the released file"
+        ) from error
+    model = config.get("model") or {}
+    normalizer = config.get("normalizer") or {}
+    kinds = {
+        "model": (model.get("type"), "WordPiece"),
+        "normalizer": (normalizer.get("type"), "BertNormalizer"),
+        "pre_tokenizer": ((config.get("pre_tokenizer") or {}).get("type"), "BertPreTokenizer"),
+        "continuing_subword_prefix": (model.get("continuing_subword_prefix"), CONTINUATION_PREFIX),
+    }
+    for part, (found, expected) in kinds.items():
+        if found != expected:
+            raise VocabError(
+                f"{where}: its {part} is {found!r}, not BERT's {expected!r}; bertkit makes "
+                "examples with BERT's WordPiece tokenizer only"
+            )
+    check_agreement(
+        tokens,
+        tokenizer,
+        cased=None,
+        where=directory,
+        advice="a released directory's files must come from one model: restore them",
+    )
+    max_chars = model.get("max_input_chars_per_word", TRANSFORMERS_MAX_CHARS)
+    return normalizer, int(max_chars)
+
+
+def _directory_casing(
+    config: dict[str, Any], normalizer: dict[str, Any], config_url: str
+) -> tuple[bool | None, str]:
+    """Whether the directory says cased (True), uncased (False) or nothing (None), and which
+    file said it. tokenizer_config.json wins: transformers applies it over tokenizer.json."""
+    lower = config.get("do_lower_case")
+    if lower is not None:
+        if not isinstance(lower, bool):
+            raise VocabError(f"{config_url}: do_lower_case is {lower!r}, not true or false")
+        return not lower, CASED_FROM_TOKENIZER_CONFIG
+    if isinstance(normalizer.get("lowercase"), bool):
+        return not normalizer["lowercase"], CASED_FROM_TOKENIZER
+    return None, ""
+
+
+def _setting(
+    config: dict[str, Any], key: str, normalizer: dict[str, Any], json_key: str, default: Any
+) -> Any:
+    """A normalizer setting as transformers takes it: tokenizer_config.json's key when it has
+    one (null included), else tokenizer.json's, else transformers' default."""
+    if key in config:
+        return config[key]
+    return normalizer.get(json_key, default)
