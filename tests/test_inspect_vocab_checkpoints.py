@@ -131,13 +131,15 @@ def test_a_plain_google_vocab_txt_says_what_it_cannot_know(tmp_path: Path, capsy
     assert (code, err) == (0, "")
     sha = hashlib.sha256((tmp_path / VOCAB_FILE).read_bytes()).hexdigest()
     assert lines == [
-        f"vocabulary {tmp_path / VOCAB_FILE} (a plain vocab.txt: no vocab.json beside it, so "
-        "neither its casing nor what it was trained on is recorded)",
+        f"vocabulary {tmp_path} (a released BERT's: vocab.txt)",
         "size: 13 tokens (0 [unusedN])",
+        "casing: not said by the directory (no do_lower_case in tokenizer_config.json, no "
+        "tokenizer.json normalizer): `bertkit examples` needs --cased or --no-cased",
         f"vocab.txt sha256: {sha}",
         "special tokens: [PAD] 0, [UNK] 1, [CLS] 2, [SEP] 3, [MASK] 4",
         "sample tokens (id:token): 5:the 6:cat 7:sat 8:on 9:mat 10:dog 11:ran 12:.",
         "word pieces: 8 word starts, 0 ## continuations",
+        "checked: vocab.txt has no empty line, no token twice and BERT's special tokens",
     ]
 
 

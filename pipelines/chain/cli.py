@@ -60,7 +60,7 @@ from pipelines.corpus import cli as corpus_cli
 from pipelines.examples import cli as examples_cli
 from pipelines.examples.config import WORK_DIR, ExamplesConfig
 from pipelines.examples.stage_plan import ExamplesPlan, load_examples_plan
-from pipelines.io.vocabulary import VocabError
+from pipelines.io.vocabulary import VocabError, load_vocab
 from pipelines.vocab import cli as vocab_cli
 from pipelines.vocab.config import VocabConfig
 from pipelines.vocab.counting import remove_work_dir
@@ -138,18 +138,25 @@ def run(argv: list[str] | None = None) -> int:
         check(config)
         stages = {stage: documents_config(config, stage) for stage in stages_run(config)}
         vocab, examples = vocab_config(config), examples_config(config)
-        vocab.validate()
+        # With --vocab DIR no vocabulary is trained: the one given is checked now, as
+        # `bertkit examples` checks it, before any work.
+        trained = None if config.vocab else vocab
+        if trained is None:
+            load_vocab(examples.vocab, files.READER, examples.cased)
+        else:
+            trained.validate()
         examples.validate()
         extractions = {stage: _EXTRACTION[stage](c) for stage, c in stages.items()}
         earlier = [
             files.earlier_run_files(c.output, DOCUMENTS_RUN_FILES, c.overwrite, stage)
             for stage, c in stages.items()
         ]
-        earlier.append(
-            files.earlier_run_files(
-                vocab.output, vocab_cli.VOCAB_RUN_FILES, vocab.overwrite, "vocab", remove=False
+        if trained is not None:
+            earlier.append(
+                files.earlier_run_files(
+                    vocab.output, vocab_cli.VOCAB_RUN_FILES, vocab.overwrite, "vocab", remove=False
+                )
             )
-        )
         earlier.append(
             files.earlier_run_files(
                 examples.output, examples_cli.EARLIER_RUN, examples.overwrite, "examples"
@@ -160,15 +167,16 @@ def run(argv: list[str] | None = None) -> int:
         return 2
     # Every output checked: only now is anything deleted (each stage's own earlier files).
     files.delete([path for found in earlier for path in found])
-    remove_work_dir(vocab.output)  # a killed run's word counts: never read again
+    if trained is not None:
+        remove_work_dir(vocab.output)  # a killed run's word counts: never read again
     input_bytes = sum(item["bytes"] for inputs, _ in extractions.values() for item in inputs)
     manifest_path = files.join(examples.output, SHARDS_MANIFEST_NAME)
     try:
         with (
-            progress_shown(options, "chain", progress_phases(input_bytes, vocab, examples)),
+            progress_shown(options, "chain", progress_phases(input_bytes, trained, examples)),
             make_pipeline(options) as pipeline,
         ):
-            add_chain_steps(pipeline, stages, extractions, vocab, examples)
+            add_chain_steps(pipeline, stages, extractions, trained, examples)
     except Exception:  # VocabError, or its text from a worker process
         # The vocabulary found no text: if the documents steps kept none, their manifests
         # (written before it) say why, on a WARNING line each, and the chain stops there.
@@ -178,7 +186,7 @@ def run(argv: list[str] | None = None) -> int:
         return code
     if submitted_only(options):
         return report_submission(pipeline, options, manifest_path, "bertkit chain")
-    code = report(stages, vocab, manifest_path)
+    code = report(stages, trained, manifest_path)
     for stage, config in stages.items():
         code |= check_documents(options, stage, config.output)
     return code | check_examples(options, manifest_path, examples.output, examples.heldout_fraction)
@@ -210,11 +218,12 @@ def add_chain_steps(
     pipeline: beam.Pipeline,
     stages: dict[str, Any],
     extractions: dict[str, tuple[list[dict[str, Any]], beam.PTransform]],
-    vocab: VocabConfig,
+    vocab: VocabConfig | None,
     examples: ExamplesConfig,
 ) -> beam.PCollection:
     """documents stages ─► manifests ─► vocabulary (its sample planned by the workers once
-    the manifests are written) ─► examples (planned once the vocabulary is written)."""
+    the manifests are written) ─► examples (planned once the vocabulary is written); with
+    no `vocab` to train (--vocab DIR), examples planned once the manifests are written."""
     manifests = []
     for stage, config in stages.items():
         inputs, extract = extractions[stage]
@@ -226,19 +235,30 @@ def add_chain_steps(
         )
     documents_written = manifests | "DocumentsWritten" >> beam.Flatten()
     job = uuid.uuid4().hex
-    sample = functools.partial(_sample_plan, job, vocab)
-    vocab_written = add_vocab_steps(pipeline, Planned.later(sample, documents_written), vocab)
-    planned = Planned.later(functools.partial(_examples_plan, job, examples), vocab_written)
+    ready = documents_written
+    if vocab is not None:
+        sample = functools.partial(_sample_plan, job, vocab)
+        ready = add_vocab_steps(pipeline, Planned.later(sample, documents_written), vocab)
+    planned = Planned.later(functools.partial(_examples_plan, job, examples), ready)
     return examples_cli.add_examples_steps(pipeline, examples, planned)
 
 
-def progress_phases(input_bytes: int, vocab: VocabConfig, examples: ExamplesConfig) -> list[Phase]:
+def progress_phases(
+    input_bytes: int, vocab: VocabConfig | None, examples: ExamplesConfig
+) -> list[Phase]:
     """The progress line's steps; what the documents will hold is known only as they are
     written, so later steps count against the documents extracted."""
+    learning = (
+        []
+        if vocab is None
+        else [
+            Phase("count words", TEXT_BYTES_COUNTED, None, "read", in_bytes=True),
+            Phase("learn pieces", PIECES_LEARNED, vocab.vocab_size, "tokens"),
+        ]
+    )
     return [
         Phase("extract", INPUT_BYTES_READ, input_bytes, "read", in_bytes=True),
-        Phase("count words", TEXT_BYTES_COUNTED, None, "read", in_bytes=True),
-        Phase("learn pieces", PIECES_LEARNED, vocab.vocab_size, "tokens"),
+        *learning,
         Phase("tokenize", DOCUMENTS_TOKENIZED, DOCUMENTS_EXTRACTED, "documents"),
         Phase(
             "make examples",
@@ -257,13 +277,14 @@ def progress_phases(input_bytes: int, vocab: VocabConfig, examples: ExamplesConf
     ]
 
 
-def report(stages: dict[str, Any], vocab: VocabConfig, manifest_path: str) -> int:
+def report(stages: dict[str, Any], vocab: VocabConfig | None, manifest_path: str) -> int:
     """Each stage's line, as its own command prints it; 1 if an input was not read to its
     end (everything read before the fault is kept, and the chain went on with it)."""
     code = 0
     for config in stages.values():
         code |= report_documents(config.output)
-    code |= vocab_cli.report(vocab)
+    if vocab is not None:  # None: --vocab DIR, no vocabulary trained
+        code |= vocab_cli.report(vocab)
     return code | examples_cli.report(manifest_path)
 
 

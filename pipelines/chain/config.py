@@ -10,6 +10,10 @@ chain's flags give.
 - The vocabulary's flags keep their names (`--vocab-size`, `--sample-mb`, …) but its
   `--seed`, which is `--vocab-seed` here; the examples' flags keep theirs (`--seed`,
   `--max-seq-length`, `--dupe-factor`, …).
+- `--vocab DIR` uses a vocabulary instead of training one (a `bertkit vocab` output or a
+  released BERT's): the chain then runs no vocabulary step, and the vocabulary's flags are
+  refused. `--cased` / `--no-cased` is the trained vocabulary's casing, or with --vocab the
+  released one's where its directory does not say.
 """
 
 from __future__ import annotations
@@ -31,8 +35,9 @@ DOCUMENTS_STAGES: dict[str, type] = {
     "books": BooksConfig,
     "corpus": CorpusConfig,
 }
-# Fields the chain sets itself: the paths that join the stages, and --overwrite.
-_WIRED = {"input", "output", "overwrite", "documents", "vocab"}
+# Fields the chain sets itself: the paths that join the stages, --overwrite, and the one
+# casing flag the vocabulary and the examples share.
+_WIRED = {"input", "output", "overwrite", "documents", "vocab", "cased"}
 _RENAMED_VOCAB = {"seed": "vocab_seed"}
 _INPUT_HELP = {
     "wikipedia": "Wikipedia XML dumps (files or globs, repeatable) for `bertkit wikipedia`",
@@ -59,6 +64,25 @@ def _chain_fields() -> list[tuple]:
     fields: list[tuple] = [
         ("output", "str", option(help="output directory: documents/, vocab/ and shards/ in it")),
         ("overwrite", "bool", option(False, help="replace every stage's earlier run in --output")),
+        (
+            "vocab",
+            "str | None",
+            option(
+                None,
+                metavar="DIR",
+                help="use this vocabulary (a `bertkit vocab` output, or a released BERT's "
+                "directory with its vocab.txt) instead of training one: no vocabulary step runs",
+            ),
+        ),
+        (
+            "cased",
+            "bool | None",
+            option(
+                None,
+                help="keep case and accents (default: lower-case and strip accents); with "
+                "--vocab, a released vocabulary's casing where its directory does not say it",
+            ),
+        ),
     ]
     for stage in DOCUMENTS_STAGES:
         spec = option((), help=_INPUT_HELP[stage], metavar="PATH")
@@ -122,6 +146,7 @@ def vocab_config(config: Any) -> VocabConfig:
         documents=documents,
         output=files.join(config.output, "vocab"),
         overwrite=config.overwrite,
+        cased=bool(config.cased),
         **values,
     )
 
@@ -135,9 +160,12 @@ def examples_config(config: Any) -> ExamplesConfig:
     documents = tuple(documents_dir(config, stage) for stage in stages_run(config))
     return ExamplesConfig(
         documents=documents,
-        vocab=files.join(config.output, "vocab"),
+        vocab=config.vocab or files.join(config.output, "vocab"),
         output=files.join(config.output, "shards"),
         overwrite=config.overwrite,
+        # A trained vocabulary's vocab.json says its casing: the examples' own flag stays
+        # unset, so their manifest is the one `bertkit examples` writes for that vocabulary.
+        cased=config.cased if config.vocab else None,
         **values,
     )
 
@@ -148,3 +176,12 @@ def check(config: Any) -> None:
             "no input: pass --wikipedia DUMP, --books 'DIR/*.txt' and/or --corpus "
             "'DIR/*.jsonl.zst' (each one or more files or globs)"
         )
+    if config.vocab is None:
+        return
+    for spec in dataclasses.fields(VocabConfig):
+        name = _RENAMED_VOCAB.get(spec.name, spec.name)
+        if spec.name not in _WIRED and getattr(config, name) != spec.default:
+            raise ChainConfigError(
+                f"--{name.replace('_', '-')} shapes the vocabulary the chain trains, and with "
+                f"--vocab {config.vocab} it trains none: drop one of them"
+            )

@@ -38,7 +38,8 @@ def find_other_artifact(path_or_url: str) -> OtherArtifact | None:
     target = path_or_url.rstrip("/") if len(path_or_url) > 1 else path_or_url
     name = storage.basename(target)
     vocab_dir = storage.parent(target) if name in (VOCAB_METADATA_FILE, VOCAB_FILE) else target
-    if name == VOCAB_FILE or storage.exists(storage.join(vocab_dir, VOCAB_METADATA_FILE)):
+    markers = (VOCAB_METADATA_FILE, VOCAB_FILE)  # a bertkit vocabulary's, a released one's
+    if name == VOCAB_FILE or any(storage.exists(storage.join(vocab_dir, m)) for m in markers):
         from pipelines.inspect.vocabulary import describe_vocabulary
 
         return OtherArtifact("a vocabulary directory", lambda: describe_vocabulary(target))

@@ -1,17 +1,19 @@
-"""`bertkit inspect VOCAB_DIR`: what a `bertkit vocab` directory holds, from its vocab.json
-and files, checked as every stage checks them before use (pipelines/io/vocabulary.py)."""
+"""`bertkit inspect VOCAB_DIR`: what a vocabulary directory holds, checked as every stage
+checks it before use (pipelines/io/vocabulary.py): a `bertkit vocab` directory from its
+vocab.json and files, a released BERT's from its vocab.txt and the tokenizer files beside
+it (its casing and where that came from, or that it does not say)."""
 
 from __future__ import annotations
 
 from pipelines.inspect.formatting import plural, shown_path
 from pipelines.inspect.targets import InspectError
 from pipelines.io import storage
+from pipelines.io.released_vocab import CasingNotSaidError
 from pipelines.io.vocabulary import (
     VocabError,
     Vocabulary,
     is_unused_token,
     load_vocab,
-    load_vocab_txt,
 )
 from schemas.manifest import MANIFEST_NAME
 from schemas.vocab import (
@@ -26,15 +28,24 @@ SAMPLE_TOKENS = 10  # learned tokens shown, at evenly spaced ids
 
 
 def describe_vocabulary(url: str) -> list[str]:
-    """The summary of a vocabulary directory (or its vocab.json or vocab.txt); a plain
-    vocab.txt with no vocab.json beside it (Google's) is shown with what it alone says."""
+    """The summary of a vocabulary directory (or its vocab.json or vocab.txt): a `bertkit
+    vocab` output, or a released BERT's (no vocab.json beside its vocab.txt)."""
     name = storage.basename(url)
     directory = storage.parent(url) if name in (VOCAB_METADATA_FILE, VOCAB_FILE) else url
     try:
         if storage.exists(storage.join(directory, VOCAB_METADATA_FILE)):
             return _bertkit_vocabulary(directory, load_vocab(directory))
-        # Google's files say nothing about case: the summary says so rather than guess.
-        return _plain_vocab_txt(storage.join(directory, VOCAB_FILE))
+        if not storage.exists(storage.join(directory, VOCAB_FILE)):
+            raise InspectError(
+                f"{storage.join(directory, VOCAB_FILE)} is missing: a vocabulary directory "
+                f"holds {VOCAB_FILE} (and, from `bertkit vocab`, {TOKENIZER_FILE} and "
+                f"{VOCAB_METADATA_FILE})"
+            )
+        try:
+            return _released_vocabulary(directory, load_vocab(directory), said=True)
+        except CasingNotSaidError:
+            # Shown all the same: casing changes the tokenizer, not what the files hold.
+            return _released_vocabulary(directory, load_vocab(directory, cased=False), said=False)
     except VocabError as error:
         raise InspectError(str(error)) from error
 
@@ -51,12 +62,7 @@ def _bertkit_vocabulary(directory: str, vocab: Vocabulary) -> list[str]:
         f"record {metadata.record}, schema version {metadata.schema_version}, written by "
         f"bertkit {metadata.bertkit_version}",
         f"size: {plural(vocab.size, 'token')} ({', '.join(p for p in parts if p)})",
-        "casing: "
-        + (
-            "cased (text kept as written)"
-            if vocab.cased
-            else "uncased (lower-cased, accents stripped, as BERT uncased)"
-        ),
+        _casing(vocab),
         f"{VOCAB_FILE} sha256: {vocab.sha256}",
         f"{TOKENIZER_FILE} sha256: {metadata.tokenizer_sha256}",
         _special_line(vocab.tokens),
@@ -85,21 +91,41 @@ def _bertkit_vocabulary(directory: str, vocab: Vocabulary) -> list[str]:
     return lines
 
 
-def _plain_vocab_txt(url: str) -> list[str]:
-    if not storage.exists(url):
-        raise InspectError(
-            f"{url} is missing: a vocabulary directory holds {VOCAB_FILE}, {TOKENIZER_FILE} "
-            f"and {VOCAB_METADATA_FILE}; rerun `bertkit vocab`"
-        )
-    vocab = load_vocab_txt(url, cased=False)
-    return [
-        f"vocabulary {url} (a plain {VOCAB_FILE}: no {VOCAB_METADATA_FILE} beside it, so "
-        "neither its casing nor what it was trained on is recorded)",
+def _released_vocabulary(directory: str, vocab: Vocabulary, said: bool) -> list[str]:
+    casing = (
+        _casing(vocab) + f", from {vocab.cased_from}"
+        if said
+        else "casing: not said by the directory (no do_lower_case in tokenizer_config.json, "
+        "no tokenizer.json normalizer): `bertkit examples` needs --cased or --no-cased"
+    )
+    lines = [
+        f"vocabulary {directory} (a released BERT's: {', '.join(vocab.source_files)})",
         f"size: {plural(vocab.size, 'token')} ({vocab.metadata.num_unused:,} [unusedN])",
+        casing,
         f"{VOCAB_FILE} sha256: {vocab.sha256}",
-        _special_line(vocab.tokens),
-        *_sample_lines(vocab.tokens),
     ]
+    if TOKENIZER_FILE in vocab.source_files:
+        lines.append(f"{TOKENIZER_FILE} sha256: {vocab.metadata.tokenizer_sha256}")
+    lines += [_special_line(vocab.tokens), *_sample_lines(vocab.tokens)]
+    checked = f"{VOCAB_FILE} has no empty line, no token twice and BERT's special tokens"
+    if TOKENIZER_FILE in vocab.source_files:
+        checked += f"; {TOKENIZER_FILE} is BERT's WordPiece over the same tokens and ids"
+    lines.append(f"checked: {checked}")
+    return lines
+
+
+def _casing(vocab: Vocabulary) -> str:
+    """The casing line; a released tokenizer may set accent stripping apart from case."""
+    unusual = vocab.strip_accents is not None and vocab.strip_accents == vocab.cased
+    if vocab.cased:
+        text = "cased, accents stripped" if unusual else "cased (text kept as written)"
+    else:
+        text = (
+            "uncased, accents kept (lower-cased only)"
+            if unusual
+            else "uncased (lower-cased, accents stripped, as BERT uncased)"
+        )
+    return f"casing: {text}"
 
 
 def _special_line(tokens: list[str]) -> str:

@@ -68,6 +68,10 @@ _SPECIAL_KEYS = {
 }
 
 
+class CasingNotSaidError(VocabError):
+    """A released directory that does not say its casing, and no casing given."""
+
+
 def checked_tokens(data: bytes, url: str) -> list[str]:
     """vocab.txt's tokens, refused in one line naming the file and the line (1-based) of
     the first token bertkit cannot use, or the special tokens it lacks."""
@@ -139,7 +143,7 @@ def _build(
         normalizer, max_chars = _checked_tokenizer_json(tokens, data[TOKENIZER_FILE], directory)
     said, said_by = _directory_casing(config, normalizer, urls[TOKENIZER_CONFIG_FILE])
     if said is None and cased is None:
-        raise VocabError(
+        raise CasingNotSaidError(
             f"the released vocabulary at {directory} does not say whether it lower-cases "
             f"(no {TOKENIZER_CONFIG_FILE} do_lower_case, no {TOKENIZER_FILE} normalizer): pass "
             "--cased for a cased model (bert-base-cased) or --no-cased for an uncased one "
