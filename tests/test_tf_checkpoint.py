@@ -13,7 +13,9 @@ from pathlib import Path
 import google_crc32c
 import numpy as np
 import pytest
+import torch
 from safetensors.numpy import load_file
+from transformers import BertConfig, BertForPreTraining
 
 from pipelines.io.crc32c import crc32c, unmask_crc
 from pipelines.io.tf_checkpoint import TFCheckpointError, find_prefix, hf_name, read_tf_bert
@@ -67,6 +69,25 @@ def test_reads_google_checkpoint_exactly() -> None:
         "layer_norm_eps": 1e-12,
         "pad_token_id": 0,
     }
+
+
+def test_tensors_fill_transformers_bert_for_pretraining() -> None:
+    """The names and config are transformers' own: every parameter of its BertForPreTraining
+    is given but the two it ties to others (the decoder's weight to the word embeddings, its
+    bias to cls.predictions.bias)."""
+    config, tensors = read_tf_bert(str(FIXTURE))
+    model = BertForPreTraining(BertConfig(**config))
+    state = {name: torch.from_numpy(value) for name, value in tensors.items()}
+    result = model.load_state_dict(state, strict=False)
+    assert result.unexpected_keys == []
+    assert sorted(result.missing_keys) == [
+        "cls.predictions.decoder.bias",
+        "cls.predictions.decoder.weight",
+    ]
+    assert torch.equal(
+        model.cls.predictions.decoder.weight, state["bert.embeddings.word_embeddings.weight"]
+    )
+    assert torch.equal(model.cls.predictions.decoder.bias, state["cls.predictions.bias"])
 
 
 def test_prefix_and_two_data_files_read_the_same() -> None:

@@ -16,10 +16,14 @@ running it again writes the same tensors. Beside the checkpoint it writes:
   with the dense kernels transposed as transformers stores them: what a reader must return;
 - `float16/`: a checkpoint whose word embeddings are float16 (a dtype the reader refuses);
 - `sharded/`: the model saved over two CPU devices with `Saver(sharded=True)`: two data files.
+
+With `--bert-base DIR` it writes, instead, a checkpoint of BERT-base's shape (random values,
+with the Adam slots) and its bert_config.json into DIR, for `python -m bench.tf_checkpoint`.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 from pathlib import Path
@@ -179,6 +183,22 @@ def main() -> None:
     write_config(HERE / "sharded")
 
 
+def bert_base(directory: Path) -> None:
+    CONFIG.update(vocab_size=30522, hidden_size=768, num_hidden_layers=12,
+                  num_attention_heads=12, intermediate_size=3072, max_position_embeddings=512)  # fmt: skip
+    rng = np.random.default_rng(0)
+    shapes = sorted(google_shapes().items())
+    save(directory, {name: rng.standard_normal(shape, np.float32) for name, shape in shapes},
+         slots=True, devices=1)  # fmt: skip
+    write_config(directory)
+
+
 if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--bert-base", type=Path, help="write a BERT-base-shaped checkpoint here")
+    arguments = parser.parse_args()
     tf.compat.v1.disable_eager_execution()
-    main()
+    if arguments.bert_base:
+        bert_base(arguments.bert_base)
+    else:
+        main()
