@@ -24,6 +24,14 @@ from trainer.masking import DynamicMasking, draw_masks, restore_originals
 if TYPE_CHECKING:  # types only: trainer.data imports this module
     from trainer.data import DataSource, RawSample
 
+# A mixed batch's field (trainer/mix.py): each row's source number, (B,) int64, beside
+# BatchField.SAMPLE_INDEX (a key within that source). One-source batches have none.
+SAMPLE_SOURCE = "sample_source"
+# A mixed sample's key for its masks: source k's key ^ (k + 1) << 48 (a split holds fewer
+# than 2**48 samples), so two sources never draw the same masks for equal keys, and no
+# mixed key is a one-source key.
+SOURCE_KEY_SHIFT = 48
+
 
 @dataclass(frozen=True, slots=True)
 class SampleLimits:
@@ -44,10 +52,14 @@ def collate(
     masking: DynamicMasking | None = None,
     seed: int = 0,
     epoch: int = 0,
+    mixed: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> dict[str, torch.Tensor]:
     """A list of decoded samples → the padded tensors of schemas/batch.py, every field's
     range checked first (`check_fields`): an index error never reaches the model. With
-    `masking`, the stored masks are undone and new ones drawn from (seed, epoch, sample key)."""
+    `masking`, the stored masks are undone and new ones drawn from (seed, epoch, sample key).
+    `mixed`: a mix's rows' (source numbers, source epochs), (B,) int64 each: the batch gets
+    SAMPLE_SOURCE, and masks are drawn from (seed, the row's source epoch, its key with the
+    source folded in)."""
     if masking is not None:  # its tables are indexed by token id: none may lie past them
         vocab_size = min(limits.vocab_size or masking.vocab_size, masking.vocab_size)
         limits = SampleLimits(limits.max_tokens, vocab_size)
@@ -73,10 +85,15 @@ def collate(
     nsp = np.fromiter((h.next_sentence_label for h in headers), dtype=np.int64, count=size)
     index = np.fromiter((s.index for s, _ in decoded), dtype=np.int64, count=size)
     check_fields(decoded, limits, lengths, a_lengths, n_preds, input_ids, positions, labels, nsp)
+    epochs: int | np.ndarray = epoch
+    keys = index
+    if mixed is not None:
+        keys = index ^ ((mixed[0] + 1) << SOURCE_KEY_SHIFT)
+        epochs = mixed[1]
     if masking is not None:
         restore_originals(input_ids, positions, labels, n_preds)
-        positions, labels = draw_masks(masking, input_ids, lengths, index, seed, epoch)
-    return {
+        positions, labels = draw_masks(masking, input_ids, lengths, keys, seed, epochs)
+    batch = {
         BatchField.INPUT_IDS: torch.from_numpy(input_ids),
         BatchField.TOKEN_TYPE_IDS: torch.from_numpy(token_types.astype(np.int64)),
         BatchField.ATTENTION_MASK: torch.from_numpy(attention),
@@ -85,6 +102,9 @@ def collate(
         BatchField.NEXT_SENTENCE_LABELS: torch.from_numpy(nsp),
         BatchField.SAMPLE_INDEX: torch.from_numpy(index),
     }
+    if mixed is not None:
+        batch[SAMPLE_SOURCE] = torch.from_numpy(np.asarray(mixed[0], dtype=np.int64))
+    return batch
 
 
 def check_fields(

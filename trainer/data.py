@@ -60,7 +60,13 @@ number of ranks.
 **Recording** (a debugging aid, off by default): with the environment variable
 BERTKIT_RECORD_KEYS=DIR, each rank appends a JSON line per training micro-batch it hands out
 to DIR/keys-rank-NNNNN.jsonl: {"epoch", "global_batch", "step" (a), "rank", "world_size",
-"keys"}, the sample keys (RawSample.index) in the batch's order (tests/test_elastic.py).
+"keys"}, the sample keys (RawSample.index) in the batch's order (tests/test_elastic.py); a
+mix's lines have "sources" beside them (trainer/record_keys.py).
+
+**A mix** of sources (`MixedSource`, trainer/mix.py, where its order is told): the same
+stages per source, each source in its own one-source order; `mixed_train_stream` takes each
+micro-batch's (source, position) pairs from the mix's order and their samples from whole
+windows of the sources' orders, read once per worker.
 
     python -m trainer.data out/demo/shards --batch-size 32   # print a few batches' shapes
 """
@@ -68,13 +74,10 @@ to DIR/keys-rank-NNNNN.jsonl: {"epoch", "global_batch", "step" (a), "rank", "wor
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TextIO
 
 import numpy as np
 import torch
@@ -84,12 +87,13 @@ from pipelines.io import storage
 from pipelines.io.retry import ResumingStream, RetryPolicy, range_opener
 from pipelines.io.shards import ShardReadError, iter_tar_samples, load_blocks
 from pipelines.io.shards.source import read_listed_shard
-from schemas.batch import BatchField
 from schemas.examples import ExampleDecodeError, ExampleHeader, read_header
 from schemas.shards import block_table_path
 from trainer.collate import FixedShape, SampleLimits, collate, pad_batch
 from trainer.masking import DynamicMasking
+from trainer.mix import MixCursor, MixedSource, MixOrder, SourceWindows, check_mix
 from trainer.order import (  # noqa: F401 (worker_batches: evaluation's plan, re-exported)
+    READ_SAMPLES,
     EpochOrder,
     RankShare,
     Segment,
@@ -104,6 +108,7 @@ from trainer.order import (  # noqa: F401 (worker_batches: evaluation's plan, re
     worker_batches,
     worker_units,
 )
+from trainer.record_keys import RECORD_KEYS_ENV, KeyRecord  # noqa: F401 (re-exported)
 
 # The shard list, the first stage, is opened by pipelines/io/shards/source.py (shared with
 # `inspect`) and checked by trainer/source.py; re-exported here so the loader's callers find
@@ -119,9 +124,6 @@ from trainer.source import (  # noqa: F401
 from trainer.workers import WorkerPool
 
 _LOG = logging.getLogger(__name__)
-
-RECORD_KEYS_ENV = "BERTKIT_RECORD_KEYS"
-
 
 # --------------------------------------------------------------------------- reading
 
@@ -371,6 +373,44 @@ def train_stream(
             yield batch if config.pad_to is None else pad_batch(batch, config.pad_to)
 
 
+def mixed_train_stream(
+    source: MixedSource, config: LoaderConfig, epoch: int, start: int, worker: int, workers: int
+) -> Iterator[dict[str, torch.Tensor]]:
+    """One worker's micro-batches of a mix's nominal epoch from global batch `start` on: each
+    micro-batch's (source, position) pairs from the mix's order, its samples from whole
+    windows of the sources' own orders (trainer/mix.py)."""
+    order = MixOrder.of(source, config.global_batch, config.seed)
+    share = RankShare(config.batch_size, config.world_size, config.rank, config.accumulation)
+    readers: dict[tuple[int, int], StreamReader] = {}
+
+    def read(number: int, source_epoch: int, wanted: np.ndarray) -> list[RawSample]:
+        reader = readers.get((number, source_epoch))
+        if reader is None:  # the source's next pass: its shards in that epoch's order
+            for old in [key for key in readers if key[0] == number and key[1] < source_epoch - 1]:
+                del readers[old]
+            shards = epoch_shards(
+                source.sources[number].shards, config.seed, source_epoch, config.shuffle
+            )
+            reader = readers[number, source_epoch] = StreamReader(
+                shards, config.retry, config.verify
+            )
+        return reader.read(wanted)
+
+    windows = SourceWindows(source, order, config.shuffle_buffer, config.shuffle, config.seed, read)
+    cursor = MixCursor(order)
+    first = epoch * order.batches_per_epoch  # the nominal epoch's first absolute batch
+    limits = SampleLimits.of(source.sources[0])  # the sources agree (trainer/setup.py)
+    unit = max(1, READ_SAMPLES // config.global_batch)
+    for items in worker_units(order, share, unit, start, worker, workers):
+        for batch, micro in items:
+            numbers, positions = cursor.micro(first + batch, micro, config.batch_size)
+            samples, source_epochs = windows.take(numbers, positions, cursor.drawn)
+            group = list(decode_samples(samples))
+            mixed = (numbers, source_epochs)
+            made = collate(group, limits, config.masking, config.seed, epoch, mixed)
+            yield made if config.pad_to is None else pad_batch(made, config.pad_to)
+
+
 def eval_stream(
     source: DataSource, config: LoaderConfig, epoch: int, worker: int, workers: int
 ) -> Iterator[dict[str, torch.Tensor]]:
@@ -390,7 +430,9 @@ def eval_stream(
 class _EpochDataset(IterableDataset):
     """The DataLoader's view of one epoch: each worker process runs its stream."""
 
-    def __init__(self, source: DataSource, config: LoaderConfig, position: DataPosition) -> None:
+    def __init__(
+        self, source: DataSource | MixedSource, config: LoaderConfig, position: DataPosition
+    ) -> None:
         self.source, self.config, self.position = source, config, position
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
@@ -402,47 +444,13 @@ class _EpochDataset(IterableDataset):
             yield from eval_stream(self.source, self.config, epoch, worker, workers)
             return
         start = self.position.global_batches
+        if isinstance(self.source, MixedSource):
+            yield from mixed_train_stream(self.source, self.config, epoch, start, worker, workers)
+            return
         yield from train_stream(self.source, self.config, epoch, start, worker, workers)
 
 
 # --------------------------------------------------------------------------- the loader
-
-
-class KeyRecord:
-    """BERTKIT_RECORD_KEYS=DIR: a JSON line per training micro-batch handed out, appended to
-    DIR/keys-rank-NNNNN.jsonl (the module docstring). Line-buffered: a killed run leaves
-    whole lines."""
-
-    def __init__(self, directory: Path, config: LoaderConfig) -> None:
-        self.path = directory / f"keys-rank-{config.rank:05d}.jsonl"
-        self.config = config
-        self._file: TextIO | None = None
-
-    @classmethod
-    def from_environment(cls, config: LoaderConfig) -> KeyRecord | None:
-        directory = os.environ.get(RECORD_KEYS_ENV)
-        return cls(Path(directory), config) if directory and config.drop_last else None
-
-    def write(self, epoch: int, index: int, batch: dict[str, torch.Tensor]) -> None:
-        """Micro-batch `index` of this rank in `epoch` (counted from the epoch's start)."""
-        if self._file is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = self.path.open("a", encoding="utf-8", buffering=1)
-        global_batch, step = divmod(index, self.config.accumulation)
-        line = {
-            "epoch": epoch,
-            "global_batch": global_batch,
-            "step": step,
-            "rank": self.config.rank,
-            "world_size": self.config.world_size,
-            "keys": batch[BatchField.SAMPLE_INDEX].tolist(),
-        }
-        self._file.write(json.dumps(line) + "\n")
-
-    def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
 
 
 class PretrainingLoader:
@@ -454,13 +462,17 @@ class PretrainingLoader:
         for batch in loader.batches(DataPosition()):   # infinite; loader.position after each
             ...
 
+    `source` may be a MixedSource (trainer/mix.py, training only): its batches come from
+    its sources in its proportions, each micro-batch with SAMPLE_SOURCE, and an epoch is
+    the mix's nominal one (floor(Σ N_k / G) global batches).
+
     `position` counts whole global batches: after a micro-batch that does not end its step,
     it still names the step's start (the trainer reads it between steps). The worker
     processes (trainer/workers.py) end with the epoch, with `close()`, when the generator is
     closed or dropped, or at the interpreter's exit, whichever comes first.
     """
 
-    def __init__(self, source: DataSource, config: LoaderConfig) -> None:
+    def __init__(self, source: DataSource | MixedSource, config: LoaderConfig) -> None:
         if config.batch_size < 1:
             raise DataConfigError("--batch-size must be at least 1")
         if config.accumulation < 1:
@@ -468,6 +480,8 @@ class PretrainingLoader:
         if config.bucket_window < 0:
             raise DataConfigError("--bucket-window must be 0 (off) or a number of global batches")
         self.source, self.config = source, config
+        if isinstance(source, MixedSource):  # each of its sources makes a global batch
+            check_mix(source, config.global_batch, config.bucket_window, config.drop_last)
         if config.drop_last:
             self.global_batches_per_epoch = source.samples // config.global_batch
             self.batches_per_epoch = self.global_batches_per_epoch * config.accumulation

@@ -25,10 +25,12 @@ With `bertkit train --masking dynamic` the loader's collate undoes the masks a s
 
 **The draws** come from a counter-based hash, not a random generator with state: every
 token gets 32 bits of splitmix64 output for (seed, epoch, sample key, position)
-(`token_hashes`), the sample key being its position in its split (`RawSample.index`). So a
-sample's masks depend on those four numbers only, not on the batch it lands in, the loader
-workers, the rank, the world size or a resume, and a whole batch is drawn with a few numpy
-operations over its (B, L) tokens. A token's rank key is its 32 bits, then its position
+(`token_hashes`), the sample key being its position in its split (`RawSample.index`); in a
+mix of sources (trainer/mix.py) the epoch is the sample's source's own and the key has the
+source folded in (trainer/collate.py, SOURCE_KEY_SHIFT). So a sample's masks depend on
+those four numbers only, not on the batch it lands in, the loader workers, the rank, the
+world size or a resume, and a whole batch is drawn with a few numpy operations over its
+(B, L) tokens. A token's rank key is its 32 bits, then its position
 (the tie-break): the visit of rule 3 is in ascending rank keys of the candidates (of a
 word's first piece). A second mix of a chosen piece's rank key gives the random token (its
 low 32 bits, scaled to the pool by multiply-and-shift) and, that of the word's first piece,
@@ -153,7 +155,7 @@ def draw_masks(
     lengths: np.ndarray,
     keys: np.ndarray,
     seed: int,
-    epoch: int,
+    epoch: int | np.ndarray,
 ) -> MaskedBatch:
     """Choose and apply the predictions of a batch (the module docstring's rules 1 to 4):
     `input_ids` (B, L), the original tokens then [PAD], is masked in place; `lengths` are
@@ -200,11 +202,15 @@ def draw_masks(
     return MaskedBatch(positions, np.where(real, originals, IGNORE_INDEX))
 
 
-def token_hashes(seed: int, epoch: int, keys: np.ndarray, width: int) -> np.ndarray:
+def token_hashes(seed: int, epoch: int | np.ndarray, keys: np.ndarray, width: int) -> np.ndarray:
     """(B, width) uint32, C-contiguous: 32 bits of splitmix64 per (seed, epoch, key,
     position). Row `key` is the stream of state mix(mix(mix(seed) ^ epoch) ^ key); its
-    output at step n + 1 serves positions 2n (its low 32 bits) and 2n + 1 (its high ones)."""
-    stream = np.uint64(mix_int(mix_int(seed) ^ epoch))
+    output at step n + 1 serves positions 2n (its low 32 bits) and 2n + 1 (its high ones).
+    `epoch` is one for the batch, or (B,) one per row (a mix: each source's own epoch)."""
+    if np.ndim(epoch) == 0:
+        stream = np.uint64(mix_int(mix_int(seed) ^ int(epoch)))
+    else:
+        stream = mix(np.asarray(epoch, dtype=np.uint64) ^ np.uint64(mix_int(seed)))
     rows = mix(np.asarray(keys, dtype=np.uint64) ^ stream)
     steps = np.arange(1, (width + 1) // 2 + 1, dtype=np.uint64) * GOLDEN
     pairs = mix(rows[:, None] + steps).astype("<u8", copy=False)  # little-endian: low first

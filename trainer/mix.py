@@ -63,14 +63,15 @@ The API the trainer builds on:
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from pipelines.io.hashing import stable_hash64
-from trainer.order import permutation
+from trainer.order import EpochOrder, permutation
 from trainer.source import DataConfigError
 from trainer.splitmix import GOLDEN, mix_int
 
@@ -150,6 +151,11 @@ class MixOrder:
     batches_per_epoch: int  # the nominal epoch: floor(Σ N_k / G)
     usable: np.ndarray  # (K,) int64: U_k, the samples of one source epoch
 
+    @property
+    def batches(self) -> int:
+        """Global batches in a nominal epoch (`worker_units` walks them as an epoch's)."""
+        return self.batches_per_epoch
+
     @classmethod
     def of(cls, source: MixedSource, global_batch: int, seed: int) -> MixOrder:
         scaled = [share * global_batch for share in source.shares]
@@ -210,3 +216,136 @@ def batch_per_source(
     order = MixOrder.of(source, global_batch, seed)
     counts = order.counts(_absolute(order, position), 1)[0]
     return dict(zip(source.names, counts.tolist(), strict=True))
+
+
+def check_mix(source: MixedSource, global_batch: int, bucket_window: int, drop_last: bool) -> None:
+    """Refuse a mix the loader cannot draw, before any work."""
+    if not drop_last:
+        raise MixError(
+            "a mix is read for training only: evaluate each of its sources with its own loader"
+        )
+    if bucket_window:
+        raise MixError(
+            f"--bucket-window {bucket_window} with a mix: a length-bucket group would span the "
+            "windows of several sources; leave --bucket-window at 0 with --mix"
+        )
+    for name, part in zip(source.names, source.sources, strict=True):
+        if part.samples < global_batch:
+            where = part.manifest_url or part.shards[0].url
+            raise MixError(
+                f"{where}: source {name!r} has {part.samples} {part.split} samples, less than "
+                f"one global batch of {global_batch}: its order (one source's) needs a whole "
+                "one; use a smaller batch or more data"
+            )
+
+
+class MixCursor:
+    """A worker's walk through the mix's global batches, forward: C_k(b) kept up to date
+    (computed directly at the first batch, then added to), each batch's slots dealt once."""
+
+    def __init__(self, order: MixOrder) -> None:
+        self.order = order
+        self.batch = -1  # none yet
+        self.drawn = np.zeros_like(order.base)
+        self._dealt: tuple[int, np.ndarray, np.ndarray] | None = None
+
+    def move(self, batch: int) -> np.ndarray:
+        """C_k(batch), (K,): from where the cursor is if `batch` lies ahead, else afresh."""
+        if batch < self.batch or self.batch < 0 or batch - self.batch > _CHUNK:
+            self.batch, self.drawn = batch, self.order.drawn(batch)
+        elif batch > self.batch:
+            self.drawn = self.drawn + self.order.counts(self.batch, batch - self.batch).sum(0)
+            self.batch = batch
+        return self.drawn
+
+    def micro(self, batch: int, micro: int, size: int) -> tuple[np.ndarray, np.ndarray]:
+        """(m,) source numbers and (m,) positions in their sources' streams of micro-batch
+        `micro` (index a·world + r) of global batch `batch`."""
+        drawn = self.move(batch)
+        if self._dealt is None or self._dealt[0] != batch:
+            counts = self.order.counts(batch, 1)[0]
+            sources, ranks = self.order.slot_sources(batch, counts)
+            self._dealt = (batch, sources, drawn[sources] + ranks)
+        _, sources, positions = self._dealt
+        slots = slice(micro * size, (micro + 1) * size)
+        return sources[slots], positions[slots]
+
+
+# read(source number, source epoch, sorted stream offsets) → the samples there, in order
+WindowRead = Callable[[int, int, np.ndarray], list[Any]]
+
+
+class SourceWindows:
+    """Samples of each source by their position in its endless stream of epochs, read a
+    whole window of the source's order at a time through `read` (trainer/data.py's readers)
+    and held while the mix still draws on it."""
+
+    def __init__(
+        self,
+        source: MixedSource,
+        order: MixOrder,
+        shuffle_buffer: int,
+        shuffle: bool,
+        seed: int,
+        read: WindowRead,
+    ) -> None:
+        self.source, self.order, self.read = source, order, read
+        self.shuffle_buffer, self.shuffle, self.seed = shuffle_buffer, shuffle, seed
+        self._orders: dict[tuple[int, int], EpochOrder] = {}
+        self._held: dict[tuple[int, int, int], list[Any]] = {}
+
+    def epoch_order(self, number: int, epoch: int) -> EpochOrder:
+        """Source `number`'s order in its epoch `epoch`: a one-source run's (trainer/order.py)."""
+        order = self._orders.get((number, epoch))
+        if order is None:
+            order = self._orders[number, epoch] = EpochOrder.of(
+                self.source.sources[number].samples,
+                self.order.global_batch,
+                self.shuffle_buffer,
+                self.shuffle,
+                self.seed,
+                epoch,
+            )
+        return order
+
+    def take(
+        self, sources: np.ndarray, positions: np.ndarray, floor: np.ndarray
+    ) -> tuple[list[Any], np.ndarray]:
+        """The samples at `positions` of sources `sources`, and each one's source epoch;
+        `floor` (K,) the first position any later call can ask for (C_k of the batch), below
+        which held windows are let go."""
+        self._let_go(floor)
+        size = self.order.global_batch
+        usable = self.order.usable[sources]
+        epochs, places = np.divmod(positions, usable)
+        found: list[Any] = [None] * len(positions)
+        for key in sorted(set(zip(sources.tolist(), epochs.tolist(), strict=True))):
+            number, epoch = key
+            rows = np.flatnonzero((sources == number) & (epochs == epoch))
+            order = self.epoch_order(number, epoch)
+            batches = places[rows] // size
+            firsts = batches - batches % order.window_batches
+            offsets = order.sources(places[rows])
+            for row, first, offset in zip(
+                rows.tolist(), firsts.tolist(), offsets.tolist(), strict=True
+            ):
+                held = self._held.get((number, epoch, first))
+                if held is None:
+                    count = min(order.window_batches, order.batches - first)
+                    wanted = np.arange(first * size, (first + count) * size, dtype=np.int64)
+                    held = self._held[number, epoch, first] = self.read(number, epoch, wanted)
+                found[row] = held[offset - first * size]
+        return found, epochs
+
+    def _let_go(self, floor: np.ndarray) -> None:
+        """Drop the windows (and orders) wholly before `floor` in their source's stream."""
+        size = self.order.global_batch
+        for key in list(self._held):
+            number, epoch, first = key
+            order = self.epoch_order(number, epoch)
+            end = min(first + order.window_batches, order.batches) * size
+            if epoch * int(self.order.usable[number]) + end <= floor[number]:
+                del self._held[key]
+        for number, epoch in list(self._orders):
+            if (epoch + 1) * int(self.order.usable[number]) <= floor[number]:
+                del self._orders[number, epoch]
