@@ -6,8 +6,9 @@ batch flags into micro-batches per optimizer step.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from pipelines.command.flags import (
@@ -17,6 +18,7 @@ from pipelines.command.flags import (
     ZERO_OR_MORE,
     Bounds,
     config_problem,
+    float_list,
     option,
 )
 from trainer.checkpoint import check_run_location
@@ -28,8 +30,21 @@ from trainer.optim import OPTIMIZERS
 class TrainConfig:
     """Every flag of `bertkit train`; the checkpoint stores it resolved."""
 
-    shards: str = option(help="shards directory, its manifest.json, or a shard URL pattern")
+    shards: tuple[str, ...] = option(
+        help="shards directory, its manifest.json, or a shard URL pattern; several (a mix "
+        "of corpora) with --mix",
+        metavar="SHARDS",
+    )
     output: str = option(help="run directory: checkpoints/, metrics.jsonl, TensorBoard events")
+    mix: tuple[float, ...] | None = option(
+        None,
+        parse=float_list,
+        bounds=POSITIVE,
+        metavar="W,W,...",
+        help="with several --shards: each one's share of every global batch, one weight per "
+        "source in --shards order, e.g. 0.7,0.3; weights are normalised to sum to 1 (7,3 is "
+        "0.7,0.3)",
+    )
     model: str = option("base", help="tiny, mini, small, medium, base, large")
     max_seq_length: int | None = option(
         None, help="which seqN shards (required if several)", bounds=AT_LEAST_1
@@ -152,6 +167,30 @@ class TrainConfig:
     )
     tensorboard: bool = option(True, help="write TensorBoard event files into the run directory")
 
+    def __post_init__(self) -> None:
+        # A config built in code (the demo, tests, a checkpoint's record from before mixes)
+        # may name one source as a string: the same run as a one-item tuple.
+        if isinstance(self.shards, str):
+            object.__setattr__(self, "shards", (self.shards,))
+        if self.mix is not None and not isinstance(self.mix, tuple):
+            object.__setattr__(self, "mix", tuple(self.mix))
+
+    @property
+    def weights(self) -> tuple[float, ...]:
+        """Each source's share of a global batch, normalised to sum to 1 (one source: 1)."""
+        if self.mix is None:
+            return (1.0,) * len(self.shards)
+        total = math.fsum(self.mix)
+        return tuple(weight / total for weight in self.mix)
+
+    def record(self) -> dict[str, Any]:
+        """The config as a checkpoint records it: its fields, with one source's --shards a
+        string as before mixes (what readers of a checkpoint's train_config expect)."""
+        values = asdict(self)
+        if len(self.shards) == 1:
+            values["shards"] = self.shards[0]
+        return values
+
     def validate(self) -> None:
         """Stop before any work (nothing read, no directory made) on flags that mean nothing:
         each field's bounds and finite floats (as parsing checks them, for a config built in
@@ -170,6 +209,14 @@ class TrainConfig:
         if self.resume and self.overwrite:
             raise ValueError(
                 "--resume continues the run in --output, --overwrite replaces it: give one"
+            )
+        mix_problem = _mix_problem(self.shards, self.mix)
+        if mix_problem:
+            raise ValueError(mix_problem)
+        if len(self.shards) > 1 and self.bucket_window:
+            raise ValueError(
+                f"--bucket-window {self.bucket_window}: a mix (several --shards) is not "
+                "batched by length (its sources' windows are read apart); leave it out"
             )
         mask_replace_shares(self.mask_replace)  # raises ValueError naming the flag
         if self.masking == "static":
@@ -198,6 +245,35 @@ class TrainConfig:
             if isinstance(saved, int):
                 return replace(self, warmup_steps=saved)
         return replace(self, warmup_steps=default_warmup_steps(self.max_steps))
+
+
+def _mix_problem(shards: tuple[str, ...], mix: tuple[float, ...] | None) -> str | None:
+    """One line on --shards and --mix that do not go together, or None: several sources
+    need --mix (no proportion is guessed: by size, the largest corpus would drown the
+    domain one), one weight each; one source takes none; no source twice."""
+    if not shards:
+        return "--shards: give a shards directory"
+    for number, spec in enumerate(shards):
+        if spec.rstrip("/") in (earlier.rstrip("/") for earlier in shards[:number]):
+            return f"--shards {spec} is given twice: name each source once"
+    if mix is None:
+        if len(shards) > 1:
+            even = ",".join(["0.5"] * 2) if len(shards) == 2 else ",".join(["1"] * len(shards))
+            return (
+                f"--shards names {len(shards)} sources: give --mix, one weight each in "
+                f"--shards order (e.g. --mix {even})"
+            )
+        return None
+    shown = ",".join(f"{weight:g}" for weight in mix)
+    if len(shards) == 1:
+        return f"--mix {shown}: --mix weighs several --shards sources; with one, leave it out"
+    if len(mix) != len(shards):
+        return (
+            f"--mix {shown}: {len(mix)} weight{'s' if len(mix) > 1 else ''} for "
+            f"{len(shards)} --shards sources; give "
+            "one weight each, in --shards order"
+        )
+    return None
 
 
 def default_warmup_steps(max_steps: int) -> int:

@@ -16,8 +16,9 @@ split. On the demo's sample that is "the" (id 1996 in an uncased 30k vocab; what
 from __future__ import annotations
 
 import contextlib
+import math
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -132,6 +133,73 @@ def evaluate(
         predictions=int(predictions),
         sequences=int(sequences_all),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class MixEvalResult:
+    """A mix's evaluation: each source's held-out result, and the mix's figures, each the
+    mean of the sources' weighted by their --mix shares (normalised over the sources
+    evaluated), so the mix's loss is what the mix's own proportions would score whatever
+    the sizes of the held-out splits; its predictions and sequences are the sums."""
+
+    mix: EvalResult
+    sources: dict[str, EvalResult]
+
+    @classmethod
+    def of(cls, sources: dict[str, EvalResult], weights: Mapping[str, float]) -> MixEvalResult:
+        total = math.fsum(weights[name] for name in sources)
+        share = {name: weights[name] / total for name in sources}
+
+        def mean(figure: Callable[[EvalResult], float | None]) -> float | None:
+            values = [(share[name], figure(result)) for name, result in sources.items()]
+            if any(value is None for _, value in values):
+                return None
+            return math.fsum(weight * value for weight, value in values)  # type: ignore[operator]
+
+        mix = EvalResult(
+            mlm_loss=mean(lambda r: r.mlm_loss),  # type: ignore[arg-type]  # never None
+            mlm_accuracy=mean(lambda r: r.mlm_accuracy),  # type: ignore[arg-type]
+            nsp_accuracy=mean(lambda r: r.nsp_accuracy),
+            predictions=sum(r.predictions for r in sources.values()),
+            sequences=sum(r.sequences for r in sources.values()),
+        )
+        return cls(mix, sources)
+
+    @property
+    def mlm_loss(self) -> float:
+        return self.mix.mlm_loss
+
+    def as_dict(self) -> dict[str, Any]:
+        """The mix's metrics as one source's are logged, and "sources": each source's."""
+        return self.mix.as_dict() | {
+            "sources": {name: result.as_dict() for name, result in self.sources.items()}
+        }
+
+    def summary(self) -> str:
+        """The log line's words: the mix's, then each source's MLM loss and accuracy."""
+        each = "; ".join(
+            f"{name} MLM loss {r.mlm_loss:.3f}, accuracy {r.mlm_accuracy:.3f}"
+            for name, r in self.sources.items()
+        )
+        return f"mix {self.mix.summary()}; {each}"
+
+
+def evaluate_sources(
+    model: BertForPreTraining,
+    heldouts: Mapping[str, DataSource],
+    weights: Mapping[str, float],
+    env: Distributed,
+    batch_size: int,
+    max_sequences: int | None = None,
+    **options: Any,
+) -> MixEvalResult:
+    """`evaluate` on each source's held-out split in turn (the first `max_sequences` of
+    each: --eval-batches counts per source), and the mix's figures from them."""
+    results = {
+        name: evaluate(model, source, env, batch_size, max_sequences, **options)
+        for name, source in heldouts.items()
+    }
+    return MixEvalResult.of(results, weights)
 
 
 def masked_label_counts(source: DataSource) -> Counter[int]:

@@ -17,7 +17,7 @@ import json
 import re
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -33,6 +33,8 @@ __all__ = ["METRICS_FILE", "MetricsLogger", "ProgressLine", "ThroughputMeter", "
 METRICS_FILE = "metrics.jsonl"
 
 Number = float | int
+# A logged value: a number, None, or a map of names to values (per source, in a mix).
+Value = Number | None | Mapping[str, "Value"]
 
 # Dense (no structured sparsity) peak FLOP/s from NVIDIA's datasheets: H100 and H200
 # ("Tensor Core GPU" datasheets), A100 (A100 datasheet), A10 and L4 (their product briefs).
@@ -162,6 +164,10 @@ class MetricsLogger:
     (kind, step). None values are written as null, floats as Python prints them (NaN too:
     a diverged loss should be visible, not dropped).
 
+    A value may be a map of names to values (a mix's samples drawn per source, its
+    per-source held-out figures): nested in the JSON line, and in TensorBoard one scalar per
+    number, its tag the names joined ("eval/sources/wiki/mlm_loss").
+
     TensorBoard gets the same values as scalars tagged "<kind>/<name>" ("train/loss"),
     None values skipped. Pass `purge_step` (the first step this run will log) when
     resuming: TensorBoard then hides the events the previous run wrote from that step on.
@@ -187,19 +193,15 @@ class MetricsLogger:
         if writer_class is not None:
             self._writer = writer_class(log_dir=str(self.log_dir), purge_step=purge_step)
 
-    def log(self, step: int, kind: str, values: Mapping[str, Number | None]) -> None:
+    def log(self, step: int, kind: str, values: Mapping[str, Value]) -> None:
         if not self.enabled:
             return
         if kind not in ("train", "eval"):
             raise ValueError(f"metrics kind must be 'train' or 'eval', got {kind!r}")
-        for name, value in values.items():
+        for name in values:
             if name in ("step", "kind"):
                 raise ValueError(f"metric name {name!r} is reserved; rename the value")
-            if value is not None and not isinstance(value, int | float):
-                raise TypeError(
-                    f"metric {name!r} is a {type(value).__name__}; log a Python number "
-                    "(tensor.item()) or None"
-                )
+        scalars = dict(_scalars(kind, values))  # raises TypeError on a value of no number
         if self._file is None:
             raise RuntimeError("MetricsLogger.log after close(); create a new logger")
         record = {"step": step, "kind": kind, **values}
@@ -208,9 +210,9 @@ class MetricsLogger:
         # (every few hundred steps), so the cost does not matter.
         self._file.flush()
         if self._writer is not None:
-            for name, value in values.items():
+            for tag, value in scalars.items():
                 if value is not None:
-                    self._writer.add_scalar(f"{kind}/{name}", value, step)
+                    self._writer.add_scalar(tag, value, step)
 
     def flush(self) -> None:
         if self._writer is not None:
@@ -229,6 +231,22 @@ class MetricsLogger:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _scalars(prefix: str, values: Mapping[str, Value]) -> Iterator[tuple[str, Number | None]]:
+    """(tag, number or None) for every number in `values`, maps walked into: the TensorBoard
+    tags; TypeError names a value that is neither a number, None nor a map."""
+    for name, value in values.items():
+        tag = f"{prefix}/{name}"
+        if isinstance(value, Mapping):
+            yield from _scalars(tag, value)
+        elif value is None or isinstance(value, int | float):
+            yield tag, value
+        else:
+            raise TypeError(
+                f"metric {tag.split('/', 1)[1]!r} is a {type(value).__name__}; log a Python "
+                "number (tensor.item()), None or a map of them"
+            )
 
 
 def _summary_writer_class() -> type:
@@ -279,6 +297,7 @@ class ProgressLine:
         self._clock = clock
         self._first: tuple[int, float] | None = None
         self._pending: str | None = None  # non-TTY: the latest line not yet printed
+        self._held: dict[str, Number | None] = {}  # shown on every line until replaced
         self._drawn_width = 0  # TTY: width of the line on screen, to blank its remains
 
     def _render(self, step: int, values: Mapping[str, Number | None]) -> str:
@@ -286,12 +305,18 @@ class ProgressLine:
         if self._first is None:
             self._first = (step, now)
         parts = [f"step {step}/{self.total}" if self.total is not None else f"step {step}"]
-        parts += [f"{name} {_format_value(v)}" for name, v in values.items() if v is not None]
+        shown = {**values, **self._held}
+        parts += [f"{name} {_format_value(v)}" for name, v in shown.items() if v is not None]
         first_step, first_time = self._first
         if self.total is not None and step > first_step:
             seconds_per_step = (now - first_time) / (step - first_step)
             parts.append(f"eta {_format_duration(max(0, self.total - step) * seconds_per_step)}")
         return " | ".join(parts)
+
+    def hold(self, values: Mapping[str, Number | None]) -> None:
+        """Values shown after those of every `update` from now on, until the next `hold`: a
+        mix's per-source held-out MLM loss, from one evaluation to the next."""
+        self._held = dict(values)
 
     def update(self, step: int, values: Mapping[str, Number | None]) -> None:
         if not self.enabled:

@@ -16,7 +16,7 @@ import json
 import logging
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,12 +42,14 @@ from trainer.data import (
     source_of,
 )
 from trainer.metrics import MetricsLogger, ProgressLine, ThroughputMeter, peak_flops
+from trainer.mix import MixedSource
 from trainer.model import BertConfig, BertForPreTraining, config_for, without_nsp_head
 from trainer.optim import build_optimizer, warmup_decay_schedule
 from trainer.recipe import DEFAULT_RECIPE, Recipe, resolve_recipe
 from trainer.remote_run import RemoteRun
 from trainer.resume import checkpoints_to_start_from, restore
 from trainer.run_lock import RunLock
+from trainer.source import check_mix_sources, source_names
 
 _LOG = logging.getLogger("bertkit.train")
 
@@ -80,6 +82,11 @@ class Run:
     data: dict[str, Any] | None = None  # data_record(source), made once by setup
     lock: RunLock | None = None  # rank 0's lock on the run directory
     recipe: Recipe = DEFAULT_RECIPE  # the objective and masking, resolved (trainer/recipe.py)
+    # A mix (several --shards): its sources, each one's share by name in --shards order,
+    # and the held-out split of each source that has one; None and empty for one source.
+    mix: MixedSource | None = None
+    weights: dict[str, float] = field(default_factory=dict)
+    heldouts: dict[str, DataSource] = field(default_factory=dict)
 
     @property
     def checkpoints(self) -> Path:
@@ -97,7 +104,8 @@ def setup(config: TrainConfig, env: distributed.Distributed) -> Run:
     before any step, and a resumed run's generator states replace the seeded ones only after
     the model's initialisation has drawn from them."""
     accumulation = accumulation_steps(config, env.world_size)
-    check_output_outside_shards(config.output, config.shards)
+    for shards in config.shards:
+        check_output_outside_shards(config.output, shards)
     # One trainer a run directory: rank 0 holds the lock before it looks at what is there.
     lock = RunLock.acquire(config.output) if env.is_main else None
     remote = None
@@ -127,12 +135,28 @@ def _setup(
         # Leave the loader workers their cores: with torch's default (every core) and a
         # worker beside it, OpenMP threads spin-wait on each other while a worker holds one.
         torch.set_num_threads(max(1, (os.cpu_count() or 1) - config.num_workers))
-    source = open_source(config.shards, "train", config.max_seq_length)
-    heldout = _heldout_source(source)
+    # A mix's sources, each opened as one source is, named for metrics and checked to agree
+    # (trainer/source.py); the first stands for all where they agree (vocabulary, recipe).
+    names = source_names(config.shards)
+    sources = tuple(open_source(spec, "train", config.max_seq_length) for spec in config.shards)
+    source = sources[0]
     vocab_size = _vocab_size(source)
+    mixed = len(sources) > 1
+    if mixed:
+        check_mix_sources(sources, names)
+        if env.is_main:
+            _log_mix(sources, names, config.weights)
+    heldouts = {
+        name: heldout
+        for name, each in zip(names, sources, strict=True)
+        if (heldout := _heldout_source(each, name if mixed else None)) is not None
+    }
+    heldout = None if mixed else heldouts.get(names[0])
+    mix = MixedSource(sources, names, config.weights) if mixed else None
     recipe = resolve_recipe(config, source)  # objective and masking, refused if they can't work
     # What the run reads, and how it masks it: checked on --resume, in every checkpoint.
-    data = {**data_record(source), "masking": recipe.masking}
+    weights = dict(zip(names, config.weights, strict=True))
+    data = {**data_record(source, sources, weights), "masking": recipe.masking}
     resumed, init, config = checkpoints_to_start_from(config, env, run_dir, remote, data)
     model = _build_model(config, env, source, vocab_size, init, recipe.objective, bool(resumed))
     # Once every check has passed: --overwrite's earlier run files, or the temporaries of a
@@ -165,7 +189,7 @@ def _setup(
     # Evaluation runs the bare model (no DDP hooks): compiled on its own, in eval mode.
     eval_forward = torch.compile(model, dynamic=dynamic) if config.compile else None
     autocast = _autocast(config, env.device)
-    loader = _build_loader(config, env, source, recipe)
+    loader = _build_loader(config, env, sources, mix, recipe)
     dtype = "bf16" if isinstance(autocast, torch.autocast) else "fp32"
     run = Run(
         config=config,
@@ -196,6 +220,9 @@ def _setup(
         progress=ProgressLine(config.max_steps, every=config.log_every, enabled=env.is_main),
         meter=ThroughputMeter(peak_flops(env.device, dtype, config.peak_tflops)),
         recipe=recipe,
+        mix=mix,
+        weights=weights if mixed else {},
+        heldouts=heldouts if mixed else {},
     )
     _log_setup(run)
     return run
@@ -214,14 +241,32 @@ def _fixed_shape(config: TrainConfig, source: DataSource, recipe: Recipe) -> Fix
     return FixedShape.of(source.max_seq_length, predictions, buckets)
 
 
-def _heldout_source(source: DataSource) -> DataSource | None:
-    """The held-out split beside the train shards in the manifest; None turns evaluation off."""
+def _log_mix(
+    sources: tuple[DataSource, ...], names: tuple[str, ...], weights: tuple[float, ...]
+) -> None:
+    """The setup log's lines for a mix: each source's name (metrics.jsonl's and
+    TensorBoard's), its share of a global batch, its samples and where it is."""
+    _LOG.info("a mix of %d sources, by the names metrics.jsonl and TensorBoard use:", len(names))
+    for name, each, weight in zip(names, sources, weights, strict=True):
+        _LOG.info(
+            "  %s: %.4g of each global batch, %d train samples, %s",
+            name,
+            weight,
+            each.samples,
+            storage.redact(each.manifest_url or each.shards[0].url),
+        )
+
+
+def _heldout_source(source: DataSource, name: str | None = None) -> DataSource | None:
+    """The held-out split beside the train shards in the manifest; None turns evaluation off
+    (of the source `name`, in a mix: the others are evaluated)."""
+    off = "evaluation is off" if name is None else f"source {name} is not evaluated"
     if source.manifest_url is None or source.manifest is None:
-        _LOG.warning("no manifest, so no held-out split: evaluation is off")
+        _LOG.warning("no manifest, so no held-out split: %s", off)
         return None
     output = source.output
     if output is None or not output.splits.get("heldout") or not output.splits["heldout"].shards:
-        _LOG.warning("%s: no held-out shards; evaluation is off", source.manifest_url)
+        _LOG.warning("%s: no held-out shards; %s", source.manifest_url, off)
         return None
     return source_of(source.manifest, source.manifest_url, "heldout", source.max_seq_length)
 
@@ -376,11 +421,16 @@ def _autocast(config: TrainConfig, device: torch.device) -> contextlib.AbstractC
 
 
 def _build_loader(
-    config: TrainConfig, env: distributed.Distributed, source: DataSource, recipe: Recipe
+    config: TrainConfig,
+    env: distributed.Distributed,
+    sources: tuple[DataSource, ...],
+    mix: MixedSource | None,
+    recipe: Recipe,
 ) -> PretrainingLoader:
-    """This rank's share of the train split, in micro-batches."""
+    """This rank's share of the train split, in micro-batches: of the one source, or of the
+    mix of several in --mix's proportions (trainer/mix.py)."""
     return PretrainingLoader(
-        source,
+        mix or sources[0],
         LoaderConfig(
             config.micro_batch_size,
             rank=env.rank,
@@ -391,7 +441,7 @@ def _build_loader(
             shuffle_buffer=config.shuffle_buffer,
             bucket_window=config.bucket_window,
             pin_memory=env.device.type == "cuda",
-            pad_to=_fixed_shape(config, source, recipe) if config.compile else None,
+            pad_to=_fixed_shape(config, sources[0], recipe) if config.compile else None,
             masking=recipe.dynamic,
         ),
     )
@@ -424,10 +474,33 @@ def device_shown(device: torch.device) -> str:
     return f"{device} ({torch.cuda.get_device_name(device)})"
 
 
-def data_record(source: DataSource) -> dict[str, Any]:
+def data_record(
+    source: DataSource,
+    sources: tuple[DataSource, ...] = (),
+    weights: dict[str, float] | None = None,
+) -> dict[str, Any]:
     """What data a run reads, for its checkpoints and --resume's check: the manifest, the
     sequence length, the counts and a digest of every shard (path, samples, bytes, sha256,
-    in the manifest's order), so shards rebuilt under the same path are told apart."""
+    in the manifest's order), so shards rebuilt under the same path are told apart.
+
+    A mix (several `sources`, `weights` by name in the same order) records each source so,
+    with its name and share, under "sources", and "mix", the shares in order; the top-level
+    counts are the sum of the sources', the digest one of theirs in order."""
+    if len(sources) > 1:
+        assert weights is not None
+        records = [
+            {"name": name, "weight": weight, **data_record(each)}
+            for each, (name, weight) in zip(sources, weights.items(), strict=True)
+        ]
+        digests = [record["shards_sha256"] for record in records]
+        return {
+            **data_record(source),
+            "samples_per_epoch": sum(record["samples_per_epoch"] for record in records),
+            "shards": sum(record["shards"] for record in records),
+            "shards_sha256": hashlib.sha256(json.dumps(digests).encode()).hexdigest(),
+            "mix": ",".join(f"{weight:.6g}" for weight in weights.values()),
+            "sources": records,
+        }
     assert source.manifest is not None  # the trainer needs one (_vocab_size)
     shards = [
         [s.info.path, s.info.samples, s.info.bytes, s.info.sha256] if s.info else [s.url]

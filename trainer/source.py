@@ -2,10 +2,18 @@
 pipelines/io/shards/source.py, shared with `bertkit inspect`) resolves a shards directory,
 its manifest.json or shard URLs into shards with sample counts, and `check_source` refuses
 shards the model cannot take.
+
+A mix (`--shards A B --mix 0.7,0.3`) opens each source so; `source_names` gives each the
+short name metrics.jsonl and TensorBoard know it by, and `check_mix_sources` refuses sources
+that cannot train one model together, naming the source and what differs (its order and
+loader: trainer/mix.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from pipelines.io import storage
 from pipelines.io.shards.source import (  # noqa: F401  (the trainer's names for them)
     DataConfigError,
     DataSource,
@@ -39,3 +47,95 @@ def check_source(
             f"the model was trained with {vocab_sha256}; token ids would mean different "
             "words. Rebuild the shards with the model's vocabulary, or start a new model"
         )
+
+
+def source_names(specs: Sequence[str]) -> tuple[str, ...]:
+    """Each --shards source's short name, for metrics: its directory's name
+    (`out/wiki/shards` → "shards", a manifest.json or shard pattern → the shards directory
+    above it); where two collide, each colliding name takes its parent's in front
+    ("wiki-shards", "domain-shards"), and where that collides too, its place in --shards
+    ("shards-1", "shards-2")."""
+    paths = [_shards_path(spec) for spec in specs]
+    names = [_last(path, 1) for path in paths]
+    clashing = {name for name in names if names.count(name) > 1}
+    names = [
+        f"{_last(path, 2)}-{name}" if name in clashing and _last(path, 2) else name
+        for path, name in zip(paths, names, strict=True)
+    ]
+    clashing = {name for name in names if names.count(name) > 1}
+    return tuple(f"{n}-{i + 1}" if n in clashing else n for i, n in enumerate(names))
+
+
+def _shards_path(spec: str) -> str:
+    """The shards directory a --shards value names, as a path of '/'-separated parts."""
+    path = storage.redact(spec).split("{")[0].split("?")[0].rstrip("/")
+    if path.endswith((".json", ".tar")) or "{" in spec:
+        path = path.rsplit("/", 1)[0]  # the manifest or a shard: its directory
+    parts = path.split("/")
+    # A shard pattern names SHARDS/seqN/SPLIT/shard-…: the shards directory is above seqN.
+    if len(parts) > 2 and parts[-2].startswith("seq") and parts[-2][3:].isdigit():
+        parts = parts[:-2]
+    return "/".join(parts)
+
+
+def _last(path: str, count: int) -> str:
+    """The `count`-th name from the end of `path` ("" where it has none)."""
+    parts = [part for part in path.split("/") if part and part != "."]
+    return parts[-count] if len(parts) >= count else ""
+
+
+def check_mix_sources(sources: Sequence[DataSource], names: Sequence[str]) -> None:
+    """Refuse a mix whose sources cannot train one model together, before any work: each
+    needs its manifest, and all must share the vocabulary (vocab.txt sha256 and casing:
+    token ids mean the same words), the sequence length (one --max-seq-length) and the
+    recipe the shards hold (sentence pairs or full sentences; stored masks or none), so one
+    objective and one masking fit all. One line names the source that differs from the
+    first, and in what."""
+    from trainer.recipe import shards_kind  # recipe.py imports this module
+
+    first, first_name = sources[0], names[0]
+    for source, name in zip(sources, names, strict=True):
+        if source.manifest is None:
+            raise DataConfigError(
+                f"--shards source {name} ({storage.redact(source.shards[0].url)}): no "
+                "manifest.json found; a mix compares its sources' vocabularies and recipes "
+                "by their manifests: give each source's shards directory"
+            )
+    assert first.manifest is not None
+    for source, name in zip(sources[1:], names[1:], strict=True):
+        assert source.manifest is not None
+        differs = []
+        for field in ("sha256", "cased"):
+            was, now = first.manifest.vocab.get(field), source.manifest.vocab.get(field)
+            if was != now:
+                differs.append(f"vocabulary {field} {_short(now)}, {first_name} {_short(was)}")
+        if source.max_seq_length != first.max_seq_length:
+            differs.append(
+                f"sequence length {source.max_seq_length}, {first_name} {first.max_seq_length}"
+            )
+        (sequences, masks), (was_sequences, was_masks) = shards_kind(source), shards_kind(first)
+        if sequences != was_sequences:
+            differs.append(f"sequences {sequences}, {first_name} {was_sequences}")
+        if masks != was_masks:
+            differs.append(f"masking {masks}, {first_name} {was_masks}")
+        # Stored masks: one shape of prediction slots for every batch (--compile pads to it).
+        predictions = getattr(source.output, "max_predictions_per_seq", None)
+        was_predictions = getattr(first.output, "max_predictions_per_seq", None)
+        same_shape = masks == was_masks and source.max_seq_length == first.max_seq_length
+        if same_shape and predictions != was_predictions:
+            differs.append(
+                f"{predictions} predictions a sequence at most, {first_name} {was_predictions}"
+            )
+        if differs:
+            where = storage.redact(source.manifest_url or source.shards[0].url)
+            raise DataConfigError(
+                f"--shards source {name} ({where}) differs from {first_name}: "
+                + "; ".join(differs)
+                + ". The sources of a mix share one vocabulary, sequence length and recipe: "
+                "build them with the same `bertkit examples` flags and vocabulary"
+            )
+
+
+def _short(value: object) -> str:
+    text = str(value)
+    return f"{text[:16]}…" if len(text) == 64 else text  # a sha256

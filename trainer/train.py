@@ -79,7 +79,8 @@ from trainer.checkpoint import (
 )
 from trainer.collate import to_device  # the trainer's compile padding
 from trainer.config import TrainConfig
-from trainer.evaluate import EvalResult, evaluate
+from trainer.evaluate import EvalResult, MixEvalResult, evaluate, evaluate_sources
+from trainer.mix import drawn_per_source
 from trainer.model import batch_flops
 from trainer.preemption import PREEMPTED_EXIT_CODE, StopRequest, signal_name
 from trainer.recipe import checkpoint_vocab_record, heldout_masking
@@ -209,7 +210,7 @@ def _loop(run: Run, stop_request: StopRequest) -> dict[str, Any]:
     config, env = run.config, run.env
     preempted: int | None = None
     last_train: dict[str, Any] = {}
-    last_eval: EvalResult | None = None
+    last_eval: EvalResult | MixEvalResult | None = None
     stop = min(config.max_steps, config.stop_at_step or config.max_steps)
     first_step = run.step  # a resume's checkpoint step; 0 for a new run
     # step_sums, summed on the device: reading them every step would make the GPU wait for
@@ -220,12 +221,15 @@ def _loop(run: Run, stop_request: StopRequest) -> dict[str, Any]:
         grad_norm = train_step(run, sums)
         stop_request.check_interrupted()
         run.step += 1
-        if run.step % config.log_every == 0 or run.step == stop:
-            last_train = _log_train(run, sums, grad_norm)
-        if run.heldout is not None and (
+        logged = run.step % config.log_every == 0 or run.step == stop
+        if logged:
+            last_train = _log_train(run, sums, grad_norm, show=False)
+        if (run.heldout is not None or run.heldouts) and (
             run.step == stop or (config.eval_every and run.step % config.eval_every == 0)
         ):
             last_eval = _evaluate(run)
+        if logged:  # after the evaluation: a mix's line shows its held-out figures
+            _show_progress(run, last_train)
         checkpointed = run.step % config.checkpoint_every == 0 or run.step == stop
         if checkpointed:
             _checkpoint(run)
@@ -259,8 +263,11 @@ def trained_steps(first_step: int, step: int) -> str:
     return f"trained {step - first_step} steps ({first_step + 1}-{step}, resumed at {first_step})"
 
 
-def _log_train(run: Run, sums: torch.Tensor, grad_norm: torch.Tensor | None) -> dict[str, Any]:
-    """The steps since the last log line, summed over ranks (one all-reduce), then zeroed."""
+def _log_train(
+    run: Run, sums: torch.Tensor, grad_norm: torch.Tensor | None, show: bool = True
+) -> dict[str, Any]:
+    """The steps since the last log line, summed over ranks (one all-reduce), then zeroed;
+    on the progress line too unless not `show` (the loop shows it after an evaluation)."""
     if run.env.device.type == "cuda":
         torch.cuda.synchronize(run.env.device)
     total = distributed.all_reduce_sum(run.env, sums.clone())
@@ -280,30 +287,60 @@ def _log_train(run: Run, sums: torch.Tensor, grad_norm: torch.Tensor | None) -> 
         "epoch": run.loader.position.epoch,
         **run.meter.lap(),
     }
+    if run.mix is not None:  # the samples each source gave up to this row's position
+        global_batch = run.config.micro_batch_size * run.accumulation * run.env.world_size
+        metrics["drawn"] = drawn_per_source(
+            run.mix, run.config.seed, global_batch, run.loader.position
+        )
     run.logger.log(run.step, "train", metrics)
-    run.progress.update(run.step, {"loss": metrics["loss"], "seq/s": metrics["seq_per_s"]})
+    if show:
+        _show_progress(run, metrics)
     sums.zero_()
     return metrics
 
 
-def _evaluate(run: Run) -> EvalResult:
-    """The held-out split (part of it with --eval-batches), logged and returned."""
-    assert run.heldout is not None
+def _show_progress(run: Run, metrics: dict[str, Any]) -> None:
+    run.progress.update(run.step, {"loss": metrics["loss"], "seq/s": metrics["seq_per_s"]})
+
+
+def _evaluate(run: Run) -> EvalResult | MixEvalResult:
+    """The held-out split (part of it with --eval-batches), logged and returned; in a mix,
+    each source's held-out split in turn (--eval-batches each) and the mix's figures."""
     config = run.config
-    result = evaluate(
-        run.model,
-        run.heldout,
-        run.env,
-        config.micro_batch_size,
-        # --eval-batches counts batches of the whole run, not of a rank: the same first
-        # sequences of the split on any number of processes (trainer/evaluate.py).
-        config.eval_batches * config.micro_batch_size or None,
-        run.autocast if run.bf16 else None,  # type: ignore[arg-type]
-        run.eval_forward,
-        run.pad_to,
-        heldout_masking(run.recipe, run.heldout),
-        config.seed,
-    )
+    # --eval-batches counts batches of the whole run, not of a rank: the same first
+    # sequences of the split on any number of processes (trainer/evaluate.py).
+    limit = config.eval_batches * config.micro_batch_size or None
+    autocast = run.autocast if run.bf16 else None
+    result: EvalResult | MixEvalResult
+    if run.heldouts:
+        result = evaluate_sources(
+            run.model,
+            run.heldouts,
+            run.weights,
+            run.env,
+            config.micro_batch_size,
+            limit,
+            autocast=autocast,
+            compiled=run.eval_forward,
+            pad_to=run.pad_to,
+            masking=heldout_masking(run.recipe, next(iter(run.heldouts.values()))),
+            seed=config.seed,
+        )
+        run.progress.hold({f"{name} held-out": r.mlm_loss for name, r in result.sources.items()})
+    else:
+        assert run.heldout is not None
+        result = evaluate(
+            run.model,
+            run.heldout,
+            run.env,
+            config.micro_batch_size,
+            limit,
+            autocast,  # type: ignore[arg-type]
+            run.eval_forward,
+            run.pad_to,
+            heldout_masking(run.recipe, run.heldout),
+            config.seed,
+        )
     run.logger.log(run.step, "eval", result.as_dict())
     if run.env.is_main:
         _LOG.info("step %d held-out: %s", run.step, result.summary())
@@ -349,6 +386,12 @@ def _checkpoint_payload(run: Run, rng: dict[str, Any]) -> dict[str, Any]:
     data = run.data
     if data and data.get("manifest"):
         data = {**data, "manifest": record_path(data["manifest"], checkpoints)}
+    if data and data.get("sources"):  # a mix: each source's manifest so too
+        sources = [
+            {**each, "manifest": record_path(each["manifest"], checkpoints)}
+            for each in data["sources"]
+        ]
+        data = {**data, "sources": sources}
     return {
         CheckpointKey.FORMAT: CHECKPOINT_FORMAT,
         CheckpointKey.STEP: run.step,
@@ -358,7 +401,7 @@ def _checkpoint_payload(run: Run, rng: dict[str, Any]) -> dict[str, Any]:
         CheckpointKey.SCHEDULER: run.scheduler.state_dict(),
         CheckpointKey.DATA_POSITION: run.loader.position.to_dict(),
         CheckpointKey.RNG: rng,
-        CheckpointKey.TRAIN_CONFIG: storage.redact_values(asdict(config)),
+        CheckpointKey.TRAIN_CONFIG: storage.redact_values(config.record()),
         CheckpointKey.DATA: data,
         # Its URL's credentials never stored.
         CheckpointKey.VOCAB: storage.redact_values(
@@ -418,11 +461,19 @@ def run(argv: list[str] | None = None) -> int:
         if result["eval"]:
             e = result["eval"]
             nsp = f", NSP accuracy {e['nsp_accuracy']:.3f}" if "nsp_accuracy" in e else ""
+            what = "held-out (the mix, weighted by --mix)" if "sources" in e else "held-out"
             print(
-                f"held-out: MLM loss {e['mlm_loss']:.3f} (perplexity "
+                f"{what}: MLM loss {e['mlm_loss']:.3f} (perplexity "
                 f"{math.exp(min(e['mlm_loss'], 50)):.1f}), MLM accuracy "
                 f"{e['mlm_accuracy']:.3f}{nsp}"
             )
+            for name, each in e.get("sources", {}).items():
+                nsp = f", NSP accuracy {each['nsp_accuracy']:.3f}" if "nsp_accuracy" in each else ""
+                print(
+                    f"  {name}: MLM loss {each['mlm_loss']:.3f} (perplexity "
+                    f"{math.exp(min(each['mlm_loss'], 50)):.1f}), MLM accuracy "
+                    f"{each['mlm_accuracy']:.3f}{nsp}"
+                )
         if result["step"] < config.max_steps:  # --stop-at-step ended it
             print(
                 f"stopped at step {result['step']} of {config.max_steps} (--stop-at-step); "

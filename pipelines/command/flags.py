@@ -112,6 +112,20 @@ def option(
     return dataclasses.field(default=default, metadata=metadata)
 
 
+def float_list(text: str) -> tuple[float, ...]:
+    """ "0.7,0.3" → (0.7, 0.3): a flag of one number per item of another (train's --mix);
+    argparse.ArgumentTypeError names what was expected. Each number's bounds are the
+    field's (`option(bounds=...)`), checked with the other values."""
+    parts = [part.strip() for part in str(text).split(",")]
+    try:
+        values = tuple(float(part) for part in parts)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected numbers separated by commas, like 0.7,0.3"
+        ) from None
+    return values
+
+
 def flag_name(field_name: str) -> str:
     return "--" + field_name.replace("_", "-")
 

@@ -1,0 +1,283 @@
+"""`bertkit train --shards A B --mix 0.7,0.3`, the run's side of a mix (issue 38 item 3): the
+flags and their refusals, the sources' names and checks, metrics.jsonl's per-source rows,
+the per-source held-out evaluation, the progress line, and --resume of a mix. The mix's
+order and loader are trainer/mix.py's (tests/test_mix.py); the torchrun runs are in
+tests/test_mix_torchrun.py."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from pipelines import examples
+from pipelines.command.flags import float_list
+from schemas.shards import FULL_SENTENCES, NO_MASKS
+from trainer import train
+from trainer.config import TrainConfig
+from trainer.evaluate import EvalResult, MixEvalResult
+from trainer.metrics import MetricsLogger, ProgressLine
+from trainer.source import DataConfigError, check_mix_sources, open_source, source_names
+from trainer.train import parse_arguments
+
+# --------------------------------------------------------------------------- the flags
+
+
+def test_float_list_reads_one_number_per_comma() -> None:
+    assert float_list("0.7,0.3") == (0.7, 0.3)
+    assert float_list(" 7, 3 ") == (7.0, 3.0)
+    assert float_list("1") == (1.0,)
+    with pytest.raises(argparse.ArgumentTypeError) as refused:
+        float_list("0.7,,0.3")
+    assert str(refused.value) == "'0.7,,0.3': expected numbers separated by commas, like 0.7,0.3"
+
+
+def test_several_shards_and_their_mix_parse_into_the_config() -> None:
+    config = parse_arguments(["--shards", "a", "b", "--output", "o", "--mix", "7,3"])
+    assert (config.shards, config.mix, config.weights) == (("a", "b"), (7.0, 3.0), (0.7, 0.3))
+    repeated = parse_arguments(["--shards", "a", "--shards", "b", "--mix", "1,3", "--output", "o"])
+    assert (repeated.shards, repeated.weights) == (("a", "b"), (0.25, 0.75))
+    config.validate()
+
+
+def test_one_source_is_the_run_it_was() -> None:
+    config = parse_arguments(["--shards", "a", "--output", "o"])
+    assert (config.shards, config.mix, config.weights) == (("a",), None, (1.0,))
+    # Built in code (the demo, a checkpoint's record from before mixes): a string is one source.
+    assert TrainConfig(shards="a", output="o") == config
+    assert config.record()["shards"] == "a"  # as checkpoints recorded it before mixes
+    assert parse_arguments(["--shards", "a", "b", "--mix", "1,1", "--output", "o"]).record()[
+        "shards"
+    ] == ("a", "b")
+
+
+# the flags after --output o, the line after "bertkit train: error: "
+MIX_REFUSALS = [
+    (
+        ["--shards", "a", "b"],
+        "--shards names 2 sources: give --mix, one weight each in --shards order "
+        "(e.g. --mix 0.5,0.5)",
+    ),
+    (
+        ["--shards", "a", "b", "c"],
+        "--shards names 3 sources: give --mix, one weight each in --shards order "
+        "(e.g. --mix 1,1,1)",
+    ),
+    (
+        ["--shards", "a", "b", "--mix", "1"],
+        "--mix 1: 1 weight for 2 --shards sources; give one weight each, in --shards order",
+    ),
+    (
+        ["--shards", "a", "b", "--mix", "0.5,0.3,0.2"],
+        "--mix 0.5,0.3,0.2: 3 weights for 2 --shards sources; give one weight each, in "
+        "--shards order",
+    ),
+    (
+        ["--shards", "a", "--mix", "1"],
+        "--mix 1: --mix weighs several --shards sources; with one, leave it out",
+    ),
+    (["--shards", "a", "b", "--mix", "0.7,0"], "--mix 0.0: must be more than 0"),
+    (["--shards", "a", "b", "--mix=-1,2"], "--mix -1.0: must be more than 0"),
+    (["--shards", "a", "b", "--mix", "0.7,nan"], "--mix nan: must be a finite number"),
+    (
+        ["--shards", "a", "b", "--mix", "0.7,x"],
+        "argument --mix: '0.7,x': expected numbers separated by commas, like 0.7,0.3",
+    ),
+    (["--shards", "a", "a/", "--mix", "1,1"], "--shards a/ is given twice: name each source once"),
+    (
+        ["--shards", "a", "b", "--mix", "1,1", "--bucket-window", "4"],
+        "--bucket-window 4: a mix (several --shards) is not batched by length (its sources' "
+        "windows are read apart); leave it out",
+    ),
+]
+
+
+@pytest.mark.parametrize(("flags", "message"), MIX_REFUSALS)
+def test_a_mix_that_means_nothing_is_refused_in_one_line(
+    flags, message, tmp_path, capsys, monkeypatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # nothing made: the run directory stays absent
+    try:
+        code = train.run([*flags, "--output", "run"])
+    except SystemExit as exited:  # refused as it parses
+        code = exited.code
+    assert code == 2
+    # A value argparse cannot read comes after its usage, as for every flag; the rest alone.
+    err = capsys.readouterr().err
+    if message.startswith("argument "):
+        assert err.startswith("usage: bertkit train ")
+        err = err.splitlines()[-1] + "\n"
+    assert err == f"bertkit train: error: {message}\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_help_says_how_the_mix_is_weighed(capsys) -> None:
+    with pytest.raises(SystemExit):
+        parse_arguments(["--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "--mix W,W,... with several --shards: each one's share of every global batch" in shown
+    assert "weights are normalised to sum to 1 (7,3 is 0.7,0.3)" in shown
+
+
+# --------------------------------------------------------------------------- names
+
+
+@pytest.mark.parametrize(
+    ("specs", "names"),
+    [
+        (["out/wiki", "out/domain"], ("wiki", "domain")),
+        (["out/demo/shards", "/data/law/shards/"], ("demo-shards", "law-shards")),
+        (["a/x", "b/x/manifest.json", "c"], ("a-x", "b-x", "c")),
+        (["s3://b/wiki/seq128/train/shard-{000000..000009}.tar", "dom"], ("wiki", "dom")),
+        (["x/a/s", "y/a/s"], ("a-s-1", "a-s-2")),
+        (["shards", "old/shards"], ("shards", "old-shards")),
+    ],
+)
+def test_each_source_is_named_by_its_directory_and_told_apart_by_its_parent(specs, names) -> None:
+    assert source_names(specs) == names
+
+
+# --------------------------------------------------------------------------- real shards
+
+
+def _examples(documents: list[Path], vocab: Path, output: Path, *flags: str) -> Path:
+    argv = ["--documents", *map(str, documents), "--vocab", str(vocab), "--output", str(output)]
+    assert examples.run([*argv, "--dupe-factor", "1", "--heldout-fraction", "0.1", *flags]) == 0
+    return output
+
+
+@pytest.fixture(scope="module")
+def wiki_shards(tmp_path_factory, sample_documents, sample_vocab) -> Path:
+    """The sample's Wikipedia articles alone, at 128, with the sample's vocabulary: the
+    second source beside sample_shards (Wikipedia and books)."""
+    root = tmp_path_factory.mktemp("wiki")
+    return _examples([sample_documents[0]], sample_vocab, root / "wiki", "--max-seq-length", "128")
+
+
+def test_sources_that_differ_are_refused_naming_the_source_and_what(
+    sample_shards, wiki_shards
+) -> None:
+    both = (open_source(str(sample_shards)), open_source(str(wiki_shards)))
+    names = ("shards", "wiki")
+    check_mix_sources(both, names)  # the same vocabulary, length and recipe: taken
+    first, wiki = both
+    where = f"--shards source wiki ({wiki.manifest_url}) differs from shards: "
+    fix = (
+        ". The sources of a mix share one vocabulary, sequence length and recipe: build them "
+        "with the same `bertkit examples` flags and vocabulary"
+    )
+    vocab = {**wiki.manifest.vocab, "sha256": "ab" * 32, "cased": True}
+    cases = [
+        (
+            replace(wiki, manifest=replace(wiki.manifest, vocab=vocab)),
+            f"vocabulary sha256 abababababababab…, shards {first.manifest.vocab['sha256'][:16]}…; "
+            "vocabulary cased True, shards False",
+        ),
+        (
+            replace(wiki, manifest=replace(wiki.manifest, sequences=FULL_SENTENCES)),
+            "sequences full-sentences, shards pairs",
+        ),
+        (
+            replace(wiki, manifest=replace(wiki.manifest, masking=NO_MASKS)),
+            "masking none, shards static",
+        ),
+    ]
+    for other, differs in cases:
+        with pytest.raises(DataConfigError) as refused:
+            check_mix_sources((first, other), names)
+        assert str(refused.value) == where + differs + fix
+
+
+def test_a_source_of_another_length_is_refused_before_any_work(
+    sample_shards, sample_documents, sample_vocab, tmp_path, capsys
+) -> None:
+    short = _examples(
+        [sample_documents[0]], sample_vocab, tmp_path / "short", "--max-seq-length", "64"
+    )
+    capsys.readouterr()  # the examples stage's lines
+    flags = ["--shards", str(sample_shards), str(short), "--mix", "0.5,0.5"]
+    code = train.run([*flags, "--output", str(tmp_path / "run"), "--model", "tiny"])
+    assert code == 2
+    err = capsys.readouterr().err
+    manifest = short / "manifest.json"
+    assert err == (
+        f"bertkit train: error: --shards source short ({manifest}) differs from shards: "
+        "sequence length 64, shards 128. The sources of a mix share one vocabulary, sequence "
+        "length and recipe: build them with the same `bertkit examples` flags and vocabulary\n"
+    )
+    assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+def test_a_map_is_nested_in_metrics_jsonl_and_its_numbers_tagged_in_tensorboard(
+    tmp_path,
+) -> None:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    logger = MetricsLogger(tmp_path)
+    logger.log(2, "train", {"loss": 3.5, "drawn": {"wiki": 45, "books": 19}})
+    logger.log(2, "eval", {"mlm_loss": 2.5, "sources": {"wiki": {"mlm_loss": 2.25}}})
+    with pytest.raises(TypeError) as refused:
+        logger.log(3, "eval", {"sources": {"wiki": {"mlm_loss": "x"}}})
+    logger.close()
+    assert str(refused.value) == (
+        "metric 'sources/wiki/mlm_loss' is a str; log a Python number (tensor.item()), None "
+        "or a map of them"
+    )
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert rows == [
+        {"step": 2, "kind": "train", "loss": 3.5, "drawn": {"books": 19, "wiki": 45}},
+        {"step": 2, "kind": "eval", "mlm_loss": 2.5, "sources": {"wiki": {"mlm_loss": 2.25}}},
+    ]
+    events = EventAccumulator(str(tmp_path))
+    events.Reload()
+    scalars = {tag: [e.value for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}
+    assert scalars == {
+        "train/loss": [3.5],
+        "train/drawn/wiki": [45.0],
+        "train/drawn/books": [19.0],
+        "eval/mlm_loss": [2.5],
+        "eval/sources/wiki/mlm_loss": [2.25],
+    }
+
+
+def test_the_mix_figure_is_the_mean_of_the_sources_weighted_by_mix() -> None:
+    wiki = EvalResult(2.0, 0.5, 0.75, 100, 10)
+    books = EvalResult(4.0, 0.25, 0.5, 50, 5)
+    result = MixEvalResult.of({"wiki": wiki, "books": books}, {"wiki": 0.75, "books": 0.25})
+    assert result.as_dict() == {
+        "mlm_loss": 2.5,  # 0.75 × 2 + 0.25 × 4, whatever the splits' sizes
+        "mlm_accuracy": 0.4375,
+        "nsp_accuracy": 0.6875,
+        "predictions": 150,
+        "sequences": 15,
+        "sources": {"wiki": wiki.as_dict(), "books": books.as_dict()},
+    }
+    assert result.summary() == (
+        "mix MLM loss 2.500, MLM accuracy 0.438, NSP accuracy 0.688; wiki MLM loss 2.000, "
+        "accuracy 0.500; books MLM loss 4.000, accuracy 0.250"
+    )
+    # A source without a held-out split is left out, the others' shares normalised.
+    alone = MixEvalResult.of({"books": books}, {"wiki": 0.75, "books": 0.25})
+    assert (alone.mix.mlm_loss, alone.mix.mlm_accuracy) == (4.0, 0.25)
+
+
+def test_the_progress_line_holds_each_sources_held_out_loss_until_the_next_evaluation() -> None:
+    stream = io.StringIO()
+    line = ProgressLine(4, every=1, stream=stream, tty=False, clock=lambda: 0.0)
+    line.update(1, {"loss": 9.5})
+    line.hold({"wiki held-out": 7.25, "books held-out": 8.5})
+    line.update(2, {"loss": 9.25})
+    line.hold({"wiki held-out": 7.0, "books held-out": 8.25})
+    line.update(3, {"loss": 9.0})
+    assert stream.getvalue().splitlines() == [
+        "step 1/4 | loss 9.5",
+        "step 2/4 | loss 9.25 | wiki held-out 7.25 | books held-out 8.5 | eta 0:00:00",
+        "step 3/4 | loss 9 | wiki held-out 7 | books held-out 8.25 | eta 0:00:00",
+    ]
