@@ -151,7 +151,8 @@ def run_vocab(config: TrainConfig, source: DataSource, masking: str = "dynamic")
             "no vocab.txt sha256 to check it against: leave --vocab out"
         )
     try:
-        vocab = load_vocab(directory)
+        # The casing the shards were made with: a released vocabulary may not say its own.
+        vocab = load_vocab(directory, cased=record.get("cased"), cased_flag="the shards' manifest")
     except (OSError, VocabError) as error:
         hint = "check --vocab" if config.vocab else "if it moved, pass --vocab DIR"
         raise DataConfigError(
