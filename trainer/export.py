@@ -151,7 +151,8 @@ def checked_vocab(
             f"vocabulary the shards were made with (vocab.txt sha256 {expected})"
         )
     try:
-        vocab = load_vocab(directory)
+        # The casing it was trained with: a released vocabulary may not say its own.
+        vocab = load_vocab(directory, cased=record.get("cased"), cased_flag="the checkpoint")
     except (VocabError, OSError) as err:
         hint = (
             "pass the directory the shards were made with"
