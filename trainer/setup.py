@@ -456,7 +456,7 @@ def _log_setup(run: Run) -> None:
             config.output,
             config.model,
             sum(p.numel() for p in run.model.parameters()),
-            run.source.samples,
+            (run.mix or run.source).samples,  # a mix: all its sources'
             run.loader.batches_per_epoch,
             env.world_size,
             run.accumulation,

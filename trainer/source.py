@@ -11,7 +11,8 @@ loader: trainer/mix.py).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from pipelines.io import storage
 from pipelines.io.shards.source import (  # noqa: F401  (the trainer's names for them)
@@ -139,3 +140,32 @@ def check_mix_sources(sources: Sequence[DataSource], names: Sequence[str]) -> No
 def _short(value: object) -> str:
     text = str(value)
     return f"{text[:16]}…" if len(text) == 64 else text  # a sha256
+
+
+def mix_resume_problems(saved: Mapping[str, Any], now: Mapping[str, Any]) -> list[str] | None:
+    """What a resume would change in a mix's sources or shares (the data records of the
+    checkpoint and of this run, trainer/setup.py's `data_record`), as phrases for --resume's
+    one line; None where neither run is a mix (the one-source comparison applies). A source
+    is its shards (their digest), whatever its path: a mix's sources may move."""
+    was, is_ = saved.get("sources"), now.get("sources")
+    if not was and not is_:
+        return None
+    if not was or not is_:
+        before = _sources_shown(was) if was else f"one source ({saved.get('manifest')})"
+        after = _sources_shown(is_) if is_ else f"one source ({now.get('manifest')})"
+        return [f"--shards {before}, now {after}"]
+    problems = []
+    if [s["shards_sha256"] for s in was] != [s["shards_sha256"] for s in is_]:
+        problems.append(f"--shards {_sources_shown(was)}, now {_sources_shown(is_)}")
+    if saved.get("mix") != now.get("mix"):
+        problems.append(f"--mix {saved.get('mix')}, now {now.get('mix')}")
+    if saved.get("max_seq_length") != now.get("max_seq_length"):
+        problems.append(
+            f"sequence length {saved.get('max_seq_length')}, now {now.get('max_seq_length')}"
+        )
+    return problems
+
+
+def _sources_shown(sources: Sequence[Mapping[str, Any]]) -> str:
+    """ "demo-shards (digest 1f2e…), wiki-shards (digest 9a0b…)": a mix's sources in order."""
+    return ", ".join(f"{s['name']} (digest {str(s['shards_sha256'])[:8]}…)" for s in sources)
