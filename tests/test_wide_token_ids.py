@@ -1,0 +1,124 @@
+"""Shards of a vocabulary over 65,536 tokens store 4-byte ids, and every reader follows the
+width (issue 38 item 1: multilingual BERT's vocabulary has 119,547 entries).
+
+The wide vocabulary is the sample vocabulary's 8,000 tokens with 62,000 generated ones put
+between its special tokens and the rest, as a released directory (vocab.txt only): 70,000
+tokens, every word of the text at an id of 62,005 or more, many past 65,535. The same
+documents made into examples with the sample vocabulary (2-byte ids) and with the wide one
+(4-byte ids) must hold the same tokens: id i there is id i + 62,000 here (i ≥ 5).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from pipelines import examples, inspect
+from pipelines.io.vocabulary import load_vocab, vocab_txt_bytes
+from schemas.batch import BatchField
+from schemas.vocab import SPECIAL_TOKENS, VOCAB_FILE
+
+torch = pytest.importorskip("torch")
+
+from trainer.data import DataPosition, LoaderConfig, PretrainingLoader, open_source  # noqa: E402
+
+PADDING = 62_000
+FLAGS = ["--dupe-factor", "1", "--heldout-fraction", "0.05", "--masking", "none"]
+
+
+def wide(sample_vocab, directory):
+    tokens = load_vocab(str(sample_vocab)).tokens
+    assert tokens[: len(SPECIAL_TOKENS)] == list(SPECIAL_TOKENS)
+    padding = [f"zzpad{n:05d}" for n in range(PADDING)]
+    directory.mkdir()
+    wide_tokens = [*SPECIAL_TOKENS, *padding, *tokens[len(SPECIAL_TOKENS) :]]
+    (directory / VOCAB_FILE).write_bytes(vocab_txt_bytes(wide_tokens))
+    assert len(wide_tokens) == 70_000
+    return directory
+
+
+def widened(ids: list[int]) -> list[int]:
+    return [i if i < len(SPECIAL_TOKENS) else i + PADDING for i in ids]
+
+
+def inspected(capsys, shards, split: str) -> list[dict]:
+    capsys.readouterr()  # what ran before
+    assert inspect.run([str(shards), "--split", split, "--json", "100000"]) == 0
+    return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+
+
+def loaded(shards, split: str) -> list[list[int]]:
+    """Every sample's token ids as the trainer's loader collates them, padding cut off."""
+    rows = []
+    config = LoaderConfig(16, shuffle=False, drop_last=False)
+    with PretrainingLoader(open_source(str(shards), split), config) as loader:
+        for batch in loader.epoch(DataPosition()):
+            ids, mask = batch[BatchField.INPUT_IDS], batch[BatchField.ATTENTION_MASK]
+            rows += [row[m.bool()].tolist() for row, m in zip(ids, mask, strict=True)]
+    return rows
+
+
+def test_a_70000_token_vocabulary_makes_4_byte_shards_every_reader_follows(
+    tmp_path, sample_documents, sample_vocab, capsys
+):
+    directory = wide(sample_vocab, tmp_path / "wide-vocab")
+    narrow_out, wide_out = tmp_path / "narrow", tmp_path / "wide"
+    argv = ["--documents", str(sample_documents[0]), *FLAGS]
+    assert examples.run([*argv, "--vocab", str(sample_vocab), "--output", str(narrow_out)]) == 0
+    assert (
+        examples.run([*argv, "--vocab", str(directory), "--no-cased", "--output", str(wide_out)])
+        == 0
+    )
+    narrow_manifest = json.loads((narrow_out / "manifest.json").read_text())
+    wide_manifest = json.loads((wide_out / "manifest.json").read_text())
+    assert (narrow_manifest["layout"]["id_width"], wide_manifest["layout"]["id_width"]) == (2, 4)
+    assert wide_manifest["vocab"]["size"] == 70_000
+    assert wide_manifest["counts"] == narrow_manifest["counts"]
+
+    for split in ("train", "heldout"):
+        narrow = inspected(capsys, narrow_out, split)
+        shown = inspected(capsys, wide_out, split)
+        assert len(shown) == len(narrow) > 0
+        assert [s["input_ids"] for s in shown] == [widened(s["input_ids"]) for s in narrow]
+        # The trainer's loader reads the same ids, in the same stored order.
+        assert loaded(wide_out, split) == [s["input_ids"] for s in shown]
+        assert loaded(narrow_out, split) == [s["input_ids"] for s in narrow]
+    ids = np.concatenate([np.array(s["input_ids"]) for s in inspected(capsys, wide_out, "train")])
+    assert ids.max() > 65_535 and (ids > 65_535).sum() > 10_000
+
+    # --show writes the same tokens (the shards' vocabulary, found through the manifest).
+    shown_text = {}
+    for name, shards in (("narrow", narrow_out), ("wide", wide_out)):
+        capsys.readouterr()
+        assert inspect.run([str(shards), "--show", "20"]) == 0
+        shown_text[name] = capsys.readouterr().out.splitlines()[1:]
+    assert shown_text["wide"] == shown_text["narrow"] and len(shown_text["wide"]) == 60
+
+    # export-parquet writes the same ids; the report reads the shards to its end.
+    out = tmp_path / "wide.parquet"
+    assert inspect.run([str(wide_out), "--split", "train", "--parquet", str(out)]) == 0
+    table = pq.read_table(out, columns=["input_ids"]).column("input_ids").to_pylist()
+    assert table == [s["input_ids"] for s in inspected(capsys, wide_out, "train")]
+    report = tmp_path / "report.html"
+    assert inspect.run([str(wide_out), "--report", str(report)]) == 0
+    assert report.stat().st_size > 0
+    capsys.readouterr()
+
+
+def test_static_masks_of_a_wide_vocabulary_keep_their_labels(
+    tmp_path, sample_documents, sample_vocab
+):
+    """Stored masks: the labels (the original ids, up to 69,999) are 4 bytes wide too."""
+    directory = wide(sample_vocab, tmp_path / "wide-vocab")
+    out = tmp_path / "wide-static"
+    argv = ["--documents", str(sample_documents[0]), "--dupe-factor", "1"]
+    assert examples.run([*argv, "--vocab", str(directory), "--no-cased", "--output", str(out)]) == 0
+    labels = []
+    with PretrainingLoader(open_source(str(out)), LoaderConfig(64, shuffle=False)) as loader:
+        for batch in loader.epoch(DataPosition()):
+            labels.append(batch[BatchField.MASKED_LABELS].flatten())
+    labels = torch.cat(labels)
+    assert int(labels.max()) > 65_535 and int(labels.max()) < 70_000
