@@ -9,6 +9,7 @@
     python -m bench.scale_dump --target-mb 50       # the inputs bench.extract builds and caches
     python -m bench.scale_documents --target-mb 50  # ... and bench.examples
     python -m bench.faults --kills 5 --seed 1       # the fault campaign (tests/support's machinery)
+    python -m bench.tf_checkpoint                   # Google TF checkpoints: bertkit vs transformers
 
 --help says what each measures and how. The figures measured on the project's machine are
 in docs/benchmarks.md, not in the code.
