@@ -2,7 +2,7 @@
 `trainer` trains.
 
 The architecture is Google's BERT, as HF's `BertForPreTraining` implements it, so a
-checkpoint exports to HF with a rename (`hf_state_dict`, `bertkit export-hf`) and gives the
+checkpoint exports to HF with a rename (trainer/hf_names.py, `bertkit export-hf`) and gives the
 same logits there: post-LayerNorm encoder layers, exact (erf) GELU, learned position and
 token type embeddings, a tanh pooler on [CLS], an MLM head whose decoder is tied to the
 word embeddings, and a 2-way NSP head.
@@ -38,6 +38,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from schemas.batch import IGNORE_INDEX, MODEL_INPUTS, BatchField
+from trainer.hf_names import to_hf
 
 # The pre-training objectives, as `bertkit train --objective` names them once resolved.
 OBJECTIVES = ("mlm+nsp", "mlm")
@@ -370,52 +371,9 @@ def flops_per_sequence(config: BertConfig, seq_len: int, predictions: int) -> fl
 def hf_state_dict(model: BertForPreTraining) -> dict[str, Tensor]:
     """The weights under HF `BertForPreTraining`'s names ("mlm+nsp") or `BertForMaskedLM`'s
     ("mlm": the same names, less `bert.pooler` and `cls.seq_relationship`), as their
-    save_pretrained writes them.
-
-    Every tensor is a detached contiguous copy that shares memory with no other (safetensors
-    refuses shared tensors). Like save_pretrained, it leaves out the tied
-    `cls.predictions.decoder.weight` (= word embeddings) and `.decoder.bias`
-    (= `cls.predictions.bias`): from_pretrained ties them back.
+    save_pretrained writes them: trainer/hf_names.py's mapping, the one the import uses too.
     """
-    hf: dict[str, Tensor] = {}
-
-    def put(name: str, tensor: Tensor) -> None:
-        hf[name] = tensor.detach().clone().contiguous()
-
-    def put_linear(name: str, linear: nn.Linear) -> None:
-        put(f"{name}.weight", linear.weight)
-        put(f"{name}.bias", linear.bias)
-
-    def put_norm(name: str, norm: nn.LayerNorm) -> None:
-        put(f"{name}.weight", norm.weight)
-        put(f"{name}.bias", norm.bias)
-
-    embeddings = model.embeddings
-    put("bert.embeddings.word_embeddings.weight", embeddings.word_embeddings.weight)
-    put("bert.embeddings.position_embeddings.weight", embeddings.position_embeddings.weight)
-    put("bert.embeddings.token_type_embeddings.weight", embeddings.token_type_embeddings.weight)
-    put_norm("bert.embeddings.LayerNorm", embeddings.layer_norm)
-    for index, layer in enumerate(model.layers):
-        prefix = f"bert.encoder.layer.{index}"
-        # qkv (3H, H) / (3H,) → query, key, value (H, H) / (H,) each, in that order.
-        weights = layer.qkv.weight.chunk(3, dim=0)
-        biases = layer.qkv.bias.chunk(3, dim=0)
-        for part, weight, bias in zip(("query", "key", "value"), weights, biases, strict=True):
-            put(f"{prefix}.attention.self.{part}.weight", weight)
-            put(f"{prefix}.attention.self.{part}.bias", bias)
-        put_linear(f"{prefix}.attention.output.dense", layer.attention_output)
-        put_norm(f"{prefix}.attention.output.LayerNorm", layer.attention_norm)
-        put_linear(f"{prefix}.intermediate.dense", layer.intermediate)
-        put_linear(f"{prefix}.output.dense", layer.output)
-        put_norm(f"{prefix}.output.LayerNorm", layer.output_norm)
-    if model.pooler is not None:
-        put_linear("bert.pooler.dense", model.pooler)
-    put_linear("cls.predictions.transform.dense", model.mlm_transform)
-    put_norm("cls.predictions.transform.LayerNorm", model.mlm_norm)
-    put("cls.predictions.bias", model.decoder.bias)
-    if model.nsp is not None:
-        put_linear("cls.seq_relationship", model.nsp)
-    return hf
+    return to_hf(model.state_dict(), model.config.num_hidden_layers)
 
 
 def without_nsp_head(state_dict: Mapping[str, Tensor]) -> dict[str, Tensor]:

@@ -1,0 +1,355 @@
+"""A released BERT as the start of a run: `bertkit train --init-checkpoint DIR` with DIR a
+transformers model directory (config.json with model_type "bert", and model.safetensors,
+a sharded model.safetensors.index.json, or pytorch_model.bin read with weights_only=True),
+saved from `BertForPreTraining`, `BertForMaskedLM` or `BertModel`.
+
+    released = read_released("models/my-bert")          # config, HF-named tensors, files
+    config = released_model_config(released, "mlm+nsp")  # trainer.model.BertConfig
+    state, fresh, dropped = released_state(released, config, model.state_dict())
+
+The architecture is the directory's config.json; the weights are renamed by
+trainer/hf_names.py (the mapping the export uses). What the directory has beyond a BERT's
+tensors is refused in one line, but for what is known to carry nothing: the position_ids
+and token_type_ids buffers, and the decoder weight and bias tied to the word embeddings and
+`cls.predictions.bias` (checked equal, else refused). A head the directory lacks (BertModel
+has no `cls.*`, BertForMaskedLM no pooler or NSP head) keeps the weights the seed drew.
+
+A Google TF checkpoint directory (bert_config.json beside bert_model.ckpt.index) goes
+through `_read_tensorflow`, which returns the same `Released`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pickle
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file
+from torch import Tensor
+
+from trainer.hf_names import (
+    HF_PREFIX,
+    MLM_HEAD,
+    NSP_HEAD,
+    POOLER,
+    TIED_DECODER_BIAS,
+    TIED_DECODER_WEIGHT,
+    from_hf,
+    hf_names,
+)
+from trainer.model import MODEL_SIZES, BertConfig, BertForPreTraining
+
+CONFIG_FILE = "config.json"
+SAFETENSORS_FILE = "model.safetensors"
+SAFETENSORS_INDEX = "model.safetensors.index.json"
+PYTORCH_FILE = "pytorch_model.bin"
+PYTORCH_INDEX = "pytorch_model.bin.index.json"
+TF_CONFIG_FILE = "bert_config.json"
+# The tokenizer files a released directory may hold: the export copies them byte for byte.
+TOKENIZER_FILES = (
+    "vocab.txt",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+)
+# Buffers some transformers versions save: arange(positions) and zeros, no weights.
+_BUFFERS = ("bert.embeddings.position_ids", "bert.embeddings.token_type_ids")
+# transformers' config fields bertkit's BertConfig takes as they are, and their defaults
+# there (a config.json may leave a field out: transformers then uses its default).
+_FIELDS = {
+    "hidden_size": 768,
+    "num_hidden_layers": 12,
+    "num_attention_heads": 12,
+    "intermediate_size": 3072,
+    "max_position_embeddings": 512,
+    "type_vocab_size": 2,
+    "hidden_dropout_prob": 0.1,
+    "attention_probs_dropout_prob": 0.1,
+    "layer_norm_eps": 1e-12,
+    "initializer_range": 0.02,
+    "pad_token_id": 0,
+}
+# The heads, as the log names them, and their tensors by bertkit name.
+HEADS = {"the MLM head": MLM_HEAD, "the pooler": POOLER, "the NSP head": NSP_HEAD}
+_MAX_CONFIG_BYTES = 1 << 20
+
+
+class ReleasedModelError(ValueError):
+    """A released model directory the trainer cannot start from; the message says why."""
+
+
+@dataclass(frozen=True)
+class Released:
+    """A released model as read: its transformers config, its tensors under
+    BertForPreTraining's names ("bert." prefix), and the sha256 of every file read."""
+
+    directory: str
+    config: dict[str, Any]
+    tensors: dict[str, Tensor]
+    # file name → sha256 of its bytes: config.json, the weights files, the tokenizer files
+    files: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def config_sha256(self) -> str:
+        return self.files.get(CONFIG_FILE) or self.files.get(TF_CONFIG_FILE, "")
+
+    @property
+    def weights_sha256(self) -> str:
+        """One digest for the weights: of the weights files' sha256s, in name order."""
+        names = sorted(n for n in self.files if n != CONFIG_FILE and n not in TOKENIZER_FILES)
+        names = [n for n in names if n != TF_CONFIG_FILE]
+        joined = "".join(f"{name}:{self.files[name]}\n" for name in names)
+        return hashlib.sha256(joined.encode()).hexdigest()
+
+    @property
+    def tokenizer_files(self) -> dict[str, str]:
+        return {name: sha for name, sha in self.files.items() if name in TOKENIZER_FILES}
+
+
+def is_released_directory(location: str) -> bool:
+    """Whether --init-checkpoint names a released model (a local directory with config.json
+    or bert_config.json), not a bertkit checkpoint or run."""
+    return os.path.isdir(location) and any(
+        os.path.isfile(os.path.join(location, name)) for name in (CONFIG_FILE, TF_CONFIG_FILE)
+    )
+
+
+def read_released(directory: str) -> Released:
+    """Read a released BERT directory: transformers' (config.json) or Google's TF checkpoint
+    (bert_config.json + bert_model.ckpt.*). Raises ReleasedModelError in one line."""
+    if not os.path.isfile(os.path.join(directory, CONFIG_FILE)):
+        return _read_tensorflow(directory)
+    files: dict[str, str] = {}
+    config = _json_file(directory, CONFIG_FILE, files)
+    if config.get("model_type") != "bert":
+        raise ReleasedModelError(
+            f"{directory}/{CONFIG_FILE}: model_type is {config.get('model_type')!r}, not "
+            "'bert': the trainer starts only from a BERT (BertForPreTraining, BertForMaskedLM "
+            "or BertModel)"
+        )
+    tensors = _read_weights(directory, files)
+    for name in TOKENIZER_FILES:
+        path = os.path.join(directory, name)
+        if os.path.isfile(path):
+            files[name] = _sha256(path)
+    return Released(directory, config, _normalised(tensors), files)
+
+
+def _read_tensorflow(directory: str) -> Released:
+    """Google's TF checkpoint (bert_config.json, bert_model.ckpt.index and .data-*), read
+    without TensorFlow (pipelines/io/tf_checkpoint.py) into a `Released`."""
+    raise ReleasedModelError(
+        f"{directory} has no {CONFIG_FILE}: pass a transformers BERT directory (config.json "
+        "with model.safetensors or pytorch_model.bin)"
+    )
+
+
+def _sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _json_file(directory: str, name: str, files: dict[str, str]) -> dict[str, Any]:
+    path = os.path.join(directory, name)
+    with open(path, "rb") as file:
+        data = file.read(_MAX_CONFIG_BYTES + 1)
+    try:
+        value = json.loads(data) if len(data) <= _MAX_CONFIG_BYTES else None
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ReleasedModelError(f"{path}: not JSON ({error}); restore the file") from error
+    if not isinstance(value, dict):
+        raise ReleasedModelError(f"{path}: not a JSON object of at most 1 MiB; restore the file")
+    files[name] = hashlib.sha256(data).hexdigest()
+    return value
+
+
+def _read_weights(directory: str, files: dict[str, str]) -> dict[str, Tensor]:
+    """The tensors of model.safetensors (or its shards), else of pytorch_model.bin (or its
+    shards), read with torch.load(weights_only=True): never a pickled class."""
+    for index_name, single in ((SAFETENSORS_INDEX, SAFETENSORS_FILE), (PYTORCH_INDEX, None)):
+        if os.path.isfile(os.path.join(directory, index_name)):
+            weight_map = _json_file(directory, index_name, files).get("weight_map")
+            if not isinstance(weight_map, dict):
+                raise ReleasedModelError(
+                    f"{directory}/{index_name} has no weight_map: restore the file"
+                )
+            tensors: dict[str, Tensor] = {}
+            for name in sorted(set(weight_map.values())):
+                if os.path.basename(name) != name:
+                    raise ReleasedModelError(
+                        f"{directory}/{index_name} names {name!r}, not a file beside it"
+                    )
+                tensors |= _read_weight_file(directory, name, files)
+            return tensors
+        if single and os.path.isfile(os.path.join(directory, single)):
+            return _read_weight_file(directory, single, files)
+    if os.path.isfile(os.path.join(directory, PYTORCH_FILE)):
+        return _read_weight_file(directory, PYTORCH_FILE, files)
+    raise ReleasedModelError(
+        f"{directory} has {CONFIG_FILE} but no {SAFETENSORS_FILE}, {SAFETENSORS_INDEX} or "
+        f"{PYTORCH_FILE}: save the model there with save_pretrained"
+    )
+
+
+def _read_weight_file(directory: str, name: str, files: dict[str, str]) -> dict[str, Tensor]:
+    path = os.path.join(directory, name)
+    if not os.path.isfile(path):
+        raise ReleasedModelError(f"{path} is missing: its index names it; download it again")
+    files[name] = _sha256(path)
+    try:
+        if name.endswith(".safetensors"):
+            return load_file(path, device="cpu")
+        loaded = torch.load(path, map_location="cpu", weights_only=True)
+    # What safetensors and torch.load raise on a file cut short, damaged or not theirs.
+    except (SafetensorError, pickle.UnpicklingError, RuntimeError, EOFError, ValueError) as error:
+        raise ReleasedModelError(
+            f"{path} cannot be read ({type(error).__name__}: {str(error)[:200]}); download it "
+            "again, or save the model with save_pretrained"
+        ) from error
+    if not isinstance(loaded, dict) or not all(isinstance(v, Tensor) for v in loaded.values()):
+        raise ReleasedModelError(f"{path} is not a state_dict (names → tensors)")
+    return loaded
+
+
+def _normalised(tensors: dict[str, Tensor]) -> dict[str, Tensor]:
+    """BertModel's names (no "bert." prefix) and TF-era LayerNorm names (gamma, beta) as
+    BertForPreTraining's today."""
+    prefixed = any(name.startswith(HF_PREFIX) for name in tensors)
+    result = {}
+    for name, tensor in tensors.items():
+        if not prefixed and not name.startswith("cls."):
+            name = HF_PREFIX + name
+        if ".LayerNorm." in name:
+            name = name.removesuffix(".gamma") + ".weight" if name.endswith(".gamma") else name
+            name = name.removesuffix(".beta") + ".bias" if name.endswith(".beta") else name
+        result[name] = tensor
+    return result
+
+
+def preset_name(config: BertConfig) -> str | None:
+    """The --model preset (trainer/model.py MODEL_SIZES) of the same shape, or None."""
+    for name, (layers, hidden, heads) in MODEL_SIZES.items():
+        shape = (config.num_hidden_layers, config.hidden_size, config.num_attention_heads)
+        if shape == (layers, hidden, heads) and config.intermediate_size == 4 * hidden:
+            return name
+    return None
+
+
+def released_model_config(
+    released: Released, objective: str, dropout: float | None = None
+) -> BertConfig:
+    """bertkit's BertConfig of the released model: its config.json's sizes, positions, type
+    vocabulary, epsilon, dropout (or --dropout's) and initializer range; the activation must
+    be "gelu" (the exact erf GELU bertkit has) and the positions absolute."""
+    where = f"{released.directory}/{CONFIG_FILE}"
+    config = released.config
+    act = config.get("hidden_act", "gelu")
+    if act != "gelu":
+        raise ReleasedModelError(
+            f"{where}: hidden_act {act!r}; bertkit's BERT has the exact (erf) GELU, "
+            "transformers' 'gelu', and no other activation"
+        )
+    positions = config.get("position_embedding_type", "absolute")
+    if positions != "absolute":
+        raise ReleasedModelError(
+            f"{where}: position_embedding_type {positions!r}; bertkit's BERT has absolute "
+            "learned positions only"
+        )
+    if config.get("is_decoder") or config.get("add_cross_attention"):
+        raise ReleasedModelError(f"{where}: a decoder BERT; start from an encoder one")
+    values: dict[str, Any] = {name: config.get(name, default) for name, default in _FIELDS.items()}
+    if values["pad_token_id"] is None:
+        values["pad_token_id"] = 0
+    if "vocab_size" not in config:
+        raise ReleasedModelError(f"{where} has no vocab_size: restore the file")
+    if dropout is not None:
+        values |= {"hidden_dropout_prob": dropout, "attention_probs_dropout_prob": dropout}
+    try:
+        return BertConfig(vocab_size=config["vocab_size"], objective=objective, **values)
+    except (TypeError, ValueError) as error:
+        raise ReleasedModelError(f"{where}: {error}") from error
+
+
+def released_state(
+    released: Released, config: BertConfig, drawn: dict[str, Tensor]
+) -> tuple[dict[str, Tensor], list[str], list[str]]:
+    """(the model's state_dict, the heads that keep the seed's weights, the heads dropped):
+    the released tensors renamed (trainer/hf_names.py) and checked, over `drawn` (the seeded
+    model's own state_dict) for the heads the directory lacks; the pooler and NSP head are
+    dropped where `config` has none ("mlm")."""
+    where = released.directory
+    hf = dict(released.tensors)
+    for name in _BUFFERS:
+        hf.pop(name, None)  # buffers, not weights: the model makes its own
+    for tied, source in (
+        (TIED_DECODER_WEIGHT, "bert.embeddings.word_embeddings.weight"),
+        (TIED_DECODER_BIAS, "cls.predictions.bias"),
+    ):
+        if tied in hf:
+            tensor = hf.pop(tied)
+            if source not in hf or not torch.equal(tensor, hf[source]):
+                raise ReleasedModelError(
+                    f"{where}: {tied} is not {source} (tied in BERT, equal in a saved "
+                    "model): this model is not one bertkit's BERT can hold"
+                )
+    known = hf_names(config.num_hidden_layers)
+    unknown = sorted(set(hf) - known)
+    if unknown:
+        raise ReleasedModelError(
+            f"{where}: the weights hold {unknown[0]}"
+            + (f" and {len(unknown) - 1} more" if len(unknown) > 1 else "")
+            + ", which no BERT with this config.json has (a fine-tuned model's head?): "
+            "start from a BertForPreTraining, BertForMaskedLM or BertModel"
+        )
+    state = from_hf(hf, config.num_hidden_layers)
+    fresh, dropped = [], []
+    for head, names in HEADS.items():
+        have = [name for name in names if name in state]
+        if have and len(have) < len(names):
+            missing = next(hf_name for ours, hf_name in names.items() if ours not in state)
+            raise ReleasedModelError(
+                f"{where}: {head} is incomplete ({missing} is missing): the file is damaged"
+            )
+        wanted = head == "the MLM head" or config.nsp
+        if not wanted:
+            if have:
+                dropped.append(head)
+                for name in names:
+                    del state[name]
+        elif not have:
+            fresh.append(head)
+            state |= {name: drawn[name] for name in names}
+    missing = sorted(set(drawn) - set(state))
+    if missing:
+        raise ReleasedModelError(
+            f"{where}: the weights lack {missing[0]} (bertkit's name) of a "
+            f"{config.num_hidden_layers}-layer BERT: the file is damaged or of another model"
+        )
+    for name, tensor in state.items():
+        if tensor.shape != drawn[name].shape:
+            raise ReleasedModelError(
+                f"{where}: {name} (bertkit's name) has shape {tuple(tensor.shape)}, its "
+                f"config.json makes {tuple(drawn[name].shape)}: the files disagree"
+            )
+    return state, fresh, dropped
+
+
+def released_model(
+    released: Released, objective: str, dropout: float | None = None
+) -> tuple[BertForPreTraining, list[str], list[str]]:
+    """bertkit's model holding the released weights (on the CPU), as the trainer starts it:
+    built from its config (drawing the seeded initial weights, which the heads the directory
+    lacks keep), then loaded strictly. Returns it, the fresh heads and the dropped ones."""
+    config = released_model_config(released, objective, dropout)
+    model = BertForPreTraining(config)
+    state, fresh, dropped = released_state(released, config, model.state_dict())
+    model.load_state_dict(state, strict=True)
+    return model, fresh, dropped
