@@ -292,7 +292,11 @@ class SourceWindows:
         self.source, self.order, self.read = source, order, read
         self.shuffle_buffer, self.shuffle, self.seed = shuffle_buffer, shuffle, seed
         self._orders: dict[tuple[int, int], EpochOrder] = {}
-        self._held: dict[tuple[int, int, int], list[Any]] = {}
+        self._held: dict[tuple[int, int, int], tuple[np.ndarray, int]] = {}  # samples, end
+        # L_k: a source's window in global batches, the same in each of its epochs.
+        self._window_batches = np.array(
+            [self.epoch_order(number, 0).window_batches for number in range(len(source.sources))]
+        )
 
     def epoch_order(self, number: int, epoch: int) -> EpochOrder:
         """Source `number`'s order in its epoch `epoch`: a one-source run's (trainer/order.py)."""
@@ -316,35 +320,40 @@ class SourceWindows:
         which held windows are let go."""
         self._let_go(floor)
         size = self.order.global_batch
-        usable = self.order.usable[sources]
-        epochs, places = np.divmod(positions, usable)
-        found: list[Any] = [None] * len(positions)
-        for key in sorted(set(zip(sources.tolist(), epochs.tolist(), strict=True))):
-            number, epoch = key
-            rows = np.flatnonzero((sources == number) & (epochs == epoch))
+        epochs, places = np.divmod(positions, self.order.usable[sources])
+        batches = places // size
+        firsts = batches - batches % self._window_batches[sources]
+        # One key per (source, epoch, window): a micro-batch draws on a few windows.
+        keys = (epochs * (self.order.batches_per_epoch + 1) + firsts) * len(self.source.sources)
+        keys += sources
+        found = np.empty(len(positions), dtype=object)
+        for key in np.unique(keys).tolist():
+            rows = np.flatnonzero(keys == key)
+            row = int(rows[0])
+            number, epoch, first = int(sources[row]), int(epochs[row]), int(firsts[row])
+            found[rows] = self._window(number, epoch, first)[places[rows] - first * size]
+        return found.tolist(), epochs
+
+    def _window(self, number: int, epoch: int, first: int) -> np.ndarray:
+        """The samples of the window of source `number`'s epoch `epoch` that starts at its
+        global batch `first`, in position order: read at once in stream order, then put in
+        the window's order (computed once)."""
+        held = self._held.get((number, epoch, first))
+        if held is None:
             order = self.epoch_order(number, epoch)
-            batches = places[rows] // size
-            firsts = batches - batches % order.window_batches
-            offsets = order.sources(places[rows])
-            for row, first, offset in zip(
-                rows.tolist(), firsts.tolist(), offsets.tolist(), strict=True
-            ):
-                held = self._held.get((number, epoch, first))
-                if held is None:
-                    count = min(order.window_batches, order.batches - first)
-                    wanted = np.arange(first * size, (first + count) * size, dtype=np.int64)
-                    held = self._held[number, epoch, first] = self.read(number, epoch, wanted)
-                found[row] = held[offset - first * size]
-        return found, epochs
+            size = self.order.global_batch
+            count = min(order.window_batches, order.batches - first)
+            span = np.arange(first * size, (first + count) * size, dtype=np.int64)
+            samples = np.empty(len(span), dtype=object)
+            samples[:] = self.read(number, epoch, span)
+            end = epoch * int(self.order.usable[number]) + (first + count) * size
+            held = self._held[number, epoch, first] = (samples[order.sources(span) - span[0]], end)
+        return held[0]
 
     def _let_go(self, floor: np.ndarray) -> None:
         """Drop the windows (and orders) wholly before `floor` in their source's stream."""
-        size = self.order.global_batch
-        for key in list(self._held):
-            number, epoch, first = key
-            order = self.epoch_order(number, epoch)
-            end = min(first + order.window_batches, order.batches) * size
-            if epoch * int(self.order.usable[number]) + end <= floor[number]:
+        for key, (_, end) in list(self._held.items()):
+            if end <= floor[key[0]]:
                 del self._held[key]
         for number, epoch in list(self._orders):
             if (epoch + 1) * int(self.order.usable[number]) <= floor[number]:
