@@ -32,6 +32,10 @@ so it holds only tensors and plain containers of str/int/float/bool/None: no pic
     world_size         processes in the run that wrote it: with train_config, its global
                        batch, which a resume needs the same (on any number of processes)
     num_workers        loader workers per process (a record: a resume may use others)
+    start              what the run started from, where not a new model (absent in older
+                       checkpoints): {"kind": "released", "path" (relative as "vocab"'s),
+                       "config_file", "config_sha256", "weights_sha256", "tokenizer_files"
+                       {name: sha256}, "config" (its config.json)} for a released BERT
 
 `latest` in the same directory names the newest complete checkpoint file (written after it).
 """
@@ -82,3 +86,4 @@ class CheckpointKey:
     VOCAB = "vocab"
     WORLD_SIZE = "world_size"
     NUM_WORKERS = "num_workers"
+    START = "start"

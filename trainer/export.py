@@ -23,6 +23,11 @@ directory, or an s3:// or gs:// prefix) gets:
     config.json              HF's BertConfig, written last: a directory cut short by a
                              crash has none, so from_pretrained refuses it
 
+A run started from a released model (--init-checkpoint DIR, a transformers BERT) exports
+that model's own tokenizer files, copied byte for byte from DIR (checked against the sha256s
+its checkpoints record), and a config.json with every field of DIR's, so from_pretrained
+works on the export as on the original.
+
 An --output on object storage is written to a local staging directory, then uploaded in the
 same order, config.json last, and the staging directory removed. Its prefix is checked
 first as a directory is: anything an export does not write there is refused, even with
@@ -44,10 +49,11 @@ logits as bertkit's.
 Read on: docs/training.md#export-for-transformers, docs/formats.md#an-export.
 """
 
-# For code readers: the weights are renamed by trainer.model.hf_state_dict, the checkpoint's
-# layout is schemas/checkpoint.py's, an object-storage --output is uploaded with the trainer's
-# own uploads (pipelines/io/objects.py); tests/test_export.py and, for mlm,
-# tests/test_objective.py check the logits equal `BertForPreTraining.prediction_scores`.
+# For code readers: the weights are renamed by trainer/hf_names.py (as a released model's are
+# on the way in, trainer/released.py), the checkpoint's layout is schemas/checkpoint.py's, an
+# object-storage --output is uploaded with the trainer's own uploads (pipelines/io/objects.py);
+# tests/test_export.py and, for mlm, tests/test_objective.py check the logits equal
+# `BertForPreTraining.prediction_scores`.
 
 from __future__ import annotations
 
@@ -90,6 +96,7 @@ from trainer.checkpoint import (
     resolve_checkpoint,
 )
 from trainer.model import BertConfig, hf_state_dict
+from trainer.released import START_RELEASED, ReleasedModelError, released_tokenizer_files
 from trainer.remote_run import fetch_checkpoint
 
 WEIGHTS_FILE = "model.safetensors"
@@ -176,9 +183,11 @@ def checked_vocab(
 HF_ARCHITECTURES = {"mlm+nsp": "BertForPreTraining", "mlm": "BertForMaskedLM"}
 
 
-def hf_config(config: BertConfig) -> dict[str, Any]:
-    """config.json for HF's BertConfig, naming the HF class of the model's objective."""
+def hf_config(config: BertConfig, original: dict[str, Any] | None = None) -> dict[str, Any]:
+    """config.json for HF's BertConfig, naming the HF class of the model's objective; over
+    `original`'s fields, the config.json of the released model the run started from."""
     return {
+        **(original or {}),
         "architectures": [HF_ARCHITECTURES[config.objective]],
         "model_type": "bert",
         "hidden_act": "gelu",  # exact erf GELU, as trainer.model
@@ -345,20 +354,35 @@ def export_hf(
             f"the vocabulary at {directory} has {vocab.size} tokens but the model only "
             f"{config.vocab_size} embeddings: the checkpoint is damaged"
         )
+    # A run started from a released model: its own tokenizer files, byte for byte, so
+    # from_pretrained on the export works as on the original; the vocabulary's otherwise.
+    start = checkpoint.get(CheckpointKey.START)
+    released = start if isinstance(start, dict) and start.get("kind") == START_RELEASED else None
+    try:
+        located = checkpoint_dir or str(path.parent)
+        files = released_tokenizer_files(released, located) if released else {}
+    except ReleasedModelError as error:
+        raise ExportError(str(error)) from error
+    if released and released["tokenizer_files"].get(VOCAB_FILE) != vocab.sha256:
+        raise ExportError(
+            f"the released model's vocab.txt is not the vocabulary at {directory} the "
+            "checkpoint records: the checkpoint is damaged"
+        )
     # The bytes copied are the bytes checked (load_vocab hashed its own read of them).
-    files = {
-        name: storage.read_bytes(storage.join(directory, name), MAX_VOCAB_FILE_BYTES)
-        for name in (VOCAB_FILE, TOKENIZER_FILE)
-    }
-    if (
-        hashlib.sha256(files[VOCAB_FILE]).hexdigest() != vocab.sha256
-        or hashlib.sha256(files[TOKENIZER_FILE]).hexdigest() != vocab.metadata.tokenizer_sha256
-    ):
-        raise ExportError(f"the vocabulary at {directory} changed during the export: rerun it")
-    files[TOKENIZER_CONFIG_FILE] = _json_bytes(
-        tokenizer_config(vocab.cased, config.max_position_embeddings)
+    expected = {VOCAB_FILE: vocab.sha256, TOKENIZER_FILE: vocab.metadata.tokenizer_sha256}
+    for name in (VOCAB_FILE, TOKENIZER_FILE):
+        if name not in files:
+            data = storage.read_bytes(storage.join(directory, name), MAX_VOCAB_FILE_BYTES)
+            if hashlib.sha256(data).hexdigest() != expected[name]:
+                raise ExportError(
+                    f"the vocabulary at {directory} changed during the export: rerun it"
+                )
+            files[name] = data
+    files.setdefault(
+        TOKENIZER_CONFIG_FILE,
+        _json_bytes(tokenizer_config(vocab.cased, config.max_position_embeddings)),
     )
-    files[SPECIAL_TOKENS_MAP_FILE] = _json_bytes(SPECIAL_TOKENS_MAP)
+    files.setdefault(SPECIAL_TOKENS_MAP_FILE, _json_bytes(SPECIAL_TOKENS_MAP))
 
     output_dir.mkdir(parents=True, exist_ok=True)
     # An earlier export's config.json goes first: one cut short then leaves a directory
@@ -371,7 +395,7 @@ def export_hf(
     )
     written.append(str(output_dir / WEIGHTS_FILE))
     # config.json last: from_pretrained needs it, so an interrupted export is not loadable.
-    files[CONFIG_FILE] = _json_bytes(hf_config(config))
+    files[CONFIG_FILE] = _json_bytes(hf_config(config, released["config"] if released else None))
     for name, data in files.items():
         _write_atomically(output_dir / name, lambda p, data=data: p.write_bytes(data))
         written.append(str(output_dir / name))

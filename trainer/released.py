@@ -32,6 +32,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file
 from torch import Tensor
 
+from pipelines.io.recorded_paths import rebase_path, record_path, resolve_path
 from trainer.hf_names import (
     HF_PREFIX,
     MLM_HEAD,
@@ -353,3 +354,59 @@ def released_model(
     state, fresh, dropped = released_state(released, config, model.state_dict())
     model.load_state_dict(state, strict=True)
     return model, fresh, dropped
+
+
+# --- What a checkpoint records of it ------------------------------------------------------
+
+START_RELEASED = "released"  # the "kind" of a checkpoint's start record for a released model
+
+
+def start_record(released: Released, checkpoint_dir: str) -> dict[str, Any]:
+    """What the run's checkpoints (in `checkpoint_dir`) record of the released model it
+    started from: its directory as a recorded path (pipelines/io/recorded_paths.py), the
+    sha256 of its config and weights, its tokenizer files' sha256s (the export copies them)
+    and its config (the export writes its fields)."""
+    config_file = CONFIG_FILE if CONFIG_FILE in released.files else TF_CONFIG_FILE
+    return {
+        "kind": START_RELEASED,
+        "path": record_path(released.directory, checkpoint_dir),
+        "config_file": config_file,
+        "config_sha256": released.config_sha256,
+        "weights_sha256": released.weights_sha256,
+        "tokenizer_files": released.tokenizer_files,
+        "config": released.config,
+    }
+
+
+def carried_start(record: dict[str, Any], from_dir: str, to_dir: str) -> dict[str, Any]:
+    """A start record read from a checkpoint in `from_dir` as a checkpoint in `to_dir`
+    records it (a resume's, or a run started from another run's checkpoint)."""
+    if record.get("kind") != START_RELEASED:
+        return record
+    path = rebase_path(str(record["path"]), from_dir, to_dir, str(record["config_file"]))
+    return {**record, "path": path}
+
+
+def released_tokenizer_files(record: dict[str, Any], checkpoint_dir: str) -> dict[str, bytes]:
+    """The released model's tokenizer files, by name, as the run started from them: read
+    from its recorded directory and checked against the sha256s recorded."""
+    directory = resolve_path(str(record["path"]), checkpoint_dir, str(record["config_file"]))
+    files = {}
+    for name, expected in dict(record.get("tokenizer_files") or {}).items():
+        path = os.path.join(directory, name)
+        try:
+            with open(path, "rb") as file:
+                data = file.read()
+        except OSError as error:
+            raise ReleasedModelError(
+                f"cannot read {path} ({error.strerror}), a file of the released model the run "
+                "started from: put the model's directory back where the run found it"
+            ) from error
+        if hashlib.sha256(data).hexdigest() != expected:
+            raise ReleasedModelError(
+                f"{path} is not the file the run started from (sha256 "
+                f"{hashlib.sha256(data).hexdigest()[:12]}…, recorded {expected[:12]}…): "
+                "restore the released model's directory"
+            )
+        files[name] = data
+    return files
