@@ -381,3 +381,34 @@ def test_help_names_the_casing_flags(capsys):
         examples.run(["--help"])
     text = re.sub(r"\s+", " ", capsys.readouterr().out)
     assert "--cased, --no-cased" in text and "a released BERT's" in text
+
+
+def test_train_reads_a_moved_released_vocabulary_with_the_manifest_s_casing(
+    tmp_path, sample_documents, sample_tokens, capsys
+):
+    """Shards of a vocab.txt alone (--no-cased, recorded in the manifest); the directory
+    moves, `bertkit train --vocab NEW --masking dynamic` loads it with the recorded casing,
+    and its checkpoints record the vocab.txt's sha256."""
+    import torch
+
+    from bertkit import cli
+
+    directory = write_lines(tmp_path / "google", sample_tokens)
+    shards = tmp_path / "shards"
+    argv = ["--documents", str(sample_documents[0]), "--vocab", str(directory), "--no-cased"]
+    assert examples.run([*argv, "--output", str(shards), "--masking", "none", *EXAMPLE_FLAGS]) == 0
+    moved = directory.rename(tmp_path / "moved")
+    run = tmp_path / "run"
+    train = ["train", "--shards", str(shards), "--output", str(run), "--model", "tiny"]
+    train += ["--max-steps", "1", "--micro-batch-size", "4", "--device", "cpu"]
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(train)
+    assert exit_.value.code == 2
+    assert f"cannot read the vocabulary at {directory}" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        cli.main([*train, "--vocab", str(moved)])
+    assert exit_.value.code in (0, None)
+    (checkpoint,) = (run / "checkpoints").glob("step-*.pt")
+    record = torch.load(checkpoint, map_location="cpu", weights_only=True)["vocab"]
+    assert record["sha256"] == hashlib.sha256((moved / VOCAB_FILE).read_bytes()).hexdigest()
+    assert record["cased"] is False
