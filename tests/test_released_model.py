@@ -234,3 +234,36 @@ def test_refusals_in_one_line(tmp_path):
     assert "lack layers.1.output.bias" in _refusal(directory)
     (directory / "model.safetensors").unlink()
     assert "no model.safetensors" in _refusal(directory)
+
+
+def test_the_vocabulary_must_be_the_shards(tmp_path):
+    import hashlib
+
+    from trainer.released import check_vocabulary
+
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "a"]
+    directory = _save(tmp_path, transformers.BertForMaskedLM)
+    data = "".join(f"{t}\n" for t in tokens).encode()
+    (directory / "vocab.txt").write_bytes(data)
+    released = read_released(str(directory))
+    check_vocabulary(released, hashlib.sha256(data).hexdigest(), None)  # the same: no error
+    shards = tmp_path / "shards_vocab"
+    shards.mkdir()
+    other = "".join(f"{t}\n" for t in [*tokens[:5], "the", "an"]).encode()
+    (shards / "vocab.txt").write_bytes(other)
+    with pytest.raises(ReleasedModelError) as caught:
+        check_vocabulary(released, hashlib.sha256(other).hexdigest(), str(shards))
+    assert str(caught.value) == (
+        f"{directory}/vocab.txt differs from the shards' vocabulary at id 6: the model's token "
+        f"is 'a', the shards' 'an': make the shards with the model's vocabulary (`bertkit "
+        f"examples --vocab {directory}`)"
+    )
+    longer = other[: -len("an\n")] + b"a\n[unused0]\n"
+    (shards / "vocab.txt").write_bytes(longer)
+    with pytest.raises(ReleasedModelError, match="has 7 tokens, the shards' vocabulary 8 \\(the"):
+        check_vocabulary(released, hashlib.sha256(longer).hexdigest(), str(shards))
+    with pytest.raises(ReleasedModelError, match=r"is not the vocabulary the shards were made"):
+        check_vocabulary(released, "0" * 64, None)
+    (directory / "vocab.txt").unlink()
+    with pytest.raises(ReleasedModelError, match=r"has no vocab\.txt, so its vocabulary cannot"):
+        check_vocabulary(read_released(str(directory)), "0" * 64, None)

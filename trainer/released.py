@@ -33,6 +33,7 @@ from safetensors.torch import load_file
 from torch import Tensor
 
 from pipelines.io.recorded_paths import rebase_path, record_path, resolve_path
+from pipelines.io.vocabulary import parse_vocab_txt, read_vocab_txt, vocab_txt_url
 from trainer.hf_names import (
     HF_PREFIX,
     MLM_HEAD,
@@ -354,6 +355,54 @@ def released_model(
     state, fresh, dropped = released_state(released, config, model.state_dict())
     model.load_state_dict(state, strict=True)
     return model, fresh, dropped
+
+
+def check_vocabulary(
+    released: Released, shards_sha256: str | None, shards_vocab: str | None
+) -> None:
+    """Refuse, in one line, a released model whose vocabulary is not the shards': its
+    vocab.txt must have the sha256 the shards' manifest records; where it does not, the line
+    names the first id whose token differs (read from `shards_vocab`, the shards' vocabulary
+    directory, where there is one)."""
+    where = released.directory
+    ours = released.files.get("vocab.txt")
+    if ours is None:
+        raise ReleasedModelError(
+            f"{where} has no vocab.txt, so its vocabulary cannot be checked against the "
+            "shards': put the vocab.txt the model was released with beside its config.json"
+        )
+    if ours == shards_sha256:
+        return
+    if shards_sha256 is None:
+        raise ReleasedModelError(
+            f"{where}: the shards' manifest records no vocab.txt sha256 to check the model's "
+            "vocabulary against: make the shards with `bertkit examples --vocab "
+            f"{where}`"
+        )
+    fix = f"make the shards with the model's vocabulary (`bertkit examples --vocab {where}`)"
+    theirs = None
+    if shards_vocab is not None:
+        try:
+            theirs, _ = read_vocab_txt(vocab_txt_url(shards_vocab))
+        except (OSError, UnicodeDecodeError):
+            theirs = None  # the sha256s alone then say that they differ
+    if theirs is None:
+        raise ReleasedModelError(
+            f"{where}/vocab.txt (sha256 {ours[:12]}…) is not the vocabulary the shards were "
+            f"made with (sha256 {shards_sha256[:12]}…): {fix}"
+        )
+    with open(os.path.join(where, "vocab.txt"), "rb") as file:
+        tokens = parse_vocab_txt(file.read())
+    for index, (mine, shards) in enumerate(zip(tokens, theirs, strict=False)):
+        if mine != shards:
+            raise ReleasedModelError(
+                f"{where}/vocab.txt differs from the shards' vocabulary at id {index}: the "
+                f"model's token is {mine!r}, the shards' {shards!r}: {fix}"
+            )
+    raise ReleasedModelError(
+        f"{where}/vocab.txt has {len(tokens)} tokens, the shards' vocabulary {len(theirs)} "
+        f"(the first {min(len(tokens), len(theirs))} the same): {fix}"
+    )
 
 
 # --- What a checkpoint records of it ------------------------------------------------------
