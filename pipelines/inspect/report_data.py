@@ -23,20 +23,14 @@ from pipelines.inspect.reading import iter_document_batches, read_examples
 from pipelines.inspect.targets import InspectError, Target, open_target, shard_refs
 from pipelines.io import storage
 from pipelines.io.recorded_paths import resolve_path
-from pipelines.io.vocabulary import (
-    VocabError,
-    Vocabulary,
-    load_vocab,
-    load_vocab_txt,
-    vocab_txt_url,
-)
+from pipelines.io.released_vocab import CasingNotSaidError
+from pipelines.io.vocabulary import VocabError, Vocabulary, load_vocab
 from schemas.checks import MAX_RECORD_BYTES
 from schemas.documents import DocumentColumn
 from schemas.duplicates import DUPLICATE_SCHEMA, DUPLICATES_DIR, KINDS, DuplicateColumn
 from schemas.examples import NOT_NEXT, PretrainingExample
 from schemas.manifest import MANIFEST_NAME, DocumentsManifest
 from schemas.shards import ShardsManifest
-from schemas.vocab import TOKENIZER_FILE, VOCAB_METADATA_FILE
 
 SENTENCE_SAMPLE = 20_000  # sentences tokenised for tokens per sentence, at most
 MASK_PROB, KEEP_PROB, RANDOM_PROB = 0.8, 0.1, 0.1  # Google's 80/10/10
@@ -309,8 +303,9 @@ def heldout_shares(manifest: ShardsManifest) -> dict[str, Any]:
 
 def find_vocabulary(target: Target, vocab_dir: str | None) -> tuple[Vocabulary | None, str]:
     """The shards' vocabulary (checked by sha256) or --vocab DIR, with a note on where it came
-    from or why there is none. A bertkit vocabulary loads its own tokenizer.json; a bare
-    vocab.txt gets Google's WordPiece built from it."""
+    from or why there is none: a bertkit vocabulary or a released BERT's, loaded as the
+    stages load it, with the casing the shards' manifest recorded (uncased where nothing
+    says it: the report counts tokens, it does not make them)."""
     from pipelines.inspect.reading import resolve_vocab
 
     found, note = resolve_vocab(target, vocab_dir)
@@ -318,11 +313,12 @@ def find_vocabulary(target: Target, vocab_dir: str | None) -> tuple[Vocabulary |
         return None, note
     recorded = target.manifest.vocab if isinstance(target.manifest, ShardsManifest) else {}
     directory = storage.parent(found.url)
-    both = (storage.join(directory, n) for n in (TOKENIZER_FILE, VOCAB_METADATA_FILE))
+    cased = recorded.get("cased")
     try:
-        if all(storage.exists(url) for url in both):
-            return load_vocab(directory), note
-        return load_vocab_txt(vocab_txt_url(found.url), bool(recorded.get("cased", False))), note
+        try:
+            return load_vocab(directory, cased=cased, cased_flag="the shards' manifest"), note
+        except CasingNotSaidError:
+            return load_vocab(directory, cased=False), note
     except VocabError as error:  # vocab.txt and tokenizer.json disagree, a file modified, …
         raise InspectError(str(error)) from error
 

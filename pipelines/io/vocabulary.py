@@ -361,7 +361,9 @@ def loaded_once(key: tuple[str, ...], build: Callable[[], Vocabulary]) -> Vocabu
 
 
 def load_vocab_txt(path: str, cased: bool) -> Vocabulary:
-    """A plain Google-style vocab.txt (e.g. BERT-base's), with the tokenizer built from it.
+    """A lone vocab.txt file with Google's FullTokenizer settings (a word over 200 characters
+    is one [UNK]), for literal vocabularies in tests and tools. Commands load through
+    `load_vocab`, which takes a released BERT's directory with transformers' settings.
 
     Google's files say nothing about case: pass `cased` as the model was trained (the
     `uncased_L-12_H-768_A-12` vocabulary wants cased=False).
