@@ -131,8 +131,9 @@ class TrainConfig:
     )
     vocab: str | None = option(
         None,
-        help="the shards' vocabulary directory where it moved (default: the shards "
-        "manifest's); checked by sha256, read by --masking dynamic, recorded in checkpoints",
+        help="the shards' vocabulary directory where it moved, a `bertkit vocab` output or a "
+        "released BERT's (default: the shards manifest's); checked by sha256, read by "
+        "--masking dynamic, recorded in checkpoints",
     )
     log_every: int = option(10, help="steps between metric lines", bounds=AT_LEAST_1)
     eval_every: int = option(500, help="0 = only at the end", bounds=ZERO_OR_MORE)
