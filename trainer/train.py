@@ -13,6 +13,10 @@ or many.
     bertkit train --shards s3://bucket/shards --max-seq-length 512 --output /ckpt/run512 \\
         --init-checkpoint /ckpt/run/checkpoints --model base ...
 
+    # a mix of corpora: 70 % of every global batch from one, 30 % from the other
+    bertkit train --shards out/law/shards out/demo/shards --mix 0.7,0.3 --output out/law \\
+        --init-checkpoint out/run/checkpoints --model tiny ...
+
 Shards are streamed from disk, s3://, gs:// or http(s)://, never downloaded first.
 --objective and --masking (by default `auto`: what the shards hold) choose the recipe; with
 --masking dynamic the loader draws new masks every epoch. Micro-batches are accumulated to
@@ -20,7 +24,8 @@ the global batch, gradients are clipped, the optimizer and the warmup/decay sche
 Every --log-every steps the metrics go to OUTPUT/metrics.jsonl, TensorBoard (event files in
 OUTPUT) and the progress line; every --eval-every steps the first --eval-batches ×
 --micro-batch-size held-out sequences are evaluated (--eval-batches 0: all of them), the
-same ones on any number of processes; every --checkpoint-every steps (and at the end)
+same ones on any number of processes (in a mix, each source's, and the mix's figures
+weighted by --mix); every --checkpoint-every steps (and at the end)
 OUTPUT/checkpoints/step-NNNNNNNN.pt is written. With --objective mlm the model has no NSP
 head: no NSP loss or accuracy anywhere.
 
