@@ -412,3 +412,32 @@ def test_train_reads_a_moved_released_vocabulary_with_the_manifest_s_casing(
     record = torch.load(checkpoint, map_location="cpu", weights_only=True)["vocab"]
     assert record["sha256"] == hashlib.sha256((moved / VOCAB_FILE).read_bytes()).hexdigest()
     assert record["cased"] is False
+    capsys.readouterr()
+
+    # export-hf: the released directory's own files, none made up; transformers on the
+    # export tokenizes as on the original directory told the run's casing.
+    sentences = sample_sentences(sample_documents)[:2000]
+    exported = tmp_path / "hf"
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["export-hf", str(checkpoint), "--output", str(exported)])
+    assert exit_.value.code in (0, None)
+    assert sorted(p.name for p in exported.iterdir()) == [
+        "config.json",
+        "model.safetensors",
+        "special_tokens_map.json",
+        "tokenizer_config.json",
+        "vocab.txt",
+    ]
+    assert (exported / VOCAB_FILE).read_bytes() == (moved / VOCAB_FILE).read_bytes()
+    original = transformers.BertTokenizerFast.from_pretrained(str(moved), do_lower_case=True)
+    want = original(sentences, add_special_tokens=False)["input_ids"]
+    assert hf_ids(exported, sentences) == want
+    # The same vocab.txt as transformers saves it: its tokenizer files copied byte for byte.
+    saved = released(tmp_path / "bert", sample_tokens, do_lower_case=True)
+    again = tmp_path / "hf-again"
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["export-hf", str(checkpoint), "--output", str(again), "--vocab", str(saved)])
+    assert exit_.value.code in (0, None)
+    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json"):
+        assert (again / name).read_bytes() == (saved / name).read_bytes(), name
+    assert hf_ids(again, sentences) == want

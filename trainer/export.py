@@ -80,6 +80,7 @@ from pipelines.io.vocabulary import VocabError, Vocabulary, load_vocab
 from schemas.checkpoint import LATEST_FILE, CheckpointKey
 from schemas.checks import MAX_VOCAB_FILE_BYTES
 from schemas.vocab import (
+    CASED_FROM_TOKENIZER_CONFIG,
     CLS_TOKEN,
     MASK_TOKEN,
     PAD_TOKEN,
@@ -368,12 +369,20 @@ def export_hf(
             f"the released model's vocab.txt is not the vocabulary at {directory} the "
             "checkpoint records: the checkpoint is damaged"
         )
-    # The bytes copied are the bytes checked (load_vocab hashed its own read of them).
+    # The bytes copied are the bytes checked (load_vocab hashed its own read of them). A
+    # released vocabulary's directory gives the files it holds, none made up (transformers
+    # builds tokenizer.json from vocab.txt), its tokenizer_config.json only where that
+    # says the casing (else the one written below says the casing the run used).
     expected = {VOCAB_FILE: vocab.sha256, TOKENIZER_FILE: vocab.metadata.tokenizer_sha256}
-    for name in (VOCAB_FILE, TOKENIZER_FILE):
+    names = [VOCAB_FILE, TOKENIZER_FILE]
+    if vocab.released:
+        names = [n for n in vocab.source_files if n != TOKENIZER_CONFIG_FILE]
+        if vocab.cased_from == CASED_FROM_TOKENIZER_CONFIG:
+            names.append(TOKENIZER_CONFIG_FILE)
+    for name in names:
         if name not in files:
             data = storage.read_bytes(storage.join(directory, name), MAX_VOCAB_FILE_BYTES)
-            if hashlib.sha256(data).hexdigest() != expected[name]:
+            if name in expected and hashlib.sha256(data).hexdigest() != expected[name]:
                 raise ExportError(
                     f"the vocabulary at {directory} changed during the export: rerun it"
                 )
