@@ -20,7 +20,8 @@ from trainer.mix import (
     batch_per_source,
     drawn_per_source,
 )
-from trainer.order import EpochOrder
+from trainer.order import EpochOrder, permutation
+from trainer.splitmix import mix_int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,15 +119,37 @@ def test_the_slots_deal_every_sample_of_the_batch_once():
     assert all(len(set(sources[i : i + 10].tolist())) > 1 for i in range(0, 40, 10))
 
 
+def test_the_deal_is_a_permutation_drawn_from_the_seed_and_the_batch():
+    """Batch b's samples (source 0's in rank order, then source 1's) go to the slots by
+    permutation(mix(mix(slot key) ^ b)), drawn for many batches at once."""
+    order = MixOrder.of(mix_of(900, 900, weights=(0.7, 0.3)), 12, seed=4)
+    counts = order.counts(30, 5)
+    sources, ranks = order.slots(30, counts)
+    for row, batch in enumerate(range(30, 35)):
+        dealt = permutation(mix_int(mix_int(order.slot_key) ^ batch), 12)
+        items = [(0, rank) for rank in range(counts[row, 0])]
+        items += [(1, rank) for rank in range(counts[row, 1])]
+        expected = [items[i] for i in dealt.tolist()]
+        assert list(zip(sources[row].tolist(), ranks[row].tolist(), strict=True)) == expected
+        alone = order.slot_sources(batch, counts[row])
+        assert alone[0].tolist() == sources[row].tolist()
+
+
 def test_a_micro_batch_is_its_slots_of_the_global_batch():
     order = MixOrder.of(mix_of(900, 900, weights=(0.7, 0.3)), 12, seed=4)
-    cursor = MixCursor(order)
-    counts = order.counts(30, 1)[0]
-    sources, ranks = order.slot_sources(30, counts)
-    drawn = order.drawn(30)
-    parts = [cursor.micro(30, micro, 3) for micro in range(4)]
-    assert np.concatenate([s for s, _ in parts]).tolist() == sources.tolist()
-    assert np.concatenate([p for _, p in parts]).tolist() == (drawn[sources] + ranks).tolist()
+    sources, ranks = order.slot_sources(30, order.counts(30, 1)[0])
+    positions = order.drawn(30)[sources] + ranks
+    # Micro-batches 1 and 3 of batch 30, then 0 of batch 32 (micro-batches of 3).
+    got, at, floor = MixCursor(order).micro_batches([30, 30, 32], [1, 3, 0], 3)
+    assert floor.tolist() == order.drawn(30).tolist()
+    assert got.tolist() == [
+        *sources[3:6].tolist(),
+        *sources[9:12].tolist(),
+        *order.slot_sources(32, order.counts(32, 1)[0])[0][:3].tolist(),
+    ]
+    assert at[:6].tolist() == [*positions[3:6].tolist(), *positions[9:12].tolist()]
+    later_sources, later_ranks = order.slot_sources(32, order.counts(32, 1)[0])
+    assert at[6:].tolist() == (order.drawn(32)[later_sources] + later_ranks)[:3].tolist()
 
 
 def test_a_source_runs_into_its_next_epoch_in_that_epochs_order():
@@ -136,10 +159,10 @@ def test_a_source_runs_into_its_next_epoch_in_that_epochs_order():
     order = MixOrder.of(source, 8, seed=3)
     assert order.usable.tolist() == [48, 200]
 
-    def read(number, epoch, wanted):  # a sample is (source, epoch, stream offset)
-        return [(number, epoch, offset) for offset in wanted.tolist()]
+    def open_reader(number, epoch):  # a sample is (source, epoch, stream offset)
+        return lambda wanted: [(number, epoch, offset) for offset in wanted.tolist()]
 
-    windows = SourceWindows(source, order, 16, True, 3, read)
+    windows = SourceWindows(source, order, 16, True, 3, open_reader)
     found, epochs = windows.take(np.zeros(4, np.int64), np.array([46, 47, 48, 49]), np.zeros(2))
     # The one-source orders of epochs 0 and 1 (windows of 2 global batches, lanes permuted):
     # positions 46, 47 of epoch 0 hold stream offsets 44, 47; positions 0, 1 of epoch 1
@@ -155,12 +178,15 @@ def test_windows_are_read_whole_once_and_let_go_behind_the_floor():
     order = MixOrder.of(source, 8, seed=3)
     reads = []
 
-    def read(number, epoch, wanted):
-        reads.append((number, epoch, wanted.tolist()))
-        return [offset for offset in wanted.tolist()]
+    def open_reader(number, epoch):
+        def read(wanted):
+            reads.append((number, epoch, wanted.tolist()))
+            return wanted.tolist()
+
+        return read
 
     # Windows of 16 // 8 = 2 global batches: stream offsets [0, 16), [16, 32), …
-    windows = SourceWindows(source, order, 16, True, 3, read)
+    windows = SourceWindows(source, order, 16, True, 3, open_reader)
     three, one = np.zeros(3, np.int64), np.zeros(1, np.int64)
     windows.take(three, np.array([0, 5, 9]), np.zeros(2))
     windows.take(three, np.array([1, 2, 15]), np.zeros(2))

@@ -85,12 +85,10 @@ def collate(
     nsp = np.fromiter((h.next_sentence_label for h in headers), dtype=np.int64, count=size)
     index = np.fromiter((s.index for s, _ in decoded), dtype=np.int64, count=size)
     check_fields(decoded, limits, lengths, a_lengths, n_preds, input_ids, positions, labels, nsp)
-    epochs: int | np.ndarray = epoch
-    keys = index
-    if mixed is not None:
-        keys = index ^ ((mixed[0] + 1) << SOURCE_KEY_SHIFT)
-        epochs = mixed[1]
     if masking is not None:
+        keys, epochs = index, epoch
+        if mixed is not None:  # the source folded into the key, the source's own epoch
+            keys, epochs = index ^ ((mixed[0] + 1) << SOURCE_KEY_SHIFT), mixed[1]
         restore_originals(input_ids, positions, labels, n_preds)
         positions, labels = draw_masks(masking, input_ids, lengths, keys, seed, epochs)
     batch = {

@@ -76,7 +76,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -94,6 +94,7 @@ from trainer.masking import DynamicMasking
 from trainer.mix import MixCursor, MixedSource, MixOrder, SourceWindows, check_mix
 from trainer.order import (  # noqa: F401 (worker_batches: evaluation's plan, re-exported)
     READ_SAMPLES,
+    DataPosition,
     EpochOrder,
     RankShare,
     Segment,
@@ -258,26 +259,6 @@ def batch_samples(
 # --------------------------------------------------------------------------- the streams
 
 
-@dataclass(slots=True)
-class DataPosition:
-    """Where a run is in its input: the epoch, and the global batches consumed in it (the
-    same on every rank, for any world size)."""
-
-    epoch: int = 0
-    global_batches: int = 0
-
-    def to_dict(self) -> dict[str, int]:
-        return {"epoch": self.epoch, "global_batches": self.global_batches}
-
-    @classmethod
-    def from_dict(cls, raw: dict[str, int], accumulation: int = 1) -> DataPosition:
-        """From `to_dict`'s form, or from a checkpoint written before positions were global:
-        {"epoch", "batches"}, the micro-batches one rank consumed, `accumulation` a step."""
-        if "global_batches" in raw:
-            return cls(int(raw["epoch"]), int(raw["global_batches"]))
-        return cls(int(raw["epoch"]), int(raw["batches"]) // accumulation)
-
-
 @dataclass(frozen=True, slots=True)
 class LoaderConfig:
     batch_size: int  # the micro-batch: sequences per rank per forward pass
@@ -373,40 +354,51 @@ def train_stream(
             yield batch if config.pad_to is None else pad_batch(batch, config.pad_to)
 
 
+MixReading = tuple[MixCursor, SourceWindows]
+
+
+def mix_reading(source: MixedSource, config: LoaderConfig) -> MixReading:
+    """A reader of a mix's samples: where it is in the mix's order, and the windows of the
+    sources' orders it holds, each source epoch read by a StreamReader of its shards."""
+
+    def open_reader(number: int, epoch: int) -> Callable[[np.ndarray], list[RawSample]]:
+        shards = epoch_shards(source.sources[number].shards, config.seed, epoch, config.shuffle)
+        return StreamReader(shards, config.retry, config.verify).read
+
+    order = MixOrder.of(source, config.global_batch, config.seed)
+    sources = SourceWindows(
+        source, order, config.shuffle_buffer, config.shuffle, config.seed, open_reader
+    )
+    return MixCursor(order), sources
+
+
 def mixed_train_stream(
-    source: MixedSource, config: LoaderConfig, epoch: int, start: int, worker: int, workers: int
+    source: MixedSource,
+    config: LoaderConfig,
+    epoch: int,
+    start: int,
+    worker: int,
+    workers: int,
+    reading: MixReading | None = None,
 ) -> Iterator[dict[str, torch.Tensor]]:
     """One worker's micro-batches of a mix's nominal epoch from global batch `start` on: each
     micro-batch's (source, position) pairs from the mix's order, its samples from whole
-    windows of the sources' own orders (trainer/mix.py)."""
-    order = MixOrder.of(source, config.global_batch, config.seed)
+    windows of the sources' own orders (trainer/mix.py). `reading`: the one of the epoch
+    before, in this process (its windows go on into this epoch; a new one reads them again)."""
+    cursor, windows = reading or mix_reading(source, config)
+    order = cursor.order
     share = RankShare(config.batch_size, config.world_size, config.rank, config.accumulation)
-    readers: dict[tuple[int, int], StreamReader] = {}
-
-    def read(number: int, source_epoch: int, wanted: np.ndarray) -> list[RawSample]:
-        reader = readers.get((number, source_epoch))
-        if reader is None:  # the source's next pass: its shards in that epoch's order
-            for old in [key for key in readers if key[0] == number and key[1] < source_epoch - 1]:
-                del readers[old]
-            shards = epoch_shards(
-                source.sources[number].shards, config.seed, source_epoch, config.shuffle
-            )
-            reader = readers[number, source_epoch] = StreamReader(
-                shards, config.retry, config.verify
-            )
-        return reader.read(wanted)
-
-    windows = SourceWindows(source, order, config.shuffle_buffer, config.shuffle, config.seed, read)
-    cursor = MixCursor(order)
     first = epoch * order.batches_per_epoch  # the nominal epoch's first absolute batch
     limits = SampleLimits.of(source.sources[0])  # the sources agree (trainer/setup.py)
     unit = max(1, READ_SAMPLES // config.global_batch)
+    m = config.batch_size
     for items in worker_units(order, share, unit, start, worker, workers):
-        for batch, micro in items:
-            numbers, positions = cursor.micro(first + batch, micro, config.batch_size)
-            samples, source_epochs = windows.take(numbers, positions, cursor.drawn)
-            group = list(decode_samples(samples))
-            mixed = (numbers, source_epochs)
+        batches, micros = [first + batch for batch, _ in items], [micro for _, micro in items]
+        numbers, positions, floor = cursor.micro_batches(batches, micros, m)
+        samples, source_epochs = windows.take(numbers, positions, floor)
+        for at in range(0, len(samples), m):
+            group = list(decode_samples(samples[at : at + m]))
+            mixed = (numbers[at : at + m], source_epochs[at : at + m])
             made = collate(group, limits, config.masking, config.seed, epoch, mixed)
             yield made if config.pad_to is None else pad_batch(made, config.pad_to)
 
@@ -431,9 +423,14 @@ class _EpochDataset(IterableDataset):
     """The DataLoader's view of one epoch: each worker process runs its stream."""
 
     def __init__(
-        self, source: DataSource | MixedSource, config: LoaderConfig, position: DataPosition
+        self,
+        source: DataSource | MixedSource,
+        config: LoaderConfig,
+        position: DataPosition,
+        reading: MixReading | None = None,
     ) -> None:
         self.source, self.config, self.position = source, config, position
+        self.reading = reading  # a mix read in this process: its reader, kept across epochs
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
         info = get_worker_info()
@@ -445,7 +442,9 @@ class _EpochDataset(IterableDataset):
             return
         start = self.position.global_batches
         if isinstance(self.source, MixedSource):
-            yield from mixed_train_stream(self.source, self.config, epoch, start, worker, workers)
+            yield from mixed_train_stream(
+                self.source, self.config, epoch, start, worker, workers, self.reading
+            )
             return
         yield from train_stream(self.source, self.config, epoch, start, worker, workers)
 
@@ -501,6 +500,7 @@ class PretrainingLoader:
                 "more data"
             )
         self.position = DataPosition()
+        self._reading: MixReading | None = None  # a mix's, without workers: across epochs
         self._pool: WorkerPool | None = None
         self._record = KeyRecord.from_environment(config)
 
@@ -513,7 +513,12 @@ class PretrainingLoader:
             return
         if start and not self.config.drop_last:
             raise DataConfigError("an evaluation pass reads from its start: position 0")
-        dataset = _EpochDataset(self.source, self.config, self.position)
+        reading = None
+        if isinstance(self.source, MixedSource) and self.config.num_workers == 0:
+            if self._reading is None:
+                self._reading = mix_reading(self.source, self.config)
+            reading = self._reading
+        dataset = _EpochDataset(self.source, self.config, self.position, reading)
         accumulation = self.config.accumulation if self.config.drop_last else 1
         pool = None
         if self.config.num_workers == 0:

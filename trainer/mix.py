@@ -71,12 +71,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pipelines.io.hashing import stable_hash64
-from trainer.order import EpochOrder, permutation
+from trainer.order import EpochOrder, permutations
 from trainer.source import DataConfigError
-from trainer.splitmix import GOLDEN, mix_int
+from trainer.splitmix import GOLDEN, mix, mix_int
 
 if TYPE_CHECKING:  # types only: nothing here reads a shard
-    from trainer.data import DataPosition
+    from trainer.order import DataPosition
     from trainer.source import DataSource
 
 _ONE = 2**64  # the fixed point of u_b and the parts: 1.0
@@ -187,13 +187,24 @@ class MixOrder:
             total += self.counts(first, min(_CHUNK, batch - first)).sum(axis=0)
         return total
 
+    def slots(self, first: int, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(R, G) source numbers and (R, G) ranks of global batches first … first + R − 1
+        (`counts`: their (R, K) n_k): slot j of batch b holds the ranks[b, j]-th of the
+        batch's samples from source sources[b, j]. The batch's samples, source 0's n_0 in
+        stream order, then source 1's, …, are dealt by a permutation drawn from (seed, b)."""
+        size = self.global_batch
+        batches = np.arange(first, first + len(counts), dtype=np.uint64)
+        dealt = permutations(mix(batches ^ np.uint64(mix_int(self.slot_key))), size)
+        ends = np.cumsum(counts, axis=1)
+        items = np.arange(size)
+        sources = (items[None, :, None] >= ends[:, None, :]).sum(axis=2)  # item → its source
+        ranks = items[None, :] - np.take_along_axis(ends - counts, sources, axis=1)
+        return np.take_along_axis(sources, dealt, 1), np.take_along_axis(ranks, dealt, 1)
+
     def slot_sources(self, batch: int, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(G,) source numbers and (G,) ranks: slot j of global batch `batch` holds the
-        ranks[j]-th of the batch's samples from source sources[j] (`counts`: its n_k)."""
-        dealt = permutation(mix_int(mix_int(self.slot_key) ^ batch), self.global_batch)
-        sources = np.repeat(np.arange(len(counts)), counts)
-        ranks = np.arange(self.global_batch) - np.repeat(np.cumsum(counts) - counts, counts)
-        return sources[dealt], ranks[dealt]
+        """`slots` of the one global batch `batch` ((K,) `counts`): (G,) and (G,)."""
+        sources, ranks = self.slots(batch, counts[None, :])
+        return sources[0], ranks[0]
 
 
 def _absolute(order: MixOrder, position: DataPosition) -> int:
@@ -241,13 +252,12 @@ def check_mix(source: MixedSource, global_batch: int, bucket_window: int, drop_l
 
 class MixCursor:
     """A worker's walk through the mix's global batches, forward: C_k(b) kept up to date
-    (computed directly at the first batch, then added to), each batch's slots dealt once."""
+    (computed directly at the first batch or after a jump back, then added to)."""
 
     def __init__(self, order: MixOrder) -> None:
         self.order = order
         self.batch = -1  # none yet
         self.drawn = np.zeros_like(order.base)
-        self._dealt: tuple[int, np.ndarray, np.ndarray] | None = None
 
     def move(self, batch: int) -> np.ndarray:
         """C_k(batch), (K,): from where the cursor is if `batch` lies ahead, else afresh."""
@@ -258,27 +268,35 @@ class MixCursor:
             self.batch = batch
         return self.drawn
 
-    def micro(self, batch: int, micro: int, size: int) -> tuple[np.ndarray, np.ndarray]:
-        """(m,) source numbers and (m,) positions in their sources' streams of micro-batch
-        `micro` (index a·world + r) of global batch `batch`."""
-        drawn = self.move(batch)
-        if self._dealt is None or self._dealt[0] != batch:
-            counts = self.order.counts(batch, 1)[0]
-            sources, ranks = self.order.slot_sources(batch, counts)
-            self._dealt = (batch, sources, drawn[sources] + ranks)
-        _, sources, positions = self._dealt
-        slots = slice(micro * size, (micro + 1) * size)
-        return sources[slots], positions[slots]
+    def micro_batches(
+        self, batches: list[int], micros: list[int], size: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Micro-batch micros[i] (index a·world + r) of global batch batches[i] for each i
+        (`batches` ascending): (n·m,) source numbers and (n·m,) positions in their sources'
+        streams, micro-batch after micro-batch; and C_k(batches[0]), (K,)."""
+        low, high = batches[0], batches[-1] + 1
+        floor = self.move(low)
+        counts = self.order.counts(low, high - low)
+        drawn = floor + np.cumsum(counts, axis=0) - counts  # (R, K): C_k(b) of each batch
+        self.batch, self.drawn = high, floor + counts.sum(axis=0)
+        sources, ranks = self.order.slots(low, counts)
+        rows = (np.array(batches) - low)[:, None]
+        columns = np.array(micros)[:, None] * size + np.arange(size)[None, :]
+        chosen = sources[rows, columns]
+        positions = np.take_along_axis(drawn[rows[:, 0]], chosen, axis=1) + ranks[rows, columns]
+        return chosen.ravel(), positions.ravel(), floor
 
 
-# read(source number, source epoch, sorted stream offsets) → the samples there, in order
-WindowRead = Callable[[int, int, np.ndarray], list[Any]]
+# read(sorted stream offsets) → the samples there, in order: a reader of one source epoch's
+# stream (its shards in that epoch's order), opened by open_reader(source number, epoch)
+WindowRead = Callable[[np.ndarray], list[Any]]
+OpenReader = Callable[[int, int], WindowRead]
 
 
 class SourceWindows:
     """Samples of each source by their position in its endless stream of epochs, read a
-    whole window of the source's order at a time through `read` (trainer/data.py's readers)
-    and held while the mix still draws on it."""
+    whole window of the source's order at a time through a reader of its epoch's stream
+    (`open_reader`: trainer/data.py's StreamReader), held while the mix still draws on it."""
 
     def __init__(
         self,
@@ -287,9 +305,10 @@ class SourceWindows:
         shuffle_buffer: int,
         shuffle: bool,
         seed: int,
-        read: WindowRead,
+        open_reader: OpenReader,
     ) -> None:
-        self.source, self.order, self.read = source, order, read
+        self.source, self.order, self.open_reader = source, order, open_reader
+        self._readers: dict[tuple[int, int], WindowRead] = {}
         self.shuffle_buffer, self.shuffle, self.seed = shuffle_buffer, shuffle, seed
         self._orders: dict[tuple[int, int], EpochOrder] = {}
         self._held: dict[tuple[int, int, int], tuple[np.ndarray, int]] = {}  # samples, end
@@ -345,7 +364,10 @@ class SourceWindows:
             count = min(order.window_batches, order.batches - first)
             span = np.arange(first * size, (first + count) * size, dtype=np.int64)
             samples = np.empty(len(span), dtype=object)
-            samples[:] = self.read(number, epoch, span)
+            read = self._readers.get((number, epoch))
+            if read is None:
+                read = self._readers[number, epoch] = self.open_reader(number, epoch)
+            samples[:] = read(span)
             end = epoch * int(self.order.usable[number]) + (first + count) * size
             held = self._held[number, epoch, first] = (samples[order.sources(span) - span[0]], end)
         return held[0]
@@ -355,6 +377,7 @@ class SourceWindows:
         for key, (_, end) in list(self._held.items()):
             if end <= floor[key[0]]:
                 del self._held[key]
-        for number, epoch in list(self._orders):
-            if (epoch + 1) * int(self.order.usable[number]) <= floor[number]:
-                del self._orders[number, epoch]
+        for held in (self._orders, self._readers):
+            for number, epoch in list(held):
+                if (epoch + 1) * int(self.order.usable[number]) <= floor[number]:
+                    del held[number, epoch]

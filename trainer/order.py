@@ -22,7 +22,8 @@ shuffles; S of many global batches is what mixes them. Global batch g holds posi
 [g·G, (g+1)·G); the micro-batch of accumulation step a on rank r is its slots
 (a·world + r)·m + [0, m), u = a·world + r being the micro-batch's *micro index*.
 Concatenated in (a, r) order, a step's micro-batches are the global batch's G positions in
-order, whatever the world size.
+order, whatever the world size. `DataPosition(epoch, global_batches)` names a place in the
+order, the same on every rank: what a checkpoint records to resume from.
 
 **Locality.** Slot j reads lane j, so rank r reads only the lanes of its micro indices: A
 runs of m·L consecutive samples a window, 1/world of it; every block outside them is left
@@ -89,6 +90,12 @@ def _draws(states: np.ndarray, size: int) -> np.ndarray:
 def permutation(key: int, size: int) -> np.ndarray:
     """A permutation of range(size) drawn from `key` alone (int64)."""
     return np.argsort(_draws(np.array([_stream(key)]), size)[0], kind="stable")
+
+
+def permutations(keys: np.ndarray, size: int) -> np.ndarray:
+    """(len(keys), size): row i is `permutation(keys[i], size)`, drawn at once."""
+    states = mix(np.asarray(keys, dtype=np.uint64).copy())
+    return np.argsort(_draws(states, size), axis=1, kind="stable")
 
 
 def epoch_shards(shards: Iterable, seed: int, epoch: int, shuffle: bool) -> list:
@@ -191,6 +198,26 @@ def bucket(lengths: np.ndarray, count: int, deal: np.ndarray) -> np.ndarray:
 def bucket_deal(order: EpochOrder, group: int, count: int) -> np.ndarray:
     """deal_b: which global batch of group `group` gets its k-th shortest micro-batches."""
     return permutation(int(_stream(order.bucket_key, group)), count)
+
+
+@dataclass(slots=True)
+class DataPosition:
+    """Where a run is in its input: the epoch, and the global batches consumed in it (the
+    same on every rank, for any world size)."""
+
+    epoch: int = 0
+    global_batches: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return {"epoch": self.epoch, "global_batches": self.global_batches}
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, int], accumulation: int = 1) -> DataPosition:
+        """From `to_dict`'s form, or from a checkpoint written before positions were global:
+        {"epoch", "batches"}, the micro-batches one rank consumed, `accumulation` a step."""
+        if "global_batches" in raw:
+            return cls(int(raw["epoch"]), int(raw["global_batches"]))
+        return cls(int(raw["epoch"]), int(raw["batches"]) // accumulation)
 
 
 @dataclass(frozen=True, slots=True)
