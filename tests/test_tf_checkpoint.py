@@ -7,6 +7,7 @@ transformers' names, written from numpy, not read back through the reader under 
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 from pathlib import Path
 
@@ -317,3 +318,120 @@ def test_two_checkpoints_in_one_directory_are_refused(tmp_path: Path) -> None:
     )
     _, tensors = read_tf_bert(str(copy / "bert_model.ckpt"))
     assert len(tensors) == 46
+
+
+# One literal batch for the trainer's start: two pairs of 10 tokens (ids < 40, positions
+# < 16), the second padded; 3 prediction slots each, the second row's last one padding.
+INPUT_IDS = [[4, 19, 22, 7, 5, 20, 13, 23, 36, 5], [4, 27, 14, 28, 5, 16, 22, 5, 0, 0]]
+TOKEN_TYPES = [[0, 0, 0, 0, 0, 1, 1, 1, 1, 1], [0, 0, 0, 0, 0, 1, 1, 1, 0, 0]]
+ATTENTION = [[1] * 10, [1] * 8 + [0, 0]]
+POSITIONS = [[1, 3, 7], [2, 6, 0]]
+LABELS = [[19, 7, 23], [14, 22, -100]]
+NSP = [0, 1]
+
+
+def _transformers_loss(nsp: bool) -> float:
+    """transformers' BertForPreTraining holding expected.safetensors (not the reader's
+    output), on the literal batch."""
+    config, _ = read_tf_bert(str(FIXTURE))
+    model = BertForPreTraining(BertConfig(**config)).eval()
+    expected = load_file(str(FIXTURE / "expected.safetensors"))
+    model.load_state_dict({k: torch.from_numpy(v) for k, v in expected.items()}, strict=False)
+    labels = torch.full((2, 10), -100)
+    for row, (positions, values) in enumerate(zip(POSITIONS, LABELS, strict=True)):
+        for position, value in zip(positions, values, strict=True):
+            if value != -100:
+                labels[row, position] = value
+    if not nsp:  # BertForPreTraining's MLM loss alone: its prediction scores, cross-entropy
+        with torch.no_grad():
+            scores = model(
+                input_ids=torch.tensor(INPUT_IDS),
+                token_type_ids=torch.tensor(TOKEN_TYPES),
+                attention_mask=torch.tensor(ATTENTION),
+            ).prediction_logits
+        return float(torch.nn.functional.cross_entropy(scores.view(-1, 40), labels.view(-1)))
+    with torch.no_grad():
+        out = model(
+            input_ids=torch.tensor(INPUT_IDS),
+            token_type_ids=torch.tensor(TOKEN_TYPES),
+            attention_mask=torch.tensor(ATTENTION),
+            labels=labels,
+            next_sentence_label=torch.tensor(NSP),
+        )
+    return float(out.loss)
+
+
+@pytest.mark.parametrize("objective", ["mlm+nsp", "mlm"])
+def test_the_trainer_starts_from_a_google_checkpoint(objective: str) -> None:
+    """read_released takes Google's directory as it takes a transformers one: bertkit's model
+    holding it gives transformers' loss on the same batch (fp32, CPU)."""
+    from trainer.released import read_released, released_model
+
+    released = read_released(str(FIXTURE))
+    assert sorted(released.files) == [
+        "bert_config.json",
+        "bert_model.ckpt.data-00000-of-00001",
+        "bert_model.ckpt.index",
+        "vocab.txt",
+    ]
+    assert released.tokenizer_files == {
+        "vocab.txt": hashlib.sha256((FIXTURE / "vocab.txt").read_bytes()).hexdigest()
+    }
+    model, fresh, dropped = released_model(released, objective)
+    nsp = objective == "mlm+nsp"
+    assert (fresh, dropped) == ([], [] if nsp else ["the pooler", "the NSP head"])
+    model.eval()
+    extra = {"next_sentence_labels": torch.tensor(NSP)} if nsp else {}
+    with torch.no_grad():
+        ours = model(
+            torch.tensor(INPUT_IDS),
+            torch.tensor(TOKEN_TYPES),
+            torch.tensor(ATTENTION),
+            torch.tensor(POSITIONS),
+            torch.tensor(LABELS),
+            **extra,
+        ).loss
+    theirs = _transformers_loss(nsp)
+    assert abs(float(ours) - theirs) / abs(theirs) < 1e-5, (float(ours), theirs)
+
+
+def test_the_trainer_takes_a_prefix_and_refuses_in_one_line(tmp_path: Path) -> None:
+    from trainer.released import (
+        ReleasedModelError,
+        is_released_directory,
+        read_released,
+    )
+
+    copy = _copy(tmp_path)
+    shutil.copy(copy / INDEX, copy / "model.ckpt-1000.index")
+    prefix = copy / "bert_model.ckpt"
+    assert is_released_directory(str(prefix)) and is_released_directory(str(copy))
+    with pytest.raises(ReleasedModelError) as caught:  # an index without its data file
+        read_released(str(copy / "model.ckpt-1000"))
+    assert str(caught.value) == (
+        f"{copy / 'model.ckpt-1000.data-00000-of-00001'} is missing; "
+        f"{copy / 'model.ckpt-1000.index'} stores variables in it: copy the checkpoint's every "
+        ".data-* file beside its .index"
+    )
+    assert sorted(read_released(str(prefix)).files) == [
+        "bert_config.json",
+        "bert_model.ckpt.data-00000-of-00001",
+        "bert_model.ckpt.index",
+        "vocab.txt",
+    ]
+    with pytest.raises(ReleasedModelError) as caught:
+        read_released(str(copy))
+    assert str(caught.value) == (
+        f"{copy} holds 2 TensorFlow checkpoints (bert_model.ckpt.index, model.ckpt-1000.index): "
+        "pass the one to start from as its prefix (the path without '.index')"
+    )
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "bert_config.json").write_text("{}")
+    with pytest.raises(ReleasedModelError) as caught:
+        read_released(str(empty))
+    assert str(caught.value) == (
+        f"{empty} has neither config.json nor a TensorFlow checkpoint (bert_model.ckpt.index): "
+        "pass a transformers BERT directory (config.json with model.safetensors or "
+        "pytorch_model.bin) or Google's (bert_config.json with bert_model.ckpt.*)"
+    )

@@ -33,6 +33,7 @@ from safetensors.torch import load_file
 from torch import Tensor
 
 from pipelines.io.recorded_paths import rebase_path, record_path, resolve_path
+from pipelines.io.tf_checkpoint import TFCheckpointError, find_prefix, read_tf_bert
 from pipelines.io.vocabulary import parse_vocab_txt, read_vocab_txt, vocab_txt_url
 from trainer.hf_names import (
     HF_PREFIX,
@@ -115,7 +116,10 @@ class Released:
 
 def is_released_directory(location: str) -> bool:
     """Whether --init-checkpoint names a released model (a local directory with config.json
-    or bert_config.json), not a bertkit checkpoint or run."""
+    or bert_config.json, or a Google TF checkpoint's prefix, DIR/model.ckpt-N, with
+    bert_config.json in DIR), not a bertkit checkpoint or run."""
+    if os.path.isfile(location + ".index"):
+        return os.path.isfile(os.path.join(os.path.dirname(location), TF_CONFIG_FILE))
     return os.path.isdir(location) and any(
         os.path.isfile(os.path.join(location, name)) for name in (CONFIG_FILE, TF_CONFIG_FILE)
     )
@@ -142,13 +146,34 @@ def read_released(directory: str) -> Released:
     return Released(directory, config, _normalised(tensors), files)
 
 
-def _read_tensorflow(directory: str) -> Released:
-    """Google's TF checkpoint (bert_config.json, bert_model.ckpt.index and .data-*), read
-    without TensorFlow (pipelines/io/tf_checkpoint.py) into a `Released`."""
-    raise ReleasedModelError(
-        f"{directory} has no {CONFIG_FILE}: pass a transformers BERT directory (config.json "
-        "with model.safetensors or pytorch_model.bin)"
-    )
+def _read_tensorflow(location: str) -> Released:
+    """Google's TF checkpoint (bert_config.json, bert_model.ckpt.index and .data-*; or the
+    prefix of one of several checkpoints in a directory), read without TensorFlow
+    (pipelines/io/tf_checkpoint.py) into a `Released`: Google's variable names become
+    transformers', bert_config.json a transformers config. The files recorded are
+    bert_config.json, the checkpoint's .index and .data-* and the tokenizer files beside it."""
+    try:
+        prefix = find_prefix(location)
+        if prefix is None:
+            raise ReleasedModelError(
+                f"{location} has neither {CONFIG_FILE} nor a TensorFlow checkpoint "
+                "(bert_model.ckpt.index): pass a transformers BERT directory (config.json with "
+                "model.safetensors or pytorch_model.bin) or Google's (bert_config.json with "
+                "bert_model.ckpt.*)"
+            )
+        config, arrays = read_tf_bert(prefix)
+    except TFCheckpointError as error:
+        raise ReleasedModelError(str(error)) from error
+    directory, stem = os.path.dirname(prefix) or ".", os.path.basename(prefix)
+    files = {
+        name: _sha256(os.path.join(directory, name))
+        for name in sorted(os.listdir(directory))
+        if name in (TF_CONFIG_FILE, *TOKENIZER_FILES)
+        or name == f"{stem}.index"
+        or name.startswith(f"{stem}.data-")
+    }
+    tensors = {name: torch.from_numpy(value) for name, value in arrays.items()}
+    return Released(directory, config, tensors, files)
 
 
 def _sha256(path: str) -> str:
@@ -251,7 +276,8 @@ def released_model_config(
     """bertkit's BertConfig of the released model: its config.json's sizes, positions, type
     vocabulary, epsilon, dropout (or --dropout's) and initializer range; the activation must
     be "gelu" (the exact erf GELU bertkit has) and the positions absolute."""
-    where = f"{released.directory}/{CONFIG_FILE}"
+    config_file = CONFIG_FILE if CONFIG_FILE in released.files else TF_CONFIG_FILE
+    where = f"{released.directory}/{config_file}"
     config = released.config
     act = config.get("hidden_act", "gelu")
     if act != "gelu":
@@ -403,6 +429,42 @@ def check_vocabulary(
         f"{where}/vocab.txt has {len(tokens)} tokens, the shards' vocabulary {len(theirs)} "
         f"(the first {min(len(tokens), len(theirs))} the same): {fix}"
     )
+
+
+def model_name(released: Released, flag: str | None) -> str:
+    """The run's --model for a released model: its preset's name where its shape is one
+    (trainer/model.py MODEL_SIZES), else "custom"; a --model given must be that preset."""
+    config = released_model_config(released, "mlm")
+    name = preset_name(config)
+    if flag is not None and flag != name:
+        shape = (
+            f"{config.num_hidden_layers} layers × {config.hidden_size} "
+            f"({config.num_attention_heads} heads, intermediate {config.intermediate_size})"
+        )
+        what = f"a {name} ({shape})" if name else f"{shape}, no preset"
+        fix = f"pass --model {name} or leave it out" if name else "leave --model out"
+        raise ReleasedModelError(
+            f"--model {flag}: the released BERT at {released.directory} is {what}; {fix}"
+        )
+    return name or "custom"
+
+
+def start_line(released: Released, config: BertConfig, fresh: list[str], dropped: list[str]) -> str:
+    """The set-up log's line on the released model a run starts from, naming the heads that
+    start from the seed and the ones dropped."""
+    line = (
+        f"--init-checkpoint: the released BERT at {released.directory} "
+        f"({config.num_hidden_layers} layers × {config.hidden_size}, "
+        f"{config.num_attention_heads} heads, {config.max_position_embeddings} positions)"
+    )
+    if fresh:
+        line += f"; {' and '.join(fresh)} start{'s' if len(fresh) == 1 else ''} from the seed"
+        line += " (it has none)"
+    if dropped:
+        line += f"; {' and '.join(dropped)} dropped (--objective mlm)"
+    if not fresh and not dropped:
+        line += "; every head from it"
+    return line
 
 
 # --- What a checkpoint records of it ------------------------------------------------------
