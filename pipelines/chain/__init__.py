@@ -26,7 +26,9 @@ Flags: --wikipedia, --books, --corpus take each stage's --input (at least one of
 take its name (--wikipedia-split-mb, --books-format, --corpus-text-field,
 --books-min-paragraph-words); the vocabulary's keep theirs (--vocab-size, --sample-mb, …)
 but --seed, which is --vocab-seed; the examples' keep theirs (--seed, --max-seq-length,
---dupe-factor, --sequences, …). Each means what it means in its own command.
+--dupe-factor, --sequences, …). Each means what it means in its own command. --vocab DIR
+uses a vocabulary (a `bertkit vocab` directory or a released BERT's) instead of training
+one: no vocabulary step runs, and the vocabulary's flags are refused with it.
 
 Every output directory is checked before any work, as its own command checks it: a file
 the stage does not write is refused, an earlier run needs --overwrite, and nothing in any

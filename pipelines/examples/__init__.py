@@ -27,6 +27,14 @@ parallel and streaming, in three steps (shown on the progress line):
 each partner group's documents, in id order, into sequences filled to `--max-seq-length`
 (`[CLS] text of one document [SEP] text of the next … [SEP]`, a sentence that does not fit
 carried to the next sequence), with no next-sentence label.
+`--vocab` takes a `bertkit vocab` directory or a released BERT's (its vocab.txt, with or
+without tokenizer.json and tokenizer_config.json, as Google and transformers ship it): its
+tokens are transformers' BertTokenizerFast's there, token for token, and its casing comes
+from the directory, or from --cased / --no-cased where the directory does not say it:
+
+    bertkit examples --documents out/documents/wikipedia --vocab path/to/bert-base-uncased \\
+        --output out/shards-bert
+
 `--masking none` stores no masks, for a trainer that draws them each epoch:
 
     bertkit examples --documents out/documents/wikipedia --vocab out/vocab \\
