@@ -307,6 +307,12 @@ def test_examples_with_a_released_vocabulary(tmp_path, sample_documents, sample_
         },
     }
     assert "cased" not in manifest["config"]
+    capsys.readouterr()
+    assert inspect.run([str(theirs)]) == 0
+    assert capsys.readouterr().out.splitlines()[2] == (
+        f"vocab: sha256 {manifest['vocab']['sha256']}, path {directory}, size 8000, cased "
+        "False, a released BERT's (casing from tokenizer_config.json do_lower_case)"
+    )
     # A bertkit vocabulary's record is what it was: no origin (vocab.json says it).
     assert set(json.loads((mine / "manifest.json").read_text())["vocab"]) == {
         "path",
