@@ -274,9 +274,8 @@ def _vocab_line(vocab: dict[str, Any], manifest_url: str | None) -> str:
     details = ", ".join(f"{k} {vocab[k]}" for k in ("size", "cased") if k in vocab)
     path = shown_path(str(vocab.get("path") or ""), storage.parent(manifest_url or ""), VOCAB_FILE)
     origin = vocab.get("origin")
-    if (
-        isinstance(origin, dict) and origin.get("kind") == "released"
-    ):  # a bertkit vocabulary's has none
+    # Only a released BERT's vocabulary has an origin: a bertkit one's vocab.json says it.
+    if isinstance(origin, dict) and origin.get("kind") == "released":
         details += f", a released BERT's (casing from {origin.get('cased_from')})"
     return f"vocab: sha256 {vocab.get('sha256')}, path {path}" + (f", {details}" if details else "")
 
