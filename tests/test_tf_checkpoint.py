@@ -174,6 +174,17 @@ def test_unknown_variable_is_refused(google: str) -> None:
     )
 
 
+def test_checkpoint_with_an_unknown_variable_is_refused() -> None:
+    index = FIXTURE / "unknown" / INDEX
+    with pytest.raises(TFCheckpointError) as caught:
+        read_tf_bert(str(FIXTURE / "unknown"))
+    assert str(caught.value) == (
+        f"{index}: variable 'bert/encoder/layer_0/adapter/dense/kernel' is not part of "
+        "google-research/bert's BERT or its pre-training heads; this reader takes those only: "
+        "convert the checkpoint with the code that made it"
+    )
+
+
 def test_float16_variable_is_refused() -> None:
     index = FIXTURE / "float16" / INDEX
     with pytest.raises(TFCheckpointError) as caught:

@@ -413,7 +413,10 @@ def _wanted(
     shapes = _expected_shapes(config)
     wanted = {}
     for name, entry in entries.items():
-        mapped = hf_name(name)
+        try:
+            mapped = hf_name(name)
+        except TFCheckpointError as error:
+            raise TFCheckpointError(f"{index_path}: {error}") from None
         if mapped is None:
             continue
         hf, transpose = mapped

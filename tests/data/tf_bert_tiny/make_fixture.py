@@ -15,7 +15,8 @@ running it again writes the same tensors. Beside the checkpoint it writes:
 - `expected.safetensors`: the same values under transformers' `BertForPreTraining` names,
   with the dense kernels transposed as transformers stores them: what a reader must return;
 - `float16/`: a checkpoint whose word embeddings are float16 (a dtype the reader refuses);
-- `sharded/`: the model saved over two CPU devices with `Saver(sharded=True)`: two data files.
+- `sharded/`: the model saved over two CPU devices with `Saver(sharded=True)`: two data files;
+- `unknown/`: a checkpoint whose only variable is no part of Google's BERT (an adapter's).
 
 With `--bert-base DIR` it writes, instead, a checkpoint of BERT-base's shape (random values,
 with the Adam slots) and its bert_config.json into DIR, for `python -m bench.tf_checkpoint`.
@@ -181,6 +182,10 @@ def main() -> None:
 
     save(HERE / "sharded", values, slots=False, devices=2)
     write_config(HERE / "sharded")
+
+    adapter = {"bert/encoder/layer_0/adapter/dense/kernel": np.eye(2, dtype=np.float32)}
+    save(HERE / "unknown", adapter, slots=False, devices=1)
+    write_config(HERE / "unknown")
 
 
 def bert_base(directory: Path) -> None:
