@@ -273,6 +273,10 @@ def _setting(
 ) -> Any:
     """A normalizer setting as transformers takes it: tokenizer_config.json's key when it has
     one (null included), else tokenizer.json's, else transformers' default."""
-    if key in config:
-        return config[key]
-    return normalizer.get(json_key, default)
+    value = config[key] if key in config else normalizer.get(json_key, default)
+    if value is not None and not isinstance(value, bool):
+        raise VocabError(
+            f"{key} is {value!r} in the released directory's {TOKENIZER_CONFIG_FILE} or "
+            f"{TOKENIZER_FILE}: true, false or null; restore the released file"
+        )
+    return value
