@@ -122,3 +122,41 @@ def test_static_masks_of_a_wide_vocabulary_keep_their_labels(
             labels.append(batch[BatchField.MASKED_LABELS].flatten())
     labels = torch.cat(labels)
     assert int(labels.max()) > 65_535 and int(labels.max()) < 70_000
+
+
+def test_two_processes_train_on_wide_shards_of_a_released_vocabulary(
+    tmp_path, sample_documents, sample_vocab
+):
+    """torchrun, 2 Gloo processes: each rank loads the released vocabulary with the casing
+    the manifest recorded (--masking dynamic draws from it) and reads 4-byte ids; one step
+    at lr 0 leaves the same weights and held-out figures as one process."""
+    import subprocess
+
+    from schemas.checkpoint import CheckpointKey
+    from tests.support.torchrun import torchrun_env, torchrun_trainer
+    from tests.test_train import metrics
+    from trainer import train
+    from trainer.checkpoint import latest_checkpoint
+
+    directory = wide(sample_vocab, tmp_path / "wide-vocab")
+    shards = tmp_path / "wide"
+    argv = ["--documents", str(sample_documents[0]), "--vocab", str(directory), "--no-cased"]
+    assert examples.run([*argv, *FLAGS, "--output", str(shards)]) == 0
+    flags = ["--model", "tiny", "--micro-batch-size", "8", "--max-steps", "1"]
+    flags += ["--warmup-steps", "1", "--eval-batches", "2", "--num-workers", "0"]
+    flags += ["--no-tensorboard", "--masking", "dynamic", "--shards", str(shards)]
+    one, two = tmp_path / "one", tmp_path / "two"
+    assert train.run([*flags, "--output", str(one)]) == 0
+    command = [*torchrun_trainer(2), *flags, "--output", str(two)]
+    done = subprocess.run(command, env=torchrun_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    a = torch.load(latest_checkpoint(one / "checkpoints"), weights_only=True)
+    b = torch.load(latest_checkpoint(two / "checkpoints"), weights_only=True)
+    assert b[CheckpointKey.WORLD_SIZE] == 2
+    assert a[CheckpointKey.MODEL_CONFIG]["vocab_size"] == 70_000
+    assert a[CheckpointKey.VOCAB]["sha256"] == b[CheckpointKey.VOCAB]["sha256"]
+    for name, tensor in a[CheckpointKey.MODEL].items():
+        assert torch.equal(tensor, b[CheckpointKey.MODEL][name]), name
+    got, want = metrics(two, "eval")[1], metrics(one, "eval")[1]
+    assert got["sequences"] == want["sequences"] == 16
+    assert got["mlm_loss"] == pytest.approx(want["mlm_loss"], rel=1e-6)
