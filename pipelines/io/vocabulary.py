@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -290,6 +291,11 @@ def load_vocab(
         from pipelines.io.released_vocab import load_released_vocab
 
         return load_released_vocab(directory, reader, cased, cased_flag)
+    if not storage.is_remote(directory) and not os.path.isdir(directory):
+        raise VocabError(
+            f"no vocabulary at {directory}: there is no such directory; give the directory "
+            f"that holds {VOCAB_FILE}, a `bertkit vocab` output or a released BERT's"
+        )
     raise VocabError(
         f"no vocabulary at {directory}: it holds neither {VOCAB_METADATA_FILE} (a `bertkit "
         f"vocab` output) nor {VOCAB_FILE} (a released BERT's); give the directory that holds "
