@@ -22,6 +22,14 @@ table shows the medians. The rows:
                    what one `bertkit train` process without loader workers runs
   bertkit local, dynamic  the same with --masking dynamic at 0.15, 80/10/10: stored masks
                    undone and new ones drawn (trainer/masking.py), the manifest's vocabulary
+  one source, long  the first row's loader for --mix-epochs epochs' samples (default 10),
+                   epoch after epoch (PretrainingLoader.batches)
+  mix, long        the same loader over a mix (trainer/mix.py) of two sources at 0.7/0.3,
+                   the shards and a copy of them in another directory (a temporary one), as
+                   `bertkit train --shards DIR COPY --mix 0.7,0.3` reads them, for the same
+                   samples: side by side with the row above, what mixing costs. Long, as a
+                   run is: the mix reads whole windows of each source's order, and a stop
+                   leaves the rest of each source's window in progress read and unused
   bertkit …, 1.x    the same rows on the same samples in the 1.x layout (one tar member per
                    sample, tests/support/legacy_shards.py), side by side: what the compact
                    2.0 layout (one member per block of 512) changes
@@ -41,8 +49,9 @@ table shows the medians. The rows:
                    bytes read: what webdataset's reader is built on
 
 Targets: bertkit local ≥ 50,000 samples per CPU-second, bertkit over S3 ≥ 80 % of bertkit
-local per CPU-second of the loader process (wall-second ratio shown too), and with dynamic
-masking ≥ 100,000 samples per CPU-second at 128 tokens. Other work on the machine (tests
+local per CPU-second of the loader process (wall-second ratio shown too), with dynamic
+masking ≥ 100,000 samples per CPU-second at 128 tokens, and the mix ≥ 95 % of one source per
+CPU-second on the long rows (mixing costs at most 5 %). Other work on the machine (tests
 running beside) slows every row; the load average in the results says how much.
 --limit-samples caps each row's samples for a quicker look.
 """
@@ -84,6 +93,7 @@ from tests.support.s3server import client_environment, start_s3_server, stop_ser
 from trainer.config import TrainConfig
 from trainer.data import DataPosition, DataSource, LoaderConfig, PretrainingLoader, open_source
 from trainer.masking import DynamicMasking
+from trainer.mix import MixedSource
 from trainer.recipe import resolve_recipe
 
 DEFAULT_SHARDS = DEMO_OUTPUT / "shards"
@@ -94,9 +104,13 @@ S3_PREFIX = "shards"
 LOCAL_TARGET_PER_CPU_S = 50_000.0
 DYNAMIC_TARGET_PER_CPU_S = 100_000.0  # at 128 tokens
 S3_TARGET_RATIO = 0.8
+MIX_TARGET_RATIO = 0.95
+MIX_WEIGHTS = (0.7, 0.3)
 
 ROW_LOCAL = "bertkit local"
 ROW_DYNAMIC = "bertkit local, dynamic"
+ROW_LONG = "one source, long"
+ROW_MIX = "mix, long"
 ROW_LOCAL_V1 = "bertkit local, 1.x"
 ROW_S3 = "bertkit S3 (moto)"
 ROW_S3_V1 = "bertkit S3, 1.x"
@@ -116,6 +130,12 @@ def bertkit_rows(
 ) -> int:
     config = LoaderConfig(batch_size, num_workers=0, shuffle=True, masking=masking)
     return take_batches(PretrainingLoader(source, config).epoch(DataPosition()), limit)
+
+
+def long_rows(source: DataSource | MixedSource, batch_size: int, samples: int) -> int:
+    """The first `samples` samples, epoch after epoch (a mix's nominal epochs)."""
+    config = LoaderConfig(batch_size, num_workers=0, shuffle=True)
+    return take_batches(PretrainingLoader(source, config).batches(DataPosition()), samples)
 
 
 DEFAULTS = TrainConfig(shards="", output="")  # the dynamic row's masking flags: train's defaults
@@ -308,6 +328,9 @@ def verdicts(summaries: dict[str, RowSummary]) -> dict[str, Any]:
         "s3_target_ratio": S3_TARGET_RATIO,
         "s3_met_cpu": cpu_ratio is not None and cpu_ratio >= S3_TARGET_RATIO,
         "s3_met_wall": wall_ratio is not None and wall_ratio >= S3_TARGET_RATIO,
+        "mix_over_one_source_per_cpu_s": over(ROW_MIX, ROW_LONG),
+        "mix_target_ratio": MIX_TARGET_RATIO,
+        "mix_met": (over(ROW_MIX, ROW_LONG) or 0) >= MIX_TARGET_RATIO,
         "bertkit_over_webdataset_per_cpu_s": ratio(local_rate, wds.per_cpu_s)
         if wds and wds.ok
         else None,
@@ -332,6 +355,12 @@ def print_verdicts(result: dict[str, Any]) -> None:
         f"{verdict_word(cpu_ratio is not None, result['s3_met_cpu'])} "
         f"({fmt(cpu_ratio, '.2f')}×); per wall-s (server on the same cores) -> "
         f"{verdict_word(wall_ratio is not None, result['s3_met_wall'])} ({fmt(wall_ratio, '.2f')}×)"
+    )
+    mixed = result["mix_over_one_source_per_cpu_s"]
+    print(
+        f"target mix of 2 sources at {MIX_WEIGHTS[0]}/{MIX_WEIGHTS[1]}: ≥ {MIX_TARGET_RATIO:.0%} "
+        f"of one source per CPU-s -> {verdict_word(mixed is not None, result['mix_met'])} "
+        f"({fmt(mixed, '.3f')}×)"
     )
     for where in ("local", "s3"):
         value = result[f"layout_2_over_1x_{where}_per_cpu_s"]
@@ -364,10 +393,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--vocab", help="the dynamic row's vocabulary (default: the manifest's)")
     parser.add_argument("--no-s3", action="store_true", help="skip the moto S3 row")
+    parser.add_argument(
+        "--mix-epochs", type=int, default=10, help="the long rows' samples, in epochs (10)"
+    )
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args(argv)
-    if args.repeats < 1 or args.batch_size < 1:
-        parser.error("--repeats and --batch-size must be at least 1")
+    if args.repeats < 1 or args.batch_size < 1 or args.mix_epochs < 1:
+        parser.error("--repeats, --batch-size and --mix-epochs must be at least 1")
     return args
 
 
@@ -389,6 +421,12 @@ def main(argv: list[str] | None = None) -> int:
     legacy_dir = Path(tempfile.mkdtemp(prefix="bertkit-loader-1x-"))
     write_legacy_copy(shards, legacy_dir)
     local_v1 = open_source(str(legacy_dir), SPLIT)
+    # The mix's second source: a copy of the shards in another directory.
+    copy_dir = Path(tempfile.mkdtemp(prefix="bertkit-loader-mix-")) / "shards"
+    shutil.copytree(shards, copy_dir)
+    mix = MixedSource((local, open_source(str(copy_dir), SPLIT)), ("shards", "copy"), MIX_WEIGHTS)
+    long = local.samples // args.batch_size * args.batch_size * args.mix_epochs
+    long = min(limit, long) if limit else long
     paths_v1 = [shard.url for shard in local_v1.shards]
     print(
         f"{shards}: {len(paths)} {SPLIT} shards, {local.samples:,} samples, seq "
@@ -429,6 +467,8 @@ def main(argv: list[str] | None = None) -> int:
     actions: dict[str, Callable[[], int]] = {
         ROW_LOCAL: lambda: bertkit_rows(local, args.batch_size, limit),
         ROW_DYNAMIC: lambda: bertkit_rows(local, args.batch_size, limit, masking),
+        ROW_LONG: lambda: long_rows(local, args.batch_size, long),
+        ROW_MIX: lambda: long_rows(mix, args.batch_size, long),
         ROW_LOCAL_V1: lambda: bertkit_rows(local_v1, args.batch_size, limit),
     }
     for row, s3_source in s3_sources.items():
@@ -457,7 +497,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if server is not None:
             server.stop()
-        shutil.rmtree(legacy_dir)  # this run's own temporary copy
+        shutil.rmtree(legacy_dir)  # this run's own temporary copies
+        shutil.rmtree(copy_dir.parent)
 
     summaries = {row: summarise(row, runs[row], errors[row]) for row in actions}
     if s3_error is not None:
@@ -492,6 +533,8 @@ def write_results(
             "max_seq_length": source.max_seq_length,
             "batch_size": args.batch_size,
             "repeats": args.repeats,
+            "mix_epochs": args.mix_epochs,
+            "mix_weights": list(MIX_WEIGHTS),
             "limit_samples": args.limit_samples,
             "loader": asdict(LoaderConfig(args.batch_size, num_workers=0)),
             "dynamic_masking": {"rate": DEFAULTS.mask_rate, "replace": DEFAULTS.mask_replace},

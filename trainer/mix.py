@@ -346,8 +346,11 @@ class SourceWindows:
         keys = (epochs * (self.order.batches_per_epoch + 1) + firsts) * len(self.source.sources)
         keys += sources
         found = np.empty(len(positions), dtype=object)
-        for key in np.unique(keys).tolist():
+        low, high = int(keys.min()), int(keys.max())
+        for key in range(low, high + 1) if high - low < 64 else np.unique(keys).tolist():
             rows = np.flatnonzero(keys == key)
+            if not len(rows):
+                continue
             row = int(rows[0])
             number, epoch, first = int(sources[row]), int(epochs[row]), int(firsts[row])
             found[rows] = self._window(number, epoch, first)[places[rows] - first * size]
