@@ -36,14 +36,17 @@ global_batches) names absolute global batch epoch·n + global_batches, n that nu
 checkpoint's position state stays a DataPosition; `drawn_per_source` turns it into the
 samples drawn from each source, and `batch_per_source` into one global batch's counts.
 
-**Reading** (trainer/data.py, `mixed_train_stream`): a worker reads whole windows of each
-source's order (a window's stream range, every block of it once, sha256 checked), keeps the
-ones still being drawn from, and takes its micro-batches' samples from them. With one source
-a rank reads only its lanes of a window (1/world of the blocks); in a mix the permutation of
-step 3 spreads every micro-batch over the whole window, so every worker of every rank reads
-each window it draws on: up to --num-workers × world times the bytes and sha256 work of one
-reader. --bucket-window is refused with a mix (a bucket group would have to span the
-sources' windows, read twice over).
+**Reading** (trainer/data.py, `mixed_train_stream`): a worker takes its micro-batches a unit
+of global batches at a time (`MixCursor.micro_batches`: the counts, C_k and the deals of the
+unit's batches at once), and their samples from whole windows of each source's order
+(`SourceWindows`: a window's stream range read once, every block of it, sha256 checked, held
+until the mix has drawn all of it). With one source a rank reads only its lanes of a window
+(1/world of the blocks); in a mix the deal of step 3 spreads every micro-batch over the whole
+window, so each rank reads every block of each window it draws on. The windows in progress
+when a run stops are read and partly unused (one a source), and so are those a new epoch's
+worker processes start in; without workers the loader keeps them across its epochs.
+--bucket-window is refused with a mix (a bucket group would have to span the sources'
+windows, read twice over).
 
 **Sample keys.** RawSample.index is a key within its source; a mixed batch carries each
 row's source number beside it (collate's SAMPLE_SOURCE field), BERTKIT_RECORD_KEYS records
