@@ -14,7 +14,7 @@ so it holds only tensors and plain containers of str/int/float/bool/None: no pic
                        global batches consumed in the epoch, the same for any world size
                        (trainer/order.py); a checkpoint written before elastic resume has
                        {"epoch", "batches"}, one rank's micro-batches, and goes on only
-                       with its world size (trainer/checkpoint.py check_resumable)
+                       with its world size (trainer/run/checkpoints.py check_resumable)
     rng                {"torch": [ByteTensor per rank], "device_type": "cpu" | "cuda" | "xpu"…,
                         "device": [ByteTensor per rank] | None (the accelerator's generator),
                         "cuda": the same as "device" on CUDA, else None (older readers)};

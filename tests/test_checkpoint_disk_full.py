@@ -1,6 +1,6 @@
 """A checkpoint that cannot be written (a full disk) ends the run with one line and exit 1,
 its temporary file removed and `latest` still naming the last whole checkpoint
-(trainer/checkpoint.py).
+(trainer/run/checkpoints.py).
 
 No test can fill a disk without root, so the disk fills here by RLIMIT_FSIZE, in a process
 of its own with SIGXFSZ ignored: a write past the limit then fails with EFBIG, which reaches
@@ -34,7 +34,7 @@ def test_a_checkpoint_too_large_for_the_disk_is_removed_and_latest_kept(tmp_path
         import sys
         import torch
         from pathlib import Path
-        from trainer.checkpoint import save_checkpoint
+        from trainer.run.checkpoints import save_checkpoint
         directory = Path(sys.argv[1])
         save_checkpoint(directory, 1, {"w": torch.zeros(1000)}, 3)
         try:

@@ -16,9 +16,9 @@ from schemas.checkpoint import CheckpointKey
 from tests.support.elastic import FLAGS, elastic_figure
 from tests.test_data import length_of, write_uneven_shards
 from trainer import train
-from trainer.checkpoint import check_resumable, latest_checkpoint
 from trainer.data import DataPosition, LoaderConfig, PretrainingLoader, open_source
 from trainer.order import EpochOrder
+from trainer.run.checkpoints import check_resumable, latest_checkpoint
 
 # 350 samples in five shards of blocks of 4 (90 blocks: a shard's last one may be short);
 # global batches of 24 (14 an epoch, the last 14 samples dropped); windows of 4 of them.

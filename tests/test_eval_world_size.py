@@ -14,8 +14,8 @@ from schemas.checkpoint import CheckpointKey
 from tests.support.torchrun import torchrun_env, torchrun_trainer
 from tests.test_train import metrics
 from trainer import train
-from trainer.checkpoint import latest_checkpoint
 from trainer.data import DataPosition, LoaderConfig, PretrainingLoader, open_source
+from trainer.run.checkpoints import latest_checkpoint
 
 KEY = BatchField.SAMPLE_INDEX
 

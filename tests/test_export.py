@@ -13,9 +13,9 @@ from safetensors import safe_open
 from bertkit import cli
 from pipelines.io.vocabulary import load_vocab
 from schemas.checkpoint import CHECKPOINT_FORMAT, LATEST_FILE, CheckpointKey, checkpoint_name
-from trainer.checkpoint import CheckpointError
 from trainer.export import ExportError, export_hf
 from trainer.model import BertForPreTraining, config_for, parameter_count
+from trainer.run.checkpoints import CheckpointError
 
 STEP = 1000
 

@@ -23,7 +23,7 @@ import yaml
 from tests.support.s3server import free_port
 from tests.test_preemption import wait_for_step
 from tests.test_train import TINY
-from trainer.checkpoint import latest_checkpoint
+from trainer.run.checkpoints import latest_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

@@ -14,7 +14,7 @@ import torch
 from schemas.checkpoint import CheckpointKey
 from tests.support import mix_sources
 from tests.support.elastic import run_training, train_command
-from trainer.checkpoint import latest_checkpoint
+from trainer.run.checkpoints import latest_checkpoint
 
 wiki_shards = mix_sources.wiki_shards  # the second source, a session fixture
 

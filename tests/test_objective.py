@@ -22,7 +22,6 @@ from tests.support.torchrun import torchrun_env, torchrun_trainer
 from tests.test_model import VOCAB, make_batch
 from tests.test_train import TINY, metrics
 from trainer import train
-from trainer.checkpoint import latest_checkpoint
 from trainer.evaluate import EvalResult
 from trainer.export import export_hf
 from trainer.metrics import METRICS_FILE
@@ -37,6 +36,7 @@ from trainer.model import (
     parameter_count,
     without_nsp_head,
 )
+from trainer.run.checkpoints import latest_checkpoint
 
 
 def tiny(objective: str) -> BertForPreTraining:

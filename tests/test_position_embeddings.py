@@ -15,7 +15,7 @@ from schemas.checkpoint import CheckpointKey
 from schemas.examples import SHARDS_MANIFEST_NAME, PretrainingExample, sample_key
 from schemas.shards import SequenceOutput, ShardsManifest, SplitShards
 from trainer import train
-from trainer.checkpoint import latest_checkpoint
+from trainer.run.checkpoints import latest_checkpoint
 
 LENGTH = 1024
 

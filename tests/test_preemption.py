@@ -19,8 +19,8 @@ import torch
 from schemas.checkpoint import CheckpointKey
 from tests.support.torchrun import torchrun_trainer
 from tests.test_train import TINY, metrics
-from trainer.checkpoint import latest_checkpoint
 from trainer.preemption import PREEMPTED_EXIT_CODE, StopRequest
+from trainer.run.checkpoints import latest_checkpoint
 
 STEPS = 16
 FLAGS = [

@@ -16,8 +16,8 @@ from tests.support.torchrun import torchrun_env, torchrun_trainer
 from tests.test_examples import run_examples
 from tests.test_train import TINY, metrics
 from trainer import train
-from trainer.checkpoint import latest_checkpoint
 from trainer.data import DataPosition, LoaderConfig, PretrainingLoader, open_source
+from trainer.run.checkpoints import latest_checkpoint
 
 COMMON = ["--warmup-steps", "1", "--num-workers", "0", "--checkpoint-every", "100"]
 RATE = 0.3  # MosaicBERT's rate: counts that differ from the stored 0.15's

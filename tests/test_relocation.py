@@ -20,7 +20,7 @@ from pipelines import dedup, examples, inspect, vocab
 from pipelines.io.recorded_paths import join_relative, record_path, resolve_path
 from schemas.checkpoint import CheckpointKey
 from trainer import export, train
-from trainer.checkpoint import latest_checkpoint
+from trainer.run.checkpoints import latest_checkpoint
 
 STEPS = 2  # the demo's training steps: one checkpoint, at step 2
 TINY_RUN = ["--model", "tiny", "--micro-batch-size", "8", "--num-workers", "0"]

@@ -13,8 +13,8 @@ import torch
 from schemas.checkpoint import CheckpointKey
 from tests.test_train import TINY, metrics
 from trainer import train
-from trainer.checkpoint import latest_checkpoint
 from trainer.config import default_warmup_steps
+from trainer.run.checkpoints import latest_checkpoint
 
 
 def common(sample_shards, output) -> list[str]:

@@ -17,8 +17,8 @@ from pipelines import examples
 from tests.test_exits import train_process, wait_for_exit, wait_for_step
 from tests.test_remote_run import BUCKET, s3  # noqa: F401 (the fixture)
 from tests.test_train import metrics, run_train
-from trainer import run_lock
-from trainer.run_lock import LOCK_FILE, Holder, RunLock, RunLockedError
+from trainer.run import lock as run_lock
+from trainer.run.lock import LOCK_FILE, Holder, RunLock, RunLockedError
 
 STEPS = [
     "--warmup-steps",
@@ -99,7 +99,7 @@ def test_a_symlinked_checkpoints_folder_is_refused_and_nothing_there_is_deleted(
 def test_a_dangling_latest_link_is_refused_with_a_file_as_the_fix(tmp_path):
     """`checkpoints/latest` as a link to nothing: the fix is a file naming the newest
     checkpoint, not the directory the message for a linked checkpoints/ names."""
-    from trainer.checkpoint import CheckpointError, prepare_run_directory
+    from trainer.run.checkpoints import CheckpointError, prepare_run_directory
 
     checkpoints = tmp_path / "run" / "checkpoints"
     checkpoints.mkdir(parents=True)

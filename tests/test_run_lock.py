@@ -21,8 +21,8 @@ from tests.support.s3server import client_environment
 from tests.test_exits import ENV, FLAGS, wait_for_exit
 from tests.test_remote_run import BUCKET, s3, s3_listing  # noqa: F401 (the fixture)
 from tests.test_train import TINY
-from trainer import run_lock
-from trainer.run_lock import LEASE_VARIABLE, LOCK_FILE, Holder, RunLock, RunLockLost
+from trainer.run import lock as run_lock
+from trainer.run.lock import LEASE_VARIABLE, LOCK_FILE, Holder, RunLock, RunLockLost
 
 JOB_VARIABLES = ("SLURM_JOB_ID", "TORCHELASTIC_RUN_ID", "BERTKIT_JOB_ID")
 

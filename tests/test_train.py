@@ -16,9 +16,9 @@ from schemas.checkpoint import LATEST_FILE, CheckpointKey
 from tests.support.torchrun import torchrun_env, torchrun_trainer
 from tests.test_data import write_uneven_shards
 from trainer import train
-from trainer.checkpoint import latest_checkpoint
 from trainer.export import export_hf
 from trainer.metrics import METRICS_FILE
+from trainer.run.checkpoints import latest_checkpoint
 
 TINY = [
     "--model",
@@ -206,7 +206,7 @@ def test_resume_before_the_first_checkpoint_starts_the_run(sample_shards, tmp_pa
 
 
 def test_a_checkpoint_from_before_bucketing_resumes_unbucketed():
-    from trainer.checkpoint import check_resumable
+    from trainer.run.checkpoints import check_resumable
 
     saved = {
         "num_workers": 2,
@@ -441,7 +441,7 @@ def test_url_credentials_are_used_but_never_printed_logged_or_stored(
 def test_a_refused_checkpoint_keeps_torchs_reason_and_warning(tmp_path):
     import datetime
 
-    from trainer.checkpoint import CheckpointError, load_checkpoint
+    from trainer.run.checkpoints import CheckpointError, load_checkpoint
 
     path = tmp_path / "step-00000001.pt"
     torch.save({"when": datetime.date(2020, 1, 2)}, path)  # a global weights_only refuses

@@ -12,7 +12,7 @@ import pytest
 
 from schemas.checkpoint import LATEST_FILE
 from tests.test_train import metrics, run_train
-from trainer.checkpoint import latest_checkpoint
+from trainer.run.checkpoints import latest_checkpoint
 
 
 def test_an_earlier_run_needs_resume_or_overwrite_and_rotation_keeps_latest(
@@ -54,7 +54,7 @@ def test_an_earlier_run_needs_resume_or_overwrite_and_rotation_keeps_latest(
 
 
 def test_overwrite_never_deletes_what_no_run_wrote(tmp_path):
-    from trainer.checkpoint import CheckpointError, prepare_run_directory
+    from trainer.run.checkpoints import CheckpointError, prepare_run_directory
 
     run_dir = tmp_path / "r"
     (run_dir / "checkpoints").mkdir(parents=True)
@@ -82,7 +82,7 @@ def test_overwrite_never_deletes_what_no_run_wrote(tmp_path):
 
 
 def test_rotation_never_removes_the_checkpoint_just_written(tmp_path):
-    from trainer.checkpoint import save_checkpoint
+    from trainer.run.checkpoints import save_checkpoint
 
     directory = tmp_path / "checkpoints"
     directory.mkdir()
@@ -97,7 +97,7 @@ def test_rotation_never_removes_the_checkpoint_just_written(tmp_path):
 
 
 def test_a_checkpoint_is_on_disk_before_latest_names_it(tmp_path, monkeypatch):
-    from trainer.checkpoint import save_checkpoint
+    from trainer.run.checkpoints import save_checkpoint
 
     events = []
     real_fsync, real_replace = os.fsync, os.replace
@@ -127,7 +127,7 @@ def test_a_checkpoint_is_on_disk_before_latest_names_it(tmp_path, monkeypatch):
 
 
 def test_resume_deletes_only_the_temporaries_of_a_killed_checkpoint_write(tmp_path):
-    from trainer.checkpoint import prepare_run_directory
+    from trainer.run.checkpoints import prepare_run_directory
 
     checkpoints = tmp_path / "checkpoints"
     checkpoints.mkdir()
@@ -160,7 +160,7 @@ def test_resume_deletes_only_the_temporaries_of_a_killed_checkpoint_write(tmp_pa
     ],
 )
 def test_a_tampered_latest_is_refused_naming_it(tmp_path, latest, message):
-    from trainer.checkpoint import CheckpointError, resolve_checkpoint, save_checkpoint
+    from trainer.run.checkpoints import CheckpointError, resolve_checkpoint, save_checkpoint
 
     directory = tmp_path / "checkpoints"
     directory.mkdir()

@@ -136,7 +136,7 @@ def test_two_processes_train_on_wide_shards_of_a_released_vocabulary(
     from tests.support.torchrun import torchrun_env, torchrun_trainer
     from tests.test_train import metrics
     from trainer import train
-    from trainer.checkpoint import latest_checkpoint
+    from trainer.run.checkpoints import latest_checkpoint
 
     directory = wide(sample_vocab, tmp_path / "wide-vocab")
     shards = tmp_path / "wide"

@@ -21,9 +21,9 @@ from pipelines.command.flags import (
     float_list,
     option,
 )
-from trainer.checkpoint import check_run_location
 from trainer.model import MODEL_SIZES
 from trainer.optim import OPTIMIZERS
+from trainer.run.checkpoints import check_run_location
 
 
 @dataclass(frozen=True)

@@ -89,16 +89,16 @@ from schemas.vocab import (
     UNK_TOKEN,
     VOCAB_FILE,
 )
-from trainer.checkpoint import (
+from trainer.model import BertConfig, hf_state_dict
+from trainer.released import START_RELEASED, ReleasedModelError, released_tokenizer_files
+from trainer.run.checkpoints import (
     CheckpointError,
     check_run_location,
     load_checkpoint,
     model_from_checkpoint,
     resolve_checkpoint,
 )
-from trainer.model import BertConfig, hf_state_dict
-from trainer.released import START_RELEASED, ReleasedModelError, released_tokenizer_files
-from trainer.remote_run import fetch_checkpoint
+from trainer.run.remote import fetch_checkpoint
 
 WEIGHTS_FILE = "model.safetensors"
 CONFIG_FILE = "config.json"

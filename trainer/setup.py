@@ -1,9 +1,9 @@
 """A training run's set-up: the model, its DDP wrapper, the optimizer and schedule, the
 loader and the meters, built in an order that refuses bad flags and bad data before any work,
-and restored from a checkpoint on --resume (trainer/resume.py; trainer/train.py runs the
+and restored from a checkpoint on --resume (trainer/run/start.py; trainer/train.py runs the
 loop).
 
-`setup` takes the run directory's lock (rank 0, trainer/run_lock.py) before it looks at the
+`setup` takes the run directory's lock (rank 0, trainer/run/lock.py) before it looks at the
 directory, and gives it back if anything after fails; the `Run` it returns holds the lock
 until trainer/train.py ends the run.
 """
@@ -26,10 +26,6 @@ from torch.nn.parallel import DistributedDataParallel
 from pipelines.io import storage
 from schemas.checkpoint import CHECKPOINTS_DIR, CheckpointKey
 from trainer import distributed
-from trainer.checkpoint import (
-    check_output_outside_shards,
-    prepare_run_directory,
-)
 from trainer.collate import FixedShape  # the trainer's compile padding
 from trainer.config import TrainConfig, accumulation_steps
 from trainer.data import (
@@ -46,9 +42,13 @@ from trainer.mix import MixedSource
 from trainer.model import BertConfig, BertForPreTraining, config_for, without_nsp_head
 from trainer.optim import build_optimizer, warmup_decay_schedule
 from trainer.recipe import DEFAULT_RECIPE, Recipe, resolve_recipe
-from trainer.remote_run import RemoteRun
-from trainer.resume import checkpoints_to_start_from, restore
-from trainer.run_lock import RunLock
+from trainer.run.checkpoints import (
+    check_output_outside_shards,
+    prepare_run_directory,
+)
+from trainer.run.lock import RunLock
+from trainer.run.remote import RemoteRun
+from trainer.run.start import checkpoints_to_start_from, restore
 from trainer.source import check_mix_sources, source_names
 
 _LOG = logging.getLogger("bertkit.train")

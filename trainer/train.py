@@ -53,7 +53,7 @@ docs/recipes.md (dynamic masking, MLM only, full sentences, elastic resume).
 # are in trainer/data.py, the recipe in trainer/recipe.py, the epoch's order (why any world
 # size reads the same global batches) in trainer/order.py, dynamic masks in
 # trainer/masking.py. DDP syncs gradients on the last micro-batch only. Rank 0 holds the run
-# directory's lock (trainer/run_lock.py) from before it looks at the directory until it
+# directory's lock (trainer/run/lock.py) from before it looks at the directory until it
 # exits; the loader's worker processes end with the run, whatever ends it
 # (trainer/workers.py). Exact resume: tests/test_train.py; elastic: tests/test_elastic.py (on
 # another world size dropout is reseeded from seed, rank and step).
@@ -79,9 +79,6 @@ from pipelines.io.recorded_paths import record_path
 from schemas.batch import BatchField
 from schemas.checkpoint import CHECKPOINT_FORMAT, CHECKPOINTS_DIR, CheckpointKey
 from trainer import distributed
-from trainer.checkpoint import (
-    save_checkpoint,
-)
 from trainer.collate import to_device  # the trainer's compile padding
 from trainer.config import TrainConfig
 from trainer.evaluate import EvalResult, MixEvalResult, evaluate, evaluate_sources
@@ -89,7 +86,10 @@ from trainer.mix import drawn_per_source
 from trainer.model import batch_flops
 from trainer.preemption import PREEMPTED_EXIT_CODE, StopRequest, signal_name
 from trainer.recipe import checkpoint_vocab_record, heldout_masking
-from trainer.run_lock import RunLockLost
+from trainer.run.checkpoints import (
+    save_checkpoint,
+)
+from trainer.run.lock import RunLockLost
 from trainer.setup import Run, setup
 
 _LOG = logging.getLogger("bertkit.train")

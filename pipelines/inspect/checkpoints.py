@@ -140,7 +140,7 @@ def _load(torch: Any, path: Path) -> dict[str, Any]:
         # mmap: the tensors stay on disk; only the metadata is read.
         checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     # What torch.load raises on a file that is not a torch.save archive, or one cut short
-    # (trainer/checkpoint.py load_checkpoint catches the same).
+    # (trainer/run/checkpoints.py load_checkpoint catches the same).
     except (pickle.UnpicklingError, RuntimeError, EOFError, KeyError, ValueError) as error:
         reason = (str(error).splitlines() or [""])[0]
         raise InspectError(
@@ -242,7 +242,7 @@ def _schedule_line(config: dict[str, Any], scheduler: Any) -> str:
 
 
 def _global_batch(config: dict[str, Any], world: int) -> int:
-    # The trainer's rule (trainer/checkpoint.py global_batch), which pipelines/ cannot import.
+    # The trainer's rule (trainer/run/checkpoints.py global_batch), which pipelines/ cannot import.
     return int(config.get("global_batch_size") or config.get("micro_batch_size", 0) * world)
 
 

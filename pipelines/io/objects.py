@@ -1,5 +1,5 @@
 """Writing, listing and deleting objects on s3:// and gs:// (Beam-free): what the trainer
-needs to keep a run directory on object storage (trainer/remote_run.py).
+needs to keep a run directory on object storage (trainer/run/remote.py).
 
 An object appears whole or not at all when its upload completes (S3 and GCS alike), so a
 file written here is never seen half-written. s3:// uses the same boto3 client as reading

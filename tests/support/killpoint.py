@@ -6,7 +6,7 @@
 Everything bertkit publishes is written under a temporary name, then renamed: a stage's
 documents, shards, vocabulary files and manifests through Beam's `FileSystems.rename`
 (pipelines/beam/files.py), the trainer's checkpoints and `latest` through `os.replace`
-(trainer/checkpoint.py). A kill just before the N-th rename leaves exactly what a crash
+(trainer/run/checkpoints.py). A kill just before the N-th rename leaves exactly what a crash
 between writing a file and publishing it leaves (the temporary file complete, the N-1
 files before it published), which a kill after a random delay hits only by luck, since a
 rename takes microseconds. The process kills itself with SIGKILL, so nothing of bertkit's

@@ -34,7 +34,7 @@ from schemas.checkpoint import (
 )
 from trainer.metrics import METRICS_FILE
 from trainer.model import BertConfig, BertForPreTraining
-from trainer.run_lock import LOCK_FILE
+from trainer.run.lock import LOCK_FILE
 
 _LOG = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ _ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 
 def check_run_location(flag: str, value: str | Path | None, remote_ok: bool) -> None:
     """Refuse a URL the flag cannot take: `Path("hdfs://nn/run")` would quietly be a local
-    directory named `hdfs:`. With `remote_ok`, s3:// and gs:// are taken (trainer/remote_run.py);
+    directory named `hdfs:`. With `remote_ok`, s3:// and gs:// are taken (trainer/run/remote.py);
     any other scheme never is."""
     if value is None or not storage.is_url(str(value)):
         return
@@ -317,7 +317,7 @@ def _short(value: Any) -> str:
 
 def prepare_run_directory(output: Path, resume: bool, overwrite: bool) -> list[Path]:
     """Check `output` before any work; return the earlier run's files to remove once every
-    check has passed. The caller holds the run's lock (trainer/run_lock.py), so no other
+    check has passed. The caller holds the run's lock (trainer/run/lock.py), so no other
     trainer is writing here while this looks.
 
     A directory holding an earlier run needs --resume (go on) or --overwrite (start over).

@@ -22,7 +22,9 @@ from pipelines.io import storage
 from pipelines.io.hashing import stable_hash64
 from schemas.checkpoint import CHECKPOINTS_DIR, CheckpointKey
 from trainer import distributed
-from trainer.checkpoint import (
+from trainer.config import TrainConfig
+from trainer.data import DataPosition
+from trainer.run.checkpoints import (
     check_resumable,
     has_global_position,
     latest_checkpoint,
@@ -30,9 +32,7 @@ from trainer.checkpoint import (
     resolve_checkpoint,
     saved_accumulation,
 )
-from trainer.config import TrainConfig
-from trainer.data import DataPosition
-from trainer.remote_run import RemoteRun, fetch_checkpoint
+from trainer.run.remote import RemoteRun, fetch_checkpoint
 
 _LOG = logging.getLogger("bertkit.train")
 

@@ -8,13 +8,13 @@ metrics and event files; checkpoints rotated out locally are deleted remotely. S
 of the URL (`--resume`, `--init-checkpoint`, `bertkit export-hf`) never finds a `latest`
 that names a partial checkpoint.
 
-Before any work the URL's listing is checked by the local rules (trainer/checkpoint.py): an
+Before any work the URL's listing is checked by the local rules (trainer/run/checkpoints.py): an
 earlier run there needs --resume or --overwrite, and --overwrite refuses a prefix holding
 anything no run writes. --resume first downloads `latest`, the checkpoint it names and the
 metrics into staging (every rank: each reads the checkpoint).
 
 Every write to the URL (an upload, a delete) is preceded by `guard`, the run lock's check
-(trainer/run_lock.py): a trainer that lost its lock while it stalled writes nothing more.
+(trainer/run/lock.py): a trainer that lost its lock while it stalled writes nothing more.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from schemas.checkpoint import (
     LATEST_MAX_BYTES,
     parse_latest,
 )
-from trainer.checkpoint import CheckpointError, is_checkpoint_file, is_run_file
-from trainer.run_lock import LOCK_FILE
+from trainer.run.checkpoints import CheckpointError, is_checkpoint_file, is_run_file
+from trainer.run.lock import LOCK_FILE
 
 
 def _latest_name(pointer: Path, where: str) -> str:
