@@ -52,7 +52,7 @@ TRAIN_REFUSALS = [
     ("--global-batch-size", "0", "--global-batch-size 0: must be at least 1"),
     ("--global-batch-size", "-32", "--global-batch-size -32: must be at least 1"),
     ("--max-steps", "0", "--max-steps 0: must be at least 1"),
-    ("--stop-at-step", "0", "--stop-at-step 0: must be at least 1"),
+    ("--stop-at-step", "-1", "--stop-at-step -1: must be 0 or more"),
     ("--lr", "0", "--lr 0.0: must be more than 0"),
     ("--lr", "-1e-4", "--lr -0.0001: must be more than 0"),
     ("--lr", "nan", "--lr nan: must be a finite number"),

@@ -59,7 +59,10 @@ class TrainConfig:
         1000, help="optimizer steps; the schedule decays to 0 here", bounds=AT_LEAST_1
     )
     stop_at_step: int | None = option(
-        None, help="stop early (a job's time slice); --resume goes on", bounds=AT_LEAST_1
+        None,
+        help="stop early (a job's time slice); --resume goes on. 0: write the model the run "
+        "starts from as step 0's checkpoint, and stop",
+        bounds=ZERO_OR_MORE,
     )
     optimizer: str = option("adamw", help="adamw or lamb")
     lr: float = option(1e-4, help="peak learning rate", bounds=POSITIVE)

@@ -216,7 +216,9 @@ def _loop(run: Run, stop_request: StopRequest) -> dict[str, Any]:
     preempted: int | None = None
     last_train: dict[str, Any] = {}
     last_eval: EvalResult | MixEvalResult | None = None
-    stop = min(config.max_steps, config.stop_at_step or config.max_steps)
+    stop = min(
+        config.max_steps, config.max_steps if config.stop_at_step is None else config.stop_at_step
+    )
     first_step = run.step  # a resume's checkpoint step; 0 for a new run
     # step_sums, summed on the device: reading them every step would make the GPU wait for
     # the CPU.
@@ -244,6 +246,8 @@ def _loop(run: Run, stop_request: StopRequest) -> dict[str, Any]:
             if not checkpointed:
                 _checkpoint(run)
             break
+    if run.step == stop == 0:  # --stop-at-step 0: the model the run starts from, as it is
+        _checkpoint(run)
     run.progress.close()
     run.logger.close()
     _check_lock(run)
