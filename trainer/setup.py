@@ -42,6 +42,7 @@ from trainer.mix import MixedSource
 from trainer.model import BertConfig, BertForPreTraining, config_for, without_nsp_head
 from trainer.optim import build_optimizer, warmup_decay_schedule
 from trainer.recipe import DEFAULT_RECIPE, Recipe, resolve_recipe
+from trainer.released import Released, released_model_config, released_state, start_line
 from trainer.run.checkpoints import (
     check_output_outside_shards,
     prepare_run_directory,
@@ -87,6 +88,9 @@ class Run:
     mix: MixedSource | None = None
     weights: dict[str, float] = field(default_factory=dict)
     heldouts: dict[str, DataSource] = field(default_factory=dict)
+    # What the run started from, where its checkpoints record it: a released BERT's record
+    # (trainer/released.py start_record), kept by a resume and by a run started from them.
+    start: dict[str, Any] | None = None
 
     @property
     def checkpoints(self) -> Path:
@@ -347,6 +351,32 @@ def _build_model(
     if weights is not None:
         model.load_state_dict(weights)
     return model
+
+
+def _released_model(
+    config: TrainConfig,
+    env: distributed.Distributed,
+    source: DataSource,
+    released: Released,
+    objective: str,
+) -> BertForPreTraining:
+    """The model on the device with a released BERT's weights (trainer/released.py): its
+    architecture, checked against the shards and --max-position-embeddings; the heads it
+    lacks keep the seed's draw, the log names them."""
+    model_config = released_model_config(released, objective, config.dropout)
+    flag, saved = config.max_position_embeddings, model_config.max_position_embeddings
+    if flag is not None and flag != saved:
+        raise ValueError(
+            f"--max-position-embeddings {flag}: the released BERT at {released.directory} has "
+            f"{saved} positions, and a model started from one keeps its own; leave the flag out"
+        )
+    check_source(source, saved, model_config.vocab_size, None)  # its vocabulary: checked
+    model = BertForPreTraining(model_config)  # draws the initial weights: the fresh heads'
+    state, fresh, dropped = released_state(released, model_config, model.state_dict())
+    model.load_state_dict(state, strict=True)
+    if env.is_main:
+        _LOG.info(start_line(released, model_config, fresh, dropped))
+    return model.to(env.device)
 
 
 def _model_config(

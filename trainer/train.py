@@ -418,6 +418,8 @@ def _checkpoint_payload(run: Run, rng: dict[str, Any]) -> dict[str, Any]:
         ),
         CheckpointKey.WORLD_SIZE: run.env.world_size,
         CheckpointKey.NUM_WORKERS: config.num_workers,
+        # A released BERT the run started from (trainer/released.py): export-hf's tokenizer.
+        **({CheckpointKey.START: run.start} if run.start else {}),
     }
 
 
