@@ -9,20 +9,30 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import logging
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import torch
 
-from pipelines import examples
 from pipelines.command.flags import float_list
+from pipelines.command.progress import format_value as _format_value
+from schemas.checkpoint import CheckpointKey
 from schemas.shards import FULL_SENTENCES, NO_MASKS
+from tests.support import mix_sources
+from tests.support.mix_sources import make_examples
 from trainer import train
 from trainer.config import TrainConfig
+from trainer.data import DataPosition
 from trainer.evaluate import EvalResult, MixEvalResult
 from trainer.metrics import MetricsLogger, ProgressLine
+from trainer.mix import MixedSource, drawn_per_source
+from trainer.run.checkpoints import latest_checkpoint
 from trainer.source import DataConfigError, check_mix_sources, open_source, source_names
 from trainer.train import parse_arguments
+
+wiki_shards = mix_sources.wiki_shards  # the second source, a session fixture
 
 # --------------------------------------------------------------------------- the flags
 
@@ -144,20 +154,6 @@ def test_each_source_is_named_by_its_directory_and_told_apart_by_its_parent(spec
 # --------------------------------------------------------------------------- real shards
 
 
-def _examples(documents: list[Path], vocab: Path, output: Path, *flags: str) -> Path:
-    argv = ["--documents", *map(str, documents), "--vocab", str(vocab), "--output", str(output)]
-    assert examples.run([*argv, "--dupe-factor", "1", "--heldout-fraction", "0.1", *flags]) == 0
-    return output
-
-
-@pytest.fixture(scope="module")
-def wiki_shards(tmp_path_factory, sample_documents, sample_vocab) -> Path:
-    """The sample's Wikipedia articles alone, at 128, with the sample's vocabulary: the
-    second source beside sample_shards (Wikipedia and books)."""
-    root = tmp_path_factory.mktemp("wiki")
-    return _examples([sample_documents[0]], sample_vocab, root / "wiki", "--max-seq-length", "128")
-
-
 def test_sources_that_differ_are_refused_naming_the_source_and_what(
     sample_shards, wiki_shards
 ) -> None:
@@ -195,7 +191,7 @@ def test_sources_that_differ_are_refused_naming_the_source_and_what(
 def test_a_source_of_another_length_is_refused_before_any_work(
     sample_shards, sample_documents, sample_vocab, tmp_path, capsys
 ) -> None:
-    short = _examples(
+    short = make_examples(
         [sample_documents[0]], sample_vocab, tmp_path / "short", "--max-seq-length", "64"
     )
     capsys.readouterr()  # the examples stage's lines
@@ -281,3 +277,191 @@ def test_the_progress_line_holds_each_sources_held_out_loss_until_the_next_evalu
         "step 2/4 | loss 9.25 | wiki held-out 7.25 | books held-out 8.5 | eta 0:00:00",
         "step 3/4 | loss 9 | wiki held-out 7 | books held-out 8.25 | eta 0:00:00",
     ]
+
+
+# --------------------------------------------------------------------------- a real run
+
+MICRO = 8
+RUN_FLAGS = [
+    "--model",
+    "tiny",
+    "--micro-batch-size",
+    str(MICRO),
+    "--max-steps",
+    "4",
+    "--log-every",
+    "2",
+    "--eval-every",
+    "2",
+    "--eval-batches",
+    "2",
+    "--checkpoint-every",
+    "2",
+    "--num-workers",
+    "0",
+    "--no-tensorboard",
+]
+
+
+def _rows(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_a_mixed_run_logs_what_each_source_gave_and_each_sources_held_out_figures(
+    sample_shards, wiki_shards, tmp_path, capsys, caplog
+) -> None:
+    caplog.set_level(logging.INFO, "bertkit.train")
+    run_dir = tmp_path / "run"
+    mix = ["--shards", str(sample_shards), str(wiki_shards), "--mix", "0.7,0.3"]
+    assert train.run([*mix, "--output", str(run_dir), *RUN_FLAGS]) == 0
+    rows = _rows(run_dir)
+    assert [(row["kind"], row["step"]) for row in rows] == [
+        ("train", 2),
+        ("eval", 2),
+        ("train", 4),
+        ("eval", 4),
+    ]
+    source = MixedSource(
+        (open_source(str(sample_shards)), open_source(str(wiki_shards))),
+        ("shards", "wiki"),
+        (0.7, 0.3),
+    )
+    for row in rows[0::2]:  # what each source gave up to the row's step, as the loader drew it
+        drawn = drawn_per_source(source, 12345, MICRO, DataPosition(0, row["step"]))
+        assert row["drawn"] == drawn
+        assert sum(drawn.values()) == MICRO * row["step"]
+        assert abs(drawn["shards"] - 0.7 * MICRO * row["step"]) < 2
+    for row in rows[1::2]:
+        each = row["sources"]
+        assert sorted(each) == ["shards", "wiki"]
+        for figures in each.values():
+            assert sorted(figures) == [
+                "mlm_accuracy",
+                "mlm_loss",
+                "nsp_accuracy",
+                "predictions",
+                "sequences",
+            ]
+            assert figures["sequences"] == 2 * MICRO  # --eval-batches of each source
+        assert row["mlm_loss"] == 0.7 * each["shards"]["mlm_loss"] + 0.3 * each["wiki"]["mlm_loss"]
+        assert row["sequences"] == 4 * MICRO
+    out = capsys.readouterr()
+    assert "a mix of 2 sources, by the names metrics.jsonl and TensorBoard use:" in caplog.text
+    assert (
+        f"  shards: 0.7 of each global batch, 15754 train samples, {sample_shards}" in caplog.text
+    )
+    assert f"  wiki: 0.3 of each global batch, 5356 train samples, {wiki_shards}" in caplog.text
+    losses = rows[3]["sources"]
+    assert (
+        f"step 4/4 | loss {_format_value(rows[2]['loss'])} | seq/s "
+        f"{_format_value(rows[2]['seq_per_s'])} | shards held-out "
+        f"{_format_value(losses['shards']['mlm_loss'])} | wiki held-out "
+        f"{_format_value(losses['wiki']['mlm_loss'])}"
+    ) in out.err
+    assert "held-out (the mix, weighted by --mix): MLM loss " in out.out
+    assert f"  wiki: MLM loss {losses['wiki']['mlm_loss']:.3f} (perplexity " in out.out
+    checkpoint = torch.load(latest_checkpoint(run_dir / "checkpoints"), weights_only=True)
+    data = checkpoint[CheckpointKey.DATA]
+    assert checkpoint[CheckpointKey.TRAIN_CONFIG]["shards"] == (
+        str(sample_shards),
+        str(wiki_shards),
+    )
+    assert (data["mix"], [(s["name"], s["weight"]) for s in data["sources"]]) == (
+        "0.7,0.3",
+        [("shards", 0.7), ("wiki", 0.3)],
+    )
+    assert data["samples_per_epoch"] == sum(s["samples_per_epoch"] for s in data["sources"])
+
+
+def test_resume_refuses_another_mix_or_other_sources_and_goes_on_with_the_same(
+    sample_shards, wiki_shards, tmp_path, capsys
+) -> None:
+    run_dir = tmp_path / "run"
+    shards = ["--shards", str(sample_shards), str(wiki_shards)]
+    common = ["--output", str(run_dir), *RUN_FLAGS]
+    assert train.run([*shards, "--mix", "0.7,0.3", *common, "--stop-at-step", "2"]) == 0
+    capsys.readouterr()
+    saved = torch.load(latest_checkpoint(run_dir / "checkpoints"), weights_only=True)
+    digests = [s["shards_sha256"][:8] for s in saved[CheckpointKey.DATA]["sources"]]
+    refused = "bertkit train: error: --resume continues exactly only with the data order and "
+    refused += "the data the run started with: "
+    fix = ". Use the original flags and shards, or start a new run with --init-checkpoint\n"
+
+    assert train.run([*shards, "--mix", "0.5,0.5", *common, "--resume"]) == 2
+    assert capsys.readouterr().err.endswith(refused + "--mix 0.7,0.3, now 0.5,0.5" + fix)
+
+    one = f"one source ({sample_shards / 'manifest.json'})"
+    both = f"shards (digest {digests[0]}…), wiki (digest {digests[1]}…)"
+    assert train.run([*shards[:2], *common, "--resume"]) == 2
+    assert capsys.readouterr().err.endswith(refused + f"--shards {both}, now {one}" + fix)
+
+    swapped = ["--shards", str(wiki_shards), str(sample_shards), "--mix", "0.3,0.7"]
+    assert train.run([*swapped, *common, "--resume"]) == 2
+    turned = f"wiki (digest {digests[1]}…), shards (digest {digests[0]}…)"
+    assert capsys.readouterr().err.endswith(
+        refused + f"--shards {both}, now {turned}; --mix 0.7,0.3, now 0.3,0.7" + fix
+    )
+
+    assert train.run([*shards, "--mix", "0.7,0.3", *common, "--resume"]) == 0
+    assert [(row["kind"], row["step"]) for row in _rows(run_dir)] == [
+        ("train", 2),
+        ("eval", 2),
+        ("train", 4),
+        ("eval", 4),
+    ]
+
+
+def test_a_mixed_run_resumed_gives_the_losses_and_weights_of_an_uninterrupted_one(
+    sample_shards, wiki_shards, tmp_path
+) -> None:
+    common = [
+        "--shards",
+        str(sample_shards),
+        str(wiki_shards),
+        "--mix",
+        "0.7,0.3",
+        *RUN_FLAGS,
+        "--max-steps",
+        "5",
+        "--log-every",
+        "1",
+        "--eval-every",
+        "0",
+        "--num-workers",
+        "2",
+        "--shuffle-buffer",
+        "64",
+    ]
+    whole, parts = tmp_path / "whole", tmp_path / "parts"
+    assert train.run([*common, "--output", str(whole)]) == 0
+    assert train.run([*common, "--output", str(parts), "--stop-at-step", "2"]) == 0
+    assert train.run([*common, "--output", str(parts), "--resume"]) == 0
+    expected = {row["step"]: row for row in _rows(whole) if row["kind"] == "train"}
+    resumed = {row["step"]: row for row in _rows(parts) if row["kind"] == "train"}
+    assert sorted(resumed) == [1, 2, 3, 4, 5]
+    for step in range(1, 6):
+        assert (resumed[step]["loss"], resumed[step]["drawn"]) == (
+            expected[step]["loss"],
+            expected[step]["drawn"],
+        )
+    a = torch.load(latest_checkpoint(whole / "checkpoints"), weights_only=True)
+    b = torch.load(latest_checkpoint(parts / "checkpoints"), weights_only=True)
+    for name, tensor in a[CheckpointKey.MODEL].items():
+        assert torch.equal(tensor, b[CheckpointKey.MODEL][name]), name
+
+
+def test_a_checkpoint_from_before_mixes_resumes_with_its_one_source() -> None:
+    """A checkpoint recorded --shards as a string (and, before the data digest, had nothing
+    else to tell its data by): the same one source, now a tuple of one, goes on."""
+    from dataclasses import asdict
+
+    from trainer.run.checkpoints import check_resumable
+
+    saved = {**asdict(TrainConfig(shards="s", output="o")), "shards": "s"}
+    del saved["mix"]  # not a flag then
+    checkpoint = {CheckpointKey.TRAIN_CONFIG: saved, CheckpointKey.WORLD_SIZE: 1}
+    data = {"manifest": "s/manifest.json", "max_seq_length": 128, "masking": "static"}
+    check_resumable(checkpoint, asdict(TrainConfig(shards="s", output="o")), 1, data)
+    with pytest.raises(ValueError) as refused:
+        check_resumable(checkpoint, asdict(TrainConfig(shards="t", output="o")), 1, data)
+    assert "the data the run started with: --shards s, now t. Use" in str(refused.value)

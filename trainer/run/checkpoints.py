@@ -35,6 +35,7 @@ from schemas.checkpoint import (
 from trainer.metrics import METRICS_FILE
 from trainer.model import BertConfig, BertForPreTraining
 from trainer.run.lock import LOCK_FILE
+from trainer.source import mix_resume_problems
 
 _LOG = logging.getLogger(__name__)
 
@@ -287,10 +288,14 @@ def check_resumable(
         if was_value != current[name]:
             flag = "--" + name.replace("_", "-")
             problems.append(f"{flag} {was_value}, now {current[name]}")
-    if data is not None:
-        if "shards_sha256" not in saved_data and saved.get("shards") != current.get("shards"):
+    mixed = mix_resume_problems(saved_data, data) if data is not None else None
+    if mixed is not None:  # a mix, before or now: its sources and shares (trainer/source.py)
+        problems += mixed
+    elif data is not None:
+        was_shards, shards = _one_source(saved.get("shards")), _one_source(current.get("shards"))
+        if "shards_sha256" not in saved_data and was_shards != shards:
             # a checkpoint from before the data digest: the shards flag is all it has
-            problems.append(f"--shards {saved.get('shards')}, now {current.get('shards')}")
+            problems.append(f"--shards {was_shards}, now {shards}")
         for name, what in _DATA_FIELDS.items():
             if name in saved_data and saved_data[name] != data[name]:
                 problems.append(f"{what} {_short(saved_data[name])}, now {_short(data[name])}")
@@ -301,6 +306,14 @@ def check_resumable(
             + "; ".join(problems)
             + ". Use the original flags and shards, or start a new run with --init-checkpoint"
         )
+
+
+def _one_source(shards: Any) -> Any:
+    """--shards as a one-source run records it: a string (a list of one, in a config that
+    takes several, is that string)."""
+    if isinstance(shards, list | tuple) and len(shards) == 1:
+        return shards[0]
+    return shards
 
 
 def _batch_parts(config: dict[str, Any], world: int) -> str:
