@@ -465,3 +465,20 @@ def test_a_checkpoint_from_before_mixes_resumes_with_its_one_source() -> None:
     with pytest.raises(ValueError) as refused:
         check_resumable(checkpoint, asdict(TrainConfig(shards="t", output="o")), 1, data)
     assert "the data the run started with: --shards s, now t. Use" in str(refused.value)
+
+
+def test_a_source_without_held_out_shards_is_named_and_the_others_evaluated(
+    sample_shards, sample_documents, sample_vocab, tmp_path, caplog
+) -> None:
+    # The 4 books, a tenth held out by document: none is.
+    books = make_examples([sample_documents[1]], sample_vocab, tmp_path / "books")
+    caplog.set_level(logging.WARNING, "bertkit.train")
+    run_dir = tmp_path / "run"
+    flags = ["--shards", str(sample_shards), str(books), "--mix", "0.5,0.5"]
+    assert train.run([*flags, "--output", str(run_dir), *RUN_FLAGS, "--max-steps", "2"]) == 0
+    assert f"{books / 'manifest.json'}: no held-out shards; source books is not evaluated" in (
+        caplog.text
+    )
+    (row,) = [row for row in _rows(run_dir) if row["kind"] == "eval"]
+    assert list(row["sources"]) == ["shards"]
+    assert row["mlm_loss"] == row["sources"]["shards"]["mlm_loss"]  # its share renormalised
