@@ -12,7 +12,8 @@ lives in the field's metadata:
         vocab_size: int = option(30522, help="tokens in vocab.txt")
 
 Types: str, int, float, bool (`--cased` / `--no-cased`), `X | None` (default None), and
-`tuple[X, ...]` (one or more values, and the flag may be repeated). Beam stages parse their
+`tuple[X, ...]` (one or more values, and the flag may be repeated: train's `--shards A B`);
+a comma list in one value takes `parse=float_list` (train's `--mix 0.7,0.3`). Beam stages parse their
 own flags this way and hand the rest to Beam (`pipelines.beam.runner.parse_stage`).
 
 Values are checked as they are parsed, before the config exists and before any work: a
