@@ -25,7 +25,13 @@ so it holds only tensors and plain containers of str/int/float/bool/None: no pic
                         relative to the checkpoint's directory as "vocab" is; the digest
                         is the sha256 of [split, [[path, samples, bytes, sha256] per shard]]
                         as JSON, so --resume refuses shards rebuilt under the same path;
-                        "masking" the resolved "static" or "dynamic" (absent: static)
+                        "masking" the resolved "static" or "dynamic" (absent: static).
+                        A mix (several --shards) adds "mix", the normalised shares in
+                        --shards order ("0.7,0.3"), and "sources", one such record per
+                        source with its "name" and "weight"; its counts are their sums,
+                        its digest the sha256 of their digests in order, its "manifest"
+                        the first source's. train_config's "shards" is a string for one
+                        source (as before mixes), a list for several
     vocab              the shards manifest's vocab record: {"path", "sha256", "size", "cased"},
                        its path relative to the checkpoint's directory ("../../vocab"; older
                        checkpoints copied the manifest's, relative to where `examples` ran)
