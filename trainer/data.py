@@ -544,7 +544,9 @@ class PretrainingLoader:
                     self._pool = None
 
     def close(self) -> None:
-        """End the worker processes of the epoch being read, if any (idempotent)."""
+        """End the worker processes of the epoch being read, if any, and let go of a mix's
+        windows (idempotent)."""
+        self._reading = None
         if self._pool is not None:
             self._pool.close()
             self._pool = None
