@@ -264,8 +264,8 @@ def test_a_directory_without_a_vocabulary_never_advises_training_into_it(tmp_pat
         load_vocab(str(tmp_path))
     assert str(refused.value) == (
         f"no vocabulary at {tmp_path}: it holds neither vocab.json (a `bertkit vocab` output) "
-        "nor vocab.txt (a released BERT's); give the directory that holds them, or make one "
-        "with `bertkit vocab --documents DIR … --output NEW_DIR`"
+        "nor vocab.txt or tokenizer.json (a released BERT's); give the directory that holds "
+        "them, or make one with `bertkit vocab --documents DIR … --output NEW_DIR`"
     )
 
 

@@ -5,6 +5,12 @@ is read, and how it gives the tokenizer transformers' BertTokenizerFast would us
 
 - vocab.txt: the tokens, line number = id. An empty line, a token on two lines or a missing
   [PAD]/[UNK]/[CLS]/[SEP]/[MASK] is refused naming the file and the line.
+- or, without vocab.txt (transformers 5 saves none; many hub repositories ship none),
+  tokenizer.json's WordPiece model vocab, in id order: its ids must be 0..n-1, once each,
+  and its added tokens must be vocabulary tokens with their ids. The vocabulary's sha256 is
+  then that of the vocab.txt those tokens make in Google's format (`vocab_txt_bytes`): the
+  file transformers 4 would have saved, so both kinds of directory of one model record one
+  sha256.
 - tokenizer_config.json (if present): `do_lower_case`, `strip_accents` (null: as casing
   says) and `tokenize_chinese_chars`, which transformers applies over tokenizer.json's own;
   the special tokens it names must be BERT's.
@@ -35,6 +41,7 @@ from pipelines.io.vocabulary import (
     is_unused_token,
     loaded_once,
     parse_vocab_txt,
+    vocab_txt_bytes,
 )
 from schemas.checks import MAX_RECORD_BYTES, MAX_VOCAB_FILE_BYTES
 from schemas.vocab import (
@@ -105,13 +112,99 @@ def checked_tokens(data: bytes, url: str) -> list[str]:
     return tokens
 
 
+def tokenizer_json_tokens(data: bytes, url: str) -> list[str]:
+    """The tokens of a released tokenizer.json's WordPiece model, id order, refused in one
+    line naming the file when it is another model (BPE, Unigram), when its ids are not
+    0..n-1 once each, when an added token is not the vocabulary's token with that id, or
+    when a token cannot be a vocab.txt line or a special token is missing."""
+    try:
+        config = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise VocabError(f"{url}: not valid JSON ({error}); restore the released file") from error
+    model = config.get("model") if isinstance(config, dict) else None
+    kind = model.get("type") if isinstance(model, dict) else None
+    if kind != "WordPiece":
+        what = f"a {kind} tokenizer" if isinstance(kind, str) else "no tokenizer model"
+        raise VocabError(
+            f"{url} is {what}, not BERT's WordPiece: bertkit makes examples with BERT's "
+            "WordPiece vocabulary only (give a BERT model's directory)"
+        )
+    vocab = model.get("vocab")
+    if not isinstance(vocab, dict) or not all(type(i) is int and i >= 0 for i in vocab.values()):
+        raise VocabError(
+            f"{url}: its model's vocab is not an object of tokens to ids (whole numbers from "
+            "0); restore the released file"
+        )
+    by_id: dict[int, str] = {}
+    for token, index in vocab.items():
+        if index in by_id:
+            raise VocabError(
+                f"{url}: id {index} is given to {by_id[index]!r} and to {token!r}; a token's id "
+                "is its row in the model's embeddings, so each id must be one token's"
+            )
+        by_id[index] = token
+    missing = next((i for i in range(len(by_id)) if i not in by_id), None)
+    if missing is not None:
+        raise VocabError(
+            f"{url}: its model's vocab has no token with id {missing} ({len(by_id):,} tokens, "
+            f"ids up to {max(by_id):,}); ids must run 0..{len(by_id) - 1:,} with no gap"
+        )
+    tokens = [by_id[i] for i in range(len(by_id))]
+    for added in config.get("added_tokens") or []:
+        content, index = added.get("content"), added.get("id")
+        if type(index) is not int or not 0 <= index < len(tokens) or tokens[index] != content:
+            theirs = (
+                f"{tokens[index]!r}"
+                if type(index) is int and 0 <= index < len(tokens)
+                else "no token"
+            )
+            raise VocabError(
+                f"{url}: the added token {content!r} has id {index!r}, where the model's vocab "
+                f"has {theirs}; bertkit takes a vocabulary whose added tokens are its own "
+                "(restore the released file)"
+            )
+    for index, token in enumerate(tokens):
+        if not token.strip() or "\n" in token or token.endswith("\r"):
+            raise VocabError(
+                f"{url}: the token with id {index} is {token!r}, which cannot be a line of a "
+                "vocab.txt (one token per line): not a vocabulary bertkit (or BERT) can use"
+            )
+    absent = [t for t in SPECIAL_TOKENS if t not in vocab]
+    if absent:
+        raise VocabError(
+            f"{url} lacks {', '.join(absent)} ({len(tokens):,} tokens): bertkit needs BERT's "
+            f"special tokens {' '.join(SPECIAL_TOKENS)} in the vocabulary"
+        )
+    return tokens
+
+
+def vocab_txt_of(directory: str) -> tuple[str, bytes]:
+    """The file a vocabulary directory's tokens are read from and its vocab.txt's bytes:
+    its own vocab.txt, or else the one its tokenizer.json's tokens make (what transformers
+    4 saved beside it, whose sha256 is the vocabulary's: module docstring). Raises
+    FileNotFoundError when it holds neither."""
+    url = storage.join(directory, VOCAB_FILE)
+    if storage.exists(url):
+        return url, storage.read_bytes(url, MAX_VOCAB_FILE_BYTES)
+    url = storage.join(directory, TOKENIZER_FILE)
+    if not storage.exists(url):
+        raise FileNotFoundError(f"{directory} holds neither {VOCAB_FILE} nor {TOKENIZER_FILE}")
+    data = storage.read_bytes(url, MAX_VOCAB_FILE_BYTES)
+    return url, vocab_txt_bytes(tokenizer_json_tokens(data, url))
+
+
 def load_released_vocab(
     directory: str, reader: storage.Reader, cased: bool | None, cased_flag: str
 ) -> Vocabulary:
     """The released vocabulary at `directory` (module docstring), its casing from the
     directory, or else from `cased` (None: refused)."""
     urls = {name: reader.join(directory, name) for name in RELEASED_FILES}
-    present = tuple(n for n in RELEASED_FILES if n == VOCAB_FILE or reader.exists(urls[n]))
+    present = tuple(n for n in RELEASED_FILES if reader.exists(urls[n]))
+    if VOCAB_FILE not in present and TOKENIZER_FILE not in present:
+        raise VocabError(
+            f"no vocabulary at {directory}: a released BERT's directory holds {VOCAB_FILE} or "
+            f"{TOKENIZER_FILE}; give the directory that holds them"
+        )
     data = {
         name: reader.read_bytes(
             urls[name],
@@ -132,7 +225,12 @@ def _build(
     cased: bool | None,
     cased_flag: str,
 ) -> Vocabulary:
-    tokens = checked_tokens(data[VOCAB_FILE], urls[VOCAB_FILE])
+    if VOCAB_FILE in data:
+        tokens = checked_tokens(data[VOCAB_FILE], urls[VOCAB_FILE])
+        vocab_bytes = data[VOCAB_FILE]
+    else:
+        tokens = tokenizer_json_tokens(data[TOKENIZER_FILE], urls[TOKENIZER_FILE])
+        vocab_bytes = vocab_txt_bytes(tokens)  # the sha256 recorded: module docstring
     config = _json_object(data, TOKENIZER_CONFIG_FILE, urls)
     _check_special_names(config, urls[TOKENIZER_CONFIG_FILE])
     _check_special_names(
@@ -165,7 +263,7 @@ def _build(
         config, "tokenize_chinese_chars", normalizer, "handle_chinese_chars", True
     )
     tokenizer = build_tokenizer(tokens, resolved, strip_accents, bool(chinese_chars), max_chars)
-    vocab_sha256 = hashlib.sha256(data[VOCAB_FILE]).hexdigest()
+    vocab_sha256 = hashlib.sha256(vocab_bytes).hexdigest()
     tokenizer_bytes = data.get(TOKENIZER_FILE) or tokenizer.to_str(pretty=True).encode("utf-8")
     metadata = VocabMetadata(
         vocab_size=len(tokens),

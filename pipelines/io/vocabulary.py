@@ -8,7 +8,9 @@ directory are taken:
   and schema version, the sha256 of vocab.txt and tokenizer.json against vocab.json, and
   that vocab.txt and tokenizer.json list the same tokens with the same casing;
 - a released BERT's directory, as Google and transformers ship it: vocab.txt, with or
-  without tokenizer.json, tokenizer_config.json and special_tokens_map.json. Its casing
+  without tokenizer.json, tokenizer_config.json and special_tokens_map.json; or
+  tokenizer.json without vocab.txt (transformers 5 saves no vocab.txt), its tokens then
+  the WordPiece model's, and the sha256 recorded that of the vocab.txt they make. Its casing
   comes from tokenizer_config.json's `do_lower_case` (else tokenizer.json's normalizer),
   as transformers' BertTokenizerFast reads it; a directory that says nothing needs the
   caller's `cased` (the --cased / --no-cased flags), and a `cased` that contradicts the
@@ -286,7 +288,9 @@ def load_vocab(
                 "drop the flag or give the vocabulary you mean"
             )
         return vocab
-    if reader.exists(reader.join(directory, VOCAB_FILE)):
+    if reader.exists(reader.join(directory, VOCAB_FILE)) or reader.exists(
+        reader.join(directory, TOKENIZER_FILE)
+    ):
         # Imported here: the released reader builds on this module's Vocabulary and tokenizer.
         from pipelines.io.released_vocab import load_released_vocab
 
@@ -298,8 +302,9 @@ def load_vocab(
         )
     raise VocabError(
         f"no vocabulary at {directory}: it holds neither {VOCAB_METADATA_FILE} (a `bertkit "
-        f"vocab` output) nor {VOCAB_FILE} (a released BERT's); give the directory that holds "
-        "them, or make one with `bertkit vocab --documents DIR … --output NEW_DIR`"
+        f"vocab` output) nor {VOCAB_FILE} or {TOKENIZER_FILE} (a released BERT's); give the "
+        "directory that holds them, or make one with `bertkit vocab --documents DIR … --output "
+        "NEW_DIR`"
     )
 
 
