@@ -12,7 +12,7 @@ from pipelines.io import storage
 from schemas.checkpoint import CHECKPOINTS_DIR, LATEST_FILE
 from schemas.examples import SHARDS_MANIFEST_NAME
 from schemas.manifest import MANIFEST_NAME
-from schemas.vocab import VOCAB_FILE, VOCAB_METADATA_FILE
+from schemas.vocab import TOKENIZER_FILE, VOCAB_FILE, VOCAB_METADATA_FILE
 
 # The files `bertkit export-hf` writes that mark a transformers model directory.
 _HF_MODEL_FILES = ("config.json", "model.safetensors")
@@ -38,7 +38,8 @@ def find_other_artifact(path_or_url: str) -> OtherArtifact | None:
     target = path_or_url.rstrip("/") if len(path_or_url) > 1 else path_or_url
     name = storage.basename(target)
     vocab_dir = storage.parent(target) if name in (VOCAB_METADATA_FILE, VOCAB_FILE) else target
-    markers = (VOCAB_METADATA_FILE, VOCAB_FILE)  # a bertkit vocabulary's, a released one's
+    # A bertkit vocabulary's, a released one's (transformers 5 saves tokenizer.json alone).
+    markers = (VOCAB_METADATA_FILE, VOCAB_FILE, TOKENIZER_FILE)
     if name == VOCAB_FILE or any(storage.exists(storage.join(vocab_dir, m)) for m in markers):
         from pipelines.inspect.vocabulary import describe_vocabulary
 

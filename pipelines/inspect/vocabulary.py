@@ -32,14 +32,15 @@ def describe_vocabulary(url: str) -> list[str]:
     vocab` output, or a released BERT's (no vocab.json beside its vocab.txt)."""
     name = storage.basename(url)
     directory = storage.parent(url) if name in (VOCAB_METADATA_FILE, VOCAB_FILE) else url
+    released_markers = (VOCAB_FILE, TOKENIZER_FILE)
     try:
         if storage.exists(storage.join(directory, VOCAB_METADATA_FILE)):
             return _bertkit_vocabulary(directory, load_vocab(directory))
-        if not storage.exists(storage.join(directory, VOCAB_FILE)):
+        if not any(storage.exists(storage.join(directory, n)) for n in released_markers):
             raise InspectError(
                 f"{storage.join(directory, VOCAB_FILE)} is missing: a vocabulary directory "
                 f"holds {VOCAB_FILE} (and, from `bertkit vocab`, {TOKENIZER_FILE} and "
-                f"{VOCAB_METADATA_FILE})"
+                f"{VOCAB_METADATA_FILE}; a released BERT's may hold {TOKENIZER_FILE} alone)"
             )
         try:
             return _released_vocabulary(directory, load_vocab(directory), said=True)
@@ -102,13 +103,19 @@ def _released_vocabulary(directory: str, vocab: Vocabulary, said: bool) -> list[
         f"vocabulary {directory} (a released BERT's: {', '.join(vocab.source_files)})",
         f"size: {plural(vocab.size, 'token')} ({vocab.metadata.num_unused:,} [unusedN])",
         casing,
-        f"{VOCAB_FILE} sha256: {vocab.sha256}",
+        f"{VOCAB_FILE} sha256: {vocab.sha256}"
+        + ("" if VOCAB_FILE in vocab.source_files else f" (the {VOCAB_FILE} its tokens make)"),
     ]
     if TOKENIZER_FILE in vocab.source_files:
         lines.append(f"{TOKENIZER_FILE} sha256: {vocab.metadata.tokenizer_sha256}")
     lines += [_special_line(vocab.tokens), *_sample_lines(vocab.tokens)]
     checked = f"{VOCAB_FILE} has no empty line, no token twice and BERT's special tokens"
-    if TOKENIZER_FILE in vocab.source_files:
+    if VOCAB_FILE not in vocab.source_files:
+        checked = (
+            f"{TOKENIZER_FILE} is BERT's WordPiece, its ids 0..{vocab.size - 1:,} once each, "
+            "its added tokens its own, BERT's special tokens in it"
+        )
+    elif TOKENIZER_FILE in vocab.source_files:
         checked += f"; {TOKENIZER_FILE} is BERT's WordPiece over the same tokens and ids"
     lines.append(f"checked: {checked}")
     return lines
