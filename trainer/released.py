@@ -33,8 +33,9 @@ from safetensors.torch import load_file
 from torch import Tensor
 
 from pipelines.io.recorded_paths import rebase_path, record_path, resolve_path
+from pipelines.io.released_vocab import vocab_txt_of
 from pipelines.io.tf_checkpoint import TFCheckpointError, find_prefix, read_tf_bert
-from pipelines.io.vocabulary import parse_vocab_txt, read_vocab_txt, vocab_txt_url
+from pipelines.io.vocabulary import VocabError, parse_vocab_txt
 from trainer.hf_names import (
     HF_PREFIX,
     MLM_HEAD,
@@ -391,12 +392,18 @@ def check_vocabulary(
     names the first id whose token differs (read from `shards_vocab`, the shards' vocabulary
     directory, where there is one)."""
     where = released.directory
-    ours = released.files.get("vocab.txt")
-    if ours is None:
+    if "vocab.txt" not in released.files and "tokenizer.json" not in released.files:
         raise ReleasedModelError(
-            f"{where} has no vocab.txt, so its vocabulary cannot be checked against the "
-            "shards': put the vocab.txt the model was released with beside its config.json"
+            f"{where} has no vocab.txt or tokenizer.json, so its vocabulary cannot be checked "
+            "against the shards': put the tokenizer files the model was released with beside "
+            "its config.json"
         )
+    # Its vocab.txt, or (transformers 5 saves none) the one its tokenizer.json's tokens make.
+    try:
+        model_vocab, model_bytes = vocab_txt_of(where)
+    except VocabError as error:
+        raise ReleasedModelError(str(error)) from error
+    ours = hashlib.sha256(model_bytes).hexdigest()
     if ours == shards_sha256:
         return
     if shards_sha256 is None:
@@ -409,24 +416,23 @@ def check_vocabulary(
     theirs = None
     if shards_vocab is not None:
         try:
-            theirs, _ = read_vocab_txt(vocab_txt_url(shards_vocab))
-        except (OSError, UnicodeDecodeError):
+            theirs = parse_vocab_txt(vocab_txt_of(shards_vocab)[1])
+        except (OSError, UnicodeDecodeError, VocabError):
             theirs = None  # the sha256s alone then say that they differ
     if theirs is None:
         raise ReleasedModelError(
-            f"{where}/vocab.txt (sha256 {ours[:12]}…) is not the vocabulary the shards were "
+            f"{model_vocab} (sha256 {ours[:12]}…) is not the vocabulary the shards were "
             f"made with (sha256 {shards_sha256[:12]}…): {fix}"
         )
-    with open(os.path.join(where, "vocab.txt"), "rb") as file:
-        tokens = parse_vocab_txt(file.read())
+    tokens = parse_vocab_txt(model_bytes)
     for index, (mine, shards) in enumerate(zip(tokens, theirs, strict=False)):
         if mine != shards:
             raise ReleasedModelError(
-                f"{where}/vocab.txt differs from the shards' vocabulary at id {index}: the "
+                f"{model_vocab} differs from the shards' vocabulary at id {index}: the "
                 f"model's token is {mine!r}, the shards' {shards!r}: {fix}"
             )
     raise ReleasedModelError(
-        f"{where}/vocab.txt has {len(tokens)} tokens, the shards' vocabulary {len(theirs)} "
+        f"{model_vocab} has {len(tokens)} tokens, the shards' vocabulary {len(theirs)} "
         f"(the first {min(len(tokens), len(theirs))} the same): {fix}"
     )
 
