@@ -26,7 +26,9 @@ directory, or an s3:// or gs:// prefix) gets:
 A run started from a released model (--init-checkpoint DIR, a transformers BERT) exports
 that model's own tokenizer files, copied byte for byte from DIR (checked against the sha256s
 its checkpoints record), and a config.json with every field of DIR's, so from_pretrained
-works on the export as on the original.
+works on the export as on the original. A released vocabulary or model with tokenizer.json
+and no vocab.txt (as transformers 5 saves one) also gets the vocab.txt its tokens make, the
+one whose sha256 the checkpoint records, for Google's code and transformers 4's tokenizer.
 
 An --output on object storage is written to a local staging directory, then uploaded in the
 same order, config.json last, and the staging directory removed. Its prefix is checked
@@ -76,7 +78,8 @@ from safetensors.torch import save_file
 
 from pipelines.io import extras, objects, storage
 from pipelines.io.recorded_paths import resolve_path
-from pipelines.io.vocabulary import VocabError, Vocabulary, load_vocab
+from pipelines.io.released_vocab import tokenizer_json_tokens
+from pipelines.io.vocabulary import VocabError, Vocabulary, load_vocab, vocab_txt_bytes
 from schemas.checkpoint import LATEST_FILE, CheckpointKey
 from schemas.checks import MAX_VOCAB_FILE_BYTES
 from schemas.vocab import (
@@ -364,15 +367,16 @@ def export_hf(
         files = released_tokenizer_files(released, located) if released else {}
     except ReleasedModelError as error:
         raise ExportError(str(error)) from error
-    if released and released["tokenizer_files"].get(VOCAB_FILE) != vocab.sha256:
+    if released and _released_vocab_sha256(files) != vocab.sha256:
         raise ExportError(
             f"the released model's vocab.txt is not the vocabulary at {directory} the "
             "checkpoint records: the checkpoint is damaged"
         )
     # The bytes copied are the bytes checked (load_vocab hashed its own read of them). A
-    # released vocabulary's directory gives the files it holds, none made up (transformers
-    # builds tokenizer.json from vocab.txt), its tokenizer_config.json only where that
-    # says the casing (else the one written below says the casing the run used).
+    # released vocabulary's directory gives the files it holds, none made up but a vocab.txt
+    # it lacks (below; transformers builds tokenizer.json from vocab.txt), its
+    # tokenizer_config.json only where that says the casing (else the one written below
+    # says the casing the run used).
     expected = {VOCAB_FILE: vocab.sha256, TOKENIZER_FILE: vocab.metadata.tokenizer_sha256}
     names = [VOCAB_FILE, TOKENIZER_FILE]
     if vocab.released:
@@ -387,6 +391,11 @@ def export_hf(
                     f"the vocabulary at {directory} changed during the export: rerun it"
                 )
             files[name] = data
+    # A released directory with tokenizer.json alone (transformers 5 saves no vocab.txt) gets
+    # the vocab.txt its tokens make, the file whose sha256 the checkpoint records: Google's
+    # code and transformers 4's BertTokenizer read it, and from_pretrained, given both,
+    # reads tokenizer.json, so the export's ids are the original's either way.
+    files.setdefault(VOCAB_FILE, vocab_txt_bytes(vocab.tokens))
     files.setdefault(
         TOKENIZER_CONFIG_FILE,
         _json_bytes(tokenizer_config(vocab.cased, config.max_position_embeddings)),
@@ -409,6 +418,20 @@ def export_hf(
         _write_atomically(output_dir / name, lambda p, data=data: p.write_bytes(data))
         written.append(str(output_dir / name))
     return written
+
+
+def _released_vocab_sha256(files: dict[str, bytes]) -> str | None:
+    """The sha256 of a released model's vocab.txt, or of the one its tokenizer.json's tokens
+    make where it has none (pipelines/io/released_vocab.py); None with neither."""
+    if VOCAB_FILE in files:
+        return hashlib.sha256(files[VOCAB_FILE]).hexdigest()
+    if TOKENIZER_FILE not in files:
+        return None
+    try:
+        tokens = tokenizer_json_tokens(files[TOKENIZER_FILE], TOKENIZER_FILE)
+    except VocabError as error:
+        raise ExportError(f"the released model's {error}: the checkpoint is damaged") from error
+    return hashlib.sha256(vocab_txt_bytes(tokens)).hexdigest()
 
 
 # --- The command ----------------------------------------------------------------------------
