@@ -71,7 +71,8 @@ def _chain_fields() -> list[tuple]:
                 None,
                 metavar="DIR",
                 help="use this vocabulary (a `bertkit vocab` output, or a released BERT's "
-                "directory with its vocab.txt) instead of training one: no vocabulary step runs",
+                "directory with its vocab.txt or tokenizer.json) instead of training one: no "
+                "vocabulary step runs",
             ),
         ),
         (

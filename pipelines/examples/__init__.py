@@ -28,7 +28,8 @@ each partner group's documents, in id order, into sequences filled to `--max-seq
 (`[CLS] text of one document [SEP] text of the next … [SEP]`, a sentence that does not fit
 carried to the next sequence), with no next-sentence label.
 `--vocab` takes a `bertkit vocab` directory or a released BERT's (its vocab.txt, with or
-without tokenizer.json and tokenizer_config.json, as Google and transformers ship it): its
+without tokenizer.json and tokenizer_config.json, as Google and transformers ship it, or
+tokenizer.json without vocab.txt, as transformers 5 saves it): its
 tokens are transformers' BertTokenizerFast's there, token for token, and its casing comes
 from the directory, or from --cased / --no-cased where the directory does not say it:
 

@@ -43,7 +43,8 @@ class ExamplesConfig:
     documents: tuple[str, ...] = option(help="documents directories", metavar="DIR")
     vocab: str = option(
         help="vocabulary directory: `bertkit vocab`'s output, or a released BERT's (its "
-        "vocab.txt, with or without tokenizer.json and tokenizer_config.json)"
+        "vocab.txt, with or without tokenizer.json and tokenizer_config.json, or its "
+        "tokenizer.json alone)"
     )
     output: str = option(help="output directory")
     cased: bool | None = option(

@@ -6,11 +6,12 @@ _manifest.json. Nothing is listed: files are found through the manifest, so a pl
 server works. With no flag it prints a short summary from the manifest.
 
 A vocabulary directory (or its vocab.json or vocab.txt) shows its size, casing, sha256,
-special tokens, sample tokens and inputs; a released BERT's directory (vocab.txt without
-vocab.json) the files it holds, and its casing and what said it. A training run's directory, its checkpoints/
-directory or one step-NNNNNNNN.pt (local or mounted; reading one needs torch, the train
-extra) shows the checkpoints there, `latest` marked, and what the latest holds: model,
-recipe, optimizer and schedule, data position, world size, shards and vocabulary.
+special tokens, sample tokens and inputs; a released BERT's directory (vocab.txt or
+tokenizer.json, without vocab.json) the files it holds, and its casing and what said it. A
+training run's directory, its checkpoints/ directory or one step-NNNNNNNN.pt (local or
+mounted; reading one needs torch, the train extra) shows the checkpoints there, `latest`
+marked, and what the latest holds: model, recipe, optimizer and schedule, data position,
+world size, shards and vocabulary.
 
     bertkit inspect out/shards                                   # what it is, counts, hashes
     bertkit inspect out/shards --stats --max-seq-length 128 --split train  # every shard read
