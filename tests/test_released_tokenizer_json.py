@@ -195,6 +195,7 @@ def test_examples_and_inspect_on_the_cli(tmp_path, sample_documents, sample_toke
     directory = saved(tmp_path / "bert", sample_tokens, do_lower_case=True)
     google = tmp_path / "bert-google"
     argv = ["examples", "--documents", str(sample_documents[0]), *EXAMPLE_FLAGS]
+    argv += ["--masking", "none"]  # for the dynamic masking of `train --vocab` below
     for vocab, out in ((google, "google-shards"), (directory, "shards")):
         with pytest.raises(SystemExit) as exit_:
             cli.main(
@@ -235,6 +236,35 @@ def test_examples_and_inspect_on_the_cli(tmp_path, sample_documents, sample_toke
         "checked: tokenizer.json is BERT's WordPiece, its ids 0..7,999 once each, its added "
         "tokens its own, BERT's special tokens in it"
     )
+
+    # The directory moves: `bertkit train --vocab NEW` masks with it (dynamic masking), checked
+    # against the manifest's sha256, and its checkpoint records that sha256.
+    moved = directory.rename(tmp_path / "moved")
+    run = tmp_path / "run"
+    train = ["train", "--shards", str(shards), "--output", str(run), "--model", "tiny"]
+    train += ["--max-steps", "1", "--micro-batch-size", "4", "--device", "cpu"]
+    with pytest.raises(SystemExit) as exit_:
+        cli.main([*train, "--vocab", str(moved)])
+    assert exit_.value.code in (0, None), capsys.readouterr().err
+    (checkpoint,) = (run / "checkpoints").glob("step-*.pt")
+    record = torch.load(checkpoint, map_location="cpu", weights_only=True)["vocab"]
+    assert (record["sha256"], record["path"]) == (manifest["vocab"]["sha256"], "../../moved")
+    capsys.readouterr()
+
+
+def test_chain_with_it_trains_no_vocabulary(tmp_path, sample_tokens, capsys):
+    (dump,) = (Path(__file__).resolve().parent.parent / "data" / "wikipedia").glob("*.bz2")
+    directory = saved(tmp_path / "bert", sample_tokens, do_lower_case=True)
+    out = tmp_path / "chain"
+    argv = ["chain", "--wikipedia", str(dump), "--vocab", str(directory), "--output", str(out)]
+    with pytest.raises(SystemExit) as exit_:
+        cli.main([*argv, *EXAMPLE_FLAGS])
+    assert exit_.value.code in (0, None), capsys.readouterr().err
+    assert sorted(p.name for p in out.iterdir()) == ["documents", "shards"]
+    vocab = json.loads((out / "shards" / "manifest.json").read_text())["vocab"]
+    assert vocab["sha256"] == hashlib.sha256(vocab_txt_bytes(sample_tokens)).hexdigest()
+    assert (vocab["path"], vocab["origin"]["files"]) == ("../../bert", SAVED)
+    capsys.readouterr()
 
 
 def test_train_from_a_saved_model_and_export(tmp_path, sample_documents, sample_tokens, capsys):
