@@ -3,8 +3,8 @@ loader and the meters, built in an order that refuses bad flags and bad data bef
 and restored from a checkpoint on --resume (trainer/run/start.py; trainer/train.py runs the
 loop).
 
-`setup` takes the run directory's lock (rank 0, trainer/run/lock.py) before it looks at the
-directory, and gives it back if anything after fails; the `Run` it returns holds the lock
+`setup` opens the run directory (trainer/run/directory.py: rank 0 takes its lock before it
+looks at the directory) and closes it if anything after fails; the `Run` it returns holds it
 until trainer/train.py ends the run.
 """
 
@@ -24,7 +24,7 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 
 from pipelines.io import storage
-from schemas.checkpoint import CHECKPOINTS_DIR, CheckpointKey
+from schemas.checkpoint import CheckpointKey
 from trainer import distributed
 from trainer.collate import FixedShape  # the trainer's compile padding
 from trainer.config import TrainConfig, accumulation_steps
@@ -41,15 +41,19 @@ from trainer.metrics import MetricsLogger, ProgressLine, ThroughputMeter, peak_f
 from trainer.mix import MixedSource
 from trainer.model import BertConfig, BertForPreTraining, config_for, without_nsp_head
 from trainer.optim import build_optimizer, warmup_decay_schedule
-from trainer.recipe import DEFAULT_RECIPE, Recipe, resolve_recipe
-from trainer.released import Released, released_model_config, released_state, start_line
-from trainer.run.checkpoints import (
-    check_output_outside_shards,
-    prepare_run_directory,
+from trainer.recipe import DEFAULT_RECIPE, Recipe, resolve_recipe, shards_vocab_dir
+from trainer.released import (
+    Released,
+    check_vocabulary,
+    released_model_config,
+    released_state,
+    start_line,
+    start_record,
 )
+from trainer.run.directory import RunDirectory
 from trainer.run.lock import RunLock
 from trainer.run.remote import RemoteRun
-from trainer.run.start import checkpoints_to_start_from, restore
+from trainer.run.start import restore, start_from
 from trainer.source import check_mix_sources, source_names
 
 _LOG = logging.getLogger("bertkit.train")
@@ -75,13 +79,11 @@ class Run:
     accumulation: int  # micro-batches per optimizer step
     pad_to: FixedShape | None  # the shape every batch is padded to (torch.compile), or None
     step: int  # optimizer steps done
-    run_dir: Path  # --output, or its local staging when --output is a URL
-    remote: RemoteRun | None  # the s3:// or gs:// run directory staging mirrors to
+    directory: RunDirectory  # --output: its lock, checkpoints, bucket mirror
     logger: MetricsLogger
     progress: ProgressLine
     meter: ThroughputMeter
     data: dict[str, Any] | None = None  # data_record(source), made once by setup
-    lock: RunLock | None = None  # rank 0's lock on the run directory
     recipe: Recipe = DEFAULT_RECIPE  # the objective and masking, resolved (trainer/recipe.py)
     # A mix (several --shards): its sources, each one's share by name in --shards order,
     # and the held-out split of each source that has one; None and empty for one source.
@@ -93,8 +95,21 @@ class Run:
     start: dict[str, Any] | None = None
 
     @property
+    def run_dir(self) -> Path:
+        """Where this process writes: --output, or its local staging when --output is a URL."""
+        return self.directory.path
+
+    @property
+    def remote(self) -> RemoteRun | None:
+        return self.directory.remote
+
+    @property
+    def lock(self) -> RunLock | None:
+        return self.directory.lock
+
+    @property
     def checkpoints(self) -> Path:
-        return self.run_dir / CHECKPOINTS_DIR
+        return self.directory.checkpoints
 
     @property
     def bf16(self) -> bool:
@@ -108,32 +123,20 @@ def setup(config: TrainConfig, env: distributed.Distributed) -> Run:
     before any step, and a resumed run's generator states replace the seeded ones only after
     the model's initialisation has drawn from them."""
     accumulation = accumulation_steps(config, env.world_size)
-    for shards in config.shards:
-        check_output_outside_shards(config.output, shards)
-    # One trainer a run directory: rank 0 holds the lock before it looks at what is there.
-    lock = RunLock.acquire(config.output) if env.is_main else None
-    remote = None
+    directory = RunDirectory.open(
+        config.output, config.shards, config.keep_checkpoints, main=env.is_main
+    )
     try:
-        if storage.is_remote(config.output):
-            guard = lock.check if lock is not None else None  # no write once it is lost
-            remote = RemoteRun.open(config.output, config.keep_checkpoints, guard)
-        run = _setup(config, env, accumulation, remote)
+        return _setup(config, env, accumulation, directory)
     except BaseException:
-        if remote is not None:
-            remote.close()  # its staging directory: nothing else would remove it
-        if lock is not None:
-            lock.release()
+        directory.close()  # its staging directory and lock: nothing else would
         raise
-    run.lock = lock
-    return run
 
 
 def _setup(
-    config: TrainConfig, env: distributed.Distributed, accumulation: int, remote: RemoteRun | None
+    config: TrainConfig, env: distributed.Distributed, accumulation: int, directory: RunDirectory
 ) -> Run:
-    run_dir = remote.staging if remote is not None else Path(config.output)
-    remote_earlier = remote.prepare(config.resume, config.overwrite) if remote else []
-    earlier = prepare_run_directory(run_dir, config.resume, config.overwrite)
+    directory.prepare(config.resume, config.overwrite)
     torch.manual_seed(config.seed + env.rank)  # dropout differs per rank, reproducibly
     if env.device.type == "cpu" and "OMP_NUM_THREADS" not in os.environ:
         # Leave the loader workers their cores: with torch's default (every core) and a
@@ -161,15 +164,22 @@ def _setup(
     # What the run reads, and how it masks it: checked on --resume, in every checkpoint.
     weights = dict(zip(names, config.weights, strict=True))
     data = {**data_record(source, sources, weights), "masking": recipe.masking}
-    resumed, init, config = checkpoints_to_start_from(config, env, run_dir, remote, data)
-    model = _build_model(config, env, source, vocab_size, init, recipe.objective, bool(resumed))
+    started, config = start_from(config, env, directory, data)
+    resumed, init = started.resumed, started.weights
+    if started.released is not None:
+        check_vocabulary(
+            started.released,
+            source.manifest.vocab.get("sha256") if source.manifest else None,
+            config.vocab or shards_vocab_dir(source),
+        )
+        model = _released_model(config, env, source, started.released, recipe.objective)
+        start = start_record(started.released, directory.checkpoints_url)
+    else:
+        model = _build_model(config, env, source, vocab_size, init, recipe.objective, bool(resumed))
+        start = init.get(CheckpointKey.START) if init else None
     # Once every check has passed: --overwrite's earlier run files, or the temporaries of a
     # checkpoint write that a kill cut short before --resume.
-    if env.is_main:
-        for path in earlier:
-            path.unlink()
-        if remote is not None:
-            remote.delete(remote_earlier)
+    directory.clear_earlier(env.is_main)
     distributed.barrier(env)
     optimizer = _build_optimizer(config, env, model)
     step, position = restore(env, resumed, optimizer)
@@ -213,10 +223,9 @@ def _setup(
         accumulation=accumulation,
         pad_to=_fixed_shape(config, source, recipe) if config.compile else None,
         step=step,
-        run_dir=run_dir,
-        remote=remote,
+        directory=directory,
         logger=MetricsLogger(
-            run_dir,
+            directory.path,
             enabled=env.is_main,
             tensorboard=config.tensorboard,
             purge_step=step + 1,
@@ -227,6 +236,7 @@ def _setup(
         mix=mix,
         weights=weights if mixed else {},
         heldouts=heldouts if mixed else {},
+        start=start,
     )
     _log_setup(run)
     return run

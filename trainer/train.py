@@ -77,7 +77,7 @@ from pipelines.command.flags import parse_config
 from pipelines.io import storage
 from pipelines.io.recorded_paths import record_path
 from schemas.batch import BatchField
-from schemas.checkpoint import CHECKPOINT_FORMAT, CHECKPOINTS_DIR, CheckpointKey
+from schemas.checkpoint import CHECKPOINT_FORMAT, CheckpointKey
 from trainer import distributed
 from trainer.collate import to_device  # the trainer's compile padding
 from trainer.config import TrainConfig
@@ -86,9 +86,7 @@ from trainer.mix import drawn_per_source
 from trainer.model import batch_flops
 from trainer.preemption import PREEMPTED_EXIT_CODE, StopRequest, signal_name
 from trainer.recipe import checkpoint_vocab_record, heldout_masking
-from trainer.run.checkpoints import (
-    save_checkpoint,
-)
+from trainer.run.checkpoints import save_checkpoint
 from trainer.run.lock import RunLockLost
 from trainer.setup import Run, setup
 
@@ -205,10 +203,7 @@ def _train(
         raise RunFailed(error) from error
     finally:
         run.loader.close()  # its worker processes, whatever ended the loop
-        if run.remote is not None:
-            run.remote.close()
-        if run.lock is not None:
-            run.lock.release()
+        run.directory.close()  # its staging directory removed, its lock given back
 
 
 def _loop(run: Run, stop_request: StopRequest) -> dict[str, Any]:
@@ -251,8 +246,8 @@ def _loop(run: Run, stop_request: StopRequest) -> dict[str, Any]:
     run.progress.close()
     run.logger.close()
     _check_lock(run)
-    if run.remote is not None and env.is_main:
-        run.remote.push()  # the last metrics and events
+    if env.is_main:
+        run.directory.push()  # to the bucket: the last metrics and events
     return {
         "step": run.step,
         "first_step": first_step,
@@ -361,11 +356,10 @@ def _check_lock(run: Run) -> None:
     """Every rank stops if rank 0 no longer holds the run directory's lock (another trainer
     may be writing there now): one all-reduce, before every checkpoint and the last upload."""
     lost: RunLockLost | None = None
-    if run.lock is not None:
-        try:
-            run.lock.check()
-        except RunLockLost as error:
-            lost = error
+    try:
+        run.directory.check_lock()
+    except RunLockLost as error:
+        lost = error
     if distributed.agree_max(run.env, 1 if lost else 0):
         raise lost or RunLockLost("rank 0 no longer holds the run lock")
 
@@ -377,11 +371,8 @@ def _checkpoint(run: Run) -> None:
     if run.env.is_main:
         payload = _checkpoint_payload(run, rng)
         path = save_checkpoint(run.checkpoints, run.step, payload, run.config.keep_checkpoints)
-        if run.remote is not None:
-            run.logger.flush()
-            run.remote.push()  # the checkpoint, then `latest`, then the logs
-            path = f"{storage.redact(run.remote.url)}/checkpoints/{path.name}"  # type: ignore[assignment]
-        _LOG.info("step %d: wrote %s", run.step, path)
+        shown = run.directory.mirror(path, before_push=run.logger.flush)
+        _LOG.info("step %d: wrote %s", run.step, shown)
     distributed.barrier(run.env)
 
 
@@ -391,7 +382,7 @@ def _checkpoint_payload(run: Run, rng: dict[str, Any]) -> dict[str, Any]:
     assert source.manifest is not None
     # Paths to other artifacts are relative to the checkpoint (an s3:// run's URL), so a run's
     # tree copied with its shards and vocabulary keeps its links (pipelines/io/recorded_paths).
-    checkpoints = storage.join(config.output, CHECKPOINTS_DIR)
+    checkpoints = run.directory.checkpoints_url
     data = run.data
     if data and data.get("manifest"):
         data = {**data, "manifest": record_path(data["manifest"], checkpoints)}

@@ -1,6 +1,7 @@
-"""What a training run starts from: the checkpoint it resumes (--resume) or takes its
-weights from (--init-checkpoint), checked against the run's flags; and, on --resume, the
-state it restores (optimizer moments, generators, the data position).
+"""What a training run starts from, as one `Start`: nothing (a fresh model), its own
+checkpoint (--resume), another run's checkpoint (--init-checkpoint), or a released model;
+checked against the run's flags; and, on --resume, the state it restores (optimizer
+moments, generators, the data position).
 
 A resume follows the schedule and optimizer flags it is given (`RESUME_FOLLOWS`: the
 schedule is rebuilt at the resumed step, trainer/optim.py) and logs in one line what they
@@ -12,8 +13,7 @@ from __future__ import annotations
 
 import logging
 import shutil
-from dataclasses import asdict
-from pathlib import Path
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import torch
@@ -24,77 +24,145 @@ from schemas.checkpoint import CHECKPOINTS_DIR, CheckpointKey
 from trainer import distributed
 from trainer.config import TrainConfig
 from trainer.data import DataPosition
+from trainer.released import (
+    START_RELEASED,
+    Released,
+    carried_start,
+    is_released_directory,
+    model_name,
+    read_released,
+)
 from trainer.run.checkpoints import (
     check_resumable,
     has_global_position,
-    latest_checkpoint,
     load_checkpoint,
     resolve_checkpoint,
     saved_accumulation,
 )
-from trainer.run.remote import RemoteRun, fetch_checkpoint
+from trainer.run.directory import RunDirectory
+from trainer.run.remote import fetch_checkpoint
 
 _LOG = logging.getLogger("bertkit.train")
 
 
-def checkpoints_to_start_from(
+# The ways a run starts (`Start.kind`); START_RELEASED, a released BERT (--init-checkpoint
+# DIR), is the kind its checkpoints' start record names (trainer/released.py).
+START_NOTHING = "nothing"  # a fresh model, initialised from --seed
+START_RESUME = "resume"  # the run's own latest checkpoint (--resume)
+START_CHECKPOINT = "checkpoint"  # another run's checkpoint's weights (--init-checkpoint)
+DEFAULT_MODEL = "base"  # --model left out: the preset a fresh run trains
+
+
+@dataclass(frozen=True)
+class Start:
+    """What a run starts from: its kind, the checkpoint as read (resume and checkpoint),
+    the released model as read (released, trainer/released.py), and where it came from, as
+    shown to the user (a URL, not its staging copy)."""
+
+    kind: str = START_NOTHING
+    checkpoint: dict[str, Any] | None = None
+    where: str | None = None
+    released: Released | None = None
+
+    @property
+    def resumed(self) -> dict[str, Any] | None:
+        """The checkpoint --resume goes on from (optimizer, generators, data position)."""
+        return self.checkpoint if self.kind == START_RESUME else None
+
+    @property
+    def weights(self) -> dict[str, Any] | None:
+        """The bertkit checkpoint whose model (architecture and weights) the run starts
+        from: the resumed one or --init-checkpoint's; None for a fresh or released model."""
+        return self.checkpoint
+
+
+def start_from(
     config: TrainConfig,
     env: distributed.Distributed,
-    run_dir: Path,
-    remote: RemoteRun | None,
+    directory: RunDirectory,
     data: dict[str, Any],
-) -> tuple[dict[str, Any] | None, dict[str, Any] | None, TrainConfig]:
-    """(the checkpoint resumed, the checkpoint whose weights start the run, the config
-    resolved): --resume with a checkpoint in the run gives both, --init-checkpoint the second
-    (on s3:// or gs://, downloaded first), neither a fresh model."""
-    resumed: dict[str, Any] | None = None
-    init: dict[str, Any] | None = None
+) -> tuple[Start, TrainConfig]:
+    """(what the run starts from, the config resolved, --model filled in): --resume with a
+    checkpoint in the run directory resumes it; else --init-checkpoint's, a released BERT's
+    directory or a bertkit checkpoint (on s3:// or gs://, downloaded first); else nothing,
+    a fresh model."""
     given = config
     config = config.resolved()
+    start = Start()
     if config.resume:
-        path = latest_checkpoint(run_dir / CHECKPOINTS_DIR)
-        if path is None:
-            _LOG.warning(
-                "--resume: %s/%s has no checkpoint yet (the run stopped before its first): "
-                "starting at step 0%s",
-                storage.redact(config.output.rstrip("/")),
-                CHECKPOINTS_DIR,
-                " from --init-checkpoint" if config.init_checkpoint else "",
-            )
-        else:
-            # A run on s3:// or gs://: name the object, not the staging copy of it.
-            shown = (
-                f"{storage.redact(remote.url)}/{CHECKPOINTS_DIR}/{path.name}" if remote else None
-            )
-            resumed = load_checkpoint(path, shown)
-            check_resumable(
-                resumed,
-                storage.redact_values(asdict(config)),
-                env.world_size,
-                data,
-            )
-            config = given.resolved(resumed[CheckpointKey.TRAIN_CONFIG])
-            _check_resume_flags(config, resumed, shown or str(path))
-            if env.is_main:
-                _log_resume(config, resumed, shown or str(path))
-            init = resumed
-    if resumed is None and config.init_checkpoint:
-        if storage.is_remote(config.init_checkpoint):
-            path, folder = fetch_checkpoint(config.init_checkpoint)
-            url = storage.redact(config.init_checkpoint.rstrip("/"))
-            try:
-                init = load_checkpoint(path, url if url.endswith(".pt") else f"{url}/{path.name}")
-            finally:
-                shutil.rmtree(folder, ignore_errors=True)
-        else:
-            init = load_checkpoint(resolve_checkpoint(config.init_checkpoint))
-    saved_model = init[CheckpointKey.TRAIN_CONFIG].get("model") if init is not None else None
-    if init is not None and saved_model != config.model:
+        start, config = _resumed(given, config, env, directory, data)
+    if start.kind == START_NOTHING and config.init_checkpoint:
+        start = _init_checkpoint(config.init_checkpoint, directory)
+    if start.released is not None:
+        return start, replace(config, model=model_name(start.released, config.model))
+    init = start.weights
+    if init is None:
+        return start, replace(config, model=config.model or DEFAULT_MODEL)
+    saved_model = init[CheckpointKey.TRAIN_CONFIG].get("model")
+    if config.model is None:
+        return start, replace(config, model=saved_model)
+    if saved_model != config.model:
         raise ValueError(
             f"the checkpoint holds a {saved_model} model, --model is {config.model}: pass "
             f"--model {saved_model}"
         )
-    return resumed, init, config
+    return start, config
+
+
+def _resumed(
+    given: TrainConfig,
+    config: TrainConfig,
+    env: distributed.Distributed,
+    directory: RunDirectory,
+    data: dict[str, Any],
+) -> tuple[Start, TrainConfig]:
+    """The run's own latest checkpoint, checked against the flags and the data; nothing
+    (with a warning) if the run stopped before its first."""
+    path = directory.latest()
+    if path is None:
+        _LOG.warning(
+            "--resume: %s/%s has no checkpoint yet (the run stopped before its first): "
+            "starting at step 0%s",
+            storage.redact(config.output.rstrip("/")),
+            CHECKPOINTS_DIR,
+            " from --init-checkpoint" if config.init_checkpoint else "",
+        )
+        return Start(), config
+    # A run on s3:// or gs://: name the object, not the staging copy of it.
+    shown = directory.shown(path)
+    resumed = load_checkpoint(path, shown if directory.remote is not None else None)
+    check_resumable(resumed, storage.redact_values(asdict(config)), env.world_size, data)
+    config = given.resolved(resumed[CheckpointKey.TRAIN_CONFIG])
+    _check_resume_flags(config, resumed, shown)
+    if env.is_main:
+        _log_resume(config, resumed, shown)
+    return Start(START_RESUME, resumed, shown), config
+
+
+def _init_checkpoint(location: str, directory: RunDirectory) -> Start:
+    """--init-checkpoint's start: a released BERT's directory (trainer/released.py), or a
+    bertkit checkpoint (a file, or a run's checkpoints folder through its `latest`),
+    downloaded first from s3:// or gs://. A checkpoint's start record (the released model
+    its run started from) is rebased to this run's checkpoints folder."""
+    if not storage.is_remote(location) and is_released_directory(location):
+        return Start(START_RELEASED, where=location, released=read_released(location))
+    if storage.is_remote(location):
+        path, folder = fetch_checkpoint(location)
+        url = storage.redact(location.rstrip("/"))
+        shown = url if url.endswith(".pt") else f"{url}/{path.name}"
+        try:
+            checkpoint = load_checkpoint(path, shown)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        from_dir = shown.rsplit("/", 1)[0]
+    else:
+        path = resolve_checkpoint(location)
+        checkpoint, shown, from_dir = load_checkpoint(path), str(path), str(path.parent)
+    record = checkpoint.get(CheckpointKey.START)
+    if record:
+        record = carried_start(record, from_dir, directory.checkpoints_url)
+        checkpoint = {**checkpoint, CheckpointKey.START: record}
+    return Start(START_CHECKPOINT, checkpoint, shown)
 
 
 # The flags a resume takes from its command line, not from the checkpoint: the schedule's
