@@ -78,6 +78,20 @@ def test_every_sentence_of_the_sample_as_transformers_tokenizes_it(
     assert pair.type_ids == hf(sentences[0], sentences[1])["token_type_ids"]
 
 
+def test_without_tokenizer_config_json_the_normalizer_says_the_casing(tmp_path):
+    """tokenizer.json alone: its normalizer's `lowercase` is the casing. transformers'
+    BertTokenizerFast there lower-cases whatever it says (its do_lower_case default): the one
+    place bertkit's tokens are not transformers', on purpose (the file says cased)."""
+    tokens = [*SPECIAL_TOKENS, "the", "cat", "##s", "The"]
+    directory = saved(tmp_path / "bert", tokens, do_lower_case=False)
+    (directory / "tokenizer_config.json").unlink()
+    vocab = load_vocab(str(directory))
+    assert (vocab.cased, vocab.cased_from) == (True, "tokenizer.json normalizer")
+    assert vocab.origin()["files"] == ["tokenizer.json"]
+    assert vocab.tokenizer.encode("The cats", add_special_tokens=False).ids == [8, 6, 7]
+    assert hf_ids(directory, ["The cats"]) == [[5, 6, 7]]
+
+
 TOKENS = [*SPECIAL_TOKENS, "the", "cat", "##s"]
 
 
