@@ -45,7 +45,11 @@ class TrainConfig:
         "source in --shards order, e.g. 0.7,0.3; weights are normalised to sum to 1 (7,3 is "
         "0.7,0.3)",
     )
-    model: str = option("base", help="tiny, mini, small, medium, base, large")
+    model: str | None = option(
+        None,
+        help="tiny, mini, small, medium, base, large (default: base, or the --init-checkpoint "
+        "model's own)",
+    )
     max_seq_length: int | None = option(
         None, help="which seqN shards (required if several)", bounds=AT_LEAST_1
     )
@@ -202,7 +206,7 @@ class TrainConfig:
         problem = config_problem(self)
         if problem:
             raise ValueError(problem)
-        if self.model not in MODEL_SIZES:
+        if self.model is not None and self.model not in MODEL_SIZES:
             raise ValueError(f"--model {self.model!r}: one of {', '.join(MODEL_SIZES)}")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"--optimizer {self.optimizer!r}: one of {', '.join(OPTIMIZERS)}")
