@@ -16,6 +16,7 @@ from safetensors.torch import load_file
 
 from schemas.checkpoint import CheckpointKey
 from tests.support.torchrun import torchrun_env, torchrun_trainer
+from tests.test_inspect import inspect
 from trainer import export, train
 from trainer.hf_names import from_hf
 from trainer.run.checkpoints import latest_checkpoint
@@ -53,7 +54,7 @@ def released(tmp_path: Path, vocab: Path, cls: type = transformers.BertForPreTra
 
 
 def test_a_0_step_runs_export_is_the_original_bit_for_bit(
-    sample_shards, sample_vocab, tmp_path, caplog
+    sample_shards, sample_vocab, tmp_path, caplog, capsys
 ):
     original = released(tmp_path, sample_vocab)
     run = tmp_path / "run"
@@ -97,6 +98,10 @@ def test_a_0_step_runs_export_is_the_original_bit_for_bit(
         transformers.AutoTokenizer.from_pretrained(hf)(text).input_ids
         == transformers.AutoTokenizer.from_pretrained(original)(text).input_ids
     )
+    # inspect says what the run started from.
+    code, lines, _ = inspect(capsys, str(run))
+    digests = f"(config sha256 {start['config_sha256'][:16]}…, weights sha256 {start['weights_sha256'][:16]}…)"
+    assert code == 0 and f"  started from the released BERT at {original} {digests}" in lines
     # --resume goes on from step 0 to --max-steps.
     assert train.run([*args, *FLAGS, "--output", str(run), "--resume"]) == 0
     last = torch.load(latest_checkpoint(run / "checkpoints"), weights_only=True)

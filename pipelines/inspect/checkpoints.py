@@ -174,7 +174,16 @@ def _checkpoint_lines(checkpoint: dict[str, Any], directory: Path) -> list[str]:
         f"seed {config.get('seed')}, precision {config.get('precision')}, "
         f"device {config.get('device')}",
     ]
-    if config.get("init_checkpoint"):
+    start = checkpoint.get(CheckpointKey.START) or {}
+    if start.get("kind") == "released":
+        # A released BERT's record (the trainer's start record): where it is now, its digests.
+        path = shown_path(str(start.get("path") or ""), str(directory), start.get("config_file"))
+        lines.append(
+            f"started from the released BERT at {path} (config sha256 "
+            f"{str(start.get('config_sha256'))[:16]}…, weights sha256 "
+            f"{str(start.get('weights_sha256'))[:16]}…)"
+        )
+    elif config.get("init_checkpoint"):
         lines.append(f"started from --init-checkpoint {config['init_checkpoint']}")
     return lines
 
