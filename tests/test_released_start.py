@@ -114,6 +114,13 @@ def test_a_0_step_runs_export_is_the_original_bit_for_bit(
     later = torch.load(latest_checkpoint(phase2 / "checkpoints"), weights_only=True)
     assert later[CheckpointKey.START] == {**start, "path": "../../../released-BertForPreTraining"}
     assert later[CheckpointKey.TRAIN_CONFIG]["model"] == "custom"  # --model left out
+    capsys.readouterr()
+    other = [*args[:2], *FLAGS, *flags, "--output", str(tmp_path / "p3"), "--model", "tiny"]
+    assert train.run(other) == 2
+    assert capsys.readouterr().err == (
+        "bertkit train: error: the checkpoint holds a custom model, --model is tiny: leave "
+        "--model out\n"
+    )
     assert export.run([str(phase2 / "checkpoints"), "--output", str(tmp_path / "hf2")]) == 0
     for name in names:
         assert (tmp_path / "hf2" / name).read_bytes() == (original / name).read_bytes(), name

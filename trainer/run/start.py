@@ -24,6 +24,7 @@ from schemas.checkpoint import CHECKPOINTS_DIR, CheckpointKey
 from trainer import distributed
 from trainer.config import TrainConfig
 from trainer.data import DataPosition
+from trainer.model import MODEL_SIZES
 from trainer.released import (
     START_RELEASED,
     Released,
@@ -102,9 +103,10 @@ def start_from(
     if config.model is None:
         return start, replace(config, model=saved_model)
     if saved_model != config.model:
+        # A released model's shape may be no preset ("custom"): no --model names it.
+        fix = f"pass --model {saved_model}" if saved_model in MODEL_SIZES else "leave --model out"
         raise ValueError(
-            f"the checkpoint holds a {saved_model} model, --model is {config.model}: pass "
-            f"--model {saved_model}"
+            f"the checkpoint holds a {saved_model} model, --model is {config.model}: {fix}"
         )
     return start, config
 
