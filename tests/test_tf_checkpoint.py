@@ -446,3 +446,38 @@ def test_the_trainer_takes_a_prefix_and_refuses_in_one_line(tmp_path: Path) -> N
         "pass a transformers BERT directory (config.json with model.safetensors or "
         "pytorch_model.bin) or Google's (bert_config.json with bert_model.ckpt.*)"
     )
+
+
+def test_bertkit_train_starts_from_a_google_checkpoint(sample_documents, tmp_path, caplog) -> None:
+    """The command line: shards made with the checkpoint's own vocab.txt, `bertkit train
+    --init-checkpoint` on Google's directory, a 0-step run exported: transformers' names and
+    values as expected.safetensors holds them, bit for bit, and the original vocab.txt."""
+    from pipelines import examples
+    from trainer import export, train
+
+    shards = tmp_path / "shards"
+    argv = ["--documents", str(sample_documents[1]), "--vocab", str(FIXTURE), "--no-cased"]
+    argv += ["--max-seq-length", "16", "--dupe-factor", "1", "--heldout-fraction", "0"]
+    assert examples.run([*argv, "--output", str(shards)]) == 0
+    run = tmp_path / "run"
+    flags = ["--shards", str(shards), "--init-checkpoint", str(FIXTURE)]
+    flags += ["--micro-batch-size", "4", "--max-steps", "2", "--num-workers", "0"]
+    flags += ["--no-tensorboard", "--checkpoint-every", "1"]
+    with caplog.at_level("INFO", logger="bertkit.train"):
+        assert train.run([*flags, "--output", str(run), "--stop-at-step", "0"]) == 0
+    assert (
+        f"--init-checkpoint: the released BERT at {FIXTURE} (2 layers × 8, 2 heads, "
+        "16 positions); every head from it" in caplog.text
+    )
+    hf = tmp_path / "hf"
+    assert export.run([str(run / "checkpoints"), "--output", str(hf)]) == 0
+    ours = load_file(str(hf / "model.safetensors"))
+    expected = load_file(str(FIXTURE / "expected.safetensors"))
+    assert sorted(ours) == sorted(expected)
+    for name, value in expected.items():
+        np.testing.assert_array_equal(ours[name], value, err_msg=name)
+    assert (hf / "vocab.txt").read_bytes() == (FIXTURE / "vocab.txt").read_bytes()
+    model = BertForPreTraining.from_pretrained(hf)
+    assert model.config.num_hidden_layers == 2 and model.config.max_position_embeddings == 16
+    # ... and the run goes on from there: two steps of training from Google's weights.
+    assert train.run([*flags, "--output", str(tmp_path / "trained")]) == 0
