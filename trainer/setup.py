@@ -45,8 +45,8 @@ from trainer.recipe import DEFAULT_RECIPE, Recipe, resolve_recipe, shards_vocab_
 from trainer.released import (
     Released,
     check_vocabulary,
+    released_model,
     released_model_config,
-    released_state,
     start_line,
     start_record,
 )
@@ -381,9 +381,8 @@ def _released_model(
             f"{saved} positions, and a model started from one keeps its own; leave the flag out"
         )
     check_source(source, saved, model_config.vocab_size, None)  # its vocabulary: checked
-    model = BertForPreTraining(model_config)  # draws the initial weights: the fresh heads'
-    state, fresh, dropped = released_state(released, model_config, model.state_dict())
-    model.load_state_dict(state, strict=True)
+    # The one way a released model becomes bertkit's, which the parity test runs too.
+    model, fresh, dropped = released_model(released, objective, config.dropout)
     if env.is_main:
         _LOG.info(start_line(released, model_config, fresh, dropped))
     return model.to(env.device)
