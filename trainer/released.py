@@ -4,8 +4,9 @@ a sharded model.safetensors.index.json, or pytorch_model.bin read with weights_o
 saved from `BertForPreTraining`, `BertForMaskedLM` or `BertModel`.
 
     released = read_released("models/my-bert")          # config, HF-named tensors, files
-    config = released_model_config(released, "mlm+nsp")  # trainer.model.BertConfig
-    state, fresh, dropped = released_state(released, config, model.state_dict())
+    model, fresh, dropped = released_model(released, "mlm+nsp")  # as the trainer starts it
+    check_vocabulary(released, shards_sha256, shards_vocab_dir)  # the shards' vocabulary
+    record = start_record(released, checkpoints_dir)      # what its checkpoints record
 
 The architecture is the directory's config.json; the weights are renamed by
 trainer/hf_names.py (the mapping the export uses). What the directory has beyond a BERT's
