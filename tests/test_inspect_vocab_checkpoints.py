@@ -358,3 +358,25 @@ def test_a_vocabulary_on_s3_is_shown_and_a_run_there_named(
         "reads them on a local or mounted path: copy the run directory (or its "
         "checkpoints/latest and the checkpoint it names) down and inspect the copy\n"
     )
+
+
+def test_a_mixed_run_s_checkpoint_names_every_source_and_its_share(tmp_path: Path) -> None:
+    from pipelines.inspect.checkpoints import _shards_line
+
+    def source(name: str, weight: float, shards: int, digest: str) -> dict:
+        return {
+            "name": name,
+            "weight": weight,
+            "manifest": f"https://host/{name}/manifest.json",
+            "schema_version": "2.1",
+            "max_seq_length": 128,
+            "shards": shards,
+            "shards_sha256": digest * 64,
+        }
+
+    data = {"mix": "0.7,0.3", "sources": [source("law", 0.7, 1, "a"), source("wiki", 0.3, 2, "b")]}
+    assert _shards_line({}, data, tmp_path).split("\n") == [
+        "shards: a mix of 2 sources, --mix 0.7,0.3",
+        "    law (0.7): https://host/law/manifest.json (seq128, schema 2.1, 1 shard, digest aaaaaaaaaaaaaaaa…)",
+        "    wiki (0.3): https://host/wiki/manifest.json (seq128, schema 2.1, 2 shards, digest bbbbbbbbbbbbbbbb…)",
+    ]

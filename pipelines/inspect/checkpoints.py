@@ -287,6 +287,20 @@ def _position_line(
 
 
 def _shards_line(config: dict[str, Any], data: dict[str, Any], directory: Path) -> str:
+    sources = data.get("sources")
+    if not isinstance(sources, list) or not sources:
+        return _one_shards_line("shards", config, data, directory)
+    # A mix: its --mix, then each source on its own line (the caller indents by two).
+    lines = [f"shards: a mix of {len(sources)} sources, --mix {data.get('mix')}"]
+    for source in sources:
+        label = f"{source.get('name')} ({source.get('weight')})"
+        lines.append("  " + _one_shards_line(label, {}, source, directory))
+    return "\n  ".join(lines)
+
+
+def _one_shards_line(
+    label: str, config: dict[str, Any], data: dict[str, Any], directory: Path
+) -> str:
     # The trainer records the manifest file: looked up as its directory is.
     recorded = str(data.get("manifest") or config.get("shards") or "")
     manifest = storage.redact(recorded)
@@ -296,7 +310,7 @@ def _shards_line(config: dict[str, Any], data: dict[str, Any], directory: Path) 
         manifest = found or f"{recorded} (not there now)"
     digest = str(data.get("shards_sha256", ""))
     return (
-        f"shards: {manifest} (seq{data.get('max_seq_length')}, schema "
+        f"{label}: {manifest} (seq{data.get('max_seq_length')}, schema "
         f"{data.get('schema_version')}, {plural(int(data.get('shards', 0)), 'shard')}, "
         f"digest {digest[:16]}…)"
     )
