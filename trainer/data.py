@@ -129,7 +129,9 @@ _LOG = logging.getLogger(__name__)
 # --------------------------------------------------------------------------- reading
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: a frozen dataclass's __init__ sets each field through object.__setattr__,
+# three times the cost of a plain one, paid once per sample read.
+@dataclass(slots=True)
 class RawSample:
     index: int  # the sample's key: its position in its split
     data: bytes
@@ -140,7 +142,7 @@ Decoded = tuple[RawSample, ExampleHeader]
 
 
 def read_samples(
-    segments: Iterable[Segment], policy: RetryPolicy, verify: bool = True
+    segments: Iterable[Segment], policy: RetryPolicy, verify: bool = True, make: type = RawSample
 ) -> Iterator[RawSample]:
     """Stream the segments' samples, each only after the sha256 of its block matched.
 
@@ -154,7 +156,7 @@ def read_samples(
         if verify and shard.info is not None:
             samples = read_listed_shard(shard.url, shard.info, segment.skip, segment.take, policy)
             for key, data in samples:
-                yield RawSample(int(key), data, shard.url)
+                yield make(int(key), data, shard.url)
             continue
         size = shard.bytes
         if size is None and not storage.is_url(shard.url):
@@ -164,7 +166,7 @@ def read_samples(
             count = 0
             for key, data in iter_tar_samples(stream, shard.url, size=size):
                 if count >= segment.skip:
-                    yield RawSample(int(key), data, shard.url)
+                    yield make(int(key), data, shard.url)
                 count += 1
                 if count == stop:
                     break
@@ -191,8 +193,10 @@ class StreamReader:
     per reader (one epoch of one worker). A shard without a manifest is read from its start
     up to the last sample wanted."""
 
-    def __init__(self, shards: list[ShardEntry], policy: RetryPolicy, verify: bool) -> None:
-        self.shards, self.policy, self.verify = shards, policy, verify
+    def __init__(
+        self, shards: list[ShardEntry], policy: RetryPolicy, verify: bool, make: type = RawSample
+    ) -> None:
+        self.shards, self.policy, self.verify, self.make = shards, policy, verify, make
         self.starts = np.cumsum([0, *(shard.samples for shard in shards)])
         self._loaded: dict[int, ShardEntry] = {}
 
@@ -214,7 +218,8 @@ class StreamReader:
 
     def _read_run(self, shard: ShardEntry, run: np.ndarray) -> list[RawSample]:
         lo, hi = int(run[0]), int(run[-1])
-        samples = read_samples([Segment(shard, lo, hi - lo + 1)], self.policy, self.verify)
+        segment = Segment(shard, lo, hi - lo + 1)
+        samples = read_samples([segment], self.policy, self.verify, self.make)
         if len(run) == hi - lo + 1:
             return list(samples)
         keep = set(run.tolist())
@@ -357,13 +362,20 @@ def train_stream(
 MixReading = tuple[MixCursor, SourceWindows]
 
 
+def _held_sample(index: int, data: bytes, shard: str) -> tuple[int, bytes, str]:
+    """A sample as a mix's windows hold it: a plain tuple of an int, bytes and a str, which
+    the garbage collector stops tracking at its first pass (a RawSample it would go over in
+    every full collection while the window is held); made a RawSample when it is used."""
+    return index, data, shard
+
+
 def mix_reading(source: MixedSource, config: LoaderConfig) -> MixReading:
     """A reader of a mix's samples: where it is in the mix's order, and the windows of the
     sources' orders it holds, each source epoch read by a StreamReader of its shards."""
 
     def open_reader(number: int, epoch: int) -> Callable[[np.ndarray], list[RawSample]]:
         shards = epoch_shards(source.sources[number].shards, config.seed, epoch, config.shuffle)
-        return StreamReader(shards, config.retry, config.verify).read
+        return StreamReader(shards, config.retry, config.verify, _held_sample).read
 
     order = MixOrder.of(source, config.global_batch, config.seed)
     sources = SourceWindows(
@@ -397,7 +409,8 @@ def mixed_train_stream(
         numbers, positions, floor = cursor.micro_batches(batches, micros, m)
         samples, source_epochs = windows.take(numbers, positions, floor)
         for at in range(0, len(samples), m):
-            group = list(decode_samples(samples[at : at + m]))
+            held = [RawSample(key, data, shard) for key, data, shard in samples[at : at + m]]
+            group = list(decode_samples(held))
             mixed = (numbers[at : at + m], source_epochs[at : at + m])
             made = collate(group, limits, config.masking, config.seed, epoch, mixed)
             yield made if config.pad_to is None else pad_batch(made, config.pad_to)
