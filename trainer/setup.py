@@ -17,7 +17,6 @@ import logging
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -51,8 +50,6 @@ from trainer.released import (
     start_record,
 )
 from trainer.run.directory import RunDirectory
-from trainer.run.lock import RunLock
-from trainer.run.remote import RemoteRun
 from trainer.run.start import restore, start_from
 from trainer.source import check_mix_sources, source_names
 
@@ -93,23 +90,6 @@ class Run:
     # What the run started from, where its checkpoints record it: a released BERT's record
     # (trainer/released.py start_record), kept by a resume and by a run started from them.
     start: dict[str, Any] | None = None
-
-    @property
-    def run_dir(self) -> Path:
-        """Where this process writes: --output, or its local staging when --output is a URL."""
-        return self.directory.path
-
-    @property
-    def remote(self) -> RemoteRun | None:
-        return self.directory.remote
-
-    @property
-    def lock(self) -> RunLock | None:
-        return self.directory.lock
-
-    @property
-    def checkpoints(self) -> Path:
-        return self.directory.checkpoints
 
     @property
     def bf16(self) -> bool:

@@ -370,7 +370,9 @@ def _checkpoint(run: Run) -> None:
     rng = distributed.rng_state(run.env)  # a collective: every rank takes part
     if run.env.is_main:
         payload = _checkpoint_payload(run, rng)
-        path = save_checkpoint(run.checkpoints, run.step, payload, run.config.keep_checkpoints)
+        path = save_checkpoint(
+            run.directory.checkpoints, run.step, payload, run.config.keep_checkpoints
+        )
         shown = run.directory.mirror(path, before_push=run.logger.flush)
         _LOG.info("step %d: wrote %s", run.step, shown)
     distributed.barrier(run.env)
