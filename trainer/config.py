@@ -163,7 +163,10 @@ class TrainConfig:
         False, help="start over in an OUTPUT that holds an earlier run (deletes only its files)"
     )
     init_checkpoint: str | None = option(
-        None, help="start from these weights (phase 2); with --resume, only until a checkpoint"
+        None,
+        help="start from these weights: a bertkit run's checkpoints (phase 2), a transformers "
+        "BERT directory or Google's TF checkpoint directory; with --resume, only until a "
+        "checkpoint",
     )
     compile: bool = option(
         False, help="torch.compile the model (pads to max_seq_length, or its quarters if bucketed)"
