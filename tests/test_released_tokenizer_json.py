@@ -1,7 +1,8 @@
 """A released BERT directory with tokenizer.json and no vocab.txt, as transformers 5 saves
 one (issue 38 item 1): its tokens are tokenizer.json's WordPiece vocab in id order, its
 sha256 the vocab.txt's those tokens make (what transformers 4 saved), its tokens
-BertTokenizerFast's on every sentence of the real sample; examples, inspect, train
+BertTokenizerFast's on every sentence of the real sample (that test is
+tests/test_released_vocab.py's, over both kinds of directory); examples, inspect, train
 --init-checkpoint and export-hf take it; other models and broken ids are refused in one line.
 """
 
@@ -18,64 +19,17 @@ from tokenizers import Tokenizer, models
 from bertkit import cli
 from pipelines.io.vocabulary import VocabError, load_vocab, vocab_txt_bytes
 from schemas.vocab import SPECIAL_TOKENS, VOCAB_FILE
-from tests.test_released_vocab import (
-    ACCENTED,
-    CASED_WORDS,
+from tests.support.released_dirs import (  # noqa: F401 (two fixtures)
     EXAMPLE_FLAGS,
-    added,
-    bertkit_ids,
+    SAVED,
     hf_ids,
-    sample_sentences,
+    sample_sentences_fixture,
+    sample_tokens_fixture,
+    saved,
     shard_digests,
-    with_unused,
 )
 
 transformers = pytest.importorskip("transformers")
-
-SAVED = ["tokenizer.json", "tokenizer_config.json"]  # what transformers 5 writes, no vocab.txt
-
-
-def saved(directory: Path, tokens: list[str], **settings) -> Path:
-    """`BertTokenizerFast.from_pretrained(a vocab.txt's directory).save_pretrained(directory)`
-    (`settings`: do_lower_case, …), as transformers 5 does it: no vocab.txt."""
-    google = directory.parent / f"{directory.name}-google"
-    google.mkdir(parents=True)
-    (google / VOCAB_FILE).write_bytes(vocab_txt_bytes(tokens))
-    hf = transformers.BertTokenizerFast.from_pretrained(str(google), **settings)
-    hf.save_pretrained(str(directory))
-    model = ("config.json", "model.safetensors")  # a model's directory: the tokenizer beside
-    assert sorted(p.name for p in directory.iterdir() if p.name not in model) == SAVED
-    return directory
-
-
-@pytest.fixture(scope="module")
-def sample_tokens(sample_vocab: Path) -> list[str]:
-    return load_vocab(str(sample_vocab)).tokens
-
-
-@pytest.mark.parametrize("lower", [True, False], ids=["uncased", "cased"])
-def test_every_sentence_of_the_sample_as_transformers_tokenizes_it(
-    tmp_path, sample_documents, sample_tokens, lower
-):
-    tokens = added(with_unused(sample_tokens, 100), CASED_WORDS, ACCENTED)
-    directory = saved(tmp_path / "bert", tokens, do_lower_case=lower)
-    vocab = load_vocab(str(directory))
-    assert vocab.tokens == tokens and vocab.size == 8_114
-    # The sha256 of the vocab.txt transformers 4 saved (and Google shipped) for these tokens.
-    google = tmp_path / "bert-google" / VOCAB_FILE
-    assert vocab.sha256 == hashlib.sha256(google.read_bytes()).hexdigest()
-    assert vocab.source_files == tuple(SAVED)
-    assert (vocab.cased, vocab.cased_from) == (not lower, "tokenizer_config.json do_lower_case")
-    sentences = sample_sentences(sample_documents)
-    assert len(sentences) == 24_513
-    ours = bertkit_ids(directory, sentences)
-    assert ours == hf_ids(directory, sentences)
-    used = {i for ids in ours for i in ids}
-    assert (tokens.index("The") in used) is (not lower)  # two tokenizers compared, not one
-    hf = transformers.BertTokenizerFast.from_pretrained(str(directory))
-    pair = vocab.tokenizer.encode(sentences[0], sentences[1])
-    assert pair.ids == hf(sentences[0], sentences[1])["input_ids"]
-    assert pair.type_ids == hf(sentences[0], sentences[1])["token_type_ids"]
 
 
 def test_without_tokenizer_config_json_the_normalizer_says_the_casing(tmp_path):
@@ -281,7 +235,9 @@ def test_chain_with_it_trains_no_vocabulary(tmp_path, sample_tokens, capsys):
     capsys.readouterr()
 
 
-def test_train_from_a_saved_model_and_export(tmp_path, sample_documents, sample_tokens, capsys):
+def test_train_from_a_saved_model_and_export(
+    tmp_path, sample_documents, sample_sentences, sample_tokens, capsys
+):
     """A transformers BertForPreTraining saved with save_pretrained (tokenizer.json alone):
     examples with it as --vocab, `bertkit train --init-checkpoint DIR` 1 step on those
     shards, export-hf: its tokenizer files byte for byte, plus the vocab.txt whose sha256
@@ -327,7 +283,7 @@ def test_train_from_a_saved_model_and_export(tmp_path, sample_documents, sample_
     for name in SAVED:
         assert (exported / name).read_bytes() == (model / name).read_bytes(), name
     assert hashlib.sha256((exported / VOCAB_FILE).read_bytes()).hexdigest() == digest
-    sentences = sample_sentences(sample_documents)[:2000]
+    sentences = sample_sentences[:2000]
     assert hf_ids(exported, sentences) == hf_ids(model, sentences)
     assert transformers.BertForPreTraining.from_pretrained(str(exported)).config.vocab_size == 8000
     capsys.readouterr()

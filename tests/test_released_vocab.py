@@ -5,104 +5,78 @@ Google's format, then `BertTokenizerFast.from_pretrained(DIR, do_lower_case=…)
 .save_pretrained(DIR)`, which adds tokenizer.json and tokenizer_config.json beside it. Their
 tokens are the sample vocabulary's (trained by `bertkit vocab` on the real sample), with
 [unusedN] slots, cased words or CJK characters added. bertkit's tokens must be
-transformers' on that directory, token for token, on every sentence of the real sample.
+transformers' on that directory, token for token, on every sentence of the real sample,
+and so on a directory with tokenizer.json and no vocab.txt, as transformers 5 saves one.
+The builders are in tests/support/released_dirs.py.
 """
 
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import re
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 
 from pipelines import chain, examples, inspect
 from pipelines.io.released_vocab import CasingNotSaidError
 from pipelines.io.vocabulary import VocabError, load_vocab, vocab_txt_bytes
-from schemas.documents import DocumentColumn
 from schemas.vocab import SPECIAL_TOKENS, VOCAB_FILE
+from tests.support.released_dirs import (  # noqa: F401 (two fixtures)
+    ACCENTED,
+    CASED_WORDS,
+    CJK,
+    EXAMPLE_FLAGS,
+    SAVED,
+    added,
+    bertkit_ids,
+    hf_ids,
+    released,
+    sample_sentences_fixture,
+    sample_tokens_fixture,
+    saved,
+    shard_digests,
+    with_unused,
+)
 
 transformers = pytest.importorskip("transformers")
 
-# Added to the uncased sample vocabulary for the cased directory: capitalised words of the
-# sample's first sentences, an accented word, and pieces of both.
-CASED_WORDS = ["The", "Alice", "Project", "Gutenberg", "In", "It", "He", "She", "A", "##S"]
-ACCENTED = ["café", "naïve", "é", "##é"]
-CJK = ["日", "本", "語", "東", "京", "北", "中", "文", "한국어", "##어"]
+# The two kinds of released directory, from the same tokens: Google's vocab.txt with
+# transformers 4's files beside it, and transformers 5's tokenizer.json with no vocab.txt.
+DIRECTORIES = {
+    "vocab-txt": (released, ("vocab.txt", "tokenizer.json", "tokenizer_config.json")),
+    "tokenizer-json": (saved, tuple(SAVED)),
+}
 
 
-def sample_sentences(sample_documents) -> list[str]:
-    return [
-        sentence
-        for directory in sample_documents
-        for path in sorted(directory.glob("*.parquet"))
-        for document in pq.read_table(path, columns=[DocumentColumn.SENTENCES])
-        .column(DocumentColumn.SENTENCES)
-        .to_pylist()
-        for sentence in document
-    ]
-
-
-def released(directory: Path, tokens: list[str], **settings) -> Path:
-    """A released BERT's vocabulary directory, as Google ships vocab.txt and transformers
-    writes the rest (`settings`: do_lower_case, strip_accents, tokenize_chinese_chars)."""
-    directory.mkdir(parents=True)
-    (directory / VOCAB_FILE).write_bytes(vocab_txt_bytes(tokens))
-    hf = transformers.BertTokenizerFast.from_pretrained(str(directory), **settings)
-    hf.save_pretrained(str(directory))
-    assert (directory / VOCAB_FILE).read_bytes() == vocab_txt_bytes(tokens)
-    return directory
-
-
-def added(tokens: list[str], *extra: list[str]) -> list[str]:
-    """`tokens` and those of `extra` it lacks (the sample's vocabulary has some already)."""
-    return [*tokens, *(t for t in dict.fromkeys(itertools.chain(*extra)) if t not in set(tokens))]
-
-
-def with_unused(tokens: list[str], count: int) -> list[str]:
-    """Google's layout: [PAD], then the [unusedN] slots, then the rest."""
-    return [tokens[0], *(f"[unused{i}]" for i in range(count)), *tokens[1:]]
-
-
-def hf_ids(directory: Path, sentences: list[str]) -> list[list[int]]:
-    hf = transformers.BertTokenizerFast.from_pretrained(str(directory))
-    return hf(sentences, add_special_tokens=False)["input_ids"]
-
-
-def bertkit_ids(directory: Path, sentences: list[str], **kwargs) -> list[list[int]]:
-    tokenizer = load_vocab(str(directory), **kwargs).tokenizer
-    return [e.ids for e in tokenizer.encode_batch_fast(sentences, add_special_tokens=False)]
-
-
-@pytest.fixture(scope="module")
-def sample_tokens(sample_vocab: Path) -> list[str]:
-    return load_vocab(str(sample_vocab)).tokens
-
-
+@pytest.mark.parametrize("kind", DIRECTORIES)
 @pytest.mark.parametrize("lower", [True, False], ids=["uncased", "cased"])
 def test_every_sentence_of_the_sample_as_transformers_tokenizes_it(
-    tmp_path, sample_documents, sample_tokens, lower
+    tmp_path, sample_sentences, sample_tokens, kind, lower
 ):
+    make, files = DIRECTORIES[kind]
     tokens = added(with_unused(sample_tokens, 100), CASED_WORDS, ACCENTED)
-    directory = released(tmp_path / "bert", tokens, do_lower_case=lower)
-    sentences = sample_sentences(sample_documents)
-    assert len(sentences) == 24_513
+    directory = make(tmp_path / "bert", tokens, do_lower_case=lower)
     vocab = load_vocab(str(directory))
+    assert vocab.tokens == tokens and vocab.size == 8_114
+    # The sha256 of the vocab.txt transformers 4 saved (and Google shipped) for these tokens.
+    assert vocab.sha256 == hashlib.sha256(vocab_txt_bytes(tokens)).hexdigest()
+    assert vocab.source_files == files
     assert (vocab.cased, vocab.cased_from) == (not lower, "tokenizer_config.json do_lower_case")
     assert vocab.released and vocab.metadata.num_unused == 100
-    ours = bertkit_ids(directory, sentences)
-    assert ours == hf_ids(directory, sentences)
+    assert len(sample_sentences) == 24_513
+    ours = bertkit_ids(directory, sample_sentences)
+    assert ours == hf_ids(directory, sample_sentences)
     # The cased words are used only when case is kept: the test compares two tokenizers.
     used = {i for ids in ours for i in ids}
     assert (tokens.index("The") in used) is (not lower)
     # The pair the examples make: [CLS] A [SEP] B [SEP], segment ids 0 then 1.
     hf = transformers.BertTokenizerFast.from_pretrained(str(directory))
-    pair = vocab.tokenizer.encode(sentences[0], sentences[1])
-    assert pair.ids == hf(sentences[0], sentences[1])["input_ids"]
-    assert pair.type_ids == hf(sentences[0], sentences[1])["token_type_ids"]
+    first, second = sample_sentences[:2]
+    pair = vocab.tokenizer.encode(first, second)
+    assert pair.ids == hf(first, second)["input_ids"]
+    assert pair.type_ids == hf(first, second)["token_type_ids"]
 
 
 def test_cjk_characters_are_split_one_token_each(tmp_path, sample_tokens):
@@ -272,16 +246,6 @@ def test_a_directory_without_a_vocabulary_never_advises_training_into_it(tmp_pat
 # --------------------------------------------------------------------------- the commands
 
 
-def shard_digests(shards: Path) -> dict[str, str]:
-    return {
-        str(p.relative_to(shards)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(shards.glob("seq*/*/*.tar"))
-    }
-
-
-EXAMPLE_FLAGS = ["--dupe-factor", "1", "--heldout-fraction", "0.05"]
-
-
 def test_examples_with_a_released_vocabulary(tmp_path, sample_documents, sample_vocab, capsys):
     """A released copy of the sample vocabulary (vocab.txt and transformers' files) makes
     the shards the bertkit directory makes, byte for byte; the manifest records the
@@ -390,7 +354,7 @@ def test_help_names_the_casing_flags(capsys):
 
 
 def test_train_reads_a_moved_released_vocabulary_with_the_manifest_s_casing(
-    tmp_path, sample_documents, sample_tokens, capsys
+    tmp_path, sample_documents, sample_sentences, sample_tokens, capsys
 ):
     """Shards of a vocab.txt alone (--no-cased, recorded in the manifest); the directory
     moves, `bertkit train --vocab NEW --masking dynamic` loads it with the recorded casing,
@@ -422,7 +386,7 @@ def test_train_reads_a_moved_released_vocabulary_with_the_manifest_s_casing(
 
     # export-hf: the released directory's own files, none made up; transformers on the
     # export tokenizes as on the original directory told the run's casing.
-    sentences = sample_sentences(sample_documents)[:2000]
+    sentences = sample_sentences[:2000]
     exported = tmp_path / "hf"
     with pytest.raises(SystemExit) as exit_:
         cli.main(["export-hf", str(checkpoint), "--output", str(exported)])
@@ -439,11 +403,11 @@ def test_train_reads_a_moved_released_vocabulary_with_the_manifest_s_casing(
     want = original(sentences, add_special_tokens=False)["input_ids"]
     assert hf_ids(exported, sentences) == want
     # The same vocab.txt as transformers saves it: its tokenizer files copied byte for byte.
-    saved = released(tmp_path / "bert", sample_tokens, do_lower_case=True)
+    original = released(tmp_path / "bert", sample_tokens, do_lower_case=True)
     again = tmp_path / "hf-again"
     with pytest.raises(SystemExit) as exit_:
-        cli.main(["export-hf", str(checkpoint), "--output", str(again), "--vocab", str(saved)])
+        cli.main(["export-hf", str(checkpoint), "--output", str(again), "--vocab", str(original)])
     assert exit_.value.code in (0, None)
     for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json"):
-        assert (again / name).read_bytes() == (saved / name).read_bytes(), name
+        assert (again / name).read_bytes() == (original / name).read_bytes(), name
     assert hf_ids(again, sentences) == want
