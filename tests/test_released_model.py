@@ -12,6 +12,7 @@ import torch
 import transformers
 from safetensors.torch import load_file, save_file
 
+from tests.support.literal_batch import LiteralBatch
 from trainer.hf_names import from_hf, to_hf
 from trainer.model import BertConfig, BertForPreTraining
 from trainer.released import (
@@ -34,12 +35,14 @@ SIZES = {
     "layer_norm_eps": 1e-7,
 }
 # One literal batch: two pairs of 8 tokens, the second padded; 3 prediction slots each.
-INPUT_IDS = [[2, 7, 9, 4, 3, 11, 12, 3], [2, 15, 4, 30, 3, 21, 3, 0]]
-TOKEN_TYPES = [[0, 0, 0, 0, 0, 1, 1, 1], [0, 0, 0, 0, 0, 1, 1, 0]]
-ATTENTION = [[1] * 8, [1] * 7 + [0]]
-POSITIONS = [[1, 3, 6], [2, 5, 0]]
-LABELS = [[8, 5, 13], [16, 22, -100]]  # the second row's third slot is padding
-NSP = [0, 1]
+BATCH = LiteralBatch(
+    input_ids=[[2, 7, 9, 4, 3, 11, 12, 3], [2, 15, 4, 30, 3, 21, 3, 0]],
+    token_types=[[0, 0, 0, 0, 0, 1, 1, 1], [0, 0, 0, 0, 0, 1, 1, 0]],
+    attention=[[1] * 8, [1] * 7 + [0]],
+    positions=[[1, 3, 6], [2, 5, 0]],
+    labels=[[8, 5, 13], [16, 22, -100]],  # the second row's third slot is padding
+    nsp=[0, 1],
+)
 
 
 def _save(tmp_path: Path, cls: type, name: str = "released", **config: object) -> Path:
@@ -48,40 +51,6 @@ def _save(tmp_path: Path, cls: type, name: str = "released", **config: object) -
     directory = tmp_path / name
     model.save_pretrained(directory)
     return directory
-
-
-def _hf_loss(directory: Path, cls: type, nsp: bool) -> float:
-    model = cls.from_pretrained(directory).eval()
-    labels = torch.full((2, 8), -100)
-    for row, (positions, values) in enumerate(zip(POSITIONS, LABELS, strict=True)):
-        for position, value in zip(positions, values, strict=True):
-            if value != -100:
-                labels[row, position] = value
-    extra = {"next_sentence_label": torch.tensor(NSP)} if nsp else {}
-    with torch.no_grad():
-        out = model(
-            input_ids=torch.tensor(INPUT_IDS),
-            token_type_ids=torch.tensor(TOKEN_TYPES),
-            attention_mask=torch.tensor(ATTENTION),
-            labels=labels,
-            **extra,
-        )
-    return float(out.loss)
-
-
-def _bertkit_loss(model: BertForPreTraining, nsp: bool) -> float:
-    model.eval()
-    extra = {"next_sentence_labels": torch.tensor(NSP)} if nsp else {}
-    with torch.no_grad():
-        out = model(
-            torch.tensor(INPUT_IDS),
-            torch.tensor(TOKEN_TYPES),
-            torch.tensor(ATTENTION),
-            torch.tensor(POSITIONS),
-            torch.tensor(LABELS),
-            **extra,
-        )
-    return float(out.loss)
 
 
 def test_the_mapping_round_trips_exactly_both_ways():
@@ -120,7 +89,8 @@ def test_loss_at_step_0_equals_transformers(tmp_path, cls, objective):
     nsp = objective == "mlm+nsp"
     model, fresh, dropped = released_model(read_released(str(directory)), objective)
     assert (fresh, dropped) == ([], [])
-    ours, theirs = _bertkit_loss(model, nsp), _hf_loss(directory, cls, nsp)
+    ours = BATCH.bertkit_loss(model, nsp)
+    theirs = BATCH.transformers_loss(cls.from_pretrained(directory), nsp)
     print(f"{cls.__name__}: bertkit {ours!r} transformers {theirs!r}")
     assert abs(ours - theirs) / abs(theirs) < 1e-5
 

@@ -20,6 +20,7 @@ from transformers import BertConfig, BertForPreTraining
 
 from pipelines.io.crc32c import crc32c, unmask_crc
 from pipelines.io.tf_checkpoint import TFCheckpointError, find_prefix, hf_name, read_tf_bert
+from tests.support.literal_batch import LiteralBatch
 
 FIXTURE = Path(__file__).parent / "data" / "tf_bert_tiny"
 INDEX = "bert_model.ckpt.index"
@@ -333,43 +334,24 @@ def test_two_checkpoints_in_one_directory_are_refused(tmp_path: Path) -> None:
 
 # One literal batch for the trainer's start: two pairs of 10 tokens (ids < 40, positions
 # < 16), the second padded; 3 prediction slots each, the second row's last one padding.
-INPUT_IDS = [[4, 19, 22, 7, 5, 20, 13, 23, 36, 5], [4, 27, 14, 28, 5, 16, 22, 5, 0, 0]]
-TOKEN_TYPES = [[0, 0, 0, 0, 0, 1, 1, 1, 1, 1], [0, 0, 0, 0, 0, 1, 1, 1, 0, 0]]
-ATTENTION = [[1] * 10, [1] * 8 + [0, 0]]
-POSITIONS = [[1, 3, 7], [2, 6, 0]]
-LABELS = [[19, 7, 23], [14, 22, -100]]
-NSP = [0, 1]
+BATCH = LiteralBatch(
+    input_ids=[[4, 19, 22, 7, 5, 20, 13, 23, 36, 5], [4, 27, 14, 28, 5, 16, 22, 5, 0, 0]],
+    token_types=[[0, 0, 0, 0, 0, 1, 1, 1, 1, 1], [0, 0, 0, 0, 0, 1, 1, 1, 0, 0]],
+    attention=[[1] * 10, [1] * 8 + [0, 0]],
+    positions=[[1, 3, 7], [2, 6, 0]],
+    labels=[[19, 7, 23], [14, 22, -100]],
+    nsp=[0, 1],
+)
 
 
 def _transformers_loss(nsp: bool) -> float:
     """transformers' BertForPreTraining holding expected.safetensors (not the reader's
     output), on the literal batch."""
     config, _ = read_tf_bert(str(FIXTURE))
-    model = BertForPreTraining(BertConfig(**config)).eval()
+    model = BertForPreTraining(BertConfig(**config))
     expected = load_file(str(FIXTURE / "expected.safetensors"))
     model.load_state_dict({k: torch.from_numpy(v) for k, v in expected.items()}, strict=False)
-    labels = torch.full((2, 10), -100)
-    for row, (positions, values) in enumerate(zip(POSITIONS, LABELS, strict=True)):
-        for position, value in zip(positions, values, strict=True):
-            if value != -100:
-                labels[row, position] = value
-    if not nsp:  # BertForPreTraining's MLM loss alone: its prediction scores, cross-entropy
-        with torch.no_grad():
-            scores = model(
-                input_ids=torch.tensor(INPUT_IDS),
-                token_type_ids=torch.tensor(TOKEN_TYPES),
-                attention_mask=torch.tensor(ATTENTION),
-            ).prediction_logits
-        return float(torch.nn.functional.cross_entropy(scores.view(-1, 40), labels.view(-1)))
-    with torch.no_grad():
-        out = model(
-            input_ids=torch.tensor(INPUT_IDS),
-            token_type_ids=torch.tensor(TOKEN_TYPES),
-            attention_mask=torch.tensor(ATTENTION),
-            labels=labels,
-            next_sentence_label=torch.tensor(NSP),
-        )
-    return float(out.loss)
+    return BATCH.transformers_loss(model, nsp)
 
 
 @pytest.mark.parametrize("objective", ["mlm+nsp", "mlm"])
@@ -391,19 +373,9 @@ def test_the_trainer_starts_from_a_google_checkpoint(objective: str) -> None:
     model, fresh, dropped = released_model(released, objective)
     nsp = objective == "mlm+nsp"
     assert (fresh, dropped) == ([], [] if nsp else ["the pooler", "the NSP head"])
-    model.eval()
-    extra = {"next_sentence_labels": torch.tensor(NSP)} if nsp else {}
-    with torch.no_grad():
-        ours = model(
-            torch.tensor(INPUT_IDS),
-            torch.tensor(TOKEN_TYPES),
-            torch.tensor(ATTENTION),
-            torch.tensor(POSITIONS),
-            torch.tensor(LABELS),
-            **extra,
-        ).loss
+    ours = BATCH.bertkit_loss(model, nsp)
     theirs = _transformers_loss(nsp)
-    assert abs(float(ours) - theirs) / abs(theirs) < 1e-5, (float(ours), theirs)
+    assert abs(ours - theirs) / abs(theirs) < 1e-5, (ours, theirs)
 
 
 def test_the_trainer_takes_a_prefix_and_refuses_in_one_line(tmp_path: Path) -> None:
