@@ -4,6 +4,7 @@
     python -m bench.loader --repeats 1 --limit-samples 20000  # a quick look
     python -m bench.loader --no-s3 --json bench/.work/loader-results.json
     python -m bench.loader --shards DIR                       # other shards than the demo's
+    python -m bench.loader --no-s3 --gc-off                   # the collector off: own work
 
 Run from the repository root, after `bertkit demo` (which writes out/demo/shards) or with
 --shards. What is measured: the shards' train split read, decoded and collated into the batch
@@ -206,12 +207,19 @@ class RowSummary:
     runs: list[dict[str, Any]] = field(default_factory=list)
 
 
-def measure_row(action: Callable[[], int], server: MotoServer | None = None) -> Run:
+def measure_row(
+    action: Callable[[], int], server: MotoServer | None = None, collector: bool = True
+) -> Run:
     gc.collect()  # garbage of the previous row is not this row's work
     server_before = server.cpu_s() if server else None
+    if not collector:
+        gc.disable()
     cpu, wall = time.process_time(), time.perf_counter()
-    samples = action()
-    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    try:
+        samples = action()
+    finally:
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        gc.enable()
     server_cpu = server.cpu_s() - server_before if server and server_before is not None else None
     return Run(samples, cpu, wall, server_cpu)
 
@@ -396,6 +404,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--mix-epochs", type=int, default=10, help="the long rows' samples, in epochs (10)"
     )
+    parser.add_argument(
+        "--gc-off",
+        action="store_true",
+        help="measure with Python's garbage collector off: the rows' own work without the "
+        "full collections that what a loader holds brings on",
+    )
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args(argv)
     if args.repeats < 1 or args.batch_size < 1 or args.mix_epochs < 1:
@@ -487,7 +501,7 @@ def main(argv: list[str] | None = None) -> int:
                 if errors[row] is not None:
                     continue  # a failing row will fail again
                 try:
-                    run = measure_row(action, server if row in S3_ROWS else None)
+                    run = measure_row(action, server if row in S3_ROWS else None, not args.gc_off)
                 except Exception as error:  # noqa: BLE001 - report it, run the rest
                     errors[row] = f"{type(error).__name__}: {error}"
                     print(f"  {row:<18} run {repeat}/{args.repeats}: FAILED {errors[row]}")
@@ -536,6 +550,7 @@ def write_results(
             "mix_epochs": args.mix_epochs,
             "mix_weights": list(MIX_WEIGHTS),
             "limit_samples": args.limit_samples,
+            "gc_off": args.gc_off,
             "loader": asdict(LoaderConfig(args.batch_size, num_workers=0)),
             "dynamic_masking": {"rate": DEFAULTS.mask_rate, "replace": DEFAULTS.mask_replace},
         },
