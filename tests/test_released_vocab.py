@@ -42,6 +42,14 @@ from tests.support.released_dirs import (  # noqa: F401 (two fixtures)
 
 transformers = pytest.importorskip("transformers")
 
+
+def _refusal(directory: Path, **kwargs) -> str:
+    """The one line load_vocab refuses `directory` with (it must refuse it)."""
+    with pytest.raises(VocabError) as refused:
+        load_vocab(str(directory), **kwargs)
+    return str(refused.value)
+
+
 # The two kinds of released directory, from the same tokens: Google's vocab.txt with
 # transformers 4's files beside it, and transformers 5's tokenizer.json with no vocab.txt.
 DIRECTORIES = {
@@ -147,9 +155,7 @@ def test_a_vocab_txt_alone_takes_its_casing_from_the_flag(tmp_path, sample_token
 
 def test_a_flag_that_contradicts_the_directory_is_refused(tmp_path, sample_tokens, sample_vocab):
     directory = released(tmp_path / "bert", sample_tokens, do_lower_case=True)
-    with pytest.raises(VocabError) as refused:
-        load_vocab(str(directory), cased=True)
-    assert str(refused.value) == (
+    assert _refusal(directory, cased=True) == (
         f"--cased contradicts the released vocabulary at {directory}: its tokenizer_config.json "
         "do_lower_case says uncased; drop the flag"
     )
@@ -190,9 +196,7 @@ def write_lines(directory: Path, lines: list[str]) -> Path:
 )
 def test_a_vocabulary_bertkit_cannot_use_is_one_line_naming_file_and_line(tmp_path, lines, problem):
     directory = write_lines(tmp_path / "bad", lines)
-    with pytest.raises(VocabError) as refused:
-        load_vocab(str(directory), cased=False)
-    assert str(refused.value) == f"{directory / VOCAB_FILE} {problem}"
+    assert _refusal(directory, cased=False) == f"{directory / VOCAB_FILE} {problem}"
 
 
 def test_a_tokenizer_json_that_disagrees_with_vocab_txt_is_refused(tmp_path, sample_tokens):
@@ -202,9 +206,7 @@ def test_a_tokenizer_json_that_disagrees_with_vocab_txt_is_refused(tmp_path, sam
     vocab["the"], vocab["of"] = vocab["of"], vocab["the"]
     (directory / "tokenizer.json").write_text(json.dumps(tokenizer))
     first = min(vocab["the"], vocab["of"])
-    with pytest.raises(VocabError) as refused:
-        load_vocab(str(directory))
-    assert str(refused.value) == (
+    assert _refusal(directory) == (
         f"vocab.txt and tokenizer.json in {directory} disagree: id {first} is "
         f"{sample_tokens[first]!r} in vocab.txt but "
         f"{'of' if sample_tokens[first] == 'the' else 'the'!r} in tokenizer.json; a released "
@@ -215,9 +217,7 @@ def test_a_tokenizer_json_that_disagrees_with_vocab_txt_is_refused(tmp_path, sam
 def test_other_special_tokens_are_refused(tmp_path, sample_tokens):
     directory = released(tmp_path / "bert", sample_tokens, do_lower_case=True)
     (directory / "special_tokens_map.json").write_text(json.dumps({"unk_token": "<unk>"}))
-    with pytest.raises(VocabError) as refused:
-        load_vocab(str(directory))
-    assert str(refused.value) == (
+    assert _refusal(directory) == (
         f"{directory / 'special_tokens_map.json'}: unk_token is '<unk>'; bertkit uses BERT's "
         "[UNK] (a vocabulary with other special tokens is not one it can make examples with)"
     )
@@ -234,9 +234,7 @@ def test_other_special_tokens_are_refused(tmp_path, sample_tokens):
 
 
 def test_a_directory_without_a_vocabulary_never_advises_training_into_it(tmp_path):
-    with pytest.raises(VocabError) as refused:
-        load_vocab(str(tmp_path))
-    assert str(refused.value) == (
+    assert _refusal(tmp_path) == (
         f"no vocabulary at {tmp_path}: it holds neither vocab.json (a `bertkit vocab` output) "
         "nor vocab.txt or tokenizer.json (a released BERT's); give the directory that holds "
         "them, or make one with `bertkit vocab --documents DIR … --output NEW_DIR`"

@@ -175,11 +175,16 @@ def test_unknown_variable_is_refused(google: str) -> None:
     )
 
 
+def _refusal(path: Path) -> str:
+    """The one line read_tf_bert refuses `path` with (it must refuse it)."""
+    with pytest.raises(TFCheckpointError) as caught:
+        read_tf_bert(str(path))
+    return str(caught.value)
+
+
 def test_checkpoint_with_an_unknown_variable_is_refused() -> None:
     index = FIXTURE / "unknown" / INDEX
-    with pytest.raises(TFCheckpointError) as caught:
-        read_tf_bert(str(FIXTURE / "unknown"))
-    assert str(caught.value) == (
+    assert _refusal(FIXTURE / "unknown") == (
         f"{index}: variable 'bert/encoder/layer_0/adapter/dense/kernel' is not part of "
         "google-research/bert's BERT or its pre-training heads; this reader takes those only: "
         "convert the checkpoint with the code that made it"
@@ -188,9 +193,7 @@ def test_checkpoint_with_an_unknown_variable_is_refused() -> None:
 
 def test_float16_variable_is_refused() -> None:
     index = FIXTURE / "float16" / INDEX
-    with pytest.raises(TFCheckpointError) as caught:
-        read_tf_bert(str(FIXTURE / "float16"))
-    assert str(caught.value) == (
+    assert _refusal(FIXTURE / "float16") == (
         f"{index}: variable bert/embeddings/word_embeddings is float16; this reader takes "
         "float32 checkpoints, as Google released them: convert this one with transformers "
         "instead (docs/training.md)"
@@ -207,37 +210,31 @@ def _damaged(path: Path, what: str) -> str:
 def test_bad_magic_is_refused(tmp_path: Path) -> None:
     index = _copy(tmp_path) / INDEX
     _patch(index, index.stat().st_size - 1, 0)
-    with pytest.raises(TFCheckpointError) as caught:
-        read_tf_bert(str(index.parent))
-    assert str(caught.value) == _damaged(index, "its last 8 bytes are not the table's magic number")
+    assert _refusal(index.parent) == _damaged(
+        index, "its last 8 bytes are not the table's magic number"
+    )
 
 
 def test_truncated_index_is_refused(tmp_path: Path) -> None:
     index = _copy(tmp_path) / INDEX
     index.write_bytes(FIXTURE.joinpath(INDEX).read_bytes()[:3000])
-    with pytest.raises(TFCheckpointError) as caught:
-        read_tf_bert(str(index.parent))
-    assert str(caught.value) == _damaged(index, "its last 8 bytes are not the table's magic number")
+    assert _refusal(index.parent) == _damaged(
+        index, "its last 8 bytes are not the table's magic number"
+    )
     index.write_bytes(FIXTURE.joinpath(INDEX).read_bytes()[-40:])
-    with pytest.raises(TFCheckpointError) as caught:
-        read_tf_bert(str(index.parent))
-    assert str(caught.value) == _damaged(index, "40 bytes, shorter than the table's footer")
+    assert _refusal(index.parent) == _damaged(index, "40 bytes, shorter than the table's footer")
 
 
 def test_damaged_block_fails_its_crc(tmp_path: Path) -> None:
     index = _copy(tmp_path) / INDEX
     _patch(index, 100, FIXTURE.joinpath(INDEX).read_bytes()[100] ^ 1)
-    with pytest.raises(TFCheckpointError) as caught:
-        read_tf_bert(str(index.parent))
-    assert str(caught.value) == _damaged(index, "the block at byte 0 fails its crc32c")
+    assert _refusal(index.parent) == _damaged(index, "the block at byte 0 fails its crc32c")
 
 
 def test_compressed_block_is_refused(tmp_path: Path) -> None:
     index = _copy(tmp_path) / INDEX
     _patch(index, DATA_BLOCK_BYTES, 1)  # the data block's compression byte: snappy
-    with pytest.raises(TFCheckpointError) as caught:
-        read_tf_bert(str(index.parent))
-    assert str(caught.value) == (
+    assert _refusal(index.parent) == (
         f"{index}: the block at byte 0 is compressed (type 1, snappy); this reader takes the "
         "uncompressed index TensorFlow's Saver writes: convert the checkpoint with "
         "transformers instead (docs/training.md, 'A Google TensorFlow checkpoint')"
@@ -247,10 +244,8 @@ def test_compressed_block_is_refused(tmp_path: Path) -> None:
 def test_truncated_data_file_is_refused(tmp_path: Path) -> None:
     data = _copy(tmp_path) / DATA
     data.write_bytes(FIXTURE.joinpath(DATA).read_bytes()[:10000])
-    with pytest.raises(TFCheckpointError) as caught:
-        read_tf_bert(str(data.parent))
     # The first variable read past byte 10,000 (Adam's slots, which sit between, are not read).
-    assert str(caught.value) == (
+    assert _refusal(data.parent) == (
         f"{data} ends inside variable bert/encoder/layer_0/intermediate/dense/kernel (bytes "
         "9,600 to 10,112): the file is truncated; download or copy the checkpoint again"
     )
@@ -259,9 +254,7 @@ def test_truncated_data_file_is_refused(tmp_path: Path) -> None:
 def test_damaged_tensor_fails_its_crc(tmp_path: Path) -> None:
     data = _copy(tmp_path) / DATA
     _patch(data, 9601, FIXTURE.joinpath(DATA).read_bytes()[9601] ^ 0x10)
-    with pytest.raises(TFCheckpointError) as caught:
-        read_tf_bert(str(data.parent))
-    assert str(caught.value) == _damaged(
+    assert _refusal(data.parent) == _damaged(
         data, "variable bert/encoder/layer_0/intermediate/dense/kernel's bytes fail their crc32c"
     )
 
@@ -269,16 +262,12 @@ def test_damaged_tensor_fails_its_crc(tmp_path: Path) -> None:
 def test_missing_data_file_and_config_are_refused(tmp_path: Path) -> None:
     copy = _copy(tmp_path)
     (copy / DATA).unlink()
-    with pytest.raises(TFCheckpointError) as caught:
-        read_tf_bert(str(copy))
-    assert str(caught.value) == (
+    assert _refusal(copy) == (
         f"{copy / DATA} is missing; {copy / INDEX} stores variables in it: copy the "
         "checkpoint's every .data-* file beside its .index"
     )
     (copy / "bert_config.json").unlink()
-    with pytest.raises(TFCheckpointError) as caught:
-        read_tf_bert(str(copy))
-    assert str(caught.value) == (
+    assert _refusal(copy) == (
         f"{copy / 'bert_config.json'} is missing: a Google BERT checkpoint comes with its "
         "bert_config.json; put it beside the checkpoint"
     )
@@ -290,9 +279,7 @@ def test_config_that_contradicts_the_checkpoint_is_refused(tmp_path: Path) -> No
     config.write_text(
         config.read_text().replace('"intermediate_size": 16', '"intermediate_size": 32')
     )
-    with pytest.raises(TFCheckpointError) as caught:
-        read_tf_bert(str(copy))
-    assert str(caught.value) == (
+    assert _refusal(copy) == (
         f"{copy / INDEX}: variable bert/encoder/layer_0/intermediate/dense/bias has shape [16] "
         "where bert_config.json gives [32]; use the config released with this checkpoint"
     )
@@ -301,16 +288,12 @@ def test_config_that_contradicts_the_checkpoint_is_refused(tmp_path: Path) -> No
         .read_text()
         .replace('"num_hidden_layers": 2', '"num_hidden_layers": 1')
     )
-    with pytest.raises(TFCheckpointError) as caught:
-        read_tf_bert(str(copy))
-    assert str(caught.value) == (
+    assert _refusal(copy) == (
         f"{copy / INDEX}: variable bert/encoder/layer_1/attention/output/LayerNorm/beta is "
         "beyond the 1 layers bert_config.json gives; use the config released with this checkpoint"
     )
     config.write_text('{"hidden_size": 8}')
-    with pytest.raises(TFCheckpointError) as caught:
-        read_tf_bert(str(copy))
-    assert str(caught.value) == (
+    assert _refusal(copy) == (
         f"{config}: no integer vocab_size, num_hidden_layers, num_attention_heads, "
         "intermediate_size, max_position_embeddings, type_vocab_size; a Google BERT config "
         "names all of vocab_size, hidden_size, num_hidden_layers, num_attention_heads, "
@@ -322,9 +305,7 @@ def test_config_that_contradicts_the_checkpoint_is_refused(tmp_path: Path) -> No
 def test_two_checkpoints_in_one_directory_are_refused(tmp_path: Path) -> None:
     copy = _copy(tmp_path)
     shutil.copy(copy / INDEX, copy / "model.ckpt-1000.index")
-    with pytest.raises(TFCheckpointError) as caught:
-        read_tf_bert(str(copy))
-    assert str(caught.value) == (
+    assert _refusal(copy) == (
         f"{copy} holds 2 TensorFlow checkpoints (bert_model.ckpt.index, model.ckpt-1000.index): "
         "pass the one to start from as its prefix (the path without '.index')"
     )
