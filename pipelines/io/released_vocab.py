@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Container
 from typing import Any
 
 from tokenizers import Tokenizer
@@ -103,13 +104,19 @@ def checked_tokens(data: bytes, url: str) -> list[str]:
                 "must have one id: this is not a vocabulary bertkit (or BERT) can use"
             )
         first_line[token] = line
-    missing = [t for t in SPECIAL_TOKENS if t not in first_line]
+    _require_special_tokens(url, first_line, f"{len(tokens):,} lines")
+    return tokens
+
+
+def _require_special_tokens(url: str, present: Container[str], size: str) -> None:
+    """Refuses, in one line naming the file and its `size`, a vocabulary without BERT's
+    special tokens (`present`: its tokens)."""
+    missing = [t for t in SPECIAL_TOKENS if t not in present]
     if missing:
         raise VocabError(
-            f"{url} lacks {', '.join(missing)} ({len(tokens):,} lines): bertkit needs BERT's "
-            f"special tokens {' '.join(SPECIAL_TOKENS)} in the vocabulary"
+            f"{url} lacks {', '.join(missing)} ({size}): bertkit needs BERT's special tokens "
+            f"{' '.join(SPECIAL_TOKENS)} in the vocabulary"
         )
-    return tokens
 
 
 def tokenizer_json_tokens(data: bytes, url: str) -> list[str]:
@@ -169,12 +176,7 @@ def tokenizer_json_tokens(data: bytes, url: str) -> list[str]:
                 f"{url}: the token with id {index} is {token!r}, which cannot be a line of a "
                 "vocab.txt (one token per line): not a vocabulary bertkit (or BERT) can use"
             )
-    absent = [t for t in SPECIAL_TOKENS if t not in vocab]
-    if absent:
-        raise VocabError(
-            f"{url} lacks {', '.join(absent)} ({len(tokens):,} tokens): bertkit needs BERT's "
-            f"special tokens {' '.join(SPECIAL_TOKENS)} in the vocabulary"
-        )
+    _require_special_tokens(url, vocab, f"{len(tokens):,} tokens")
     return tokens
 
 
