@@ -39,7 +39,7 @@ from pipelines.io.vocabulary import (
     Vocabulary,
     build_tokenizer,
     check_agreement,
-    is_unused_token,
+    given_tokens_metadata,
     loaded_once,
     parse_vocab_txt,
     vocab_txt_bytes,
@@ -60,7 +60,6 @@ from schemas.vocab import (
     TOKENIZER_FILE,
     UNK_TOKEN,
     VOCAB_FILE,
-    VocabMetadata,
 )
 
 # transformers' WordPiece default, used when no tokenizer.json says otherwise (Google's
@@ -265,18 +264,14 @@ def _build(
         config, "tokenize_chinese_chars", normalizer, "handle_chinese_chars", True
     )
     tokenizer = build_tokenizer(tokens, resolved, strip_accents, bool(chinese_chars), max_chars)
-    vocab_sha256 = hashlib.sha256(vocab_bytes).hexdigest()
     tokenizer_bytes = data.get(TOKENIZER_FILE) or tokenizer.to_str(pretty=True).encode("utf-8")
-    metadata = VocabMetadata(
-        vocab_size=len(tokens),
-        cased=resolved,
-        num_unused=sum(1 for t in tokens if is_unused_token(t)),
-        special_tokens={t: tokens.index(t) for t in SPECIAL_TOKENS},
-        sample={},
+    metadata = given_tokens_metadata(
+        tokens,
+        resolved,
+        vocab_bytes,
+        tokenizer_bytes,
         inputs=[],
         config={"released": directory, "cased_from": cased_from},
-        vocab_sha256=vocab_sha256,
-        tokenizer_sha256=hashlib.sha256(tokenizer_bytes).hexdigest(),
     )
     return Vocabulary.from_tokens(
         tokens,

@@ -39,6 +39,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from tokenizers import (
@@ -384,18 +385,39 @@ def load_vocab_txt(path: str, cased: bool) -> Vocabulary:
     vocab_bytes = storage.read_bytes(path, MAX_VOCAB_FILE_BYTES)
     tokens = parse_vocab_txt(vocab_bytes)
     tokenizer = build_tokenizer(tokens, cased)
-    metadata = VocabMetadata(
+    metadata = given_tokens_metadata(
+        tokens,
+        cased,
+        vocab_bytes,
+        tokenizer.to_str(pretty=True).encode("utf-8"),
+        inputs=[{"path": path}],
+        config={"vocab_txt": path, "cased": cased},
+    )
+    return Vocabulary.from_tokens(tokens, metadata, tokenizer)
+
+
+def given_tokens_metadata(
+    tokens: list[str],
+    cased: bool,
+    vocab_bytes: bytes,
+    tokenizer_bytes: bytes,
+    inputs: list[dict[str, Any]],
+    config: dict[str, Any],
+) -> VocabMetadata:
+    """The record of a vocabulary given as its tokens (a vocab.txt, a released directory),
+    not trained here: no sample; its size, [unusedN] slots and special tokens' ids are the
+    tokens'; the sha256 of its vocab.txt's and tokenizer.json's bytes."""
+    return VocabMetadata(
         vocab_size=len(tokens),
         cased=cased,
         num_unused=sum(1 for t in tokens if is_unused_token(t)),
         special_tokens={t: tokens.index(t) for t in SPECIAL_TOKENS},
         sample={},
-        inputs=[{"path": path}],
-        config={"vocab_txt": path, "cased": cased},
+        inputs=inputs,
+        config=config,
         vocab_sha256=hashlib.sha256(vocab_bytes).hexdigest(),
-        tokenizer_sha256=hashlib.sha256(tokenizer.to_str(pretty=True).encode("utf-8")).hexdigest(),
+        tokenizer_sha256=hashlib.sha256(tokenizer_bytes).hexdigest(),
     )
-    return Vocabulary.from_tokens(tokens, metadata, tokenizer)
 
 
 def check_agreement(
