@@ -17,7 +17,6 @@ Results go to WORKDIR/results.json.
 
 from __future__ import annotations
 
-import statistics
 import subprocess
 from pathlib import Path
 
@@ -34,6 +33,7 @@ from bench.measure import (
     tail_of,
     write_results,
 )
+from bench.runs import median_figures
 from bench.venvs import ensure_venv, venv_python
 
 _PACKAGES = ["tensorflow-cpu", "transformers>=4.44,<5", "torch", "safetensors"]
@@ -111,10 +111,8 @@ def main() -> None:
             if not run.ok:
                 raise SystemExit(f"bench.tf_checkpoint: {name} failed:\n{tail_of(log)}")
             runs.append(run)
-        cpu = statistics.median(r.cpu_s for r in runs)
-        wall = statistics.median(r.wall_s for r in runs)
-        rss = statistics.median(r.peak_rss_mib for r in runs)
-        results[name] = {"cpu_s": cpu, "wall_s": wall, "peak_rss_mib": rss}
+        figures = results[name] = median_figures(runs)
+        cpu, wall, rss = (figures[f] for f in ("cpu_s", "wall_s", "peak_rss_mib"))
         rows.append([name, fmt(cpu, ".2f"), fmt(wall, ".2f"), fmt(rss, ".0f")])
     print(f"\na BERT-base checkpoint with Adam slots, {size_mb:,.0f} MB; medians of {args.repeats}")
     print_table(["reader", "CPU s", "wall s", "peak RSS MiB"], rows)
