@@ -1,19 +1,32 @@
-"""What a mix's loader holds between micro-batches (trainer/data.py, trainer/mix.py): the
-windows of its sources' orders keep their samples as plain (key, bytes, shard) tuples, which
-the garbage collector stops tracking, so a full collection does not go over a window's
-thousands of samples while the mix draws on it."""
+"""What the training loader holds between micro-batches (trainer/data.py, trainer/mix.py):
+the samples of a window (a mix's windows of its sources' orders, one source's window of its
+order) are plain (key, bytes, shard) tuples, which the garbage collector stops tracking, so
+a full collection does not go over a window's thousands of samples while they are held; and
+they are decoded as they are, no object made per sample to carry them."""
 
 from __future__ import annotations
 
 import gc
 import itertools
+import os
 
+import numpy as np
+
+from pipelines.io.retry import RetryPolicy
 from tests.test_data import write_uneven_shards
-from trainer.data import LoaderConfig, RawSample, mix_reading, mixed_train_stream, open_source
+from trainer.data import (
+    LoaderConfig,
+    StreamReader,
+    decode_samples,
+    epoch_shards,
+    mix_reading,
+    mixed_train_stream,
+    open_source,
+)
 from trainer.mix import MixedSource
 
 
-def test_a_mix_holds_its_windows_samples_untracked_and_hands_out_raw_samples(tmp_path):
+def test_a_mix_holds_its_windows_samples_untracked_and_decodes_them_as_they_are(tmp_path):
     sources = tuple(
         open_source(str(write_uneven_shards(tmp_path / name, sizes, 4)))
         for name, sizes in (("a", [70, 30, 110, 50]), ("b", [40, 50]))
@@ -31,5 +44,25 @@ def test_a_mix_holds_its_windows_samples_untracked_and_hands_out_raw_samples(tmp
     assert len(held) == 240 + 72 + 72
     assert {type(sample) for sample in held} == {tuple}
     assert not any(gc.is_tracked(sample) for sample in held)
-    key, data, shard = held[0]
-    assert RawSample(key, data, shard).data is data
+    (sample, header), _ = decode_samples(held[:2])
+    assert sample is held[0]  # the held tuple itself: nothing made per sample to decode it
+    assert (sample[0], header.n_tokens) == (211, 9)
+
+
+def test_one_source_reads_its_windows_samples_as_untracked_plain_tuples(tmp_path):
+    source = open_source(str(write_uneven_shards(tmp_path / "a", [70, 30], 4)))
+    shards = epoch_shards(source.shards, 12345, 0, False)  # stored order: key = offset
+    reader = StreamReader(shards, RetryPolicy(), True)  # as train_stream opens it
+    held = reader.read(np.array([0, 1, 5, 69, 70, 99]))
+    gc.collect()
+    assert [(key, os.path.basename(shard)) for key, _, shard in held] == [
+        (0, "shard-000000.tar"),
+        (1, "shard-000000.tar"),
+        (5, "shard-000000.tar"),
+        (69, "shard-000000.tar"),
+        (70, "shard-000001.tar"),
+        (99, "shard-000001.tar"),
+    ]
+    assert {type(sample) for sample in held} == {tuple}
+    assert not any(gc.is_tracked(sample) for sample in held)
+    assert [sample for sample, _ in decode_samples(held)] == held

@@ -22,7 +22,8 @@ from schemas.examples import HEADER_BYTES, POSITION_DTYPE, ExampleHeader
 from trainer.masking import DynamicMasking, draw_masks, restore_originals
 
 if TYPE_CHECKING:  # types only: trainer.data imports this module
-    from trainer.data import DataSource, RawSample
+    from trainer.data import DataSource
+    from trainer.samples import Sample
 
 # A mixed batch's field (trainer/mix.py): each row's source number, (B,) int64, beside
 # BatchField.SAMPLE_INDEX (a key within that source). One-source batches have none.
@@ -47,7 +48,7 @@ class SampleLimits:
 
 
 def collate(
-    decoded: list[tuple[RawSample, ExampleHeader]],
+    decoded: list[tuple[Sample, ExampleHeader]],
     limits: SampleLimits = SampleLimits(),
     masking: DynamicMasking | None = None,
     seed: int = 0,
@@ -74,7 +75,7 @@ def collate(
     positions = np.zeros((size, slots), dtype=np.int64)
     labels = np.full((size, slots), IGNORE_INDEX, dtype=np.int64)
     for row, (sample, header) in enumerate(decoded):
-        data, dtype = sample.data, header.id_dtype
+        data, dtype = sample[1], header.id_dtype
         n, p = header.n_tokens, header.n_predictions
         input_ids[row, :n] = np.frombuffer(data, dtype, n, HEADER_BYTES)
         positions[row, :p] = np.frombuffer(data, POSITION_DTYPE, p, header.positions_offset)
@@ -83,7 +84,7 @@ def collate(
     attention = columns < lengths[:, None]  # (B, L) True on real tokens
     token_types = (columns >= a_lengths[:, None]) & attention  # 1 for B [SEP], 0 elsewhere
     nsp = np.fromiter((h.next_sentence_label for h in headers), dtype=np.int64, count=size)
-    index = np.fromiter((s.index for s, _ in decoded), dtype=np.int64, count=size)
+    index = np.fromiter((s[0] for s, _ in decoded), dtype=np.int64, count=size)
     check_fields(decoded, limits, lengths, a_lengths, n_preds, input_ids, positions, labels, nsp)
     if masking is not None:
         keys, epochs = index, epoch
@@ -106,7 +107,7 @@ def collate(
 
 
 def check_fields(
-    decoded: list[tuple[RawSample, ExampleHeader]],
+    decoded: list[tuple[Sample, ExampleHeader]],
     limits: SampleLimits,
     lengths: np.ndarray,
     a_lengths: np.ndarray,
@@ -137,7 +138,7 @@ def check_fields(
         if bad.any():
             sample = decoded[int(np.argmax(bad))][0]
             raise ShardReadError(
-                f"{sample.shard}: sample {sample.index:012d} has {what}; the shard is corrupt "
+                f"{sample[2]}: sample {sample[0]:012d} has {what}; the shard is corrupt "
                 "or not made for this run: rebuild it"
             )
 

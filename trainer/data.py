@@ -15,7 +15,7 @@ The stages of training, each a small function, in the order a sample goes throug
                              hold them, by byte range, each block's sha256 (from the
                              shard's block table, itself checked) matched before any of its
                              samples goes on (own ustar reader, transient errors retried)
-    decode_samples           check each sample's header (schemas/examples.py)
+    decode_samples           check each sample's header (trainer/samples.py)
     bucket                   (--bucket-window W) sort each group of W global batches'
                              samples of one micro index by length (trainer/order.py)
     collate                  check every field, pad to a multiple of 8 → the tensors of
@@ -87,7 +87,6 @@ from pipelines.io import storage
 from pipelines.io.retry import ResumingStream, RetryPolicy, range_opener
 from pipelines.io.shards import ShardReadError, iter_tar_samples, load_blocks
 from pipelines.io.shards.source import read_listed_shard
-from schemas.examples import ExampleDecodeError, ExampleHeader, read_header
 from schemas.shards import block_table_path
 from trainer.collate import FixedShape, SampleLimits, collate, pad_batch
 from trainer.masking import DynamicMasking
@@ -110,6 +109,14 @@ from trainer.order import (  # noqa: F401 (worker_batches: evaluation's plan, re
     worker_units,
 )
 from trainer.record_keys import RECORD_KEYS_ENV, KeyRecord  # noqa: F401 (re-exported)
+from trainer.samples import (  # noqa: F401 (RawSample, Decoded: re-exported)
+    Decoded,
+    RawSample,
+    Sample,
+    batch_samples,
+    decode_samples,
+    plain_sample,
+)
 
 # The shard list, the first stage, is opened by pipelines/io/shards/source.py (shared with
 # `inspect`) and checked by trainer/source.py; re-exported here so the loader's callers find
@@ -129,21 +136,12 @@ _LOG = logging.getLogger(__name__)
 # --------------------------------------------------------------------------- reading
 
 
-# Not frozen: a frozen dataclass's __init__ sets each field through object.__setattr__,
-# three times the cost of a plain one, paid once per sample read.
-@dataclass(slots=True)
-class RawSample:
-    index: int  # the sample's key: its position in its split
-    data: bytes
-    shard: str
-
-
-Decoded = tuple[RawSample, ExampleHeader]
-
-
 def read_samples(
-    segments: Iterable[Segment], policy: RetryPolicy, verify: bool = True, make: type = RawSample
-) -> Iterator[RawSample]:
+    segments: Iterable[Segment],
+    policy: RetryPolicy,
+    verify: bool = True,
+    make: Callable = RawSample,
+) -> Iterator[Sample]:
     """Stream the segments' samples, each only after the sha256 of its block matched.
 
     A shard the manifest lists is read by byte range, just the blocks the segment needs,
@@ -177,15 +175,6 @@ def read_samples(
                 )
 
 
-def decode_samples(samples: Iterable[RawSample]) -> Iterator[Decoded]:
-    """Each sample's header, checked; a bad sample stops the run naming its shard."""
-    for sample in samples:
-        try:
-            yield sample, read_header(sample.data, f"{sample.index:012d}")
-        except ExampleDecodeError as error:
-            raise ShardReadError(f"{sample.shard}: {error}") from error
-
-
 class StreamReader:
     """Samples of an epoch's stream (its shards concatenated in their epoch order) by their
     offset in it: of each shard, only the blocks that hold wanted samples, one byte range
@@ -194,17 +183,21 @@ class StreamReader:
     up to the last sample wanted."""
 
     def __init__(
-        self, shards: list[ShardEntry], policy: RetryPolicy, verify: bool, make: type = RawSample
+        self,
+        shards: list[ShardEntry],
+        policy: RetryPolicy,
+        verify: bool,
+        make: Callable = plain_sample,
     ) -> None:
         self.shards, self.policy, self.verify, self.make = shards, policy, verify, make
         self.starts = np.cumsum([0, *(shard.samples for shard in shards)])
         self._loaded: dict[int, ShardEntry] = {}
 
-    def read(self, wanted: np.ndarray) -> list[RawSample]:
+    def read(self, wanted: np.ndarray) -> list[Sample]:
         """The samples at `wanted` (sorted, unique stream offsets), in that order."""
         numbers = np.searchsorted(self.starts, wanted, side="right") - 1
         shard_numbers, firsts = np.unique(numbers, return_index=True)
-        found: list[RawSample] = []
+        found: list[Sample] = []
         for number, local in zip(shard_numbers.tolist(), np.split(wanted, firsts[1:]), strict=True):
             shard = self._entry(number)
             local = local - self.starts[number]
@@ -216,7 +209,7 @@ class StreamReader:
                 found += self._read_run(shard, run)
         return found
 
-    def _read_run(self, shard: ShardEntry, run: np.ndarray) -> list[RawSample]:
+    def _read_run(self, shard: ShardEntry, run: np.ndarray) -> list[Sample]:
         lo, hi = int(run[0]), int(run[-1])
         segment = Segment(shard, lo, hi - lo + 1)
         samples = read_samples([segment], self.policy, self.verify, self.make)
@@ -241,24 +234,6 @@ class StreamReader:
                 entry = ShardEntry(shard.url, shard.samples, load_blocks(table, shard.url, info))
             self._loaded[number] = entry
         return entry
-
-
-def batch_samples(
-    decoded: Iterable[Decoded], batch_size: int, batches: int
-) -> Iterator[list[Decoded]]:
-    """Groups of `batch_size` (the last one short only when not dropping)."""
-    group: list[Decoded] = []
-    made = 0
-    for item in decoded:
-        group.append(item)
-        if len(group) == batch_size:
-            yield group
-            made += 1
-            group = []
-            if made == batches:
-                return
-    if group and made < batches:
-        yield group
 
 
 # --------------------------------------------------------------------------- the streams
@@ -297,11 +272,11 @@ def _micro_batches(
     items: list[tuple[int, int]],
     window: int,
     reader: StreamReader,
-) -> list[list[RawSample]]:
+) -> list[list[Sample]]:
     """The samples of the micro-batches `items` ((global batch, micro index) pairs), read
     at once; with bucketing (`window` global batches a group) from whole groups, sorted.
-    Decoded a micro-batch at a time, by the caller: a window's samples held decoded would be
-    three objects each for the garbage collector to go over, not one."""
+    Plain tuples (`Sample`), decoded a micro-batch at a time, by the caller: a window's
+    samples held decoded would be objects for the garbage collector to go over."""
     m = micro_size
     if not window:
         chunks = [micro_positions(order, batch, micro, m) for batch, micro in items]
@@ -362,20 +337,13 @@ def train_stream(
 MixReading = tuple[MixCursor, SourceWindows]
 
 
-def _held_sample(index: int, data: bytes, shard: str) -> tuple[int, bytes, str]:
-    """A sample as a mix's windows hold it: a plain tuple of an int, bytes and a str, which
-    the garbage collector stops tracking at its first pass (a RawSample it would go over in
-    every full collection while the window is held); made a RawSample when it is used."""
-    return index, data, shard
-
-
 def mix_reading(source: MixedSource, config: LoaderConfig) -> MixReading:
     """A reader of a mix's samples: where it is in the mix's order, and the windows of the
     sources' orders it holds, each source epoch read by a StreamReader of its shards."""
 
-    def open_reader(number: int, epoch: int) -> Callable[[np.ndarray], list[RawSample]]:
+    def open_reader(number: int, epoch: int) -> Callable[[np.ndarray], list[Sample]]:
         shards = epoch_shards(source.sources[number].shards, config.seed, epoch, config.shuffle)
-        return StreamReader(shards, config.retry, config.verify, _held_sample).read
+        return StreamReader(shards, config.retry, config.verify).read
 
     order = MixOrder.of(source, config.global_batch, config.seed)
     sources = SourceWindows(
@@ -409,8 +377,7 @@ def mixed_train_stream(
         numbers, positions, floor = cursor.micro_batches(batches, micros, m)
         samples, source_epochs = windows.take(numbers, positions, floor)
         for at in range(0, len(samples), m):
-            held = [RawSample(key, data, shard) for key, data, shard in samples[at : at + m]]
-            group = list(decode_samples(held))
+            group = list(decode_samples(samples[at : at + m]))
             mixed = (numbers[at : at + m], source_epochs[at : at + m])
             made = collate(group, limits, config.masking, config.seed, epoch, mixed)
             yield made if config.pad_to is None else pad_batch(made, config.pad_to)
