@@ -356,6 +356,7 @@ def test_the_trainer_starts_from_a_google_checkpoint(objective: str) -> None:
     assert (fresh, dropped) == ([], [] if nsp else ["the pooler", "the NSP head"])
     ours = BATCH.bertkit_loss(model, nsp)
     theirs = _transformers_loss(nsp)
+    print(f"Google's TF checkpoint, {objective}: bertkit {ours!r} transformers {theirs!r}")
     assert abs(ours - theirs) / abs(theirs) < 1e-5, (ours, theirs)
 
 
