@@ -110,7 +110,8 @@ def _type_of(spec: dataclasses.Field) -> str:
 
 
 def _is_bool(spec: dataclasses.Field) -> bool:
-    return _type_of(spec) == "bool"
+    """A yes/no flag; `bool | None` (unset: the input decides, e.g. examples' --cased) too."""
+    return _type_of(spec) in ("bool", "bool|None")
 
 
 def _is_list(spec: dataclasses.Field) -> bool:

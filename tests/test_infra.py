@@ -83,7 +83,9 @@ def test_template_metadata_lists_every_flag_with_its_help():
     }
     assert metadata["parameters"][2]["regexes"] == ["^(true|false)$"]
     examples = [p["name"] for p in template_metadata(STAGES["examples"])["parameters"]]
-    assert examples[:4] == ["documents", "vocab", "output", "max_seq_length"]
+    assert examples[:5] == ["documents", "vocab", "output", "cased", "max_seq_length"]
+    cased = template_metadata(STAGES["examples"])["parameters"][3]
+    assert (cased["regexes"], cased["isOptional"]) == (["^(true|false)$"], True)
 
 
 def test_template_flags_become_the_command_s():
@@ -95,6 +97,7 @@ def test_template_flags_become_the_command_s():
             "--vocab=gs://b/vocab",
             "--overwrite=true",
             "--whole_word_mask=false",
+            "--cased=false",
             "--max_seq_length=128,512",
             "--runner=DataflowRunner",
             "--project=p",
@@ -105,6 +108,7 @@ def test_template_flags_become_the_command_s():
         "--vocab=gs://b/vocab",
         "--overwrite",
         "--no-whole_word_mask",
+        "--no-cased",
         "--max_seq_length=128,512",
         "--runner=DataflowRunner",
         "--project=p",

@@ -178,7 +178,7 @@ def test_a_glob_beside_the_output_that_cannot_reach_its_files_is_accepted(workdi
     ]
 
 
-VOCAB_DIR = "vocabulary directory written by `bertkit vocab`, the one holding vocab.json"
+VOCAB_DIR = "vocabulary directory: `bertkit vocab`'s output or a released BERT's"
 DOCUMENTS_DIR = (
     "documents directory written by `bertkit wikipedia` or `bertkit books`, the one holding "
     "_manifest.json"

@@ -13,8 +13,8 @@ lives in the field's metadata:
 
 Types: str, int, float, bool (`--cased` / `--no-cased`), `X | None` (default None), and
 `tuple[X, ...]` (one or more values, and the flag may be repeated: train's `--shards A B`);
-a comma list in one value takes `parse=float_list` (train's `--mix 0.7,0.3`). Beam stages parse their
-own flags this way and hand the rest to Beam (`pipelines.beam.runner.parse_stage`).
+a comma list in one value takes `parse=float_list` (train's `--mix 0.7,0.3`). Beam stages
+parse their own flags this way and hand the rest to Beam (`pipelines.beam.runner.parse_stage`).
 
 Values are checked as they are parsed, before the config exists and before any work: a
 float must be finite (no flag means anything by nan or inf), a string must not be empty
