@@ -4,16 +4,16 @@ goes on with the global batches an uninterrupted run reads (trainer/order.py).""
 
 from __future__ import annotations
 
-import itertools
+import functools
 import logging
 
 import numpy as np
 import pytest
 import torch
 
-from schemas.batch import BatchField
 from schemas.checkpoint import CheckpointKey
 from tests.support.elastic import FLAGS, elastic_figure
+from tests.support.global_batches import read_global_batches as support_read_global_batches
 from tests.test_data import length_of, write_uneven_shards
 from trainer import train
 from trainer.data import DataPosition, LoaderConfig, PretrainingLoader, open_source
@@ -32,44 +32,10 @@ def source(tmp_path_factory):
     return open_source(str(write_uneven_shards(tmp_path_factory.mktemp("elastic"), SIZES, 4)))
 
 
-def read_global_batches(
-    source,
-    world: int,
-    workers: int = 0,
-    micro: int = 3,
-    start: DataPosition | None = None,
-    count: int | None = None,
-    **flags,
-) -> list[list[int]]:
-    """Global batches from `start` on (`count` of them, across epochs; the epoch's rest
-    without): every rank's micro-batches, concatenated in (accumulation step, rank) order."""
-    start = start or DataPosition()
-    accumulation = GLOBAL // (micro * world)
-    per_rank = []
-    for rank in range(world):
-        config = LoaderConfig(
-            micro,
-            rank=rank,
-            world_size=world,
-            num_workers=workers,
-            shuffle_buffer=WINDOW,
-            accumulation=accumulation,
-            **flags,
-        )
-        with PretrainingLoader(source, config) as loader:
-            batches = loader.epoch(start) if count is None else loader.batches(start)
-            taken = itertools.islice(batches, None if count is None else count * accumulation)
-            per_rank.append([batch[BatchField.SAMPLE_INDEX].tolist() for batch in taken])
-    steps = len(per_rank[0]) // accumulation
-    return [
-        [
-            key
-            for step in range(accumulation)
-            for rank in range(world)
-            for key in per_rank[rank][g * accumulation + step]
-        ]
-        for g in range(steps)
-    ]
+# Global batches of this file's sizes, as `world` processes would make them.
+read_global_batches = functools.partial(
+    support_read_global_batches, global_batch=GLOBAL, window=WINDOW
+)
 
 
 # --------------------------------------------------------------------------- the order

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from schemas.batch import BatchField
+from tests.support.global_batches import read_global_batches, source_keys
 from tests.test_data import write_uneven_shards
 from tests.test_dynamic_masking import by_sample, masking_of, static_example, vocab  # noqa: F401
 from trainer.collate import SAMPLE_SOURCE, SOURCE_KEY_SHIFT, collate
@@ -46,54 +47,12 @@ def mix(tmp_path_factory) -> MixedSource:
     return MixedSource(tuple(sources), tuple(SIZES), (0.7, 0.3))
 
 
-def read_mixed(
-    source,
-    world: int,
-    workers: int = 0,
-    micro: int = 3,
-    start: DataPosition | None = None,
-    count: int = 14,
-    **flags,
-) -> list[list[tuple[int, int]]]:
-    """`count` global batches from `start` on (across epochs), as (source, key) pairs: every
-    rank's micro-batches concatenated in (accumulation step, rank) order."""
-    start = start or DataPosition()
-    accumulation = GLOBAL // (micro * world)
-    per_rank = []
-    for rank in range(world):
-        config = LoaderConfig(
-            micro,
-            rank=rank,
-            world_size=world,
-            num_workers=workers,
-            shuffle_buffer=WINDOW,
-            accumulation=accumulation,
-            seed=SEED,
-            **flags,
-        )
-        with PretrainingLoader(source, config) as loader:
-            taken = itertools.islice(loader.batches(start), count * accumulation)
-            per_rank.append(
-                [
-                    list(
-                        zip(
-                            batch.get(SAMPLE_SOURCE, batch[BatchField.SAMPLE_INDEX] * 0).tolist(),
-                            batch[BatchField.SAMPLE_INDEX].tolist(),
-                            strict=True,
-                        )
-                    )
-                    for batch in taken
-                ]
-            )
-    return [
-        [
-            pair
-            for step in range(accumulation)
-            for rank in range(world)
-            for pair in per_rank[rank][g * accumulation + step]
-        ]
-        for g in range(count)
-    ]
+def read_mixed(source, world: int, workers: int = 0, micro: int = 3, start=None, count=14, **flags):
+    """`count` global batches from `start` on (across epochs), as (source, key) pairs."""
+    return read_global_batches(
+        source, world, workers, micro, start, count, global_batch=GLOBAL, window=WINDOW,
+        keys=source_keys, seed=SEED, **flags,
+    )  # fmt: skip
 
 
 def one_source_stream(source, batches: int) -> list[int]:
