@@ -12,9 +12,10 @@ word embeddings, and a 2-way NSP head.
 (`BertModel(add_pooling_layer=False)` + `cls.predictions`): no parameter goes unused, which
 DDP needs, and the loss is the MLM loss alone.
 
-Two departures from HF's code, neither visible in the weights:
+Three departures from HF's code, none visible in the weights:
 - Q, K and V are one Linear (3·H outputs: Q rows, then K, then V), one matmul instead of
-  three; the export splits it back into HF's query / key / value.
+  three; the export splits it back into HF's query / key / value. Attention reads Q, K and
+  V as views of its output (trainer/attention.py `padded_attention`).
 - The MLM head runs only on the prediction slots (`masked_positions`, padding slots
   included, whose label is IGNORE_INDEX): ~20 of 128 tokens, and the decoder (V × H) is
   the biggest matmul in the model. A fixed number of slots, not a selection of the real
@@ -22,8 +23,13 @@ Two departures from HF's code, neither visible in the weights:
   with no break (tests/test_compile.py). `prediction_scores` runs it on every position,
   as HF does.
 
+- `unpad` (`--unpad`) may run the encoder on the batch's real tokens only, with torch's
+  variable-length attention where it runs (trainer/attention.py); the padded batch is the
+  default on the CPU and under torch.compile.
+
 Attention is `torch.nn.functional.scaled_dot_product_attention` with a boolean padding
-mask, so it picks the fused kernel (flash / memory-efficient) the device offers.
+mask, so it picks the fused kernel (flash / memory-efficient) the device offers. A dropout
+rate of 0 calls no dropout at all.
 """
 
 from __future__ import annotations
@@ -38,6 +44,14 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from schemas.batch import IGNORE_INDEX, MODEL_INPUTS, BatchField
+from trainer.attention import (
+    PADDED,
+    VARLEN,
+    Unpadding,
+    attention_path,
+    padded_attention,
+    varlen_usable,
+)
 from trainer.hf_names import to_hf
 
 # The pre-training objectives, as `bertkit train --objective` names them once resolved.
@@ -145,6 +159,12 @@ class PreTrainingOutput(NamedTuple):
     nsp_correct: Tensor | None  # () int64; None without NSP labels
 
 
+def _dropout(tensor: Tensor, rate: float, training: bool) -> Tensor:
+    """Dropout at `rate` while training; at rate 0 no call at all (no random draw, nothing
+    for torch.compile to keep), which --hidden-dropout 0 relies on."""
+    return F.dropout(tensor, rate, training) if rate else tensor
+
+
 class BertEmbeddings(nn.Module):
     """word + position + token type embeddings, then LayerNorm and dropout."""
 
@@ -158,21 +178,28 @@ class BertEmbeddings(nn.Module):
         self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
         self.layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.hidden_dropout = config.hidden_dropout_prob
 
-    def forward(self, input_ids: Tensor, token_type_ids: Tensor) -> Tensor:
-        # input_ids, token_type_ids (B, L) → (B, L, H); positions (L,) broadcast over B.
-        positions = torch.arange(input_ids.shape[1], device=input_ids.device)
+    def forward(
+        self, input_ids: Tensor, token_type_ids: Tensor, positions: Tensor | None = None
+    ) -> Tensor:
+        # input_ids, token_type_ids (B, L) → (B, L, H), positions (L,) broadcast over B; or
+        # the unpadded tokens: (T,) with their `positions` (T,) → (T, H).
+        if positions is None:
+            positions = torch.arange(input_ids.shape[1], device=input_ids.device)
         embedded = (
             self.word_embeddings(input_ids)
             + self.position_embeddings(positions)
             + self.token_type_embeddings(token_type_ids)
         )
-        return self.dropout(self.layer_norm(embedded))
+        return _dropout(self.layer_norm(embedded), self.hidden_dropout, self.training)
 
 
 class BertLayer(nn.Module):
-    """One post-LN encoder layer: x = LN(x + attention(x)); x = LN(x + FFN(x))."""
+    """One post-LN encoder layer: x = LN(x + attention(x)); x = LN(x + FFN(x)).
+
+    `forward` takes the padded batch (B, L, H); `forward_unpadded` its real tokens (T, H)
+    (trainer/attention.py). Both share every weight and everything but the attention."""
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
@@ -180,33 +207,38 @@ class BertLayer(nn.Module):
         self.num_heads = config.num_attention_heads
         self.head_size = config.head_size
         self.attention_dropout = config.attention_probs_dropout_prob
+        self.hidden_dropout = config.hidden_dropout_prob
         self.qkv = nn.Linear(hidden, 3 * hidden)  # rows: Q (H), K (H), V (H)
         self.attention_output = nn.Linear(hidden, hidden)
         self.attention_norm = nn.LayerNorm(hidden, eps=config.layer_norm_eps)
         self.intermediate = nn.Linear(hidden, config.intermediate_size)
         self.output = nn.Linear(config.intermediate_size, hidden)
         self.output_norm = nn.LayerNorm(hidden, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
     def forward(self, hidden: Tensor, attention_mask: Tensor) -> Tensor:
         # hidden (B, L, H); attention_mask (B, 1, 1, L) bool, True = a key to attend to.
-        batch, length, width = hidden.shape
-        # (B, L, 3H) → (B, L, 3, heads, d) → (3, B, heads, L, d)
+        batch, length, _ = hidden.shape
+        # (B, L, 3H) → (B, L, 3, heads, d), a view; SDPA reads Q/K/V from it in place.
         qkv = self.qkv(hidden).view(batch, length, 3, self.num_heads, self.head_size)
-        query, key, value = qkv.permute(2, 0, 3, 1, 4).unbind(0)
-        context = F.scaled_dot_product_attention(
-            query,
-            key,
-            value,
-            attn_mask=attention_mask,
-            dropout_p=self.attention_dropout if self.training else 0.0,
-        )
-        # (B, heads, L, d) → (B, L, H)
-        context = context.transpose(1, 2).reshape(batch, length, width)
-        hidden = self.attention_norm(hidden + self.dropout(self.attention_output(context)))
+        context = padded_attention(qkv, attention_mask, self._attention_dropout())
+        return self._after_attention(hidden, context)
+
+    def forward_unpadded(self, hidden: Tensor, unpadding: Unpadding) -> Tensor:
+        # hidden (T, H), the real tokens → (T, H)
+        context = unpadding.attention(self.qkv(hidden), self.num_heads, self._attention_dropout())
+        return self._after_attention(hidden, context)
+
+    def _attention_dropout(self) -> float:
+        return self.attention_dropout if self.training else 0.0
+
+    def _after_attention(self, hidden: Tensor, context: Tensor) -> Tensor:
+        # Row by row on (…, H): the padded batch's (B, L, H) or the tokens' (T, H).
+        attended = _dropout(self.attention_output(context), self.hidden_dropout, self.training)
+        hidden = self.attention_norm(hidden + attended)
         # F.gelu's default is the exact erf form: HF's "gelu", Google's `gelu`.
         feed_forward = self.output(F.gelu(self.intermediate(hidden)))
-        return self.output_norm(hidden + self.dropout(feed_forward))
+        feed_forward = _dropout(feed_forward, self.hidden_dropout, self.training)
+        return self.output_norm(hidden + feed_forward)
 
 
 class BertForPreTraining(nn.Module):
@@ -215,9 +247,12 @@ class BertForPreTraining(nn.Module):
     pooler: nn.Linear | None
     nsp: nn.Linear | None
 
-    def __init__(self, config: BertConfig) -> None:
+    def __init__(self, config: BertConfig, unpad: str = "auto") -> None:
         super().__init__()
         self.config = config
+        # --unpad (trainer/attention.py UNPAD_MODES): how `encode` treats padding. Not part
+        # of the config: it changes no weight and no result, only the work done.
+        self.unpad = unpad
         hidden = config.hidden_size
         self.embeddings = BertEmbeddings(config)
         self.layers = nn.ModuleList(BertLayer(config) for _ in range(config.num_hidden_layers))
@@ -260,7 +295,11 @@ class BertForPreTraining(nn.Module):
         return tuple(name for name in MODEL_INPUTS if name != BatchField.NEXT_SENTENCE_LABELS)
 
     def encode(self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor) -> Tensor:
-        """The encoder: the sequence output (B, L, H)."""
+        """The encoder: the sequence output (B, L, H), on the padded batch or on its real
+        tokens (`unpad`, trainer/attention.py; zeros at padding there)."""
+        unpadding = self._unpadding(attention_mask)
+        if unpadding is not None:
+            return self._encode_unpadded(input_ids, token_type_ids, unpadding)
         # (B, L) → (B, 1, 1, L): one row of keys, broadcast over heads and queries. Padded
         # queries still attend to the real keys, so no row is all-masked (no NaN).
         mask = attention_mask.to(torch.bool)[:, None, None, :]
@@ -268,6 +307,43 @@ class BertForPreTraining(nn.Module):
         for layer in self.layers:
             hidden = layer(hidden, mask)
         return hidden
+
+    def _unpadding(self, attention_mask: Tensor) -> Unpadding | None:
+        """Where this forward's real tokens are, or None for the padded batch: the path
+        `attention_path` picks (trainer/attention.py) for `unpad`. Under torch.compile, auto
+        is the padded batch: the unpadded shapes change with every batch's real tokens, and
+        a compiled graph wants them fixed."""
+        if self.unpad == "auto" and torch.compiler.is_compiling():
+            return None
+        device = attention_mask.device
+        dtype = self.embeddings.word_embeddings.weight.dtype
+        if torch.is_autocast_enabled(device.type):
+            dtype = torch.get_autocast_dtype(device.type)
+        dropout = self.config.attention_probs_dropout_prob if self.training else 0.0
+        varlen = varlen_usable(device, dtype, self.config.head_size, dropout)
+        found: list[Unpadding] = []
+
+        def has_padding() -> bool:  # asked by auto with varlen only: one wait on the device
+            found.append(Unpadding.of(attention_mask, varlen=True))
+            return found[0].has_padding
+
+        path = attention_path(self.unpad, varlen, has_padding)
+        if path == PADDED:
+            return None
+        return found[0] if found else Unpadding.of(attention_mask, varlen=path == VARLEN)
+
+    def _encode_unpadded(
+        self, input_ids: Tensor, token_type_ids: Tensor, unpadding: Unpadding
+    ) -> Tensor:
+        # (B, L) → the T real tokens through every layer as (T, H) → (B, L, H)
+        hidden = self.embeddings(
+            unpadding.gather(input_ids),
+            unpadding.gather(token_type_ids),
+            unpadding.positions(),
+        )
+        for layer in self.layers:
+            hidden = layer.forward_unpadded(hidden, unpadding)
+        return unpadding.scatter(hidden)
 
     def _nsp_scores(self, hidden: Tensor) -> Tensor | None:
         # (B, L, H) → the tanh pooler on [CLS] (B, H) → (B, 2); None without the NSP head.

@@ -1,0 +1,292 @@
+"""The model's levers (issue 39): hidden and attention dropout apart, attention read from
+the fused Q/K/V projection without copies, and the unpadded encoder (`--unpad`), each equal
+to the plain path in fp32 on the CPU, gradients included."""
+
+from __future__ import annotations
+
+import collections
+import itertools
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from trainer import attention
+from trainer.attention import PADDED, UNPADDED, VARLEN, Unpadding, attention_path
+from trainer.model import BertConfig, BertForPreTraining, BertLayer
+
+# hidden 32, 2 layers, 4 heads of 8, sequences of 16.
+TINY = {
+    "vocab_size": 100,
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "intermediate_size": 128,
+    "max_position_embeddings": 16,
+}
+# Three sequences of 16, 10 and 5 real tokens (the rest padding).
+LENGTHS = (16, 10, 5)
+
+
+def literal_batch() -> tuple[torch.Tensor, ...]:
+    """input_ids, token_type_ids, attention_mask, masked_positions, masked_labels,
+    next_sentence_labels: rows of LENGTHS real tokens, padding slots pointing at [CLS]."""
+    generator = torch.Generator().manual_seed(1)
+    ids = torch.randint(5, 100, (3, 16), generator=generator)
+    mask = torch.arange(16)[None, :] < torch.tensor(LENGTHS)[:, None]
+    ids[~mask] = 0
+    types = torch.zeros(3, 16, dtype=torch.long)
+    types[:, 4:] = 1
+    types[~mask] = 0
+    positions = torch.tensor([[1, 2, 15], [2, 9, 0], [1, 4, 0]])
+    labels = torch.tensor([[7, 8, 9], [10, 11, -100], [12, 13, -100]])
+    return ids, types, mask, positions, labels, torch.tensor([0, 1, 0])
+
+
+def model(unpad: str = "off", hidden: float = 0.0, attn: float = 0.0) -> BertForPreTraining:
+    torch.manual_seed(0)
+    config = BertConfig(**TINY, hidden_dropout_prob=hidden, attention_probs_dropout_prob=attn)
+    return BertForPreTraining(config, unpad=unpad).train()
+
+
+def step(net: BertForPreTraining) -> tuple[object, dict[str, torch.Tensor]]:
+    """The forward's output on the literal batch and every parameter's gradient."""
+    out = net(*literal_batch())
+    out.loss.backward()
+    return out, {name: p.grad.clone() for name, p in net.named_parameters()}
+
+
+# --- dropout: hidden and attention apart, and none called at rate 0 ------------------------
+
+
+class _Calls(TorchFunctionMode):
+    """The torch functions called, by name."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: collections.Counter[str] = collections.Counter()
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.names[getattr(func, "__name__", str(func))] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def dropout_calls(net: BertForPreTraining, monkeypatch) -> tuple[int, list[float]]:
+    """F.dropout's calls in one training forward, and SDPA's dropout_p each time."""
+    seen: list[float] = []
+    sdpa = F.scaled_dot_product_attention
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs["dropout_p"])
+        return sdpa(*args, **kwargs)
+
+    with monkeypatch.context() as patch, _Calls() as calls:
+        patch.setattr(F, "scaled_dot_product_attention", spy)
+        net(*literal_batch())
+    return calls.names["dropout"], seen
+
+
+def test_hidden_and_attention_dropout_are_apart_and_rate_0_calls_no_dropout(monkeypatch):
+    """Embeddings + 2 residual branches × 2 layers = 5 hidden dropouts; the attention's rate
+    goes to SDPA. At rate 0 no dropout is called and the RNG is not drawn from."""
+    assert dropout_calls(model(hidden=0.1, attn=0.1), monkeypatch) == (5, [0.1, 0.1])
+    assert dropout_calls(model(hidden=0.0, attn=0.1), monkeypatch) == (0, [0.1, 0.1])
+    assert dropout_calls(model(hidden=0.1, attn=0.0), monkeypatch) == (5, [0.0, 0.0])
+    net = model(hidden=0.0, attn=0.0)
+    before = torch.get_rng_state()
+    net(*literal_batch())
+    assert torch.equal(torch.get_rng_state(), before)
+
+
+# --- attention from the fused projection ---------------------------------------------------
+
+
+def permuted_attention(qkv, key_mask, dropout):
+    """The formulation before issue 39: (B, L, 3, heads, d) permuted to (3, B, heads, L, d)
+    and unbound; its backward stacks the grads and copies them back for the view."""
+    batch, length, _, heads, size = qkv.shape
+    query, key, value = qkv.permute(2, 0, 3, 1, 4).unbind(0)
+    context = F.scaled_dot_product_attention(
+        query, key, value, attn_mask=key_mask, dropout_p=dropout
+    )
+    return context.transpose(1, 2).reshape(batch, length, heads * size)
+
+
+def test_attention_from_the_fused_projection_equals_the_permuted_one(monkeypatch):
+    """Losses, logits and every gradient bit for bit, with dropout on (the same draws)."""
+    torch.manual_seed(7)
+    ours, our_grads = step(model(hidden=0.1, attn=0.1))
+    monkeypatch.setattr("trainer.model.padded_attention", permuted_attention)
+    torch.manual_seed(7)
+    theirs, their_grads = step(model(hidden=0.1, attn=0.1))
+    assert torch.equal(ours.loss, theirs.loss)
+    assert torch.equal(ours.mlm_logits, theirs.mlm_logits)
+    assert our_grads.keys() == their_grads.keys()
+    for name, grad in our_grads.items():
+        assert torch.equal(grad, their_grads[name]), name
+
+
+class _Ops(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: collections.Counter[str] = collections.Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops[str(func.overloadpacket)] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def backward_ops(net: BertForPreTraining) -> collections.Counter[str]:
+    out = net(*literal_batch())
+    with _Ops() as counted:
+        out.loss.backward()
+    return counted.ops
+
+
+def test_the_backward_writes_the_qkv_gradient_once_per_layer(monkeypatch):
+    """One stack per layer into the projection's layout, no clone: the permuted
+    formulation stacked, then cloned the permuted grad for the view (2 copies a layer)."""
+    ops = backward_ops(model())
+    assert (ops["aten.stack"], ops["aten.clone"]) == (2, 0)
+    monkeypatch.setattr("trainer.model.padded_attention", permuted_attention)
+    ops = backward_ops(model())
+    assert (ops["aten.stack"], ops["aten.clone"]) == (2, 2)
+
+
+# --- the unpadded encoder ------------------------------------------------------------------
+
+
+def test_unpadding_finds_the_real_tokens():
+    mask = literal_batch()[2]
+    unpadding = Unpadding.of(mask, varlen=False)
+    assert unpadding.tokens == 31 and unpadding.max_length == 16 and unpadding.has_padding
+    assert unpadding.cu_seqlens.tolist() == [0, 16, 26, 31]
+    assert unpadding.index[14:19].tolist() == [14, 15, 16, 17, 18]  # row 0 ends, row 1 starts
+    assert unpadding.index[-6:].tolist() == [25, 32, 33, 34, 35, 36]
+    assert unpadding.positions()[-6:].tolist() == [9, 0, 1, 2, 3, 4]
+    values = torch.arange(48.0).view(3, 16, 1)
+    back = unpadding.scatter(unpadding.gather(values))
+    assert torch.equal(back, torch.where(mask[:, :, None], values, 0.0))
+
+
+def assert_equal_within(padded, unpadded, atol=1e-6):
+    out_p, grads_p = padded
+    out_u, grads_u = unpadded
+    assert abs(out_p.loss.item() - out_u.loss.item()) <= atol
+    assert abs(out_p.mlm_loss.item() - out_u.mlm_loss.item()) <= atol
+    assert abs(out_p.nsp_loss.item() - out_u.nsp_loss.item()) <= atol
+    torch.testing.assert_close(out_u.mlm_logits, out_p.mlm_logits, rtol=0, atol=atol)
+    torch.testing.assert_close(out_u.nsp_logits, out_p.nsp_logits, rtol=0, atol=atol)
+    assert grads_p.keys() == grads_u.keys()
+    for name, grad in grads_p.items():
+        torch.testing.assert_close(grads_u[name], grad, rtol=0, atol=atol, msg=name)
+
+
+def test_the_unpadded_encoder_equals_the_padded_one():
+    """--unpad on, on the CPU (padded attention per layer): MLM and NSP losses, the MLM
+    logits (every slot points at a real token) and every gradient within 1e-6; the
+    sequence output the same at real positions and zero at padding."""
+    padded, unpadded = model("off"), model("on")
+    assert_equal_within(step(padded), step(unpadded))
+    ids, types, mask = literal_batch()[:3]
+    with torch.no_grad():
+        plain, real = padded.encode(ids, types, mask), unpadded.encode(ids, types, mask)
+    torch.testing.assert_close(real[mask], plain[mask], rtol=0, atol=1e-6)
+    assert torch.equal(real[~mask], torch.zeros(48 - 31, 32))
+
+
+def reference_varlen_attn(query, key, value, cu_seq_q, cu_seq_k, max_q, max_k):
+    """torch's varlen_attn (CUDA only) on the CPU, one sequence at a time: (T, heads, d)."""
+    assert torch.equal(cu_seq_q, cu_seq_k) and max_q == max_k
+    assert cu_seq_q.dtype == torch.int32
+    bounds = cu_seq_q.tolist()
+    assert max_q == max(end - start for start, end in itertools.pairwise(bounds))
+    parts = [
+        F.scaled_dot_product_attention(
+            *(t[start:end].transpose(0, 1)[None] for t in (query, key, value))
+        )[0].transpose(0, 1)
+        for start, end in itertools.pairwise(bounds)
+    ]
+    return torch.cat(parts)
+
+
+def test_the_varlen_path_equals_the_padded_one_with_a_stand_in_kernel(monkeypatch):
+    """The varlen path's tokens, cu_seqlens and layouts, through a CPU stand-in for torch's
+    kernel (which has none on the CPU): equal to the padded model within 1e-6. The kernel
+    itself runs on a GPU only (bench/gpu_check.sh)."""
+    calls = []
+
+    def kernel(*args):
+        calls.append(args[5])  # max_q
+        return reference_varlen_attn(*args)
+
+    monkeypatch.setattr(attention, "varlen_attn", kernel)
+    monkeypatch.setattr("trainer.model.varlen_usable", lambda *args: True)
+    padded, varlen = model("off"), model("auto")
+    assert_equal_within(step(padded), step(varlen))
+    assert calls == [16, 16]  # one call a layer, the longest sequence's 16 tokens
+
+
+def test_the_path_is_chosen_by_unpad_and_the_kernel():
+    """auto: varlen where it runs and the batch holds padding; on: unpadded always; off:
+    padded. has_padding (a wait on the device) is asked only where it decides."""
+    asked = []
+
+    def padding(answer):
+        def has_padding():
+            asked.append(answer)
+            return answer
+
+        return has_padding
+
+    assert attention_path("auto", True, padding(True)) == VARLEN
+    assert attention_path("auto", True, padding(False)) == PADDED
+    assert asked == [True, False]
+    assert attention_path("auto", False, padding(True)) == PADDED
+    assert attention_path("on", True, padding(False)) == VARLEN
+    assert attention_path("on", False, padding(True)) == UNPADDED
+    assert attention_path("off", True, padding(True)) == PADDED
+    assert asked == [True, False]
+    with pytest.raises(ValueError, match="unpad 'yes': one of auto, on, off"):
+        attention_path("yes", True, padding(True))
+
+
+def test_varlen_is_usable_only_where_the_kernel_runs(monkeypatch):
+    cpu, cuda = torch.device("cpu"), torch.device("cuda", 0)
+    assert not attention.varlen_available(cpu)  # torch has no CPU kernel
+    monkeypatch.setattr(attention, "varlen_available", lambda device: device.type == "cuda")
+    assert attention.varlen_usable(cuda, torch.bfloat16, 64, 0.0)
+    assert attention.varlen_usable(cuda, torch.float16, 64, 0.0)
+    assert not attention.varlen_usable(cpu, torch.bfloat16, 64, 0.0)
+    assert not attention.varlen_usable(cuda, torch.float32, 64, 0.0)  # flash: half only
+    assert not attention.varlen_usable(cuda, torch.bfloat16, 64, 0.1)  # no dropout in it
+    assert not attention.varlen_usable(cuda, torch.bfloat16, 12, 0.0)  # not a multiple of 8
+    assert not attention.varlen_usable(cuda, torch.bfloat16, 512, 0.0)
+
+
+def test_auto_is_the_padded_batch_on_the_cpu_without_looking_at_the_mask(monkeypatch):
+    """No unpadding, and no wait on the device, where varlen cannot run."""
+    monkeypatch.setattr(
+        Unpadding, "of", classmethod(lambda *args: pytest.fail("unpadded on the CPU"))
+    )
+    out, _ = step(model("auto"))
+    assert out.loss.isfinite()
+
+
+def test_the_layer_keeps_its_parameters():
+    """The state dict's names (and so the export's mapping) are those before issue 39."""
+    names = [name for name, _ in BertLayer(BertConfig(**TINY)).named_parameters()]
+    assert names == [
+        f"{layer}.{kind}"
+        for layer in (
+            "qkv",
+            "attention_output",
+            "attention_norm",
+            "intermediate",
+            "output",
+            "output_norm",
+        )
+        for kind in ("weight", "bias")
+    ]

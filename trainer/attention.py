@@ -1,0 +1,165 @@
+"""How the encoder attends: the padded batch as collated, or only its real tokens
+(`--unpad`), and the choice between them.
+
+The padded path runs every layer on (B, L, H) and masks the padding keys in SDPA. The
+unpadded path gathers the T real positions (attention_mask True) into (T, H) once, so the
+embeddings' LayerNorm, every Linear, GELU and LayerNorm run on T rows, and scatters the
+encoder's output back to (B, L, H) (zeros at padding, which nothing reads: the MLM slots
+of padding carry IGNORE_INDEX, NSP reads [CLS]). Attention there is torch's
+variable-length flash kernel (`torch.nn.attention.varlen.varlen_attn`, sequences delimited
+by `cu_seqlens`) where it runs: CUDA on Ampere or newer, fp16/bf16, no attention dropout
+(the kernel has none) or evaluation. Elsewhere each layer pads Q/K/V back to (B, L) for
+SDPA and gathers the context again, which is the CPU's unpadded path (the tests').
+
+Both paths compute the same function: a padded query's row never reaches a real one (its
+key is masked), so the real positions' outputs and every gradient agree up to float
+summation order (tests/test_model_levers.py).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+try:  # torch 2.10 and later
+    from torch.nn.attention.varlen import varlen_attn
+except ImportError:  # an older torch: the padded attention everywhere
+    varlen_attn = None
+
+# --unpad's choices. auto: unpadded with the varlen kernel where it runs and the batch holds
+# padding, else the padded batch; on: unpadded always (padded attention where varlen cannot
+# run); off: the padded batch.
+UNPAD_MODES = ("auto", "on", "off")
+
+# The attention paths `attention_path` picks.
+PADDED = "padded"
+VARLEN = "varlen"  # unpadded, torch's varlen flash kernel
+UNPADDED = "unpadded"  # unpadded matmuls, padded SDPA per layer
+
+# What torch's flash kernel takes: head sizes up to 256 in multiples of 8, half precision.
+_FLASH_MAX_HEAD = 256
+_FLASH_DTYPES = (torch.float16, torch.bfloat16)
+
+
+def attention_path(unpad: str, varlen: bool, has_padding: Callable[[], bool]) -> str:
+    """PADDED, VARLEN or UNPADDED for `--unpad` (UNPAD_MODES), given whether the varlen
+    kernel can run this forward (`varlen_usable`). `has_padding` (which waits on the device
+    for the mask's count) is asked only where the answer decides: auto with varlen."""
+    if unpad not in UNPAD_MODES:
+        raise ValueError(f"unpad {unpad!r}: one of {', '.join(UNPAD_MODES)}")
+    if unpad == "off":
+        return PADDED
+    if unpad == "on":
+        return VARLEN if varlen else UNPADDED
+    return VARLEN if varlen and has_padding() else PADDED
+
+
+@functools.cache
+def varlen_available(device: torch.device) -> bool:
+    """Whether torch's varlen flash kernel exists for `device`: this torch has it, and the
+    device is a CUDA GPU of compute capability 8.0 (Ampere) or newer. On the CPU torch has
+    no kernel (varlen_attn raises NotImplementedError)."""
+    if varlen_attn is None or device.type != "cuda" or not torch.cuda.is_available():
+        return False
+    return torch.cuda.get_device_capability(device) >= (8, 0)
+
+
+def varlen_usable(
+    device: torch.device, dtype: torch.dtype, head_size: int, attention_dropout: float
+) -> bool:
+    """Whether this forward may attend through the varlen kernel: it exists on `device`
+    (`varlen_available`), Q/K/V come in half precision (`dtype`: autocast's or the
+    weights'), the head size is one flash takes, and no attention dropout is asked for
+    (`attention_dropout`: 0 in evaluation), which the kernel does not do."""
+    if attention_dropout or dtype not in _FLASH_DTYPES:
+        return False
+    if head_size % 8 or head_size > _FLASH_MAX_HEAD:
+        return False
+    return varlen_available(device)
+
+
+def padded_attention(qkv: Tensor, key_mask: Tensor, dropout: float) -> Tensor:
+    """SDPA on the fused projection's output: qkv (B, L, 3, heads, d), key_mask (B, 1, 1, L)
+    bool → context (B, L, heads·d).
+
+    Q, K and V are strided views of `qkv` (each (B, heads, L, d), last dim contiguous, as
+    the fused kernels take them): no copy forward, and backward stacks their gradients
+    straight into the projection's (B, L, 3, heads, d) layout, one copy where a
+    (3, B, heads, L, d) permute made two (the stack, then a reshape of the permuted grad).
+    """
+    batch, length, _, heads, size = qkv.shape
+    query, key, value = (part.transpose(1, 2) for part in qkv.unbind(2))
+    context = F.scaled_dot_product_attention(
+        query, key, value, attn_mask=key_mask, dropout_p=dropout
+    )
+    # (B, heads, L, d) → (B, L, heads·d): a view where the kernel wrote (B, L, heads, d).
+    return context.transpose(1, 2).reshape(batch, length, heads * size)
+
+
+@dataclass(frozen=True)
+class Unpadding:
+    """Where a padded batch's T real tokens are: `index` (T,) into its B·L positions,
+    row-major, so each sequence's tokens are contiguous and in order; `cu_seqlens` (B + 1,)
+    int32 delimits them for the varlen kernel; `key_mask` (B, 1, 1, L) for the padded
+    attention; `varlen` the path (VARLEN, or UNPADDED's per-layer padding)."""
+
+    index: Tensor
+    cu_seqlens: Tensor
+    max_length: int
+    batch: int
+    length: int
+    key_mask: Tensor
+    varlen: bool
+
+    @property
+    def tokens(self) -> int:
+        """T: the real tokens."""
+        return int(self.index.shape[0])
+
+    @property
+    def has_padding(self) -> bool:
+        return self.tokens < self.batch * self.length
+
+    @classmethod
+    def of(cls, attention_mask: Tensor, varlen: bool) -> Unpadding:
+        """The real positions of `attention_mask` (B, L), 1/True = a real token. One wait
+        on the device (T and the longest sequence, read together)."""
+        mask = attention_mask.to(torch.bool)
+        batch, length = mask.shape
+        lengths = mask.sum(dim=1, dtype=torch.int32)
+        tokens, longest = torch.stack([lengths.sum(), lengths.max()]).tolist()
+        # nonzero_static with T known: no second wait for nonzero's output size.
+        index = torch.nonzero_static(mask.reshape(-1), size=tokens).squeeze(1)
+        cu_seqlens = F.pad(lengths.cumsum(0, dtype=torch.int32), (1, 0))
+        return cls(index, cu_seqlens, longest, batch, length, mask[:, None, None, :], varlen)
+
+    def positions(self) -> Tensor:
+        """(T,) each real token's position in its sequence (the position embedding's id)."""
+        return self.index % self.length
+
+    def gather(self, padded: Tensor) -> Tensor:
+        """(B, L, …) → (T, …): the real positions."""
+        return padded.reshape(self.batch * self.length, *padded.shape[2:])[self.index]
+
+    def scatter(self, tokens: Tensor) -> Tensor:
+        """(T, …) → (B, L, …): back in place, zeros at padding."""
+        rows = tokens.new_zeros(self.batch * self.length, *tokens.shape[1:])
+        return rows.index_copy(0, self.index, tokens).view(self.batch, self.length, -1)
+
+    def attention(self, qkv: Tensor, heads: int, dropout: float) -> Tensor:
+        """qkv (T, 3·heads·d), the fused projection of the real tokens → context (T,
+        heads·d): the varlen kernel, or SDPA on the batch padded back (UNPADDED)."""
+        tokens, width = qkv.shape[0], qkv.shape[1] // 3
+        size = width // heads
+        if self.varlen:
+            assert varlen_attn is not None  # varlen is chosen only where it exists
+            query, key, value = qkv.view(tokens, 3, heads, size).unbind(1)  # (T, heads, d)
+            cu, longest = self.cu_seqlens, self.max_length
+            return varlen_attn(query, key, value, cu, cu, longest, longest).reshape(tokens, width)
+        padded = self.scatter(qkv).view(self.batch, self.length, 3, heads, size)
+        return self.gather(padded_attention(padded, self.key_mask, dropout))
