@@ -32,13 +32,16 @@ the same number of micro-batches: n·A, n = N // G the global batches of an epoc
 samples (the last N mod G of the epoch's shard order are dropped), so DDP never waits on a
 rank that ran out (webdataset #188 #225).
 
-**Workers.** A rank's micro-batch i (counted from where the epoch starts or resumes) comes
-from worker i mod K, which makes only those; torch's DataLoader takes batches from its
-workers round-robin from worker 0, in exactly that order. A worker reads a window (L global
-batches, whole bucket groups when bucketing) at a time, before it makes the window's first
-micro-batch, and holds at most the window's samples its micro-batches need (with bucketing,
-those of the groups they come from). Any worker can make any micro-batch: nothing about the
-workers is in the order or the checkpoint.
+**Workers.** A rank's micro-batch i (counted from where the reading starts or resumes)
+comes from worker i mod K, which makes only those; torch's DataLoader takes batches from its
+workers round-robin from worker 0, in exactly that order. `batches()` keeps its workers from
+one epoch into the next, each going on with its micro-batches of the next epoch (its turn
+in the epoch's round robin shifted by the micro-batches before it: `epoch_turn`), so nothing
+restarts at a boundary; `epoch()` (evaluation, one epoch) starts its workers and ends them.
+A worker reads a window (L global batches, whole bucket groups when bucketing) at a time,
+before it makes the window's first micro-batch, and holds at most the window's samples its
+micro-batches need (with bucketing, those of the groups they come from). Any worker can make
+any micro-batch: nothing about the workers is in the order or the checkpoint.
 
 **Resume.** `DataPosition(epoch, global_batches)` is all the state, the same on every rank
 and for any world size. A resume starts at global batch `global_batches` directly (the
@@ -74,6 +77,7 @@ windows of the sources' orders, read once per worker.
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import os
 from collections.abc import Callable, Iterable, Iterator
@@ -100,6 +104,7 @@ from trainer.order import (  # noqa: F401 (worker_batches: evaluation's plan, re
     bucket,
     bucket_deal,
     epoch_shards,
+    epoch_turn,
     group_positions,
     micro_positions,
     rank_batches,
@@ -400,7 +405,8 @@ def eval_stream(
 
 
 class _EpochDataset(IterableDataset):
-    """The DataLoader's view of one epoch: each worker process runs its stream."""
+    """The DataLoader's view of the input: each worker process runs its stream of one epoch
+    from `position`, or (`endless`, training) of every epoch from there on."""
 
     def __init__(
         self,
@@ -408,25 +414,33 @@ class _EpochDataset(IterableDataset):
         config: LoaderConfig,
         position: DataPosition,
         reading: MixReading | None = None,
+        endless: bool = False,
     ) -> None:
         self.source, self.config, self.position = source, config, position
-        self.reading = reading  # a mix read in this process: its reader, kept across epochs
+        self.reading, self.endless = reading, endless  # reading: a mix's, kept across epochs
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
         info = get_worker_info()
         workers = info.num_workers if info is not None else 1
         worker = info.id if info is not None else 0
-        epoch = self.position.epoch
+        epoch, start = self.position.epoch, self.position.global_batches
         if not self.config.drop_last:
             yield from eval_stream(self.source, self.config, epoch, worker, workers)
             return
-        start = self.position.global_batches
-        if isinstance(self.source, MixedSource):
-            yield from mixed_train_stream(
-                self.source, self.config, epoch, start, worker, workers, self.reading
-            )
-            return
-        yield from train_stream(self.source, self.config, epoch, start, worker, workers)
+        stream: Callable[..., Iterator[dict[str, torch.Tensor]]] = train_stream
+        if isinstance(self.source, MixedSource):  # one reading for all this worker's epochs
+            reading = self.reading or mix_reading(self.source, self.config)
+            stream = functools.partial(mixed_train_stream, reading=reading)
+        accumulation = self.config.accumulation
+        per_epoch = self.source.samples // self.config.global_batch * accumulation
+        before = 0  # the rank's micro-batches the workers made in the epochs before this one
+        while True:
+            turn = epoch_turn(worker, workers, before)
+            yield from stream(self.source, self.config, epoch, start, turn, workers)
+            if not self.endless:
+                return
+            before += per_epoch - start * accumulation
+            epoch, start = epoch + 1, 0
 
 
 # --------------------------------------------------------------------------- the loader
@@ -447,8 +461,8 @@ class PretrainingLoader:
 
     `position` counts whole global batches: after a micro-batch that does not end its step,
     it still names the step's start (the trainer reads it between steps). The worker
-    processes (trainer/workers.py) end with the epoch, with `close()`, when the generator is
-    closed or dropped, or at the interpreter's exit, whichever comes first.
+    processes (trainer/workers.py) of `batches()` go on from epoch to epoch, `epoch()`'s end
+    with it; all end with `close()`, their generator closed or dropped, or at exit.
     """
 
     def __init__(self, source: DataSource | MixedSource, config: LoaderConfig) -> None:
@@ -493,29 +507,47 @@ class PretrainingLoader:
             return
         if start and not self.config.drop_last:
             raise DataConfigError("an evaluation pass reads from its start: position 0")
+        yield from self._read(self.position, endless=False)
+
+    def batches(self, position: DataPosition) -> Iterator[dict[str, torch.Tensor]]:
+        """Epoch after epoch without end, starting at `position`: the same worker processes
+        go on from one epoch into the next."""
+        while not self.config.drop_last:  # evaluation's passes: each reads from its start
+            yield from self.epoch(position)
+            position = self.position = DataPosition(self.position.epoch + 1, 0)
+        if position.global_batches >= self.global_batches_per_epoch:  # stopped at its end
+            position = DataPosition(position.epoch + 1, 0)
+        self.position = position
+        yield from self._read(position, endless=True)
+
+    def _read(self, position: DataPosition, endless: bool) -> Iterator[dict[str, torch.Tensor]]:
+        """The micro-batches from `position` to its epoch's end (`endless`: and on, epoch
+        after epoch), `self.position` following each."""
         reading = None
         if isinstance(self.source, MixedSource) and self.config.num_workers == 0:
             if self._reading is None:
                 self._reading = mix_reading(self.source, self.config)
             reading = self._reading
-        dataset = _EpochDataset(self.source, self.config, self.position, reading)
+        dataset = _EpochDataset(self.source, self.config, position, reading, endless)
         accumulation = self.config.accumulation if self.config.drop_last else 1
+        per_epoch = self.global_batches_per_epoch * accumulation
+        epoch, index = position.epoch, position.global_batches * accumulation
         pool = None
         if self.config.num_workers == 0:
             batches: Iterator[dict[str, torch.Tensor]] = iter(dataset)
         else:
+            config = self.config
             batches = pool = self._pool = WorkerPool(
-                dataset,
-                self.config.num_workers,
-                self.config.seed,
-                self.config.pin_memory,
-                self.config.prefetch_factor,
+                dataset, config.num_workers, config.seed, config.pin_memory, config.prefetch_factor
             )
         try:
-            for index, batch in enumerate(batches, start * accumulation):
-                self.position = DataPosition(position.epoch, (index + 1) // accumulation)
+            for batch in batches:
+                if index == per_epoch:  # the next epoch's first, from the same workers
+                    epoch, index = epoch + 1, 0
+                self.position = DataPosition(epoch, (index + 1) // accumulation)
                 if self._record is not None:
-                    self._record.write(position.epoch, index, batch)
+                    self._record.write(epoch, index, batch)
+                index += 1
                 yield batch
         finally:
             if pool is not None:
@@ -524,8 +556,8 @@ class PretrainingLoader:
                     self._pool = None
 
     def close(self) -> None:
-        """End the worker processes of the epoch being read, if any, and let go of a mix's
-        windows (idempotent)."""
+        """End the worker processes being read from, if any, and let go of a mix's windows
+        (idempotent)."""
         self._reading = None
         if self._pool is not None:
             self._pool.close()
@@ -538,13 +570,6 @@ class PretrainingLoader:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-    def batches(self, position: DataPosition) -> Iterator[dict[str, torch.Tensor]]:
-        """Epoch after epoch without end, starting at `position`."""
-        while True:
-            yield from self.epoch(position)
-            position = DataPosition(self.position.epoch + 1, 0)
-            self.position = position
 
 
 def _main(argv: list[str] | None = None) -> None:

@@ -241,7 +241,8 @@ def worker_units(
 
     The rank's micro-batches are numbered i = g·A + a from the epoch's start; counted from
     the resume point, the k-th goes to worker k mod K (torch's DataLoader takes batches from
-    its workers round-robin, from worker 0)."""
+    its workers round-robin, from worker 0). Workers that go on from an earlier epoch pass
+    their turn in this one's round robin as `worker` (`epoch_turn`)."""
     accumulation = share.accumulation
     first = start * accumulation
     items: list[tuple[int, int]] = []
@@ -255,6 +256,14 @@ def worker_units(
         items.append((batch, share.micro_index(step)))
     if items:
         yield items
+
+
+def epoch_turn(worker: int, workers: int, before: int) -> int:
+    """Worker `worker`'s turn in an epoch's round robin (`worker_units`' `worker`) when the
+    same K workers handed out `before` micro-batches of the epochs before it: torch takes
+    micro-batch i, counted over every epoch the workers made, from worker i mod K, so the
+    epoch's k-th comes from worker (before + k) mod K, and worker w makes k ≡ w − before."""
+    return (worker - before) % workers
 
 
 # --------------------------------------------------------------------------- evaluation's plan
