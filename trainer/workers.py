@@ -1,4 +1,6 @@
-"""The loader's worker processes: started with an epoch, ended with it, whatever the way out.
+"""The loader's worker processes: started when the loader starts reading, ended when it stops,
+whatever the way out. `PretrainingLoader.batches()` reads every epoch through one pool (its
+workers go on from one epoch into the next, started once); `epoch()` through one per epoch.
 
 A loader worker ignores the stop signals a scheduler sends to the whole job (SIGTERM,
 SIGUSR1: SLURM's scancel, torchrun's process group), so that only the trainer decides when
@@ -19,9 +21,10 @@ Here a worker ignores a stop signal only while the trainer that started it still
 - A worker whose parent is gone exits on SIGTERM too, and on Linux it is killed when the
   parent dies however it died (PR_SET_PDEATHSIG): torch's watchdog notices a dead parent
   only between batches, not during a read that never returns.
-- Every pool is closed by whichever comes first: the epoch's generator ending, being closed
-  or collected; `PretrainingLoader.close()`; or the interpreter's exit (an atexit hook
-  registered after multiprocessing's own, so it runs before multiprocessing joins).
+- Every pool is closed by whichever comes first: the generator reading it (an epoch's, or
+  `batches()`' over every epoch) ending, being closed or collected;
+  `PretrainingLoader.close()`; or the interpreter's exit (an atexit hook registered after
+  multiprocessing's own, so it runs before multiprocessing joins).
 """
 
 from __future__ import annotations
@@ -116,6 +119,8 @@ def _install_exit_hook() -> None:
 
 class WorkerPool:
     """A DataLoader's worker processes over `dataset`, and their batches; `close()` ends them.
+    The processes live as long as the pool: over an endless `dataset` (every epoch, one
+    stream), the same ones make every epoch's batches.
 
     pool = WorkerPool(dataset, workers=2, seed=1)
     for batch in pool: ...
@@ -138,6 +143,8 @@ class WorkerPool:
             num_workers=workers,
             pin_memory=pin_memory,
             prefetch_factor=prefetch_factor,
+            # The DataLoader is iterated once: workers that outlive an epoch are an endless
+            # dataset's (PretrainingLoader.batches), not torch's persistent ones.
             persistent_workers=False,
             multiprocessing_context=context,
             worker_init_fn=functools.partial(_init_worker, self._closing, os.getpid()),
