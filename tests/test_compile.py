@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 
 import pytest
 import torch
@@ -159,11 +160,18 @@ def test_bucketed_widths_compile_once_each() -> None:
     assert len(graphs) == 2  # 16 and 24 wide
 
 
-def test_the_trainer_compiled_gives_eager_s_losses(sample_shards, tmp_path) -> None:
+def test_the_trainer_compiled_gives_eager_s_losses(
+    sample_shards, tmp_path, monkeypatch, caplog
+) -> None:
     """`bertkit train --compile` (inductor, on the CPU) on the real shards: one graph for
     every step, and the eager run's losses (no dropout: compiled graphs draw their masks
-    differently)."""
+    differently). Its compilations are cached in the run directory (trainer/compiling.py):
+    a --resume there, in a fresh dynamo as a requeued job's process, compiles nothing."""
     from trainer import train
+    from trainer.compiling import INDUCTOR_VARIABLE, TRITON_VARIABLE
+
+    for name in (INDUCTOR_VARIABLE, TRITON_VARIABLE):
+        monkeypatch.delenv(name, raising=False)
 
     common = [
         "--model",
@@ -207,3 +215,13 @@ def test_the_trainer_compiled_gives_eager_s_losses(sample_shards, tmp_path) -> N
     assert evals["compiled"]["sequences"] % 16  # the last batch is short: it ran eagerly
     assert evals["compiled"]["predictions"] == evals["eager"]["predictions"]
     assert evals["compiled"]["mlm_loss"] == pytest.approx(evals["eager"]["mlm_loss"], abs=1e-4)
+    cache = tmp_path / "compiled" / "compile-cache"
+    assert any((cache / "fxgraph").rglob("*")), "no FX graph cached in the run directory"
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    resumed = [*common, "--max-steps", "6", "--output", str(tmp_path / "compiled")]  # 2 more
+    with caplog.at_level(logging.INFO, logger="bertkit.train"):
+        assert train.run([*resumed, "--compile", "--resume"]) == 0
+    assert f"compile cache {cache}: warm, " in caplog.text
+    inductor = torch._dynamo.utils.counters["inductor"]
+    assert (inductor["fxgraph_cache_hit"] > 0, inductor["fxgraph_cache_miss"]) == (True, 0)

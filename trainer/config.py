@@ -21,6 +21,7 @@ from pipelines.command.flags import (
     float_list,
     option,
 )
+from trainer.compiling import COMPILE_MODES
 from trainer.model import MODEL_SIZES
 from trainer.optim import OPTIMIZERS
 from trainer.run.checkpoints import check_run_location
@@ -171,6 +172,13 @@ class TrainConfig:
     compile: bool = option(
         False, help="torch.compile the model (pads to max_seq_length, or its quarters if bucketed)"
     )
+    compile_mode: str | None = option(
+        None,
+        choices=COMPILE_MODES,
+        help="torch.compile's mode, with --compile: default (when not given), reduce-overhead "
+        "(CUDA graphs), max-autotune (tunes the matmuls once, minutes for base, cached in "
+        "OUTPUT/compile-cache; CUDA graphs too), max-autotune-no-cudagraphs",
+    )
     precision: str = option("auto", help="auto (bf16 autocast on CUDA, fp32 on CPU), bf16, fp32")
     device: str = option("auto", help="auto, cuda, cpu")
     peak_tflops: float | None = option(
@@ -215,6 +223,15 @@ class TrainConfig:
             raise ValueError(f"--optimizer {self.optimizer!r}: one of {', '.join(OPTIMIZERS)}")
         if self.precision not in ("auto", "bf16", "fp32"):
             raise ValueError(f"--precision {self.precision!r}: one of auto, bf16, fp32")
+        if self.compile_mode is not None and self.compile_mode not in COMPILE_MODES:
+            raise ValueError(
+                f"--compile-mode {self.compile_mode!r}: one of {', '.join(COMPILE_MODES)}"
+            )
+        if self.compile_mode is not None and not self.compile:
+            raise ValueError(
+                f"--compile-mode {self.compile_mode} applies to --compile: add --compile, or "
+                "leave --compile-mode out"
+            )
         if self.device not in ("auto", "cuda", "cpu"):
             raise ValueError(f"--device {self.device!r}: one of auto, cuda, cpu")
         if self.resume and self.overwrite:

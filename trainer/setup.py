@@ -26,6 +26,7 @@ from pipelines.io import storage
 from schemas.checkpoint import CheckpointKey
 from trainer import distributed
 from trainer.collate import FixedShape  # the trainer's compile padding
+from trainer.compiling import compiled
 from trainer.config import TrainConfig, accumulation_steps
 from trainer.data import (
     DataConfigError,
@@ -179,9 +180,16 @@ def _setup(
         wrapped = DistributedDataParallel(model, device_ids=device_ids)
     # Bucketed batches come in four widths: four static graphs, not one dynamic one.
     dynamic = None if config.bucket_window == 0 else False
-    forward = torch.compile(wrapped, dynamic=dynamic) if config.compile else wrapped
-    # Evaluation runs the bare model (no DDP hooks): compiled on its own, in eval mode.
-    eval_forward = torch.compile(model, dynamic=dynamic) if config.compile else None
+    forward, eval_forward = wrapped, None
+    if config.compile:
+        # Inductor's caches in OUTPUT/compile-cache, before the first compilation: a
+        # requeued job (--resume here) loads what this one compiles and tunes.
+        cache = directory.open_compile_cache(env.is_main)
+        if env.is_main:
+            _LOG.info(cache.line())
+        forward = compiled(wrapped, config.compile_mode, dynamic)
+        # Evaluation runs the bare model (no DDP hooks): compiled on its own, in eval mode.
+        eval_forward = compiled(model, config.compile_mode, dynamic)
     autocast = _autocast(config, env.device)
     loader = _build_loader(config, env, sources, mix, recipe)
     dtype = "bf16" if isinstance(autocast, torch.autocast) else "fp32"

@@ -6,8 +6,10 @@ local staging directory the trainer writes in (remote.py). `prepare` then checks
 holds an earlier run (--resume goes on with it, --overwrite deletes it, else a one-line
 refusal), on the URL and in staging alike; `clear_earlier` deletes --overwrite's files once
 every other check has passed. Its checkpoints: `latest`, `mirror` after each write (to the
-bucket: checkpoint before `latest`), `push` at the end. `close`
-removes the staging directory and gives the lock back, whatever ended the run.
+bucket: checkpoint before `latest`), `push` at the end. Under --compile,
+`open_compile_cache` points torch.compile's caches at its `compile-cache/` (trainer/compiling.py):
+the run's own, kept by --overwrite, reused by a --resume. `close` removes the staging
+directory, gives the lock back and the cache's variables, whatever ended the run.
 
 The rules themselves live in checkpoints.py, lock.py and remote.py; this object is the one
 place the trainer asks, so set-up and the loop never hold a lock, a staging directory and
@@ -22,6 +24,7 @@ from pathlib import Path
 
 from pipelines.io import storage
 from schemas.checkpoint import CHECKPOINTS_DIR
+from trainer.compiling import CompileCache
 from trainer.run.checkpoints import (
     check_output_outside_shards,
     latest_checkpoint,
@@ -42,6 +45,7 @@ class RunDirectory:
     # in `path`, object names on the URL.
     _earlier: list[Path] = field(default_factory=list)
     _earlier_objects: list[str] = field(default_factory=list)
+    _compile_cache: CompileCache | None = None
 
     @classmethod
     def open(cls, output: str, shards: tuple[str, ...], keep: int, main: bool) -> RunDirectory:
@@ -102,6 +106,14 @@ class RunDirectory:
             return str(checkpoint)
         return f"{storage.redact(self.remote.url)}/{CHECKPOINTS_DIR}/{checkpoint.name}"
 
+    def open_compile_cache(self, main: bool) -> CompileCache:
+        """torch.compile's caches pointed at `compile-cache/` here, before the first
+        compilation (a run on object storage: inductor's default place, as staging goes)."""
+        if self._compile_cache is None:
+            local = self.path if self.remote is None else None
+            self._compile_cache = CompileCache.open(local, main)
+        return self._compile_cache
+
     def check_lock(self) -> None:
         """Raises RunLockLost if this process held the lock and no longer does."""
         if self.lock is not None:
@@ -126,8 +138,11 @@ class RunDirectory:
             self.remote.push()
 
     def close(self) -> None:
-        """The staging directory removed (nothing else would), the lock given back."""
+        """The staging directory removed (nothing else would), the lock given back, the
+        compile cache's variables as they were."""
         try:
+            if self._compile_cache is not None:
+                self._compile_cache.close()
             if self.remote is not None:
                 self.remote.close()
         finally:

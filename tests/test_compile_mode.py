@@ -1,0 +1,175 @@
+"""`bertkit train --compile-mode` and torch.compile's caches in the run directory
+(trainer/compiling.py): a --compile run writes inductor's caches into OUTPUT/compile-cache and
+a later one there loads its graphs instead of compiling them (through the trainer:
+tests/test_compile.py's compiled run and its --resume); the directory is the run's own
+(--overwrite keeps it and calls nothing in it foreign); a variable the user set is kept; and
+--compile-mode without --compile is refused before any work."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import pytest
+import torch
+import torch._dynamo
+
+from schemas.checkpoint import CHECKPOINTS_DIR, LATEST_FILE
+from trainer import train
+from trainer.compiling import INDUCTOR_VARIABLE, TRITON_VARIABLE, CompileCache, compiled
+from trainer.metrics import METRICS_FILE
+from trainer.run.checkpoints import COMPILE_CACHE_DIR, CheckpointError, prepare_run_directory
+
+
+@pytest.fixture
+def no_cache_variables(monkeypatch):
+    for name in (INDUCTOR_VARIABLE, TRITON_VARIABLE):
+        monkeypatch.delenv(name, raising=False)
+
+
+def flags(shards: Path, output: Path, *more: str) -> list[str]:
+    return [
+        "--model",
+        "tiny",
+        "--micro-batch-size",
+        "8",
+        "--max-steps",
+        "2",
+        "--warmup-steps",
+        "0",
+        "--dropout",
+        "0",
+        "--eval-every",
+        "0",
+        "--eval-batches",
+        "1",
+        "--num-workers",
+        "0",
+        "--no-tensorboard",
+        "--shards",
+        str(shards),
+        "--output",
+        str(output),
+        *more,
+    ]
+
+
+def test_compile_mode_without_compile_is_refused_before_any_work(sample_shards, tmp_path, capsys):
+    output = tmp_path / "run"
+    code = train.run(flags(sample_shards, output, "--compile-mode", "max-autotune"))
+    assert code == 2
+    assert capsys.readouterr().err.strip() == (
+        "bertkit train: error: --compile-mode max-autotune applies to --compile: add "
+        "--compile, or leave --compile-mode out"
+    )
+    assert not output.exists()
+
+
+def test_the_cache_is_cold_then_warm_and_max_autotune_runs_on_the_cpu(tmp_path, no_cache_variables):
+    """One small step compiled with max-autotune-no-cudagraphs (inductor's CPU matmul
+    templates serve frozen weights only, so a training step keeps ATen's matmuls: the mode
+    runs, and computes the eager step's numbers); then, in a fresh dynamo as a requeued
+    job's process, the same step loads from the run directory: no FX graph compiled."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4))
+    x = torch.randn(3, 8)
+    model(x).square().sum().backward()
+    eager = [p.grad.clone() for p in model.parameters()]
+    counters = torch._dynamo.utils.counters
+    for warm in (False, True):
+        torch._dynamo.reset()
+        counters.clear()
+        model.zero_grad(set_to_none=True)
+        cache = CompileCache.open(tmp_path, main=True)
+        assert (cache.path, cache.warm) == ((tmp_path / COMPILE_CACHE_DIR).absolute(), warm)
+        assert os.environ[INDUCTOR_VARIABLE] == str(cache.path)
+        assert os.environ[TRITON_VARIABLE] == str(cache.path / "triton")
+        step = compiled(model, "max-autotune-no-cudagraphs", dynamic=None)
+        step(x).square().sum().backward()
+        cache.close()
+        assert INDUCTOR_VARIABLE not in os.environ and TRITON_VARIABLE not in os.environ
+        for ours, theirs in zip(model.parameters(), eager, strict=True):
+            torch.testing.assert_close(ours.grad, theirs, atol=1e-6, rtol=1e-5)
+        inductor = counters["inductor"]
+        hits, misses = inductor["fxgraph_cache_hit"], inductor["fxgraph_cache_miss"]
+        if warm:
+            assert (hits > 0, misses) == (True, 0)
+        else:
+            assert (hits, misses > 0) == (0, True)
+    assert cache.line().startswith(f"compile cache {cache.path}: warm, ")
+
+
+def test_a_cache_directory_the_user_set_is_kept(tmp_path, monkeypatch):
+    mine = tmp_path / "node-local"
+    monkeypatch.setenv(INDUCTOR_VARIABLE, str(mine))
+    monkeypatch.delenv(TRITON_VARIABLE, raising=False)
+    cache = CompileCache.open(tmp_path / "run", main=True)
+    assert cache.line() == (
+        f"compile cache {mine} (from TORCHINDUCTOR_CACHE_DIR): empty: the first steps compile "
+        "into it, and a --resume here loads them"
+    )
+    cache.close()
+    assert os.environ[INDUCTOR_VARIABLE] == str(mine)
+    assert not (tmp_path / "run").exists()
+    assert CompileCache.open(None, main=True).path == mine  # a bucket's run: the user's too
+
+
+def test_overwrite_keeps_the_compile_cache_and_calls_nothing_in_it_foreign(tmp_path):
+    """Before the cache was the run's own, --overwrite refused the directory ("also holds
+    compile-cache, which no training run writes")."""
+    output = tmp_path / "run"
+    (output / CHECKPOINTS_DIR).mkdir(parents=True)
+    (output / CHECKPOINTS_DIR / "step-00000002.pt").write_bytes(b"x")
+    (output / CHECKPOINTS_DIR / LATEST_FILE).write_text("step-00000002.pt\n")
+    (output / METRICS_FILE).write_text("{}\n")
+    entry = output / COMPILE_CACHE_DIR / "fxgraph" / "ab" / "entry"
+    entry.parent.mkdir(parents=True)
+    entry.write_bytes(b"graph")
+    earlier = prepare_run_directory(output, resume=False, overwrite=True)
+    assert [p.relative_to(output).as_posix() for p in earlier] == [
+        "checkpoints/latest",
+        "checkpoints/step-00000002.pt",
+        "metrics.jsonl",
+    ]
+    (output / "notes.txt").write_text("mine")
+    with pytest.raises(CheckpointError, match=r"also holds notes\.txt, which no training run"):
+        prepare_run_directory(output, resume=False, overwrite=True)
+    # A directory holding only a cache (a run that stopped before its first checkpoint)
+    # holds no earlier run: a new one starts there without a flag, and shares the cache.
+    only = tmp_path / "only-cache"
+    (only / COMPILE_CACHE_DIR / "fxgraph").mkdir(parents=True)
+    (only / COMPILE_CACHE_DIR / "fxgraph" / "entry").write_bytes(b"graph")
+    assert prepare_run_directory(only, resume=False, overwrite=False) == []
+
+
+@pytest.mark.slow
+def test_a_resumed_run_loads_what_the_first_compiled_from_the_run_directory(
+    sample_shards, tmp_path, no_cache_variables, caplog
+):
+    """Through the trainer (slow: a whole compilation, and tests/test_compile.py's run
+    covers the default mode). Step 1 compiles (max-autotune-no-cudagraphs: on the CPU inductor's matmul templates
+    serve frozen weights only, so a training step keeps ATen's matmuls, and the mode runs);
+    the resume to step 2, in a fresh dynamo as a requeued job's process, finds the cache
+    warm and compiles nothing: every FX graph is a cache hit."""
+    output = tmp_path / "run"
+    cache = output / COMPILE_CACHE_DIR
+    mode = ["--compile", "--compile-mode", "max-autotune-no-cudagraphs"]
+    counters = torch._dynamo.utils.counters
+    torch._dynamo.reset()
+    counters.clear()
+    with caplog.at_level(logging.INFO, logger="bertkit.train"):
+        assert train.run(flags(sample_shards, output, *mode, "--stop-at-step", "1")) == 0
+    assert f"compile cache {cache}: empty: the first steps compile into it" in caplog.text
+    assert counters["inductor"]["fxgraph_cache_miss"] > 0
+    assert counters["inductor"]["fxgraph_cache_hit"] == 0
+    assert any((cache / "fxgraph").rglob("*")), "no FX graph written into the run directory"
+    assert INDUCTOR_VARIABLE not in os.environ  # put back as it was when the run ended
+    caplog.clear()
+    torch._dynamo.reset()
+    counters.clear()
+    with caplog.at_level(logging.INFO, logger="bertkit.train"):
+        assert train.run(flags(sample_shards, output, *mode, "--resume")) == 0
+    assert f"compile cache {cache}: warm, " in caplog.text
+    assert counters["inductor"]["fxgraph_cache_hit"] > 0
+    assert counters["inductor"]["fxgraph_cache_miss"] == 0

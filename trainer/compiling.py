@@ -1,0 +1,145 @@
+"""torch.compile as the trainer runs it (`bertkit train --compile`): `--compile-mode`, and
+inductor's caches in the run directory, `OUTPUT/compile-cache`.
+
+    forward = compiled(model, "max-autotune", dynamic=None)  # marks each step for CUDA graphs
+    cache = CompileCache.open(run_directory, main=True)       # before the first compilation
+
+Inductor keeps what it compiled (the FX graph and AOT autograd caches, the C++ and Triton
+kernels, max-autotune's choices) where TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR say, by
+default /tmp/torchinductor_USER on each machine. A requeued job lands on another machine, or
+on one whose /tmp was cleared, and compiles again (and, with --compile-mode max-autotune,
+tunes again: minutes for BERT-base). Pointed at the run directory, the cache goes where the
+run goes, and a --resume in the same directory loads what the first job compiled.
+
+Inductor's cache keys hash the graph, the shapes, the settings and the versions of torch
+and the compiler, so an entry is loaded only where it was made for: a later run in the
+directory (after --overwrite too) shares the cache, and nothing deletes it.
+
+Every rank of a torchrun job shares the one directory, as every rank of a node shares
+inductor's default directory: inductor writes each entry to a temporary file named by its
+process and thread and renames it into place, and compiles a C++ kernel under a file lock
+in the cache's `locks/`, so ranks writing at once neither tear an entry nor compile one
+twice; and a resume on another number of processes finds what the first job's ranks wrote
+(one directory per rank would not).
+
+A variable the user set is kept (a cluster's node-local cache, say); a run on object
+storage (its staging directory is removed at the end) keeps inductor's default place.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from trainer.run.checkpoints import COMPILE_CACHE_DIR
+
+# --compile-mode's choices: torch.compile's modes. reduce-overhead and max-autotune replay
+# the step as CUDA graphs (on a GPU); max-autotune and max-autotune-no-cudagraphs time
+# Triton matmul templates against cuBLAS for each shape and keep the fastest.
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
+
+# What inductor reads, and its Triton subdirectory (torch._inductor.utils.fresh_cache sets
+# the two the same way).
+INDUCTOR_VARIABLE = "TORCHINDUCTOR_CACHE_DIR"
+TRITON_VARIABLE = "TRITON_CACHE_DIR"
+
+
+def compiled(module: torch.nn.Module, mode: str | None, dynamic: bool | None) -> Callable[..., Any]:
+    """`module` under torch.compile in `mode` (None: default). Under CUDA graphs each call
+    first marks a new step, so that a replay may reuse the memory of the last call's
+    outputs: the loop has read them by then (a micro-batch's sums are taken before the next
+    forward), and without the mark a graph whose outputs are still alive is not replayed."""
+    mode = mode or "default"
+    step = torch.compile(module, dynamic=dynamic, mode=None if mode == "default" else mode)
+    if mode not in CUDA_GRAPH_MODES:
+        return step
+
+    def marked(*args: Any, **kwargs: Any) -> Any:
+        torch.compiler.cudagraph_mark_step_begin()
+        return step(*args, **kwargs)
+
+    return marked
+
+
+@dataclass
+class CompileCache:
+    """Where this run's compilations are cached, and what was there before it began."""
+
+    path: Path | None  # None: inductor's default place (a run on object storage)
+    files: int  # files the cache held when the run opened it (rank 0 counts; 0 elsewhere)
+    chosen_by: str  # "run directory", "TORCHINDUCTOR_CACHE_DIR" or "inductor's default"
+    _previous: dict[str, str | None] = field(default_factory=dict)
+
+    @classmethod
+    def open(cls, run_path: Path | None, main: bool) -> CompileCache:
+        """Point inductor at `run_path`/compile-cache (None: leave its default), before the
+        first compilation; `close` puts the variables back. Only `main` counts the files."""
+        if os.environ.get(INDUCTOR_VARIABLE):
+            path = Path(os.environ[INDUCTOR_VARIABLE])
+            return cls(path, _count_files(path) if main else 0, INDUCTOR_VARIABLE)
+        if run_path is None:
+            return cls(None, 0, "inductor's default")
+        path = (run_path / COMPILE_CACHE_DIR).absolute()
+        previous = {name: os.environ.get(name) for name in (INDUCTOR_VARIABLE, TRITON_VARIABLE)}
+        files = _count_files(path) if main else 0
+        path.mkdir(parents=True, exist_ok=True)
+        os.environ[INDUCTOR_VARIABLE] = str(path)
+        if previous[TRITON_VARIABLE] is None:
+            os.environ[TRITON_VARIABLE] = str(path / "triton")
+        _clear_inductor_memos()
+        return cls(path, files, "run directory", previous)
+
+    @property
+    def warm(self) -> bool:
+        return self.files > 0
+
+    def line(self) -> str:
+        """The set-up log's line: where, and whether an earlier run's compilations are there."""
+        if self.path is None:
+            return (
+                "compile cache: inductor's default place on each machine (a run on object "
+                "storage keeps none in its directory)"
+            )
+        where = "" if self.chosen_by == "run directory" else f" (from {self.chosen_by})"
+        if self.warm:
+            state = (
+                f"warm, {self.files:,} files: what an earlier run compiled (and tuned) for the "
+                "same graphs loads from there"
+            )
+        else:
+            state = "empty: the first steps compile into it, and a --resume here loads them"
+        return f"compile cache {self.path}{where}: {state}"
+
+    def close(self) -> None:
+        """The variables as they were before `open` (a run inside a longer process, such as
+        the tests, leaves no cache pointed at its directory)."""
+        if not self._previous:
+            return
+        for name, value in self._previous.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        self._previous = {}
+        _clear_inductor_memos()
+
+
+def _count_files(path: Path) -> int:
+    """Cache entries under `path`; the lock files inductor leaves say nothing was compiled."""
+    if not path.is_dir():
+        return 0
+    return sum(1 for p in path.rglob("*") if p.is_file() and p.parent.name != "locks")
+
+
+def _clear_inductor_memos() -> None:
+    """Forget what inductor memoised under the previous directory, as its own fresh_cache
+    does when it changes the directory."""
+    from torch._inductor.utils import clear_caches
+
+    clear_caches()
