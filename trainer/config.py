@@ -21,6 +21,7 @@ from pipelines.command.flags import (
     float_list,
     option,
 )
+from trainer.attention import UNPAD_MODES
 from trainer.compiling import COMPILE_MODES
 from trainer.model import MODEL_SIZES
 from trainer.optim import OPTIMIZERS
@@ -93,7 +94,22 @@ class TrainConfig:
         bounds=AT_LEAST_1,
     )
     dropout: float | None = option(
-        None, help="hidden and attention dropout (default: the model's 0.1)", bounds=FRACTION
+        None,
+        help="--hidden-dropout and --attention-dropout both at this rate (default: the "
+        "model's, 0.1 for a new one)",
+        bounds=FRACTION,
+    )
+    hidden_dropout: float | None = option(
+        None,
+        help="dropout on the embeddings and on each layer's attention and feed-forward output "
+        "(default: the model's, 0.1 for a new one as in BERT 2018; MosaicML's and cramming's "
+        "recipes train with 0)",
+        bounds=FRACTION,
+    )
+    attention_dropout: float | None = option(
+        None,
+        help="dropout on the attention probabilities (default: the model's, 0.1 for a new one)",
+        bounds=FRACTION,
     )
     # torch.manual_seed takes up to 2**64 - 1, and each rank adds its number to the seed.
     seed: int = option(
@@ -172,6 +188,14 @@ class TrainConfig:
     compile: bool = option(
         False, help="torch.compile the model (pads to max_seq_length, or its quarters if bucketed)"
     )
+    unpad: str = option(
+        "auto",
+        choices=UNPAD_MODES,
+        help="run the encoder on the real tokens only, padding left out of every matmul: on, "
+        "off, or auto (on where a GPU runs torch's variable-length attention, in bf16/fp16 "
+        "with --attention-dropout 0 or in evaluation, and the batch holds padding; off on "
+        "CPU and with --compile)",
+    )
     compile_mode: str | None = option(
         None,
         choices=COMPILE_MODES,
@@ -234,6 +258,16 @@ class TrainConfig:
             )
         if self.device not in ("auto", "cuda", "cpu"):
             raise ValueError(f"--device {self.device!r}: one of auto, cuda, cpu")
+        if self.unpad not in UNPAD_MODES:
+            raise ValueError(f"--unpad {self.unpad!r}: one of {', '.join(UNPAD_MODES)}")
+        dropout_problem = _dropout_problem(self)
+        if dropout_problem:
+            raise ValueError(dropout_problem)
+        if self.unpad == "on" and self.compile:
+            raise ValueError(
+                "--unpad on: the real tokens' count changes with every batch, and --compile "
+                "runs fixed shapes; give one of them (--unpad auto is off under --compile)"
+            )
         if self.resume and self.overwrite:
             raise ValueError(
                 "--resume continues the run in --output, --overwrite replaces it: give one"
@@ -273,6 +307,31 @@ class TrainConfig:
             if isinstance(saved, int):
                 return replace(self, warmup_steps=saved)
         return replace(self, warmup_steps=default_warmup_steps(self.max_steps))
+
+
+def _dropout_problem(config: TrainConfig) -> str | None:
+    """One line where --dropout (both rates) is given with --hidden-dropout or
+    --attention-dropout, or None."""
+    apart = [
+        f"--{name.replace('_', '-')} {value:g}"
+        for name in ("hidden_dropout", "attention_dropout")
+        if (value := getattr(config, name)) is not None
+    ]
+    if config.dropout is None or not apart:
+        return None
+    return (
+        f"--dropout {config.dropout:g} sets --hidden-dropout and --attention-dropout both, "
+        f"and {' and '.join(apart)} is given too: give --dropout alone, or the two apart"
+    )
+
+
+def dropout_overrides(config: TrainConfig) -> dict[str, float]:
+    """The model config's dropout fields the flags set (--dropout both; --hidden-dropout,
+    --attention-dropout each): a field no flag sets keeps the model's own value."""
+    hidden = config.hidden_dropout if config.dropout is None else config.dropout
+    attention = config.attention_dropout if config.dropout is None else config.dropout
+    overrides = {"hidden_dropout_prob": hidden, "attention_probs_dropout_prob": attention}
+    return {name: rate for name, rate in overrides.items() if rate is not None}
 
 
 def _mix_problem(shards: tuple[str, ...], mix: tuple[float, ...] | None) -> str | None:

@@ -25,6 +25,7 @@ import hashlib
 import json
 import os
 import pickle
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,6 +80,8 @@ _FIELDS = {
     "initializer_range": 0.02,
     "pad_token_id": 0,
 }
+# The rates --dropout, --hidden-dropout and --attention-dropout override.
+_DROPOUT_FIELDS = ("hidden_dropout_prob", "attention_probs_dropout_prob")
 # The heads, as the log names them, and their tensors by bertkit name.
 HEADS = {"the MLM head": MLM_HEAD, "the pooler": POOLER, "the NSP head": NSP_HEAD}
 _MAX_CONFIG_BYTES = 1 << 20
@@ -273,11 +276,14 @@ def preset_name(config: BertConfig) -> str | None:
 
 
 def released_model_config(
-    released: Released, objective: str, dropout: float | None = None
+    released: Released, objective: str, dropout: float | Mapping[str, float] | None = None
 ) -> BertConfig:
     """bertkit's BertConfig of the released model: its config.json's sizes, positions, type
-    vocabulary, epsilon, dropout (or --dropout's) and initializer range; the activation must
-    be "gelu" (the exact erf GELU bertkit has) and the positions absolute."""
+    vocabulary, epsilon, dropout and initializer range; the activation must be "gelu" (the
+    exact erf GELU bertkit has) and the positions absolute. `dropout` overrides the
+    config.json's rates: one rate for both (--dropout), or the fields it names
+    (hidden_dropout_prob, attention_probs_dropout_prob: trainer/config.py
+    dropout_overrides); a rate it leaves out stays the released model's."""
     config_file = CONFIG_FILE if CONFIG_FILE in released.files else TF_CONFIG_FILE
     where = f"{released.directory}/{config_file}"
     config = released.config
@@ -300,8 +306,10 @@ def released_model_config(
         values["pad_token_id"] = 0
     if "vocab_size" not in config:
         raise ReleasedModelError(f"{where} has no vocab_size: restore the file")
-    if dropout is not None:
-        values |= {"hidden_dropout_prob": dropout, "attention_probs_dropout_prob": dropout}
+    if isinstance(dropout, Mapping):
+        values |= {name: dropout[name] for name in _DROPOUT_FIELDS if name in dropout}
+    elif dropout is not None:
+        values |= dict.fromkeys(_DROPOUT_FIELDS, dropout)
     try:
         return BertConfig(vocab_size=config["vocab_size"], objective=objective, **values)
     except (TypeError, ValueError) as error:
@@ -373,7 +381,7 @@ def released_state(
 
 
 def released_model(
-    released: Released, objective: str, dropout: float | None = None
+    released: Released, objective: str, dropout: float | Mapping[str, float] | None = None
 ) -> tuple[BertForPreTraining, list[str], list[str]]:
     """bertkit's model holding the released weights (on the CPU), as the trainer starts it:
     built from its config (drawing the seeded initial weights, which the heads the directory

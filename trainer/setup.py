@@ -27,7 +27,7 @@ from schemas.checkpoint import CheckpointKey
 from trainer import distributed
 from trainer.collate import FixedShape  # the trainer's compile padding
 from trainer.compiling import compiled
-from trainer.config import TrainConfig, accumulation_steps
+from trainer.config import TrainConfig, accumulation_steps, dropout_overrides
 from trainer.data import (
     DataConfigError,
     DataSource,
@@ -158,6 +158,9 @@ def _setup(
     else:
         model = _build_model(config, env, source, vocab_size, init, recipe.objective, bool(resumed))
         start = init.get(CheckpointKey.START) if init else None
+    # --unpad: the real tokens only through the encoder, where it runs (trainer/attention.py;
+    # auto is the padded batch under --compile, on with --compile is refused by validate).
+    model.unpad = config.unpad
     # Once every check has passed: --overwrite's earlier run files, or the temporaries of a
     # checkpoint write that a kill cut short before --resume.
     directory.clear_earlier(env.is_main)
@@ -309,6 +312,8 @@ def _build_model(
     model_config = _model_config(
         config, vocab_size, init[CheckpointKey.MODEL_CONFIG] if init else None, objective, source
     )
+    if resumed and env.is_main:
+        _log_dropout_change(init, model_config)
     preset = BertConfig.max_position_embeddings
     raised = init is None and config.max_position_embeddings is None
     if raised and model_config.max_position_embeddings > preset and env.is_main:
@@ -361,7 +366,7 @@ def _released_model(
     """The model on the device with a released BERT's weights (trainer/released.py): its
     architecture, checked against the shards and --max-position-embeddings; the heads it
     lacks keep the seed's draw, the log names them."""
-    model_config = released_model_config(released, objective, config.dropout)
+    model_config = released_model_config(released, objective, dropout_overrides(config))
     flag, saved = config.max_position_embeddings, model_config.max_position_embeddings
     if flag is not None and flag != saved:
         raise ValueError(
@@ -370,10 +375,31 @@ def _released_model(
         )
     check_source(source, saved, model_config.vocab_size, None)  # its vocabulary: checked
     # The one way a released model becomes bertkit's, which the parity test runs too.
-    model, fresh, dropped = released_model(released, objective, config.dropout)
+    model, fresh, dropped = released_model(released, objective, dropout_overrides(config))
     if env.is_main:
         _LOG.info(start_line(released, model_config, fresh, dropped))
     return model.to(env.device)
+
+
+def _log_dropout_change(checkpoint: dict[str, Any], model_config: BertConfig) -> None:
+    """--resume with other dropout rates than the checkpoint's model had: allowed (they
+    shape no weight and no optimizer state: a run may end without dropout), in one line."""
+    saved = checkpoint[CheckpointKey.MODEL_CONFIG]
+    changes = [
+        f"{flag} {saved[name]:g} → {getattr(model_config, name):g}"
+        for flag, name in (
+            ("--hidden-dropout", "hidden_dropout_prob"),
+            ("--attention-dropout", "attention_probs_dropout_prob"),
+        )
+        if saved[name] != getattr(model_config, name)
+    ]
+    if changes:
+        step = checkpoint[CheckpointKey.STEP] + 1
+        _LOG.info(
+            "--resume: from step %d on, dropout follows this run's flags: %s",
+            step,
+            ", ".join(changes),
+        )
 
 
 def _model_config(
@@ -384,7 +410,8 @@ def _model_config(
     source: DataSource,
 ) -> BertConfig:
     """The run's BertConfig: the checkpoint's architecture (phase 2, resume) or --model's,
-    with --dropout, and the heads of `objective` (trainer/model.py).
+    with the dropout flags' rates (a rate no flag sets is the checkpoint's, or the
+    preset's), and the heads of `objective` (trainer/model.py).
 
     A new model's positions: --max-position-embeddings, or by default the preset's 512
     raised to the shards' sequence length where that is longer (`examples
@@ -408,12 +435,7 @@ def _model_config(
             f"{length} ({where}): pass at least {length}, or leave it out (default: 512, or "
             "the shards' length where longer)"
         )
-    overrides: dict[str, float | str] = {"objective": objective}
-    if config.dropout is not None:
-        overrides |= {
-            "hidden_dropout_prob": config.dropout,
-            "attention_probs_dropout_prob": config.dropout,
-        }
+    overrides: dict[str, float | str] = {"objective": objective, **dropout_overrides(config)}
     if init is not None:  # phase 2 and resume: the architecture is the checkpoint's
         return BertConfig(**{**init, **overrides})
     positions = flag or max(BertConfig.max_position_embeddings, length or 0)
