@@ -108,7 +108,8 @@ class TrainConfig:
     )
     attention_dropout: float | None = option(
         None,
-        help="dropout on the attention probabilities (default: the model's, 0.1 for a new one)",
+        help="dropout on the attention probabilities (default: the model's, 0.1 for a new one; "
+        "MosaicBERT and cramming train with 0)",
         bounds=FRACTION,
     )
     # torch.manual_seed takes up to 2**64 - 1, and each rank adds its number to the seed.
