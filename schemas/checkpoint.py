@@ -38,6 +38,9 @@ so it holds only tensors and plain containers of str/int/float/bool/None: no pic
     world_size         processes in the run that wrote it: with train_config, its global
                        batch, which a resume needs the same (on any number of processes)
     num_workers        loader workers per process (a record: a resume may use others)
+    grad_scaler        an fp16 run's loss scaling (torch.amp.GradScaler.state_dict():
+                       {"scale", "growth_factor", "backoff_factor", "growth_interval",
+                       "_growth_tracker"}, floats and ints); absent in bf16 and fp32 runs
     start              what the run started from, where not a new model (absent in older
                        checkpoints): {"kind": "released", "path" (relative as "vocab"'s),
                        "config_file", "config_sha256", "weights_sha256", "tokenizer_files"
@@ -93,3 +96,4 @@ class CheckpointKey:
     WORLD_SIZE = "world_size"
     NUM_WORKERS = "num_workers"
     START = "start"
+    GRAD_SCALER = "grad_scaler"

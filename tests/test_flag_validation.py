@@ -111,7 +111,7 @@ def test_a_train_config_built_in_code_is_refused_by_validate(flag, value, messag
     ("field", "value", "message"),
     [
         ("device", "gpu", "--device 'gpu': one of auto, cuda, cpu"),
-        ("precision", "fp16", "--precision 'fp16': one of auto, bf16, fp32"),
+        ("precision", "fp8", "--precision 'fp8': one of auto, bf16, fp16, fp32"),
     ],
 )
 def test_train_refuses_a_name_it_does_not_know(field, value, message) -> None:

@@ -25,6 +25,7 @@ from trainer.attention import UNPAD_MODES
 from trainer.compiling import COMPILE_MODES
 from trainer.model import MODEL_SIZES
 from trainer.optim import OPTIMIZERS
+from trainer.precision import PRECISIONS
 from trainer.run.checkpoints import check_run_location
 
 
@@ -204,7 +205,11 @@ class TrainConfig:
         "(CUDA graphs), max-autotune (tunes the matmuls once, minutes for base, cached in "
         "OUTPUT/compile-cache; CUDA graphs too), max-autotune-no-cudagraphs",
     )
-    precision: str = option("auto", help="auto (bf16 autocast on CUDA, fp32 on CPU), bf16, fp32")
+    precision: str = option(
+        "auto",
+        help="auto (on a GPU bf16 autocast, or fp16 where it has no bf16; fp32 on CPU), bf16, "
+        "fp16 (autocast with dynamic loss scaling), fp32",
+    )
     device: str = option("auto", help="auto, cuda, cpu")
     peak_tflops: float | None = option(
         None, help="the device's peak, for MFU where it is not known", bounds=POSITIVE
@@ -246,8 +251,8 @@ class TrainConfig:
             raise ValueError(f"--model {self.model!r}: one of {', '.join(MODEL_SIZES)}")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"--optimizer {self.optimizer!r}: one of {', '.join(OPTIMIZERS)}")
-        if self.precision not in ("auto", "bf16", "fp32"):
-            raise ValueError(f"--precision {self.precision!r}: one of auto, bf16, fp32")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"--precision {self.precision!r}: one of {', '.join(PRECISIONS)}")
         if self.compile_mode is not None and self.compile_mode not in COMPILE_MODES:
             raise ValueError(
                 f"--compile-mode {self.compile_mode!r}: one of {', '.join(COMPILE_MODES)}"

@@ -41,6 +41,13 @@ from trainer.metrics import MetricsLogger, ProgressLine, ThroughputMeter, peak_f
 from trainer.mix import MixedSource
 from trainer.model import BertConfig, BertForPreTraining, config_for, without_nsp_head
 from trainer.optim import build_optimizer, warmup_decay_schedule
+from trainer.precision import (
+    LossScaler,
+    autocast_for,
+    check_resume_precision,
+    loss_scaler,
+    resolve_precision,
+)
 from trainer.recipe import DEFAULT_RECIPE, Recipe, resolve_recipe, shards_vocab_dir
 from trainer.released import (
     Released,
@@ -91,9 +98,13 @@ class Run:
     # What the run started from, where its checkpoints record it: a released BERT's record
     # (trainer/released.py start_record), kept by a resume and by a run started from them.
     start: dict[str, Any] | None = None
+    # --precision resolved on the device (trainer/precision.py), and fp16's loss scaler.
+    precision: str = "fp32"
+    scaler: LossScaler | None = None
 
     @property
     def bf16(self) -> bool:
+        """Whether the forward runs under autocast (bf16 or fp16): evaluation's too."""
         return isinstance(self.autocast, torch.autocast)
 
 
@@ -104,6 +115,7 @@ def setup(config: TrainConfig, env: distributed.Distributed) -> Run:
     before any step, and a resumed run's generator states replace the seeded ones only after
     the model's initialisation has drawn from them."""
     accumulation = accumulation_steps(config, env.world_size)
+    resolve_precision(config.precision, env.device, main=False)  # refused before any work
     directory = RunDirectory.open(
         config.output, config.shards, config.keep_checkpoints, main=env.is_main
     )
@@ -147,6 +159,9 @@ def _setup(
     data = {**data_record(source, sources, weights), "masking": recipe.masking}
     started, config = start_from(config, env, directory, data)
     resumed, init = started.resumed, started.weights
+    precision = resolve_precision(config.precision, env.device, main=env.is_main)
+    if resumed is not None:
+        check_resume_precision(resumed, precision, config.precision, str(started.where))
     if started.released is not None:
         check_vocabulary(
             started.released,
@@ -193,9 +208,11 @@ def _setup(
         forward = compiled(wrapped, config.compile_mode, dynamic)
         # Evaluation runs the bare model (no DDP hooks): compiled on its own, in eval mode.
         eval_forward = compiled(model, config.compile_mode, dynamic)
-    autocast = _autocast(config, env.device)
+    autocast = autocast_for(precision, env.device)
+    scaler = loss_scaler(precision, env.device)
+    if scaler is not None and resumed is not None and CheckpointKey.GRAD_SCALER in resumed:
+        scaler.load_state_dict(resumed[CheckpointKey.GRAD_SCALER])
     loader = _build_loader(config, env, sources, mix, recipe)
-    dtype = "bf16" if isinstance(autocast, torch.autocast) else "fp32"
     run = Run(
         config=config,
         data=data,
@@ -222,12 +239,14 @@ def _setup(
             purge_step=step + 1,
         ),
         progress=ProgressLine(config.max_steps, every=config.log_every, enabled=env.is_main),
-        meter=ThroughputMeter(peak_flops(env.device, dtype, config.peak_tflops)),
+        meter=ThroughputMeter(peak_flops(env.device, precision, config.peak_tflops)),
         recipe=recipe,
         mix=mix,
         weights=weights if mixed else {},
         heldouts=heldouts if mixed else {},
         start=start,
+        precision=precision,
+        scaler=scaler,
     )
     _log_setup(run)
     return run
@@ -460,13 +479,6 @@ def _build_optimizer(
         config.eps,
         fused=config.optimizer == "adamw" and env.device.type in FUSED_ADAMW_DEVICES,
     )
-
-
-def _autocast(config: TrainConfig, device: torch.device) -> contextlib.AbstractContextManager:
-    bf16 = config.precision == "bf16" or (config.precision == "auto" and device.type == "cuda")
-    if bf16:
-        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
-    return contextlib.nullcontext()
 
 
 def _build_loader(

@@ -149,7 +149,10 @@ def train_step(run: Run, sums: torch.Tensor) -> torch.Tensor | None:
         sync = micro == run.accumulation - 1 or not env.active
         with contextlib.nullcontext() if sync else run.wrapped.no_sync(), run.autocast:
             out = run.forward(**batch)
-        (out.loss / run.accumulation).backward()
+        if run.scaler is None:
+            (out.loss / run.accumulation).backward()
+        else:  # fp16: the loss scaled up (trainer/precision.py); DDP syncs scaled gradients
+            run.scaler.backward(out.loss / run.accumulation)
         parts = {
             "loss": out.loss,
             "mlm_loss": out.mlm_loss,
@@ -162,8 +165,13 @@ def train_step(run: Run, sums: torch.Tensor) -> torch.Tensor | None:
         }
         sums += torch.stack([parts[name].detach().to(torch.float64) for name in names])
     clip = run.config.clip_grad_norm
+    if run.scaler is not None:  # the gradients back to their true size before clipping
+        run.scaler.unscale(run.optimizer)
     grad_norm = torch.nn.utils.clip_grad_norm_(run.model.parameters(), clip) if clip > 0 else None
-    run.optimizer.step()
+    if run.scaler is None:
+        run.optimizer.step()
+    else:  # skipped where a gradient overflowed; the schedule steps past it all the same
+        run.scaler.step(run.optimizer)
     run.scheduler.step()
     run.optimizer.zero_grad(set_to_none=True)
     return grad_norm
@@ -291,6 +299,16 @@ def _log_train(
         "epoch": run.loader.position.epoch,
         **run.meter.lap(),
     }
+    if run.scaler is not None:  # fp16: the loss scale, and the steps it skipped since the last row
+        scaling, skipped = run.scaler.row(run.step)
+        metrics |= scaling
+        if skipped and run.env.is_main:
+            _LOG.warning(
+                "step%s %s skipped: fp16 gradients overflowed (inf or NaN), loss scale now %g",
+                "s" if len(skipped) > 1 else "",
+                ", ".join(map(str, skipped)),
+                scaling["loss_scale"],
+            )
     if run.mix is not None:  # the samples each source gave up to this row's position
         global_batch = run.config.micro_batch_size * run.accumulation * run.env.world_size
         metrics["drawn"] = drawn_per_source(
@@ -413,6 +431,8 @@ def _checkpoint_payload(run: Run, rng: dict[str, Any]) -> dict[str, Any]:
         CheckpointKey.NUM_WORKERS: config.num_workers,
         # A released BERT the run started from (trainer/released.py): export-hf's tokenizer.
         **({CheckpointKey.START: run.start} if run.start else {}),
+        # fp16's loss scale and growth tracker (trainer/precision.py); bf16 and fp32: none.
+        **({CheckpointKey.GRAD_SCALER: run.scaler.state_dict()} if run.scaler else {}),
     }
 
 
