@@ -215,6 +215,15 @@ def test_the_unpadded_encoder_equals_the_padded_one():
     assert torch.equal(real[~mask], torch.zeros(48 - 31, 32))
 
 
+def test_prediction_scores_are_the_padded_batchs_whatever_unpad():
+    """HF's scores at every position, padding included: the padded path always."""
+    ids, types, mask = literal_batch()[:3]
+    with torch.no_grad():
+        padded = model("off").eval().prediction_scores(ids, types, mask)
+        unpadded = model("on").eval().prediction_scores(ids, types, mask)
+    assert torch.equal(padded[0], unpadded[0]) and torch.equal(padded[1], unpadded[1])
+
+
 def reference_varlen_attn(query, key, value, cu_seq_q, cu_seq_k, max_q, max_k):
     """torch's varlen_attn (CUDA only) on the CPU, one sequence at a time: (T, heads, d)."""
     assert torch.equal(cu_seq_q, cu_seq_k) and max_q == max_k

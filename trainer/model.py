@@ -294,10 +294,17 @@ class BertForPreTraining(nn.Module):
             return MODEL_INPUTS
         return tuple(name for name in MODEL_INPUTS if name != BatchField.NEXT_SENTENCE_LABELS)
 
-    def encode(self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor) -> Tensor:
+    def encode(
+        self,
+        input_ids: Tensor,
+        token_type_ids: Tensor,
+        attention_mask: Tensor,
+        unpad: str | None = None,
+    ) -> Tensor:
         """The encoder: the sequence output (B, L, H), on the padded batch or on its real
-        tokens (`unpad`, trainer/attention.py; zeros at padding there)."""
-        unpadding = self._unpadding(attention_mask)
+        tokens (`unpad`, this call's or else the model's: trainer/attention.py; zeros at
+        padding there)."""
+        unpadding = self._unpadding(attention_mask, self.unpad if unpad is None else unpad)
         if unpadding is not None:
             return self._encode_unpadded(input_ids, token_type_ids, unpadding)
         # (B, L) → (B, 1, 1, L): one row of keys, broadcast over heads and queries. Padded
@@ -308,12 +315,12 @@ class BertForPreTraining(nn.Module):
             hidden = layer(hidden, mask)
         return hidden
 
-    def _unpadding(self, attention_mask: Tensor) -> Unpadding | None:
+    def _unpadding(self, attention_mask: Tensor, unpad: str) -> Unpadding | None:
         """Where this forward's real tokens are, or None for the padded batch: the path
         `attention_path` picks (trainer/attention.py) for `unpad`. Under torch.compile, auto
         is the padded batch: the unpadded shapes change with every batch's real tokens, and
         a compiled graph wants them fixed."""
-        if self.unpad == "auto" and torch.compiler.is_compiling():
+        if unpad == "off" or (unpad == "auto" and torch.compiler.is_compiling()):
             return None
         device = attention_mask.device
         dtype = self.embeddings.word_embeddings.weight.dtype
@@ -327,7 +334,7 @@ class BertForPreTraining(nn.Module):
             found.append(Unpadding.of(attention_mask, varlen=True))
             return found[0].has_padding
 
-        path = attention_path(self.unpad, varlen, has_padding)
+        path = attention_path(unpad, varlen, has_padding)
         if path == PADDED:
             return None
         return found[0] if found else Unpadding.of(attention_mask, varlen=path == VARLEN)
@@ -412,8 +419,9 @@ class BertForPreTraining(nn.Module):
         self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor
     ) -> tuple[Tensor, Tensor | None]:
         """HF's outputs: MLM scores at every position (B, L, V) (BertForMaskedLM's `logits`,
-        BertForPreTraining's `prediction_logits`) and NSP scores (B, 2), None for "mlm"."""
-        hidden = self.encode(input_ids, token_type_ids, attention_mask)
+        BertForPreTraining's `prediction_logits`) and NSP scores (B, 2), None for "mlm". The
+        padded batch, whatever `unpad`: HF's scores at padding positions too."""
+        hidden = self.encode(input_ids, token_type_ids, attention_mask, unpad="off")
         return self._mlm_scores(hidden), self._nsp_scores(hidden)
 
 
