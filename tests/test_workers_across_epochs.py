@@ -55,17 +55,20 @@ def test_epoch_turn_shifts_the_round_robin_by_the_micro_batches_before():
     assert [epoch_turn(worker, 2, 8) for worker in range(2)] == [0, 1]
 
 
-# Micro-batch 3, resumed at global batch 1 of epoch 0. One source (35 samples): accumulation
-# 1 makes 11 micro-batches an epoch (10 in the first), 2 makes 10 (8); the mix (61 samples):
-# 20 (19) and 20 (18). So the epochs' counts are not all multiples of the workers, and each
-# case shifts a later epoch's round robin.
+# Micro-batch 3, resumed at global batch 1 of epoch 0, rank `world - 1` of `world`. One
+# source (35 samples) makes 11 micro-batches an epoch with 2 workers and accumulation 1 (10 in
+# the first), 10 (8) with accumulation 2, and 4 (2) on 2 ranks; the mix (61 samples): 20
+# (19), 20 (18) and 10 (8). So 2 workers × accumulation 1 and 3 workers turn a later epoch's
+# round robin (its count before is not a multiple of the workers); 2 × 2 never does.
 @pytest.mark.parametrize("name", ["one", "mix"])
-@pytest.mark.parametrize(("workers", "accumulation"), [(2, 1), (2, 2), (3, 2)])
+@pytest.mark.parametrize(("workers", "accumulation", "world"), [(2, 1, 1), (2, 2, 1), (3, 2, 2)])
 def test_workers_give_the_batches_of_no_workers_over_three_epochs(
-    sources, name, workers, accumulation
+    sources, name, workers, accumulation, world
 ):
     source = sources[name]
-    config = LoaderConfig(3, num_workers=workers, shuffle_buffer=12, accumulation=accumulation)
+    config = LoaderConfig(
+        3, world - 1, world, workers, shuffle_buffer=12, accumulation=accumulation
+    )
     start = DataPosition(0, 1)
     expected = epoch_by_epoch(source, config, start)
     with PretrainingLoader(source, config) as loader:
