@@ -43,8 +43,9 @@ unit's batches at once), and their samples from whole windows of each source's o
 until the mix has drawn all of it). With one source a rank reads only its lanes of a window
 (1/world of the blocks); in a mix the deal of step 3 spreads every micro-batch over the whole
 window, so each rank reads every block of each window it draws on. The windows in progress
-when a run stops are read and partly unused (one a source), and so are those a new epoch's
-worker processes start in; without workers the loader keeps them across its epochs.
+when a run stops are read and partly unused (one a source), and so are those a resumed run
+starts in; in training, each worker (or the loader, without workers) keeps its reading from
+one epoch into the next, so an epoch boundary reads nothing twice.
 --bucket-window is refused with a mix (a bucket group would have to span the sources'
 windows, read twice over).
 
