@@ -115,6 +115,22 @@ def test_a_cache_directory_the_user_set_is_kept(tmp_path, monkeypatch):
     assert CompileCache.open(None, main=True).path == mine  # a bucket's run: the user's too
 
 
+def test_inductor_s_own_default_in_the_variable_is_no_choice_of_the_user_s(tmp_path, monkeypatch):
+    """Importing the trainer sets TORCHINDUCTOR_CACHE_DIR to inductor's default (its
+    cache_dir() writes the variable the first time it is asked): taken for the user's
+    choice, every `bertkit train --compile` would have cached in /tmp, not the run."""
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    monkeypatch.setenv(INDUCTOR_VARIABLE, default_cache_dir())
+    monkeypatch.setenv(TRITON_VARIABLE, os.path.join(default_cache_dir(), "triton", "0"))
+    cache = CompileCache.open(tmp_path, main=True)
+    assert cache.chosen_by == "run directory"
+    assert os.environ[INDUCTOR_VARIABLE] == str(tmp_path.absolute() / COMPILE_CACHE_DIR)
+    assert os.environ[TRITON_VARIABLE] == str(tmp_path.absolute() / COMPILE_CACHE_DIR / "triton")
+    cache.close()
+    assert os.environ[INDUCTOR_VARIABLE] == default_cache_dir()
+
+
 def test_overwrite_keeps_the_compile_cache_and_calls_nothing_in_it_foreign(tmp_path):
     """Before the cache was the run's own, --overwrite refused the directory ("also holds
     compile-cache, which no training run writes")."""

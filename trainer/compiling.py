@@ -80,7 +80,7 @@ class CompileCache:
     def open(cls, run_path: Path | None, main: bool) -> CompileCache:
         """Point inductor at `run_path`/compile-cache (None: leave its default), before the
         first compilation; `close` puts the variables back. Only `main` counts the files."""
-        if os.environ.get(INDUCTOR_VARIABLE):
+        if _set_by_user(INDUCTOR_VARIABLE):
             path = Path(os.environ[INDUCTOR_VARIABLE])
             return cls(path, _count_files(path) if main else 0, INDUCTOR_VARIABLE)
         if run_path is None:
@@ -90,7 +90,7 @@ class CompileCache:
         files = _count_files(path) if main else 0
         path.mkdir(parents=True, exist_ok=True)
         os.environ[INDUCTOR_VARIABLE] = str(path)
-        if previous[TRITON_VARIABLE] is None:
+        if not _set_by_user(TRITON_VARIABLE):
             os.environ[TRITON_VARIABLE] = str(path / "triton")
         _clear_inductor_memos()
         return cls(path, files, "run directory", previous)
@@ -128,6 +128,19 @@ class CompileCache:
                 os.environ[name] = value
         self._previous = {}
         _clear_inductor_memos()
+
+
+def _set_by_user(name: str) -> bool:
+    """Whether the variable names a directory of the user's: inductor itself sets both to
+    its default place (/tmp/torchinductor_USER, its triton/ below) the first time it asks
+    (importing the trainer does), which is no choice of anyone's."""
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    value = os.environ.get(name)
+    if not value:
+        return False
+    default = os.path.abspath(default_cache_dir())
+    return os.path.abspath(value) != default and not value.startswith(default + os.sep)
 
 
 def _count_files(path: Path) -> int:
