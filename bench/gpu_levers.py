@@ -1,12 +1,14 @@
-"""bench.train_step's switches that change how the step runs, not what it computes: the
-torch.compile mode, where the batches wait (on the device, or in pinned or pageable host
-memory and copied inside the timed step, as the trainer's loop copies them) and a profile of
-the step's kernels. Not a command: `python -m bench.train_step --compile-mode …
---host-batches … --profile N` uses these.
+"""bench.train_step's switches that change how the step runs: the number format (bf16 or
+fp16 autocast, fp16's loss scaling), where the batches wait (on the device, or in pinned or
+pageable host memory and copied inside the timed step, as the trainer's loop copies them)
+and a profile of the step's kernels. Not a command: `python -m bench.train_step
+--precision … --host-batches … --profile N` uses these (--compile-mode: the trainer's own
+trainer/compiling.py `compiled`).
 
-    forward = compile_forward(model, compiled=True, mode="reduce-overhead", dynamic=None)
-    fetch = batch_source(inputs, "pinned", device)   # fetch(i): batch i on the device
-    kernels = profile_steps(step, 3, device)          # the top kernels by device time
+    autocast, scaler = precision_step("fp16", device)   # scaler: None unless fp16
+    optimizer_step(loss, model, optimizer, scaler)      # backward, clip, step, zero_grad
+    fetch = batch_source(inputs, "pinned", device)      # fetch(i): batch i on the device
+    kernels = profile_steps(step, 3, 0, device)         # the top kernels by device time
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import bench.dev_extra  # noqa: F401
 
 # isort: split
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -22,26 +25,43 @@ import torch
 
 from trainer.collate import to_device  # the trainer's host-to-device copy (non_blocking)
 
-COMPILE_MODES = ("default", "reduce-overhead", "max-autotune-no-cudagraphs")
 HOST_BATCHES = ("device", "pinned", "pageable")
 PROFILE_TOP = 25  # kernels listed per profiled row
+CLIP_GRAD_NORM = 1.0  # the trainer's default
 
 
-def compile_forward(
-    model: torch.nn.Module, compiled: bool, mode: str, dynamic: bool | None
-) -> Callable[..., Any]:
-    """The model's forward, compiled with torch.compile's `mode` when `compiled`."""
-    if not compiled:
-        return model
-    return torch.compile(model, dynamic=dynamic, mode=None if mode == "default" else mode)
+def precision_step(
+    dtype: str, device: torch.device
+) -> tuple[contextlib.AbstractContextManager, torch.amp.GradScaler | None]:
+    """The forward's autocast for `dtype` ("bf16", "fp16" or "fp32": none), and for fp16
+    the loss scaler `bertkit train --precision fp16` steps with (dynamic scaling)."""
+    if dtype not in ("bf16", "fp16"):
+        return contextlib.nullcontext(), None
+    half = torch.bfloat16 if dtype == "bf16" else torch.float16
+    autocast = torch.autocast(device_type=device.type, dtype=half)
+    return autocast, torch.amp.GradScaler(device.type) if dtype == "fp16" else None
 
 
-def step_marker(compiled: bool, mode: str) -> Callable[[], None]:
-    """What the step calls first: under CUDA graphs (reduce-overhead), the mark that a new
-    iteration begins, so the previous replay's outputs may be overwritten."""
-    if compiled and mode == "reduce-overhead":
-        return torch.compiler.cudagraph_mark_step_begin
-    return lambda: None
+def optimizer_step(
+    loss: torch.Tensor,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scaler: torch.amp.GradScaler | None,
+) -> None:
+    """Backward, clipping at 1.0, the optimizer's step, zero_grad: the trainer's step. With
+    a scaler the loss is scaled and the gradients unscaled before clipping; the scaler's
+    inf check and skip, and its update, are in the step too (all of it timed)."""
+    if scaler is None:
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP_GRAD_NORM)
+        optimizer.step()
+    else:
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP_GRAD_NORM)
+        scaler.step(optimizer)
+        scaler.update()
+    optimizer.zero_grad(set_to_none=True)
 
 
 def batch_source(

@@ -13,8 +13,9 @@ Run from the repository root, after `bertkit demo` (which writes out/demo/shards
 
 What is timed: the step `bertkit train` does for one micro-batch, without the data loading:
 forward of BertForPreTraining on a collated batch (MODEL_INPUTS), backward, gradient clipping
-at 1.0, AdamW step, zero_grad. On CUDA as the trainer runs there: bf16 autocast, fused AdamW,
-and with torch.compile the batches padded to --seq (one shape, one graph); on CPU fp32. Like
+at 1.0, AdamW step, zero_grad. On CUDA as the trainer runs there: bf16 autocast (--precision
+fp16: fp16 autocast with dynamic loss scaling, as the trainer's fp16), fused AdamW, and with
+torch.compile the batches padded to --seq (one shape, one graph); on CPU fp32. Like
 the trainer's step (tests/test_step_syncs.py), it reads no tensor value back on the host, so
 the GPU may run ahead of the host within a timing window.
 
@@ -23,7 +24,8 @@ train split through trainer.data's loader (shuffled, padded to a multiple of 8),
 device up front and cycled, so reading and host-to-device copies are not measured (unless
 --host-batches pinned|pageable: then they wait in host memory of that kind and the trainer's
 to_device copies them in each step). With --synthetic (or for a --seq the shards lack) they
-are random: ids uniform over the vocabulary, every sequence full length, 15 % of positions
+are random: ids uniform over the vocabulary, every sequence full length (or --padding F: a
+share F of the positions padding, 0.18 as the demo's pairs at 512), 15 % of positions
 predicted. After --warmup steps (compilation happens there), --repeats windows of --steps
 steps are timed, with torch.cuda.synchronize() around each; the table shows the medians.
 
@@ -35,7 +37,10 @@ faster than torch's one OpenMP thread per core; the output prints the threads an
 
 Default rows: on CPU tiny and mini at --seq 128, batch 32, eager; on CUDA BERT-base at 128,
 batch 256, eager and compiled (--model picks the sizes; --no-compile drops the compiled rows,
---modes compiled the eager ones; --compile-mode reduce-overhead adds CUDA graphs).
+--modes compiled the eager ones; --compile-mode as the trainer's: reduce-overhead adds CUDA
+graphs, max-autotune tunes the matmuls in the warmup, for minutes, cached where
+TORCHINDUCTOR_CACHE_DIR says). --hidden-dropout and --attention-dropout set the rates (0
+calls no dropout); --unpad off,on adds a row set per bertkit --unpad value.
 --optimizer adamw,lamb adds a row per optimizer (bertkit's multi-tensor LAMB, the trainer's
 --optimizer lamb). --reference adds, for every row, the same step on transformers'
 `BertForPreTraining` (SDPA attention, the same config, batches, autocast, optimizer and
@@ -56,11 +61,10 @@ import bench.dev_extra  # noqa: F401
 
 # isort: split
 import argparse
-import contextlib
 import statistics
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -68,15 +72,15 @@ import torch
 
 from bench import measure
 from bench.gpu_levers import (
-    COMPILE_MODES,
     HOST_BATCHES,
     batch_source,
-    compile_forward,
+    optimizer_step,
+    precision_step,
     print_profile,
     profile_steps,
-    step_marker,
 )
 from bench.measure import DEMO_OUTPUT, fmt
+from bench.train_step_batches import Batches, real_batches, synthetic_batches
 from bench.train_step_report import (
     MFU_TARGET,
     TARGET_MODEL,
@@ -88,15 +92,11 @@ from bench.train_step_report import (
     target_verdict,
     write_results,
 )
-from schemas.batch import IGNORE_INDEX, MODEL_INPUTS, PAD_MULTIPLE, BatchField
+from schemas.batch import IGNORE_INDEX, MODEL_INPUTS, BatchField
+from trainer.attention import UNPAD_MODES
 from trainer.collate import FixedShape, to_device  # the trainer's compile padding
-from trainer.data import (
-    DataConfigError,
-    DataPosition,
-    LoaderConfig,
-    PretrainingLoader,
-    open_source,
-)
+from trainer.compiling import COMPILE_MODES, compiled  # the trainer's torch.compile
+from trainer.data import DataConfigError
 from trainer.export import hf_config  # transformers' config.json for the same model
 from trainer.metrics import peak_flops
 from trainer.model import (
@@ -111,79 +111,7 @@ from trainer.optim import OPTIMIZERS, build_optimizer
 
 DEFAULT_SHARDS = DEMO_OUTPUT / "shards"
 BERT_VOCAB_SIZE = 30522  # BERT's uncased WordPiece vocabulary: --synthetic's default
-MASKED_FRACTION = 0.15
-CLIP_GRAD_NORM = 1.0  # the trainer's default
-
-
-# --------------------------------------------------------------------------- batches
-
-
-@dataclass
-class Batches:
-    """The cached batches (on the CPU) and where they came from."""
-
-    batches: list[dict[str, torch.Tensor]]
-    vocab_size: int
-    synthetic: bool
-    description: str
-
-
-def real_batches(shards: Path, seq: int, batch: int, count: int, window: int = 0) -> Batches:
-    source = open_source(str(shards), "train", seq)
-    if source.manifest is None:
-        raise DataConfigError(f"{shards}: no manifest, so no vocabulary size")
-    loader = PretrainingLoader(source, LoaderConfig(batch, num_workers=0, bucket_window=window))
-    batches = []
-    with contextlib.closing(loader.epoch(DataPosition())) as epoch:  # type: ignore[type-var]
-        for collated in epoch:
-            batches.append(collated)
-            if len(batches) == count:
-                break
-    vocab = int(source.manifest.vocab["size"])
-    return Batches(
-        batches,
-        vocab,
-        synthetic=False,
-        description=f"real shards: {shards} seq{seq} train split, {len(batches)} batches of "
-        f"{batch} cached and cycled (vocabulary {vocab:,} tokens"
-        + (f", length bucketing over {window} batches)" if window else ")"),
-    )
-
-
-def synthetic_batches(seq: int, batch: int, count: int, vocab: int, seed: int = 0) -> Batches:
-    """Random batches: ids uniform over the vocabulary, full length, 15 % positions predicted."""
-    generator = torch.Generator().manual_seed(seed)
-    predictions = max(1, round(MASKED_FRACTION * seq))
-    slots = -(-predictions // PAD_MULTIPLE) * PAD_MULTIPLE
-    batches = []
-    for index in range(count):
-        input_ids = torch.randint(1, vocab, (batch, seq), generator=generator)
-        token_types = torch.zeros(batch, seq, dtype=torch.int64)
-        token_types[:, seq // 2 :] = 1
-        # Positions 1 … seq-1 (never [CLS]), ascending, distinct within a row.
-        chosen = torch.rand(batch, seq - 1, generator=generator).argsort(dim=1)[:, :predictions]
-        positions = torch.zeros(batch, slots, dtype=torch.int64)
-        positions[:, :predictions] = chosen.sort(dim=1).values + 1
-        labels = torch.full((batch, slots), IGNORE_INDEX, dtype=torch.int64)
-        labels[:, :predictions] = torch.randint(1, vocab, (batch, predictions), generator=generator)
-        batches.append(
-            {
-                BatchField.INPUT_IDS: input_ids,
-                BatchField.TOKEN_TYPE_IDS: token_types,
-                BatchField.ATTENTION_MASK: torch.ones(batch, seq, dtype=torch.bool),
-                BatchField.MASKED_POSITIONS: positions,
-                BatchField.MASKED_LABELS: labels,
-                BatchField.NEXT_SENTENCE_LABELS: torch.randint(0, 2, (batch,), generator=generator),
-                BatchField.SAMPLE_INDEX: torch.arange(index * batch, (index + 1) * batch),
-            }
-        )
-    return Batches(
-        batches,
-        vocab,
-        synthetic=True,
-        description=f"SYNTHETIC batches (no shards read): {count} of {batch}, random ids over "
-        f"{vocab:,} tokens, every sequence {seq} tokens, {predictions} predictions each",
-    )
+PRECISIONS = ("auto", "bf16", "fp16", "fp32")  # auto: bf16 on CUDA, fp32 on the CPU
 
 
 # --------------------------------------------------------------------------- one row
@@ -199,15 +127,16 @@ class RowSpec:
     optimizer: str = "adamw"
     implementation: str = "bertkit"  # or "transformers": its BertForPreTraining, the peer
     bucket_window: int = 0
+    unpad: str = "auto"  # bertkit's --unpad (trainer/attention.py); transformers: "off"
 
     @property
     def mode(self) -> str:
         return "compiled" if self.compiled else "eager"
 
     def peer(self) -> RowSpec:
-        """The same row on the other implementation."""
+        """The same row on the other implementation (transformers pads every batch)."""
         other = IMPLEMENTATIONS[1 - IMPLEMENTATIONS.index(self.implementation)]
-        return RowSpec(self.model, self.compiled, self.optimizer, other, self.bucket_window)
+        return replace(self, implementation=other, unpad="off" if other != "bertkit" else "auto")
 
 
 @dataclass
@@ -237,6 +166,7 @@ class RowResult:
     optimizer: str = "adamw"
     implementation: str = "bertkit"
     bucket_window: int = 0
+    unpad: str = "auto"
     parameters: int | None = None
     batch: int | None = None
     mean_length: float | None = None  # padded length the model computed on
@@ -252,7 +182,12 @@ class RowResult:
     @property
     def spec(self) -> RowSpec:
         return RowSpec(
-            self.model, self.compiled, self.optimizer, self.implementation, self.bucket_window
+            self.model,
+            self.compiled,
+            self.optimizer,
+            self.implementation,
+            self.bucket_window,
+            self.unpad,
         )
 
 
@@ -264,7 +199,7 @@ def synchronize(device: torch.device) -> None:
 def build_model(spec: RowSpec, config: BertConfig) -> torch.nn.Module:
     """bertkit's BertForPreTraining, or transformers' with the same config and SDPA."""
     if spec.implementation == "bertkit":
-        return BertForPreTraining(config)
+        return BertForPreTraining(config, unpad=spec.unpad)
     from transformers import BertConfig as PeerConfig
     from transformers import BertForPreTraining as PeerModel
 
@@ -292,26 +227,32 @@ def model_inputs(spec: RowSpec, batch: dict[str, torch.Tensor]) -> dict[str, tor
     }
 
 
+def dropout_overrides(args: argparse.Namespace) -> dict[str, float]:
+    """--hidden-dropout and --attention-dropout as BertConfig fields (the model's 0.1 where
+    not given), for bertkit's model and transformers' alike."""
+    overrides = {}
+    if args.hidden_dropout is not None:
+        overrides["hidden_dropout_prob"] = args.hidden_dropout
+    if args.attention_dropout is not None:
+        overrides["attention_probs_dropout_prob"] = args.attention_dropout
+    return overrides
+
+
 def run_row(
     spec: RowSpec, data: Batches, args: argparse.Namespace, device: torch.device, peak: float | None
 ) -> RowResult:
     torch.manual_seed(0)
-    config: BertConfig = config_for(spec.model, data.vocab_size)
+    config: BertConfig = config_for(spec.model, data.vocab_size, **dropout_overrides(args))
     if config.max_position_embeddings < args.seq:
-        config = config_for(spec.model, data.vocab_size, max_position_embeddings=args.seq)
+        config = replace(config, max_position_embeddings=args.seq)
     model = build_model(spec, config).to(device)
     model.train()
     cuda = device.type == "cuda"
     optimizer = build_optimizer(model, spec.optimizer, args.lr, fused=cuda)
     # Bucketed batches come in four widths: four static graphs, as the trainer compiles them.
     dynamic = False if spec.bucket_window else None
-    forward = compile_forward(model, spec.compiled, args.compile_mode, dynamic)
-    mark_step = step_marker(spec.compiled, args.compile_mode)
-    autocast = (
-        torch.autocast(device_type="cuda", dtype=torch.bfloat16)
-        if cuda
-        else contextlib.nullcontext()
-    )
+    forward = compiled(model, args.compile_mode, dynamic) if spec.compiled else model
+    autocast, scaler = precision_step(args.dtype, device)  # fp16: with loss scaling
     slots = max(b[BatchField.MASKED_POSITIONS].shape[1] for b in data.batches)
     buckets = 4 if spec.bucket_window else 1
     pad_to = FixedShape.of(args.seq, slots, buckets) if spec.compiled else None
@@ -333,14 +274,10 @@ def run_row(
     fetch = batch_source([model_inputs(spec, b) for b in prepared], args.host_batches, device)
 
     def step(index: int) -> None:
-        mark_step()
         batch = fetch(index)
         with autocast:
             out = forward(**batch)
-        out.loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP_GRAD_NORM)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        optimizer_step(out.loss, model, optimizer, scaler)
 
     if cuda:
         torch.cuda.reset_peak_memory_stats(device)
@@ -384,6 +321,7 @@ def run_row(
         optimizer=spec.optimizer,
         implementation=spec.implementation,
         bucket_window=spec.bucket_window,
+        unpad=spec.unpad,
         parameters=parameter_count(model),
         batch=len(prepared[0][BatchField.INPUT_IDS]),
         mean_length=statistics.fmean(lengths),
@@ -420,7 +358,39 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="add torch.compile rows (default: on CUDA yes, on CPU no)",
     )
     parser.add_argument("--modes", help="comma-separated eager, compiled (overrides --compile)")
-    parser.add_argument("--compile-mode", default="default", choices=COMPILE_MODES)
+    parser.add_argument(
+        "--compile-mode",
+        default="default",
+        choices=COMPILE_MODES,
+        help="torch.compile's mode for compiled rows, as bertkit train --compile-mode "
+        "(max-autotune: set TORCHINDUCTOR_CACHE_DIR to keep its tuning for the next run)",
+    )
+    parser.add_argument(
+        "--precision",
+        default="auto",
+        choices=PRECISIONS,
+        help="auto: bf16 autocast on CUDA, fp32 on the CPU; fp16: autocast with dynamic loss "
+        "scaling (GradScaler), as bertkit train --precision fp16",
+    )
+    parser.add_argument(
+        "--hidden-dropout", type=float, help="hidden dropout rate (default: the model's 0.1)"
+    )
+    parser.add_argument(
+        "--attention-dropout", type=float, help="attention dropout rate (default: 0.1)"
+    )
+    parser.add_argument(
+        "--unpad",
+        default="auto",
+        help="comma-separated bertkit --unpad values, a row set each: auto (the trainer's), "
+        "on (real tokens only through the encoder), off (the padded batch)",
+    )
+    parser.add_argument(
+        "--padding",
+        type=float,
+        default=0.0,
+        help="--synthetic: this share of positions is padding (the demo's pairs at 512: "
+        "0.18); a share twice that of the sequences is shorter (default 0: all full)",
+    )
     parser.add_argument(
         "--host-batches",
         default="device",
@@ -460,6 +430,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--bucket-windows {args.bucket_windows!r}: comma-separated integers")
     if any(w < 0 for w in args.windows):
         parser.error("--bucket-windows: 0 (off) or a number of batches")
+    args.unpads = [u.strip() for u in args.unpad.split(",") if u.strip()]
+    if not args.unpads or set(args.unpads) - set(UNPAD_MODES):
+        parser.error(f"--unpad {args.unpad!r}: comma-separated, of {', '.join(UNPAD_MODES)}")
+    for name in ("hidden_dropout", "attention_dropout"):
+        rate = getattr(args, name)
+        if rate is not None and not 0 <= rate < 1:
+            parser.error(f"--{name.replace('_', '-')} {rate}: a rate from 0 to below 1")
+    if not 0 <= args.padding <= 0.5:
+        parser.error(f"--padding {args.padding}: a share from 0 to 0.5 of the positions")
+    if args.padding and not args.synthetic:
+        parser.error("--padding shapes synthetic batches: add --synthetic (real ones have theirs)")
     if args.synthetic and any(args.windows):
         parser.error("--bucket-windows needs real batches: synthetic ones are all full length")
     args.mode_list = [m.strip() for m in (args.modes or "").split(",") if m.strip()]
@@ -493,14 +474,18 @@ def row_specs(args: argparse.Namespace, device: torch.device) -> list[RowSpec]:
     if args.mode_list:
         modes = [mode == "compiled" for mode in args.mode_list]
     implementations = IMPLEMENTATIONS if args.reference else IMPLEMENTATIONS[:1]
-    return [
-        RowSpec(model, compiled, optimizer, implementation, window)
+    specs = [
+        RowSpec(model, compiled, optimizer, implementation, window, unpad)
+        if implementation == "bertkit"
+        else RowSpec(model, compiled, optimizer, implementation, window, "off")
         for model in models
         for window in args.windows
+        for unpad in args.unpads
         for compiled in modes
         for optimizer in args.optimizers
         for implementation in implementations
     ]
+    return list(dict.fromkeys(specs))  # transformers' rows once, whatever --unpad lists
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -510,7 +495,7 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
     cuda = device.type == "cuda"
     batch = args.batch or (256 if cuda else 32)
-    dtype = "bf16" if cuda else "fp32"
+    dtype = args.dtype = args.precision if args.precision != "auto" else "bf16" if cuda else "fp32"
     peak = peak_flops(device, dtype, args.peak_tflops)
     specs = row_specs(args, device)
     device_name = (
@@ -518,7 +503,11 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     if args.synthetic:
-        datasets = {0: synthetic_batches(args.seq, batch, args.batches, args.vocab_size)}
+        datasets = {
+            0: synthetic_batches(
+                args.seq, batch, args.batches, args.vocab_size, padding=args.padding
+            )
+        }
     elif not (args.shards / "manifest.json").exists():
         print(
             f"no shards at {args.shards}: make them with `bertkit demo` (writes out/demo/shards) "
@@ -546,7 +535,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         f"timing: {args.warmup} warmup steps, then {args.repeats} windows of {args.steps} "
-        f"steps (median); compile mode {args.compile_mode}, batches kept on/in "
+        f"steps (median); {dtype}, compile mode {args.compile_mode}, batches kept on/in "
         f"{args.host_batches}" + (f", {args.profile} steps profiled" if args.profile else ""),
         flush=True,
     )
@@ -565,6 +554,7 @@ def main(argv: list[str] | None = None) -> int:
                 optimizer=spec.optimizer,
                 implementation=spec.implementation,
                 bucket_window=spec.bucket_window,
+                unpad=spec.unpad,
                 error=message,
             )
         if spec.compiled:

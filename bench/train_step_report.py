@@ -19,7 +19,8 @@ from bench import measure
 from bench.measure import fmt, importlib_version
 
 if TYPE_CHECKING:
-    from bench.train_step import Batches, RowResult, RowSpec
+    from bench.train_step import RowResult, RowSpec
+    from bench.train_step_batches import Batches
 
 MFU_TARGET = 0.45  # BERT-base, seq 128, H100
 TARGET_MODEL = "base"
@@ -32,6 +33,7 @@ def print_results(results: list[RowResult], device: torch.device) -> None:
         "mode",
         "optimizer",
         "buckets",
+        "unpad",
         "params M",
         "batch",
         "padded len",
@@ -54,6 +56,7 @@ def print_results(results: list[RowResult], device: torch.device) -> None:
             result.spec.mode,
             result.optimizer,
             str(result.bucket_window or "off"),
+            result.unpad if result.implementation == "bertkit" else "-",
         ]
         if not result.ok:
             rows.append([*labels, "FAILED", *["n/a"] * (len(headers) - len(labels) - 1)])
@@ -77,7 +80,7 @@ def print_results(results: list[RowResult], device: torch.device) -> None:
         if device.type == "cuda":
             row.append(fmt(result.peak_memory_gib, ".1f"))
         rows.append(row)
-    measure.print_markdown_table(headers, rows, left=5)
+    measure.print_markdown_table(headers, rows, left=6)
     for result in results:
         if not result.ok:
             print(f"{describe_row(result.spec)}: {result.error}")
@@ -102,18 +105,21 @@ def resolve_device(name: str) -> torch.device:
 
 def describe_device(device: torch.device) -> str:
     if device.type == "cuda":
-        return f"{torch.cuda.get_device_name(device)} (torch {torch.__version__}, bf16 autocast)"
+        return f"{torch.cuda.get_device_name(device)} (torch {torch.__version__})"
     cpu = measure.machine_description()["cpu"]
     load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
     return (
         f"CPU: {cpu}, {torch.get_num_threads()} torch threads of {os.cpu_count()} cores, load "
-        f"average {load} (torch {torch.__version__}, fp32)"
+        f"average {load} (torch {torch.__version__})"
     )
 
 
 def describe_row(spec: RowSpec) -> str:
     buckets = f" buckets {spec.bucket_window}" if spec.bucket_window else ""
-    return f"{spec.model} {spec.implementation} {spec.mode} {spec.optimizer}{buckets}"
+    unpad = (
+        f" unpad {spec.unpad}" if spec.unpad != "auto" and spec.implementation == "bertkit" else ""
+    )
+    return f"{spec.model} {spec.implementation} {spec.mode} {spec.optimizer}{buckets}{unpad}"
 
 
 def target_verdict(
@@ -170,6 +176,11 @@ def write_results(
             "repeats": args.repeats,
             "batches": args.batches,
             "compile_mode": args.compile_mode,
+            "precision": dtype,
+            "hidden_dropout": args.hidden_dropout,
+            "attention_dropout": args.attention_dropout,
+            "unpad": args.unpads,
+            "padding": args.padding,
             "host_batches": args.host_batches,
             "profile_steps": args.profile,
             "dtype": dtype,

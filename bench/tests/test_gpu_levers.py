@@ -1,5 +1,6 @@
 """bench/train_step.py's switches for the GPU runs (bench/gpu_levers.py, bench/gpu_check.sh),
-checked on the CPU: which rows --modes and --model give, the batches' source, the profile."""
+checked on the CPU: which rows --modes, --model and --unpad give, the batches' source, the
+profile, fp16's loss-scaled step, synthetic padding."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import pytest
 import torch
 
 from bench import train_step
-from bench.gpu_levers import batch_source, compile_forward, profile_steps, step_marker
+from bench.gpu_levers import batch_source, optimizer_step, precision_step, profile_steps
+from bench.train_step_batches import synthetic_batches
+from schemas.batch import IGNORE_INDEX, BatchField
 
 
 def test_modes_pick_the_rows_and_model_adds_no_other_size():
@@ -28,16 +31,67 @@ def test_bad_lever_flags_are_refused(capsys):
     with pytest.raises(SystemExit):
         train_step.parse_args(["--modes", "eager,graphs"])
     assert "--modes 'eager,graphs'" in capsys.readouterr().err
-    for flags in (["--profile", "-1"], ["--compile-mode", "fast"], ["--host-batches", "disk"]):
+    for flags in (
+        ["--profile", "-1"],
+        ["--compile-mode", "fast"],
+        ["--host-batches", "disk"],
+        ["--unpad", "off,sometimes"],
+        ["--precision", "fp8"],
+        ["--hidden-dropout", "1.5"],
+        ["--padding", "0.2"],  # without --synthetic
+        ["--synthetic", "--padding", "0.6"],
+    ):
         with pytest.raises(SystemExit):
             train_step.parse_args(flags)
 
 
-def test_eager_forward_and_its_marker_are_the_model_and_a_no_op():
-    model = torch.nn.Linear(2, 2)
-    assert compile_forward(model, False, "reduce-overhead", None) is model
-    assert step_marker(False, "reduce-overhead")() is None
-    assert step_marker(True, "reduce-overhead") is torch.compiler.cudagraph_mark_step_begin
+def test_unpad_rows_are_bertkit_s_and_transformers_runs_once_padded():
+    args = train_step.parse_args(["--model", "tiny", "--unpad", "off,on", "--reference"])
+    specs = train_step.row_specs(args, torch.device("cpu"))
+    assert [(s.implementation, s.unpad) for s in specs] == [
+        ("bertkit", "off"),
+        ("transformers", "off"),
+        ("bertkit", "on"),
+    ]
+    assert specs[2].peer() == specs[1]
+
+
+def test_the_loss_scaled_step_is_the_plain_step_in_fp32():
+    """fp16's step (scale, backward, unscale, clip, step, update) on fp32 numbers: the scale
+    is a power of two, so the weights after two steps are the plain step's, bit for bit."""
+    autocast, scaler = precision_step("fp32", torch.device("cpu"))
+    assert scaler is None
+    _, scaler = precision_step("fp16", torch.device("cpu"))
+    assert scaler is not None and scaler.get_scale() == 2.0**16
+    weights = []
+    for with_scaler in (None, scaler):
+        torch.manual_seed(0)
+        model = torch.nn.Linear(4, 3)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=0.1)
+        for step in range(2):
+            x = torch.randn(5, 4, generator=torch.Generator().manual_seed(step))
+            with autocast:
+                loss = model(x).square().mean() * 100  # norm > 1: the clip acts
+            optimizer_step(loss, model, optimizer, with_scaler)
+        weights.append([p.detach().clone() for p in model.parameters()])
+    for plain, scaled in zip(*weights, strict=True):
+        assert torch.equal(plain, scaled)
+
+
+def test_synthetic_padding_is_the_share_asked_and_predicts_real_tokens_only():
+    data = synthetic_batches(seq=64, batch=32, count=32, vocab=500, padding=0.18)
+    mask = torch.cat([b[BatchField.ATTENTION_MASK] for b in data.batches])
+    assert abs(1 - mask.float().mean().item() - 0.18) < 0.015  # 1,024 sequences
+    for batch in data.batches:
+        lengths = batch[BatchField.ATTENTION_MASK].sum(1)
+        labelled = batch[BatchField.MASKED_LABELS] != IGNORE_INDEX
+        positions = batch[BatchField.MASKED_POSITIONS]
+        assert (positions[labelled] >= 1).all()
+        assert (positions < lengths[:, None]).all() and (positions[~labelled] == 0).all()
+        assert labelled.sum(1).tolist() == [max(1, round(0.15 * n)) for n in lengths.tolist()]
+        assert (batch[BatchField.INPUT_IDS][~batch[BatchField.ATTENTION_MASK]] == 0).all()
+    full = synthetic_batches(seq=64, batch=8, count=1, vocab=500)
+    assert full.batches[0][BatchField.ATTENTION_MASK].all()
 
 
 def test_batches_cycle_and_host_kinds_fall_back_to_the_device_copy_on_the_cpu():

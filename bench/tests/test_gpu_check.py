@@ -1,0 +1,135 @@
+"""bench/gpu_check.sh, checked on the CPU: shellcheck passes; every stage hands
+bench.train_step flags it takes, the rows it is there for (each lever's), and the budget
+and STAGES pick the stages; with the smoke BENCH_ARGS of its header, the whole script runs
+(slow: a bench process per stage)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from bench import train_step
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "bench" / "gpu_check.sh"
+BIN = Path(sys.executable).parent
+SMOKE = "--device cpu --model tiny --modes eager --batch 4 --steps 1 --repeats 1 --threads 1"
+
+
+def test_the_script_passes_shellcheck():
+    result = subprocess.run(
+        [BIN / "shellcheck", SCRIPT], capture_output=True, text=True, check=False
+    )
+    assert (result.returncode, result.stdout) == (0, "")
+    assert os.access(SCRIPT, os.X_OK)
+    assert f'BENCH_ARGS="{SMOKE}"' in SCRIPT.read_text()  # the smoke run below is its own
+
+
+def stages_run(tmp_path: Path, budget: str = "560", stages: str | None = None, warm=True):
+    """Each bench.train_step command line the script runs, with the environment's cache
+    variable, by stage name: its python replaced by one that records them and exits 0.
+    `warm`: the compile cache holds a file, as after a GPU's autotune stage."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    if warm:
+        (tmp_path / "out" / "compile-cache").mkdir(parents=True)
+        (tmp_path / "out" / "compile-cache" / "entry").write_text("tuned")
+    calls = tmp_path / "calls.jsonl"
+    recorder = tmp_path / "python"
+    recorder.write_text(
+        f"#!{sys.executable}\n"
+        "import json, os, sys\n"
+        f"with open({str(calls)!r}, 'a') as f:\n"
+        "    f.write(json.dumps([sys.argv[1:], os.environ.get('TORCHINDUCTOR_CACHE_DIR')]))\n"
+        "    f.write('\\n')\n"
+    )
+    recorder.chmod(0o755)
+    ours = ("STAGES", "BENCH_ARGS", "TORCHINDUCTOR_CACHE_DIR")  # inductor's import sets it
+    env = {k: v for k, v in os.environ.items() if k not in ours}
+    env["PYTHON"] = str(recorder)
+    if stages is not None:
+        env["STAGES"] = stages
+    result = subprocess.run(
+        ["bash", SCRIPT, str(tmp_path / "out"), budget],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    runs = {}
+    for line in calls.read_text().splitlines():
+        argv, cache = json.loads(line)
+        if argv[:2] == ["-m", "bench.train_step"]:
+            name = Path(argv[argv.index("--json") + 1]).stem
+            runs[name] = (argv[2:], cache)
+    return runs, result.stdout
+
+
+def test_every_stage_gives_the_bench_flags_it_takes_for_its_lever(tmp_path):
+    runs, _ = stages_run(tmp_path)
+    assert list(runs) == [
+        "base",
+        "large",
+        "dropout0",
+        "fp16",
+        "unpad512",
+        "pad512",
+        "autotune",
+        "autotune-warm",
+    ]
+    rows = {}
+    for name, (argv, _) in runs.items():
+        args = train_step.parse_args([*argv, *shlex.split(SMOKE)])
+        rows[name] = args
+        specs = train_step.row_specs(args, torch.device("cpu"))
+        assert specs, name
+    assert rows["base"].reference and rows["large"].batch == 4  # the smoke's batch wins
+    assert (rows["dropout0"].hidden_dropout, rows["dropout0"].attention_dropout) == (0.0, 0.0)
+    assert rows["fp16"].precision == "fp16"
+    assert (rows["unpad512"].unpads, rows["unpad512"].padding) == (["off", "on"], 0.18)
+    assert rows["autotune"].compile_mode == rows["autotune-warm"].compile_mode == "max-autotune"
+    cache = str((tmp_path / "out" / "compile-cache").resolve())
+    assert [runs[n][1] for n in ("base", "autotune", "autotune-warm")] == [None, cache, cache]
+
+
+def test_stages_and_the_budget_pick_what_runs(tmp_path):
+    runs, _ = stages_run(tmp_path / "picked", stages="autotune-warm fp16")
+    assert list(runs) == ["fp16", "autotune-warm"]
+    # A budget too short for autotune's tuning: the warm start still runs on an earlier
+    # run's cache in OUT_DIR (as a rerun with STAGES=autotune-warm would).
+    runs, log = stages_run(tmp_path / "spent", budget="100")
+    assert list(runs) == [
+        "base",
+        "large",
+        "dropout0",
+        "fp16",
+        "unpad512",
+        "pad512",
+        "autotune-warm",
+    ]
+    assert "== autotune: SKIPPED, 100s of the budget left, it needs up to 300s" in log
+    runs, log = stages_run(tmp_path / "cold", stages="autotune-warm", warm=False)
+    assert runs == {}
+    assert "== autotune-warm: SKIPPED, nothing in " in log
+
+
+@pytest.mark.slow
+def test_the_smoke_run_of_every_stage_on_the_cpu(tmp_path):
+    out = tmp_path / "out"
+    env = {**os.environ, "BENCH_ARGS": SMOKE, "PYTHON": sys.executable}
+    env.pop("STAGES", None)
+    result = subprocess.run(
+        ["bash", SCRIPT, str(out), "900"], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stdout[-3000:]
+    for name in ("base", "large", "dropout0", "fp16", "unpad512", "pad512", "autotune"):
+        rows = json.loads((out / f"{name}.json").read_text())["rows"]
+        assert rows and all(row["ok"] for row in rows), name
