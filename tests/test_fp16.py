@@ -10,6 +10,7 @@ import itertools
 import json
 import logging
 import subprocess
+import warnings
 
 import pytest
 import torch
@@ -21,7 +22,7 @@ from tests.test_precision import COMMON
 from tests.test_step_syncs import HOST_READS, OpCounter
 from trainer import distributed, precision, train
 from trainer.model import BertForPreTraining, config_for
-from trainer.optim import build_optimizer
+from trainer.optim import build_optimizer, warmup_decay_schedule
 from trainer.precision import LossScaler, autocast_for, resolve_precision
 from trainer.run.checkpoints import latest_checkpoint, load_checkpoint
 
@@ -74,6 +75,8 @@ def literal_losses(number_format: str, steps: int) -> tuple[list[float], LossSca
     trainer/train.py takes it: scaled backward, unscale, clip, the scaler's step."""
     model, batch = literal_model_and_batch()
     optimizer = build_optimizer(model, "adamw", 1e-3, fused=True)
+    # A constant rate: the fp16 run, a step behind after its skip, compares with fp32's.
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
     scaler = LossScaler(torch.device("cpu"))
     losses = []
     for _ in range(steps):
@@ -82,7 +85,7 @@ def literal_losses(number_format: str, steps: int) -> tuple[list[float], LossSca
         scaler.backward(out.loss)
         scaler.unscale(optimizer)
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        scaler.step(optimizer)
+        scaler.step(optimizer, schedule)
         optimizer.zero_grad(set_to_none=True)
         losses.append(out.loss.item())
     assert out.mlm_logits.dtype == (torch.float16 if number_format == "fp16" else torch.float32)
@@ -103,25 +106,37 @@ def test_fp16_with_loss_scaling_trains_a_literal_batch() -> None:
     assert fp16[1:] != fp32  # fp16 matmuls really ran
 
 
-def test_an_overflow_skips_the_step_halves_the_scale_and_is_counted() -> None:
+def linear_model_and_step(optimizer_name: str):
+    """A 3 → 2 linear layer, its optimizer and schedule, its loss scaler, and one step of
+    the trainer's kind on a fixed input, with one gradient made inf where `overflow`."""
     torch.manual_seed(0)
     model = torch.nn.Linear(3, 2)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=0.1, fused=True)
+    optimizer = build_optimizer(model, optimizer_name, 0.1, fused=optimizer_name == "adamw")
+    schedule = warmup_decay_schedule(optimizer, 0, 10, 1.0, step=0, peak_lr=0.1)
     scaler = LossScaler(torch.device("cpu"))
-    scaler.backward(model(torch.ones(1, 3)).float().sum() * 1e-6)
-    scaler.unscale(optimizer)
-    scaler.step(optimizer)  # step 1: a clean step
-    optimizer.zero_grad(set_to_none=True)
+
+    def step(overflow: bool) -> None:
+        scaler.backward(model(torch.ones(1, 3)).float().sum() * 1e-6)
+        if overflow:
+            model.weight.grad[0, 1] = float("inf")
+        scaler.unscale(optimizer)
+        scaler.step(optimizer, schedule)
+        optimizer.zero_grad(set_to_none=True)
+
+    return model, optimizer, schedule, scaler, step
+
+
+def test_an_overflow_skips_the_step_halves_the_scale_and_is_counted() -> None:
+    model, optimizer, schedule, scaler, step = linear_model_and_step("adamw")
+    step(overflow=False)  # step 1: a clean step
     weights = [p.detach().clone() for p in model.parameters()]
     moments = [optimizer.state[p]["exp_avg"].clone() for p in model.parameters()]
-    scaler.backward(model(torch.ones(1, 3)).float().sum() * 1e-6)
-    model.weight.grad[0, 1] = float("inf")  # step 2: one gradient overflows
-    scaler.unscale(optimizer)
-    scaler.step(optimizer)
+    step(overflow=True)  # step 2: one gradient overflows
     assert all(torch.equal(a, b) for a, b in zip(weights, model.parameters(), strict=True))
     for moment, p in zip(moments, model.parameters(), strict=True):
         assert torch.equal(optimizer.state[p]["exp_avg"], moment)
         assert optimizer.state[p]["step"].item() == 1  # the skipped step not counted
+    assert schedule.last_epoch == 2  # the schedule stepped past it
     assert scaler.row(2) == ({"loss_scale": 32768.0, "skipped_steps": 1}, [2])
     assert scaler.row(2) == ({"loss_scale": 32768.0, "skipped_steps": 0}, [])  # read once
     assert scaler.state_dict() == {
@@ -131,6 +146,22 @@ def test_an_overflow_skips_the_step_halves_the_scale_and_is_counted() -> None:
         "growth_interval": 2000,
         "_growth_tracker": 0,
     }
+
+
+def test_lamb_skips_an_overflowing_first_step_without_a_warning() -> None:
+    """LAMB has no kernel that takes the overflow flag: GradScaler does not call its step,
+    and the schedule's step after it is by design, not the misuse torch warns of."""
+    model, optimizer, schedule, scaler, step = linear_model_and_step("lamb")
+    weights = [p.detach().clone() for p in model.parameters()]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        step(overflow=True)
+        step(overflow=False)
+    assert schedule.last_epoch == 2
+    assert scaler.row(2) == ({"loss_scale": 32768.0, "skipped_steps": 1}, [1])
+    state = optimizer.state[model.weight]
+    assert state["step"].item() == 1  # step 2 only
+    assert not torch.equal(model.weight, weights[0])
 
 
 def test_skipped_steps_are_logged_and_an_fp16_run_resumes_exactly(

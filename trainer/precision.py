@@ -85,7 +85,7 @@ class LossScaler:
     steps it skipped, kept on the device until a metrics row reads them.
 
     The step calls `backward(loss)` per micro-batch, `unscale(optimizer)` before clipping,
-    `step(optimizer)` in place of `optimizer.step()`. With AdamW's fused kernel the skip
+    `step(optimizer, scheduler)` in place of the two steps. With AdamW's fused kernel the skip
     happens inside the kernel (GradScaler hands it the overflow flag), so the step never
     waits for the GPU; LAMB has no such kernel, and GradScaler reads the flag on the host
     once per step.
@@ -95,6 +95,7 @@ class LossScaler:
         self.scaler = torch.amp.GradScaler(device.type, init_scale=INITIAL_SCALE)
         # One flag per step since the last metrics row: True where the step was skipped.
         self._skipped: list[torch.Tensor] = []
+        self._first_schedule_step = True
 
     def backward(self, loss: torch.Tensor) -> None:
         self.scaler.scale(loss).backward()
@@ -103,19 +104,26 @@ class LossScaler:
         """The gradients divided by the scale (in place), so clipping sees their true norm."""
         self.scaler.unscale_(optimizer)
 
-    def step(self, optimizer: torch.optim.Optimizer) -> None:
-        """The optimizer's step unless a gradient overflowed, then the scale's update."""
-        with warnings.catch_warnings():
-            # LAMB's skipped first step never calls optimizer.step(), and the schedule's
-            # step after it (by design, module docstring) would warn that it came first.
-            warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler\.step")
-            self.scaler.step(optimizer)
+    def step(self, optimizer: torch.optim.Optimizer, scheduler: Any) -> None:
+        """The optimizer's step unless a gradient overflowed, the scale's update, and the
+        schedule's step, skipped or not (module docstring)."""
+        self.scaler.step(optimizer)
         # A skipped step is the one whose update lowers the scale (halved on an overflow,
         # kept or doubled otherwise). Compared on the device: GradScaler's public
         # get_scale() reads the value to the host, which would make every step wait.
         before = self.scaler._scale.clone()  # type: ignore[union-attr]
         self.scaler.update()
         self._skipped.append(self.scaler._scale < before)  # type: ignore[operator]
+        if not self._first_schedule_step:
+            scheduler.step()
+            return
+        # A schedule's first step warns when no optimizer step came before it, as after a
+        # skipped first step with LAMB (fused AdamW is called, and skips in its kernel).
+        # Here that order is by design; torch looks at the first step only.
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler\.step")
+            scheduler.step()
+        self._first_schedule_step = False
 
     def row(self, step: int) -> tuple[dict[str, Any], list[int]]:
         """A metrics row's fields for the steps up to `step` since the last row: the loss

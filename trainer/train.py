@@ -170,9 +170,9 @@ def train_step(run: Run, sums: torch.Tensor) -> torch.Tensor | None:
     grad_norm = torch.nn.utils.clip_grad_norm_(run.model.parameters(), clip) if clip > 0 else None
     if run.scaler is None:
         run.optimizer.step()
+        run.scheduler.step()
     else:  # skipped where a gradient overflowed; the schedule steps past it all the same
-        run.scaler.step(run.optimizer)
-    run.scheduler.step()
+        run.scaler.step(run.optimizer, run.scheduler)
     run.optimizer.zero_grad(set_to_none=True)
     return grad_norm
 
