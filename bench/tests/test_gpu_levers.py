@@ -54,6 +54,9 @@ def test_unpad_rows_are_bertkit_s_and_transformers_runs_once_padded():
         ("bertkit", "on"),
     ]
     assert specs[2].peer() == specs[1]
+    args = train_step.parse_args(["--model", "tiny", "--unpad", "on", "--modes", "compiled"])
+    with pytest.raises(SystemExit, match="refuses --unpad on --compile; add --modes eager"):
+        train_step.row_specs(args, torch.device("cpu"))
 
 
 def test_the_loss_scaled_step_is_the_plain_step_in_fp32():
