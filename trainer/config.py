@@ -103,8 +103,7 @@ class TrainConfig:
     hidden_dropout: float | None = option(
         None,
         help="dropout on the embeddings and on each layer's attention and feed-forward output "
-        "(default: the model's, 0.1 for a new one as in BERT 2018; MosaicML's and cramming's "
-        "recipes train with 0)",
+        "(default: the model's, 0.1 for a new one as in BERT 2018; cramming trains with 0)",
         bounds=FRACTION,
     )
     attention_dropout: float | None = option(
