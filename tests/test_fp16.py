@@ -233,7 +233,8 @@ def test_a_bf16_or_fp32_run_goes_on_in_fp16_with_a_fresh_scale(
 
 def test_an_fp16_step_with_fused_adamw_reads_no_value_back(sample_shards, tmp_path) -> None:
     """The overflow check and the skip stay on the device (tests/test_step_syncs.py)."""
-    flags = [*SMALL, "--model", "tiny", "--no-tensorboard", "--precision", "fp16"]
+    flags = [*SMALL, "--global-batch-size", "2", "--model", "tiny", "--no-tensorboard"]
+    flags = [*flags, "--precision", "fp16"]  # one micro-batch a step: the step alone
     config = train.parse_arguments(
         [*flags, "--shards", str(sample_shards), "--output", str(tmp_path / "r"), "--device", "cpu"]
     )
