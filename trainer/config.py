@@ -190,12 +190,12 @@ class TrainConfig:
         False, help="torch.compile the model (pads to max_seq_length, or its quarters if bucketed)"
     )
     unpad: str = option(
-        "auto",
+        "off",
         choices=UNPAD_MODES,
-        help="run the encoder on the real tokens only, padding left out of every matmul: on, "
-        "off, or auto (on where a GPU runs torch's variable-length attention, in bf16/fp16 "
-        "with --attention-dropout 0 or in evaluation, and the batch holds padding; off on "
-        "CPU and with --compile)",
+        help="run the encoder on the real tokens only, padding left out of every matmul: off "
+        "(the default until its speed is measured on a GPU), on, or auto (on where a GPU runs "
+        "torch's variable-length attention, in bf16/fp16 with --attention-dropout 0 or in "
+        "evaluation, and the batch holds padding; off on CPU and with --compile)",
     )
     compile_mode: str | None = option(
         None,

@@ -25,7 +25,7 @@ Three departures from HF's code, none visible in the weights:
 
 - `unpad` (`--unpad`) may run the encoder on the batch's real tokens only, with torch's
   variable-length attention where it runs (trainer/attention.py); the padded batch is the
-  default on the CPU and under torch.compile.
+  default (`off`), and what `auto` keeps on the CPU and under torch.compile.
 
 Attention is `torch.nn.functional.scaled_dot_product_attention` with a boolean padding
 mask, so it picks the fused kernel (flash / memory-efficient) the device offers. A dropout
@@ -247,7 +247,7 @@ class BertForPreTraining(nn.Module):
     pooler: nn.Linear | None
     nsp: nn.Linear | None
 
-    def __init__(self, config: BertConfig, unpad: str = "auto") -> None:
+    def __init__(self, config: BertConfig, unpad: str = "off") -> None:
         super().__init__()
         self.config = config
         # --unpad (trainer/attention.py UNPAD_MODES): how `encode` treats padding. Not part
