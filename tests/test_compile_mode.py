@@ -16,6 +16,7 @@ import torch
 import torch._dynamo
 
 from schemas.checkpoint import CHECKPOINTS_DIR, LATEST_FILE
+from tests.support.torchrun import torchrun_env, torchrun_trainer
 from trainer import train
 from trainer.compiling import INDUCTOR_VARIABLE, TRITON_VARIABLE, CompileCache, compiled
 from trainer.metrics import METRICS_FILE
@@ -98,6 +99,27 @@ def test_the_cache_is_cold_then_warm_and_max_autotune_runs_on_the_cpu(tmp_path, 
         else:
             assert (hits, misses > 0) == (0, True)
     assert cache.line().startswith(f"compile cache {cache.path}: warm, ")
+
+
+def test_cuda_graph_modes_mark_each_step_and_the_others_do_not(monkeypatch):
+    """Under reduce-overhead and max-autotune (CUDA graphs on a GPU) every call of the
+    step first marks a new step; default and max-autotune-no-cudagraphs return the compiled
+    module itself. torch.compile stands in here: the wrapping is what is checked."""
+    marks: list[str] = []
+    modes: list[str | None] = []
+
+    def fake_compile(module, dynamic=None, mode=None):
+        modes.append(mode)
+        return lambda x: marks.append("call") or module(x)
+
+    monkeypatch.setattr(torch, "compile", fake_compile)
+    monkeypatch.setattr(torch.compiler, "cudagraph_mark_step_begin", lambda: marks.append("mark"))
+    model = torch.nn.Identity()
+    for mode in ("reduce-overhead", "max-autotune", None, "max-autotune-no-cudagraphs"):
+        step = compiled(model, mode, dynamic=None)
+        assert step(torch.ones(1)).tolist() == [1.0]
+    assert modes == ["reduce-overhead", "max-autotune", None, "max-autotune-no-cudagraphs"]
+    assert marks == ["mark", "call", "mark", "call", "call", "call"]
 
 
 def test_a_cache_directory_the_user_set_is_kept(tmp_path, monkeypatch):
@@ -189,3 +211,29 @@ def test_a_resumed_run_loads_what_the_first_compiled_from_the_run_directory(
     assert f"compile cache {cache}: warm, " in caplog.text
     assert counters["inductor"]["fxgraph_cache_hit"] > 0
     assert counters["inductor"]["fxgraph_cache_miss"] == 0
+
+
+@pytest.mark.slow
+def test_torchrun_s_processes_share_the_run_s_cache_and_a_resume_finds_it_warm(
+    sample_shards, tmp_path
+):
+    """Two trainers under torchrun (Gloo) compile into the one OUTPUT/compile-cache, at
+    once; the requeued pair (--resume) loads from it."""
+    import subprocess
+
+    env = {k: v for k, v in torchrun_env().items() if k not in (INDUCTOR_VARIABLE, TRITON_VARIABLE)}
+    output = tmp_path / "run"
+    cache = output / COMPILE_CACHE_DIR
+    lines = []
+    for more in (["--stop-at-step", "1"], ["--resume"]):
+        argv = [*torchrun_trainer(2), *flags(sample_shards, output, "--compile", *more)]
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        lines.append([line for line in done.stderr.splitlines() if "compile cache" in line])
+    assert len(lines[0]) == len(lines[1]) == 1  # rank 0 says it, once
+    assert lines[0][0].endswith(
+        f"compile cache {cache}: empty: the first steps compile into it, "
+        "and a --resume here loads them"
+    )
+    assert f"compile cache {cache}: warm, " in lines[1][0]
+    assert any((cache / "fxgraph").rglob("*"))

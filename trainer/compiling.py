@@ -52,9 +52,10 @@ TRITON_VARIABLE = "TRITON_CACHE_DIR"
 
 def compiled(module: torch.nn.Module, mode: str | None, dynamic: bool | None) -> Callable[..., Any]:
     """`module` under torch.compile in `mode` (None: default). Under CUDA graphs each call
-    first marks a new step, so that a replay may reuse the memory of the last call's
-    outputs: the loop has read them by then (a micro-batch's sums are taken before the next
-    forward), and without the mark a graph whose outputs are still alive is not replayed."""
+    first marks a new step (torch.compiler.cudagraph_mark_step_begin), as torch asks where
+    it cannot tell steps apart itself (evaluation runs no backward): a replay may then reuse
+    the memory of the last call's outputs, which the loop has read by then (a micro-batch's
+    sums are taken before the next forward)."""
     mode = mode or "default"
     step = torch.compile(module, dynamic=dynamic, mode=None if mode == "default" else mode)
     if mode not in CUDA_GRAPH_MODES:
