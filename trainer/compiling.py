@@ -23,7 +23,9 @@ twice; and a resume on another number of processes finds what the first job's ra
 (one directory per rank would not).
 
 A variable the user set is kept (a cluster's node-local cache, say); a run on object
-storage (its staging directory is removed at the end) keeps inductor's default place.
+storage (its staging directory is removed at the end) keeps inductor's default place. One
+small memo stays in /tmp whatever the variables say: whether padding a matmul pays
+(inductor's pad_mm, timed on a GPU), which torch 2.13 keeps under its default directory only.
 """
 
 from __future__ import annotations
@@ -152,8 +154,12 @@ def _count_files(path: Path) -> int:
 
 
 def _clear_inductor_memos() -> None:
-    """Forget what inductor memoised under the previous directory, as its own fresh_cache
-    does when it changes the directory."""
-    from torch._inductor.utils import clear_caches
+    """Forget the one cache path inductor memoises (its local autotuning cache, below the
+    directory), so that a run after another in one process (the tests) looks in its own.
+    Not torch._inductor.utils.clear_caches, which would also delete inductor's on-disk
+    memo directories under /tmp that other processes may be using."""
+    from torch._inductor.codecache import CacheBase
 
-    clear_caches()
+    forget = getattr(CacheBase.get_local_cache_path, "cache_clear", None)
+    if forget is not None:
+        forget()
