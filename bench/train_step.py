@@ -127,7 +127,7 @@ class RowSpec:
     optimizer: str = "adamw"
     implementation: str = "bertkit"  # or "transformers": its BertForPreTraining, the peer
     bucket_window: int = 0
-    unpad: str = "auto"  # bertkit's --unpad (trainer/attention.py); transformers: "off"
+    unpad: str = "off"  # bertkit's --unpad (trainer/attention.py); transformers pads too
 
     @property
     def mode(self) -> str:
@@ -136,7 +136,7 @@ class RowSpec:
     def peer(self) -> RowSpec:
         """The same row on the other implementation (transformers pads every batch)."""
         other = IMPLEMENTATIONS[1 - IMPLEMENTATIONS.index(self.implementation)]
-        return replace(self, implementation=other, unpad="off" if other != "bertkit" else "auto")
+        return replace(self, implementation=other, unpad="off")
 
 
 @dataclass
@@ -166,7 +166,7 @@ class RowResult:
     optimizer: str = "adamw"
     implementation: str = "bertkit"
     bucket_window: int = 0
-    unpad: str = "auto"
+    unpad: str = "off"
     parameters: int | None = None
     batch: int | None = None
     mean_length: float | None = None  # padded length the model computed on
@@ -380,9 +380,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--unpad",
-        default="auto",
-        help="comma-separated bertkit --unpad values, a row set each: auto (the trainer's), "
-        "on (real tokens only through the encoder), off (the padded batch)",
+        default="off",
+        help="comma-separated bertkit --unpad values, a row set each: off (the padded batch, "
+        "the trainer's default), on (real tokens only through the encoder), auto",
     )
     parser.add_argument(
         "--padding",

@@ -117,7 +117,7 @@ def describe_device(device: torch.device) -> str:
 def describe_row(spec: RowSpec) -> str:
     buckets = f" buckets {spec.bucket_window}" if spec.bucket_window else ""
     unpad = (
-        f" unpad {spec.unpad}" if spec.unpad != "auto" and spec.implementation == "bertkit" else ""
+        f" unpad {spec.unpad}" if spec.unpad != "off" and spec.implementation == "bertkit" else ""
     )
     return f"{spec.model} {spec.implementation} {spec.mode} {spec.optimizer}{buckets}{unpad}"
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -115,7 +116,7 @@ def test_stages_and_the_budget_pick_what_runs(tmp_path):
         "pad512",
         "autotune-warm",
     ]
-    assert "== autotune: SKIPPED, 100s of the budget left, it needs up to 300s" in log
+    assert re.search(r"== autotune: SKIPPED, (99|100)s of the budget left, it needs up to 300s", log)
     runs, log = stages_run(tmp_path / "cold", stages="autotune-warm", warm=False)
     assert runs == {}
     assert "== autotune-warm: SKIPPED, nothing in " in log
