@@ -116,7 +116,8 @@ def test_stages_and_the_budget_pick_what_runs(tmp_path):
         "pad512",
         "autotune-warm",
     ]
-    assert re.search(r"== autotune: SKIPPED, (99|100)s of the budget left, it needs up to 300s", log)
+    skipped = r"== autotune: SKIPPED, (99|100)s of the budget left, it needs up to 300s"
+    assert re.search(skipped, log)
     runs, log = stages_run(tmp_path / "cold", stages="autotune-warm", warm=False)
     assert runs == {}
     assert "== autotune-warm: SKIPPED, nothing in " in log
