@@ -137,6 +137,17 @@ def test_a_cache_directory_the_user_set_is_kept(tmp_path, monkeypatch):
     assert CompileCache.open(None, main=True).path == mine  # a bucket's run: the user's too
 
 
+def test_a_run_on_object_storage_keeps_inductor_s_default_place(no_cache_variables):
+    cache = CompileCache.open(None, main=True)  # RunDirectory's call for an s3:// --output
+    assert (cache.path, cache.chosen_by) == (None, "inductor's default")
+    assert cache.line() == (
+        "compile cache: inductor's default place on each machine (a run on object storage "
+        "keeps none in its directory)"
+    )
+    assert INDUCTOR_VARIABLE not in os.environ
+    cache.close()
+
+
 def test_inductor_s_own_default_in_the_variable_is_no_choice_of_the_user_s(tmp_path, monkeypatch):
     """Importing the trainer sets TORCHINDUCTOR_CACHE_DIR to inductor's default (its
     cache_dir() writes the variable the first time it is asked): taken for the user's
