@@ -10,7 +10,7 @@
 # compiled, bf16, fused AdamW unless a stage says otherwise:
 #   base           bertkit, with transformers' BertForPreTraining beside it (÷ transformers)
 #   large          BERT-large at 128, batch 128
-#   dropout0       --hidden-dropout 0 --attention-dropout 0 (MosaicML's and cramming's recipe)
+#   dropout0       --hidden-dropout 0 --attention-dropout 0 (cramming's recipe: no dropout)
 #   fp16           --precision fp16: fp16 autocast with dynamic loss scaling
 #   unpad512       base at 512, batch 64, eager, 18 % of the positions padding (the demo's pair
 #                  shards): --unpad off, then on (real tokens only through the encoder)
@@ -21,9 +21,10 @@
 #                  job's start, as `bertkit train --resume` finds OUTPUT/compile-cache)
 # On a fresh H100 (2026-11-26) the earlier script's base stage took 191 s for 8 rows (6 of them
 # compiled, most of it compiling) and its large stage about 200 s for 2 compiled rows; the
-# budget's order runs the levers before autotune's minutes, and when autotune-warm does not
-# fit behind it, run that stage alone afterwards with the same OUT_DIR (STAGES=autotune-warm):
-# a later job's start is what it measures.
+# budget's order runs the cheap levers before autotune's minutes. When autotune does not fit
+# (its log line says SKIPPED, or exit 124 at its limit), rerun it with the same OUT_DIR and a
+# budget of its own: STAGES="autotune autotune-warm" bench/gpu_check.sh OUT_DIR 420; when only
+# autotune-warm did not fit, STAGES=autotune-warm: a later job's start is what it measures.
 # Synthetic batches over BERT's 30,522-token vocabulary.
 # BENCH_ARGS is appended to every stage's flags (a smoke test on the CPU:
 # BENCH_ARGS="--device cpu --model tiny --modes eager --batch 4 --steps 1 --repeats 1 --threads 1").
