@@ -40,7 +40,10 @@ samples drawn from each source, and `batch_per_source` into one global batch's c
 of global batches at a time (`MixCursor.micro_batches`: the counts, C_k and the deals of the
 unit's batches at once), and their samples from whole windows of each source's order
 (`SourceWindows`: a window's stream range read once, every block of it, sha256 checked, held
-until the mix has drawn all of it). With one source a rank reads only its lanes of a window
+while the mix draws on it). A source's positions are drawn in order, so a unit's samples of
+a source are one range of its stream, sliced from its windows, and a window lets go of each
+sample once the mix has drawn past it: a mix holds a window of every source at once, and the
+memory held slows every stage of the loader. With one source a rank reads only its lanes of a window
 (1/world of the blocks); in a mix the deal of step 3 spreads every micro-batch over the whole
 window, so each rank reads every block of each window it draws on. The windows in progress
 when a run stops are read and partly unused (one a source), and so are those a resumed run
@@ -67,7 +70,8 @@ The API the trainer builds on:
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+import operator
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
@@ -300,7 +304,8 @@ OpenReader = Callable[[int, int], WindowRead]
 class SourceWindows:
     """Samples of each source by their position in its endless stream of epochs, read a
     whole window of the source's order at a time through a reader of its epoch's stream
-    (`open_reader`: trainer/data.py's StreamReader), held while the mix still draws on it."""
+    (`open_reader`: trainer/data.py's StreamReader), held while the mix still draws on it,
+    its samples let go of as the mix draws past them."""
 
     def __init__(
         self,
@@ -315,7 +320,7 @@ class SourceWindows:
         self._readers: dict[tuple[int, int], WindowRead] = {}
         self.shuffle_buffer, self.shuffle, self.seed = shuffle_buffer, shuffle, seed
         self._orders: dict[tuple[int, int], EpochOrder] = {}
-        self._held: dict[tuple[int, int, int], tuple[np.ndarray, int]] = {}  # samples, end
+        self._held: dict[tuple[int, int, int], _Window] = {}
         # L_k: a source's window in global batches, the same in each of its epochs.
         self._window_batches = np.array(
             [self.epoch_order(number, 0).window_batches for number in range(len(source.sources))]
@@ -340,27 +345,37 @@ class SourceWindows:
     ) -> tuple[list[Any], np.ndarray]:
         """The samples at `positions` of sources `sources`, and each one's source epoch;
         `floor` (K,) the first position any later call can ask for (C_k of the batch), below
-        which held windows are let go."""
+        which held samples are let go."""
         self._let_go(floor)
-        size = self.order.global_batch
-        epochs, places = np.divmod(positions, self.order.usable[sources])
-        batches = places // size
-        firsts = batches - batches % self._window_batches[sources]
-        # One key per (source, epoch, window): a micro-batch draws on a few windows.
-        keys = (epochs * (self.order.batches_per_epoch + 1) + firsts) * len(self.source.sources)
-        keys += sources
-        found = np.empty(len(positions), dtype=object)
-        low, high = int(keys.min()), int(keys.max())
-        for key in range(low, high + 1) if high - low < 64 else np.unique(keys).tolist():
-            rows = np.flatnonzero(keys == key)
-            if not len(rows):
-                continue
-            row = int(rows[0])
-            number, epoch, first = int(sources[row]), int(epochs[row]), int(firsts[row])
-            found[rows] = self._window(number, epoch, first)[places[rows] - first * size]
-        return found.tolist(), epochs
+        # A source's positions are drawn in order, so those asked here lie in one range of
+        # its stream: its samples there, sliced from the held windows and laid end to end
+        # source after source, then one gather (itemgetter: a C loop) in the asked order.
+        pool: list[Any] = []
+        offsets = np.zeros(len(self.source.sources), dtype=np.int64)
+        for number in np.unique(sources).tolist():
+            mine = positions[sources == number]
+            low, high = int(mine.min()), int(mine.max()) + 1
+            offsets[number] = len(pool) - low
+            pool += self._span(number, low, high)
+        found = _gather(pool, (positions + offsets[sources]).tolist())
+        return list(found), positions // self.order.usable[sources]
 
-    def _window(self, number: int, epoch: int, first: int) -> np.ndarray:
+    def _span(self, number: int, low: int, high: int) -> list[Any]:
+        """Source `number`'s samples at positions [low, high) of its stream, in order."""
+        size, usable = self.order.global_batch, int(self.order.usable[number])
+        window_samples = int(self._window_batches[number]) * size
+        span: list[Any] = []
+        while low < high:
+            epoch, place = divmod(low, usable)
+            first = place - place % window_samples  # the window's first place
+            window = self._window(number, epoch, first // size)
+            begin = place - first
+            stop = min(len(window), begin + high - low)
+            span += window[begin:stop]
+            low += stop - begin
+        return span
+
+    def _window(self, number: int, epoch: int, first: int) -> list[Any]:
         """The samples of the window of source `number`'s epoch `epoch` that starts at its
         global batch `first`, in position order: read at once in stream order, then put in
         the window's order (computed once)."""
@@ -370,21 +385,45 @@ class SourceWindows:
             size = self.order.global_batch
             count = min(order.window_batches, order.batches - first)
             span = np.arange(first * size, (first + count) * size, dtype=np.int64)
-            samples = np.empty(len(span), dtype=object)
             read = self._readers.get((number, epoch))
             if read is None:
                 read = self._readers[number, epoch] = self.open_reader(number, epoch)
-            samples[:] = read(span)
-            end = epoch * int(self.order.usable[number]) + (first + count) * size
-            held = self._held[number, epoch, first] = (samples[order.sources(span) - span[0]], end)
-        return held[0]
+            samples = list(_gather(read(span), (order.sources(span) - span[0]).tolist()))
+            start = epoch * int(self.order.usable[number]) + first * size
+            held = self._held[number, epoch, first] = _Window(samples, start, start + len(span))
+        return held.samples
 
     def _let_go(self, floor: np.ndarray) -> None:
-        """Drop the windows (and orders) wholly before `floor` in their source's stream."""
-        for key, (_, end) in list(self._held.items()):
-            if end <= floor[key[0]]:
+        """Drop the windows (and orders) wholly before `floor` in their source's stream, and
+        the samples before it of a window in progress: a source's positions are drawn in
+        order, so a window shrinks as the mix draws on it."""
+        for key, window in list(self._held.items()):
+            below = int(floor[key[0]])
+            if window.end <= below:
                 del self._held[key]
+            elif below - window.start > window.cleared:
+                cut = below - window.start
+                window.samples[window.cleared : cut] = itertools.repeat(None, cut - window.cleared)
+                window.cleared = cut
         for held in (self._orders, self._readers):
             for number, epoch in list(held):
                 if (epoch + 1) * int(self.order.usable[number]) <= floor[number]:
                     del held[number, epoch]
+
+
+@dataclass(slots=True)
+class _Window:
+    """A held window of a source: its samples in window order (None once drawn), and its
+    stream positions [start, end)."""
+
+    samples: list[Any]
+    start: int
+    end: int
+    cleared: int = 0  # samples[:cleared] are let go
+
+
+def _gather(items: Sequence[Any], indices: list[int]) -> tuple[Any, ...]:
+    """items[i] for each i of `indices`, as a tuple (itemgetter: one C loop)."""
+    if len(indices) == 1:  # itemgetter of one index returns the item, not a tuple
+        return (items[indices[0]],)
+    return operator.itemgetter(*indices)(items) if indices else ()
