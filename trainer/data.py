@@ -386,6 +386,7 @@ def mixed_train_stream(
             mixed = (numbers[at : at + m], source_epochs[at : at + m])
             made = collate(group, limits, config.masking, config.seed, epoch, mixed)
             yield made if config.pad_to is None else pad_batch(made, config.pad_to)
+        del samples, group  # freed before the next unit's windows are read, to be reused
 
 
 def eval_stream(

@@ -200,14 +200,15 @@ class MixOrder:
         (`counts`: their (R, K) n_k): slot j of batch b holds the ranks[b, j]-th of the
         batch's samples from source sources[b, j]. The batch's samples, source 0's n_0 in
         stream order, then source 1's, …, are dealt by a permutation drawn from (seed, b)."""
-        size = self.global_batch
         batches = np.arange(first, first + len(counts), dtype=np.uint64)
-        dealt = permutations(mix(batches ^ np.uint64(mix_int(self.slot_key))), size)
+        dealt = permutations(mix(batches ^ np.uint64(mix_int(self.slot_key))), self.global_batch)
         ends = np.cumsum(counts, axis=1)
-        items = np.arange(size)
-        sources = (items[None, :, None] >= ends[:, None, :]).sum(axis=2)  # item → its source
-        ranks = items[None, :] - np.take_along_axis(ends - counts, sources, axis=1)
-        return np.take_along_axis(sources, dealt, 1), np.take_along_axis(ranks, dealt, 1)
+        # Item i of a batch is source k's when ends[k-1] <= i < ends[k]: counted on the dealt
+        # items directly, one comparison a source boundary (the last end is G).
+        sources = np.zeros(dealt.shape, dtype=np.int64)
+        for boundary in range(counts.shape[1] - 1):
+            sources += dealt >= ends[:, boundary, None]
+        return sources, dealt - np.take_along_axis(ends - counts, sources, axis=1)
 
     def slot_sources(self, batch: int, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """`slots` of the one global batch `batch` ((K,) `counts`): (G,) and (G,)."""
