@@ -8,7 +8,7 @@ import torch
 
 from trainer import train
 
-GPU_DOCS = "docs/training.md#training-on-a-gpu"
+GPU_DOCS = "docs/gpu.md#install-on-a-gpu-machine"
 
 
 def run_on_cuda(tmp_path) -> int:

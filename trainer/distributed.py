@@ -53,7 +53,7 @@ def setup(device: str = "auto") -> Distributed:
 
 
 # Where a user on a GPU machine reads how to install a CUDA torch and check it is used.
-GPU_DOCS = "docs/training.md#training-on-a-gpu"
+GPU_DOCS = "docs/gpu.md#install-on-a-gpu-machine"
 
 
 class DeviceError(ValueError):

@@ -529,7 +529,7 @@ def _log_setup(run: Run) -> None:
 
 def device_shown(device: torch.device) -> str:
     """The device as the set-up line names it: `cpu`, or `cuda:0 (NVIDIA H100 80GB HBM3)`, so
-    a GPU user's first line says which GPU the run took (docs/training.md)."""
+    a GPU user's first line says which GPU the run took (docs/gpu.md)."""
     if device.type != "cuda":
         return str(device)
     return f"{device} ({torch.cuda.get_device_name(device)})"

@@ -42,8 +42,9 @@ passes the same flags.
 Exit codes: 0 done, 1 an error during the run, 2 refused before the first step, 75
 preempted (checkpoint written) or the run lock lost (nothing more written), 130 interrupted.
 
-Read on: docs/training.md (one GPU, torchrun, SLURM, Kubernetes, preemption, export),
-docs/recipes.md (dynamic masking, MLM only, full sentences, elastic resume).
+Read on: docs/training.md (torchrun, SLURM, Kubernetes, preemption, export), docs/gpu.md
+(install, precision, compiling), docs/recipes.md (dynamic masking, MLM only, full sentences,
+elastic resume).
 """
 
 # For code readers: this file reads top to bottom: `train_step`, one optimizer step;
