@@ -5,7 +5,6 @@ sample, bounded windows and calls, and the tokenizers it refuses."""
 import json
 
 import numpy as np
-import pyarrow.parquet as pq
 import pytest
 from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
 
@@ -16,7 +15,7 @@ from pipelines.bert.words_once import (
     windows,
 )
 from pipelines.io.vocabulary import build_tokenizer, load_vocab
-from schemas import DocumentColumn
+from tests.support.released_dirs import sample_sentences_fixture  # noqa: F401 (a fixture)
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 WORDS = ["hello", ",", "world", "!", "un", "##aff", "##able", "cafe", "[", "]", "mask", "中"]
@@ -137,17 +136,9 @@ def test_a_bpe_tokenizer_is_refused():
     assert not splits_at_spaces(bpe)
 
 
-def test_every_sentence_of_the_sample(sample_documents, sample_vocab):
+def test_every_sentence_of_the_sample(sample_sentences, sample_vocab):
     tokenizer = load_vocab(str(sample_vocab)).tokenizer
-    sentences = [
-        sentence
-        for directory in sample_documents
-        for path in sorted(directory.glob("*.parquet"))
-        for document in pq.read_table(path, columns=[DocumentColumn.SENTENCES])
-        .column(DocumentColumn.SENTENCES)
-        .to_pylist()
-        for sentence in document
-    ]
+    sentences = sample_sentences  # every sentence of the real sample, read once a session
     assert len(sentences) > 20_000
     expected = encode_in_calls(tokenizer, sentences, 4096, 1 << 20)
     tokens, lengths = encode_words_once(tokenizer, sentences, 1 << 20, 1 << 18)
