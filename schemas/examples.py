@@ -239,6 +239,15 @@ def pack_samples(samples: Sequence[bytes]) -> bytes:
 
 def unpack_samples(data: bytes) -> list[bytes]:
     """The samples' bytes of a block member; ExampleDecodeError if it is not one."""
+    starts, ends = sample_bounds(data)
+    view = memoryview(data)
+    return [bytes(view[a:b]) for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
+
+
+def sample_bounds(data: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """Where a block member's samples lie in it: (starts, ends), int64 byte offsets, sample i
+    being data[starts[i]:ends[i]]; ExampleDecodeError if it is not a block. What a reader
+    that keeps the block's bytes, not a bytes object per sample, holds."""
     if len(data) < _BLOCK_HEADER.size:
         raise ExampleDecodeError(f"a block of {len(data)} bytes is shorter than its header")
     magic, count = _BLOCK_HEADER.unpack_from(data)
@@ -262,9 +271,10 @@ def unpack_samples(data: bytes) -> list[bytes]:
             f"a block's {count} sample lengths add up to {int(ends[-1]) - table_end} bytes, "
             f"it holds {len(data) - table_end}"
         )
-    starts = [table_end, *ends[:-1].tolist()]
-    view = memoryview(data)
-    return [bytes(view[a:b]) for a, b in zip(starts, ends.tolist(), strict=True)]
+    starts = np.empty_like(ends)
+    starts[:1] = table_end
+    starts[1:] = ends[:-1]
+    return starts, ends
 
 
 @dataclass(slots=True)

@@ -6,8 +6,9 @@ a block, schemas/shards.py for the manifest and the block table; 1.x shards, one
     tar.py      the tar framing, written deterministically (the same samples, the same bytes)
     write.py    samples → a shard's bytes, its manifest entry and its block table
                 (`encode_shard`, `block_table_file`), what `pipelines.beam.shards` stores
-    read.py     the readers and their checks: `read_verified_samples` (every block's sha256
-                checked before its samples are used), `iter_tar_samples`, `ShardReadError`
+    read.py     the readers and their checks: `read_verified_samples` and
+                `read_verified_blocks` (every block's sha256 checked before its samples
+                are used), `iter_tar_samples`, `iter_tar_blocks`, `ShardReadError`
     source.py   a shards directory, its manifest.json or shard URLs → the shard list of one
                 sequence length's split (`open_source`), what the trainer and `inspect` open
 
@@ -17,9 +18,12 @@ renames it, so a reader listing the directory never sees a partial shard.
 
 from pipelines.io.shards.read import (
     RangeOpener,
+    SampleBlock,
     ShardReadError,
+    iter_tar_blocks,
     iter_tar_samples,
     load_blocks,
+    read_verified_blocks,
     read_verified_samples,
 )
 from pipelines.io.shards.tar import tar_archive, tar_member, ustar_header
@@ -27,11 +31,14 @@ from pipelines.io.shards.write import block_table_file, encode_shard, tar_bytes
 
 __all__ = [
     "RangeOpener",
+    "SampleBlock",
     "ShardReadError",
     "block_table_file",
     "encode_shard",
+    "iter_tar_blocks",
     "iter_tar_samples",
     "load_blocks",
+    "read_verified_blocks",
     "read_verified_samples",
     "tar_archive",
     "tar_bytes",

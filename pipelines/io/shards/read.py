@@ -1,7 +1,9 @@
 """Reading shards: `read_verified_samples` is how the trainer and `inspect` read: the
 block table first (its exact recorded bytes, its sha256 checked), then by byte range, block
 by block, each block's samples released only after its sha256 matched the table, and never a
-byte past what the manifest and table record. The plain stream reader, `iter_tar_samples`,
+byte past what the manifest and table record (`read_verified_blocks` hands out the verified
+blocks as they are, a SampleBlock each: its bytes and where its samples lie in them, which
+is what the training loader holds). The plain stream reader, `iter_tar_samples`,
 turns a truncated or corrupt tar into a `ShardReadError` that names the shard and the last
 good sample; it reads 2.x shards (a member per block of samples) and 1.x shards (a member
 per sample).
@@ -12,7 +14,9 @@ from __future__ import annotations
 import hashlib
 import io
 from collections.abc import Callable, Iterator
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
+
+import numpy as np
 
 from pipelines.io.shards.tar import TAR_BLOCK, ZERO_BLOCK
 from pipelines.io.storage import NotAFileError, read_exactly
@@ -21,8 +25,8 @@ from schemas.examples import (
     EXAMPLE_MEMBER,
     MAX_BLOCK_MEMBER_BYTES,
     SAMPLES_MEMBER,
+    sample_bounds,
     sample_key,
-    unpack_samples,
 )
 from schemas.shards import ShardInfo, block_table_path
 
@@ -37,6 +41,32 @@ class ShardReadError(OSError):
 
 
 RangeOpener = Callable[[int, int], BinaryIO]  # (first byte, end byte) → a stream of them
+
+
+class SampleBlock(NamedTuple):
+    """A tar member's samples, kept as the member's bytes. A 2.x block: sample i is
+    data[starts[i]:ends[i]], keyed first + i (`first`: the member's key, a number). A 1.x
+    member is one sample, the whole of `data`, keyed `key` (starts and ends None)."""
+
+    key: str
+    first: int | None
+    data: bytes
+    starts: np.ndarray | None
+    ends: np.ndarray | None
+
+    @property
+    def count(self) -> int:
+        return 1 if self.starts is None else len(self.starts)
+
+    def samples(self) -> Iterator[tuple[str, bytes]]:
+        """`(key, bytes)` of each of its samples, as `iter_tar_samples` yields them."""
+        if self.starts is None or self.ends is None or self.first is None:
+            yield self.key, self.data
+            return
+        view = memoryview(self.data)
+        bounds = zip(self.starts.tolist(), self.ends.tolist(), strict=True)
+        for number, (start, end) in enumerate(bounds, self.first):
+            yield sample_key(number), bytes(view[start:end])
 
 
 def load_blocks(open_table: RangeOpener, name: str, info: ShardInfo) -> ShardInfo:
@@ -85,11 +115,30 @@ def read_verified_samples(
     take: int | None = None,
     open_table: RangeOpener | None = None,
 ) -> Iterator[tuple[str, bytes]]:
-    """Samples [skip, skip + take) of a shard, none released before its bytes are verified.
+    """Samples [skip, skip + take) of a shard as `(key, bytes)`, none released before its
+    block's bytes are verified (`read_verified_blocks`, which says how)."""
+    stop = info.samples if take is None else min(info.samples, skip + take)
+    for first, blocks in read_verified_blocks(open_range, name, info, skip, take, open_table):
+        samples = [sample for block in blocks for sample in block.samples()]
+        yield from samples[max(0, skip - first) : stop - first]
+
+
+def read_verified_blocks(
+    open_range: RangeOpener,
+    name: str,
+    info: ShardInfo,
+    skip: int = 0,
+    take: int | None = None,
+    open_table: RangeOpener | None = None,
+) -> Iterator[tuple[int, list[SampleBlock]]]:
+    """The blocks that hold samples [skip, skip + take) of a shard, each only after its bytes
+    are verified: (the number of its first sample in the shard, its members' SampleBlocks,
+    one for a 2.x block, one a sample for a 1.x block). The caller takes the samples it asked
+    for out of the first and last.
 
     Reads only the blocks that hold the samples, as one byte range from `open_range(start,
     end)`, one block at a time: a block's bytes must be exactly the size and sha256 its
-    block table records, and hold exactly its samples, before any of them is yielded. The
+    block table records, and hold exactly its samples, before any of them is handed out. The
     block table of a 2.1 entry is read first, through `open_table` (`load_blocks`), and only
     when there is something to read; a 1.1 or 2.0 entry lists its blocks inline. A shard
     listed without blocks (a 1.0 manifest) is one block: it is held in memory whole,
@@ -122,15 +171,16 @@ def read_verified_samples(
                     "changed or damaged after writing: rebuild it or restore it from the source"
                 )
             final = span.end == info.bytes  # the last block holds the end-of-archive bytes
-            samples = list(
-                iter_tar_samples(io.BytesIO(data), name, end_of_archive=final, size=len(data))
+            blocks = list(
+                iter_tar_blocks(io.BytesIO(data), name, end_of_archive=final, size=len(data))
             )
-            if len(samples) != span.stop - span.first:
+            held = sum(block.count for block in blocks)
+            if held != span.stop - span.first:
                 raise ShardReadError(
-                    f"{name}: {where} hold {len(samples)} samples, the manifest says "
+                    f"{name}: {where} hold {held} samples, the manifest says "
                     f"{span.stop - span.first}; rebuild the shards"
                 )
-            yield from samples[max(0, skip - span.first) : stop - span.first]
+            yield span.first, blocks
 
 
 def iter_tar_samples(
@@ -140,7 +190,20 @@ def iter_tar_samples(
     end_of_archive: bool = True,
     size: int | None = None,
 ) -> Iterator[tuple[str, bytes]]:
-    """Stream `(key, example bytes)` out of a shard; errors name the shard and position.
+    """Stream `(key, example bytes)` out of a shard (`iter_tar_blocks`, which says how a
+    shard is read and checked): a block's samples keyed first + i."""
+    for block in iter_tar_blocks(stream, name, chunk_bytes, end_of_archive, size):
+        yield from block.samples()
+
+
+def iter_tar_blocks(
+    stream: BinaryIO,
+    name: str,
+    chunk_bytes: int = _READ_BYTES,
+    end_of_archive: bool = True,
+    size: int | None = None,
+) -> Iterator[SampleBlock]:
+    """Stream a shard's members as SampleBlocks; errors name the shard and position.
 
     A ustar reader of its own: the writer's headers are fixed-format, so a member is its
     name, its octal size and its payload, parsed from 1 MiB reads with no TarInfo per member
@@ -218,16 +281,16 @@ def iter_tar_samples(
             )
         if suffix == EXAMPLE_MEMBER:  # a 1.x shard: one sample per member
             last_key = key
-            yield key, data
+            yield SampleBlock(key, None, data, None, None)
             continue
         try:
-            block = unpack_samples(data)
+            starts, ends = sample_bounds(data)
             first = int(key)
         except ValueError as error:  # ExampleDecodeError, or a key that is not a number
             raise ShardReadError(f"{name}: member {member!r}: {error}") from error
-        for number, sample in enumerate(block):
-            last_key = sample_key(first + number)
-            yield last_key, sample
+        if len(starts):
+            last_key = sample_key(first + len(starts) - 1)
+        yield SampleBlock(key, first, data, starts, ends)
 
 
 def _check_member_size(

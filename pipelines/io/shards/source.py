@@ -16,7 +16,12 @@ from dataclasses import dataclass
 
 from pipelines.io import storage
 from pipelines.io.retry import RetryPolicy, open_with_retries, range_opener
-from pipelines.io.shards.read import iter_tar_samples, read_verified_samples
+from pipelines.io.shards.read import (
+    SampleBlock,
+    iter_tar_samples,
+    read_verified_blocks,
+    read_verified_samples,
+)
 from schemas.checks import MAX_RECORD_BYTES
 from schemas.examples import SPLITS
 from schemas.shards import (
@@ -247,3 +252,13 @@ def read_listed_shard(
     opener = range_opener(url, policy)
     table = range_opener(block_table_path(url), policy)
     return read_verified_samples(opener, url, info, skip, take, table)
+
+
+def read_listed_blocks(
+    url: str, info: ShardInfo, skip: int, take: int | None, policy: RetryPolicy
+) -> Iterator[tuple[int, list[SampleBlock]]]:
+    """`read_listed_shard`'s blocks as they are (`read_verified_blocks`): what the training
+    loader holds, the samples left in their blocks' bytes until a batch takes them."""
+    opener = range_opener(url, policy)
+    table = range_opener(block_table_path(url), policy)
+    return read_verified_blocks(opener, url, info, skip, take, table)
