@@ -149,17 +149,17 @@ def test_a_rank_reads_the_blocks_of_its_micro_batches_not_every_block(source, mo
     """Rank r's micro-batches draw on the lanes of its micro indices: each of 4 ranks reads
     about a quarter of the blocks, and the four together little more than all of them
     (a block where two ranks' runs meet is read by both; one across two windows, twice)."""
-    import trainer.data
+    import trainer.samples
 
     reads: list[tuple[str, int]] = []
-    real = trainer.data.read_listed_shard
+    real = trainer.samples.read_listed_blocks
 
     def counting(url, info, skip, take, policy):
         first, last = skip // info.block_samples, (skip + take - 1) // info.block_samples
         reads.extend((url, block) for block in range(first, last + 1))
         return real(url, info, skip, take, policy)
 
-    monkeypatch.setattr(trainer.data, "read_listed_shard", counting)
+    monkeypatch.setattr(trainer.samples, "read_listed_blocks", counting)
     total = sum(-(-size // 4) for size in SIZES)
     per_rank = []
     for rank in range(4):
@@ -169,6 +169,7 @@ def test_a_rank_reads_the_blocks_of_its_micro_batches_not_every_block(source, mo
             pass
         per_rank.append(len(reads))
     print(f"blocks read per rank {per_rank} of {total}")
+    assert min(per_rank) > total * 0.15, (per_rank, total)  # each reads its own share
     assert max(per_rank) < total * 0.45, (per_rank, total)
     assert sum(per_rank) < total * 1.5, (per_rank, total)
 

@@ -20,8 +20,9 @@ from trainer.mix import (
     batch_per_source,
     drawn_per_source,
 )
-from trainer.order import EpochOrder, permutation
-from trainer.splitmix import mix_int
+from trainer.order import EpochOrder, _draws, _ranked, permutation
+from trainer.samples import HeldSamples
+from trainer.splitmix import mix, mix_int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,6 +136,25 @@ def test_the_deal_is_a_permutation_drawn_from_the_seed_and_the_batch():
         assert alone[0].tolist() == sources[row].tolist()
 
 
+@pytest.mark.parametrize("size", [1, 2, 12, 256, 10_000, 70_000])
+def test_a_permutation_ranks_its_draws_as_a_stable_argsort(size):
+    """The draws are ranked by one sort of packed values (index in the low 16 bits), or by
+    the argsort past 2**16 draws: the same indices as a stable argsort either way."""
+    states = mix(np.arange(1, 4, dtype=np.uint64) * np.uint64(0x1234567))
+    draws = _draws(states, size)
+    assert np.array_equal(_ranked(draws), np.argsort(draws, axis=1, kind="stable"))
+
+
+def test_draws_equal_in_their_upper_bits_are_ranked_by_the_whole_draw():
+    # Rows 0 and 2: two draws share their upper 48 bits, and the lower 16 order them (or
+    # the index, for equal draws); row 1 has none.
+    high = 5 << 16
+    draws = np.array(
+        [[high | 3, high | 1, 2, 7 << 16], [9, 8, 7, 6], [high, 1, high, 0]], dtype=np.uint64
+    )
+    assert _ranked(draws).tolist() == [[2, 1, 0, 3], [3, 2, 1, 0], [3, 1, 0, 2]]
+
+
 def test_a_micro_batch_is_its_slots_of_the_global_batch():
     order = MixOrder.of(mix_of(900, 900, weights=(0.7, 0.3)), 12, seed=4)
     sources, ranks = order.slot_sources(30, order.counts(30, 1)[0])
@@ -152,6 +172,12 @@ def test_a_micro_batch_is_its_slots_of_the_global_batch():
     assert at[6:].tolist() == (order.drawn(32)[later_sources] + later_ranks)[:3].tolist()
 
 
+def held_at(offsets: np.ndarray, shard: str) -> HeldSamples:
+    """Samples keyed by their stream offsets, each holding no bytes, from `shard`."""
+    zeros = np.zeros(len(offsets), np.int64)
+    return HeldSamples([b""], [shard], zeros, zeros, zeros, np.asarray(offsets, np.int64))
+
+
 def test_a_source_runs_into_its_next_epoch_in_that_epochs_order():
     # Source a: 50 samples, G = 8: 6 global batches, U = 48 positions an epoch. Positions
     # 46..49 of its stream are positions 46, 47 of epoch 0 and 0, 1 of epoch 1.
@@ -159,17 +185,18 @@ def test_a_source_runs_into_its_next_epoch_in_that_epochs_order():
     order = MixOrder.of(source, 8, seed=3)
     assert order.usable.tolist() == [48, 200]
 
-    def open_reader(number, epoch):  # a sample is (source, epoch, stream offset)
-        return lambda wanted: [(number, epoch, offset) for offset in wanted.tolist()]
+    def open_reader(number, epoch):  # a sample is (stream offset, b"", "source:epoch")
+        return lambda wanted: held_at(wanted, f"{number}:{epoch}")
 
     windows = SourceWindows(source, order, 16, True, 3, open_reader)
-    found, epochs = windows.take(np.zeros(4, np.int64), np.array([46, 47, 48, 49]), np.zeros(2))
+    held, epochs = windows.take(np.zeros(4, np.int64), np.array([46, 47, 48, 49]), np.zeros(2))
+    found = [(shard, key) for key, _, shard in held.pick(slice(None))]
     # The one-source orders of epochs 0 and 1 (windows of 2 global batches, lanes permuted):
     # positions 46, 47 of epoch 0 hold stream offsets 44, 47; positions 0, 1 of epoch 1
     # offsets 0, 2 (of epoch 1's stream: its shards in that epoch's order).
     assert EpochOrder.of(50, 8, 16, True, 3, 0).sources(np.array([46, 47])).tolist() == [44, 47]
     assert EpochOrder.of(50, 8, 16, True, 3, 1).sources(np.array([0, 1])).tolist() == [0, 2]
-    assert found == [(0, 0, 44), (0, 0, 47), (0, 1, 0), (0, 1, 2)]
+    assert found == [("0:0", 44), ("0:0", 47), ("0:1", 0), ("0:1", 2)]
     assert epochs.tolist() == [0, 0, 1, 1]
 
 
@@ -181,7 +208,7 @@ def test_windows_are_read_whole_once_and_let_go_behind_the_floor():
     def open_reader(number, epoch):
         def read(wanted):
             reads.append((number, epoch, wanted.tolist()))
-            return wanted.tolist()
+            return held_at(wanted, "s")
 
         return read
 

@@ -88,10 +88,9 @@ import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 from pipelines.io import storage
-from pipelines.io.retry import ResumingStream, RetryPolicy, range_opener
-from pipelines.io.shards import ShardReadError, iter_tar_samples, load_blocks
+from pipelines.io.retry import ResumingStream, RetryPolicy
+from pipelines.io.shards import ShardReadError, iter_tar_samples
 from pipelines.io.shards.source import read_listed_shard
-from schemas.shards import block_table_path
 from trainer.collate import FixedShape, SampleLimits, collate, pad_batch
 from trainer.masking import DynamicMasking
 from trainer.mix import MixCursor, MixedSource, MixOrder, SourceWindows, check_mix
@@ -114,13 +113,14 @@ from trainer.order import (  # noqa: F401 (worker_batches: evaluation's plan, re
     worker_units,
 )
 from trainer.record_keys import RECORD_KEYS_ENV, KeyRecord  # noqa: F401 (re-exported)
-from trainer.samples import (  # noqa: F401 (RawSample, Decoded: re-exported)
+from trainer.samples import (  # noqa: F401 (RawSample, Decoded, StreamReader: re-exported)
     Decoded,
+    HeldSamples,
     RawSample,
     Sample,
+    StreamReader,
     batch_samples,
     decode_samples,
-    plain_sample,
 )
 
 # The shard list, the first stage, is opened by pipelines/io/shards/source.py (shared with
@@ -180,67 +180,6 @@ def read_samples(
                 )
 
 
-class StreamReader:
-    """Samples of an epoch's stream (its shards concatenated in their epoch order) by their
-    offset in it: of each shard, only the blocks that hold wanted samples, one byte range
-    per run of consecutive blocks, each block verified. A shard's block table is read once
-    per reader (one epoch of one worker). A shard without a manifest is read from its start
-    up to the last sample wanted."""
-
-    def __init__(
-        self,
-        shards: list[ShardEntry],
-        policy: RetryPolicy,
-        verify: bool,
-        make: Callable = plain_sample,
-    ) -> None:
-        self.shards, self.policy, self.verify, self.make = shards, policy, verify, make
-        self.starts = np.cumsum([0, *(shard.samples for shard in shards)])
-        self._loaded: dict[int, ShardEntry] = {}
-
-    def read(self, wanted: np.ndarray) -> list[Sample]:
-        """The samples at `wanted` (sorted, unique stream offsets), in that order."""
-        numbers = np.searchsorted(self.starts, wanted, side="right") - 1
-        shard_numbers, firsts = np.unique(numbers, return_index=True)
-        found: list[Sample] = []
-        for number, local in zip(shard_numbers.tolist(), np.split(wanted, firsts[1:]), strict=True):
-            shard = self._entry(number)
-            local = local - self.starts[number]
-            per_block = shard.samples
-            if self.verify and shard.info is not None and shard.info.blocks:
-                per_block = shard.info.block_samples
-            blocks = local // per_block
-            for run in np.split(local, np.flatnonzero(np.diff(blocks) > 1) + 1):
-                found += self._read_run(shard, run)
-        return found
-
-    def _read_run(self, shard: ShardEntry, run: np.ndarray) -> list[Sample]:
-        lo, hi = int(run[0]), int(run[-1])
-        segment = Segment(shard, lo, hi - lo + 1)
-        samples = read_samples([segment], self.policy, self.verify, self.make)
-        if len(run) == hi - lo + 1:
-            return list(samples)
-        keep = set(run.tolist())
-        return [sample for offset, sample in enumerate(samples, lo) if offset in keep]
-
-    def _entry(self, number: int) -> ShardEntry:
-        """The shard's entry, its block table loaded (and checked) the first time."""
-        entry = self._loaded.get(number)
-        if entry is None:
-            entry = shard = self.shards[number]
-            info = shard.info
-            if (
-                self.verify
-                and info is not None
-                and info.block_table is not None
-                and not info.blocks
-            ):
-                table = range_opener(block_table_path(shard.url), self.policy)
-                entry = ShardEntry(shard.url, shard.samples, load_blocks(table, shard.url, info))
-            self._loaded[number] = entry
-        return entry
-
-
 # --------------------------------------------------------------------------- the streams
 
 
@@ -277,11 +216,11 @@ def _micro_batches(
     items: list[tuple[int, int]],
     window: int,
     reader: StreamReader,
-) -> list[list[Sample]]:
+) -> tuple[HeldSamples, list[np.ndarray]]:
     """The samples of the micro-batches `items` ((global batch, micro index) pairs), read
-    at once; with bucketing (`window` global batches a group) from whole groups, sorted.
-    Plain tuples (`Sample`), decoded a micro-batch at a time, by the caller: a window's
-    samples held decoded would be objects for the garbage collector to go over."""
+    at once and held in their blocks, and each micro-batch's places among them; with
+    bucketing (`window` global batches a group) from whole groups, sorted. The caller makes
+    a micro-batch's samples (`HeldSamples.pick`) just before it decodes them."""
     m = micro_size
     if not window:
         chunks = [micro_positions(order, batch, micro, m) for batch, micro in items]
@@ -295,23 +234,23 @@ def _micro_batches(
             for (_, micro), (first, count) in zip(groups, spans, strict=True)
         ]
     wanted, inverse = np.unique(order.sources(np.concatenate(chunks)), return_inverse=True)
-    samples = reader.read(wanted)
+    held = reader.read(wanted)
     inverse = inverse.reshape(-1)
     if not window:
-        return [[samples[k] for k in inverse[i * m : (i + 1) * m]] for i in range(len(items))]
+        return held, [inverse[i * m : (i + 1) * m] for i in range(len(items))]
     rows: dict[tuple[int, int], tuple[int, np.ndarray]] = {}
     offset = 0
     for (group, micro), (first, count) in zip(groups, spans, strict=True):
         places = inverse[offset : offset + count * m]
-        lengths = [header.n_tokens for _, header in decode_samples(samples[k] for k in places)]
+        lengths = [header.n_tokens for _, header in decode_samples(held.pick(places))]
         chosen = bucket(np.array(lengths), count, bucket_deal(order, group, count))
         rows[group, micro] = (first, places[chosen])
         offset += count * m
     result = []
     for batch, micro in items:
         first, places = rows[batch // window, micro]
-        result.append([samples[k] for k in places[batch - first]])
-    return result
+        result.append(places[batch - first])
+    return held, result
 
 
 def train_stream(
@@ -333,8 +272,9 @@ def train_stream(
     reader = StreamReader(shards, config.retry, config.verify)
     limits = SampleLimits.of(source)
     for items in worker_units(order, share, order.window_batches, start, worker, workers):
-        for samples in _micro_batches(order, config.batch_size, items, window, reader):
-            group = list(decode_samples(samples))
+        held, places = _micro_batches(order, config.batch_size, items, window, reader)
+        for at in places:
+            group = list(decode_samples(held.pick(at)))
             batch = collate(group, limits, config.masking, config.seed, epoch)
             yield batch if config.pad_to is None else pad_batch(batch, config.pad_to)
 
@@ -346,7 +286,7 @@ def mix_reading(source: MixedSource, config: LoaderConfig) -> MixReading:
     """A reader of a mix's samples: where it is in the mix's order, and the windows of the
     sources' orders it holds, each source epoch read by a StreamReader of its shards."""
 
-    def open_reader(number: int, epoch: int) -> Callable[[np.ndarray], list[Sample]]:
+    def open_reader(number: int, epoch: int) -> Callable[[np.ndarray], HeldSamples]:
         shards = epoch_shards(source.sources[number].shards, config.seed, epoch, config.shuffle)
         return StreamReader(shards, config.retry, config.verify).read
 
@@ -380,13 +320,12 @@ def mixed_train_stream(
     for items in worker_units(order, share, unit, start, worker, workers):
         batches, micros = [first + batch for batch, _ in items], [micro for _, micro in items]
         numbers, positions, floor = cursor.micro_batches(batches, micros, m)
-        samples, source_epochs = windows.take(numbers, positions, floor)
-        for at in range(0, len(samples), m):
-            group = list(decode_samples(samples[at : at + m]))
+        held, source_epochs = windows.take(numbers, positions, floor)
+        for at in range(0, len(held), m):
+            group = list(decode_samples(held.pick(slice(at, at + m))))
             mixed = (numbers[at : at + m], source_epochs[at : at + m])
             made = collate(group, limits, config.masking, config.seed, epoch, mixed)
             yield made if config.pad_to is None else pad_batch(made, config.pad_to)
-        del samples, group  # freed before the next unit's windows are read, to be reused
 
 
 def eval_stream(

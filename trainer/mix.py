@@ -40,10 +40,11 @@ samples drawn from each source, and `batch_per_source` into one global batch's c
 of global batches at a time (`MixCursor.micro_batches`: the counts, C_k and the deals of the
 unit's batches at once), and their samples from whole windows of each source's order
 (`SourceWindows`: a window's stream range read once, every block of it, sha256 checked, held
-while the mix draws on it). A source's positions are drawn in order, so a unit's samples of
-a source are one range of its stream, sliced from its windows, and a window lets go of each
-sample once the mix has drawn past it: a mix holds a window of every source at once, and the
-memory held slows every stage of the loader. With one source a rank reads only its lanes of a window
+in its blocks while the mix draws on it, trainer/samples.py). A source's positions are drawn
+in order, so a unit's samples of a source lie in one range of its stream, one window or two,
+and a window is let go once the mix has drawn past it. A mix holds a window of every source
+at once: as blocks' bytes, not an object a sample, since the memory held (and its many small
+objects) slows every stage of the loader. With one source a rank reads only its lanes of a window
 (1/world of the blocks); in a mix the deal of step 3 spreads every micro-batch over the whole
 window, so each rank reads every block of each window it draws on. The windows in progress
 when a run stops are read and partly unused (one a source), and so are those a resumed run
@@ -70,16 +71,16 @@ The API the trainer builds on:
 from __future__ import annotations
 
 import itertools
-import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from pipelines.io.hashing import stable_hash64
 from trainer.order import EpochOrder, permutations
+from trainer.samples import HeldSamples
 from trainer.source import DataConfigError
 from trainer.splitmix import GOLDEN, mix, mix_int
 
@@ -296,17 +297,18 @@ class MixCursor:
         return chosen.ravel(), positions.ravel(), floor
 
 
-# read(sorted stream offsets) → the samples there, in order: a reader of one source epoch's
-# stream (its shards in that epoch's order), opened by open_reader(source number, epoch)
-WindowRead = Callable[[np.ndarray], list[Any]]
+# read(sorted stream offsets) → the samples there, in order, held in their blocks: a reader
+# of one source epoch's stream (its shards in that epoch's order), opened by
+# open_reader(source number, epoch)
+WindowRead = Callable[[np.ndarray], HeldSamples]
 OpenReader = Callable[[int, int], WindowRead]
 
 
 class SourceWindows:
     """Samples of each source by their position in its endless stream of epochs, read a
     whole window of the source's order at a time through a reader of its epoch's stream
-    (`open_reader`: trainer/data.py's StreamReader), held while the mix still draws on it,
-    its samples let go of as the mix draws past them."""
+    (`open_reader`: trainer/data.py's StreamReader), held in its blocks while the mix still
+    draws on it, let go once the mix has drawn past its end."""
 
     def __init__(
         self,
@@ -343,43 +345,53 @@ class SourceWindows:
 
     def take(
         self, sources: np.ndarray, positions: np.ndarray, floor: np.ndarray
-    ) -> tuple[list[Any], np.ndarray]:
-        """The samples at `positions` of sources `sources`, and each one's source epoch;
-        `floor` (K,) the first position any later call can ask for (C_k of the batch), below
-        which held samples are let go."""
+    ) -> tuple[HeldSamples, np.ndarray]:
+        """The samples at `positions` of sources `sources`, in that order, held in their
+        blocks, and each one's source epoch; `floor` (K,) the first position any later call
+        can ask for (C_k of the batch), below which held windows are let go."""
         self._let_go(floor)
         # A source's positions are drawn in order, so those asked here lie in one range of
-        # its stream: its samples there, sliced from the held windows and laid end to end
-        # source after source, then one gather (itemgetter: a C loop) in the asked order.
-        pool: list[Any] = []
-        offsets = np.zeros(len(self.source.sources), dtype=np.int64)
+        # its stream, one window or two: each window's part taken at once, then the parts
+        # put in the asked order.
+        parts: list[HeldSamples] = []
+        slots: list[np.ndarray] = []
         for number in np.unique(sources).tolist():
-            mine = positions[sources == number]
-            low, high = int(mine.min()), int(mine.max()) + 1
-            offsets[number] = len(pool) - low
-            pool += self._span(number, low, high)
-        found = _gather(pool, (positions + offsets[sources]).tolist())
-        return list(found), positions // self.order.usable[sources]
+            mine = np.flatnonzero(sources == number)
+            asked = positions[mine]
+            low, high = int(asked.min()), int(asked.max()) + 1
+            for window in self._windows(number, low, high):
+                inside = mine
+                if window.start > low or window.end < high:
+                    within = (asked >= window.start) & (asked < window.end)
+                    inside, places = mine[within], asked[within] - window.start
+                else:
+                    places = asked - window.start
+                parts.append(window.held.select(window.index[places]))
+                slots.append(inside)
+        joined = HeldSamples.join(parts)
+        if len(slots) > 1:  # joined holds the asked samples part after part: reorder them
+            asked_order = np.empty(len(positions), dtype=np.int64)
+            asked_order[np.concatenate(slots)] = np.arange(len(positions))
+            joined = joined.select(asked_order)
+        return joined, positions // self.order.usable[sources]
 
-    def _span(self, number: int, low: int, high: int) -> list[Any]:
-        """Source `number`'s samples at positions [low, high) of its stream, in order."""
+    def _windows(self, number: int, low: int, high: int) -> list[_Window]:
+        """The windows of source `number` that hold its positions [low, high), in order."""
         size, usable = self.order.global_batch, int(self.order.usable[number])
         window_samples = int(self._window_batches[number]) * size
-        span: list[Any] = []
+        found = []
         while low < high:
             epoch, place = divmod(low, usable)
             first = place - place % window_samples  # the window's first place
             window = self._window(number, epoch, first // size)
-            begin = place - first
-            stop = min(len(window), begin + high - low)
-            span += window[begin:stop]
-            low += stop - begin
-        return span
+            found.append(window)
+            low = window.end
+        return found
 
-    def _window(self, number: int, epoch: int, first: int) -> list[Any]:
-        """The samples of the window of source `number`'s epoch `epoch` that starts at its
-        global batch `first`, in position order: read at once in stream order, then put in
-        the window's order (computed once)."""
+    def _window(self, number: int, epoch: int, first: int) -> _Window:
+        """The window of source `number`'s epoch `epoch` that starts at its global batch
+        `first`: its samples read at once in stream order, held in their blocks, with the
+        window's order (which of them each of its places holds)."""
         held = self._held.get((number, epoch, first))
         if held is None:
             order = self.epoch_order(number, epoch)
@@ -389,42 +401,30 @@ class SourceWindows:
             read = self._readers.get((number, epoch))
             if read is None:
                 read = self._readers[number, epoch] = self.open_reader(number, epoch)
-            samples = list(_gather(read(span), (order.sources(span) - span[0]).tolist()))
             start = epoch * int(self.order.usable[number]) + first * size
-            held = self._held[number, epoch, first] = _Window(samples, start, start + len(span))
-        return held.samples
+            held = self._held[number, epoch, first] = _Window(
+                read(span), order.sources(span) - span[0], start, start + len(span)
+            )
+        return held
 
     def _let_go(self, floor: np.ndarray) -> None:
-        """Drop the windows (and orders) wholly before `floor` in their source's stream, and
-        the samples before it of a window in progress: a source's positions are drawn in
-        order, so a window shrinks as the mix draws on it."""
+        """Drop the windows (and orders) wholly before `floor` in their source's stream."""
         for key, window in list(self._held.items()):
-            below = int(floor[key[0]])
-            if window.end <= below:
+            if window.end <= floor[key[0]]:
                 del self._held[key]
-            elif below - window.start > window.cleared:
-                cut = below - window.start
-                window.samples[window.cleared : cut] = itertools.repeat(None, cut - window.cleared)
-                window.cleared = cut
         for held in (self._orders, self._readers):
             for number, epoch in list(held):
                 if (epoch + 1) * int(self.order.usable[number]) <= floor[number]:
                     del held[number, epoch]
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class _Window:
-    """A held window of a source: its samples in window order (None once drawn), and its
-    stream positions [start, end)."""
+    """A held window of a source: its samples in stream order, held in their blocks; its
+    order (place i of the window holds held sample index[i]); its stream positions
+    [start, end)."""
 
-    samples: list[Any]
+    held: HeldSamples
+    index: np.ndarray
     start: int
     end: int
-    cleared: int = 0  # samples[:cleared] are let go
-
-
-def _gather(items: Sequence[Any], indices: list[int]) -> tuple[Any, ...]:
-    """items[i] for each i of `indices`, as a tuple (itemgetter: one C loop)."""
-    if len(indices) == 1:  # itemgetter of one index returns the item, not a tuple
-        return (items[indices[0]],)
-    return operator.itemgetter(*indices)(items) if indices else ()

@@ -1,14 +1,30 @@
-"""A sample between its read and its batch: the carrier (`RawSample`, `Sample`), its header
-checked (`decode_samples`, schemas/examples.py), evaluation's grouping (`batch_samples`).
-trainer/data.py reads the samples and re-exports these."""
+"""A sample between its read and its batch: the carrier (`RawSample`, `Sample`), what the
+training loader holds until a batch takes them (`HeldSamples`, read by `StreamReader`), the
+header checked (`decode_samples`, schemas/examples.py), evaluation's grouping
+(`batch_samples`). trainer/data.py re-exports these.
+
+**Held as blocks.** A training read (a window of the epoch's order, thousands of samples)
+keeps the samples in the bytes of the blocks they came in, with where each one lies in them:
+a few numpy arrays, no object per sample. A sample's (key, bytes, shard) tuple is made by
+`HeldSamples.pick` just before its micro-batch is decoded, in the order the batch takes them,
+and let go with the batch: the many small objects of a window are never all alive at once.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import os
+from collections.abc import Iterable, Iterator, Sequence
 from typing import NamedTuple
 
-from pipelines.io.shards import ShardReadError
+import numpy as np
+
+from pipelines.io import storage
+from pipelines.io.retry import ResumingStream, RetryPolicy, range_opener
+from pipelines.io.shards import SampleBlock, ShardReadError, iter_tar_blocks, load_blocks
+from pipelines.io.shards.source import read_listed_blocks
 from schemas.examples import ExampleDecodeError, ExampleHeader, read_header
+from schemas.shards import block_table_path
+from trainer.source import ShardEntry
 
 
 class RawSample(NamedTuple):
@@ -63,3 +79,169 @@ def batch_samples(
                 return
     if group and made < batches:
         yield group
+
+
+class HeldSamples:
+    """Samples held in their blocks' bytes: sample i is (keys[i],
+    blocks[owner[i]][starts[i]:ends[i]], shards[owner[i]]). `pick` makes those tuples;
+    `select` and `join` reorder and combine without making any."""
+
+    __slots__ = ("blocks", "ends", "keys", "owner", "shards", "starts")
+
+    def __init__(
+        self,
+        blocks: list[bytes],
+        shards: list[str],
+        owner: np.ndarray,
+        starts: np.ndarray,
+        ends: np.ndarray,
+        keys: np.ndarray,
+    ) -> None:
+        self.blocks, self.shards = blocks, shards  # one each a block
+        self.owner, self.starts, self.ends, self.keys = owner, starts, ends, keys
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def pick(self, at: np.ndarray | slice) -> list[Sample]:
+        """The samples at `at` (indices or a slice), as (key, bytes, shard) tuples."""
+        blocks, shards = self.blocks, self.shards
+        return [
+            (key, blocks[block][start:end], shards[block])
+            for key, block, start, end in zip(
+                self.keys[at].tolist(),
+                self.owner[at].tolist(),
+                self.starts[at].tolist(),
+                self.ends[at].tolist(),
+                strict=True,
+            )
+        ]
+
+    def select(self, at: np.ndarray) -> HeldSamples:
+        """The samples at `at`, in that order: the same blocks, held as they are."""
+        return HeldSamples(
+            self.blocks, self.shards, self.owner[at], self.starts[at], self.ends[at], self.keys[at]
+        )
+
+    @staticmethod
+    def join(parts: Sequence[HeldSamples]) -> HeldSamples:
+        """The parts' samples, one after the other."""
+        if len(parts) == 1:
+            return parts[0]
+        bases = np.cumsum([0, *(len(part.blocks) for part in parts[:-1])])
+        return HeldSamples(
+            [block for part in parts for block in part.blocks],
+            [shard for part in parts for shard in part.shards],
+            np.concatenate([part.owner + base for part, base in zip(parts, bases, strict=True)]),
+            np.concatenate([part.starts for part in parts]),
+            np.concatenate([part.ends for part in parts]),
+            np.concatenate([part.keys for part in parts]),
+        )
+
+
+class _Holding:
+    """HeldSamples in the making: the wanted samples of each block, as the blocks come."""
+
+    def __init__(self) -> None:
+        self.blocks: list[bytes] = []
+        self.shards: list[str] = []
+        self.parts: list[tuple[np.ndarray, ...]] = []
+
+    def add(self, block: SampleBlock, shard: str, first: int, wanted: np.ndarray) -> None:
+        """Take the samples at `wanted` (sorted offsets in the shard) that `block` (its first
+        sample at offset `first` of the shard) holds."""
+        low, high = np.searchsorted(wanted, (first, first + block.count))
+        if low == high:
+            return
+        chosen = wanted[low:high] - first
+        owner = np.full(len(chosen), len(self.blocks), dtype=np.int64)
+        if block.starts is None or block.ends is None or block.first is None:  # 1.x: a sample
+            starts, ends = np.zeros(1, np.int64), np.full(1, len(block.data), np.int64)
+            keys = np.full(1, int(block.key), np.int64)
+        else:
+            starts, ends = block.starts[chosen], block.ends[chosen]
+            keys = chosen + block.first
+        self.blocks.append(block.data)
+        self.shards.append(shard)
+        self.parts.append((owner, starts, ends, keys))
+
+    def held(self) -> HeldSamples:
+        if not self.parts:
+            empty = np.zeros(0, np.int64)
+            return HeldSamples([], [], empty, empty, empty, empty)
+        columns = zip(*self.parts, strict=True)
+        owner, starts, ends, keys = (np.concatenate(column) for column in columns)
+        return HeldSamples(self.blocks, self.shards, owner, starts, ends, keys)
+
+
+class StreamReader:
+    """Samples of an epoch's stream (its shards concatenated in their epoch order) by their
+    offset in it: of each shard, only the blocks that hold wanted samples, one byte range
+    per run of consecutive blocks, each block verified. A shard's block table is read once
+    per reader (one epoch of one worker). A shard without a manifest is read from its start
+    up to the last sample wanted."""
+
+    def __init__(self, shards: list[ShardEntry], policy: RetryPolicy, verify: bool) -> None:
+        self.shards, self.policy, self.verify = shards, policy, verify
+        self.starts = np.cumsum([0, *(shard.samples for shard in shards)])
+        self._loaded: dict[int, ShardEntry] = {}
+
+    def read(self, wanted: np.ndarray) -> HeldSamples:
+        """The samples at `wanted` (sorted, unique stream offsets), in that order, held in
+        their blocks."""
+        numbers = np.searchsorted(self.starts, wanted, side="right") - 1
+        shard_numbers, firsts = np.unique(numbers, return_index=True)
+        into = _Holding()
+        for number, local in zip(shard_numbers.tolist(), np.split(wanted, firsts[1:]), strict=True):
+            shard = self._entry(number)
+            local = local - self.starts[number]
+            per_block = shard.samples
+            if self.verify and shard.info is not None and shard.info.blocks:
+                per_block = shard.info.block_samples
+            blocks = local // per_block
+            for run in np.split(local, np.flatnonzero(np.diff(blocks) > 1) + 1):
+                for first, block in self._blocks(shard, int(run[0]), int(run[-1]) + 1):
+                    into.add(block, shard.url, first, run)
+        return into.held()
+
+    def _blocks(self, shard: ShardEntry, low: int, high: int) -> Iterator[tuple[int, SampleBlock]]:
+        """The blocks that hold the shard's samples [low, high), each with the offset of its
+        first sample: verified ones by byte range, else the stream from the start."""
+        if self.verify and shard.info is not None:
+            listed = read_listed_blocks(shard.url, shard.info, low, high - low, self.policy)
+            for first, blocks in listed:
+                for block in blocks:
+                    yield first, block
+                    first += block.count
+            return
+        size = shard.bytes
+        if size is None and not storage.is_url(shard.url):
+            size = os.path.getsize(shard.url)  # bounds what a tar header may claim
+        with ResumingStream(shard.url, size, self.policy) as stream:
+            first = 0
+            for block in iter_tar_blocks(stream, shard.url, size=size):
+                yield first, block
+                first += block.count
+                if first >= high:
+                    return
+        raise ShardReadError(
+            f"{shard.url}: {first} samples, the manifest says {shard.samples}; the "
+            "shard was changed after the manifest was written: rebuild it"
+        )
+
+    def _entry(self, number: int) -> ShardEntry:
+        """The shard's entry, its block table loaded (and checked) the first time."""
+        entry = self._loaded.get(number)
+        if entry is None:
+            entry = shard = self.shards[number]
+            info = shard.info
+            if (
+                self.verify
+                and info is not None
+                and info.block_table is not None
+                and not info.blocks
+            ):
+                table = range_opener(block_table_path(shard.url), self.policy)
+                entry = ShardEntry(shard.url, shard.samples, load_blocks(table, shard.url, info))
+            self._loaded[number] = entry
+        return entry
