@@ -89,13 +89,33 @@ def _draws(states: np.ndarray, size: int) -> np.ndarray:
 
 def permutation(key: int, size: int) -> np.ndarray:
     """A permutation of range(size) drawn from `key` alone (int64)."""
-    return np.argsort(_draws(np.array([_stream(key)]), size)[0], kind="stable")
+    return _ranked(_draws(np.array([_stream(key)]), size))[0]
 
 
 def permutations(keys: np.ndarray, size: int) -> np.ndarray:
     """(len(keys), size): row i is `permutation(keys[i], size)`, drawn at once."""
     states = mix(np.asarray(keys, dtype=np.uint64).copy())
-    return np.argsort(_draws(states, size), axis=1, kind="stable")
+    return _ranked(_draws(states, size))
+
+
+_INDEX_BITS = 16  # a row of up to 65,536 draws is ranked by one sort of packed values
+
+
+def _ranked(draws: np.ndarray) -> np.ndarray:
+    """Each row's stable argsort (int64), the same indices `np.argsort(kind="stable")` gives.
+    A row of at most 2**16 draws sorts its values with their index in the low 16 bits (a
+    value sort, several times quicker than an argsort), exact unless two draws agree on
+    their upper 48 bits: such a row (one in about 2**33 at 256) is ranked by the argsort."""
+    size = draws.shape[1]
+    if size > 1 << _INDEX_BITS:
+        return np.argsort(draws, axis=1, kind="stable")
+    low = np.uint64((1 << _INDEX_BITS) - 1)
+    packed = np.sort((draws & ~low) | np.arange(size, dtype=np.uint64), axis=1)
+    ranks = (packed & low).astype(np.int64)
+    upper = packed >> np.uint64(_INDEX_BITS)
+    for row in np.flatnonzero((upper[:, 1:] == upper[:, :-1]).any(axis=1)).tolist():
+        ranks[row] = np.argsort(draws[row], kind="stable")
+    return ranks
 
 
 def epoch_shards(shards: Iterable, seed: int, epoch: int, shuffle: bool) -> list:
