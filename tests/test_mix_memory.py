@@ -141,3 +141,25 @@ def test_held_samples_join_in_order_with_their_own_blocks():
         (12, b"efg", "s10"),
         (1, b"c", "s0"),
     ]
+
+
+def test_a_read_takes_the_wanted_samples_of_blocks_and_single_sample_members():
+    """The samples wanted of what a verified span holds: a block of three (offsets 0-2),
+    then two 1.x members of one sample each (offsets 3 and 4), in one list."""
+    from trainer.samples import _Holding
+
+    block = SampleBlock("7", 7, b"xxAAbbbC", np.array([2, 4, 7]), np.array([4, 7, 8]))
+    members = [
+        SampleBlock("12", None, b"dd", None, None),
+        SampleBlock("13", None, b"e", None, None),
+    ]
+    holding = _Holding()
+    holding.add([block, *members], "s.tar", 0, np.array([0, 2, 4]))
+    holding.add(members, "t.tar", 5, np.array([5, 6]))  # offsets 5 and 6: both members
+    assert holding.held().pick(slice(None)) == [
+        (7, b"AA", "s.tar"),
+        (9, b"C", "s.tar"),
+        (13, b"e", "s.tar"),
+        (12, b"dd", "t.tar"),
+        (13, b"e", "t.tar"),
+    ]

@@ -147,23 +147,43 @@ class _Holding:
         self.shards: list[str] = []
         self.parts: list[tuple[np.ndarray, ...]] = []
 
-    def add(self, block: SampleBlock, shard: str, first: int, wanted: np.ndarray) -> None:
-        """Take the samples at `wanted` (sorted offsets in the shard) that `block` (its first
-        sample at offset `first` of the shard) holds."""
-        low, high = np.searchsorted(wanted, (first, first + block.count))
-        if low == high:
+    def add(self, blocks: list[SampleBlock], shard: str, first: int, wanted: np.ndarray) -> None:
+        """Take the samples at `wanted` (sorted offsets in the shard) that `blocks` hold, the
+        first of them at offset `first` of the shard."""
+        if all(block.starts is None for block in blocks):  # 1.x members: a sample each
+            self._add_members(blocks, shard, first, wanted)
             return
-        chosen = wanted[low:high] - first
-        owner = np.full(len(chosen), len(self.blocks), dtype=np.int64)
-        if block.starts is None or block.ends is None or block.first is None:  # 1.x: a sample
-            starts, ends = np.zeros(1, np.int64), np.full(1, len(block.data), np.int64)
-            keys = np.full(1, int(block.key), np.int64)
-        else:
-            starts, ends = block.starts[chosen], block.ends[chosen]
-            keys = chosen + block.first
-        self.blocks.append(block.data)
-        self.shards.append(shard)
-        self.parts.append((owner, starts, ends, keys))
+        for block in blocks:
+            if block.starts is None or block.ends is None or block.first is None:
+                self._add_members([block], shard, first, wanted)
+                first += 1
+                continue
+            count = len(block.starts)
+            low, high = np.searchsorted(wanted, (first, first + count))
+            if low < high:
+                chosen = wanted[low:high] - first
+                owner = np.full(len(chosen), len(self.blocks), dtype=np.int64)
+                keys = chosen + block.first
+                self.parts.append((owner, block.starts[chosen], block.ends[chosen], keys))
+                self.blocks.append(block.data)
+                self.shards.append(shard)
+            first += count
+
+    def _add_members(
+        self, members: list[SampleBlock], shard: str, first: int, wanted: np.ndarray
+    ) -> None:
+        """1.x members, one sample each: the wanted ones, each its own block."""
+        low, high = np.searchsorted(wanted, (first, first + len(members)))
+        taken = [members[i] for i in (wanted[low:high] - first).tolist()]
+        if not taken:
+            return
+        count = len(taken)
+        owner = np.arange(len(self.blocks), len(self.blocks) + count, dtype=np.int64)
+        ends = np.array([len(member.data) for member in taken], np.int64)
+        keys = np.array([int(member.key) for member in taken], np.int64)
+        self.parts.append((owner, np.zeros(count, np.int64), ends, keys))
+        self.blocks += [member.data for member in taken]
+        self.shards += [shard] * count
 
     def held(self) -> HeldSamples:
         if not self.parts:
@@ -200,19 +220,18 @@ class StreamReader:
                 per_block = shard.info.block_samples
             blocks = local // per_block
             for run in np.split(local, np.flatnonzero(np.diff(blocks) > 1) + 1):
-                for first, block in self._blocks(shard, int(run[0]), int(run[-1]) + 1):
-                    into.add(block, shard.url, first, run)
+                for first, members in self._blocks(shard, int(run[0]), int(run[-1]) + 1):
+                    into.add(members, shard.url, first, run)
         return into.held()
 
-    def _blocks(self, shard: ShardEntry, low: int, high: int) -> Iterator[tuple[int, SampleBlock]]:
-        """The blocks that hold the shard's samples [low, high), each with the offset of its
-        first sample: verified ones by byte range, else the stream from the start."""
+    def _blocks(
+        self, shard: ShardEntry, low: int, high: int
+    ) -> Iterator[tuple[int, list[SampleBlock]]]:
+        """The blocks that hold the shard's samples [low, high), a list at a time with the
+        offset of its first sample: verified ones by byte range, a verified block at a time,
+        else from the stream from the start."""
         if self.verify and shard.info is not None:
-            listed = read_listed_blocks(shard.url, shard.info, low, high - low, self.policy)
-            for first, blocks in listed:
-                for block in blocks:
-                    yield first, block
-                    first += block.count
+            yield from read_listed_blocks(shard.url, shard.info, low, high - low, self.policy)
             return
         size = shard.bytes
         if size is None and not storage.is_url(shard.url):
@@ -220,7 +239,7 @@ class StreamReader:
         with ResumingStream(shard.url, size, self.policy) as stream:
             first = 0
             for block in iter_tar_blocks(stream, shard.url, size=size):
-                yield first, block
+                yield first, [block]
                 first += block.count
                 if first >= high:
                     return

@@ -11,6 +11,7 @@ per sample).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 from collections.abc import Callable, Iterator
@@ -58,15 +59,23 @@ class SampleBlock(NamedTuple):
     def count(self) -> int:
         return 1 if self.starts is None else len(self.starts)
 
-    def samples(self) -> Iterator[tuple[str, bytes]]:
+    def samples(self) -> list[tuple[str, bytes]]:
         """`(key, bytes)` of each of its samples, as `iter_tar_samples` yields them."""
-        if self.starts is None or self.ends is None or self.first is None:
-            yield self.key, self.data
-            return
-        view = memoryview(self.data)
-        bounds = zip(self.starts.tolist(), self.ends.tolist(), strict=True)
-        for number, (start, end) in enumerate(bounds, self.first):
-            yield sample_key(number), bytes(view[start:end])
+        return _samples(self)
+
+
+# SampleBlock(*fields) without the Python-level __new__ a NamedTuple has: the tar reader
+# makes one a member, and a 1.x shard has a member a sample.
+_block_of = functools.partial(tuple.__new__, SampleBlock)
+
+
+def _samples(member: SampleBlock) -> list[tuple[str, bytes]]:
+    key, first, data, starts, ends = member
+    if starts is None or ends is None or first is None:
+        return [(key, data)]
+    keys = map(sample_key, range(first, first + len(starts)))
+    samples = [data[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
+    return list(zip(keys, samples, strict=True))
 
 
 def load_blocks(open_table: RangeOpener, name: str, info: ShardInfo) -> ShardInfo:
@@ -174,7 +183,7 @@ def read_verified_blocks(
             blocks = list(
                 iter_tar_blocks(io.BytesIO(data), name, end_of_archive=final, size=len(data))
             )
-            held = sum(block.count for block in blocks)
+            held = sum(1 if block.starts is None else len(block.starts) for block in blocks)
             if held != span.stop - span.first:
                 raise ShardReadError(
                     f"{name}: {where} hold {held} samples, the manifest says "
@@ -192,8 +201,11 @@ def iter_tar_samples(
 ) -> Iterator[tuple[str, bytes]]:
     """Stream `(key, example bytes)` out of a shard (`iter_tar_blocks`, which says how a
     shard is read and checked): a block's samples keyed first + i."""
-    for block in iter_tar_blocks(stream, name, chunk_bytes, end_of_archive, size):
-        yield from block.samples()
+    for member in _members(stream, name, chunk_bytes, end_of_archive, size):
+        if member.starts is None:  # a 1.x member: one sample
+            yield member.key, member.data
+        else:
+            yield from _samples(member)
 
 
 def iter_tar_blocks(
@@ -211,7 +223,7 @@ def iter_tar_blocks(
     end-of-archive blocks, so a shard cut anywhere, even exactly at a member boundary
     (which tarfile accepts as a complete archive), is an error. pax headers are skipped;
     anything else that is not a regular `KEY.examples.bin` block (or a 1.x `KEY.example.bin`
-    sample) is refused; a block yields its samples, keyed first key + i. With
+    sample) is refused; a block's samples are keyed first key + i. With
     `end_of_archive=False` (a block from the middle of a shard) the stream may instead end
     exactly after a member.
 
@@ -221,6 +233,17 @@ def iter_tar_blocks(
     or block that claims more is an error naming the shard, the member and its byte, so memory
     follows the bytes there are, never what a header claims.
     """
+    return _members(stream, name, chunk_bytes, end_of_archive, size)
+
+
+def _members(
+    stream: BinaryIO,
+    name: str,
+    chunk_bytes: int,
+    end_of_archive: bool,
+    size: int | None,
+) -> Iterator[SampleBlock]:
+    """`iter_tar_blocks`, its generator."""
     buffer = b""
     offset = 0
     read = 0  # bytes taken from the stream, for the error messages
@@ -281,7 +304,7 @@ def iter_tar_blocks(
             )
         if suffix == EXAMPLE_MEMBER:  # a 1.x shard: one sample per member
             last_key = key
-            yield SampleBlock(key, None, data, None, None)
+            yield _block_of((key, None, data, None, None))
             continue
         try:
             starts, ends = sample_bounds(data)
@@ -290,7 +313,7 @@ def iter_tar_blocks(
             raise ShardReadError(f"{name}: member {member!r}: {error}") from error
         if len(starts):
             last_key = sample_key(first + len(starts) - 1)
-        yield SampleBlock(key, first, data, starts, ends)
+        yield _block_of((key, first, data, starts, ends))
 
 
 def _check_member_size(
