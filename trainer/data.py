@@ -14,7 +14,9 @@ The stages of training, each a small function, in the order a sample goes throug
     StreamReader             read the samples those positions hold: only the blocks that
                              hold them, by byte range, each block's sha256 (from the
                              shard's block table, itself checked) matched before any of its
-                             samples goes on (own ustar reader, transient errors retried)
+                             samples goes on (own ustar reader, transient errors retried);
+                             held in their blocks' bytes (HeldSamples, trainer/samples.py),
+                             a micro-batch's samples made just before it is decoded
     decode_samples           check each sample's header (trainer/samples.py)
     bucket                   (--bucket-window W) sort each group of W global batches'
                              samples of one micro index by length (trainer/order.py)

@@ -35,17 +35,12 @@ class RawSample(NamedTuple):
     shard: str
 
 
-# A sample (key, bytes, shard): a RawSample, or the plain tuple the training loader holds,
-# which the garbage collector stops tracking at its first pass (a RawSample, a tuple
-# subclass, it goes over in every full collection while held). Decoding and collating index
-# it, so either kind goes through them as it is.
+# A sample (key, bytes, shard): a RawSample, or the plain tuple `HeldSamples.pick` makes for
+# a training micro-batch (untracked by the garbage collector after its first pass, where a
+# RawSample, a tuple subclass, is gone over in every full collection). Decoding and
+# collating index it, so either kind goes through them as it is.
 Sample = tuple[int, bytes, str]
 Decoded = tuple[Sample, ExampleHeader]
-
-
-def plain_sample(index: int, data: bytes, shard: str) -> Sample:
-    """The training loader's sample (`Sample`): a plain tuple."""
-    return index, data, shard
 
 
 def decode_samples(samples: Iterable[Sample]) -> Iterator[Decoded]:
