@@ -81,7 +81,6 @@ from __future__ import annotations
 import argparse
 import functools
 import logging
-import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -89,10 +88,7 @@ import numpy as np
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
-from pipelines.io import storage
-from pipelines.io.retry import ResumingStream, RetryPolicy
-from pipelines.io.shards import ShardReadError, iter_tar_samples
-from pipelines.io.shards.source import read_listed_shard
+from pipelines.io.retry import RetryPolicy
 from trainer.collate import FixedShape, SampleLimits, collate, pad_batch
 from trainer.masking import DynamicMasking
 from trainer.mix import MixCursor, MixedSource, MixOrder, SourceWindows, check_mix
@@ -123,6 +119,7 @@ from trainer.samples import (  # noqa: F401 (RawSample, Decoded, StreamReader: r
     StreamReader,
     batch_samples,
     decode_samples,
+    shard_blocks,
 )
 
 # The shard list, the first stage, is opened by pipelines/io/shards/source.py (shared with
@@ -149,37 +146,16 @@ def read_samples(
     verify: bool = True,
     make: Callable = RawSample,
 ) -> Iterator[Sample]:
-    """Stream the segments' samples, each only after the sha256 of its block matched.
-
-    A shard the manifest lists is read by byte range, just the blocks the segment needs,
-    after its block table (`read_listed_shard`; a table loaded already is not read again);
-    a shard named without a manifest has nothing to be checked against and streams as it is
-    (`open_source` warned about it).
-    """
+    """Stream the segments' samples one by one, each only after the sha256 of its block
+    matched (`shard_blocks`, which says how a shard is read)."""
     for segment in segments:
-        shard = segment.shard
-        if verify and shard.info is not None:
-            samples = read_listed_shard(shard.url, shard.info, segment.skip, segment.take, policy)
-            for key, data in samples:
-                yield make(int(key), data, shard.url)
-            continue
-        size = shard.bytes
-        if size is None and not storage.is_url(shard.url):
-            size = os.path.getsize(shard.url)  # bounds what a tar header may claim
-        with ResumingStream(shard.url, size, policy) as stream:
-            stop = segment.skip + segment.take
-            count = 0
-            for key, data in iter_tar_samples(stream, shard.url, size=size):
-                if count >= segment.skip:
-                    yield make(int(key), data, shard.url)
-                count += 1
-                if count == stop:
-                    break
-            if count < stop:
-                raise ShardReadError(
-                    f"{shard.url}: {count} samples, the manifest says {shard.samples}; the "
-                    "shard was changed after the manifest was written: rebuild it"
-                )
+        url, stop = segment.shard.url, segment.skip + segment.take
+        for first, blocks in shard_blocks(segment.shard, segment.skip, stop, policy, verify):
+            for block in blocks:
+                wanted = block.samples()[max(0, segment.skip - first) : stop - first]
+                for key, data in wanted:
+                    yield make(int(key), data, url)
+                first += block.count
 
 
 # --------------------------------------------------------------------------- the streams

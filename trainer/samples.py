@@ -215,33 +215,10 @@ class StreamReader:
                 per_block = shard.info.block_samples
             blocks = local // per_block
             for run in np.split(local, np.flatnonzero(np.diff(blocks) > 1) + 1):
-                for first, members in self._blocks(shard, int(run[0]), int(run[-1]) + 1):
+                low, high = int(run[0]), int(run[-1]) + 1
+                for first, members in shard_blocks(shard, low, high, self.policy, self.verify):
                     into.add(members, shard.url, first, run)
         return into.held()
-
-    def _blocks(
-        self, shard: ShardEntry, low: int, high: int
-    ) -> Iterator[tuple[int, list[SampleBlock]]]:
-        """The blocks that hold the shard's samples [low, high), a list at a time with the
-        offset of its first sample: verified ones by byte range, a verified block at a time,
-        else from the stream from the start."""
-        if self.verify and shard.info is not None:
-            yield from read_listed_blocks(shard.url, shard.info, low, high - low, self.policy)
-            return
-        size = shard.bytes
-        if size is None and not storage.is_url(shard.url):
-            size = os.path.getsize(shard.url)  # bounds what a tar header may claim
-        with ResumingStream(shard.url, size, self.policy) as stream:
-            first = 0
-            for block in iter_tar_blocks(stream, shard.url, size=size):
-                yield first, [block]
-                first += block.count
-                if first >= high:
-                    return
-        raise ShardReadError(
-            f"{shard.url}: {first} samples, the manifest says {shard.samples}; the "
-            "shard was changed after the manifest was written: rebuild it"
-        )
 
     def _entry(self, number: int) -> ShardEntry:
         """The shard's entry, its block table loaded (and checked) the first time."""
@@ -259,3 +236,30 @@ class StreamReader:
                 entry = ShardEntry(shard.url, shard.samples, load_blocks(table, shard.url, info))
             self._loaded[number] = entry
         return entry
+
+
+def shard_blocks(
+    shard: ShardEntry, low: int, high: int, policy: RetryPolicy, verify: bool = True
+) -> Iterator[tuple[int, list[SampleBlock]]]:
+    """The blocks that hold the shard's samples [low, high), a list at a time with the offset
+    of its first sample in the shard. A shard the manifest lists (`verify`) is read by byte
+    range, a verified block at a time (`read_listed_blocks`, after its block table; a table
+    loaded already is not read again); a shard named without a manifest has nothing to be
+    checked against and streams from its start (`open_source` warned about it)."""
+    if verify and shard.info is not None:
+        yield from read_listed_blocks(shard.url, shard.info, low, high - low, policy)
+        return
+    size = shard.bytes
+    if size is None and not storage.is_url(shard.url):
+        size = os.path.getsize(shard.url)  # bounds what a tar header may claim
+    with ResumingStream(shard.url, size, policy) as stream:
+        first = 0
+        for block in iter_tar_blocks(stream, shard.url, size=size):
+            yield first, [block]
+            first += block.count
+            if first >= high:
+                return
+    raise ShardReadError(
+        f"{shard.url}: {first} samples, the manifest says {shard.samples}; the "
+        "shard was changed after the manifest was written: rebuild it"
+    )
