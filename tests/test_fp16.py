@@ -7,7 +7,6 @@ a CPU, so the runs here are micro-batches of 2 for a few steps."""
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 import subprocess
 import warnings
@@ -20,6 +19,7 @@ from tests.support.fp16_trainer import OVERFLOWING_SCALE
 from tests.support.torchrun import torchrun_env, torchrun_trainer
 from tests.test_precision import COMMON
 from tests.test_step_syncs import HOST_READS, OpCounter
+from tests.test_train import metrics
 from trainer import distributed, precision, train
 from trainer.model import BertForPreTraining, config_for
 from trainer.optim import build_optimizer, warmup_decay_schedule
@@ -41,12 +41,6 @@ SMALL = [
     "--checkpoint-every",
     "100",
 ]
-
-
-def rows(run_dir) -> dict[int, dict]:
-    """step → the last train row (a resumed run appends)."""
-    records = map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines())
-    return {r["step"]: r for r in records if r["kind"] == "train"}
 
 
 def literal_model_and_batch() -> tuple[BertForPreTraining, tuple[torch.Tensor, ...]]:
@@ -174,7 +168,7 @@ def test_skipped_steps_are_logged_and_an_fp16_run_resumes_exactly(
     whole, parts = tmp_path / "whole", tmp_path / "parts"
     with caplog.at_level(logging.WARNING, logger="bertkit.train"):
         assert train.run([*flags, "--output", str(whole)]) == 0
-    expected = rows(whole)
+    expected = metrics(whole)
     assert [expected[s]["skipped_steps"] for s in range(1, 6)] == [1, 1, 1, 0, 0]
     assert [expected[s]["loss_scale"] for s in range(1, 6)] == [2.0**19, 2.0**18] + [2.0**17] * 3
     # A skipped step is a step: the schedule (warmup 1, linear decay over 5) steps past it.
@@ -192,7 +186,7 @@ def test_skipped_steps_are_logged_and_an_fp16_run_resumes_exactly(
     saved = load_checkpoint(latest_checkpoint(parts / "checkpoints"))  # weights_only=True
     assert saved[CheckpointKey.GRAD_SCALER]["scale"] == 2.0**18
     assert train.run([*flags, "--output", str(parts), "--resume"]) == 0
-    resumed = rows(parts)
+    resumed = metrics(parts)
     for field in ("loss", "loss_scale", "skipped_steps", "lr"):
         assert [resumed[s][field] for s in range(1, 6)] == [expected[s][field] for s in range(1, 6)]
     a = load_checkpoint(latest_checkpoint(whole / "checkpoints"))
@@ -227,8 +221,8 @@ def test_a_bf16_or_fp32_run_goes_on_in_fp16_with_a_fresh_scale(
         f"--resume: {tmp_path}/r/checkpoints/step-00000001.pt was not trained in fp16; its "
         "fp16 loss scale starts at 65536" in caplog.messages
     )
-    assert rows(tmp_path / "r")[2]["loss_scale"] == 65536.0
-    assert "loss_scale" not in rows(tmp_path / "r")[1]  # the fp32 row has no such field
+    assert metrics(tmp_path / "r")[2]["loss_scale"] == 65536.0
+    assert "loss_scale" not in metrics(tmp_path / "r")[1]  # the fp32 row has no such field
 
 
 def test_an_fp16_step_with_fused_adamw_reads_no_value_back(sample_shards, tmp_path) -> None:
@@ -300,7 +294,7 @@ def test_two_gloo_processes_skip_the_same_steps_as_one(sample_shards, tmp_path, 
     assert done.returncode == 0, done.stderr[-3000:]
     monkeypatch.setattr(precision, "INITIAL_SCALE", 2 * OVERFLOWING_SCALE)
     assert train.run([*flags, "--output", str(tmp_path / "one")]) == 0
-    two, one = rows(tmp_path / "two"), rows(tmp_path / "one")
+    two, one = metrics(tmp_path / "two"), metrics(tmp_path / "one")
     assert [two[s]["skipped_steps"] for s in range(1, 6)] == [1, 1, 1, 0, 0]
     assert [one[s]["skipped_steps"] for s in range(1, 6)] == [1, 1, 1, 0, 0]
     assert [2 * two[s]["loss_scale"] for s in range(1, 6)] == [

@@ -13,9 +13,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from schemas.checkpoint import CheckpointKey
+from tests.test_step_syncs import OpCounter
 from tests.test_train import metrics
 from trainer import attention, train
 from trainer.attention import PADDED, UNPADDED, VARLEN, Unpadding, attention_path
@@ -146,21 +146,11 @@ def test_attention_from_the_fused_projection_equals_the_permuted_one(monkeypatch
         assert torch.equal(grad, their_grads[name]), name
 
 
-class _Ops(TorchDispatchMode):
-    def __init__(self) -> None:
-        super().__init__()
-        self.ops: collections.Counter[str] = collections.Counter()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.ops[str(func.overloadpacket)] += 1
-        return func(*args, **(kwargs or {}))
-
-
 def backward_ops(net: BertForPreTraining) -> collections.Counter[str]:
     out = net(*literal_batch())
-    with _Ops() as counted:
+    with OpCounter() as counted:
         out.loss.backward()
-    return counted.ops
+    return counted.calls
 
 
 def test_the_backward_writes_the_qkv_gradient_once_per_layer(monkeypatch):
