@@ -15,6 +15,7 @@ import numpy as np
 from pipelines.io.retry import RetryPolicy
 from pipelines.io.shards import SampleBlock
 from tests.test_data import make_example, write_uneven_shards
+from tests.test_mix_loader import SEED, WINDOW, mix  # noqa: F401 (a fixture)
 from trainer.data import (
     LoaderConfig,
     StreamReader,
@@ -24,21 +25,11 @@ from trainer.data import (
     mixed_train_stream,
     open_source,
 )
-from trainer.mix import MixedSource
 from trainer.samples import HeldSamples
 
 
-def two_sources(tmp_path) -> MixedSource:
-    sources = tuple(
-        open_source(str(write_uneven_shards(tmp_path / name, sizes, 4)))
-        for name, sizes in (("a", [70, 30, 110, 50]), ("b", [40, 50]))
-    )
-    return MixedSource(sources, ("a", "b"), (0.7, 0.3))
-
-
-def test_a_mix_holds_its_windows_in_their_blocks_bytes(tmp_path):
-    mix = two_sources(tmp_path)
-    config = LoaderConfig(3, accumulation=8, shuffle_buffer=96, seed=12345)
+def test_a_mix_holds_its_windows_in_their_blocks_bytes(mix):  # noqa: F811
+    config = LoaderConfig(3, accumulation=8, shuffle_buffer=WINDOW, seed=SEED)
     reading = mix_reading(mix, config)
     batches = list(itertools.islice(mixed_train_stream(mix, config, 0, 0, 0, 1, reading), 8))
     assert sum(len(batch["input_ids"]) for batch in batches) == 24
@@ -66,9 +57,8 @@ def test_a_mix_holds_its_windows_in_their_blocks_bytes(tmp_path):
     assert sample[1] == make_example(sample[0]).encode(2)
 
 
-def test_a_window_is_let_go_once_the_mix_has_drawn_past_it(tmp_path):
-    mix = two_sources(tmp_path)
-    config = LoaderConfig(3, accumulation=8, shuffle_buffer=96, seed=12345)
+def test_a_window_is_let_go_once_the_mix_has_drawn_past_it(mix):  # noqa: F811
+    config = LoaderConfig(3, accumulation=8, shuffle_buffer=WINDOW, seed=SEED)
     _, windows = mix_reading(mix, config)
     _, fresh = mix_reading(mix, config)
     zeros = np.zeros(10, dtype=np.int64)
