@@ -21,6 +21,8 @@ from bench import train_step
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "bench" / "gpu_check.sh"
 BIN = Path(sys.executable).parent
+# Every stage of the script, in the order it runs them.
+STAGES = ("base", "large", "dropout0", "fp16", "unpad512", "pad512", "autotune", "autotune-warm")
 SMOKE = "--device cpu --model tiny --modes eager --batch 4 --steps 1 --repeats 1 --threads 1"
 
 
@@ -76,23 +78,16 @@ def stages_run(tmp_path: Path, budget: str = "560", stages: str | None = None, w
 
 def test_every_stage_gives_the_bench_flags_it_takes_for_its_lever(tmp_path):
     runs, _ = stages_run(tmp_path)
-    assert list(runs) == [
-        "base",
-        "large",
-        "dropout0",
-        "fp16",
-        "unpad512",
-        "pad512",
-        "autotune",
-        "autotune-warm",
-    ]
+    assert list(runs) == list(STAGES)
     rows = {}
     for name, (argv, _) in runs.items():
         args = train_step.parse_args([*argv, *shlex.split(SMOKE)])
         rows[name] = args
         specs = train_step.row_specs(args, torch.device("cpu"))
         assert specs, name
-    assert rows["base"].reference and rows["large"].batch == 4  # the smoke's batch wins
+    assert rows["base"].reference
+    large = runs["large"][0]
+    assert large[large.index("--batch") + 1] == "128"  # its own batch, before the smoke's
     assert (rows["dropout0"].hidden_dropout, rows["dropout0"].attention_dropout) == (0.0, 0.0)
     assert rows["fp16"].precision == "fp16"
     assert (rows["unpad512"].unpads, rows["unpad512"].padding) == (["off", "on"], 0.18)
@@ -107,15 +102,7 @@ def test_stages_and_the_budget_pick_what_runs(tmp_path):
     # A budget too short for autotune's tuning: the warm start still runs on an earlier
     # run's cache in OUT_DIR (as a rerun with STAGES=autotune-warm would).
     runs, log = stages_run(tmp_path / "spent", budget="100")
-    assert list(runs) == [
-        "base",
-        "large",
-        "dropout0",
-        "fp16",
-        "unpad512",
-        "pad512",
-        "autotune-warm",
-    ]
+    assert list(runs) == [name for name in STAGES if name != "autotune"]
     skipped = r"== autotune: SKIPPED, (99|100)s of the budget left, it needs up to 300s"
     assert re.search(skipped, log)
     runs, log = stages_run(tmp_path / "cold", stages="autotune-warm", warm=False)
@@ -132,6 +119,6 @@ def test_the_smoke_run_of_every_stage_on_the_cpu(tmp_path):
         ["bash", SCRIPT, str(out), "900"], cwd=ROOT, env=env, capture_output=True, text=True
     )
     assert result.returncode == 0, result.stdout[-3000:]
-    for name in ("base", "large", "dropout0", "fp16", "unpad512", "pad512", "autotune"):
+    for name in STAGES[:-1]:  # the smoke compiles nothing: autotune-warm is skipped
         rows = json.loads((out / f"{name}.json").read_text())["rows"]
         assert rows and all(row["ok"] for row in rows), name
