@@ -241,8 +241,8 @@ class TrainConfig:
 
     def validate(self) -> None:
         """Stop before any work (nothing read, no directory made) on flags that mean nothing:
-        each field's bounds and finite floats (as parsing checks them, for a config built in
-        code), then the names and the flags that must agree with each other."""
+        each field's bounds, choices and finite floats (as parsing checks them, for a config
+        built in code), then the names and the flags that must agree with each other."""
         problem = config_problem(self)
         if problem:
             raise ValueError(problem)
@@ -252,10 +252,6 @@ class TrainConfig:
             raise ValueError(f"--optimizer {self.optimizer!r}: one of {', '.join(OPTIMIZERS)}")
         if self.precision not in PRECISIONS:
             raise ValueError(f"--precision {self.precision!r}: one of {', '.join(PRECISIONS)}")
-        if self.compile_mode is not None and self.compile_mode not in COMPILE_MODES:
-            raise ValueError(
-                f"--compile-mode {self.compile_mode!r}: one of {', '.join(COMPILE_MODES)}"
-            )
         if self.compile_mode is not None and not self.compile:
             raise ValueError(
                 f"--compile-mode {self.compile_mode} applies to --compile: add --compile, or "
@@ -263,8 +259,6 @@ class TrainConfig:
             )
         if self.device not in ("auto", "cuda", "cpu"):
             raise ValueError(f"--device {self.device!r}: one of auto, cuda, cpu")
-        if self.unpad not in UNPAD_MODES:
-            raise ValueError(f"--unpad {self.unpad!r}: one of {', '.join(UNPAD_MODES)}")
         dropout_problem = _dropout_problem(self)
         if dropout_problem:
             raise ValueError(dropout_problem)

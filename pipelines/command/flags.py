@@ -216,7 +216,9 @@ def value_problem(config_class: type, values: Mapping[str, Any]) -> str | None:
         value = values[spec.name]
         flag = flag_name(spec.metadata.get("flag") or spec.name)
         for item in value if isinstance(value, tuple) else (value,):
-            problem = _item_problem(flag, item, spec.metadata.get("bounds"))
+            problem = _item_problem(
+                flag, item, spec.metadata.get("bounds"), spec.metadata.get("choices")
+            )
             if problem:
                 return problem
     return None
@@ -263,9 +265,13 @@ def refuse(parser: argparse.ArgumentParser, problem: str) -> NoReturn:
     parser.exit(2, f"{parser.prog}: error: {problem}\n")
 
 
-def _item_problem(flag: str, value: Any, bounds: Bounds | None) -> str | None:
+def _item_problem(
+    flag: str, value: Any, bounds: Bounds | None, choices: Sequence[Any] | None = None
+) -> str | None:
     if value is None or isinstance(value, bool):
         return None
+    if choices is not None and value not in choices:
+        return f"{flag} {value!r}: one of {', '.join(map(str, choices))}"
     if isinstance(value, str):
         return f"{flag} is empty: give it a value" if not value.strip() else None
     if isinstance(value, float) and not math.isfinite(value):
