@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from trainer.collate import to_device  # the trainer's host-to-device copy (non_blocking)
+from trainer.precision import INITIAL_SCALE, autocast_for  # the trainer's autocast and scale
 
 HOST_BATCHES = ("device", "pinned", "pageable")
 PROFILE_TOP = 25  # kernels listed per profiled row
@@ -35,11 +36,10 @@ def precision_step(
 ) -> tuple[contextlib.AbstractContextManager, torch.amp.GradScaler | None]:
     """The forward's autocast for `dtype` ("bf16", "fp16" or "fp32": none), and for fp16
     the loss scaler `bertkit train --precision fp16` steps with (dynamic scaling)."""
-    if dtype not in ("bf16", "fp16"):
-        return contextlib.nullcontext(), None
-    half = torch.bfloat16 if dtype == "bf16" else torch.float16
-    autocast = torch.autocast(device_type=device.type, dtype=half)
-    return autocast, torch.amp.GradScaler(device.type) if dtype == "fp16" else None
+    scaler = None
+    if dtype == "fp16":
+        scaler = torch.amp.GradScaler(device.type, init_scale=INITIAL_SCALE)
+    return autocast_for(dtype, device), scaler
 
 
 def optimizer_step(

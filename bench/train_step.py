@@ -96,6 +96,7 @@ from schemas.batch import IGNORE_INDEX, MODEL_INPUTS, BatchField
 from trainer.attention import UNPAD_MODES
 from trainer.collate import FixedShape, to_device  # the trainer's compile padding
 from trainer.compiling import COMPILE_MODES, compiled  # the trainer's torch.compile
+from trainer.config import dropout_overrides  # the flags' rates as BertConfig fields
 from trainer.data import DataConfigError
 from trainer.export import hf_config  # transformers' config.json for the same model
 from trainer.metrics import peak_flops
@@ -108,10 +109,10 @@ from trainer.model import (
     parameter_count,
 )
 from trainer.optim import OPTIMIZERS, build_optimizer
+from trainer.precision import PRECISIONS
 
 DEFAULT_SHARDS = DEMO_OUTPUT / "shards"
 BERT_VOCAB_SIZE = 30522  # BERT's uncased WordPiece vocabulary: --synthetic's default
-PRECISIONS = ("auto", "bf16", "fp16", "fp32")  # auto: bf16 on CUDA, fp32 on the CPU
 
 
 # --------------------------------------------------------------------------- one row
@@ -225,17 +226,6 @@ def model_inputs(spec: RowSpec, batch: dict[str, torch.Tensor]) -> dict[str, tor
         "labels": transformers_labels(batch),
         "next_sentence_label": batch[BatchField.NEXT_SENTENCE_LABELS],
     }
-
-
-def dropout_overrides(args: argparse.Namespace) -> dict[str, float]:
-    """--hidden-dropout and --attention-dropout as BertConfig fields (the model's 0.1 where
-    not given), for bertkit's model and transformers' alike."""
-    overrides = {}
-    if args.hidden_dropout is not None:
-        overrides["hidden_dropout_prob"] = args.hidden_dropout
-    if args.attention_dropout is not None:
-        overrides["attention_probs_dropout_prob"] = args.attention_dropout
-    return overrides
 
 
 def run_row(
@@ -378,6 +368,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--attention-dropout", type=float, help="attention dropout rate (default: 0.1)"
     )
+    # The trainer's dropout_overrides reads --dropout too (both rates); the bench has no such flag.
+    parser.set_defaults(dropout=None)
     parser.add_argument(
         "--unpad",
         default="off",
