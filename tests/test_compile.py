@@ -194,9 +194,13 @@ def test_the_trainer_compiled_gives_eager_s_losses(
         "--eval-every",
         "0",
     ]
+    cache = tmp_path / "compiled" / "compile-cache"
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
-    assert train.run([*common, "--output", str(tmp_path / "compiled"), "--compile"]) == 0
+    with caplog.at_level(logging.INFO, logger="bertkit.train"):
+        assert train.run([*common, "--output", str(tmp_path / "compiled"), "--compile"]) == 0
+    assert f"compile cache {cache}: empty: the first steps compile into it" in caplog.text
+    caplog.clear()
     # One graph for the training step, one for evaluation (eval mode, no grad), which ran at
     # the end: its full batches compiled, the last short one eager; no break in either.
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 2
@@ -215,7 +219,6 @@ def test_the_trainer_compiled_gives_eager_s_losses(
     assert evals["compiled"]["sequences"] % 16  # the last batch is short: it ran eagerly
     assert evals["compiled"]["predictions"] == evals["eager"]["predictions"]
     assert evals["compiled"]["mlm_loss"] == pytest.approx(evals["eager"]["mlm_loss"], abs=1e-4)
-    cache = tmp_path / "compiled" / "compile-cache"
     assert any((cache / "fxgraph").rglob("*")), "no FX graph cached in the run directory"
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
