@@ -472,9 +472,14 @@ def row_specs(args: argparse.Namespace, device: torch.device) -> list[RowSpec]:
             "--unpad on --compile; add --modes eager"
         )
     specs = [
-        RowSpec(model, compiled, optimizer, implementation, window, unpad)
-        if implementation == "bertkit"
-        else RowSpec(model, compiled, optimizer, implementation, window, "off")
+        RowSpec(
+            model,
+            compiled,
+            optimizer,
+            implementation,
+            window,
+            unpad if implementation == "bertkit" else "off",
+        )
         for model in models
         for window in args.windows
         for unpad in args.unpads

@@ -5,6 +5,7 @@ over 20,000 samples; sources in BERTKIT_RECORD_KEYS; dynamic masks per source.""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import re
@@ -47,12 +48,16 @@ def mix(tmp_path_factory) -> MixedSource:
     return MixedSource(tuple(sources), tuple(SIZES), (0.7, 0.3))
 
 
-def read_mixed(source, world: int, workers: int = 0, micro: int = 3, start=None, count=14, **flags):
-    """`count` global batches from `start` on (across epochs), as (source, key) pairs."""
-    return read_global_batches(
-        source, world, workers, micro, start, count, global_batch=GLOBAL, window=WINDOW,
-        keys=source_keys, seed=SEED, **flags,
-    )  # fmt: skip
+# `count` global batches (a nominal epoch's 14 unless given) from `start` on, across epochs, as
+# (source, key) pairs.
+read_mixed = functools.partial(
+    read_global_batches,
+    count=14,
+    global_batch=GLOBAL,
+    window=WINDOW,
+    keys=source_keys,
+    seed=SEED,
+)
 
 
 def one_source_stream(source, batches: int) -> list[int]:
