@@ -17,11 +17,11 @@ import torch
 from schemas.checkpoint import CheckpointKey
 from tests.support.fp16_trainer import OVERFLOWING_SCALE
 from tests.support.torchrun import torchrun_env, torchrun_trainer
-from tests.test_precision import COMMON
+from tests.test_precision import COMMON, literal_tiny
 from tests.test_step_syncs import HOST_READS, OpCounter
 from tests.test_train import metrics
 from trainer import distributed, precision, train
-from trainer.model import BertForPreTraining, config_for
+from trainer.model import BertForPreTraining
 from trainer.optim import build_optimizer, warmup_decay_schedule
 from trainer.precision import LossScaler, autocast_for, resolve_precision
 from trainer.run.checkpoints import latest_checkpoint, load_checkpoint
@@ -44,14 +44,6 @@ SMALL = [
 
 
 def literal_model_and_batch() -> tuple[BertForPreTraining, tuple[torch.Tensor, ...]]:
-    torch.manual_seed(0)
-    config = config_for(
-        "tiny",
-        50,
-        max_position_embeddings=32,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-    )
     ids = torch.tensor([[2, 7, 9, 11, 3, 13, 17, 19, 3, 0], [2, 23, 29, 3, 31, 37, 41, 43, 47, 3]])
     batch = (
         ids,
@@ -61,7 +53,7 @@ def literal_model_and_batch() -> tuple[BertForPreTraining, tuple[torch.Tensor, .
         torch.tensor([[7, 13], [29, 37]]),
         torch.tensor([0, 1]),
     )
-    return BertForPreTraining(config), batch
+    return literal_tiny(), batch
 
 
 def literal_losses(number_format: str, steps: int) -> tuple[list[float], LossScaler]:

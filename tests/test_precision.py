@@ -40,7 +40,8 @@ def train_losses(run_dir) -> list[float]:
     return [r["loss"] for r in map(json.loads, lines) if r["kind"] == "train"]
 
 
-def test_fused_adamw_takes_the_steps_of_the_for_loop_adamw() -> None:
+def literal_tiny() -> BertForPreTraining:
+    """A tiny model over a 50-token vocabulary, no dropout, its weights drawn at seed 0."""
     torch.manual_seed(0)
     config = config_for(
         "tiny",
@@ -49,7 +50,11 @@ def test_fused_adamw_takes_the_steps_of_the_for_loop_adamw() -> None:
         hidden_dropout_prob=0.0,
         attention_probs_dropout_prob=0.0,
     )
-    models = [BertForPreTraining(config)]
+    return BertForPreTraining(config)
+
+
+def test_fused_adamw_takes_the_steps_of_the_for_loop_adamw() -> None:
+    models = [literal_tiny()]
     models.append(BertForPreTraining(models[0].config))
     models[1].load_state_dict(models[0].state_dict())
     optimizers = [
