@@ -68,13 +68,26 @@ _RUN_FILE = re.compile(
     rf"|{re.escape(METRICS_FILE)}|events\.out\.tfevents\.[^/]+|{re.escape(LOCK_FILE)}"
 )
 _CHECKPOINT_FILE = re.compile(rf"{CHECKPOINTS_DIR}/step-[0-9]{{8}}\.pt")
-# torch.compile's caches (trainer/run/compile_cache.py): the run's own, yet not a run file:
+# torch.compile's caches (trainer/compiling.py): the run's own, yet not a run file:
 # --overwrite keeps them for the next run here (what they hold is keyed by its graphs), and
 # nothing deletes them.
 COMPILE_CACHE_DIR = "compile-cache"
 # A checkpoint or `latest` write that never reached its rename (a kill, a full disk): only in
 # a local run directory (a run on object storage uploads whole files, never these).
 _TEMPORARY = re.compile(r"\.tmp-[0-9a-f]{32}-(?:step-[0-9]{8}\.pt|" + re.escape(LATEST_FILE) + ")")
+
+
+def _run_paths(output: Path) -> Iterator[Path]:
+    """Everything under the run directory but torch.compile's cache (no run file is there,
+    and inductor's files may be many: a start does not walk them)."""
+    if not output.is_dir():
+        return
+    for child in output.iterdir():
+        if child.name == COMPILE_CACHE_DIR:
+            continue
+        yield child
+        if child.is_dir() and not child.is_symlink():
+            yield from child.rglob("*")
 
 
 def is_checkpoint_file(name: str) -> bool:
@@ -352,7 +365,7 @@ def prepare_run_directory(output: Path, resume: bool, overwrite: bool) -> list[P
     _refuse_links(output)
     earlier = sorted(
         p
-        for p in output.rglob("*")
+        for p in _run_paths(output)
         if p.is_file() and is_run_file(p.relative_to(output).as_posix()) and p.name != LOCK_FILE
     )
     names = [p.relative_to(output).as_posix() for p in earlier]
@@ -371,12 +384,7 @@ def prepare_run_directory(output: Path, resume: bool, overwrite: bool) -> list[P
             "metrics and event files)"
         )
     known = {CHECKPOINTS_DIR, LOCK_FILE, *(str(p.relative_to(output)) for p in earlier)}
-    foreign = sorted(
-        p
-        for p in output.rglob("*")
-        if str(p.relative_to(output)) not in known
-        and p.relative_to(output).parts[0] != COMPILE_CACHE_DIR
-    )
+    foreign = sorted(p for p in _run_paths(output) if str(p.relative_to(output)) not in known)
     if foreign:
         raise CheckpointError(
             f"--overwrite: {output} also holds {foreign[0].relative_to(output)}, which no "
