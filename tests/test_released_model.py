@@ -97,7 +97,11 @@ def test_loss_at_step_0_equals_transformers(tmp_path, cls, objective):
 
 def test_the_config_gives_the_architecture(tmp_path):
     directory = _save(tmp_path, transformers.BertForMaskedLM, pad_token_id=1)
-    config = released_model_config(read_released(str(directory)), "mlm", dropout=0.0)
+    config = released_model_config(
+        read_released(str(directory)),
+        "mlm",
+        dropout={"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0},
+    )
     assert config == BertConfig(
         **{**SIZES, "pad_token_id": 1, "hidden_dropout_prob": 0.0},
         attention_probs_dropout_prob=0.0,

@@ -18,6 +18,7 @@ from pipelines.command.flags import (
     ZERO_OR_MORE,
     Bounds,
     config_problem,
+    flag_name,
     float_list,
     option,
 )
@@ -308,12 +309,20 @@ class TrainConfig:
         return replace(self, warmup_steps=default_warmup_steps(self.max_steps))
 
 
+# The dropout flags' fields, and the model config's fields they set (trainer/model.py
+# BertConfig, as transformers names them).
+DROPOUT_FIELDS = {
+    "hidden_dropout": "hidden_dropout_prob",
+    "attention_dropout": "attention_probs_dropout_prob",
+}
+
+
 def _dropout_problem(config: TrainConfig) -> str | None:
     """One line where --dropout (both rates) is given with --hidden-dropout or
     --attention-dropout, or None."""
     apart = [
-        f"--{name.replace('_', '-')} {value:g}"
-        for name in ("hidden_dropout", "attention_dropout")
+        f"{flag_name(name)} {value:g}"
+        for name in DROPOUT_FIELDS
         if (value := getattr(config, name)) is not None
     ]
     if config.dropout is None or not apart:
@@ -327,10 +336,11 @@ def _dropout_problem(config: TrainConfig) -> str | None:
 def dropout_overrides(config: TrainConfig) -> dict[str, float]:
     """The model config's dropout fields the flags set (--dropout both; --hidden-dropout,
     --attention-dropout each): a field no flag sets keeps the model's own value."""
-    hidden = config.hidden_dropout if config.dropout is None else config.dropout
-    attention = config.attention_dropout if config.dropout is None else config.dropout
-    overrides = {"hidden_dropout_prob": hidden, "attention_probs_dropout_prob": attention}
-    return {name: rate for name, rate in overrides.items() if rate is not None}
+    rates = {
+        field: getattr(config, name) if config.dropout is None else config.dropout
+        for name, field in DROPOUT_FIELDS.items()
+    }
+    return {field: rate for field, rate in rates.items() if rate is not None}
 
 
 def _mix_problem(shards: tuple[str, ...], mix: tuple[float, ...] | None) -> str | None:

@@ -80,8 +80,6 @@ _FIELDS = {
     "initializer_range": 0.02,
     "pad_token_id": 0,
 }
-# The rates --dropout, --hidden-dropout and --attention-dropout override.
-_DROPOUT_FIELDS = ("hidden_dropout_prob", "attention_probs_dropout_prob")
 # The heads, as the log names them, and their tensors by bertkit name.
 HEADS = {"the MLM head": MLM_HEAD, "the pooler": POOLER, "the NSP head": NSP_HEAD}
 _MAX_CONFIG_BYTES = 1 << 20
@@ -276,14 +274,13 @@ def preset_name(config: BertConfig) -> str | None:
 
 
 def released_model_config(
-    released: Released, objective: str, dropout: float | Mapping[str, float] | None = None
+    released: Released, objective: str, dropout: Mapping[str, float] | None = None
 ) -> BertConfig:
     """bertkit's BertConfig of the released model: its config.json's sizes, positions, type
     vocabulary, epsilon, dropout and initializer range; the activation must be "gelu" (the
     exact erf GELU bertkit has) and the positions absolute. `dropout` overrides the
-    config.json's rates: one rate for both (--dropout), or the fields it names
-    (hidden_dropout_prob, attention_probs_dropout_prob: trainer/config.py
-    dropout_overrides); a rate it leaves out stays the released model's."""
+    config.json's rates it names (hidden_dropout_prob, attention_probs_dropout_prob:
+    trainer/config.py dropout_overrides); a rate it leaves out stays the released model's."""
     config_file = CONFIG_FILE if CONFIG_FILE in released.files else TF_CONFIG_FILE
     where = f"{released.directory}/{config_file}"
     config = released.config
@@ -306,10 +303,7 @@ def released_model_config(
         values["pad_token_id"] = 0
     if "vocab_size" not in config:
         raise ReleasedModelError(f"{where} has no vocab_size: restore the file")
-    if isinstance(dropout, Mapping):
-        values |= {name: dropout[name] for name in _DROPOUT_FIELDS if name in dropout}
-    elif dropout is not None:
-        values |= dict.fromkeys(_DROPOUT_FIELDS, dropout)
+    values |= dropout or {}
     try:
         return BertConfig(vocab_size=config["vocab_size"], objective=objective, **values)
     except (TypeError, ValueError) as error:
@@ -381,7 +375,7 @@ def released_state(
 
 
 def released_model(
-    released: Released, objective: str, dropout: float | Mapping[str, float] | None = None
+    released: Released, objective: str, dropout: Mapping[str, float] | None = None
 ) -> tuple[BertForPreTraining, list[str], list[str]]:
     """bertkit's model holding the released weights (on the CPU), as the trainer starts it:
     built from its config (drawing the seeded initial weights, which the heads the directory

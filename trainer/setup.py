@@ -22,12 +22,13 @@ from typing import Any
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
+from pipelines.command.flags import flag_name
 from pipelines.io import storage
 from schemas.checkpoint import CheckpointKey
 from trainer import distributed
 from trainer.collate import FixedShape  # the trainer's compile padding
 from trainer.compiling import compiled
-from trainer.config import TrainConfig, accumulation_steps, dropout_overrides
+from trainer.config import DROPOUT_FIELDS, TrainConfig, accumulation_steps, dropout_overrides
 from trainer.data import (
     DataConfigError,
     DataSource,
@@ -102,11 +103,6 @@ class Run:
     precision: str = "fp32"
     scaler: LossScaler | None = None
 
-    @property
-    def bf16(self) -> bool:
-        """Whether the forward runs under autocast (bf16 or fp16): evaluation's too."""
-        return isinstance(self.autocast, torch.autocast)
-
 
 def setup(config: TrainConfig, env: distributed.Distributed) -> Run:
     """Data, model, optimizer and meters, restored from a checkpoint on --resume.
@@ -115,19 +111,23 @@ def setup(config: TrainConfig, env: distributed.Distributed) -> Run:
     before any step, and a resumed run's generator states replace the seeded ones only after
     the model's initialisation has drawn from them."""
     accumulation = accumulation_steps(config, env.world_size)
-    resolve_precision(config.precision, env.device, main=False)  # refused before any work
+    precision = resolve_precision(config.precision, env.device, main=env.is_main)  # or refused
     directory = RunDirectory.open(
         config.output, config.shards, config.keep_checkpoints, main=env.is_main
     )
     try:
-        return _setup(config, env, accumulation, directory)
+        return _setup(config, env, accumulation, precision, directory)
     except BaseException:
         directory.close()  # its staging directory and lock: nothing else would
         raise
 
 
 def _setup(
-    config: TrainConfig, env: distributed.Distributed, accumulation: int, directory: RunDirectory
+    config: TrainConfig,
+    env: distributed.Distributed,
+    accumulation: int,
+    precision: str,
+    directory: RunDirectory,
 ) -> Run:
     directory.prepare(config.resume, config.overwrite)
     torch.manual_seed(config.seed + env.rank)  # dropout differs per rank, reproducibly
@@ -159,7 +159,6 @@ def _setup(
     data = {**data_record(source, sources, weights), "masking": recipe.masking}
     started, config = start_from(config, env, directory, data)
     resumed, init = started.resumed, started.weights
-    precision = resolve_precision(config.precision, env.device, main=env.is_main)
     if resumed is not None:
         check_resume_precision(resumed, precision, config.precision, str(started.where))
     if started.released is not None:
@@ -385,7 +384,8 @@ def _released_model(
     """The model on the device with a released BERT's weights (trainer/released.py): its
     architecture, checked against the shards and --max-position-embeddings; the heads it
     lacks keep the seed's draw, the log names them."""
-    model_config = released_model_config(released, objective, dropout_overrides(config))
+    dropout = dropout_overrides(config)
+    model_config = released_model_config(released, objective, dropout)
     flag, saved = config.max_position_embeddings, model_config.max_position_embeddings
     if flag is not None and flag != saved:
         raise ValueError(
@@ -394,7 +394,7 @@ def _released_model(
         )
     check_source(source, saved, model_config.vocab_size, None)  # its vocabulary: checked
     # The one way a released model becomes bertkit's, which the parity test runs too.
-    model, fresh, dropped = released_model(released, objective, dropout_overrides(config))
+    model, fresh, dropped = released_model(released, objective, dropout)
     if env.is_main:
         _LOG.info(start_line(released, model_config, fresh, dropped))
     return model.to(env.device)
@@ -405,11 +405,8 @@ def _log_dropout_change(checkpoint: dict[str, Any], model_config: BertConfig) ->
     shape no weight and no optimizer state: a run may end without dropout), in one line."""
     saved = checkpoint[CheckpointKey.MODEL_CONFIG]
     changes = [
-        f"{flag} {saved[name]:g} → {getattr(model_config, name):g}"
-        for flag, name in (
-            ("--hidden-dropout", "hidden_dropout_prob"),
-            ("--attention-dropout", "attention_probs_dropout_prob"),
-        )
+        f"{flag_name(flag)} {saved[name]:g} → {getattr(model_config, name):g}"
+        for flag, name in DROPOUT_FIELDS.items()
         if saved[name] != getattr(model_config, name)
     ]
     if changes:

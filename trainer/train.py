@@ -333,7 +333,7 @@ def _evaluate(run: Run) -> EvalResult | MixEvalResult:
     # --eval-batches counts batches of the whole run, not of a rank: the same first
     # sequences of the split on any number of processes (trainer/evaluate.py).
     limit = config.eval_batches * config.micro_batch_size or None
-    autocast = run.autocast if run.bf16 else None
+    autocast = run.autocast if run.precision != "fp32" else None
     result: EvalResult | MixEvalResult
     if run.heldouts:
         result = evaluate_sources(
