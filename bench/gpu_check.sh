@@ -15,6 +15,11 @@
 #   unpad512       base at 512, batch 64, eager, 18 % of the positions padding (the demo's pair
 #                  shards): --unpad off, then on (real tokens only through the encoder)
 #   pad512         the same batches compiled (the trainer's compiled path pads)
+#   fp8            BERT-large at 128, batch 128, --fp8 tensorwise then rowwise, every encoder
+#                  Linear (--fp8-layers all); the large stage is its bf16 row. Needs torchao
+#                  (the gpu extra): where it is not installed the rows fail saying so
+#   fp8-auto       the same, --fp8 tensorwise --fp8-layers auto (the Q/K/V and intermediate
+#                  products only, those torchao's H100 tables show faster in FP8)
 #   autotune       --compile-mode max-autotune, inductor's caches in OUT_DIR/compile-cache: the
 #                  tuning (over 4 minutes for base on an H100) is in the row's warmup s
 #   autotune-warm  the same again: the tuning loads from OUT_DIR/compile-cache (a requeued
@@ -25,6 +30,8 @@
 # (its log line says SKIPPED, or exit 124 at its limit), rerun it with the same OUT_DIR and a
 # budget of its own: STAGES="autotune autotune-warm" bench/gpu_check.sh OUT_DIR 420; when only
 # autotune-warm did not fit, STAGES=autotune-warm: a later job's start is what it measures.
+# The fp8 stages do not fit beside the others either: STAGES="fp8 fp8-auto" with a budget of
+# 400 in a run of their own.
 # Synthetic batches over BERT's 30,522-token vocabulary.
 # BENCH_ARGS is appended to every stage's flags (a smoke test on the CPU:
 # BENCH_ARGS="--device cpu --model tiny --modes eager --batch 4 --steps 1 --repeats 1 --threads 1").
@@ -45,6 +52,7 @@ failed=0
     "$python" -c 'import torch, transformers; print("torch", torch.__version__,
         "cuda", torch.version.cuda, "transformers", transformers.__version__)'
     "$python" -c 'import triton; print("triton", triton.__version__)' || true
+    "$python" -c 'import torchao; print("torchao", torchao.__version__)' || true
 } 2>&1 | tee "$log"
 
 wanted() { # wanted NAME: whether STAGES (all when unset) names the stage
@@ -85,6 +93,9 @@ stage fp16 60 "${base[@]}" --precision fp16
 at512=(--model base --seq 512 --batch 64 --padding 0.18)
 stage unpad512 60 "${at512[@]}" --modes eager --unpad off,on
 stage pad512 60 "${at512[@]}" --modes compiled
+fp8=(--model large --batch 128 --modes compiled)
+stage fp8 240 "${fp8[@]}" --fp8 tensorwise,rowwise --fp8-layers all
+stage fp8-auto 120 "${fp8[@]}" --fp8 tensorwise --fp8-layers auto
 if wanted autotune; then
     cached
     TORCHINDUCTOR_CACHE_DIR=$cache stage autotune 300 "${base[@]}" --compile-mode max-autotune

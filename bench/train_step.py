@@ -65,21 +65,19 @@ import statistics
 import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import torch
 
-from bench import measure
+from bench import measure, train_step_args
 from bench.gpu_levers import (
-    HOST_BATCHES,
     batch_source,
     optimizer_step,
     precision_step,
     print_profile,
     profile_steps,
 )
-from bench.measure import DEMO_OUTPUT, fmt
+from bench.measure import fmt
 from bench.train_step_batches import Batches, real_batches, synthetic_batches
 from bench.train_step_report import (
     MFU_TARGET,
@@ -93,12 +91,12 @@ from bench.train_step_report import (
     write_results,
 )
 from schemas.batch import IGNORE_INDEX, MODEL_INPUTS, BatchField
-from trainer.attention import UNPAD_MODES
 from trainer.collate import FixedShape, to_device  # the trainer's compile padding
-from trainer.compiling import COMPILE_MODES, compiled  # the trainer's torch.compile
+from trainer.compiling import compiled  # the trainer's torch.compile
 from trainer.config import dropout_overrides  # the flags' rates as BertConfig fields
 from trainer.data import DataConfigError
 from trainer.export import hf_config  # transformers' config.json for the same model
+from trainer.fp8 import convert_to_fp8
 from trainer.metrics import peak_flops
 from trainer.model import (
     MODEL_SIZES,
@@ -108,12 +106,8 @@ from trainer.model import (
     config_for,
     parameter_count,
 )
-from trainer.optim import OPTIMIZERS, build_optimizer
-from trainer.precision import PRECISIONS
-
-DEFAULT_SHARDS = DEMO_OUTPUT / "shards"
-BERT_VOCAB_SIZE = 30522  # BERT's uncased WordPiece vocabulary: --synthetic's default
-
+from trainer.optim import build_optimizer
+from trainer.precision import resolve_precision
 
 # --------------------------------------------------------------------------- one row
 
@@ -129,6 +123,7 @@ class RowSpec:
     implementation: str = "bertkit"  # or "transformers": its BertForPreTraining, the peer
     bucket_window: int = 0
     unpad: str = "off"  # bertkit's --unpad (trainer/attention.py); transformers pads too
+    fp8: str = "off"  # bertkit's --fp8 (trainer/fp8.py); transformers' rows run without
 
     @property
     def mode(self) -> str:
@@ -137,7 +132,7 @@ class RowSpec:
     def peer(self) -> RowSpec:
         """The same row on the other implementation (transformers pads every batch)."""
         other = IMPLEMENTATIONS[1 - IMPLEMENTATIONS.index(self.implementation)]
-        return replace(self, implementation=other, unpad="off")
+        return replace(self, implementation=other, unpad="off", fp8="off")
 
 
 @dataclass
@@ -168,6 +163,7 @@ class RowResult:
     implementation: str = "bertkit"
     bucket_window: int = 0
     unpad: str = "off"
+    fp8: str = "off"
     parameters: int | None = None
     batch: int | None = None
     mean_length: float | None = None  # padded length the model computed on
@@ -189,6 +185,7 @@ class RowResult:
             self.implementation,
             self.bucket_window,
             self.unpad,
+            self.fp8,
         )
 
 
@@ -236,6 +233,8 @@ def run_row(
     if config.max_position_embeddings < args.seq:
         config = replace(config, max_position_embeddings=args.seq)
     model = build_model(spec, config).to(device)
+    if spec.fp8 != "off":  # before torch.compile, as the trainer converts it
+        convert_to_fp8(model, spec.fp8, args.fp8_layers)
     model.train()
     cuda = device.type == "cuda"
     optimizer = build_optimizer(model, spec.optimizer, args.lr, fused=cuda)
@@ -312,6 +311,7 @@ def run_row(
         implementation=spec.implementation,
         bucket_window=spec.bucket_window,
         unpad=spec.unpad,
+        fp8=spec.fp8,
         parameters=parameter_count(model),
         batch=len(prepared[0][BatchField.INPUT_IDS]),
         mean_length=statistics.fmean(lengths),
@@ -328,128 +328,7 @@ def run_row(
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = measure.argument_parser("bench.train_step", __doc__)
-    parser.add_argument(
-        "--model",
-        help="model sizes, comma-separated (default: tiny,mini on CPU, base on CUDA, the "
-        f"target's); of {', '.join(MODEL_SIZES)}",
-    )
-    parser.add_argument("--seq", type=int, default=128, help="which seqN shards (default 128)")
-    parser.add_argument("--batch", type=int, help="sequences per step (default 32 CPU, 256 CUDA)")
-    parser.add_argument("--steps", type=int, default=20, help="steps per timing window")
-    parser.add_argument("--warmup", type=int, default=5, help="untimed steps first (compiles)")
-    parser.add_argument("--repeats", type=int, default=3, help="timing windows (median)")
-    parser.add_argument("--batches", type=int, default=8, help="distinct batches to cycle")
-    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
-    parser.add_argument(
-        "--compile",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="add torch.compile rows (default: on CUDA yes, on CPU no)",
-    )
-    parser.add_argument("--modes", help="comma-separated eager, compiled (overrides --compile)")
-    parser.add_argument(
-        "--compile-mode",
-        default="default",
-        choices=COMPILE_MODES,
-        help="torch.compile's mode for compiled rows, as bertkit train --compile-mode "
-        "(max-autotune: set TORCHINDUCTOR_CACHE_DIR to keep its tuning for the next run)",
-    )
-    parser.add_argument(
-        "--precision",
-        default="auto",
-        choices=PRECISIONS,
-        help="auto: bf16 autocast on CUDA, fp32 on the CPU; fp16: autocast with dynamic loss "
-        "scaling (GradScaler), as bertkit train --precision fp16",
-    )
-    parser.add_argument(
-        "--hidden-dropout", type=float, help="hidden dropout rate (default: the model's 0.1)"
-    )
-    parser.add_argument(
-        "--attention-dropout", type=float, help="attention dropout rate (default: 0.1)"
-    )
-    # The trainer's dropout_overrides reads --dropout too (both rates); the bench has no such flag.
-    parser.set_defaults(dropout=None)
-    parser.add_argument(
-        "--unpad",
-        default="off",
-        help="comma-separated bertkit --unpad values, a row set each: off (the padded batch, "
-        "the trainer's default), on (real tokens only through the encoder), auto",
-    )
-    parser.add_argument(
-        "--padding",
-        type=float,
-        default=0.0,
-        help="--synthetic: this share of positions is padding (the demo's pairs at 512: "
-        "0.18); a share twice that of the sequences is shorter (default 0: all full)",
-    )
-    parser.add_argument(
-        "--host-batches",
-        default="device",
-        choices=HOST_BATCHES,
-        help="device: copied up front (default); pinned/pageable: copied in each timed step",
-    )
-    parser.add_argument("--profile", type=int, default=0, help="profile N steps per row")
-    parser.add_argument("--peak-tflops", type=float, help="the device's peak, for MFU")
-    parser.add_argument("--threads", type=int, help="torch CPU threads (1 on a busy machine)")
-    parser.add_argument("--lr", type=float, default=1e-4)
-    parser.add_argument("--shards", type=Path, default=DEFAULT_SHARDS)
-    parser.add_argument("--synthetic", action="store_true", help="random batches, no shards")
-    parser.add_argument(
-        "--vocab-size", type=int, default=BERT_VOCAB_SIZE, help="--synthetic's vocabulary"
-    )
-    parser.add_argument(
-        "--optimizer", default="adamw", help="comma-separated: adamw, lamb (a row set each)"
-    )
-    parser.add_argument(
-        "--reference",
-        action="store_true",
-        help="add transformers' BertForPreTraining rows and bertkit ÷ transformers",
-    )
-    parser.add_argument(
-        "--bucket-windows",
-        default="0",
-        help="comma-separated loader --bucket-window values, real batches only (0 = off)",
-    )
-    parser.add_argument("--json", type=Path, help="write the results here")
-    args = parser.parse_args(argv)
-    args.optimizers = [o.strip() for o in args.optimizer.split(",") if o.strip()]
-    if not args.optimizers or set(args.optimizers) - set(OPTIMIZERS):
-        parser.error(f"--optimizer {args.optimizer!r}: comma-separated, of {', '.join(OPTIMIZERS)}")
-    try:
-        args.windows = [int(w) for w in args.bucket_windows.split(",")]
-    except ValueError:
-        parser.error(f"--bucket-windows {args.bucket_windows!r}: comma-separated integers")
-    if any(w < 0 for w in args.windows):
-        parser.error("--bucket-windows: 0 (off) or a number of batches")
-    args.unpads = [u.strip() for u in args.unpad.split(",") if u.strip()]
-    if not args.unpads or set(args.unpads) - set(UNPAD_MODES):
-        parser.error(f"--unpad {args.unpad!r}: comma-separated, of {', '.join(UNPAD_MODES)}")
-    for name in ("hidden_dropout", "attention_dropout"):
-        rate = getattr(args, name)
-        if rate is not None and not 0 <= rate < 1:
-            parser.error(f"--{name.replace('_', '-')} {rate}: a rate from 0 to below 1")
-    if not 0 <= args.padding <= 0.5:
-        parser.error(f"--padding {args.padding}: a share from 0 to 0.5 of the positions")
-    if args.padding and not args.synthetic:
-        parser.error("--padding shapes synthetic batches: add --synthetic (real ones have theirs)")
-    if args.synthetic and any(args.windows):
-        parser.error("--bucket-windows needs real batches: synthetic ones are all full length")
-    args.mode_list = [m.strip() for m in (args.modes or "").split(",") if m.strip()]
-    if args.modes is not None and (
-        not args.mode_list or set(args.mode_list) - {"eager", "compiled"}
-    ):
-        parser.error(f"--modes {args.modes!r}: comma-separated, of eager, compiled")
-    if args.profile < 0:
-        parser.error("--profile must be 0 or more")
-    for name in ("seq", "steps", "repeats", "batches"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name} must be at least 1")
-    if args.threads is not None and args.threads < 1:
-        parser.error("--threads must be at least 1")
-    if args.warmup < 0 or (args.batch is not None and args.batch < 1):
-        parser.error("--warmup must be 0 or more, --batch at least 1")
-    return args
+    return train_step_args.parse_args(argv, __doc__)
 
 
 def row_specs(args: argparse.Namespace, device: torch.device) -> list[RowSpec]:
@@ -479,10 +358,12 @@ def row_specs(args: argparse.Namespace, device: torch.device) -> list[RowSpec]:
             implementation,
             window,
             unpad if implementation == "bertkit" else "off",
+            fp8 if implementation == "bertkit" else "off",
         )
         for model in models
         for window in args.windows
         for unpad in args.unpads
+        for fp8 in args.fp8s
         for compiled in modes
         for optimizer in args.optimizers
         for implementation in implementations
@@ -497,7 +378,8 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
     cuda = device.type == "cuda"
     batch = args.batch or (256 if cuda else 32)
-    dtype = args.dtype = args.precision if args.precision != "auto" else "bf16" if cuda else "fp32"
+    # The trainer's choice: auto is bf16 on a GPU with it, fp16 on one without, fp32 on a CPU.
+    dtype = args.dtype = resolve_precision(args.precision, device)
     peak = peak_flops(device, dtype, args.peak_tflops)
     specs = row_specs(args, device)
     device_name = (
@@ -557,6 +439,7 @@ def main(argv: list[str] | None = None) -> int:
                 implementation=spec.implementation,
                 bucket_window=spec.bucket_window,
                 unpad=spec.unpad,
+                fp8=spec.fp8,
                 error=message,
             )
         if spec.compiled:

@@ -34,6 +34,7 @@ def print_results(results: list[RowResult], device: torch.device) -> None:
         "optimizer",
         "buckets",
         "unpad",
+        "fp8",
         "params M",
         "batch",
         "padded len",
@@ -57,6 +58,7 @@ def print_results(results: list[RowResult], device: torch.device) -> None:
             result.optimizer,
             str(result.bucket_window or "off"),
             result.unpad if result.implementation == "bertkit" else "-",
+            result.fp8 if result.implementation == "bertkit" else "-",
         ]
         if not result.ok:
             rows.append([*labels, "FAILED", *["n/a"] * (len(headers) - len(labels) - 1)])
@@ -80,7 +82,7 @@ def print_results(results: list[RowResult], device: torch.device) -> None:
         if device.type == "cuda":
             row.append(fmt(result.peak_memory_gib, ".1f"))
         rows.append(row)
-    measure.print_markdown_table(headers, rows, left=6)
+    measure.print_markdown_table(headers, rows, left=7)
     for result in results:
         if not result.ok:
             print(f"{describe_row(result.spec)}: {result.error}")
@@ -119,7 +121,8 @@ def describe_row(spec: RowSpec) -> str:
     unpad = (
         f" unpad {spec.unpad}" if spec.unpad != "off" and spec.implementation == "bertkit" else ""
     )
-    return f"{spec.model} {spec.implementation} {spec.mode} {spec.optimizer}{buckets}{unpad}"
+    fp8 = f" fp8 {spec.fp8}" if spec.fp8 != "off" else ""
+    return f"{spec.model} {spec.implementation} {spec.mode} {spec.optimizer}{buckets}{unpad}{fp8}"
 
 
 def target_verdict(
@@ -132,6 +135,7 @@ def target_verdict(
         and r.model == TARGET_MODEL
         and r.medians.get("mfu")
         and r.implementation == "bertkit"
+        and r.fp8 == "off"  # the target is the bf16 step's
     ]
     best = max(base, key=lambda r: r.medians["mfu"] or 0.0, default=None)
     mfu = best.medians["mfu"] if best else None
@@ -180,6 +184,8 @@ def write_results(
             "hidden_dropout": args.hidden_dropout,
             "attention_dropout": args.attention_dropout,
             "unpad": args.unpads,
+            "fp8": args.fp8s,
+            "fp8_layers": args.fp8_layers,
             "padding": args.padding,
             "host_batches": args.host_batches,
             "profile_steps": args.profile,

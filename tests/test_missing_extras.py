@@ -171,6 +171,22 @@ def test_train_and_export_without_the_train_extra(tmp_path: Path, command: str) 
     assert done.returncode == 2
 
 
+def test_fp8_without_the_gpu_extra(tmp_path: Path, sample_shards: Path) -> None:
+    run = tmp_path / "run"
+    done = _run(
+        tmp_path,
+        ("torchao",),
+        *("-m", "bertkit", "train", "--shards", str(sample_shards), "--output", str(run)),
+        *("--model", "tiny", "--fp8", "rowwise", "--fp8-layers", "all"),
+    )
+    assert done.stderr == (
+        "bertkit train: error: --fp8 rowwise needs the gpu extra (torchao is not installed): "
+        "pip install -e '.[gpu]' in the bertkit checkout\n"
+    )
+    assert done.returncode == 2
+    assert not run.exists()
+
+
 @pytest.mark.parametrize("benchmark", ["loader", "train_step", "faults", "elastic", "dedup"])
 def test_a_benchmark_without_the_dev_extra(tmp_path: Path, benchmark: str) -> None:
     shim = tmp_path / "shim"
@@ -193,7 +209,7 @@ def test_a_benchmark_without_the_dev_extra(tmp_path: Path, benchmark: str) -> No
 
 def test_with_the_extras_installed_nothing_is_missing() -> None:
     # This venv has the dev extra, and with it every other.
-    assert [extras.missing(extra) for extra in extras.EXTRA_MODULES] == [()] * 5
+    assert [extras.missing(extra) for extra in extras.EXTRA_MODULES] == [()] * 6
     assert extras.installed("google.cloud.storage")
     assert not extras.installed("bertkit_no_such_module")
     assert not extras.installed("bertkit_no_such_package.module")  # parent missing: no error

@@ -24,6 +24,7 @@ from pipelines.command.flags import (
 )
 from trainer.attention import UNPAD_MODES
 from trainer.compiling import COMPILE_MODES
+from trainer.fp8 import FP8_LAYERS, FP8_NOT_FP16, FP8_RECIPES
 from trainer.model import MODEL_SIZES
 from trainer.optim import OPTIMIZERS
 from trainer.precision import PRECISIONS
@@ -210,6 +211,19 @@ class TrainConfig:
         help="auto (on a GPU bf16 autocast, or fp16 where it has no bf16; fp32 on CPU), bf16, "
         "fp16 (autocast with dynamic loss scaling), fp32",
     )
+    fp8: str = option(
+        "off",
+        choices=FP8_RECIPES,
+        help="the encoder's matmuls in FP8 through torchao (the gpu extra), on a GPU of compute "
+        "capability 8.9 or newer: off (the default: FP8 rounds), tensorwise (one scale per "
+        "tensor) or rowwise (one per row)",
+    )
+    fp8_layers: str = option(
+        "auto",
+        choices=FP8_LAYERS,
+        help="with --fp8: auto (the encoder Linears torchao's H100 tables show faster in FP8) "
+        "or all (every encoder Linear whose dimensions are multiples of 16)",
+    )
     device: str = option("auto", help="auto, cuda, cpu")
     peak_tflops: float | None = option(
         None, help="the device's peak, for MFU where it is not known", bounds=POSITIVE
@@ -258,6 +272,13 @@ class TrainConfig:
                 f"--compile-mode {self.compile_mode} applies to --compile: add --compile, or "
                 "leave --compile-mode out"
             )
+        if self.fp8_layers != "auto" and self.fp8 == "off":
+            raise ValueError(
+                f"--fp8-layers {self.fp8_layers} chooses --fp8's layers: add --fp8 tensorwise "
+                "or rowwise, or leave --fp8-layers out"
+            )
+        if self.fp8 != "off" and self.precision == "fp16":
+            raise ValueError(FP8_NOT_FP16.format(recipe=self.fp8))
         if self.device not in ("auto", "cuda", "cpu"):
             raise ValueError(f"--device {self.device!r}: one of auto, cuda, cpu")
         dropout_problem = _dropout_problem(self)

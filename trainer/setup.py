@@ -38,6 +38,7 @@ from trainer.data import (
     open_source,
     source_of,
 )
+from trainer.fp8 import convert_to_fp8, describe_fp8, fp8_problem
 from trainer.metrics import MetricsLogger, ProgressLine, ThroughputMeter, peak_flops
 from trainer.mix import MixedSource
 from trainer.model import BertConfig, BertForPreTraining, config_for, without_nsp_head
@@ -112,6 +113,9 @@ def setup(config: TrainConfig, env: distributed.Distributed) -> Run:
     the model's initialisation has drawn from them."""
     accumulation = accumulation_steps(config, env.world_size)
     precision = resolve_precision(config.precision, env.device, main=env.is_main)  # or refused
+    fp8_refused = fp8_problem(config.fp8, precision, env.device)
+    if fp8_refused:
+        raise ValueError(fp8_refused)
     directory = RunDirectory.open(
         config.output, config.shards, config.keep_checkpoints, main=env.is_main
     )
@@ -175,6 +179,10 @@ def _setup(
     # --unpad: the real tokens only through the encoder, where it runs (trainer/attention.py;
     # auto is the padded batch under --compile, on with --compile is refused by validate).
     model.unpad = config.unpad
+    if config.fp8 != "off":  # torchao's Float8Linear, the Parameters kept (trainer/fp8.py)
+        converted = convert_to_fp8(model, config.fp8, config.fp8_layers)  # or refused
+        if env.is_main:
+            _LOG.info(describe_fp8(converted, model, config.fp8))
     # Once every check has passed: --overwrite's earlier run files, or the temporaries of a
     # checkpoint write that a kill cut short before --resume.
     directory.clear_earlier(env.is_main)

@@ -22,7 +22,18 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "bench" / "gpu_check.sh"
 BIN = Path(sys.executable).parent
 # Every stage of the script, in the order it runs them.
-STAGES = ("base", "large", "dropout0", "fp16", "unpad512", "pad512", "autotune", "autotune-warm")
+STAGES = (
+    "base",
+    "large",
+    "dropout0",
+    "fp16",
+    "unpad512",
+    "pad512",
+    "fp8",
+    "fp8-auto",
+    "autotune",
+    "autotune-warm",
+)
 SMOKE = "--device cpu --model tiny --modes eager --batch 4 --steps 1 --repeats 1 --threads 1"
 
 
@@ -91,6 +102,10 @@ def test_every_stage_gives_the_bench_flags_it_takes_for_its_lever(tmp_path):
     assert (rows["dropout0"].hidden_dropout, rows["dropout0"].attention_dropout) == (0.0, 0.0)
     assert rows["fp16"].precision == "fp16"
     assert (rows["unpad512"].unpads, rows["unpad512"].padding) == (["off", "on"], 0.18)
+    assert (rows["fp8"].fp8s, rows["fp8"].fp8_layers) == (["tensorwise", "rowwise"], "all")
+    assert (rows["fp8-auto"].fp8s, rows["fp8-auto"].fp8_layers) == (["tensorwise"], "auto")
+    fp8 = runs["fp8"][0]
+    assert fp8[fp8.index("--model") + 1 : fp8.index("--batch") + 2] == ["large", "--batch", "128"]
     assert rows["autotune"].compile_mode == rows["autotune-warm"].compile_mode == "max-autotune"
     cache = str((tmp_path / "out" / "compile-cache").resolve())
     assert [runs[n][1] for n in ("base", "autotune", "autotune-warm")] == [None, cache, cache]
@@ -102,9 +117,10 @@ def test_stages_and_the_budget_pick_what_runs(tmp_path):
     # A budget too short for autotune's tuning: the warm start still runs on an earlier
     # run's cache in OUT_DIR (as a rerun with STAGES=autotune-warm would).
     runs, log = stages_run(tmp_path / "spent", budget="100")
-    assert list(runs) == [name for name in STAGES if name != "autotune"]
-    skipped = r"== autotune: SKIPPED, (99|100)s of the budget left, it needs up to 300s"
-    assert re.search(skipped, log)
+    assert list(runs) == [name for name in STAGES if name not in ("fp8", "autotune")]
+    for name, limit in (("fp8", 240), ("autotune", 300)):
+        skipped = rf"== {name}: SKIPPED, (99|100)s of the budget left, it needs up to {limit}s"
+        assert re.search(skipped, log)
     runs, log = stages_run(tmp_path / "cold", stages="autotune-warm", warm=False)
     assert runs == {}
     assert "== autotune-warm: SKIPPED, nothing in " in log
@@ -118,7 +134,11 @@ def test_the_smoke_run_of_every_stage_on_the_cpu(tmp_path):
     result = subprocess.run(
         ["bash", SCRIPT, str(out), "900"], cwd=ROOT, env=env, capture_output=True, text=True
     )
-    assert result.returncode == 0, result.stdout[-3000:]
+    # The tiny model has no Linear that torchao's tables show faster in FP8: fp8-auto's row
+    # is refused, saying so, and the script's exit says a stage failed.
+    assert result.returncode == 1, result.stdout[-3000:]
     for name in STAGES[:-1]:  # the smoke compiles nothing: autotune-warm is skipped
         rows = json.loads((out / f"{name}.json").read_text())["rows"]
-        assert rows and all(row["ok"] for row in rows), name
+        assert rows and all(row["ok"] == (name != "fp8-auto") for row in rows), name
+    refused = json.loads((out / "fp8-auto.json").read_text())["rows"][0]["error"]
+    assert "is faster in FP8 by torchao's H100 tables" in refused

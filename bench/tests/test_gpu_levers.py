@@ -1,5 +1,5 @@
 """bench/train_step.py's switches for the GPU runs (bench/gpu_levers.py, bench/gpu_check.sh),
-checked on the CPU: which rows --modes, --model and --unpad give, the batches' source, the
+checked on the CPU: which rows --modes, --model, --unpad and --fp8 give, the batches' source, the
 profile, fp16's loss-scaled step, synthetic padding."""
 
 from __future__ import annotations
@@ -57,6 +57,25 @@ def test_unpad_rows_are_bertkit_s_and_transformers_runs_once_padded():
     args = train_step.parse_args(["--model", "tiny", "--unpad", "on", "--modes", "compiled"])
     with pytest.raises(SystemExit, match="refuses --unpad on --compile; add --modes eager"):
         train_step.row_specs(args, torch.device("cpu"))
+
+
+def test_fp8_rows_are_bertkit_s_and_fp8_refuses_fp16(capsys):
+    args = train_step.parse_args(["--model", "large", "--fp8", "off,rowwise", "--reference"])
+    specs = train_step.row_specs(args, torch.device("cpu"))
+    assert [(s.implementation, s.fp8) for s in specs] == [
+        ("bertkit", "off"),
+        ("transformers", "off"),
+        ("bertkit", "rowwise"),
+    ]
+    assert specs[2].peer() == specs[1] and args.fp8_layers == "auto"
+    for flags, said in (
+        (["--fp8", "rowwise", "--precision", "fp16"], "--fp8 rowwise runs with bf16 autocast"),
+        (["--fp8", "off,fp4"], "--fp8 'off,fp4': comma-separated, of off, tensorwise, rowwise"),
+        (["--fp8-layers", "some"], "--fp8-layers: invalid choice: 'some'"),
+    ):
+        with pytest.raises(SystemExit):
+            train_step.parse_args(flags)
+        assert said in capsys.readouterr().err
 
 
 def test_the_loss_scaled_step_is_the_plain_step_in_fp32():

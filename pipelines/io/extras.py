@@ -8,6 +8,8 @@ files; the rest comes with an extra:
     aws     boto3 (Beam's and smart_open's S3 client): any s3:// path
     gcp     google-cloud-storage, Beam's Dataflow client: any gs:// path, --runner
             DataflowRunner
+    gpu     torchao: `bertkit train --fp8` (installed beside a CUDA torch, without the
+            constraints file, whose torch pin is the CPU build: docs/gpu.md)
     dev     all of the above and the test and benchmark tools: `python -m bench.NAME`
 
 Each check is an import probe (`importlib.util.find_spec`: the module is found, not
@@ -34,6 +36,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "gcp": ("google.cloud.storage",),
     # Beam's Dataflow runner imports its API client (apache_beam[gcp]) when it submits.
     "dataflow": ("google.cloud.storage", "google.cloud.dataflow"),
+    "gpu": ("torchao",),
     "dev": ("torch", "webdataset", "boto3", "google.cloud.storage", "pytest", "moto"),
 }
 # What pip calls a module's distribution, for the message (the rest are named alike).
@@ -43,6 +46,9 @@ _DISTRIBUTIONS = {
 }
 # The extra that installs each of those groups ("dataflow" is part of the gcp extra).
 _INSTALLED_BY = {"dataflow": "gcp"}
+# Extras installed without constraints.txt: beside the user's CUDA torch, which its CPU
+# torch pin would replace.
+_UNPINNED = {"gpu"}
 # Object storage: which extra a URL's scheme needs (http(s):// is smart_open, in the core).
 SCHEME_EXTRAS = {"s3": "aws", "gs": "gcp"}
 
@@ -62,8 +68,12 @@ def missing(extra: str) -> tuple[str, ...]:
 
 
 def install_command(extra: str) -> str:
-    """The README's install, with `extra`."""
-    return f"pip install -c constraints.txt -e '.[{_INSTALLED_BY.get(extra, extra)}]'"
+    """The README's install, with `extra` (docs/gpu.md's, without the constraints, for the
+    gpu extra)."""
+    name = _INSTALLED_BY.get(extra, extra)
+    if name in _UNPINNED:
+        return f"pip install -e '.[{name}]'"
+    return f"pip install -c constraints.txt -e '.[{name}]'"
 
 
 def extra_problem(what: str, extra: str) -> str | None:
