@@ -170,3 +170,15 @@ def test_a_gpu_before_ada_is_refused(monkeypatch) -> None:
     )
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
     assert fp8_problem("rowwise", "bf16", torch.device("cuda", 0)) is None
+
+
+@pytest.mark.slow
+def test_an_fp8_run_compiles_and_trains(sample_shards, tmp_path) -> None:
+    # torch.compile over torchao's Float8Linear (its casts fused by inductor): a minute on
+    # the CPU, so in the slow tier; the compiled run's losses are the eager FP8 run's, near.
+    flags = [*COMMON, "--shards", str(sample_shards), "--fp8", "rowwise", "--fp8-layers", "all"]
+    assert train.run([*flags, "--output", str(tmp_path / "eager")]) == 0
+    assert train.run([*flags, "--output", str(tmp_path / "compiled"), "--compile"]) == 0
+    compiled, eager = train_losses(tmp_path / "compiled"), train_losses(tmp_path / "eager")
+    assert len(compiled) == 4
+    assert compiled == pytest.approx(eager, abs=0.02)
