@@ -38,8 +38,6 @@ from torch import nn
 
 from pipelines.io.extras import extra_problem
 
-_LOG = logging.getLogger("bertkit.train")
-
 FP8_RECIPES = ("off", "tensorwise", "rowwise")
 FP8_LAYERS = ("auto", "all")
 FP8_CAPABILITY = (8, 9)  # Ada (sm89) and newer compute FP8 matrix products
