@@ -357,4 +357,7 @@ def test_without_an_image_bertkit_s_wheel_is_staged_without_torch(gcs, gcs_input
         "tokenizers",
         "zstandard",
     ]
-    assert [r for r in requires if r.startswith("torch")] == ['torch>=2.4; extra == "train"']
+    assert [r for r in requires if r.startswith("torch")] == [
+        'torch>=2.4; extra == "train"',
+        'torchao>=0.12; extra == "gpu"',
+    ]

@@ -87,7 +87,10 @@ def test_wheel_for_dataflow_workers_holds_the_packages(tmp_path) -> None:
     torch_lines = [
         line for line in requirements.splitlines() if line.startswith("Requires-Dist: torch")
     ]
-    assert torch_lines == ['Requires-Dist: torch>=2.4; extra == "train"']  # never on workers
+    assert torch_lines == [  # never on workers
+        'Requires-Dist: torch>=2.4; extra == "train"',
+        'Requires-Dist: torchao>=0.12; extra == "gpu"',
+    ]
 
 
 def test_dataflow_gets_the_wheel_unless_the_user_ships_code() -> None:
