@@ -40,7 +40,9 @@ batch 256, eager and compiled (--model picks the sizes; --no-compile drops the c
 --modes compiled the eager ones; --compile-mode as the trainer's: reduce-overhead adds CUDA
 graphs, max-autotune tunes the matmuls in the warmup, for minutes, cached where
 TORCHINDUCTOR_CACHE_DIR says). --hidden-dropout and --attention-dropout set the rates (0
-calls no dropout); --unpad off,on adds a row set per bertkit --unpad value.
+calls no dropout); --unpad off,on adds a row set per bertkit --unpad value, --fp8
+off,tensorwise,rowwise one per bertkit --fp8 recipe (torchao; --fp8-layers as the trainer's),
+its MFU against the same bf16 peak.
 --optimizer adamw,lamb adds a row per optimizer (bertkit's multi-tensor LAMB, the trainer's
 --optimizer lamb). --reference adds, for every row, the same step on transformers'
 `BertForPreTraining` (SDPA attention, the same config, batches, autocast, optimizer and
