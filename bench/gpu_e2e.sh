@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# The end-to-end rows of docs/benchmarks.md's GPU table (`bertkit train` on real shards, and the
+# bench's step on batches of the same shards), in one run on one CUDA machine:
+#
+#     bench/gpu_e2e.sh OUT_DIR SHARDS128 SHARDS512 [BUDGET_S]   # from the repository root; 480
+#     STAGES="e2e512 e2e512-unpad" bench/gpu_e2e.sh OUT_DIR SHARDS128 SHARDS512
+#
+# SHARDS128: the demo's pair shards (`bertkit demo --train-steps 0` writes out/demo/shards);
+# SHARDS512: the same documents at 512 (the `bertkit examples` line of docs/benchmarks.md).
+# Both are made on any machine and copied to the GPU one: the script reads only them.
+# Stages, each under `timeout` and skipped when the budget has too little left (the log says
+# so); each trainer run writes OUT_DIR/STAGE/metrics.jsonl, each bench run OUT_DIR/STAGE.json,
+# and the log a summary line per trainer run: the median seq/s, tokens/s and MFU of its rows
+# after step 20 (the compilation's).
+#   e2e128        bertkit train, base, micro-batch 256, compiled, 4 workers, 60 steps
+#   bench128      bench.train_step, base, batch 256, compiled, on batches of SHARDS128: the
+#                 step without the loader, which e2e128 is to be within 3 % of
+#   e2e512        bertkit train on SHARDS512, base, micro-batch 64, compiled (the padded batch)
+#   e2e512-unpad  the same eager, --unpad on (only the real tokens through the encoder)
+# TRAIN_ARGS is appended to every trainer run's flags, BENCH_ARGS to the bench's (a smoke test
+# on the CPU: TRAIN_ARGS="--device cpu --model tiny --micro-batch-size 4 --max-steps 3
+# --warmup-steps 1 --num-workers 0 --no-compile" BENCH_ARGS="--device cpu --model tiny --modes
+# eager --batch 4 --steps 1 --repeats 1 --threads 1" SKIP_STEPS=0).
+set -u -o pipefail
+usage="usage: bench/gpu_e2e.sh OUT_DIR SHARDS128 SHARDS512 [BUDGET_S]"
+out=${1:?$usage}
+shards128=${2:?$usage}
+shards512=${3:?$usage}
+budget=${4:-480}
+skip=${SKIP_STEPS:-20}
+mkdir -p "$out"
+log="$out/e2e.log"
+python=${PYTHON:-python3}
+export PYTHONUNBUFFERED=1
+start=$SECONDS
+failed=0
+
+{
+    date -u +"%Y-%m-%dT%H:%M:%SZ"
+    nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv || true
+    "$python" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
+} 2>&1 | tee "$log"
+
+wanted() { # wanted NAME: whether STAGES (all when unset) names the stage
+    [[ -z ${STAGES:-} || " $STAGES " == *" $1 "* ]]
+}
+
+timed() { # timed NAME LIMIT_S COMMAND…: the command under timeout, or a note why it was skipped
+    local name=$1 limit=$2
+    shift 2
+    local left=$((budget - (SECONDS - start)))
+    if ((left < limit / 2)); then
+        echo "== $name: SKIPPED, ${left}s of the budget left, it needs up to ${limit}s" | tee -a "$log"
+        return 1
+    fi
+    ((limit > left)) && limit=$left
+    echo "== $name (limit ${limit}s): $*" | tee -a "$log"
+    local began=$SECONDS
+    timeout --signal=INT --kill-after=15 "$limit" "$@" 2>&1 | grep -v '^USDT:' | tee -a "$log"
+    local code=${PIPESTATUS[0]} # the command's (or timeout's 124), not grep's
+    echo "== $name: exit $code after $((SECONDS - began))s" | tee -a "$log"
+    ((code == 0)) || failed=1
+    return "$code"
+}
+
+train() { # train NAME LIMIT_S SHARDS FLAGS…: one bertkit train run and its summary line
+    local name=$1 limit=$2 shards=$3
+    shift 3
+    wanted "$name" || return 0
+    # shellcheck disable=SC2086 # TRAIN_ARGS is a list of flags, split on purpose
+    timed "$name" "$limit" "$python" -m trainer.train --shards "$shards" --output "$out/$name" \
+        --overwrite --model base --max-steps 60 --warmup-steps 5 --log-every 5 --eval-every 0 \
+        --eval-batches 1 --no-tensorboard "$@" ${TRAIN_ARGS:-} || return 0
+    "$python" - "$out/$name/metrics.jsonl" "$skip" <<'EOF' 2>&1 | tee -a "$log"
+import json, statistics, sys
+rows = [json.loads(line) for line in open(sys.argv[1])]
+rows = [r for r in rows if r.get("kind") == "train" and r["step"] > int(sys.argv[2])]
+def median(key):
+    values = [r[key] for r in rows if r.get(key) is not None]
+    return statistics.median(values) if values else float("nan")
+mfu = median("mfu")  # none known on a CPU: nan
+print(f"== summary: {len(rows)} rows after step {sys.argv[2]}: {median('seq_per_s'):,.0f} seq/s,"
+      f" {median('tokens_per_s'):,.0f} tokens/s, MFU " + (f"{100 * mfu:.1f} %" if mfu == mfu else "n/a"))
+EOF
+}
+
+train e2e128 240 "$shards128" --micro-batch-size 256 --compile --num-workers 4
+if wanted bench128; then
+    # shellcheck disable=SC2086 # BENCH_ARGS is a list of flags, split on purpose
+    timed bench128 150 "$python" -m bench.train_step --shards "$shards128" --seq 128 \
+        --model base --batch 256 --modes compiled --json "$out/bench128.json" ${BENCH_ARGS:-}
+fi
+train e2e512 180 "$shards512" --micro-batch-size 64 --compile --num-workers 4
+train e2e512-unpad 120 "$shards512" --micro-batch-size 64 --unpad on --num-workers 4
+
+echo "== done after $((SECONDS - start))s" | tee -a "$log"
+exit $failed
