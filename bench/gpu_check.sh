@@ -14,7 +14,8 @@
 #   fp16           --precision fp16: fp16 autocast with dynamic loss scaling
 #   unpad512       base at 512, batch 64, eager, 18 % of the positions padding (the demo's pair
 #                  shards): --unpad off, then on (real tokens only through the encoder)
-#   pad512         the same batches compiled (the trainer's compiled path pads)
+#   pad512         the same batches compiled: padded (--unpad off), then --unpad on (the real
+#                  tokens' count a dynamic dimension of the compiled graph)
 #   fp8            BERT-large at 128, batch 128, --fp8 tensorwise then rowwise, every encoder
 #                  Linear (--fp8-layers all); the large stage is its bf16 row. Needs torchao
 #                  (the gpu extra): where it is not installed the rows fail saying so
@@ -92,7 +93,7 @@ stage dropout0 60 "${base[@]}" --hidden-dropout 0 --attention-dropout 0
 stage fp16 60 "${base[@]}" --precision fp16
 at512=(--model base --seq 512 --batch 64 --padding 0.18)
 stage unpad512 60 "${at512[@]}" --modes eager --unpad off,on
-stage pad512 60 "${at512[@]}" --modes compiled
+stage pad512 120 "${at512[@]}" --modes compiled --unpad off,on
 fp8=(--model large --batch 128 --modes compiled)
 stage fp8 240 "${fp8[@]}" --fp8 tensorwise,rowwise --fp8-layers all
 stage fp8-auto 120 "${fp8[@]}" --fp8 tensorwise --fp8-layers auto

@@ -15,8 +15,9 @@
 #   e2e128        bertkit train, base, micro-batch 256, compiled, 4 workers, 60 steps
 #   bench128      bench.train_step, base, batch 256, compiled, on batches of SHARDS128: the
 #                 step without the loader, which e2e128 is to be within 3 % of
-#   e2e512        bertkit train on SHARDS512, base, micro-batch 64, compiled (the padded batch)
-#   e2e512-unpad  the same eager, --unpad on (only the real tokens through the encoder)
+#   e2e512        bertkit train on SHARDS512, base, micro-batch 64, compiled, the padded batch
+#   e2e512-unpad  the same with --unpad on (only the real tokens through the encoder, their
+#                 count a dynamic dimension of the compiled graph)
 # TRAIN_ARGS is appended to every trainer run's flags, BENCH_ARGS to the bench's (a smoke test
 # on the CPU: TRAIN_ARGS="--device cpu --model tiny --micro-batch-size 4 --max-steps 3
 # --warmup-steps 1 --num-workers 0 --no-compile" BENCH_ARGS="--device cpu --model tiny --modes
@@ -91,7 +92,7 @@ if wanted bench128; then
         --model base --batch 256 --modes compiled --json "$out/bench128.json" ${BENCH_ARGS:-}
 fi
 train e2e512 180 "$shards512" --micro-batch-size 64 --compile --num-workers 4
-train e2e512-unpad 120 "$shards512" --micro-batch-size 64 --unpad on --num-workers 4
+train e2e512-unpad 240 "$shards512" --micro-batch-size 64 --compile --unpad on --num-workers 4
 
 echo "== done after $((SECONDS - start))s" | tee -a "$log"
 exit $failed

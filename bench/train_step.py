@@ -347,11 +347,6 @@ def row_specs(args: argparse.Namespace, device: torch.device) -> list[RowSpec]:
     if args.mode_list:
         modes = [mode == "compiled" for mode in args.mode_list]
     implementations = IMPLEMENTATIONS if args.reference else IMPLEMENTATIONS[:1]
-    if "on" in args.unpads and True in modes:
-        raise SystemExit(
-            "--unpad on: the real tokens' count changes every batch, and bertkit train refuses "
-            "--unpad on --compile; add --modes eager"
-        )
     specs = [
         RowSpec(
             model,

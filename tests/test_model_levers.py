@@ -12,6 +12,7 @@ import logging
 import pytest
 import torch
 import torch.nn.functional as F
+from torch._dynamo.utils import counters
 from torch.overrides import TorchFunctionMode
 
 from schemas.checkpoint import CheckpointKey
@@ -205,6 +206,36 @@ def test_the_unpadded_encoder_equals_the_padded_one():
     assert torch.equal(real[~mask], torch.zeros(48 - 31, 32))
 
 
+def test_the_compiled_unpadded_encoder_equals_the_eager_one_and_compiles_twice():
+    """--unpad on under torch.compile: four batches of other real-token counts give the
+    eager unpadded model's losses and gradients (up to inductor's summation order); the
+    graphs are compiled for the first batch and, the count now dynamic, once more for the
+    second, then never again."""
+    torch._dynamo.reset()
+    counters.clear()
+    eager, compiled = model("on"), model("on")
+    forward = torch.compile(compiled)
+    graphs = []
+    for lengths in ((16, 10, 5), (16, 12, 7), (14, 16, 9), (16, 3, 11)):
+        ids, types, _, positions, labels, nsp = literal_batch()
+        mask = torch.arange(16)[None, :] < torch.tensor(lengths)[:, None]
+        batch = (ids * mask, types * mask, mask, positions, labels, nsp)
+        runs = []
+        for net, call in ((eager, eager), (compiled, forward)):
+            net.zero_grad()
+            out = call(*batch)
+            out.loss.backward()
+            runs.append((out, {name: p.grad.clone() for name, p in net.named_parameters()}))
+        (want, want_grads), (got, got_grads) = runs
+        torch.testing.assert_close(got.loss, want.loss, rtol=1e-6, atol=1e-6)
+        torch.testing.assert_close(got.mlm_logits, want.mlm_logits, rtol=1e-5, atol=1e-5)
+        for name, grad in want_grads.items():  # gradients of up to a few thousand here
+            torch.testing.assert_close(got_grads[name], grad, rtol=1e-5, atol=1e-5, msg=name)
+        graphs.append(counters["stats"]["unique_graphs"])
+    assert graphs[1] > graphs[0] and graphs[3] == graphs[2] == graphs[1]
+    torch._dynamo.reset()
+
+
 def test_prediction_scores_are_the_padded_batchs_whatever_unpad():
     """HF's scores at every position, padding included: the padded path always."""
     ids, types, mask = literal_batch()[:3]
@@ -331,19 +362,13 @@ def test_the_dropout_flags_set_the_rates_they_name(flags, expected):
     assert dropout_overrides(config) == expected
 
 
-def test_dropout_with_a_rate_apart_and_unpad_on_with_compile_are_refused(capsys):
+def test_dropout_with_a_rate_apart_is_refused(capsys):
     assert train.run(["--shards", "s", "--output", "o", "--dropout", "0.1",
                       "--hidden-dropout", "0"]) == 2  # fmt: skip
     (line,) = capsys.readouterr().err.splitlines()
     assert line == (
         "bertkit train: error: --dropout 0.1 sets --hidden-dropout and --attention-dropout "
         "both, and --hidden-dropout 0 is given too: give --dropout alone, or the two apart"
-    )
-    assert train.run(["--shards", "s", "--output", "o", "--unpad", "on", "--compile"]) == 2
-    (line,) = capsys.readouterr().err.splitlines()
-    assert line == (
-        "bertkit train: error: --unpad on: the real tokens' count changes with every batch, "
-        "and --compile runs fixed shapes; give one of them (--unpad auto is off under --compile)"
     )
 
 
@@ -394,5 +419,18 @@ def test_a_run_with_unpad_on_trains_as_the_padded_one(sample_shards, tmp_path):
         run = tmp_path / unpad
         assert train.run([*TINY_RUN, "--shards", str(sample_shards), "--output", str(run),
                           "--max-steps", "3", "--dropout", "0", "--unpad", unpad]) == 0  # fmt: skip
+        losses[unpad] = [metrics(run)[step]["loss"] for step in (1, 2, 3)]
+    assert losses["on"] == pytest.approx(losses["off"], rel=1e-5, abs=0)
+
+
+@pytest.mark.slow
+def test_a_compiled_run_with_unpad_on_trains_as_the_padded_one(sample_shards, tmp_path):
+    """The same under --compile (the trainer pads every batch to 128, then unpads)."""
+    losses = {}
+    for unpad in ("on", "off"):
+        run = tmp_path / unpad
+        assert train.run([*TINY_RUN, "--shards", str(sample_shards), "--output", str(run),
+                          "--max-steps", "3", "--dropout", "0", "--unpad", unpad,
+                          "--compile"]) == 0  # fmt: skip
         losses[unpad] = [metrics(run)[step]["loss"] for step in (1, 2, 3)]
     assert losses["on"] == pytest.approx(losses["off"], rel=1e-5, abs=0)

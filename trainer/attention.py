@@ -13,7 +13,8 @@ SDPA and gathers the context again, which is the CPU's unpadded path (the tests'
 
 Both paths compute the same function: a padded query's row never reaches a real one (its
 key is masked), so the real positions' outputs and every gradient agree up to float
-summation order (tests/test_model_levers.py).
+summation order (tests/test_model_levers.py). Under torch.compile the unpadded path is
+two graphs around the read of T (trainer/model.py `_unpadding`), T dynamic in the second.
 """
 
 from __future__ import annotations
@@ -160,6 +161,10 @@ class Unpadding:
             assert varlen_attn is not None  # varlen is chosen only where it exists
             query, key, value = qkv.view(tokens, 3, heads, size).unbind(1)  # (T, heads, d)
             cu, longest = self.cu_seqlens, self.max_length
+            if torch.compiler.is_compiling():
+                # The batch's length bounds every sequence's, and is fixed: the compiled graph
+                # is not specialised on each batch's longest sequence.
+                longest = self.length
             return varlen_attn(query, key, value, cu, cu, longest, longest).reshape(tokens, width)
         padded = self.scatter(qkv).view(self.batch, self.length, 3, heads, size)
         return self.gather(padded_attention(padded, self.key_mask, dropout))

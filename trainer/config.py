@@ -195,9 +195,10 @@ class TrainConfig:
         "off",
         choices=UNPAD_MODES,
         help="run the encoder on the real tokens only, padding left out of every matmul: off "
-        "(the default until its speed is measured on a GPU), on, or auto (on where a GPU runs "
-        "torch's variable-length attention, in bf16/fp16 with --attention-dropout 0 or in "
-        "evaluation, and the batch holds padding; off on CPU and with --compile)",
+        "(the default until its speed is measured on a GPU), on (with --compile too: the "
+        "token count a dynamic shape), or auto (on where a GPU runs torch's variable-length "
+        "attention, in bf16/fp16 with --attention-dropout 0 or in evaluation, and the batch "
+        "holds padding; off on CPU and with --compile)",
     )
     compile_mode: str | None = option(
         None,
@@ -284,11 +285,6 @@ class TrainConfig:
         dropout_problem = _dropout_problem(self)
         if dropout_problem:
             raise ValueError(dropout_problem)
-        if self.unpad == "on" and self.compile:
-            raise ValueError(
-                "--unpad on: the real tokens' count changes with every batch, and --compile "
-                "runs fixed shapes; give one of them (--unpad auto is off under --compile)"
-            )
         if self.resume and self.overwrite:
             raise ValueError(
                 "--resume continues the run in --output, --overwrite replaces it: give one"

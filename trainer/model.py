@@ -318,8 +318,10 @@ class BertForPreTraining(nn.Module):
     def _unpadding(self, attention_mask: Tensor, unpad: str) -> Unpadding | None:
         """Where this forward's real tokens are, or None for the padded batch: the path
         `attention_path` picks (trainer/attention.py) for `unpad`. Under torch.compile, auto
-        is the padded batch: the unpadded shapes change with every batch's real tokens, and
-        a compiled graph wants them fixed."""
+        is the padded batch, as the one shape a compiled graph wants; "on" unpads there too:
+        reading the real tokens' count is a graph break, and from the second batch on the
+        graph after it takes the count as a dynamic dimension (one more compilation, then
+        none for any later count)."""
         if unpad == "off" or (unpad == "auto" and torch.compiler.is_compiling()):
             return None
         device = attention_mask.device

@@ -102,6 +102,9 @@ def test_every_stage_gives_the_bench_flags_it_takes_for_its_lever(tmp_path):
     assert (rows["dropout0"].hidden_dropout, rows["dropout0"].attention_dropout) == (0.0, 0.0)
     assert rows["fp16"].precision == "fp16"
     assert (rows["unpad512"].unpads, rows["unpad512"].padding) == (["off", "on"], 0.18)
+    assert (rows["pad512"].unpads, rows["pad512"].padding) == (["off", "on"], 0.18)
+    pad512 = runs["pad512"][0]
+    assert pad512[pad512.index("--modes") + 1] == "compiled"  # before the smoke's eager
     assert (rows["fp8"].fp8s, rows["fp8"].fp8_layers) == (["tensorwise", "rowwise"], "all")
     assert (rows["fp8-auto"].fp8s, rows["fp8-auto"].fp8_layers) == (["tensorwise"], "auto")
     fp8 = runs["fp8"][0]

@@ -54,9 +54,9 @@ def test_unpad_rows_are_bertkit_s_and_transformers_runs_once_padded():
         ("bertkit", "on"),
     ]
     assert specs[2].peer() == specs[1]
-    args = train_step.parse_args(["--model", "tiny", "--unpad", "on", "--modes", "compiled"])
-    with pytest.raises(SystemExit, match="refuses --unpad on --compile; add --modes eager"):
-        train_step.row_specs(args, torch.device("cpu"))
+    args = train_step.parse_args(["--model", "tiny", "--unpad", "off,on", "--modes", "compiled"])
+    specs = train_step.row_specs(args, torch.device("cpu"))
+    assert [(s.mode, s.unpad) for s in specs] == [("compiled", "off"), ("compiled", "on")]
 
 
 def test_fp8_rows_are_bertkit_s_and_fp8_refuses_fp16(capsys):
