@@ -58,8 +58,8 @@ The target: ≥ 45 % MFU for BERT-base on an H100. The demo's shards have their 
 
 from __future__ import annotations
 
-# First: without the dev extra, one line naming the install command (bench/dev_extra.py).
-import bench.dev_extra  # noqa: F401
+# First: without the train extra, one line naming the install command (bench/train_extra.py).
+import bench.train_extra  # noqa: F401
 
 # isort: split
 import argparse

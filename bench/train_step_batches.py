@@ -8,8 +8,8 @@ command: `python -m bench.train_step [--synthetic [--padding F]]` uses these.
 
 from __future__ import annotations
 
-# First: without the dev extra, one line naming the install command (bench/dev_extra.py).
-import bench.dev_extra  # noqa: F401
+# First: without the train extra, one line naming the install command (bench/train_extra.py).
+import bench.train_extra  # noqa: F401
 
 # isort: split
 import contextlib
