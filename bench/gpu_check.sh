@@ -47,37 +47,17 @@ export PYTHONUNBUFFERED=1
 start=$SECONDS
 failed=0
 
-{
-    date -u +"%Y-%m-%dT%H:%M:%SZ"
-    nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv || true
-    "$python" -c 'import torch, transformers; print("torch", torch.__version__,
-        "cuda", torch.version.cuda, "transformers", transformers.__version__)'
-    "$python" -c 'import triton; print("triton", triton.__version__)' || true
-    "$python" -c 'import torchao; print("torchao", torchao.__version__)' || true
-} 2>&1 | tee "$log"
+# shellcheck source-path=SCRIPTDIR source=gpu_stages.sh
+source "$(dirname "$0")/gpu_stages.sh"
+machine transformers triton torchao 2>&1 | tee "$log"
 
-wanted() { # wanted NAME: whether STAGES (all when unset) names the stage
-    [[ -z ${STAGES:-} || " $STAGES " == *" $1 "* ]]
-}
-
-stage() { # stage NAME LIMIT_S ARGS…: one bench.train_step run, or a note why it was skipped
+stage() { # stage NAME LIMIT_S ARGS…: one bench.train_step run on synthetic batches
     local name=$1 limit=$2
     shift 2
     wanted "$name" || return 0
-    local left=$((budget - (SECONDS - start)))
-    if ((left < limit / 2)); then
-        echo "== $name: SKIPPED, ${left}s of the budget left, it needs up to ${limit}s" | tee -a "$log"
-        return
-    fi
-    ((limit > left)) && limit=$left
-    echo "== $name (limit ${limit}s): bench.train_step $*" | tee -a "$log"
-    local began=$SECONDS
     # shellcheck disable=SC2086 # BENCH_ARGS is a list of flags, split on purpose
-    timeout --signal=INT --kill-after=15 "$limit" "$python" -m bench.train_step --synthetic \
-        --json "$out/$name.json" "$@" ${BENCH_ARGS:-} 2>&1 | grep -v '^USDT:' | tee -a "$log"
-    local code=${PIPESTATUS[0]} # the bench's (or timeout's 124), not grep's
-    echo "== $name: exit $code after $((SECONDS - began))s" | tee -a "$log"
-    ((code == 0)) || failed=1
+    timed "$name" "$limit" "$python" -m bench.train_step --synthetic --json "$out/$name.json" \
+        "$@" ${BENCH_ARGS:-}
 }
 
 cached() { # the files inductor's cache in OUT_DIR holds (cache_files), before an autotune stage

@@ -36,33 +36,9 @@ export PYTHONUNBUFFERED=1
 start=$SECONDS
 failed=0
 
-{
-    date -u +"%Y-%m-%dT%H:%M:%SZ"
-    nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv || true
-    "$python" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
-} 2>&1 | tee "$log"
-
-wanted() { # wanted NAME: whether STAGES (all when unset) names the stage
-    [[ -z ${STAGES:-} || " $STAGES " == *" $1 "* ]]
-}
-
-timed() { # timed NAME LIMIT_S COMMAND…: the command under timeout, or a note why it was skipped
-    local name=$1 limit=$2
-    shift 2
-    local left=$((budget - (SECONDS - start)))
-    if ((left < limit / 2)); then
-        echo "== $name: SKIPPED, ${left}s of the budget left, it needs up to ${limit}s" | tee -a "$log"
-        return 1
-    fi
-    ((limit > left)) && limit=$left
-    echo "== $name (limit ${limit}s): $*" | tee -a "$log"
-    local began=$SECONDS
-    timeout --signal=INT --kill-after=15 "$limit" "$@" 2>&1 | grep -v '^USDT:' | tee -a "$log"
-    local code=${PIPESTATUS[0]} # the command's (or timeout's 124), not grep's
-    echo "== $name: exit $code after $((SECONDS - began))s" | tee -a "$log"
-    ((code == 0)) || failed=1
-    return "$code"
-}
+# shellcheck source-path=SCRIPTDIR source=gpu_stages.sh
+source "$(dirname "$0")/gpu_stages.sh"
+machine webdataset 2>&1 | tee "$log"
 
 train() { # train NAME LIMIT_S SHARDS FLAGS…: one bertkit train run and its summary line
     local name=$1 limit=$2 shards=$3

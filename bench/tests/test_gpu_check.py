@@ -39,7 +39,7 @@ SMOKE = "--device cpu --model tiny --modes eager --batch 4 --steps 1 --repeats 1
 
 def test_the_script_passes_shellcheck():
     result = subprocess.run(
-        [BIN / "shellcheck", SCRIPT], capture_output=True, text=True, check=False
+        [BIN / "shellcheck", "-x", SCRIPT], capture_output=True, text=True, check=False
     )
     assert (result.returncode, result.stdout) == (0, "")
     assert os.access(SCRIPT, os.X_OK)
