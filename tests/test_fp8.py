@@ -6,11 +6,13 @@ refusals. torchao's float8 path runs on torch's own CPU `_scaled_mm` here."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
 from torch import nn
 
+from pipelines.inspect.checkpoints import describe_checkpoints, find_checkpoints
 from tests.test_precision import COMMON, literal_tiny, train_losses
 from trainer import train
 from trainer.config import TrainConfig
@@ -132,6 +134,9 @@ def test_an_fp8_run_trains_close_to_fp32_and_resumes_without_fp8(
         "--fp8 rowwise: 8 of the encoder's 8 Linears multiply in FP8 (torchao): qkv, "
         "attention_output, intermediate, output"
     ) in caplog.messages
+    assert "  seed 12345, precision auto, fp8 rowwise (--fp8-layers all), device auto" in (
+        checkpoint_summary(fp8_run)
+    )
     assert train.run([*COMMON, *shards, "--output", str(plain_run)]) == 0
     fp8, fp32 = train_losses(fp8_run), train_losses(plain_run)
     assert len(fp8) == 4 and fp8 != fp32
@@ -141,6 +146,14 @@ def test_an_fp8_run_trains_close_to_fp32_and_resumes_without_fp8(
     assert train.run([*longer, *shards, "--output", str(fp8_run), "--resume"]) == 0
     rows = [json.loads(line) for line in (fp8_run / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows if r["kind"] == "train"] == [1, 2, 3, 4, 5, 6]
+    assert "  seed 12345, precision auto, device auto" in checkpoint_summary(fp8_run)
+
+
+def checkpoint_summary(run: Path) -> list[str]:
+    """`bertkit inspect RUN`'s lines on the run's checkpoints and the latest one."""
+    found = find_checkpoints(str(run))
+    assert found is not None
+    return describe_checkpoints(found)
 
 
 def flags_refusal(**fields: object) -> str:

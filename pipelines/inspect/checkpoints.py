@@ -172,7 +172,8 @@ def _checkpoint_lines(checkpoint: dict[str, Any], directory: Path) -> list[str]:
         _shards_line(config, data, directory),
         _vocab_line(checkpoint.get(CheckpointKey.VOCAB) or {}, directory),
         f"seed {config.get('seed')}, precision {config.get('precision')}, "
-        f"device {config.get('device')}",
+        + _fp8_shown(config)
+        + f"device {config.get('device')}",
     ]
     start = checkpoint.get(CheckpointKey.START) or {}
     if start.get("kind") == "released":
@@ -186,6 +187,15 @@ def _checkpoint_lines(checkpoint: dict[str, Any], directory: Path) -> list[str]:
     elif config.get("init_checkpoint"):
         lines.append(f"started from --init-checkpoint {config['init_checkpoint']}")
     return lines
+
+
+def _fp8_shown(config: dict[str, Any]) -> str:
+    """`--fp8` where the step's run took it ("fp8 rowwise (--fp8-layers all), "); nothing
+    for a run without it, or one from before the flag."""
+    recipe = config.get("fp8", "off")
+    if recipe == "off":
+        return ""
+    return f"fp8 {recipe} (--fp8-layers {config.get('fp8_layers')}), "
 
 
 def _model_line(config: dict[str, Any], model: dict[str, Any], weights: dict[str, Any]) -> str:
