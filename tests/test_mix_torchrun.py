@@ -9,6 +9,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
 import torch
 
 from schemas.checkpoint import CheckpointKey
@@ -32,6 +33,10 @@ def mixed_global_batches(record: Path) -> dict[tuple[int, int], list[tuple[int, 
     return {key: [p for *_, pairs in sorted(parts) for p in pairs] for key, parts in micro.items()}
 
 
+# Slow (20 s, two torchrun jobs): the default tier keeps its parts, a mix resumed in one
+# process (tests/test_mix_run.py) and a mix's global batches on any world size
+# (tests/test_mix_loader.py); this joins them across processes.
+@pytest.mark.slow
 def test_a_mix_stopped_on_2_processes_and_resumed_on_1_reads_the_uninterrupted_batches(
     sample_shards, wiki_shards, tmp_path
 ) -> None:

@@ -337,6 +337,9 @@ def test_a_run_on_gcs_writes_checkpoints_metrics_and_events(sample_shards, tmp_p
     assert sorted(losses(blobs["r1/metrics.jsonl"])) == [1, 2, 3, 4]
 
 
+# Slow (15 s, two torchrun jobs): one process stopping and resuming on s3 is in the default
+# tier (test_a_run_on_s3_stops_resumes_and_exports_like_a_local_one).
+@pytest.mark.slow
 def test_two_processes_stop_and_resume_from_s3_like_an_uninterrupted_run(
     sample_shards, s3, s3_server, tmp_path
 ):
