@@ -181,6 +181,13 @@ def test_a_gpu_before_ada_is_refused(monkeypatch) -> None:
         "--fp8 rowwise: NVIDIA A100-SXM4-80GB (compute capability 8.0) has no FP8 matrix "
         "products; they need 8.9 (Ada, Hopper or newer): leave --fp8 off"
     )
+    # A V100 under --precision auto (fp16 there): the device is what stands in the way.
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 0))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Tesla V100-SXM2-16GB")
+    assert fp8_problem("rowwise", "fp16", torch.device("cuda", 0)) == (
+        "--fp8 rowwise: Tesla V100-SXM2-16GB (compute capability 7.0) has no FP8 matrix "
+        "products; they need 8.9 (Ada, Hopper or newer): leave --fp8 off"
+    )
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
     assert fp8_problem("rowwise", "bf16", torch.device("cuda", 0)) is None
 

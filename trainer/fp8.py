@@ -80,8 +80,8 @@ def fp8_problem(recipe: str, precision: str, device: torch.device) -> str | None
     checked before any work."""
     if recipe == "off":
         return None
-    if precision == "fp16":
-        return FP8_NOT_FP16.format(recipe=recipe)
+    # The device first: --precision auto is fp16 only on a GPU without bf16, which has no
+    # FP8 either, and the fp16 line's "pass --precision bf16" would not help there.
     if device.type == "cuda":
         capability = torch.cuda.get_device_capability(device)
         if capability < FP8_CAPABILITY:
@@ -90,6 +90,8 @@ def fp8_problem(recipe: str, precision: str, device: torch.device) -> str | None
                 f"{capability[0]}.{capability[1]}) has no FP8 matrix products; they need 8.9 "
                 "(Ada, Hopper or newer): leave --fp8 off"
             )
+    if precision == "fp16":
+        return FP8_NOT_FP16.format(recipe=recipe)
     absent = extra_problem(f"--fp8 {recipe}", "gpu")
     if absent:
         return absent
