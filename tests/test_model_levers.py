@@ -206,7 +206,7 @@ def test_the_unpadded_encoder_equals_the_padded_one():
     assert torch.equal(real[~mask], torch.zeros(48 - 31, 32))
 
 
-def test_the_compiled_unpadded_encoder_equals_the_eager_one_and_compiles_twice():
+def test_the_compiled_unpadded_encoder_equals_the_eager_one_and_compiles_twice(recwarn):
     """--unpad on under torch.compile: four batches of other real-token counts give the
     eager unpadded model's losses and gradients (up to inductor's summation order); the
     graphs are compiled for the first batch and, the count now dynamic, once more for the
@@ -233,6 +233,9 @@ def test_the_compiled_unpadded_encoder_equals_the_eager_one_and_compiles_twice()
             torch.testing.assert_close(got_grads[name], grad, rtol=1e-5, atol=1e-5, msg=name)
         graphs.append(counters["stats"]["unique_graphs"])
     assert graphs[1] > graphs[0] and graphs[3] == graphs[2] == graphs[1]
+    # The varlen kernel's availability is read under compile from a plain dict: dynamo
+    # traces through a functools.cache with a warning that it ignores the cache.
+    assert [str(w.message) for w in recwarn if "lru_cache" in str(w.message)] == []
     torch._dynamo.reset()
 
 
@@ -312,6 +315,61 @@ def test_varlen_is_usable_only_where_the_kernel_runs(monkeypatch):
     assert not attention.varlen_usable(cuda, torch.bfloat16, 64, 0.1)  # no dropout in it
     assert not attention.varlen_usable(cuda, torch.bfloat16, 12, 0.0)  # not a multiple of 8
     assert not attention.varlen_usable(cuda, torch.bfloat16, 512, 0.0)
+
+
+def test_each_reason_the_varlen_kernel_cannot_run_is_named(monkeypatch):
+    cpu, cuda = torch.device("cpu"), torch.device("cuda", 0)
+    monkeypatch.setattr(attention, "_DEVICE_OBSTACLE", {})
+    assert attention.varlen_obstacles(cpu, torch.float32, 12, 0.1) == [
+        "it has no attention dropout, and this run's is 0.1",
+        "it takes bf16 or fp16, and this run computes in float32",
+        "it takes head sizes in multiples of 8 up to 256, not 12",
+        "torch has no varlen kernel for the cpu device",
+    ]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device: (7, 0))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device: "Tesla V100-SXM2-16GB")
+    assert attention.varlen_obstacles(cuda, torch.float16, 64, 0.0) == [
+        "Tesla V100-SXM2-16GB is of compute capability 7.0, under 8.0"
+    ]
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device: (9, 0))
+    assert attention.varlen_obstacles(cuda, torch.float16, 64, 0.0) == [  # found once
+        "Tesla V100-SXM2-16GB is of compute capability 7.0, under 8.0"
+    ]
+    monkeypatch.setattr(attention, "_DEVICE_OBSTACLE", {})
+    if attention.varlen_attn is not None:  # torch 2.10 and later: an H100 takes it
+        assert attention.varlen_obstacles(cuda, torch.bfloat16, 64, 0.0) == []
+    monkeypatch.setattr(attention, "varlen_attn", None)
+    monkeypatch.setattr(attention, "_DEVICE_OBSTACLE", {})
+    assert attention.varlen_obstacles(cuda, torch.bfloat16, 64, 0.0) == [
+        f"torch {torch.__version__} has no torch.nn.attention.varlen (2.10 has)"
+    ]
+
+
+def test_the_run_says_which_path_unpad_takes(monkeypatch):
+    cpu, cuda = torch.device("cpu"), torch.device("cuda", 0)
+    monkeypatch.setattr(attention, "varlen_available", lambda device: device.type == "cuda")
+    kernel = "attending through torch's varlen kernel"
+    assert attention.describe_unpad("off", False, cuda, torch.bfloat16, 64, 0.0) is None
+    assert attention.describe_unpad("on", True, cuda, torch.bfloat16, 64, 0.0) == (
+        f"--unpad on: the encoder runs on the real tokens only, {kernel}"
+    )
+    assert attention.describe_unpad("on", False, cuda, torch.bfloat16, 64, 0.1) == (
+        "--unpad on: the matmuls run on the real tokens only, while every layer pads Q/K/V "
+        "back to the batch to attend, since torch's varlen kernel cannot run: it has no "
+        "attention dropout, and this run's is 0.1. On a GPU that path can be slower than the "
+        "padded one (docs/gpu.md)"
+    )
+    assert attention.describe_unpad("auto", False, cuda, torch.bfloat16, 64, 0.0) == (
+        f"--unpad auto: a batch that holds padding runs the encoder on its real tokens only, {kernel}"
+    )
+    assert attention.describe_unpad("auto", True, cuda, torch.bfloat16, 64, 0.0) == (
+        "--unpad auto: the padded batch under --compile (--unpad on unpads there)"
+    )
+    assert attention.describe_unpad("auto", False, cpu, torch.bfloat16, 64, 0.0) == (
+        "--unpad auto: the padded batch, since torch's varlen kernel cannot run: torch has no "
+        "varlen kernel for the cpu device"
+    )
 
 
 def test_auto_is_the_padded_batch_on_the_cpu_without_looking_at_the_mask(monkeypatch):
@@ -411,16 +469,28 @@ def test_a_resume_may_change_dropout_and_the_export_writes_the_rates_trained(
     assert (written["hidden_dropout_prob"], written["attention_probs_dropout_prob"]) == (0, 0)
 
 
-def test_a_run_with_unpad_on_trains_as_the_padded_one(sample_shards, tmp_path):
+def test_a_run_with_unpad_on_trains_as_the_padded_one(sample_shards, tmp_path, caplog):
     """3 steps on the sample's pairs (some shorter than 128), no dropout: the same losses
-    within float summation order."""
-    losses = {}
+    within float summation order; the run's log says which path --unpad took, and why."""
+    losses, said = {}, {}
     for unpad in ("on", "off"):
         run = tmp_path / unpad
-        assert train.run([*TINY_RUN, "--shards", str(sample_shards), "--output", str(run),
-                          "--max-steps", "3", "--dropout", "0", "--unpad", unpad]) == 0  # fmt: skip
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="bertkit.train"):
+            assert train.run([*TINY_RUN, "--shards", str(sample_shards), "--output", str(run),
+                              "--max-steps", "3", "--dropout", "0", "--unpad", unpad]) == 0  # fmt: skip
         losses[unpad] = [metrics(run)[step]["loss"] for step in (1, 2, 3)]
+        said[unpad] = [r.getMessage() for r in caplog.records if "--unpad" in r.getMessage()]
     assert losses["on"] == pytest.approx(losses["off"], rel=1e-5, abs=0)
+    assert said == {
+        "on": [
+            "--unpad on: the matmuls run on the real tokens only, while every layer pads Q/K/V "
+            "back to the batch to attend, since torch's varlen kernel cannot run: it takes "
+            "bf16 or fp16, and this run computes in float32; torch has no varlen kernel for "
+            "the cpu device. On a GPU that path can be slower than the padded one (docs/gpu.md)"
+        ],
+        "off": [],
+    }
 
 
 @pytest.mark.slow

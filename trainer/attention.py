@@ -19,7 +19,6 @@ two graphs around the read of T (trainer/model.py `_unpadding`), T dynamic in th
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -60,28 +59,95 @@ def attention_path(unpad: str, varlen: bool, has_padding: Callable[[], bool]) ->
     return VARLEN if varlen and has_padding() else PADDED
 
 
-@functools.cache
+# Each device's reason torch's varlen kernel cannot run there (None where it can), found once.
+# A plain dict, which torch.compile reads as it is (a functools.cache it traces through, with
+# a warning that the cache is ignored).
+_DEVICE_OBSTACLE: dict[torch.device, str | None] = {}
+
+
+def _device_obstacle(device: torch.device) -> str | None:
+    if device not in _DEVICE_OBSTACLE:
+        found = None
+        if varlen_attn is None:
+            found = f"torch {torch.__version__} has no torch.nn.attention.varlen (2.10 has)"
+        elif device.type != "cuda" or not torch.cuda.is_available():
+            found = f"torch has no varlen kernel for the {device.type} device"
+        elif (capability := torch.cuda.get_device_capability(device)) < (8, 0):
+            name = torch.cuda.get_device_name(device)
+            found = f"{name} is of compute capability {capability[0]}.{capability[1]}, under 8.0"
+        _DEVICE_OBSTACLE[device] = found
+    return _DEVICE_OBSTACLE[device]
+
+
 def varlen_available(device: torch.device) -> bool:
     """Whether torch's varlen flash kernel exists for `device`: this torch has it, and the
     device is a CUDA GPU of compute capability 8.0 (Ampere) or newer. On the CPU torch has
     no kernel (varlen_attn raises NotImplementedError)."""
-    if varlen_attn is None or device.type != "cuda" or not torch.cuda.is_available():
-        return False
-    return torch.cuda.get_device_capability(device) >= (8, 0)
+    return _device_obstacle(device) is None
+
+
+def varlen_obstacles(
+    device: torch.device, dtype: torch.dtype, head_size: int, attention_dropout: float
+) -> list[str]:
+    """Why a forward may not attend through the varlen kernel, each reason a phrase; none
+    where it may: the kernel exists on `device` (`varlen_available`), Q/K/V come in half
+    precision (`dtype`: autocast's or the weights'), the head size is one flash takes, and
+    no attention dropout is asked for (`attention_dropout`: 0 in evaluation), which the
+    kernel does not do."""
+    found = []
+    if attention_dropout:
+        found.append(f"it has no attention dropout, and this run's is {attention_dropout:g}")
+    if dtype not in _FLASH_DTYPES:
+        found.append(f"it takes bf16 or fp16, and this run computes in {str(dtype)[6:]}")
+    if head_size % 8 or head_size > _FLASH_MAX_HEAD:
+        found.append(f"it takes head sizes in multiples of 8 up to 256, not {head_size}")
+    if not varlen_available(device):
+        found.append(str(_device_obstacle(device)))
+    return found
 
 
 def varlen_usable(
     device: torch.device, dtype: torch.dtype, head_size: int, attention_dropout: float
 ) -> bool:
-    """Whether this forward may attend through the varlen kernel: it exists on `device`
-    (`varlen_available`), Q/K/V come in half precision (`dtype`: autocast's or the
-    weights'), the head size is one flash takes, and no attention dropout is asked for
-    (`attention_dropout`: 0 in evaluation), which the kernel does not do."""
-    if attention_dropout or dtype not in _FLASH_DTYPES:
-        return False
-    if head_size % 8 or head_size > _FLASH_MAX_HEAD:
-        return False
-    return varlen_available(device)
+    """Whether this forward may attend through the varlen kernel: `varlen_obstacles` finds
+    nothing in the way."""
+    return not varlen_obstacles(device, dtype, head_size, attention_dropout)
+
+
+def describe_unpad(
+    unpad: str,
+    compiled: bool,
+    device: torch.device,
+    dtype: torch.dtype,
+    head_size: int,
+    attention_dropout: float,
+) -> str | None:
+    """The line a run logs for `--unpad` (UNPAD_MODES) at its start: which path training's
+    forwards take (the arguments as `varlen_obstacles` takes them, `compiled` for
+    --compile); None for `off`, the padded batch."""
+    if unpad == "off":
+        return None
+    obstacles = varlen_obstacles(device, dtype, head_size, attention_dropout)
+    why = "; ".join(obstacles)
+    if unpad == "auto":
+        if compiled:
+            return "--unpad auto: the padded batch under --compile (--unpad on unpads there)"
+        if obstacles:
+            return f"--unpad auto: the padded batch, since torch's varlen kernel cannot run: {why}"
+        return (
+            "--unpad auto: a batch that holds padding runs the encoder on its real tokens only, "
+            "attending through torch's varlen kernel"
+        )
+    if obstacles:
+        return (
+            "--unpad on: the matmuls run on the real tokens only, while every layer pads Q/K/V "
+            f"back to the batch to attend, since torch's varlen kernel cannot run: {why}. "
+            "On a GPU that path can be slower than the padded one (docs/gpu.md)"
+        )
+    return (
+        "--unpad on: the encoder runs on the real tokens only, attending through torch's varlen "
+        "kernel"
+    )
 
 
 def padded_attention(qkv: Tensor, key_mask: Tensor, dropout: float) -> Tensor:

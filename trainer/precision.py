@@ -71,13 +71,15 @@ def resolve_precision(flag: str, device: torch.device, main: bool = True) -> str
     return flag
 
 
+# What the matrix products compute in, per resolved precision (fp32: the weights' own).
+COMPUTE_DTYPE = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+
+
 def autocast_for(precision: str, device: torch.device) -> contextlib.AbstractContextManager:
     """The context the forward pass runs in: autocast to bf16 or fp16, or nothing (fp32)."""
-    if precision == "bf16":
-        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
-    if precision == "fp16":
-        return torch.autocast(device_type=device.type, dtype=torch.float16)
-    return contextlib.nullcontext()
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=COMPUTE_DTYPE[precision])
 
 
 class LossScaler:

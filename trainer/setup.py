@@ -26,6 +26,7 @@ from pipelines.command.flags import flag_name
 from pipelines.io import storage
 from schemas.checkpoint import CheckpointKey
 from trainer import distributed
+from trainer.attention import describe_unpad
 from trainer.collate import FixedShape  # the trainer's compile padding
 from trainer.compiling import compiled
 from trainer.config import DROPOUT_FIELDS, TrainConfig, accumulation_steps, dropout_overrides
@@ -44,6 +45,7 @@ from trainer.mix import MixedSource
 from trainer.model import BertConfig, BertForPreTraining, config_for, without_nsp_head
 from trainer.optim import build_optimizer, warmup_decay_schedule
 from trainer.precision import (
+    COMPUTE_DTYPE,
     LossScaler,
     autocast_for,
     check_resume_precision,
@@ -177,8 +179,19 @@ def _setup(
         model = _build_model(config, env, source, vocab_size, init, recipe.objective, bool(resumed))
         start = init.get(CheckpointKey.START) if init else None
     # --unpad: the real tokens only through the encoder, where it runs (trainer/attention.py;
-    # auto is the padded batch under --compile, on with --compile is refused by validate).
+    # auto is the padded batch under --compile), and the path training's forwards take.
     model.unpad = config.unpad
+    dtype, layer = COMPUTE_DTYPE[precision], model.config
+    line = describe_unpad(
+        config.unpad,
+        config.compile,
+        env.device,
+        dtype,
+        layer.head_size,
+        layer.attention_probs_dropout_prob,
+    )
+    if env.is_main and line:
+        _LOG.info(line)
     if config.fp8 != "off":  # torchao's Float8Linear, the Parameters kept (trainer/fp8.py)
         converted = convert_to_fp8(model, config.fp8, config.fp8_layers)  # or refused
         if env.is_main:
