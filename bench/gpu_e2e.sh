@@ -16,8 +16,11 @@
 #   bench128      bench.train_step, base, batch 256, compiled, on batches of SHARDS128: the
 #                 step without the loader, which e2e128 is to be within 3 % of
 #   e2e512        bertkit train on SHARDS512, base, micro-batch 64, compiled, the padded batch
-#   e2e512-unpad  the same with --unpad on (only the real tokens through the encoder, their
-#                 count a dynamic dimension of the compiled graph)
+#   e2e512-ad0    the same with --attention-dropout 0, which torch's varlen kernel needs
+#   e2e512-unpad  that with --unpad on: only the real tokens through the encoder, attending
+#                 through the varlen kernel, their count a dynamic dimension of the compiled
+#                 graph (with attention dropout each layer pads Q/K/V back to attend, which
+#                 docs/benchmarks.md shows slower than the padded batch)
 # TRAIN_ARGS is appended to every trainer run's flags, BENCH_ARGS to the bench's (a smoke test
 # on the CPU: TRAIN_ARGS="--device cpu --model tiny --micro-batch-size 4 --max-steps 3
 # --warmup-steps 1 --num-workers 0 --no-compile" BENCH_ARGS="--device cpu --model tiny --modes
@@ -67,8 +70,10 @@ if wanted bench128; then
     timed bench128 150 "$python" -m bench.train_step --shards "$shards128" --seq 128 \
         --model base --batch 256 --modes compiled --json "$out/bench128.json" ${BENCH_ARGS:-}
 fi
-train e2e512 180 "$shards512" --micro-batch-size 64 --compile --num-workers 4
-train e2e512-unpad 240 "$shards512" --micro-batch-size 64 --compile --unpad on --num-workers 4
+at512=(--micro-batch-size 64 --compile --num-workers 4)
+train e2e512 150 "$shards512" "${at512[@]}"
+train e2e512-ad0 150 "$shards512" "${at512[@]}" --attention-dropout 0
+train e2e512-unpad 200 "$shards512" "${at512[@]}" --attention-dropout 0 --unpad on
 
 echo "== done after $((SECONDS - start))s" | tee -a "$log"
 exit $failed
