@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import warnings
 from pathlib import Path
 
 import pytest
@@ -120,6 +121,24 @@ def test_cuda_graph_modes_mark_each_step_and_the_others_do_not(monkeypatch):
         assert step(torch.ones(1)).tolist() == [1.0]
     assert modes == ["reduce-overhead", "max-autotune", None, "max-autotune-no-cudagraphs"]
     assert marks == ["mark", "call", "mark", "call", "call", "call"]
+
+
+def test_inductor_s_online_softmax_note_is_left_out_and_other_warnings_kept():
+    """The note's text as torch 2.11 prints it on an H200 (warnings.warn in inductor's
+    lowering.py), after `compiled`; a user warning of other text still shows."""
+    note = (
+        "\nOnline softmax is disabled on the fly since Inductor decides to\nsplit the "
+        "reduction. Cut an issue to PyTorch if this is an\nimportant use case and you want "
+        "to speed it up with online\nsoftmax.\n"
+    )
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("always")
+        compiled(torch.nn.Identity(), None, dynamic=None)
+        shown.clear()  # torch's own, at its first torch.compile in the process
+        warnings.warn(note, UserWarning, stacklevel=1)
+        warnings.warn("Online softmax is a term of art", RuntimeWarning, stacklevel=1)
+        warnings.warn("another note", UserWarning, stacklevel=1)
+    assert [str(w.message) for w in shown] == ["Online softmax is a term of art", "another note"]
 
 
 def test_a_cache_directory_the_user_set_is_kept(tmp_path, monkeypatch):
