@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from bench import train_step
+from bench.tests.recorded import recorded_runs
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "bench" / "gpu_check.sh"
@@ -54,37 +55,13 @@ def stages_run(tmp_path: Path, budget: str = "560", stages: str | None = None, w
     if warm:
         (tmp_path / "out" / "compile-cache").mkdir(parents=True)
         (tmp_path / "out" / "compile-cache" / "entry").write_text("tuned")
-    calls = tmp_path / "calls.jsonl"
-    recorder = tmp_path / "python"
-    recorder.write_text(
-        f"#!{sys.executable}\n"
-        "import json, os, sys\n"
-        f"with open({str(calls)!r}, 'a') as f:\n"
-        "    f.write(json.dumps([sys.argv[1:], os.environ.get('TORCHINDUCTOR_CACHE_DIR')]))\n"
-        "    f.write('\\n')\n"
-    )
-    recorder.chmod(0o755)
-    ours = ("STAGES", "BENCH_ARGS", "TORCHINDUCTOR_CACHE_DIR")  # inductor's import sets it
-    env = {k: v for k, v in os.environ.items() if k not in ours}
-    env["PYTHON"] = str(recorder)
-    if stages is not None:
-        env["STAGES"] = stages
-    result = subprocess.run(
-        ["bash", SCRIPT, str(tmp_path / "out"), budget],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
+    calls, stdout = recorded_runs(SCRIPT, [str(tmp_path / "out"), budget], tmp_path, stages)
     runs = {}
-    for line in calls.read_text().splitlines():
-        argv, cache = json.loads(line)
+    for argv, cache in calls:
         if argv[:2] == ["-m", "bench.train_step"]:
             name = Path(argv[argv.index("--json") + 1]).stem
             runs[name] = (argv[2:], cache)
-    return runs, result.stdout
+    return runs, stdout
 
 
 def test_every_stage_gives_the_bench_flags_it_takes_for_its_lever(tmp_path):

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from bench import train_step
+from bench.tests.recorded import recorded_runs
 from pipelines.command.flags import parser_for
 from trainer.config import TrainConfig
 
@@ -41,34 +42,15 @@ def test_the_script_passes_shellcheck_and_its_header_holds_the_smoke():
 def recorded_run(tmp_path: Path, budget: str = "480", stages: str | None = None):
     """Each command line the script runs, by stage (its python replaced by one that records
     its arguments and exits 0), and its stdout."""
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    calls = tmp_path / "calls.jsonl"
-    recorder = tmp_path / "python"
-    recorder.write_text(
-        f"#!{sys.executable}\nimport json, sys\n"
-        f"open({str(calls)!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n"
-    )
-    recorder.chmod(0o755)
-    env = {k: v for k, v in os.environ.items() if k not in ("STAGES", "TRAIN_ARGS", "BENCH_ARGS")}
-    env["PYTHON"] = str(recorder)
-    if stages is not None:
-        env["STAGES"] = stages
     out = tmp_path / "out"
-    done = subprocess.run(
-        ["bash", SCRIPT, str(out), "s128", "s512", budget],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, done.stderr
+    calls, stdout = recorded_runs(SCRIPT, [str(out), "s128", "s512", budget], tmp_path, stages)
     runs = {}
-    for argv in map(json.loads, calls.read_text().splitlines()):
+    for argv, _ in calls:
         if argv[:2] == ["-m", "trainer.train"]:
             runs[Path(argv[argv.index("--output") + 1]).name] = argv[2:]
         elif argv[:2] == ["-m", "bench.train_step"]:
             runs[Path(argv[argv.index("--json") + 1]).stem] = argv[2:]
-    return runs, done.stdout
+    return runs, stdout
 
 
 def test_every_stage_runs_the_row_it_is_there_for(tmp_path):
