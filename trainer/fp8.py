@@ -152,16 +152,17 @@ def convert_to_fp8(model: nn.Module, recipe: str, layers: str) -> list[str]:
             }
         )
         shown = ", ".join(f"{out}×{inp}" for out, inp in shapes)
+        if layers == "all":
+            why = "has dimensions that are multiples of 16, as FP8 matmuls need"
+        else:
+            other = "try --fp8 tensorwise, or " if recipe == "rowwise" else ""
+            why = (
+                "is faster in FP8 by torchao's H100 tables for this recipe: "
+                f"{other}add --fp8-layers all to convert them anyway"
+            )
         raise ValueError(
             f"--fp8 {recipe} --fp8-layers {layers}: no encoder Linear of this model ({shown}, "
-            "out × in) "
-            + (
-                "has dimensions that are multiples of 16, as FP8 matmuls need"
-                if layers == "all"
-                else "is faster in FP8 by torchao's H100 tables for this recipe: "
-                + ("try --fp8 tensorwise, or " if recipe == "rowwise" else "")
-                + "add --fp8-layers all to convert them anyway"
-            )
+            f"out × in) {why}"
         )
     float8 = _torchao()
     config = float8.Float8LinearConfig.from_recipe_name(recipe)
