@@ -444,6 +444,8 @@ def main(argv: list[str] | None = None) -> int:
         if cuda:
             torch.cuda.empty_cache()
         results.append(result)
+        if args.json:  # before the row's line: whoever reads the line finds the row written
+            write_results(args, device_name, batch, dtype, peak, data, results, None, len(specs))
         if result.ok:
             m = result.medians
             print(
@@ -464,7 +466,8 @@ def main(argv: list[str] | None = None) -> int:
         f"target: ≥ {MFU_TARGET:.0%} MFU for BERT-{TARGET_MODEL} on an H100 -> {verdict['verdict']}"
     )
     if args.json:
-        write_results(args, device_name, batch, dtype, peak, data, results, verdict)
+        write_results(args, device_name, batch, dtype, peak, data, results, verdict, len(specs))
+        print(f"\nresults: {args.json}")
     return 0 if all(r.ok for r in results) else 1
 
 

@@ -9,6 +9,7 @@ import bench.train_extra  # noqa: F401
 
 # isort: split
 import argparse
+import json
 import os
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
@@ -162,8 +163,12 @@ def write_results(
     peak: float | None,
     data: Batches,
     results: list[RowResult],
-    verdict: dict[str, Any],
+    verdict: dict[str, Any] | None,
+    planned: int,
 ) -> None:
+    """The run's results so far as JSON at args.json. Written after every row (`complete`
+    False until the last row of the `planned` is in), so a stage its limit stops still keeps
+    the rows it finished; replaced whole, so a kill mid-write leaves the last version."""
     payload = {
         "machine": measure.machine_description(
             torch=torch.__version__, transformers=importlib_version("transformers")
@@ -197,6 +202,11 @@ def write_results(
             "vocab_size": data.vocab_size,
         },
         "rows": [asdict(r) for r in results],
+        "rows_planned": planned,
+        "complete": len(results) == planned,
         "target": verdict,
     }
-    measure.write_results(args.json, payload)
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    partial = args.json.with_name(args.json.name + ".partial")
+    partial.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+    partial.replace(args.json)

@@ -5,6 +5,9 @@ the peer (--reference), LAMB beside AdamW (--optimizer), the loader's length buc
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -14,6 +17,8 @@ from bench.train_step import RowSpec, build_model, model_inputs, transformers_la
 from schemas.batch import IGNORE_INDEX, BatchField
 from trainer.data import DataPosition, LoaderConfig, PretrainingLoader, open_source
 from trainer.model import config_for, hf_state_dict
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_transformers_labels_put_each_masked_id_at_its_position():
@@ -82,7 +87,9 @@ def test_reference_and_lamb_rows_run_with_their_ratio(tmp_path, capsys):
         ]
     )
     assert code == 0
-    rows = json.loads(out.read_text())["rows"]
+    written = json.loads(out.read_text())
+    assert (written["rows_planned"], written["complete"]) == (4, True)
+    rows = written["rows"]
     assert [(r["implementation"], r["optimizer"]) for r in rows] == [
         ("bertkit", "adamw"),
         ("transformers", "adamw"),
@@ -140,3 +147,32 @@ def test_bad_comparison_flags_are_refused(capsys):
     with pytest.raises(SystemExit):
         train_step.parse_args(["--synthetic", "--bucket-windows", "0,8"])
     assert "needs real batches" in capsys.readouterr().err
+
+
+def test_a_run_stopped_after_its_first_row_keeps_that_row(tmp_path):
+    """bench/gpu_check.sh stops a stage at its limit (timeout, then SIGKILL): the rows it
+    finished are in its JSON, marked incomplete, as they were in the printed line."""
+    out = tmp_path / "step.json"
+    command = [sys.executable, "-m", "bench.train_step", "--model", "tiny", "--synthetic"]
+    command += ["--modes", "eager,compiled", "--steps", "1", "--warmup", "0", "--repeats", "1"]
+    command += ["--batches", "1", "--batch", "4", "--threads", "1", "--vocab-size", "500"]
+    command += ["--device", "cpu", "--json", str(out)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=REPO)
+    try:
+        assert process.stdout is not None
+        for line in process.stdout:
+            if "tiny bertkit eager" in line:
+                break
+        else:
+            pytest.fail(f"no eager row line; exit {process.wait()}")
+        process.kill()  # in the compiled row's compilation
+    finally:
+        process.kill()
+        process.wait(timeout=30)
+    written = json.loads(out.read_text())
+    assert (written["rows_planned"], written["complete"]) == (2, False)
+    assert [(r["model"], r["compiled"], r["ok"]) for r in written["rows"]] == [
+        ("tiny", False, True)
+    ]
+    assert written["target"] is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step.json"]
