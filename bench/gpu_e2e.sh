@@ -16,7 +16,9 @@
 #   bench128      bench.train_step, base, batch 256, compiled, on batches of SHARDS128: the
 #                 step without the loader, which e2e128 is to be within 3 % of
 #   e2e512        bertkit train on SHARDS512, base, micro-batch 64, compiled, the padded batch
-#   e2e512-ad0    the same with --attention-dropout 0, which torch's varlen kernel needs
+#                 (--unpad off)
+#   e2e512-ad0    the same with --attention-dropout 0, which torch's varlen kernel needs (the
+#                 default --unpad auto would unpad there: off keeps the padded batch)
 #   e2e512-unpad  that with --unpad on: only the real tokens through the encoder, attending
 #                 through the varlen kernel, their count a dynamic dimension of the compiled
 #                 graph (with attention dropout each layer pads Q/K/V back to attend, which
@@ -71,8 +73,8 @@ if wanted bench128; then
         --model base --batch 256 --modes compiled --json "$out/bench128.json" ${BENCH_ARGS:-}
 fi
 at512=(--micro-batch-size 64 --compile --num-workers 4)
-train e2e512 150 "$shards512" "${at512[@]}"
-train e2e512-ad0 150 "$shards512" "${at512[@]}" --attention-dropout 0
+train e2e512 150 "$shards512" "${at512[@]}" --unpad off
+train e2e512-ad0 150 "$shards512" "${at512[@]}" --attention-dropout 0 --unpad off
 train e2e512-unpad 200 "$shards512" "${at512[@]}" --attention-dropout 0 --unpad on
 
 echo "== done after $((SECONDS - start))s" | tee -a "$log"

@@ -281,27 +281,59 @@ def test_the_varlen_path_equals_the_padded_one_with_a_stand_in_kernel(monkeypatc
 
 
 def test_the_path_is_chosen_by_unpad_and_the_kernel():
-    """auto: varlen where it runs and the batch holds padding; on: unpadded always; off:
-    padded. has_padding (a wait on the device) is asked only where it decides."""
+    """auto: varlen where it runs and at least 8 % of the batch is padding; on: unpadded
+    always; off: padded. padding_share (a wait on the device) is asked only where it
+    decides."""
     asked = []
 
-    def padding(answer):
-        def has_padding():
-            asked.append(answer)
-            return answer
+    def padding(share):
+        def padding_share():
+            asked.append(share)
+            return share
 
-        return has_padding
+        return padding_share
 
-    assert attention_path("auto", True, padding(True)) == VARLEN
-    assert attention_path("auto", True, padding(False)) == PADDED
-    assert asked == [True, False]
-    assert attention_path("auto", False, padding(True)) == PADDED
-    assert attention_path("on", True, padding(False)) == VARLEN
-    assert attention_path("on", False, padding(True)) == UNPADDED
-    assert attention_path("off", True, padding(True)) == PADDED
-    assert asked == [True, False]
+    assert attention.AUTO_MIN_PADDING == 0.08
+    assert attention_path("auto", True, padding(0.18)) == VARLEN
+    assert attention_path("auto", True, padding(0.08)) == VARLEN
+    assert attention_path("auto", True, padding(0.079)) == PADDED
+    assert attention_path("auto", True, padding(0.0)) == PADDED
+    assert asked == [0.18, 0.08, 0.079, 0.0]
+    assert attention_path("auto", False, padding(0.5)) == PADDED
+    assert attention_path("on", True, padding(0.0)) == VARLEN
+    assert attention_path("on", False, padding(0.5)) == UNPADDED
+    assert attention_path("off", True, padding(0.5)) == PADDED
+    assert asked == [0.18, 0.08, 0.079, 0.0]
     with pytest.raises(ValueError, match="unpad 'yes': one of auto, on, off"):
-        attention_path("yes", True, padding(True))
+        attention_path("yes", True, padding(0.5))
+
+
+def test_auto_unpads_a_batch_by_its_padding_share_compiled_too(monkeypatch):
+    """With the kernel (a CPU stand-in): the literal batch, 17 of 48 positions padding,
+    attends through it, eager and where torch.compile traces; a batch of 3 padding
+    positions in 48 (6 %) stays padded."""
+    calls = []
+
+    def kernel(*args):
+        calls.append(args[5])
+        return reference_varlen_attn(*args)
+
+    monkeypatch.setattr(attention, "varlen_attn", kernel)
+    monkeypatch.setattr("trainer.model.varlen_usable", lambda *args: True)
+    assert Unpadding.of(literal_batch()[2], varlen=True).padding_share == 17 / 48
+    step(model("auto"))
+    assert calls == [16, 16]  # one call a layer
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    step(model("auto"))
+    assert calls == [16, 16, 16, 16]  # under compile the batch's length bounds each sequence
+    monkeypatch.undo()
+    monkeypatch.setattr(attention, "varlen_attn", kernel)
+    monkeypatch.setattr("trainer.model.varlen_usable", lambda *args: True)
+    ids, types, _, positions, labels, nsp = literal_batch()
+    mask = torch.arange(16)[None, :] < torch.tensor([16, 16, 13])[:, None]
+    assert Unpadding.of(mask, varlen=True).padding_share == 3 / 48
+    out = model("auto")(ids * mask, types * mask, mask, positions, labels, nsp)
+    assert out.loss.isfinite() and calls == [16, 16, 16, 16]
 
 
 def test_varlen_is_usable_only_where_the_kernel_runs(monkeypatch):
@@ -360,16 +392,21 @@ def test_the_run_says_which_path_unpad_takes(monkeypatch):
         "attention dropout, and this run's is 0.1. On a GPU that path can be slower than the "
         "padded one (docs/gpu.md)"
     )
+    auto = "--unpad auto: a batch of at least 8% padding runs the encoder on its real tokens"
     assert attention.describe_unpad("auto", False, cuda, torch.bfloat16, 64, 0.0) == (
-        f"--unpad auto: a batch that holds padding runs the encoder on its real tokens only, {kernel}"
+        f"{auto} only, {kernel} (one wait for the real tokens' count per micro-batch)"
     )
     assert attention.describe_unpad("auto", True, cuda, torch.bfloat16, 64, 0.0) == (
-        "--unpad auto: the padded batch under --compile (--unpad on unpads there)"
+        f"{auto} only, {kernel} (one wait for the real tokens' count per micro-batch, a break "
+        "between two compiled graphs)"
     )
-    assert attention.describe_unpad("auto", False, cpu, torch.bfloat16, 64, 0.0) == (
-        "--unpad auto: the padded batch, since torch's varlen kernel cannot run: torch has no "
-        "varlen kernel for the cpu device"
+    assert attention.describe_unpad("auto", True, cuda, torch.bfloat16, 64, 0.1) == (
+        "--unpad auto: training's forwards take the padded batch, since torch's varlen kernel "
+        "cannot run: it has no attention dropout, and this run's is 0.1 (evaluation, which "
+        "has no dropout, may unpad)"
     )
+    # The default, where it has nothing to choose: no line.
+    assert attention.describe_unpad("auto", False, cpu, torch.bfloat16, 64, 0.0) is None
 
 
 def test_auto_is_the_padded_batch_on_the_cpu_without_looking_at_the_mask(monkeypatch):

@@ -31,10 +31,16 @@ try:  # torch 2.10 and later
 except ImportError:  # an older torch: the padded attention everywhere
     varlen_attn = None
 
-# --unpad's choices. auto: unpadded with the varlen kernel where it runs and the batch holds
-# padding, else the padded batch; on: unpadded always (padded attention where varlen cannot
-# run); off: the padded batch.
+# --unpad's choices. auto: unpadded with the varlen kernel where it runs and at least
+# AUTO_MIN_PADDING of the batch's positions are padding, else the padded batch; on: unpadded
+# always (padded attention per layer where varlen cannot run); off: the padded batch.
 UNPAD_MODES = ("auto", "on", "off")
+
+# The padding share from which auto unpads: below it, reading the real tokens' count (a wait
+# on the GPU, and a break between compiled graphs) and the gather and scatter cost about what
+# the skipped rows save. Set from the two unpadded GPU runs measured at 512 (docs/benchmarks.md,
+# "On a GPU": the synthetic batches' share, and the demo's pair shards' smaller one).
+AUTO_MIN_PADDING = 0.08
 
 # The attention paths `attention_path` picks.
 PADDED = "padded"
@@ -46,17 +52,18 @@ _FLASH_MAX_HEAD = 256
 _FLASH_DTYPES = (torch.float16, torch.bfloat16)
 
 
-def attention_path(unpad: str, varlen: bool, has_padding: Callable[[], bool]) -> str:
+def attention_path(unpad: str, varlen: bool, padding_share: Callable[[], float]) -> str:
     """PADDED, VARLEN or UNPADDED for `--unpad` (UNPAD_MODES), given whether the varlen
-    kernel can run this forward (`varlen_usable`). `has_padding` (which waits on the device
-    for the mask's count) is asked only where the answer decides: auto with varlen."""
+    kernel can run this forward (`varlen_usable`). `padding_share` (the batch's share of
+    padding positions, a wait on the device for the mask's count) is asked only where the
+    answer decides: auto with varlen."""
     if unpad not in UNPAD_MODES:
         raise ValueError(f"unpad {unpad!r}: one of {', '.join(UNPAD_MODES)}")
     if unpad == "off":
         return PADDED
     if unpad == "on":
         return VARLEN if varlen else UNPADDED
-    return VARLEN if varlen and has_padding() else PADDED
+    return VARLEN if varlen and padding_share() >= AUTO_MIN_PADDING else PADDED
 
 
 # Each device's reason torch's varlen kernel cannot run there (None where it can), found once.
@@ -124,19 +131,25 @@ def describe_unpad(
 ) -> str | None:
     """The line a run logs for `--unpad` (UNPAD_MODES) at its start: which path training's
     forwards take (the arguments as `varlen_obstacles` takes them, `compiled` for
-    --compile); None for `off`, the padded batch."""
+    --compile); None for `off`, the padded batch, and for auto (the default) on a device
+    without the varlen kernel, where it has no choice to make."""
     if unpad == "off":
         return None
     obstacles = varlen_obstacles(device, dtype, head_size, attention_dropout)
     why = "; ".join(obstacles)
     if unpad == "auto":
-        if compiled:
-            return "--unpad auto: the padded batch under --compile (--unpad on unpads there)"
+        if not varlen_available(device):
+            return None
         if obstacles:
-            return f"--unpad auto: the padded batch, since torch's varlen kernel cannot run: {why}"
+            return (
+                "--unpad auto: training's forwards take the padded batch, since torch's varlen "
+                f"kernel cannot run: {why} (evaluation, which has no dropout, may unpad)"
+            )
+        graphs = ", a break between two compiled graphs" if compiled else ""
         return (
-            "--unpad auto: a batch that holds padding runs the encoder on its real tokens only, "
-            "attending through torch's varlen kernel"
+            f"--unpad auto: a batch of at least {AUTO_MIN_PADDING:.0%} padding runs the encoder "
+            "on its real tokens only, attending through torch's varlen kernel (one wait for "
+            f"the real tokens' count per micro-batch{graphs})"
         )
     if obstacles:
         return (
@@ -191,6 +204,12 @@ class Unpadding:
     @property
     def has_padding(self) -> bool:
         return self.tokens < self.batch * self.length
+
+    @property
+    def padding_share(self) -> float:
+        """The share of the batch's B·L positions that are padding."""
+        positions = self.batch * self.length
+        return (positions - self.tokens) / positions
 
     @classmethod
     def of(cls, attention_mask: Tensor, varlen: bool) -> Unpadding:

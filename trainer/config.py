@@ -192,13 +192,13 @@ class TrainConfig:
         False, help="torch.compile the model (pads to max_seq_length, or its quarters if bucketed)"
     )
     unpad: str = option(
-        "off",
+        "auto",
         choices=UNPAD_MODES,
-        help="run the encoder on the real tokens only, padding left out of every matmul: off "
-        "(the default until its speed is measured on a GPU), on (with --compile too: the "
-        "token count a dynamic shape), or auto (on where a GPU runs torch's variable-length "
-        "attention, in bf16/fp16 with --attention-dropout 0 or in evaluation, and the batch "
-        "holds padding; off on CPU and with --compile)",
+        help="run the encoder on the real tokens only, padding left out of every matmul: auto "
+        "(the default: where a GPU runs torch's variable-length attention, in bf16/fp16 with "
+        "--attention-dropout 0 or in evaluation, and at least 8%% of the batch is padding; "
+        "the padded batch elsewhere), on (always; with --compile the token count a dynamic "
+        "shape), or off (the padded batch)",
     )
     compile_mode: str | None = option(
         None,

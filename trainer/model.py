@@ -317,12 +317,11 @@ class BertForPreTraining(nn.Module):
 
     def _unpadding(self, attention_mask: Tensor, unpad: str) -> Unpadding | None:
         """Where this forward's real tokens are, or None for the padded batch: the path
-        `attention_path` picks (trainer/attention.py) for `unpad`. Under torch.compile, auto
-        is the padded batch, as the one shape a compiled graph wants; "on" unpads there too:
+        `attention_path` picks (trainer/attention.py) for `unpad`. Under torch.compile,
         reading the real tokens' count is a graph break, and from the second batch on the
         graph after it takes the count as a dynamic dimension (one more compilation, then
         none for any later count)."""
-        if unpad == "off" or (unpad == "auto" and torch.compiler.is_compiling()):
+        if unpad == "off":
             return None
         device = attention_mask.device
         dtype = self.embeddings.word_embeddings.weight.dtype
@@ -332,11 +331,11 @@ class BertForPreTraining(nn.Module):
         varlen = varlen_usable(device, dtype, self.config.head_size, dropout)
         found: list[Unpadding] = []
 
-        def has_padding() -> bool:  # asked by auto with varlen only: one wait on the device
+        def padding_share() -> float:  # asked by auto with varlen only: one wait on the device
             found.append(Unpadding.of(attention_mask, varlen=True))
-            return found[0].has_padding
+            return found[0].padding_share
 
-        path = attention_path(unpad, varlen, has_padding)
+        path = attention_path(unpad, varlen, padding_share)
         if path == PADDED:
             return None
         return found[0] if found else Unpadding.of(attention_mask, varlen=path == VARLEN)

@@ -69,7 +69,7 @@ def test_every_stage_runs_the_row_it_is_there_for(tmp_path):
         for name, f in flags.items()
     }
     assert rows == {  # the varlen kernel has no attention dropout: the unpadded row has none
-        "e2e128": ("base", 256, True, "off", None),
+        "e2e128": ("base", 256, True, "auto", None),  # the default: padded at dropout 0.1
         "e2e512": ("base", 64, True, "off", None),
         "e2e512-ad0": ("base", 64, True, "off", 0.0),
         "e2e512-unpad": ("base", 64, True, "on", 0.0),
