@@ -5,7 +5,6 @@ to the plain path in fp32 on the CPU, gradients included."""
 from __future__ import annotations
 
 import collections
-import itertools
 import json
 import logging
 
@@ -16,6 +15,7 @@ from torch._dynamo.utils import counters
 from torch.overrides import TorchFunctionMode
 
 from schemas.checkpoint import CheckpointKey
+from tests.support.varlen import reference_varlen_attn
 from tests.test_step_syncs import OpCounter
 from tests.test_train import metrics
 from trainer import attention, train
@@ -246,21 +246,6 @@ def test_prediction_scores_are_the_padded_batchs_whatever_unpad():
         padded = model("off").eval().prediction_scores(ids, types, mask)
         unpadded = model("on").eval().prediction_scores(ids, types, mask)
     assert torch.equal(padded[0], unpadded[0]) and torch.equal(padded[1], unpadded[1])
-
-
-def reference_varlen_attn(query, key, value, cu_seq_q, cu_seq_k, max_q, max_k):
-    """torch's varlen_attn (CUDA only) on the CPU, one sequence at a time: (T, heads, d)."""
-    assert torch.equal(cu_seq_q, cu_seq_k) and max_q == max_k
-    assert cu_seq_q.dtype == torch.int32
-    bounds = cu_seq_q.tolist()
-    assert max_q == max(end - start for start, end in itertools.pairwise(bounds))
-    parts = [
-        F.scaled_dot_product_attention(
-            *(t[start:end].transpose(0, 1)[None] for t in (query, key, value))
-        )[0].transpose(0, 1)
-        for start, end in itertools.pairwise(bounds)
-    ]
-    return torch.cat(parts)
 
 
 def test_the_varlen_path_equals_the_padded_one_with_a_stand_in_kernel(monkeypatch):
@@ -541,3 +526,17 @@ def test_a_compiled_run_with_unpad_on_trains_as_the_padded_one(sample_shards, tm
                           "--compile"]) == 0  # fmt: skip
         losses[unpad] = [metrics(run)[step]["loss"] for step in (1, 2, 3)]
     assert losses["on"] == pytest.approx(losses["off"], rel=1e-5, abs=0)
+
+
+def test_the_host_keeps_auto_padded_under_the_floor_and_a_forward_takes_its_word():
+    assert attention.host_unpad("auto", 93, 100) == "off"  # 7 % padding
+    assert attention.host_unpad("auto", 92, 100) is None  # 8 %: the model unpads
+    assert attention.host_unpad("auto", 0, 100) is None
+    assert attention.host_unpad("on", 100, 100) is None  # on and off: the model's own
+    assert attention.host_unpad("off", 50, 100) is None
+    net = model("auto")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("trainer.model.varlen_usable", lambda *args: True)
+        patch.setattr(Unpadding, "of", classmethod(lambda *args: pytest.fail("unpadded")))
+        out = net(*literal_batch(), unpad="off")
+    assert out.loss.isfinite()

@@ -18,7 +18,8 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from trainer import distributed, train
+from tests.support.varlen import reference_varlen_attn
+from trainer import attention, distributed, train
 from trainer.evaluate import evaluate
 
 # The aten ops that read a value to the host (and so synchronise with a GPU) or whose
@@ -134,3 +135,44 @@ def test_evaluation_reads_its_sums_back_once(sample_shards, tmp_path) -> None:
     assert reads == {}, reads
     assert ops.calls["aten.nll_loss_forward"] == 5 * 2  # 5 batches, MLM and NSP losses
     assert result.sequences == 5 * 8 and result.predictions > 0
+
+
+# Over the floor: the forward's one wait a batch (nonzero_static), and the stand-in kernel's
+# own check of its inputs (torch.equal, once a layer: 2 layers), for 4 micro-batches of
+# training and then 5 batches of evaluation.
+UNPADDED_READS = {"aten.nonzero_static": 4 + 5, "aten.equal": 2 * (4 + 5)}
+
+
+@pytest.mark.parametrize(("floor", "reads"), [(1.01, {}), (0.0, UNPADDED_READS)])
+def test_unpad_auto_is_decided_on_the_host_where_it_keeps_the_batch_padded(
+    sample_shards, tmp_path, monkeypatch, floor: float, reads: dict[str, int]
+) -> None:
+    """--unpad auto (the default) where the varlen kernel runs (the CPU stand-in of
+    tests/support/varlen.py): a batch under the padding floor is kept padded from the
+    host's count, with no wait on the device; over it, the forward finds its real tokens on
+    the device, one wait a batch: in training (2 steps × 2 micro-batches) and in evaluation
+    (5 batches) alike."""
+    monkeypatch.setattr(attention, "AUTO_MIN_PADDING", floor)
+    monkeypatch.setattr(attention, "varlen_attn", reference_varlen_attn)
+    monkeypatch.setattr("trainer.model.varlen_usable", lambda *args: True)
+    config = train.parse_arguments(
+        [
+            *("--model", "tiny", "--micro-batch-size", "8", "--global-batch-size", "16"),
+            *("--shards", str(sample_shards), "--output", str(tmp_path / "run")),
+            *("--max-steps", "4", "--warmup-steps", "1", "--num-workers", "0"),
+            *("--no-tensorboard", "--device", "cpu"),
+        ]
+    )
+    assert config.unpad == "auto"
+    env = distributed.setup(config.device)
+    run = train.setup(config, env)
+    run.model.train()
+    sums = torch.zeros(8, dtype=torch.float64)
+    with OpCounter() as ops:
+        for _ in range(2):
+            train.train_step(run, sums)
+        evaluate(run.model, run.heldout, env, 8, max_sequences=40)
+    run.progress.close()
+    run.logger.close()
+    assert {name: count for name, count in ops.calls.items() if name in HOST_READS} == reads
+    assert sums[7].item() == 2 * 2

@@ -66,6 +66,16 @@ def attention_path(unpad: str, varlen: bool, padding_share: Callable[[], float])
     return VARLEN if varlen and padding_share() >= AUTO_MIN_PADDING else PADDED
 
 
+def host_unpad(unpad: str, real_tokens: int, positions: int) -> str | None:
+    """The `unpad` a training forward is called with where the host already knows auto's
+    answer: "off" for auto on a batch whose padding share, its `real_tokens` counted on the
+    host copy of its `positions` (B·L), is under AUTO_MIN_PADDING, so the forward reads
+    nothing back from the device to decide; None (the model's own `unpad`) otherwise."""
+    if unpad == "auto" and (positions - real_tokens) < AUTO_MIN_PADDING * positions:
+        return "off"
+    return None
+
+
 # Each device's reason torch's varlen kernel cannot run there (None where it can), found once.
 # A plain dict, which torch.compile reads as it is (a functools.cache it traces through, with
 # a warning that the cache is ignored).

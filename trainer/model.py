@@ -372,16 +372,18 @@ class BertForPreTraining(nn.Module):
         masked_positions: Tensor,
         masked_labels: Tensor,
         next_sentence_labels: Tensor | None = None,
+        unpad: str | None = None,
     ) -> PreTrainingOutput:
         """Losses and logits on a collated batch (schemas/batch.py; argument names are its
         MODEL_INPUTS, `input_names` for this model). The MLM head runs on the B·P prediction
-        slots; the loss and counts on the N real ones."""
+        slots; the loss and counts on the N real ones. `unpad`: this forward's, else the
+        model's (as `encode` takes it)."""
         if next_sentence_labels is not None and not self.config.nsp:
             raise ValueError(
                 "next_sentence_labels given to an --objective mlm model, which has no NSP "
                 "head: pass the batch fields of model.input_names"
             )
-        hidden = self.encode(input_ids, token_type_ids, attention_mask)
+        hidden = self.encode(input_ids, token_type_ids, attention_mask, unpad=unpad)
         batch, length, width = hidden.shape
         # masked_positions (B, P) → row indices into hidden flattened to (B·L, H) → (B·P, H)
         # → logits (B·P, V). Every slot is computed, padding included, so the shapes depend

@@ -80,6 +80,7 @@ from pipelines.io.recorded_paths import record_path
 from schemas.batch import BatchField
 from schemas.checkpoint import CHECKPOINT_FORMAT, CheckpointKey
 from trainer import distributed
+from trainer.attention import host_unpad
 from trainer.collate import to_device  # the trainer's compile padding
 from trainer.config import TrainConfig
 from trainer.evaluate import EvalResult, MixEvalResult, evaluate, evaluate_sources
@@ -140,16 +141,20 @@ def train_step(run: Run, sums: torch.Tensor) -> torch.Tensor | None:
         host_batch = next(run.batches)
         # Counted on the host copy, through NumPy: the same sums on the device would stall
         # the GPU (tests/test_step_syncs.py holds the step to no reads of a tensor's value).
+        real_tokens = int(np.count_nonzero(host_batch[BatchField.ATTENTION_MASK].numpy()))
         run.meter.update(
             len(host_batch[BatchField.INPUT_IDS]),
-            int(np.count_nonzero(host_batch[BatchField.ATTENTION_MASK].numpy())),
+            real_tokens,
             batch_flops(model_config, host_batch) * env.world_size,
         )
         # The model's inputs only (the sample keys stay on the host); padded in the loader.
         batch = to_device({k: host_batch[k] for k in inputs}, env.device, run.pad_to)
+        # --unpad auto on a batch with too little padding to pay: decided here, from the
+        # host's count, so the forward does not wait on the device to find it out.
+        unpad = host_unpad(run.model.unpad, real_tokens, batch[BatchField.INPUT_IDS].numel())
         sync = micro == run.accumulation - 1 or not env.active
         with contextlib.nullcontext() if sync else run.wrapped.no_sync(), run.autocast:
-            out = run.forward(**batch)
+            out = run.forward(**batch) if unpad is None else run.forward(**batch, unpad=unpad)
         if run.scaler is None:
             (out.loss / run.accumulation).backward()
         else:  # fp16: the loss scaled up (trainer/precision.py); DDP syncs scaled gradients
