@@ -534,9 +534,13 @@ def test_the_host_keeps_auto_padded_under_the_floor_and_a_forward_takes_its_word
     assert attention.host_unpad("auto", 0, 100) is None
     assert attention.host_unpad("on", 100, 100) is None  # on and off: the model's own
     assert attention.host_unpad("off", 50, 100) is None
-    net = model("auto")
+    net, cpu = model("auto"), torch.device("cpu")
+    # No varlen kernel (the CPU): nothing for the host to decide, the forward called as ever.
+    assert net.host_unpad(93, 100, cpu) is None
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr("trainer.model.varlen_usable", lambda *args: True)
+        assert (net.host_unpad(93, 100, cpu), net.host_unpad(92, 100, cpu)) == ("off", None)
+        assert model("on").host_unpad(100, 100, cpu) is None
         patch.setattr(Unpadding, "of", classmethod(lambda *args: pytest.fail("unpadded")))
         out = net(*literal_batch(), unpad="off")
     assert out.loss.isfinite()

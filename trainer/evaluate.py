@@ -26,7 +26,6 @@ import numpy as np
 import torch
 
 from schemas.batch import BatchField
-from trainer.attention import host_unpad
 from trainer.collate import FixedShape
 from trainer.data import (
     DataPosition,
@@ -115,10 +114,11 @@ def evaluate(
             inputs = {k: batch[k].to(env.device, non_blocking=True) for k in model.input_names}
             size = len(batch[BatchField.INPUT_IDS])
             forward = compiled if compiled is not None and size == batch_size else model
-            # --unpad auto's answer where the host's count already gives it (trainer/train.py)
             real = int(np.count_nonzero(batch[BatchField.ATTENTION_MASK].numpy()))
-            unpad = host_unpad(model.unpad, real, inputs[BatchField.INPUT_IDS].numel())
             with autocast if autocast is not None else contextlib.nullcontext():
+                # --unpad auto's answer where the host's count gives it (trainer/train.py)
+                positions = inputs[BatchField.INPUT_IDS].numel()
+                unpad = model.host_unpad(real, positions, env.device)
                 out = forward(**inputs) if unpad is None else forward(**inputs, unpad=unpad)
             parts = [out.mlm_loss.double() * out.mlm_count, out.mlm_correct, out.mlm_count]
             if nsp:

@@ -49,6 +49,7 @@ from trainer.attention import (
     VARLEN,
     Unpadding,
     attention_path,
+    host_unpad,
     padded_attention,
     varlen_usable,
 )
@@ -323,12 +324,7 @@ class BertForPreTraining(nn.Module):
         none for any later count)."""
         if unpad == "off":
             return None
-        device = attention_mask.device
-        dtype = self.embeddings.word_embeddings.weight.dtype
-        if torch.is_autocast_enabled(device.type):
-            dtype = torch.get_autocast_dtype(device.type)
-        dropout = self.config.attention_probs_dropout_prob if self.training else 0.0
-        varlen = varlen_usable(device, dtype, self.config.head_size, dropout)
+        varlen = self._varlen_usable(attention_mask.device)
         found: list[Unpadding] = []
 
         def padding_share() -> float:  # asked by auto with varlen only: one wait on the device
@@ -339,6 +335,26 @@ class BertForPreTraining(nn.Module):
         if path == PADDED:
             return None
         return found[0] if found else Unpadding.of(attention_mask, varlen=path == VARLEN)
+
+    def _varlen_usable(self, device: torch.device) -> bool:
+        """Whether a forward here, now (autocast's dtype, training's attention dropout or
+        evaluation's none), may attend through the varlen kernel."""
+        dtype = self.embeddings.word_embeddings.weight.dtype
+        if torch.is_autocast_enabled(device.type):
+            dtype = torch.get_autocast_dtype(device.type)
+        dropout = self.config.attention_probs_dropout_prob if self.training else 0.0
+        return varlen_usable(device, dtype, self.config.head_size, dropout)
+
+    def host_unpad(self, real_tokens: int, positions: int, device: torch.device) -> str | None:
+        """The `unpad` to call a forward with, decided from the batch's real tokens counted
+        on the host, under the autocast the forward runs in: "off" where auto would find the
+        batch under the padding floor (trainer/attention.py `host_unpad`), so the forward
+        does not wait on the device to learn it; None (the model's own) otherwise, and
+        wherever auto has no varlen kernel to choose, so a compiled forward keeps one call
+        signature."""
+        if self.unpad != "auto" or not self._varlen_usable(device):
+            return None
+        return host_unpad(self.unpad, real_tokens, positions)
 
     def _encode_unpadded(
         self, input_ids: Tensor, token_type_ids: Tensor, unpadding: Unpadding

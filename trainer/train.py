@@ -80,7 +80,6 @@ from pipelines.io.recorded_paths import record_path
 from schemas.batch import BatchField
 from schemas.checkpoint import CHECKPOINT_FORMAT, CheckpointKey
 from trainer import distributed
-from trainer.attention import host_unpad
 from trainer.collate import to_device  # the trainer's compile padding
 from trainer.config import TrainConfig
 from trainer.evaluate import EvalResult, MixEvalResult, evaluate, evaluate_sources
@@ -149,11 +148,12 @@ def train_step(run: Run, sums: torch.Tensor) -> torch.Tensor | None:
         )
         # The model's inputs only (the sample keys stay on the host); padded in the loader.
         batch = to_device({k: host_batch[k] for k in inputs}, env.device, run.pad_to)
-        # --unpad auto on a batch with too little padding to pay: decided here, from the
-        # host's count, so the forward does not wait on the device to find it out.
-        unpad = host_unpad(run.model.unpad, real_tokens, batch[BatchField.INPUT_IDS].numel())
         sync = micro == run.accumulation - 1 or not env.active
         with contextlib.nullcontext() if sync else run.wrapped.no_sync(), run.autocast:
+            # --unpad auto on a batch with too little padding to pay: decided from the host's
+            # count, so the forward does not wait on the device to find it out.
+            positions = batch[BatchField.INPUT_IDS].numel()
+            unpad = run.model.host_unpad(real_tokens, positions, env.device)
             out = run.forward(**batch) if unpad is None else run.forward(**batch, unpad=unpad)
         if run.scaler is None:
             (out.loss / run.accumulation).backward()
