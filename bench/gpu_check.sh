@@ -17,6 +17,8 @@
 #                  then on (real tokens only through the encoder, attending through varlen)
 #   pad512         the same batches compiled: padded (--unpad off), then --unpad on (the real
 #                  tokens' count a dynamic dimension of the compiled graph)
+#   pad512-drop    the same with the 2018 recipe's attention dropout 0.1: --unpad on attends
+#                  through aten's flash varlen kernel with dropout (varlen_attn has none)
 #   fp8            BERT-large at 128, batch 128, --fp8 tensorwise, every encoder Linear
 #                  (--fp8-layers all); the large stage is its bf16 row. Needs torchao (the
 #                  gpu extra): where it is not installed the rows fail saying so
@@ -78,6 +80,7 @@ stage fp16 60 "${base[@]}" --precision fp16
 at512=(--model base --seq 512 --batch 64 --padding 0.18 --attention-dropout 0)
 stage unpad512 60 "${at512[@]}" --modes eager --unpad off,on
 stage pad512 160 "${at512[@]}" --modes compiled --unpad off,on
+stage pad512-drop 160 "${at512[@]}" --attention-dropout 0.1 --modes compiled --unpad off,on
 fp8=(--model large --batch 128 --modes compiled)
 stage fp8 180 "${fp8[@]}" --fp8 tensorwise --fp8-layers all
 stage fp8-rowwise 180 "${fp8[@]}" --fp8 rowwise --fp8-layers all

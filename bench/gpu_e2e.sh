@@ -23,6 +23,8 @@
 #                 through the varlen kernel, their count a dynamic dimension of the compiled
 #                 graph (with attention dropout each layer pads Q/K/V back to attend, which
 #                 docs/benchmarks.md shows slower than the padded batch)
+#   e2e512-unpad-2018 the 2018 recipe (attention dropout 0.1) with --unpad on: the real tokens
+#                 through aten's flash varlen kernel with dropout, against e2e512
 #   e2e512-nodrop today's recipe: no hidden or attention dropout (MosaicML's, cramming's),
 #                 the default --unpad auto (the varlen kernel, the batch holding padding):
 #                 the fastest run at 512 the levers give, for the 1.3x goal
@@ -79,6 +81,7 @@ at512=(--micro-batch-size 64 --compile --num-workers 4)
 train e2e512 150 "$shards512" "${at512[@]}" --unpad off
 train e2e512-ad0 150 "$shards512" "${at512[@]}" --attention-dropout 0 --unpad off
 train e2e512-unpad 200 "$shards512" "${at512[@]}" --attention-dropout 0 --unpad on
+train e2e512-unpad-2018 200 "$shards512" "${at512[@]}" --unpad on
 train e2e512-nodrop 200 "$shards512" "${at512[@]}" --hidden-dropout 0 --attention-dropout 0
 
 echo "== done after $((SECONDS - start))s" | tee -a "$log"

@@ -329,7 +329,10 @@ def test_varlen_is_usable_only_where_the_kernel_runs(monkeypatch):
     assert attention.varlen_usable(cuda, torch.float16, 64, 0.0)
     assert not attention.varlen_usable(cpu, torch.bfloat16, 64, 0.0)
     assert not attention.varlen_usable(cuda, torch.float32, 64, 0.0)  # flash: half only
-    assert not attention.varlen_usable(cuda, torch.bfloat16, 64, 0.1)  # no dropout in it
+    assert attention.varlen_usable(cuda, torch.bfloat16, 64, 0.1)  # aten's flash op: dropout
+    monkeypatch.setattr(attention, "_FLASH_FORWARD", None)
+    assert not attention.varlen_usable(cuda, torch.bfloat16, 64, 0.1)
+    assert attention.varlen_usable(cuda, torch.bfloat16, 64, 0.0)
     assert not attention.varlen_usable(cuda, torch.bfloat16, 12, 0.0)  # not a multiple of 8
     assert not attention.varlen_usable(cuda, torch.bfloat16, 512, 0.0)
 
@@ -338,7 +341,6 @@ def test_each_reason_the_varlen_kernel_cannot_run_is_named(monkeypatch):
     cpu, cuda = torch.device("cpu"), torch.device("cuda", 0)
     monkeypatch.setattr(attention, "_DEVICE_OBSTACLE", {})
     assert attention.varlen_obstacles(cpu, torch.float32, 12, 0.1) == [
-        "it has no attention dropout, and this run's is 0.1",
         "it takes bf16 or fp16, and this run computes in float32",
         "it takes head sizes in multiples of 8 up to 256, not 12",
         "torch has no varlen kernel for the cpu device",
@@ -361,6 +363,11 @@ def test_each_reason_the_varlen_kernel_cannot_run_is_named(monkeypatch):
     assert attention.varlen_obstacles(cuda, torch.bfloat16, 64, 0.0) == [
         f"torch {torch.__version__} has no torch.nn.attention.varlen (2.10 has)"
     ]
+    monkeypatch.setattr(attention, "_FLASH_FORWARD", None)
+    assert attention.varlen_obstacles(cuda, torch.bfloat16, 64, 0.1)[0] == (
+        f"torch {torch.__version__} has no flash kernel with attention dropout, and this "
+        "run's is 0.1"
+    )
 
 
 def test_the_run_says_which_path_unpad_takes(monkeypatch):
@@ -372,9 +379,12 @@ def test_the_run_says_which_path_unpad_takes(monkeypatch):
         f"--unpad on: the encoder runs on the real tokens only, {kernel}"
     )
     assert attention.describe_unpad("on", False, cuda, torch.bfloat16, 64, 0.1) == (
+        f"--unpad on: the encoder runs on the real tokens only, {kernel} with attention dropout 0.1"
+    )
+    assert attention.describe_unpad("on", False, cuda, torch.float32, 64, 0.1) == (
         "--unpad on: the matmuls run on the real tokens only, while every layer pads Q/K/V "
-        "back to the batch to attend, since torch's varlen kernel cannot run: it has no "
-        "attention dropout, and this run's is 0.1. On a GPU that path can be slower than the "
+        "back to the batch to attend, since torch's varlen kernel cannot run: it takes bf16 "
+        "or fp16, and this run computes in float32. On a GPU that path can be slower than the "
         "padded one (docs/gpu.md)"
     )
     auto = "--unpad auto: a batch of at least 8% padding runs the encoder on its real tokens"
@@ -386,9 +396,14 @@ def test_the_run_says_which_path_unpad_takes(monkeypatch):
         "between two compiled graphs)"
     )
     assert attention.describe_unpad("auto", True, cuda, torch.bfloat16, 64, 0.1) == (
+        "--unpad auto: training's forwards take the padded batch: auto unpads only without "
+        "attention dropout, and this run's is 0.1 (--unpad on attends through torch's flash "
+        "varlen kernel with it; evaluation, which has no dropout, may unpad)"
+    )
+    assert attention.describe_unpad("auto", True, cuda, torch.float16, 12, 0.0) == (
         "--unpad auto: training's forwards take the padded batch, since torch's varlen kernel "
-        "cannot run: it has no attention dropout, and this run's is 0.1 (evaluation, which "
-        "has no dropout, may unpad)"
+        "cannot run: it takes head sizes in multiples of 8 up to 256, not 12 (evaluation, "
+        "which has no dropout, may unpad)"
     )
     # The default, where it has nothing to choose: no line.
     assert attention.describe_unpad("auto", False, cpu, torch.bfloat16, 64, 0.0) is None
@@ -544,3 +559,45 @@ def test_the_host_keeps_auto_padded_under_the_floor_and_a_forward_takes_its_word
         patch.setattr(Unpadding, "of", classmethod(lambda *args: pytest.fail("unpadded")))
         out = net(*literal_batch(), unpad="off")
     assert out.loss.isfinite()
+
+
+def test_the_flash_varlen_kernel_with_dropout_binds_and_differentiates_on_meta_tensors():
+    """aten's flash op, which torch's CUDA build runs, traced here through its meta kernel
+    (as torch.compile traces it): the arguments bind as flash_varlen passes them, Q/K/V as
+    views of the fused projection, and autograd reaches its backward (which regenerates the
+    dropout mask)."""
+    qkv = torch.empty(31, 3 * 4 * 8, device="meta", dtype=torch.bfloat16, requires_grad=True)
+    query, key, value = qkv.view(31, 3, 4, 8).unbind(1)
+    cu = torch.tensor([0, 16, 26, 31], dtype=torch.int32, device="meta")
+    context = attention.flash_varlen(query, key, value, cu, 16, 0.1)
+    assert (context.shape, context.dtype) == ((31, 4, 8), torch.bfloat16)
+    assert type(context.grad_fn).__name__ == "FlashAttentionBackward0"
+    context.sum().backward()
+    assert qkv.grad is not None and qkv.grad.shape == (31, 96)
+
+
+def test_unpad_on_with_attention_dropout_attends_through_the_flash_kernel(monkeypatch):
+    """--unpad on with the 2018 recipe's attention dropout, where the varlen kernel runs (a
+    CPU stand-in): each layer in training calls the flash op with dropout 0.1 on the real
+    tokens; evaluation (no dropout) calls varlen_attn. Without dropout applied by the
+    stand-in, the losses and gradients are the padded model's without dropout."""
+    flash, varlen = [], []
+
+    def flash_op(query, key, value, cu_q, cu_k, max_q, max_k, dropout_p, causal, debug):
+        flash.append((dropout_p, causal, debug, max_q))
+        return (reference_varlen_attn(query, key, value, cu_q, cu_k, max_q, max_k),)
+
+    def varlen_op(*args):
+        varlen.append(args[5])
+        return reference_varlen_attn(*args)
+
+    monkeypatch.setattr(attention, "_FLASH_FORWARD", flash_op)
+    monkeypatch.setattr(attention, "varlen_attn", varlen_op)
+    monkeypatch.setattr("trainer.model.varlen_usable", lambda *args: True)
+    unpadded = model("on", attn=0.1)
+    got = step(unpadded)
+    assert flash == [(0.1, False, False, 16)] * 2 and varlen == []
+    assert_equal_within(step(model("off")), got)  # attention dropout: the model's only one
+    with torch.no_grad():
+        unpadded.eval()(*literal_batch())
+    assert varlen == [16, 16] and len(flash) == 2

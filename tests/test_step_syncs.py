@@ -139,19 +139,27 @@ def test_evaluation_reads_its_sums_back_once(sample_shards, tmp_path) -> None:
 
 # Over the floor: the forward's one wait a batch (nonzero_static), and the stand-in kernel's
 # own check of its inputs (torch.equal, once a layer: 2 layers), for 4 micro-batches of
-# training and then 5 batches of evaluation.
-UNPADDED_READS = {"aten.nonzero_static": 4 + 5, "aten.equal": 2 * (4 + 5)}
+# training (without attention dropout: auto's measured case) and 5 batches of evaluation.
+NO_DROPOUT = ["--attention-dropout", "0"]
 
 
-@pytest.mark.parametrize(("floor", "reads"), [(1.01, {}), (0.0, UNPADDED_READS)])
+@pytest.mark.parametrize(
+    ("floor", "flags", "reads"),
+    [
+        (1.01, NO_DROPOUT, {}),
+        (0.0, NO_DROPOUT, {"aten.nonzero_static": 4 + 5, "aten.equal": 2 * (4 + 5)}),
+        (0.0, [], {"aten.nonzero_static": 5, "aten.equal": 2 * 5}),  # dropout: padded training
+    ],
+)
 def test_unpad_auto_is_decided_on_the_host_where_it_keeps_the_batch_padded(
-    sample_shards, tmp_path, monkeypatch, floor: float, reads: dict[str, int]
+    sample_shards, tmp_path, monkeypatch, floor: float, flags: list[str], reads: dict[str, int]
 ) -> None:
     """--unpad auto (the default) where the varlen kernel runs (the CPU stand-in of
     tests/support/varlen.py): a batch under the padding floor is kept padded from the
     host's count, with no wait on the device; over it, the forward finds its real tokens on
-    the device, one wait a batch: in training (2 steps × 2 micro-batches) and in evaluation
-    (5 batches) alike."""
+    the device, one wait a batch: in training (2 steps × 2 micro-batches, auto's case
+    without attention dropout) and in evaluation (5 batches) alike. With the 2018 recipe's
+    attention dropout auto keeps training padded and asks the device nothing."""
     monkeypatch.setattr(attention, "AUTO_MIN_PADDING", floor)
     monkeypatch.setattr(attention, "varlen_attn", reference_varlen_attn)
     monkeypatch.setattr("trainer.model.varlen_usable", lambda *args: True)
@@ -161,6 +169,7 @@ def test_unpad_auto_is_decided_on_the_host_where_it_keeps_the_batch_padded(
             *("--shards", str(sample_shards), "--output", str(tmp_path / "run")),
             *("--max-steps", "4", "--warmup-steps", "1", "--num-workers", "0"),
             *("--no-tensorboard", "--device", "cpu"),
+            *flags,
         ]
     )
     assert config.unpad == "auto"

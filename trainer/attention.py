@@ -31,6 +31,12 @@ try:  # torch 2.10 and later
 except ImportError:  # an older torch: the padded attention everywhere
     varlen_attn = None
 
+# varlen_attn passes no dropout to the flash kernel under it, which takes one: with attention
+# dropout the varlen path calls that kernel itself (`flash_varlen`), as torch's nested-tensor
+# attention does. aten's op, differentiable (its backward regenerates the dropout mask from
+# the returned RNG state) and traceable by torch.compile (it has a meta kernel).
+_FLASH_FORWARD = getattr(torch.ops.aten, "_flash_attention_forward", None)
+
 # --unpad's choices. auto: unpadded with the varlen kernel where it runs and at least
 # AUTO_MIN_PADDING of the batch's positions are padding, else the padded batch; on: unpadded
 # always (padded attention per layer where varlen cannot run); off: the padded batch.
@@ -109,11 +115,14 @@ def varlen_obstacles(
     """Why a forward may not attend through the varlen kernel, each reason a phrase; none
     where it may: the kernel exists on `device` (`varlen_available`), Q/K/V come in half
     precision (`dtype`: autocast's or the weights'), the head size is one flash takes, and
-    no attention dropout is asked for (`attention_dropout`: 0 in evaluation), which the
-    kernel does not do."""
+    where attention dropout is asked for (`attention_dropout`: 0 in evaluation), aten's
+    flash op that takes it exists."""
     found = []
-    if attention_dropout:
-        found.append(f"it has no attention dropout, and this run's is {attention_dropout:g}")
+    if attention_dropout and _FLASH_FORWARD is None:
+        found.append(
+            f"torch {torch.__version__} has no flash kernel with attention dropout, and this "
+            f"run's is {attention_dropout:g}"
+        )
     if dtype not in _FLASH_DTYPES:
         found.append(f"it takes bf16 or fp16, and this run computes in {str(dtype)[6:]}")
     if head_size % 8 or head_size > _FLASH_MAX_HEAD:
@@ -155,6 +164,13 @@ def describe_unpad(
                 "--unpad auto: training's forwards take the padded batch, since torch's varlen "
                 f"kernel cannot run: {why} (evaluation, which has no dropout, may unpad)"
             )
+        if attention_dropout:
+            return (
+                "--unpad auto: training's forwards take the padded batch: auto unpads only "
+                f"without attention dropout, and this run's is {attention_dropout:g} (--unpad "
+                "on attends through torch's flash varlen kernel with it; evaluation, which has "
+                "no dropout, may unpad)"
+            )
         graphs = ", a break between two compiled graphs" if compiled else ""
         return (
             f"--unpad auto: a batch of at least {AUTO_MIN_PADDING:.0%} padding runs the encoder "
@@ -167,9 +183,10 @@ def describe_unpad(
             f"back to the batch to attend, since torch's varlen kernel cannot run: {why}. "
             "On a GPU that path can be slower than the padded one (docs/gpu.md)"
         )
+    with_dropout = f" with attention dropout {attention_dropout:g}" if attention_dropout else ""
     return (
         "--unpad on: the encoder runs on the real tokens only, attending through torch's varlen "
-        "kernel"
+        f"kernel{with_dropout}"
     )
 
 
@@ -260,6 +277,23 @@ class Unpadding:
                 # The batch's length bounds every sequence's, and is fixed: the compiled graph
                 # is not specialised on each batch's longest sequence.
                 longest = self.length
-            return varlen_attn(query, key, value, cu, cu, longest, longest).reshape(tokens, width)
+            if dropout:
+                context = flash_varlen(query, key, value, cu, longest, dropout)
+            else:
+                context = varlen_attn(query, key, value, cu, cu, longest, longest)
+            return context.reshape(tokens, width)
         padded = self.scatter(qkv).view(self.batch, self.length, 3, heads, size)
         return self.gather(padded_attention(padded, self.key_mask, dropout))
+
+
+def flash_varlen(
+    query: Tensor, key: Tensor, value: Tensor, cu_seqlens: Tensor, longest: int, dropout: float
+) -> Tensor:
+    """(T, heads, d) each, sequences delimited by `cu_seqlens` → the context (T, heads, d),
+    with `dropout` on the attention probabilities: aten's flash kernel, the one under
+    varlen_attn, called with the dropout varlen_attn leaves out. Not causal, softmax scale
+    1/sqrt(d)."""
+    assert _FLASH_FORWARD is not None  # varlen_obstacles names its absence
+    return _FLASH_FORWARD(
+        query, key, value, cu_seqlens, cu_seqlens, longest, longest, dropout, False, False
+    )[0]

@@ -325,6 +325,8 @@ class BertForPreTraining(nn.Module):
         if unpad == "off":
             return None
         varlen = self._varlen_usable(attention_mask.device)
+        if unpad == "auto":
+            varlen = varlen and self._auto_measured()
         found: list[Unpadding] = []
 
         def padding_share() -> float:  # asked by auto with varlen only: one wait on the device
@@ -345,6 +347,12 @@ class BertForPreTraining(nn.Module):
         dropout = self.config.attention_probs_dropout_prob if self.training else 0.0
         return varlen_usable(device, dtype, self.config.head_size, dropout)
 
+    def _auto_measured(self) -> bool:
+        """Whether auto may unpad this forward: only where the varlen path's speed is
+        measured, without attention dropout (evaluation, or a recipe without it); with
+        dropout the flash kernel's own path is --unpad on's (docs/gpu.md)."""
+        return not (self.training and self.config.attention_probs_dropout_prob)
+
     def host_unpad(self, real_tokens: int, positions: int, device: torch.device) -> str | None:
         """The `unpad` to call a forward with, decided from the batch's real tokens counted
         on the host, under the autocast the forward runs in: "off" where auto would find the
@@ -352,7 +360,7 @@ class BertForPreTraining(nn.Module):
         does not wait on the device to learn it; None (the model's own) otherwise, and
         wherever auto has no varlen kernel to choose, so a compiled forward keeps one call
         signature."""
-        if self.unpad != "auto" or not self._varlen_usable(device):
+        if self.unpad != "auto" or not (self._auto_measured() and self._varlen_usable(device)):
             return None
         return host_unpad(self.unpad, real_tokens, positions)
 

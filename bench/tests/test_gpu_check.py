@@ -30,6 +30,7 @@ STAGES = (
     "fp16",
     "unpad512",
     "pad512",
+    "pad512-drop",
     "fp8",
     "fp8-rowwise",
     "fp8-auto",
@@ -84,6 +85,8 @@ def test_every_stage_gives_the_bench_flags_it_takes_for_its_lever(tmp_path):
         assert (args.unpads, args.padding, args.attention_dropout) == (["off", "on"], 0.18, 0.0)
     pad512 = runs["pad512"][0]
     assert pad512[pad512.index("--modes") + 1] == "compiled"  # before the smoke's eager
+    drop = rows["pad512-drop"]  # the 2018 recipe: the flash kernel with dropout, unpadded
+    assert (drop.unpads, drop.padding, drop.attention_dropout) == (["off", "on"], 0.18, 0.1)
     assert (rows["fp8"].fp8s, rows["fp8"].fp8_layers) == (["tensorwise"], "all")
     assert (rows["fp8-rowwise"].fp8s, rows["fp8-rowwise"].fp8_layers) == (["rowwise"], "all")
     assert (rows["fp8-auto"].fp8s, rows["fp8-auto"].fp8_layers) == (["tensorwise"], "auto")

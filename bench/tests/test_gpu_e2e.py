@@ -23,7 +23,15 @@ from trainer.config import TrainConfig
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "bench" / "gpu_e2e.sh"
 BIN = Path(sys.executable).parent
-STAGES = ("e2e128", "bench128", "e2e512", "e2e512-ad0", "e2e512-unpad", "e2e512-nodrop")
+STAGES = (
+    "e2e128",
+    "bench128",
+    "e2e512",
+    "e2e512-ad0",
+    "e2e512-unpad",
+    "e2e512-unpad-2018",
+    "e2e512-nodrop",
+)
 TRAIN_SMOKE = (
     "--device cpu --model tiny --micro-batch-size 4 --max-steps 3 --warmup-steps 1 "
     "--num-workers 0 --no-compile"
@@ -66,6 +74,7 @@ def test_every_stage_runs_the_row_it_is_there_for(tmp_path):
         "e2e512": ["s512"],
         "e2e512-ad0": ["s512"],
         "e2e512-unpad": ["s512"],
+        "e2e512-unpad-2018": ["s512"],
         "e2e512-nodrop": ["s512"],
     }
     rows = {
@@ -77,6 +86,7 @@ def test_every_stage_runs_the_row_it_is_there_for(tmp_path):
         "e2e512": ("base", 64, True, "off", None),
         "e2e512-ad0": ("base", 64, True, "off", 0.0),
         "e2e512-unpad": ("base", 64, True, "on", 0.0),
+        "e2e512-unpad-2018": ("base", 64, True, "on", None),  # 0.1: flash's kernel with it
         "e2e512-nodrop": ("base", 64, True, "auto", 0.0),
     }
     assert [flags[name].hidden_dropout for name in ("e2e512-ad0", "e2e512-nodrop")] == [None, 0.0]
@@ -95,9 +105,10 @@ def test_stages_and_the_budget_pick_what_runs(tmp_path):
     runs, _ = recorded_run(tmp_path / "picked", stages="e2e512-unpad bench128")
     assert list(runs) == ["bench128", "e2e512-unpad"]
     runs, log = recorded_run(tmp_path / "spent", budget="90")
-    # e2e128 needs 120 s left, e2e512-unpad and -nodrop 100 s; the others 75 s
+    # e2e128 needs 120 s left, the unpadded and no-dropout runs 100 s; the others 75 s
     assert list(runs) == ["bench128", "e2e512", "e2e512-ad0"]
-    for name, limit in (("e2e128", 240), ("e2e512-unpad", 200), ("e2e512-nodrop", 200)):
+    over = [("e2e128", 240)] + [(n, 200) for n in STAGES[4:]]
+    for name, limit in over:
         skipped = rf"== {name}: SKIPPED, (89|90)s of the budget left, it needs up to {limit}s"
         assert re.search(skipped, log)
 
@@ -118,6 +129,6 @@ def test_the_smoke_run_of_every_stage_on_the_cpu(tmp_path, sample_shards):
     )
     assert done.returncode == 0, done.stdout[-3000:]
     summaries = re.findall(r"== summary: (\d+) rows after step 0: ", done.stdout)
-    assert summaries == ["1", "1", "1", "1", "1"]  # 3 steps, a row every 5: the last step's
+    assert summaries == ["1"] * 6  # 3 steps, a row every 5: the last step's
     rows = json.loads((out / "bench128.json").read_text())["rows"]
     assert rows and all(row["ok"] for row in rows)
