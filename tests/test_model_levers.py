@@ -562,10 +562,10 @@ def test_the_host_keeps_auto_padded_under_the_floor_and_a_forward_takes_its_word
 
 
 def test_the_flash_varlen_kernel_with_dropout_binds_and_differentiates_on_meta_tensors():
-    """aten's flash op, which torch's CUDA build runs, traced here through its meta kernel
-    (as torch.compile traces it): the arguments bind as flash_varlen passes them, Q/K/V as
-    views of the fused projection, and autograd reaches its backward (which regenerates the
-    dropout mask)."""
+    """aten's flash op, which torch's CUDA build runs, traced here through its meta kernel:
+    the arguments bind as flash_varlen passes them, Q/K/V as views of the fused projection,
+    autograd reaches its backward (which regenerates the dropout mask), and torch.compile
+    traces both."""
     qkv = torch.empty(31, 3 * 4 * 8, device="meta", dtype=torch.bfloat16, requires_grad=True)
     query, key, value = qkv.view(31, 3, 4, 8).unbind(1)
     cu = torch.tensor([0, 16, 26, 31], dtype=torch.int32, device="meta")
@@ -574,6 +574,17 @@ def test_the_flash_varlen_kernel_with_dropout_binds_and_differentiates_on_meta_t
     assert type(context.grad_fn).__name__ == "FlashAttentionBackward0"
     context.sum().backward()
     assert qkv.grad is not None and qkv.grad.shape == (31, 96)
+    # torch.compile's dynamo and AOTAutograd trace it in one graph, forward and backward.
+    torch._dynamo.reset()
+
+    def attend(qkv: torch.Tensor) -> torch.Tensor:
+        query, key, value = qkv.view(31, 3, 4, 8).unbind(1)
+        return attention.flash_varlen(query, key, value, cu, 16, 0.1).reshape(31, 32)
+
+    qkv.grad = None
+    torch.compile(attend, backend="aot_eager", fullgraph=True)(qkv).sum().backward()
+    assert qkv.grad is not None and qkv.grad.shape == (31, 96)
+    torch._dynamo.reset()
 
 
 def test_unpad_on_with_attention_dropout_attends_through_the_flash_kernel(monkeypatch):
