@@ -6,10 +6,11 @@ unpadded path gathers the T real positions (attention_mask True) into (T, H) onc
 embeddings' LayerNorm, every Linear, GELU and LayerNorm run on T rows, and scatters the
 encoder's output back to (B, L, H) (zeros at padding, which nothing reads: the MLM slots
 of padding carry IGNORE_INDEX, NSP reads [CLS]). Attention there is torch's
-variable-length flash kernel (`torch.nn.attention.varlen.varlen_attn`, sequences delimited
-by `cu_seqlens`) where it runs: CUDA on Ampere or newer, fp16/bf16, no attention dropout
-(the kernel has none) or evaluation. Elsewhere each layer pads Q/K/V back to (B, L) for
-SDPA and gathers the context again, which is the CPU's unpadded path (the tests').
+variable-length flash kernel (sequences delimited by `cu_seqlens`) where it runs: CUDA on
+Ampere or newer, fp16/bf16; through `torch.nn.attention.varlen.varlen_attn` without
+attention dropout, and through aten's flash op under it (`flash_varlen`) with dropout,
+which varlen_attn does not pass on. Elsewhere each layer pads Q/K/V back to (B, L) for SDPA
+and gathers the context again, which is the CPU's unpadded path (the tests').
 
 Both paths compute the same function: a padded query's row never reaches a real one (its
 key is masked), so the real positions' outputs and every gradient agree up to float
@@ -73,7 +74,7 @@ def attention_path(unpad: str, varlen: bool, padding_share: Callable[[], float])
 
 
 def host_unpad(unpad: str, real_tokens: int, positions: int) -> str | None:
-    """The `unpad` a training forward is called with where the host already knows auto's
+    """The `unpad` a forward is called with where the host already knows auto's
     answer: "off" for auto on a batch whose padding share, its `real_tokens` counted on the
     host copy of its `positions` (B·L), is under AUTO_MIN_PADDING, so the forward reads
     nothing back from the device to decide; None (the model's own `unpad`) otherwise."""
