@@ -69,6 +69,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+import numpy as np
 import torch
 
 from bench import measure, train_step_args
@@ -263,11 +264,17 @@ def run_row(
     predictions = [int((b[BatchField.MASKED_LABELS] != IGNORE_INDEX).sum()) for b in prepared]
     sequences = sum(len(b[BatchField.INPUT_IDS]) for b in prepared)
     fetch = batch_source([model_inputs(spec, b) for b in prepared], args.host_batches, device)
+    # The trainer's hints for --unpad (the real tokens' counts from the host), per batch.
+    mask, ids = BatchField.ATTENTION_MASK, BatchField.INPUT_IDS
+    host_lengths = [(np.count_nonzero(b[mask].numpy(), axis=1), b[ids].numel()) for b in prepared]
 
     def step(index: int) -> None:
         batch = fetch(index)
         with autocast:
-            out = forward(**batch)
+            hints: dict[str, object] = {}
+            if isinstance(model, BertForPreTraining):
+                hints = model.unpad_hints(*host_lengths[index % len(prepared)], device)
+            out = forward(**batch, **hints)
         optimizer_step(out.loss, model, optimizer, scaler)
 
     if cuda:

@@ -8,6 +8,7 @@ import collections
 import json
 import logging
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -374,39 +375,35 @@ def test_the_run_says_which_path_unpad_takes(monkeypatch):
     cpu, cuda = torch.device("cpu"), torch.device("cuda", 0)
     monkeypatch.setattr(attention, "varlen_available", lambda device: device.type == "cuda")
     kernel = "attending through torch's varlen kernel"
-    assert attention.describe_unpad("off", False, cuda, torch.bfloat16, 64, 0.0) is None
-    assert attention.describe_unpad("on", True, cuda, torch.bfloat16, 64, 0.0) == (
+    assert attention.describe_unpad("off", cuda, torch.bfloat16, 64, 0.0) is None
+    assert attention.describe_unpad("on", cuda, torch.bfloat16, 64, 0.0) == (
         f"--unpad on: the encoder runs on the real tokens only, {kernel}"
     )
-    assert attention.describe_unpad("on", False, cuda, torch.bfloat16, 64, 0.1) == (
+    assert attention.describe_unpad("on", cuda, torch.bfloat16, 64, 0.1) == (
         f"--unpad on: the encoder runs on the real tokens only, {kernel} with attention dropout 0.1"
     )
-    assert attention.describe_unpad("on", False, cuda, torch.float32, 64, 0.1) == (
+    assert attention.describe_unpad("on", cuda, torch.float32, 64, 0.1) == (
         "--unpad on: the matmuls run on the real tokens only, while every layer pads Q/K/V "
         "back to the batch to attend, since torch's varlen kernel cannot run: it takes bf16 "
         "or fp16, and this run computes in float32. On a GPU that path can be slower than the "
         "padded one (docs/gpu.md)"
     )
     auto = "--unpad auto: a batch of at least 8% padding runs the encoder on its real tokens"
-    assert attention.describe_unpad("auto", False, cuda, torch.bfloat16, 64, 0.0) == (
-        f"{auto} only, {kernel} (one wait for the real tokens' count per micro-batch)"
+    assert attention.describe_unpad("auto", cuda, torch.bfloat16, 64, 0.0) == (
+        f"{auto} only, {kernel}"
     )
-    assert attention.describe_unpad("auto", True, cuda, torch.bfloat16, 64, 0.0) == (
-        f"{auto} only, {kernel} (one wait for the real tokens' count per micro-batch, a break "
-        "between two compiled graphs)"
-    )
-    assert attention.describe_unpad("auto", True, cuda, torch.bfloat16, 64, 0.1) == (
+    assert attention.describe_unpad("auto", cuda, torch.bfloat16, 64, 0.1) == (
         "--unpad auto: training's forwards take the padded batch: auto unpads only without "
         "attention dropout, and this run's is 0.1 (--unpad on attends through torch's flash "
         "varlen kernel with it; evaluation, which has no dropout, may unpad)"
     )
-    assert attention.describe_unpad("auto", True, cuda, torch.float16, 12, 0.0) == (
+    assert attention.describe_unpad("auto", cuda, torch.float16, 12, 0.0) == (
         "--unpad auto: training's forwards take the padded batch, since torch's varlen kernel "
         "cannot run: it takes head sizes in multiples of 8 up to 256, not 12 (evaluation, "
         "which has no dropout, may unpad)"
     )
     # The default, where it has nothing to choose: no line.
-    assert attention.describe_unpad("auto", False, cpu, torch.bfloat16, 64, 0.0) is None
+    assert attention.describe_unpad("auto", cpu, torch.bfloat16, 64, 0.0) is None
 
 
 def test_auto_is_the_padded_batch_on_the_cpu_without_looking_at_the_mask(monkeypatch):
@@ -543,22 +540,49 @@ def test_a_compiled_run_with_unpad_on_trains_as_the_padded_one(sample_shards, tm
     assert losses["on"] == pytest.approx(losses["off"], rel=1e-5, abs=0)
 
 
-def test_the_host_keeps_auto_padded_under_the_floor_and_a_forward_takes_its_word():
+def test_the_host_gives_a_forward_its_counts_or_keeps_auto_padded():
     assert attention.host_unpad("auto", 93, 100) == "off"  # 7 % padding
     assert attention.host_unpad("auto", 92, 100) is None  # 8 %: the model unpads
     assert attention.host_unpad("auto", 0, 100) is None
     assert attention.host_unpad("on", 100, 100) is None  # on and off: the model's own
     assert attention.host_unpad("off", 50, 100) is None
-    net, cpu = model("auto"), torch.device("cpu")
-    # No varlen kernel (the CPU): nothing for the host to decide, the forward called as ever.
-    assert net.host_unpad(93, 100, cpu) is None
+    cpu, lengths = torch.device("cpu"), np.array([16, 10, 5])  # 31 of 48 positions
+    # No varlen kernel (the CPU): auto has nothing to decide, the forward called as ever.
+    assert model("auto").unpad_hints(lengths, 48, cpu) == {}
+    assert model("off").unpad_hints(lengths, 48, cpu) == {}
+    assert model("on").unpad_hints(lengths, 48, cpu) == {"counts": (31, 16)}
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr("trainer.model.varlen_usable", lambda *args: True)
-        assert (net.host_unpad(93, 100, cpu), net.host_unpad(92, 100, cpu)) == ("off", None)
-        assert model("on").host_unpad(100, 100, cpu) is None
+        net = model("auto")
+        assert net.unpad_hints(lengths, 48, cpu) == {"counts": (31, 16)}
+        assert net.unpad_hints(np.array([16, 16, 13]), 48, cpu) == {"unpad": "off"}  # 6 %
+        assert model("auto", attn=0.1).unpad_hints(lengths, 48, cpu) == {}  # not measured
         patch.setattr(Unpadding, "of", classmethod(lambda *args: pytest.fail("unpadded")))
         out = net(*literal_batch(), unpad="off")
     assert out.loss.isfinite()
+
+
+def test_given_counts_the_compiled_unpadded_encoder_is_one_graph(monkeypatch):
+    """--unpad on under torch.compile with the counts from the host: no read of the device
+    and so no graph break; the second batch's other count compiles once more (dynamic),
+    then no later batch does. The same losses as eager."""
+    monkeypatch.setattr(attention, "read_counts", lambda lengths: pytest.fail("read counts"))
+    torch._dynamo.reset()
+    counters.clear()
+    eager, compiled = model("on"), model("on")
+    forward = torch.compile(compiled)
+    graphs = []
+    for lengths in ((16, 10, 5), (16, 12, 7), (14, 16, 9)):
+        ids, types, _, positions, labels, nsp = literal_batch()
+        mask = torch.arange(16)[None, :] < torch.tensor(lengths)[:, None]
+        batch = (ids * mask, types * mask, mask, positions, labels, nsp)
+        counts = (sum(lengths), max(lengths))
+        want = eager(*batch, counts=counts)
+        got = forward(*batch, counts=counts)
+        torch.testing.assert_close(got.loss, want.loss, rtol=1e-6, atol=1e-6)
+        graphs.append(counters["stats"]["unique_graphs"])
+    assert graphs == [1, 2, 2] and dict(counters["graph_break"]) == {}
+    torch._dynamo.reset()
 
 
 def test_the_flash_varlen_kernel_with_dropout_binds_and_differentiates_on_meta_tensors():

@@ -18,7 +18,7 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from tests.support.varlen import reference_varlen_attn
+from tests.support.varlen import reference_flash_forward, reference_varlen_attn
 from trainer import attention, distributed, train
 from trainer.evaluate import evaluate
 
@@ -29,8 +29,7 @@ HOST_READS = frozenset(
         "aten._local_scalar_dense",  # .item(), int(t), float(t), bool(t)
         "aten.is_nonzero",
         "aten.equal",
-        "aten.nonzero",
-        "aten.nonzero_static",
+        "aten.nonzero",  # (nonzero_static, given its size, waits for nothing)
         "aten.masked_select",
         "aten.unique_consecutive",
         "aten._unique2",
@@ -137,31 +136,34 @@ def test_evaluation_reads_its_sums_back_once(sample_shards, tmp_path) -> None:
     assert result.sequences == 5 * 8 and result.predictions > 0
 
 
-# Over the floor: the forward's one wait a batch (nonzero_static), and the stand-in kernel's
-# own check of its inputs (torch.equal, once a layer: 2 layers), for 4 micro-batches of
-# training (without attention dropout: auto's measured case) and 5 batches of evaluation.
 NO_DROPOUT = ["--attention-dropout", "0"]
 
 
 @pytest.mark.parametrize(
-    ("floor", "flags", "reads"),
+    ("floor", "flags", "unpadded"),
     [
-        (1.01, NO_DROPOUT, {}),
-        (0.0, NO_DROPOUT, {"aten.nonzero_static": 4 + 5, "aten.equal": 2 * (4 + 5)}),
-        (0.0, [], {"aten.nonzero_static": 5, "aten.equal": 2 * 5}),  # dropout: padded training
+        (1.01, NO_DROPOUT, 0),  # every batch under the floor: padded, from the host's count
+        (0.0, NO_DROPOUT, 4 + 5),  # 4 micro-batches of training, 5 batches of evaluation
+        (0.0, [], 5),  # the 2018 recipe's attention dropout: padded training
+        (1.01, ["--unpad", "on"], 4 + 5),
     ],
 )
-def test_unpad_auto_is_decided_on_the_host_where_it_keeps_the_batch_padded(
-    sample_shards, tmp_path, monkeypatch, floor: float, flags: list[str], reads: dict[str, int]
+def test_unpadded_forwards_take_their_counts_from_the_host(
+    sample_shards, tmp_path, monkeypatch, floor: float, flags: list[str], unpadded: int
 ) -> None:
-    """--unpad auto (the default) where the varlen kernel runs (the CPU stand-in of
-    tests/support/varlen.py): a batch under the padding floor is kept padded from the
-    host's count, with no wait on the device; over it, the forward finds its real tokens on
-    the device, one wait a batch: in training (2 steps × 2 micro-batches, auto's case
-    without attention dropout) and in evaluation (5 batches) alike. With the 2018 recipe's
-    attention dropout auto keeps training padded and asks the device nothing."""
+    """--unpad where the varlen kernel runs (the CPU stand-ins of tests/support/varlen.py):
+    auto (the default) keeps a batch under the padding floor padded from the host's count,
+    and an unpadded forward takes the real tokens' counts from the host, so no forward waits
+    on the device, in training (2 steps × 2 micro-batches) or in evaluation (5 batches).
+    With the 2018 recipe's attention dropout auto keeps training padded."""
+
+    def no_read(lengths):
+        raise AssertionError("an unpadded forward read its counts from the device")
+
+    monkeypatch.setattr(attention, "read_counts", no_read)
     monkeypatch.setattr(attention, "AUTO_MIN_PADDING", floor)
     monkeypatch.setattr(attention, "varlen_attn", reference_varlen_attn)
+    monkeypatch.setattr(attention, "_FLASH_FORWARD", reference_flash_forward)
     monkeypatch.setattr("trainer.model.varlen_usable", lambda *args: True)
     config = train.parse_arguments(
         [
@@ -172,7 +174,6 @@ def test_unpad_auto_is_decided_on_the_host_where_it_keeps_the_batch_padded(
             *flags,
         ]
     )
-    assert config.unpad == "auto"
     env = distributed.setup(config.device)
     run = train.setup(config, env)
     run.model.train()
@@ -183,5 +184,6 @@ def test_unpad_auto_is_decided_on_the_host_where_it_keeps_the_batch_padded(
         evaluate(run.model, run.heldout, env, 8, max_sequences=40)
     run.progress.close()
     run.logger.close()
-    assert {name: count for name, count in ops.calls.items() if name in HOST_READS} == reads
+    assert {name: count for name, count in ops.calls.items() if name in HOST_READS} == {}
+    assert ops.calls["aten.nonzero_static"] == unpadded  # once an unpadded forward
     assert sums[7].item() == 2 * 2

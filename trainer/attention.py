@@ -14,8 +14,9 @@ and gathers the context again, which is the CPU's unpadded path (the tests').
 
 Both paths compute the same function: a padded query's row never reaches a real one (its
 key is masked), so the real positions' outputs and every gradient agree up to float
-summation order (tests/test_model_levers.py). Under torch.compile the unpadded path is
-two graphs around the read of T (trainer/model.py `_unpadding`), T dynamic in the second.
+summation order (tests/test_model_levers.py). Under torch.compile the unpadded path is one
+graph where the caller gives T (the trainer counts it on the host), else two graphs around
+its read from the device (trainer/model.py `_unpadding`); T is dynamic either way.
 """
 
 from __future__ import annotations
@@ -43,9 +44,9 @@ _FLASH_FORWARD = getattr(torch.ops.aten, "_flash_attention_forward", None)
 # always (padded attention per layer where varlen cannot run); off: the padded batch.
 UNPAD_MODES = ("auto", "on", "off")
 
-# The padding share from which auto unpads: below it, reading the real tokens' count (a wait
-# on the GPU, and a break between compiled graphs) and the gather and scatter cost about what
-# the skipped rows save. Set from the two unpadded GPU runs measured at 512 (docs/benchmarks.md,
+# The padding share from which auto unpads: below it, the gather and scatter of the tokens
+# (and, in the runs that set it, a wait on the GPU for their count) cost about what the
+# skipped rows save. Set from the two unpadded GPU runs measured at 512 (docs/benchmarks.md,
 # "On a GPU": the synthetic batches' share, and the demo's pair shards' smaller one).
 AUTO_MIN_PADDING = 0.08
 
@@ -143,16 +144,15 @@ def varlen_usable(
 
 def describe_unpad(
     unpad: str,
-    compiled: bool,
     device: torch.device,
     dtype: torch.dtype,
     head_size: int,
     attention_dropout: float,
 ) -> str | None:
     """The line a run logs for `--unpad` (UNPAD_MODES) at its start: which path training's
-    forwards take (the arguments as `varlen_obstacles` takes them, `compiled` for
-    --compile); None for `off`, the padded batch, and for auto (the default) on a device
-    without the varlen kernel, where it has no choice to make."""
+    forwards take (the arguments as `varlen_obstacles` takes them); None for `off`, the
+    padded batch, and for auto (the default) on a device without the varlen kernel, where it
+    has no choice to make."""
     if unpad == "off":
         return None
     obstacles = varlen_obstacles(device, dtype, head_size, attention_dropout)
@@ -172,11 +172,9 @@ def describe_unpad(
                 "on attends through torch's flash varlen kernel with it; evaluation, which has "
                 "no dropout, may unpad)"
             )
-        graphs = ", a break between two compiled graphs" if compiled else ""
         return (
             f"--unpad auto: a batch of at least {AUTO_MIN_PADDING:.0%} padding runs the encoder "
-            "on its real tokens only, attending through torch's varlen kernel (one wait for "
-            f"the real tokens' count per micro-batch{graphs})"
+            "on its real tokens only, attending through torch's varlen kernel"
         )
     if obstacles:
         return (
@@ -240,14 +238,17 @@ class Unpadding:
         return (positions - self.tokens) / positions
 
     @classmethod
-    def of(cls, attention_mask: Tensor, varlen: bool) -> Unpadding:
-        """The real positions of `attention_mask` (B, L), 1/True = a real token. One wait
-        on the device (T and the longest sequence, read together)."""
+    def of(
+        cls, attention_mask: Tensor, varlen: bool, counts: tuple[int, int] | None = None
+    ) -> Unpadding:
+        """The real positions of `attention_mask` (B, L), 1/True = a real token. `counts`:
+        T and the longest sequence's length where the caller knows them (the trainer counts
+        them on the host copy of the batch); else one wait on the device reads them."""
         mask = attention_mask.to(torch.bool)
         batch, length = mask.shape
         lengths = mask.sum(dim=1, dtype=torch.int32)
-        tokens, longest = torch.stack([lengths.sum(), lengths.max()]).tolist()
-        # nonzero_static with T known: no second wait for nonzero's output size.
+        tokens, longest = read_counts(lengths) if counts is None else counts
+        # nonzero_static with T known: no wait for nonzero's output size.
         index = torch.nonzero_static(mask.reshape(-1), size=tokens).squeeze(1)
         cu_seqlens = F.pad(lengths.cumsum(0, dtype=torch.int32), (1, 0))
         return cls(index, cu_seqlens, longest, batch, length, mask[:, None, None, :], varlen)
@@ -285,6 +286,13 @@ class Unpadding:
             return context.reshape(tokens, width)
         padded = self.scatter(qkv).view(self.batch, self.length, 3, heads, size)
         return self.gather(padded_attention(padded, self.key_mask, dropout))
+
+
+def read_counts(lengths: Tensor) -> tuple[int, int]:
+    """T and the longest of the sequences' `lengths` (B,), read from the device together:
+    the wait an unpadded forward makes where its caller did not count them."""
+    tokens, longest = torch.stack([lengths.sum(), lengths.max()]).tolist()
+    return tokens, longest
 
 
 def flash_varlen(

@@ -114,12 +114,11 @@ def evaluate(
             inputs = {k: batch[k].to(env.device, non_blocking=True) for k in model.input_names}
             size = len(batch[BatchField.INPUT_IDS])
             forward = compiled if compiled is not None and size == batch_size else model
-            real = int(np.count_nonzero(batch[BatchField.ATTENTION_MASK].numpy()))
+            lengths = np.count_nonzero(batch[BatchField.ATTENTION_MASK].numpy(), axis=1)
             with autocast if autocast is not None else contextlib.nullcontext():
-                # --unpad auto's answer where the host's count gives it (trainer/train.py)
+                # --unpad's counts from the host, as in training (trainer/train.py)
                 positions = inputs[BatchField.INPUT_IDS].numel()
-                unpad = model.host_unpad(real, positions, env.device)
-                out = forward(**inputs) if unpad is None else forward(**inputs, unpad=unpad)
+                out = forward(**inputs, **model.unpad_hints(lengths, positions, env.device))
             parts = [out.mlm_loss.double() * out.mlm_count, out.mlm_correct, out.mlm_count]
             if nsp:
                 parts.append(out.nsp_correct)

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -301,11 +301,14 @@ class BertForPreTraining(nn.Module):
         token_type_ids: Tensor,
         attention_mask: Tensor,
         unpad: str | None = None,
+        counts: tuple[int, int] | None = None,
     ) -> Tensor:
         """The encoder: the sequence output (B, L, H), on the padded batch or on its real
         tokens (`unpad`, this call's or else the model's: trainer/attention.py; zeros at
-        padding there)."""
-        unpadding = self._unpadding(attention_mask, self.unpad if unpad is None else unpad)
+        padding there). `counts`: the batch's real tokens and longest sequence, where the
+        caller counted them on the host (`unpad_hints`), so unpadding waits for nothing."""
+        unpad = self.unpad if unpad is None else unpad
+        unpadding = self._unpadding(attention_mask, unpad, counts)
         if unpadding is not None:
             return self._encode_unpadded(input_ids, token_type_ids, unpadding)
         # (B, L) → (B, 1, 1, L): one row of keys, broadcast over heads and queries. Padded
@@ -316,12 +319,15 @@ class BertForPreTraining(nn.Module):
             hidden = layer(hidden, mask)
         return hidden
 
-    def _unpadding(self, attention_mask: Tensor, unpad: str) -> Unpadding | None:
+    def _unpadding(
+        self, attention_mask: Tensor, unpad: str, counts: tuple[int, int] | None
+    ) -> Unpadding | None:
         """Where this forward's real tokens are, or None for the padded batch: the path
         `attention_path` picks (trainer/attention.py) for `unpad`. Under torch.compile,
         reading the real tokens' count is a graph break, and from the second batch on the
         graph after it takes the count as a dynamic dimension (one more compilation, then
-        none for any later count)."""
+        none for any later count); given as `counts`, there is no break, and the count is an
+        input that turns dynamic the same way."""
         if unpad == "off":
             return None
         varlen = self._varlen_usable(attention_mask.device)
@@ -329,14 +335,14 @@ class BertForPreTraining(nn.Module):
             varlen = varlen and self._auto_measured()
         found: list[Unpadding] = []
 
-        def padding_share() -> float:  # asked by auto with varlen only: one wait on the device
-            found.append(Unpadding.of(attention_mask, varlen=True))
+        def padding_share() -> float:  # asked by auto with varlen only: a wait without counts
+            found.append(Unpadding.of(attention_mask, True, counts))
             return found[0].padding_share
 
         path = attention_path(unpad, varlen, padding_share)
         if path == PADDED:
             return None
-        return found[0] if found else Unpadding.of(attention_mask, varlen=path == VARLEN)
+        return found[0] if found else Unpadding.of(attention_mask, path == VARLEN, counts)
 
     def _varlen_usable(self, device: torch.device) -> bool:
         """Whether a forward here, now (autocast's dtype, training's attention dropout or
@@ -353,16 +359,25 @@ class BertForPreTraining(nn.Module):
         dropout the flash kernel's own path is --unpad on's (docs/gpu.md)."""
         return not (self.training and self.config.attention_probs_dropout_prob)
 
-    def host_unpad(self, real_tokens: int, positions: int, device: torch.device) -> str | None:
-        """The `unpad` to call a forward with, decided from the batch's real tokens counted
-        on the host, under the autocast the forward runs in: "off" where auto would find the
-        batch under the padding floor (trainer/attention.py `host_unpad`), so the forward
-        does not wait on the device to learn it; None (the model's own) otherwise, and
-        wherever auto has no varlen kernel to choose, so a compiled forward keeps one call
-        signature."""
-        if self.unpad != "auto" or not (self._auto_measured() and self._varlen_usable(device)):
-            return None
-        return host_unpad(self.unpad, real_tokens, positions)
+    def unpad_hints(
+        self, lengths: np.ndarray, positions: int, device: torch.device
+    ) -> dict[str, Any]:
+        """What a forward is called with beside the batch, from its sequences' `lengths`
+        (B,) counted on the host and its `positions` (B·L), under the autocast it runs in,
+        so that it waits on the device for nothing: {"counts": (T, longest)} where it will
+        unpad, {"unpad": "off"} where auto would find the batch under the padding floor
+        (trainer/attention.py `host_unpad`), and nothing where it takes the padded batch
+        without asking (off; auto with no varlen kernel to choose), so a compiled forward
+        keeps one call signature there."""
+        if self.unpad == "off":
+            return {}
+        tokens, longest = int(lengths.sum()), int(lengths.max(initial=0))
+        if self.unpad == "auto":
+            if not (self._auto_measured() and self._varlen_usable(device)):
+                return {}
+            if host_unpad(self.unpad, tokens, positions) == "off":
+                return {"unpad": "off"}
+        return {"counts": (tokens, longest)}
 
     def _encode_unpadded(
         self, input_ids: Tensor, token_type_ids: Tensor, unpadding: Unpadding
@@ -397,17 +412,18 @@ class BertForPreTraining(nn.Module):
         masked_labels: Tensor,
         next_sentence_labels: Tensor | None = None,
         unpad: str | None = None,
+        counts: tuple[int, int] | None = None,
     ) -> PreTrainingOutput:
         """Losses and logits on a collated batch (schemas/batch.py; argument names are its
         MODEL_INPUTS, `input_names` for this model). The MLM head runs on the B·P prediction
-        slots; the loss and counts on the N real ones. `unpad`: this forward's, else the
-        model's (as `encode` takes it)."""
+        slots; the loss and counts on the N real ones. `unpad` (this forward's, else the
+        model's) and `counts` as `encode` takes them."""
         if next_sentence_labels is not None and not self.config.nsp:
             raise ValueError(
                 "next_sentence_labels given to an --objective mlm model, which has no NSP "
                 "head: pass the batch fields of model.input_names"
             )
-        hidden = self.encode(input_ids, token_type_ids, attention_mask, unpad=unpad)
+        hidden = self.encode(input_ids, token_type_ids, attention_mask, unpad, counts)
         batch, length, width = hidden.shape
         # masked_positions (B, P) → row indices into hidden flattened to (B·L, H) → (B·P, H)
         # → logits (B·P, V). Every slot is computed, padding included, so the shapes depend

@@ -184,7 +184,6 @@ def _setup(
     dtype, layer = COMPUTE_DTYPE[precision], model.config
     line = describe_unpad(
         config.unpad,
-        config.compile,
         env.device,
         dtype,
         layer.head_size,

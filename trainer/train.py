@@ -140,21 +140,20 @@ def train_step(run: Run, sums: torch.Tensor) -> torch.Tensor | None:
         host_batch = next(run.batches)
         # Counted on the host copy, through NumPy: the same sums on the device would stall
         # the GPU (tests/test_step_syncs.py holds the step to no reads of a tensor's value).
-        real_tokens = int(np.count_nonzero(host_batch[BatchField.ATTENTION_MASK].numpy()))
+        lengths = np.count_nonzero(host_batch[BatchField.ATTENTION_MASK].numpy(), axis=1)
         run.meter.update(
             len(host_batch[BatchField.INPUT_IDS]),
-            real_tokens,
+            int(lengths.sum()),
             batch_flops(model_config, host_batch) * env.world_size,
         )
         # The model's inputs only (the sample keys stay on the host); padded in the loader.
         batch = to_device({k: host_batch[k] for k in inputs}, env.device, run.pad_to)
         sync = micro == run.accumulation - 1 or not env.active
         with contextlib.nullcontext() if sync else run.wrapped.no_sync(), run.autocast:
-            # --unpad auto on a batch with too little padding to pay: decided from the host's
-            # count, so the forward does not wait on the device to find it out.
-            positions = batch[BatchField.INPUT_IDS].numel()
-            unpad = run.model.host_unpad(real_tokens, positions, env.device)
-            out = run.forward(**batch) if unpad is None else run.forward(**batch, unpad=unpad)
+            # --unpad: the real tokens' counts from the host, so the forward does not wait on
+            # the device for them (nor auto, for whether the batch has padding enough).
+            hints = run.model.unpad_hints(lengths, batch[BatchField.INPUT_IDS].numel(), env.device)
+            out = run.forward(**batch, **hints)
         if run.scaler is None:
             (out.loss / run.accumulation).backward()
         else:  # fp16: the loss scaled up (trainer/precision.py); DDP syncs scaled gradients
