@@ -371,39 +371,49 @@ def test_each_reason_the_varlen_kernel_cannot_run_is_named(monkeypatch):
     )
 
 
-def test_the_run_says_which_path_unpad_takes(monkeypatch):
-    cpu, cuda = torch.device("cpu"), torch.device("cuda", 0)
+ON = "--unpad on: the encoder runs on the real tokens only, attending through torch's varlen kernel"
+PADS_BACK = (
+    "--unpad on: the matmuls run on the real tokens only, while every layer pads Q/K/V back "
+    "to the batch to attend, since torch's varlen kernel cannot run: "
+)
+AUTO = "--unpad auto: "
+# describe_unpad's arguments after --unpad (device, dtype, head size, attention dropout),
+# and the line it gives.
+UNPAD_LINES = [
+    (("off", "cuda", torch.bfloat16, 64, 0.0), None),
+    (("on", "cuda", torch.bfloat16, 64, 0.0), ON),
+    (("on", "cuda", torch.bfloat16, 64, 0.1), f"{ON} with attention dropout 0.1"),
+    (
+        ("on", "cuda", torch.float32, 64, 0.1),
+        f"{PADS_BACK}it takes bf16 or fp16, and this run computes in float32. On a GPU that "
+        "path can be slower than the padded one (docs/gpu.md)",
+    ),
+    (
+        ("auto", "cuda", torch.bfloat16, 64, 0.0),
+        f"{AUTO}a batch of at least 8% padding runs the encoder on its real tokens only, "
+        "attending through torch's varlen kernel",
+    ),
+    (
+        ("auto", "cuda", torch.bfloat16, 64, 0.1),
+        f"{AUTO}training's forwards take the padded batch: auto unpads only without attention "
+        "dropout, and this run's is 0.1 (--unpad on attends through torch's flash varlen "
+        "kernel with it; evaluation, which has no dropout, may unpad)",
+    ),
+    (
+        ("auto", "cuda", torch.float16, 12, 0.0),
+        f"{AUTO}training's forwards take the padded batch, since torch's varlen kernel cannot "
+        "run: it takes head sizes in multiples of 8 up to 256, not 12 (evaluation, which has "
+        "no dropout, may unpad)",
+    ),
+    (("auto", "cpu", torch.bfloat16, 64, 0.0), None),  # the default, with nothing to choose
+]
+
+
+@pytest.mark.parametrize(("args", "line"), UNPAD_LINES)
+def test_the_run_says_which_path_unpad_takes(monkeypatch, args, line):
     monkeypatch.setattr(attention, "varlen_available", lambda device: device.type == "cuda")
-    kernel = "attending through torch's varlen kernel"
-    assert attention.describe_unpad("off", cuda, torch.bfloat16, 64, 0.0) is None
-    assert attention.describe_unpad("on", cuda, torch.bfloat16, 64, 0.0) == (
-        f"--unpad on: the encoder runs on the real tokens only, {kernel}"
-    )
-    assert attention.describe_unpad("on", cuda, torch.bfloat16, 64, 0.1) == (
-        f"--unpad on: the encoder runs on the real tokens only, {kernel} with attention dropout 0.1"
-    )
-    assert attention.describe_unpad("on", cuda, torch.float32, 64, 0.1) == (
-        "--unpad on: the matmuls run on the real tokens only, while every layer pads Q/K/V "
-        "back to the batch to attend, since torch's varlen kernel cannot run: it takes bf16 "
-        "or fp16, and this run computes in float32. On a GPU that path can be slower than the "
-        "padded one (docs/gpu.md)"
-    )
-    auto = "--unpad auto: a batch of at least 8% padding runs the encoder on its real tokens"
-    assert attention.describe_unpad("auto", cuda, torch.bfloat16, 64, 0.0) == (
-        f"{auto} only, {kernel}"
-    )
-    assert attention.describe_unpad("auto", cuda, torch.bfloat16, 64, 0.1) == (
-        "--unpad auto: training's forwards take the padded batch: auto unpads only without "
-        "attention dropout, and this run's is 0.1 (--unpad on attends through torch's flash "
-        "varlen kernel with it; evaluation, which has no dropout, may unpad)"
-    )
-    assert attention.describe_unpad("auto", cuda, torch.float16, 12, 0.0) == (
-        "--unpad auto: training's forwards take the padded batch, since torch's varlen kernel "
-        "cannot run: it takes head sizes in multiples of 8 up to 256, not 12 (evaluation, "
-        "which has no dropout, may unpad)"
-    )
-    # The default, where it has nothing to choose: no line.
-    assert attention.describe_unpad("auto", cpu, torch.bfloat16, 64, 0.0) is None
+    unpad, device, *rest = args
+    assert attention.describe_unpad(unpad, torch.device(device), *rest) == line
 
 
 def test_auto_is_the_padded_batch_on_the_cpu_without_looking_at_the_mask(monkeypatch):
