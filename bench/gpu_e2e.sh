@@ -21,8 +21,7 @@
 #                 default --unpad auto would unpad there: off keeps the padded batch)
 #   e2e512-unpad  that with --unpad on: only the real tokens through the encoder, attending
 #                 through the varlen kernel, their count a dynamic dimension of the compiled
-#                 graph (with attention dropout each layer pads Q/K/V back to attend, which
-#                 docs/benchmarks.md shows slower than the padded batch)
+#                 graph
 #   e2e512-unpad-2018 the 2018 recipe (attention dropout 0.1) with --unpad on: the real tokens
 #                 through aten's flash varlen kernel with dropout, against e2e512
 #   e2e512-nodrop today's recipe: no hidden or attention dropout (MosaicML's, cramming's),

@@ -171,7 +171,7 @@ def test_the_backward_writes_the_qkv_gradient_once_per_layer(monkeypatch):
 def test_unpadding_finds_the_real_tokens():
     mask = literal_batch()[2]
     unpadding = Unpadding.of(mask, varlen=False)
-    assert unpadding.tokens == 31 and unpadding.max_length == 16 and unpadding.has_padding
+    assert (unpadding.tokens, unpadding.max_length, unpadding.padding_share) == (31, 16, 17 / 48)
     assert unpadding.cu_seqlens.tolist() == [0, 16, 26, 31]
     assert unpadding.index[14:19].tolist() == [14, 15, 16, 17, 18]  # row 0 ends, row 1 starts
     assert unpadding.index[-6:].tolist() == [25, 32, 33, 34, 35, 36]
@@ -551,11 +551,6 @@ def test_a_compiled_run_with_unpad_on_trains_as_the_padded_one(sample_shards, tm
 
 
 def test_the_host_gives_a_forward_its_counts_or_keeps_auto_padded():
-    assert attention.host_unpad("auto", 93, 100) == "off"  # 7 % padding
-    assert attention.host_unpad("auto", 92, 100) is None  # 8 %: the model unpads
-    assert attention.host_unpad("auto", 0, 100) is None
-    assert attention.host_unpad("on", 100, 100) is None  # on and off: the model's own
-    assert attention.host_unpad("off", 50, 100) is None
     cpu, lengths = torch.device("cpu"), np.array([16, 10, 5])  # 31 of 48 positions
     # No varlen kernel (the CPU): auto has nothing to decide, the forward called as ever.
     assert model("auto").unpad_hints(lengths, 48, cpu) == {}
@@ -564,6 +559,11 @@ def test_the_host_gives_a_forward_its_counts_or_keeps_auto_padded():
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr("trainer.model.varlen_usable", lambda *args: True)
         net = model("auto")
+        assert net.unpad_hints(np.array([50, 43]), 100, cpu) == {"unpad": "off"}  # 7 % padding
+        assert net.unpad_hints(np.array([50, 42]), 100, cpu) == {"counts": (92, 50)}  # 8 %
+        assert net.unpad_hints(np.array([0, 0]), 100, cpu) == {"counts": (0, 0)}
+        assert model("on").unpad_hints(np.array([50, 50]), 100, cpu) == {"counts": (100, 50)}
+        assert model("off").unpad_hints(np.array([25, 25]), 100, cpu) == {}
         assert net.unpad_hints(lengths, 48, cpu) == {"counts": (31, 16)}
         assert net.unpad_hints(np.array([16, 16, 13]), 48, cpu) == {"unpad": "off"}  # 6 %
         assert model("auto", attn=0.1).unpad_hints(lengths, 48, cpu) == {}  # not measured

@@ -74,14 +74,9 @@ def attention_path(unpad: str, varlen: bool, padding_share: Callable[[], float])
     return VARLEN if varlen and padding_share() >= AUTO_MIN_PADDING else PADDED
 
 
-def host_unpad(unpad: str, real_tokens: int, positions: int) -> str | None:
-    """The `unpad` a forward is called with where the host already knows auto's
-    answer: "off" for auto on a batch whose padding share, its `real_tokens` counted on the
-    host copy of its `positions` (B·L), is under AUTO_MIN_PADDING, so the forward reads
-    nothing back from the device to decide; None (the model's own `unpad`) otherwise."""
-    if unpad == "auto" and (positions - real_tokens) < AUTO_MIN_PADDING * positions:
-        return "off"
-    return None
+def padding_share(tokens: int, positions: int) -> float:
+    """The share of a batch's `positions` (B·L) that are padding, `tokens` of them real."""
+    return (positions - tokens) / positions
 
 
 # Each device's reason torch's varlen kernel cannot run there (None where it can), found once.
@@ -228,14 +223,9 @@ class Unpadding:
         return int(self.index.shape[0])
 
     @property
-    def has_padding(self) -> bool:
-        return self.tokens < self.batch * self.length
-
-    @property
     def padding_share(self) -> float:
         """The share of the batch's B·L positions that are padding."""
-        positions = self.batch * self.length
-        return (positions - self.tokens) / positions
+        return padding_share(self.tokens, self.batch * self.length)
 
     @classmethod
     def of(

@@ -49,8 +49,8 @@ from trainer.attention import (
     VARLEN,
     Unpadding,
     attention_path,
-    host_unpad,
     padded_attention,
+    padding_share,
     varlen_usable,
 )
 from trainer.hf_names import to_hf
@@ -330,34 +330,31 @@ class BertForPreTraining(nn.Module):
         input that turns dynamic the same way."""
         if unpad == "off":
             return None
-        varlen = self._varlen_usable(attention_mask.device)
-        if unpad == "auto":
-            varlen = varlen and self._auto_measured()
+        varlen = self._varlen_for(unpad, attention_mask.device)
         found: list[Unpadding] = []
 
-        def padding_share() -> float:  # asked by auto with varlen only: a wait without counts
+        def share() -> float:  # asked by auto with varlen only: a wait without counts
             found.append(Unpadding.of(attention_mask, True, counts))
             return found[0].padding_share
 
-        path = attention_path(unpad, varlen, padding_share)
+        path = attention_path(unpad, varlen, share)
         if path == PADDED:
             return None
         return found[0] if found else Unpadding.of(attention_mask, path == VARLEN, counts)
 
-    def _varlen_usable(self, device: torch.device) -> bool:
+    def _varlen_for(self, unpad: str, device: torch.device) -> bool:
         """Whether a forward here, now (autocast's dtype, training's attention dropout or
-        evaluation's none), may attend through the varlen kernel."""
+        evaluation's none), may attend through the varlen kernel under `unpad`. auto only
+        where that path's speed is measured, without attention dropout (evaluation, or a
+        recipe without it); with dropout the flash kernel's own path is --unpad on's
+        (docs/gpu.md)."""
+        dropout = self.config.attention_probs_dropout_prob if self.training else 0.0
+        if unpad == "auto" and dropout:
+            return False
         dtype = self.embeddings.word_embeddings.weight.dtype
         if torch.is_autocast_enabled(device.type):
             dtype = torch.get_autocast_dtype(device.type)
-        dropout = self.config.attention_probs_dropout_prob if self.training else 0.0
         return varlen_usable(device, dtype, self.config.head_size, dropout)
-
-    def _auto_measured(self) -> bool:
-        """Whether auto may unpad this forward: only where the varlen path's speed is
-        measured, without attention dropout (evaluation, or a recipe without it); with
-        dropout the flash kernel's own path is --unpad on's (docs/gpu.md)."""
-        return not (self.training and self.config.attention_probs_dropout_prob)
 
     def unpad_hints(
         self, lengths: np.ndarray, positions: int, device: torch.device
@@ -366,16 +363,16 @@ class BertForPreTraining(nn.Module):
         (B,) counted on the host and its `positions` (B·L), under the autocast it runs in,
         so that it waits on the device for nothing: {"counts": (T, longest)} where it will
         unpad, {"unpad": "off"} where auto would find the batch under the padding floor
-        (trainer/attention.py `host_unpad`), and nothing where it takes the padded batch
+        (trainer/attention.py `attention_path`), and nothing where it takes the padded batch
         without asking (off; auto with no varlen kernel to choose), so a compiled forward
         keeps one call signature there."""
         if self.unpad == "off":
             return {}
         tokens, longest = int(lengths.sum()), int(lengths.max(initial=0))
         if self.unpad == "auto":
-            if not (self._auto_measured() and self._varlen_usable(device)):
+            if not self._varlen_for("auto", device):
                 return {}
-            if host_unpad(self.unpad, tokens, positions) == "off":
+            if attention_path("auto", True, lambda: padding_share(tokens, positions)) == PADDED:
                 return {"unpad": "off"}
         return {"counts": (tokens, longest)}
 

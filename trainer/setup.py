@@ -178,8 +178,8 @@ def _setup(
     else:
         model = _build_model(config, env, source, vocab_size, init, recipe.objective, bool(resumed))
         start = init.get(CheckpointKey.START) if init else None
-    # --unpad: the real tokens only through the encoder, where it runs (trainer/attention.py;
-    # auto is the padded batch under --compile), and the path training's forwards take.
+    # --unpad: the real tokens only through the encoder, where it runs (trainer/attention.py),
+    # and the path training's forwards take.
     model.unpad = config.unpad
     dtype, layer = COMPUTE_DTYPE[precision], model.config
     line = describe_unpad(
