@@ -16,7 +16,7 @@ from torch._dynamo.utils import counters
 from torch.overrides import TorchFunctionMode
 
 from schemas.checkpoint import CheckpointKey
-from tests.support.varlen import reference_varlen_attn
+from tests.support.varlen import reference_flash_forward, reference_varlen_attn
 from tests.test_step_syncs import OpCounter
 from tests.test_train import metrics
 from trainer import attention, train
@@ -628,9 +628,9 @@ def test_unpad_on_with_attention_dropout_attends_through_the_flash_kernel(monkey
     stand-in, the losses and gradients are the padded model's without dropout."""
     flash, varlen = [], []
 
-    def flash_op(query, key, value, cu_q, cu_k, max_q, max_k, dropout_p, causal, debug):
-        flash.append((dropout_p, causal, debug, max_q))
-        return (reference_varlen_attn(query, key, value, cu_q, cu_k, max_q, max_k),)
+    def flash_op(*args):  # query, key, value, cu_q, cu_k, max_q, max_k, dropout_p, causal, debug
+        flash.append((args[7], args[8], args[9], args[5]))
+        return reference_flash_forward(*args)
 
     def varlen_op(*args):
         varlen.append(args[5])
