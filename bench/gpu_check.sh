@@ -29,16 +29,17 @@
 #                  tuning (over 4 minutes for base on an H100) is in the row's warmup s
 #   autotune-warm  the same again: the tuning loads from OUT_DIR/compile-cache (a requeued
 #                  job's start, as `bertkit train --resume` finds OUTPUT/compile-cache)
-# On a fresh H200 (2026-11-28) base took 103 s, large 75 s, dropout0 54 s, and pad512 was
-# stopped at 97 s while compiling its unpadded row (its limit is 160 s since); the budget's order runs the cheap levers before autotune's minutes. When autotune does not fit
-# (its log line says SKIPPED, or exit 124 at its limit), rerun it with the same OUT_DIR and a
-# budget of its own: STAGES="autotune autotune-warm" bench/gpu_check.sh OUT_DIR 420; when only
-# autotune-warm did not fit, STAGES=autotune-warm: a later job's start is what it measures.
-# The fp8 stages do not fit beside the others either: STAGES="fp8 fp8-rowwise fp8-auto" with a
-# budget of 480 in a run of their own. On a fresh H200 (2026-11-28) fp16 took 52 s, unpad512
-# 21 s, pad512 105 s; fp8, then one stage for both recipes, was stopped at 255 s compiling
+# On fresh H200s (2026-11-28) base took 103 s, large 75 s, dropout0 54 s, fp16 52 s, unpad512
+# 21 s and pad512 105 s (an earlier run stopped it at 97 s, compiling its unpadded row: its
+# limit is 160 s since); fp8, then one stage for both recipes, was stopped at 255 s compiling
 # its rowwise row (each recipe has a stage and a limit since, and every finished row is in
-# the stage's JSON as soon as it is measured).
+# the stage's JSON as soon as it is measured). The budget's order runs the cheap levers
+# before autotune's minutes. When autotune does not fit (its log line says SKIPPED, or exit
+# 124 at its limit), rerun it with the same OUT_DIR and a budget of its own:
+# STAGES="autotune autotune-warm" bench/gpu_check.sh OUT_DIR 420; when only autotune-warm did
+# not fit, STAGES=autotune-warm: a later job's start is what it measures. The fp8 stages do
+# not fit beside the others either: STAGES="fp8 fp8-rowwise fp8-auto" with a budget of 480 in
+# a run of their own.
 # Synthetic batches over BERT's 30,522-token vocabulary.
 # BENCH_ARGS is appended to every stage's flags (a smoke test on the CPU:
 # BENCH_ARGS="--device cpu --model tiny --modes eager --batch 4 --steps 1 --repeats 1 --threads 1").
