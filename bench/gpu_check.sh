@@ -12,6 +12,9 @@
 #   large          BERT-large at 128, batch 128
 #   dropout0       --hidden-dropout 0 --attention-dropout 0 (cramming's recipe: no dropout)
 #   fp16           --precision fp16: fp16 autocast with dynamic loss scaling
+#   ffn            --ffn-epilogue off, then on: the feed-forward's bias and GELU in the
+#                  matmul's epilogue (trainer/ffn_epilogue.py's Triton kernels, tuned at the
+#                  row's start); ffn-large the same for BERT-large at batch 128
 #   unpad512       base at 512, batch 64, eager, 18 % of the positions padding (the demo's pair
 #                  shards), --attention-dropout 0 (torch's varlen kernel has none): --unpad off,
 #                  then on (real tokens only through the encoder, attending through varlen)
@@ -78,6 +81,8 @@ stage base 120 "${base[@]}" --reference
 stage large 150 --model large --batch 128 --modes compiled
 stage dropout0 60 "${base[@]}" --hidden-dropout 0 --attention-dropout 0
 stage fp16 60 "${base[@]}" --precision fp16
+stage ffn 150 "${base[@]}" --ffn-epilogue off,on
+stage ffn-large 150 --model large --batch 128 --modes compiled --ffn-epilogue off,on
 at512=(--model base --seq 512 --batch 64 --padding 0.18 --attention-dropout 0)
 stage unpad512 60 "${at512[@]}" --modes eager --unpad off,on
 stage pad512 160 "${at512[@]}" --modes compiled --unpad off,on

@@ -42,6 +42,7 @@ graphs, max-autotune tunes the matmuls in the warmup, for minutes, cached where
 TORCHINDUCTOR_CACHE_DIR says). --hidden-dropout and --attention-dropout set the rates (0
 calls no dropout); --unpad off,on adds a row set per bertkit --unpad value, --fp8
 off,tensorwise,rowwise one per bertkit --fp8 recipe (torchao; --fp8-layers as the trainer's),
+--ffn-epilogue off,on one without and one with the feed-forward's epilogue kernels (Triton),
 its MFU against the same bf16 peak.
 --optimizer adamw,lamb adds a row per optimizer (bertkit's multi-tensor LAMB, the trainer's
 --optimizer lamb). --reference adds, for every row, the same step on transformers'
@@ -127,6 +128,7 @@ class RowSpec:
     bucket_window: int = 0
     unpad: str = "off"  # bertkit's --unpad (trainer/attention.py); transformers pads too
     fp8: str = "off"  # bertkit's --fp8 (trainer/fp8.py); transformers' rows run without
+    ffn: str = "off"  # bertkit's --ffn-epilogue, on or off (trainer/ffn_epilogue.py)
 
     @property
     def mode(self) -> str:
@@ -135,7 +137,7 @@ class RowSpec:
     def peer(self) -> RowSpec:
         """The same row on the other implementation (transformers pads every batch)."""
         other = IMPLEMENTATIONS[1 - IMPLEMENTATIONS.index(self.implementation)]
-        return replace(self, implementation=other, unpad="off", fp8="off")
+        return replace(self, implementation=other, unpad="off", fp8="off", ffn="off")
 
 
 @dataclass
@@ -167,6 +169,7 @@ class RowResult:
     bucket_window: int = 0
     unpad: str = "off"
     fp8: str = "off"
+    ffn: str = "off"
     parameters: int | None = None
     batch: int | None = None
     mean_length: float | None = None  # padded length the model computed on
@@ -189,6 +192,7 @@ class RowResult:
             self.bucket_window,
             self.unpad,
             self.fp8,
+            self.ffn,
         )
 
 
@@ -238,6 +242,8 @@ def run_row(
     model = build_model(spec, config).to(device)
     if spec.fp8 != "off":  # before torch.compile, as the trainer converts it
         convert_to_fp8(model, spec.fp8, args.fp8_layers)
+    if spec.ffn == "on":  # the epilogue kernels, untimed (the trainer's --ffn-epilogue on)
+        model.use_ffn_epilogue(True)
     model.train()
     cuda = device.type == "cuda"
     optimizer = build_optimizer(model, spec.optimizer, args.lr, fused=cuda)
@@ -321,6 +327,7 @@ def run_row(
         bucket_window=spec.bucket_window,
         unpad=spec.unpad,
         fp8=spec.fp8,
+        ffn=spec.ffn,
         parameters=parameter_count(model),
         batch=len(prepared[0][BatchField.INPUT_IDS]),
         mean_length=statistics.fmean(lengths),
@@ -363,11 +370,13 @@ def row_specs(args: argparse.Namespace, device: torch.device) -> list[RowSpec]:
             window,
             unpad if implementation == "bertkit" else "off",
             fp8 if implementation == "bertkit" else "off",
+            ffn if implementation == "bertkit" else "off",
         )
         for model in models
         for window in args.windows
         for unpad in args.unpads
         for fp8 in args.fp8s
+        for ffn in args.ffns
         for compiled in modes
         for optimizer in args.optimizers
         for implementation in implementations
@@ -444,6 +453,7 @@ def main(argv: list[str] | None = None) -> int:
                 bucket_window=spec.bucket_window,
                 unpad=spec.unpad,
                 fp8=spec.fp8,
+                ffn=spec.ffn,
                 error=message,
             )
         if spec.compiled:

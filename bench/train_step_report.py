@@ -36,6 +36,7 @@ def print_results(results: list[RowResult], device: torch.device) -> None:
         "buckets",
         "unpad",
         "fp8",
+        "ffn epilogue",
         "params M",
         "batch",
         "padded len",
@@ -60,6 +61,7 @@ def print_results(results: list[RowResult], device: torch.device) -> None:
             str(result.bucket_window or "off"),
             result.unpad if result.implementation == "bertkit" else "-",
             result.fp8 if result.implementation == "bertkit" else "-",
+            result.ffn if result.implementation == "bertkit" else "-",
         ]
         if not result.ok:
             rows.append([*labels, "FAILED", *["n/a"] * (len(headers) - len(labels) - 1)])
@@ -123,7 +125,10 @@ def describe_row(spec: RowSpec) -> str:
         f" unpad {spec.unpad}" if spec.unpad != "off" and spec.implementation == "bertkit" else ""
     )
     fp8 = f" fp8 {spec.fp8}" if spec.fp8 != "off" else ""
-    return f"{spec.model} {spec.implementation} {spec.mode} {spec.optimizer}{buckets}{unpad}{fp8}"
+    ffn = " ffn-epilogue" if spec.ffn == "on" else ""
+    return (
+        f"{spec.model} {spec.implementation} {spec.mode} {spec.optimizer}{buckets}{unpad}{fp8}{ffn}"
+    )
 
 
 def target_verdict(
@@ -191,6 +196,7 @@ def write_results(
             "unpad": args.unpads,
             "fp8": args.fp8s,
             "fp8_layers": args.fp8_layers,
+            "ffn_epilogue": args.ffns,
             "padding": args.padding,
             "host_batches": args.host_batches,
             "profile_steps": args.profile,

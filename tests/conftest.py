@@ -1,5 +1,9 @@
 """Shared fixtures: the embedded real sample and a local Beam runner that never downloads."""
 
+# isort: off
+import tests.support.triton_interpreter  # noqa: F401  # first: before anything imports Triton
+
+# isort: on
 from pathlib import Path
 from typing import Any, NamedTuple
 

@@ -24,6 +24,7 @@ from pipelines.command.flags import (
 )
 from trainer.attention import UNPAD_MODES
 from trainer.compiling import COMPILE_MODES
+from trainer.ffn_epilogue import FFN_EPILOGUE_MODES
 from trainer.fp8 import FP8_LAYERS, FP8_NOT_FP16, FP8_RECIPES
 from trainer.model import MODEL_SIZES
 from trainer.optim import OPTIMIZERS
@@ -199,6 +200,13 @@ class TrainConfig:
         "--attention-dropout 0 or in evaluation, and at least 8%% of the batch is padding; "
         "the padded batch elsewhere), on (always; with --compile the token count a dynamic "
         "shape), or off (the padded batch)",
+    )
+    ffn_epilogue: str = option(
+        "auto",
+        choices=FFN_EPILOGUE_MODES,
+        help="each layer's feed-forward block with its bias and GELU in the matmul's epilogue "
+        "(Triton kernels, exact): auto (the default: on a GPU under bf16/fp16 without --fp8, "
+        "where timing both blocks at the start finds the kernels faster), on, or off",
     )
     compile_mode: str | None = option(
         None,

@@ -53,6 +53,7 @@ from trainer.attention import (
     padding_share,
     varlen_usable,
 )
+from trainer.ffn_epilogue import feed_forward as epilogue_feed_forward
 from trainer.hf_names import to_hf
 
 # The pre-training objectives, as `bertkit train --objective` names them once resolved.
@@ -215,6 +216,8 @@ class BertLayer(nn.Module):
         self.intermediate = nn.Linear(hidden, config.intermediate_size)
         self.output = nn.Linear(config.intermediate_size, hidden)
         self.output_norm = nn.LayerNorm(hidden, eps=config.layer_norm_eps)
+        # --ffn-epilogue (trainer/ffn_epilogue.py): the block's GELU in the matmuls' kernels.
+        self.ffn_epilogue = False
 
     def forward(self, hidden: Tensor, attention_mask: Tensor) -> Tensor:
         # hidden (B, L, H); attention_mask (B, 1, 1, L) bool, True = a key to attend to.
@@ -236,8 +239,10 @@ class BertLayer(nn.Module):
         # Row by row on (…, H): the padded batch's (B, L, H) or the tokens' (T, H).
         attended = _dropout(self.attention_output(context), self.hidden_dropout, self.training)
         hidden = self.attention_norm(hidden + attended)
-        # F.gelu's default is the exact erf form: HF's "gelu", Google's `gelu`.
-        feed_forward = self.output(F.gelu(self.intermediate(hidden)))
+        if self.ffn_epilogue:
+            feed_forward = epilogue_feed_forward(hidden, self.intermediate, self.output)
+        else:  # F.gelu's default is the exact erf form: HF's "gelu", Google's `gelu`.
+            feed_forward = self.output(F.gelu(self.intermediate(hidden)))
         feed_forward = _dropout(feed_forward, self.hidden_dropout, self.training)
         return self.output_norm(hidden + feed_forward)
 
@@ -286,6 +291,11 @@ class BertForPreTraining(nn.Module):
         elif isinstance(module, nn.LayerNorm):
             nn.init.ones_(module.weight)
             nn.init.zeros_(module.bias)
+
+    def use_ffn_epilogue(self, on: bool) -> None:
+        """Every layer's feed-forward block through the epilogue kernels (`on`) or plain."""
+        for layer in self.layers:
+            layer.ffn_epilogue = on
 
     @property
     def input_names(self) -> tuple[str, ...]:

@@ -26,7 +26,6 @@ from pipelines.command.flags import flag_name
 from pipelines.io import storage
 from schemas.checkpoint import CheckpointKey
 from trainer import distributed
-from trainer.attention import describe_unpad
 from trainer.collate import FixedShape  # the trainer's compile padding
 from trainer.compiling import compiled
 from trainer.config import DROPOUT_FIELDS, TrainConfig, accumulation_steps, dropout_overrides
@@ -39,7 +38,8 @@ from trainer.data import (
     open_source,
     source_of,
 )
-from trainer.fp8 import convert_to_fp8, describe_fp8, fp8_problem
+from trainer.fp8 import fp8_problem
+from trainer.levers import set_levers
 from trainer.metrics import MetricsLogger, ProgressLine, ThroughputMeter, peak_flops
 from trainer.mix import MixedSource
 from trainer.model import BertConfig, BertForPreTraining, config_for, without_nsp_head
@@ -178,23 +178,8 @@ def _setup(
     else:
         model = _build_model(config, env, source, vocab_size, init, recipe.objective, bool(resumed))
         start = init.get(CheckpointKey.START) if init else None
-    # --unpad: the real tokens only through the encoder, where it runs (trainer/attention.py),
-    # and the path training's forwards take.
-    model.unpad = config.unpad
-    dtype, layer = COMPUTE_DTYPE[precision], model.config
-    line = describe_unpad(
-        config.unpad,
-        env.device,
-        dtype,
-        layer.head_size,
-        layer.attention_probs_dropout_prob,
-    )
-    if env.is_main and line:
-        _LOG.info(line)
-    if config.fp8 != "off":  # torchao's Float8Linear, the Parameters kept (trainer/fp8.py)
-        converted = convert_to_fp8(model, config.fp8, config.fp8_layers)  # or refused
-        if env.is_main:
-            _LOG.info(describe_fp8(converted, model, config.fp8))
+    # How the step runs: --unpad, --fp8, --ffn-epilogue (the weights and results unchanged).
+    set_levers(model, config, env, COMPUTE_DTYPE[precision], source.max_seq_length)
     # Once every check has passed: --overwrite's earlier run files, or the temporaries of a
     # checkpoint write that a kill cut short before --resume.
     directory.clear_earlier(env.is_main)

@@ -28,6 +28,8 @@ STAGES = (
     "large",
     "dropout0",
     "fp16",
+    "ffn",
+    "ffn-large",
     "unpad512",
     "pad512",
     "pad512-drop",
@@ -80,6 +82,9 @@ def test_every_stage_gives_the_bench_flags_it_takes_for_its_lever(tmp_path):
     assert large[large.index("--batch") + 1] == "128"  # its own batch, before the smoke's
     assert (rows["dropout0"].hidden_dropout, rows["dropout0"].attention_dropout) == (0.0, 0.0)
     assert rows["fp16"].precision == "fp16"
+    assert rows["ffn"].ffns == rows["ffn-large"].ffns == ["off", "on"]
+    ffn_large = runs["ffn-large"][0]
+    assert ffn_large[ffn_large.index("--model") + 1 :][:3] == ["large", "--batch", "128"]
     for name in ("unpad512", "pad512"):  # attention dropout 0: the varlen kernel has none
         args = rows[name]
         assert (args.unpads, args.padding, args.attention_dropout) == (["off", "on"], 0.18, 0.0)

@@ -4,6 +4,8 @@ profile, fp16's loss-scaled step, synthetic padding."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -133,3 +135,30 @@ def test_profile_lists_the_step_s_operators_with_their_share():
     assert kernels and all(0.0 <= k["share"] <= 1.0 for k in kernels)
     assert sum(k["share"] for k in kernels) <= 1.0 + 1e-9
     assert any("mm" in k["name"] for k in kernels)
+
+
+def test_ffn_epilogue_rows_run_the_kernels_on_bertkit_s_rows(tmp_path, capsys):
+    """--ffn-epilogue off,on: a bertkit row each, transformers' once; the `on` row runs the
+    kernels (Triton's interpreter on the CPU) and trains."""
+    pytest.importorskip("triton", reason="the kernels run in Triton's interpreter here")
+    args = train_step.parse_args(["--model", "tiny", "--ffn-epilogue", "off,on", "--reference"])
+    specs = train_step.row_specs(args, torch.device("cpu"))
+    assert [(s.implementation, s.ffn) for s in specs] == [
+        ("bertkit", "off"),
+        ("transformers", "off"),
+        ("bertkit", "on"),
+    ]
+    assert specs[2].peer() == specs[1]
+    with pytest.raises(SystemExit):
+        train_step.parse_args(["--ffn-epilogue", "off,auto"])
+    assert "--ffn-epilogue 'off,auto': comma-separated, of off, on" in capsys.readouterr().err
+    out = tmp_path / "step.json"
+    flags = ["--model", "tiny", "--synthetic", "--steps", "1", "--warmup", "0", "--repeats",
+             "1", "--batches", "1", "--batch", "2", "--seq", "32", "--threads", "1",
+             "--vocab-size", "500", "--device", "cpu", "--ffn-epilogue", "off,on",
+             "--json", str(out)]  # fmt: skip
+    assert train_step.main(flags) == 0
+    written = json.loads(out.read_text())
+    assert [(r["ffn"], r["ok"]) for r in written["rows"]] == [("off", True), ("on", True)]
+    assert written["config"]["ffn_epilogue"] == ["off", "on"]
+    assert "tiny bertkit eager adamw ffn-epilogue" in capsys.readouterr().out

@@ -1,0 +1,61 @@
+"""How the model's step runs, set from the run's flags once the model is built: the levers
+that change the work done and leave the weights (and, but for --fp8, the results) alone.
+Each logs its line on the main rank.
+
+    set_levers(model, config, env, torch.bfloat16, max_seq_length=128)
+
+- `--unpad`: the real tokens only through the encoder (trainer/attention.py);
+- `--fp8`: torchao's FP8 Linears in the encoder (trainer/fp8.py), before DDP and compiling;
+- `--ffn-epilogue`: the feed-forward blocks' GELU in the matmuls' kernels
+  (trainer/ffn_epilogue.py), timed on the device under auto, after --fp8 has chosen.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+
+from trainer import distributed
+from trainer.attention import describe_unpad
+from trainer.config import TrainConfig
+from trainer.ffn_epilogue import choose_ffn_epilogue
+from trainer.fp8 import convert_to_fp8, describe_fp8
+from trainer.model import BertForPreTraining
+
+_LOG = logging.getLogger("bertkit.train")
+
+
+def set_levers(
+    model: BertForPreTraining,
+    config: TrainConfig,
+    env: distributed.Distributed,
+    dtype: torch.dtype,
+    max_seq_length: int,
+) -> None:
+    """Set --unpad, --fp8 and --ffn-epilogue on `model` for a run computing in `dtype`."""
+    lines = []
+    model.unpad = config.unpad  # the path training's forwards take, where the kernel runs
+    layer = model.config
+    lines.append(
+        describe_unpad(
+            config.unpad, env.device, dtype, layer.head_size, layer.attention_probs_dropout_prob
+        )
+    )
+    if config.fp8 != "off":  # torchao's Float8Linear, the Parameters kept
+        converted = convert_to_fp8(model, config.fp8, config.fp8_layers)  # or refused
+        lines.append(describe_fp8(converted, model, config.fp8))
+    sizes = (config.micro_batch_size * max_seq_length, layer.hidden_size, layer.intermediate_size)
+    use, line = choose_ffn_epilogue(
+        config.ffn_epilogue,
+        env.device,
+        dtype,
+        config.fp8,
+        sizes,
+        lambda times: distributed.all_reduce_sum(env, times),
+    )
+    model.use_ffn_epilogue(use)
+    lines.append(line)
+    for line in lines:
+        if env.is_main and line:
+            _LOG.info(line)
