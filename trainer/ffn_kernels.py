@@ -8,10 +8,13 @@ interpreter, on the CPU (the tests).
 
 from __future__ import annotations
 
+import inspect
+
 import triton
 import triton.language as tl
 from torch import Tensor
 
+_AUTOTUNE_OPTIONS = inspect.signature(triton.autotune).parameters
 # The interpreter's tile: small, so the tests' shapes span several tiles and a ragged edge.
 INTERPRETER_TILE = {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 16, "GROUP_M": 2}
 # Tile shapes Triton's autotuner times on a GPU, (M, N, K, group, stages, warps): the
@@ -114,6 +117,9 @@ TUNED = triton.autotune(
         for m, n, k, group, stages, warps in _GPU_TILES
     ],
     key=["N", "K", "BACKWARD", "INTERPRETED"],
+    # The tuning kept in Triton's cache (the run directory's compile-cache under --compile),
+    # so a requeued job does not tune again, where this Triton can (3.2 and later).
+    **({"cache_results": True} if "cache_results" in _AUTOTUNE_OPTIONS else {}),
 )(matmul_gelu)
 
 
