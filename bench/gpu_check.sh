@@ -15,6 +15,8 @@
 #   ffn            --ffn-epilogue off, then on: the feed-forward's bias and GELU in the
 #                  matmul's epilogue (trainer/ffn_epilogue.py's Triton kernels, tuned at the
 #                  row's start); ffn-large the same for BERT-large at batch 128
+#   add-norm       --add-norm off, then on: each dropout, residual add and LayerNorm in one
+#                  Triton kernel each way (trainer/add_norm.py), the 2018 recipe's dropout
 #   unpad512       base at 512, batch 64, eager, 18 % of the positions padding (the demo's pair
 #                  shards), --attention-dropout 0 (torch's varlen kernel has none): --unpad off,
 #                  then on (real tokens only through the encoder, attending through varlen)
@@ -83,6 +85,7 @@ stage dropout0 60 "${base[@]}" --hidden-dropout 0 --attention-dropout 0
 stage fp16 60 "${base[@]}" --precision fp16
 stage ffn 150 "${base[@]}" --ffn-epilogue off,on
 stage ffn-large 150 --model large --batch 128 --modes compiled --ffn-epilogue off,on
+stage add-norm 150 "${base[@]}" --add-norm off,on
 at512=(--model base --seq 512 --batch 64 --padding 0.18 --attention-dropout 0)
 stage unpad512 60 "${at512[@]}" --modes eager --unpad off,on
 stage pad512 160 "${at512[@]}" --modes compiled --unpad off,on

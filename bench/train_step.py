@@ -43,6 +43,7 @@ TORCHINDUCTOR_CACHE_DIR says). --hidden-dropout and --attention-dropout set the 
 calls no dropout); --unpad off,on adds a row set per bertkit --unpad value, --fp8
 off,tensorwise,rowwise one per bertkit --fp8 recipe (torchao; --fp8-layers as the trainer's),
 --ffn-epilogue off,on one without and one with the feed-forward's epilogue kernels (Triton),
+--add-norm off,on one without and one with the dropout-add-LayerNorm kernels (Triton),
 its MFU against the same bf16 peak.
 --optimizer adamw,lamb adds a row per optimizer (bertkit's multi-tensor LAMB, the trainer's
 --optimizer lamb). --reference adds, for every row, the same step on transformers'
@@ -129,6 +130,7 @@ class RowSpec:
     unpad: str = "off"  # bertkit's --unpad (trainer/attention.py); transformers pads too
     fp8: str = "off"  # bertkit's --fp8 (trainer/fp8.py); transformers' rows run without
     ffn: str = "off"  # bertkit's --ffn-epilogue, on or off (trainer/ffn_epilogue.py)
+    add_norm: str = "off"  # bertkit's --add-norm, on or off (trainer/add_norm.py)
 
     @property
     def mode(self) -> str:
@@ -137,7 +139,9 @@ class RowSpec:
     def peer(self) -> RowSpec:
         """The same row on the other implementation (transformers pads every batch)."""
         other = IMPLEMENTATIONS[1 - IMPLEMENTATIONS.index(self.implementation)]
-        return replace(self, implementation=other, unpad="off", fp8="off", ffn="off")
+        return replace(
+            self, implementation=other, unpad="off", fp8="off", ffn="off", add_norm="off"
+        )
 
 
 @dataclass
@@ -170,6 +174,7 @@ class RowResult:
     unpad: str = "off"
     fp8: str = "off"
     ffn: str = "off"
+    add_norm: str = "off"
     parameters: int | None = None
     batch: int | None = None
     mean_length: float | None = None  # padded length the model computed on
@@ -193,6 +198,7 @@ class RowResult:
             self.unpad,
             self.fp8,
             self.ffn,
+            self.add_norm,
         )
 
 
@@ -242,8 +248,8 @@ def run_row(
     model = build_model(spec, config).to(device)
     if spec.fp8 != "off":  # before torch.compile, as the trainer converts it
         convert_to_fp8(model, spec.fp8, args.fp8_layers)
-    if spec.ffn == "on":  # the epilogue kernels, untimed (the trainer's --ffn-epilogue on)
-        model.use_ffn_epilogue(True)
+    if spec.implementation == "bertkit":  # the kernels untimed, as `bertkit train` … on
+        model.use_kernels(ffn_epilogue=spec.ffn == "on", add_norm=spec.add_norm == "on")
     model.train()
     cuda = device.type == "cuda"
     optimizer = build_optimizer(model, spec.optimizer, args.lr, fused=cuda)
@@ -328,6 +334,7 @@ def run_row(
         unpad=spec.unpad,
         fp8=spec.fp8,
         ffn=spec.ffn,
+        add_norm=spec.add_norm,
         parameters=parameter_count(model),
         batch=len(prepared[0][BatchField.INPUT_IDS]),
         mean_length=statistics.fmean(lengths),
@@ -371,12 +378,14 @@ def row_specs(args: argparse.Namespace, device: torch.device) -> list[RowSpec]:
             unpad if implementation == "bertkit" else "off",
             fp8 if implementation == "bertkit" else "off",
             ffn if implementation == "bertkit" else "off",
+            add_norm if implementation == "bertkit" else "off",
         )
         for model in models
         for window in args.windows
         for unpad in args.unpads
         for fp8 in args.fp8s
         for ffn in args.ffns
+        for add_norm in args.add_norms
         for compiled in modes
         for optimizer in args.optimizers
         for implementation in implementations
@@ -454,6 +463,7 @@ def main(argv: list[str] | None = None) -> int:
                 unpad=spec.unpad,
                 fp8=spec.fp8,
                 ffn=spec.ffn,
+                add_norm=spec.add_norm,
                 error=message,
             )
         if spec.compiled:

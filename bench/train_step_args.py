@@ -83,6 +83,12 @@ def parse_args(argv: list[str] | None, doc: str | None) -> argparse.Namespace:
         "plain feed-forward block), on (its bias and GELU in the matmul's epilogue: Triton)",
     )
     parser.add_argument(
+        "--add-norm",
+        default="off",
+        help="comma-separated bertkit train --add-norm values, a row set each: off (the plain "
+        "dropout, add and LayerNorm), on (one Triton kernel each way)",
+    )
+    parser.add_argument(
         "--fp8-layers",
         default="auto",
         choices=FP8_LAYERS,
@@ -137,9 +143,12 @@ def parse_args(argv: list[str] | None, doc: str | None) -> argparse.Namespace:
     args.unpads = [u.strip() for u in args.unpad.split(",") if u.strip()]
     if not args.unpads or set(args.unpads) - set(UNPAD_MODES):
         parser.error(f"--unpad {args.unpad!r}: comma-separated, of {', '.join(UNPAD_MODES)}")
-    args.ffns = [f.strip() for f in args.ffn_epilogue.split(",") if f.strip()]
-    if not args.ffns or set(args.ffns) - {"off", "on"}:
-        parser.error(f"--ffn-epilogue {args.ffn_epilogue!r}: comma-separated, of off, on")
+    for flag, given, name in (("--ffn-epilogue", args.ffn_epilogue, "ffns"),
+                              ("--add-norm", args.add_norm, "add_norms")):  # fmt: skip
+        values = [value.strip() for value in given.split(",") if value.strip()]
+        if not values or set(values) - {"off", "on"}:
+            parser.error(f"{flag} {given!r}: comma-separated, of off, on")
+        setattr(args, name, values)
     args.fp8s = [f.strip() for f in args.fp8.split(",") if f.strip()]
     if not args.fp8s or set(args.fp8s) - set(FP8_RECIPES):
         parser.error(f"--fp8 {args.fp8!r}: comma-separated, of {', '.join(FP8_RECIPES)}")

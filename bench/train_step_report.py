@@ -37,6 +37,7 @@ def print_results(results: list[RowResult], device: torch.device) -> None:
         "unpad",
         "fp8",
         "ffn epilogue",
+        "add-norm",
         "params M",
         "batch",
         "padded len",
@@ -62,6 +63,7 @@ def print_results(results: list[RowResult], device: torch.device) -> None:
             result.unpad if result.implementation == "bertkit" else "-",
             result.fp8 if result.implementation == "bertkit" else "-",
             result.ffn if result.implementation == "bertkit" else "-",
+            result.add_norm if result.implementation == "bertkit" else "-",
         ]
         if not result.ok:
             rows.append([*labels, "FAILED", *["n/a"] * (len(headers) - len(labels) - 1)])
@@ -125,9 +127,12 @@ def describe_row(spec: RowSpec) -> str:
         f" unpad {spec.unpad}" if spec.unpad != "off" and spec.implementation == "bertkit" else ""
     )
     fp8 = f" fp8 {spec.fp8}" if spec.fp8 != "off" else ""
-    ffn = " ffn-epilogue" if spec.ffn == "on" else ""
+    kernels = (" ffn-epilogue" if spec.ffn == "on" else "") + (
+        " add-norm" if spec.add_norm == "on" else ""
+    )
     return (
-        f"{spec.model} {spec.implementation} {spec.mode} {spec.optimizer}{buckets}{unpad}{fp8}{ffn}"
+        f"{spec.model} {spec.implementation} {spec.mode} {spec.optimizer}{buckets}{unpad}{fp8}"
+        f"{kernels}"
     )
 
 
@@ -197,6 +202,7 @@ def write_results(
             "fp8": args.fp8s,
             "fp8_layers": args.fp8_layers,
             "ffn_epilogue": args.ffns,
+            "add_norm": args.add_norms,
             "padding": args.padding,
             "host_batches": args.host_batches,
             "profile_steps": args.profile,

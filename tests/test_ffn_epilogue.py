@@ -15,16 +15,16 @@ from torch import nn
 
 from tests.test_model_levers import TINY_RUN, assert_equal_within, model, step
 from tests.test_train import metrics
-from trainer import ffn_epilogue, train
+from trainer import ffn_epilogue, kernel_choice, train
 from trainer.ffn_epilogue import (
-    _disagreement,
-    auto_choice,
+    FFN_EPILOGUE,
     choose_ffn_epilogue,
     feed_forward,
     ffn_gelu_grad,
     ffn_up,
     plain_feed_forward,
 )
+from trainer.kernel_choice import disagreement
 
 pytest.importorskip("triton", reason="the kernels' tests run in Triton's interpreter")
 
@@ -36,9 +36,9 @@ def interpreted():
     """Triton's interpreter, which tests/conftest.py chose before Triton's import."""
     from triton.runtime.interpreter import InterpretedFunction
 
-    from trainer import ffn_kernels
+    from trainer import triton_kernels
 
-    assert isinstance(ffn_kernels.matmul_gelu, InterpretedFunction)
+    assert isinstance(triton_kernels.matmul_gelu, InterpretedFunction)
 
 
 def gelu(x: float) -> float:
@@ -130,7 +130,7 @@ def test_the_model_takes_the_kernels_with_the_same_results_and_state_dict(unpad)
     """The tiny model with and without the kernels, on the padded batch and on its real
     tokens (--unpad on): the same parameter names, losses, logits and gradients (fp32)."""
     plain, fused = model(unpad), model(unpad)
-    fused.use_ffn_epilogue(True)
+    fused.use_kernels(ffn_epilogue=True)
     assert [layer.ffn_epilogue for layer in fused.layers] == [True, True]
     assert list(plain.state_dict()) == list(fused.state_dict())
     assert_equal_within(step(plain), step(fused), atol=2e-6)
@@ -142,11 +142,11 @@ def test_a_run_with_the_kernels_trains_as_the_plain_one(sample_shards, tmp_path,
     losses; then `--resume` goes on to step 4."""
     monkeypatch.setattr(ffn_epilogue, "ffn_epilogue_obstacles", lambda *args: [])
     monkeypatch.setattr(
-        "trainer.ffn_kernels.INTERPRETER_TILE",
+        "trainer.triton_kernels.INTERPRETER_TILE",
         {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 4},
     )
     launches = []
-    monkeypatch.setattr(ffn_epilogue, "_kernels", lambda: launches.append(1) or kernels())
+    monkeypatch.setattr(ffn_epilogue, "kernels", lambda: launches.append(1) or kernels())
     losses = {}
     for mode in ("on", "off"):
         run = tmp_path / mode
@@ -163,9 +163,9 @@ def test_a_run_with_the_kernels_trains_as_the_plain_one(sample_shards, tmp_path,
 
 
 def kernels():
-    from trainer import ffn_kernels
+    from trainer import triton_kernels
 
-    return ffn_kernels
+    return triton_kernels
 
 
 def test_a_cpu_run_says_why_on_takes_the_plain_block_and_auto_or_off_say_nothing(
@@ -191,20 +191,21 @@ def test_a_cpu_run_says_why_on_takes_the_plain_block_and_auto_or_off_say_nothing
 
 
 SIZES = (32768, 768, 3072)
+SHAPE = "32,768 rows, 768 → 3072 → 768"
 
 
 def test_each_mode_s_choice_and_line(monkeypatch):
     cuda = torch.device("cuda")
     assert choose_ffn_epilogue("off", cuda, torch.bfloat16, "off", SIZES) == (False, None)
     assert choose_ffn_epilogue("auto", CPU, torch.bfloat16, "off", SIZES) == (False, None)
-    monkeypatch.setattr(ffn_epilogue, "triton_available", lambda: False)
+    monkeypatch.setattr(kernel_choice, "triton_available", lambda: False)
     assert choose_ffn_epilogue("auto", cuda, torch.float32, "rowwise", SIZES) == (
         False,
         "--ffn-epilogue auto: the plain feed-forward block, since the epilogue kernels cannot "
         "run: this torch has no Triton (torch's CUDA wheels bring it); they take bf16 or fp16, "
         "and this run computes in float32; --fp8 rowwise makes the block's Linears FP8 ones",
     )
-    monkeypatch.setattr(ffn_epilogue, "triton_available", lambda: True)
+    monkeypatch.setattr(kernel_choice, "triton_available", lambda: True)
     assert choose_ffn_epilogue("on", cuda, torch.float16, "off", SIZES) == (
         True,
         "--ffn-epilogue on: each layer's feed-forward block takes its bias and GELU in the "
@@ -219,7 +220,7 @@ def test_each_mode_s_choice_and_line(monkeypatch):
         "auto", cuda, torch.bfloat16, "off", SIZES, lambda t: summed.append(t.tolist()) or t * 2
     )
     assert timed == [(32768, 768, 3072, torch.bfloat16, cuda)] and summed == [[2.0, 3.0]]
-    assert (use, line) == auto_choice(4.0, 6.0, SIZES)
+    assert (use, line) == FFN_EPILOGUE.auto_choice(4.0, 6.0, SHAPE)
     # Kernels that failed or disagreed here, or on another rank: the plain block everywhere.
     said = "the epilogue kernels failed (CompilationError: at 12:4)"
     monkeypatch.setattr(ffn_epilogue, "time_blocks", lambda *args: (2, 3, said))
@@ -240,28 +241,29 @@ def test_a_disagreement_of_more_than_a_few_roundings_is_named():
     """auto's check of the kernels' results on the device against the plain block's."""
     plain = (torch.tensor([1.0, -2.0]), torch.tensor([0.5, 0.25]))
     near = (torch.tensor([1.0, -2.0 + 2**-6]), torch.tensor([0.5, 0.25]))  # 2 bf16 roundings
-    assert _disagreement(plain, near, torch.bfloat16) is None
+    name = "the epilogue kernels"
+    assert disagreement(plain, near, torch.bfloat16, name) is None
     far = (torch.tensor([1.0, -2.0]), torch.tensor([0.5, 0.3]))
-    assert _disagreement(plain, far, torch.bfloat16) == (
-        "the epilogue kernels' input gradient differed from the plain block's on this GPU (by "
-        "0.05, the largest value 0.5)"
+    assert disagreement(plain, far, torch.bfloat16, name) == (
+        "the epilogue kernels' gradient 1 differed from the plain ops' on this GPU (by 0.05, "
+        "the largest value 0.5)"
     )
     nan = (torch.tensor([1.0, float("nan")]), plain[1])
-    assert _disagreement(plain, nan, torch.bfloat16).startswith(
-        "the epilogue kernels' output differed from the plain block's on this GPU (by nan"
+    assert disagreement(plain, nan, torch.bfloat16, name).startswith(
+        "the epilogue kernels' output differed from the plain ops' on this GPU (by nan"
     )
 
 
 def test_auto_takes_the_kernels_only_where_they_were_faster():
-    assert auto_choice(1.2, 1.0, SIZES) == (
+    assert FFN_EPILOGUE.auto_choice(1.2, 1.0, SHAPE) == (
         True,
         "--ffn-epilogue auto: each layer's feed-forward block takes its bias and GELU in the "
-        "matmul's epilogue (Triton): 1.20× as fast as the plain block, timed forward and "
-        "backward on 32,768 rows, 768 → 3072 → 768",
+        "matmul's epilogue (Triton): 1.20× as fast as the plain feed-forward block, timed "
+        "forward and backward on 32,768 rows, 768 → 3072 → 768",
     )
-    assert auto_choice(1.0, 1.25, SIZES) == (
+    assert FFN_EPILOGUE.auto_choice(1.0, 1.25, SHAPE) == (
         False,
         "--ffn-epilogue auto: the plain feed-forward block: the epilogue kernels ran at 0.80× "
         "its speed, timed forward and backward on 32,768 rows, 768 → 3072 → 768",
     )
-    assert auto_choice(1.0, 1.0, SIZES)[0] is False  # a tie keeps cuBLAS
+    assert FFN_EPILOGUE.auto_choice(1.0, 1.0, SHAPE)[0] is False  # a tie keeps cuBLAS

@@ -22,6 +22,7 @@ from pipelines.command.flags import (
     float_list,
     option,
 )
+from trainer.add_norm import ADD_NORM_MODES
 from trainer.attention import UNPAD_MODES
 from trainer.compiling import COMPILE_MODES
 from trainer.ffn_epilogue import FFN_EPILOGUE_MODES
@@ -207,6 +208,13 @@ class TrainConfig:
         help="each layer's feed-forward block with its bias and GELU in the matmul's epilogue "
         "(Triton kernels, exact): auto (the default: on a GPU under bf16/fp16 without --fp8, "
         "where timing both blocks at the start finds the kernels faster), on, or off",
+    )
+    add_norm: str = option(
+        "auto",
+        choices=ADD_NORM_MODES,
+        help="each layer's dropout, residual add and LayerNorm in one kernel each way (Triton; "
+        "the dropout mask drawn again in backward): auto (the default: on a GPU, where timing "
+        "both at the start finds the kernels faster), on, or off",
     )
     compile_mode: str | None = option(
         None,

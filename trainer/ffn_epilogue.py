@@ -31,10 +31,6 @@ and bias gradients (cuBLAS), which have no element-wise work to fuse.
 
 from __future__ import annotations
 
-import functools
-import importlib.util
-import math
-import statistics
 from collections.abc import Callable
 from typing import Any
 
@@ -42,21 +38,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from trainer.kernel_choice import KernelLever, gpu_obstacles, kernels, time_and_check
+
 FFN_EPILOGUE_MODES = ("auto", "on", "off")
 _HALF = (torch.bfloat16, torch.float16)
-_TIMED_STEPS = 10  # forward+backward of one layer's block, after warm-up and tuning
-
-
-def triton_available() -> bool:
-    """Whether Triton can be imported (torch's CUDA wheels bring it; its CPU wheel does not)."""
-    return importlib.util.find_spec("triton") is not None
-
-
-@functools.cache
-def _kernels() -> Any:
-    """trainer/ffn_kernels.py, imported at first use: Triton is optional, and its
-    interpreter is chosen (TRITON_INTERPRET) when the kernel is defined."""
-    return importlib.import_module("trainer.ffn_kernels")
 
 
 @torch.library.custom_op("bertkit::ffn_up", mutates_args=())
@@ -65,7 +50,7 @@ def ffn_up(hidden: Tensor, weight: Tensor, bias: Tensor) -> tuple[Tensor, Tensor
     dtype: nn.Linear's weight layout, the product and its GELU in one kernel."""
     pre = hidden.new_empty(hidden.shape[0], weight.shape[0])
     out = torch.empty_like(pre)
-    _kernels().launch(
+    kernels().launch_matmul_gelu(
         hidden,
         weight,
         bias,
@@ -88,7 +73,7 @@ def ffn_gelu_grad(grad: Tensor, weight: Tensor, pre: Tensor) -> Tensor:
     """grad (M, K) · weight (K, N) → the GELU's input gradient (M, N): the product (the
     gradient at the GELU's output, rounded to pre's dtype) times GELU'(pre), in one kernel."""
     out = torch.empty_like(pre)
-    _kernels().launch(
+    kernels().launch_matmul_gelu(
         grad, weight, pre, pre, out, b_strides=(weight.stride(0), weight.stride(1)), backward=True
     )
     return out
@@ -140,13 +125,17 @@ def plain_feed_forward(hidden: Tensor, up: nn.Linear, down: nn.Linear) -> Tensor
     return down(F.gelu(up(hidden)))
 
 
+FFN_EPILOGUE = KernelLever(
+    "--ffn-epilogue",
+    "the epilogue kernels",
+    "the plain feed-forward block",
+    "each layer's feed-forward block takes its bias and GELU in the matmul's epilogue (Triton)",
+)
+
+
 def ffn_epilogue_obstacles(device: torch.device, dtype: torch.dtype, fp8: str) -> list[str]:
     """Why the epilogue kernels cannot run, each a phrase; none where they can."""
-    found = []
-    if device.type != "cuda":
-        found.append(f"they run on a CUDA GPU, and this run is on {device.type}")
-    elif not triton_available():
-        found.append("this torch has no Triton (torch's CUDA wheels bring it)")
+    found = gpu_obstacles(device)
     if dtype not in _HALF:
         found.append(f"they take bf16 or fp16, and this run computes in {str(dtype)[6:]}")
     if fp8 != "off":
@@ -157,58 +146,24 @@ def ffn_epilogue_obstacles(device: torch.device, dtype: torch.dtype, fp8: str) -
 def time_blocks(
     tokens: int, hidden: int, intermediate: int, dtype: torch.dtype, device: torch.device
 ) -> tuple[float, float, str | None]:
-    """Median milliseconds of one layer's block, forward and backward, on `tokens` rows: the
-    plain block's, then the kernels' (tuned first, outside the timing), and why the kernels
-    may not be used here (then their time is inf): they failed, or their output or input
-    gradient on these rows is not the plain block's within a few roundings."""
+    """One layer's block forward and backward on `tokens` rows, plain and through the
+    kernels (kernel_choice.time_and_check: milliseconds each, and why not the kernels)."""
     generator = torch.Generator(device=device).manual_seed(0)
     up, down = nn.Linear(hidden, intermediate), nn.Linear(intermediate, hidden)
     up, down = up.to(device=device, dtype=dtype), down.to(device=device, dtype=dtype)
     rows = torch.randn(tokens, hidden, device=device, dtype=dtype, generator=generator)
     rows.requires_grad_(True)
-    times, results = [], []
-    for block in (plain_feed_forward, feed_forward):
-        try:
-            for _ in range(3):  # warm-up: Triton's tuning and compilation, cuBLAS's heuristics
-                rows.grad = None
-                out = block(rows, up, down)
-                out.float().square().sum().backward()
-            results.append((out.detach().float(), rows.grad.float()))
-            samples = []
-            for _ in range(_TIMED_STEPS):
-                start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
-                start.record()
-                block(rows, up, down).sum().backward()
-                end.record()
-                end.synchronize()
-                samples.append(start.elapsed_time(end))
-        except Exception as error:  # a kernel's failure on this GPU: the plain block
-            if block is plain_feed_forward:
-                raise
-            first = str(error).splitlines()[0] if str(error) else ""
-            return (
-                times[0],
-                math.inf,
-                f"the epilogue kernels failed ({type(error).__name__}: {first})",
-            )
-        times.append(statistics.median(samples))
-    return times[0], times[1], _disagreement(results[0], results[1], dtype)
 
+    def run(block: Callable[..., Tensor]) -> Callable[[], list[Tensor]]:
+        def once() -> list[Tensor]:
+            rows.grad = None
+            out = block(rows, up, down)
+            out.float().square().sum().backward()
+            return [out, rows.grad]
 
-def _disagreement(
-    plain: tuple[Tensor, Tensor], fused: tuple[Tensor, Tensor], dtype: torch.dtype
-) -> str | None:
-    """Why the kernels' (output, input gradient) are not the plain block's, or None."""
-    rounding = torch.finfo(dtype).eps
-    for name, want, got in zip(("output", "input gradient"), plain, fused, strict=True):
-        scale = want.abs().max().item()
-        difference = (got - want).abs().max().item()
-        if not difference <= 8 * rounding * scale:  # NaN included
-            return (
-                f"the epilogue kernels' {name} differed from the plain block's on this GPU (by "
-                f"{difference:.3g}, the largest value {scale:.3g})"
-            )
-    return None
+        return once
+
+    return time_and_check(run(plain_feed_forward), run(feed_forward), dtype, FFN_EPILOGUE.kernels)
 
 
 def choose_ffn_epilogue(
@@ -220,44 +175,14 @@ def choose_ffn_epilogue(
     agree: Callable[[Tensor], Tensor] = lambda times: times,
 ) -> tuple[bool, str | None]:
     """Whether the run's feed-forward blocks take the epilogue kernels under `--ffn-epilogue
-    mode` (FFN_EPILOGUE_MODES), and the line its start logs (None: nothing to say). `sizes`:
-    the rows of one micro-batch, hidden and intermediate sizes, the shape auto times on;
-    `agree` sums the (plain, kernel) timings over a job's ranks, so all decide alike."""
-    if mode == "off":
-        return False, None
-    obstacles = ffn_epilogue_obstacles(device, dtype, fp8)
-    if obstacles:
-        if mode == "auto" and device.type != "cuda":
-            return False, None  # a CPU run: no choice to make, nothing to say
-        return False, (
-            f"--ffn-epilogue {mode}: the plain feed-forward block, since the epilogue kernels "
-            f"cannot run: {'; '.join(obstacles)}"
-        )
-    if mode == "on":
-        return True, (
-            "--ffn-epilogue on: each layer's feed-forward block takes its bias and GELU in the "
-            "matmul's epilogue (Triton)"
-        )
-    plain, fused, problem = time_blocks(*sizes, dtype, device)
-    fused = math.inf if problem else fused  # every rank then takes the plain block
-    plain, fused = agree(torch.tensor([plain, fused], dtype=torch.float64)).tolist()
-    if math.isinf(fused):  # here (the reason) or on another rank of the job
-        why = problem or "the epilogue kernels failed or disagreed on another rank of the job"
-        return False, f"--ffn-epilogue auto: the plain feed-forward block: {why}"
-    return auto_choice(plain, fused, sizes)
-
-
-def auto_choice(plain: float, fused: float, sizes: tuple[int, int, int]) -> tuple[bool, str]:
-    """auto's choice from the two blocks' timings (milliseconds, or their sums over ranks,
-    forward and backward on `sizes`), and its line: the kernels only where faster."""
+    mode` (FFN_EPILOGUE_MODES), and the line its start logs (KernelLever.choose). `sizes`:
+    the rows of one micro-batch, hidden and intermediate sizes, the shape auto times on."""
     tokens, hidden, intermediate = sizes
-    timed = f"timed forward and backward on {tokens:,} rows, {hidden} → {intermediate} → {hidden}"
-    if fused < plain:
-        return True, (
-            "--ffn-epilogue auto: each layer's feed-forward block takes its bias and GELU in the "
-            f"matmul's epilogue (Triton): {plain / fused:.2f}× as fast as the plain block, {timed}"
-        )
-    return False, (
-        "--ffn-epilogue auto: the plain feed-forward block: the epilogue kernels ran at "
-        f"{plain / fused:.2f}× its speed, {timed}"
+    return FFN_EPILOGUE.choose(
+        mode,
+        device,
+        ffn_epilogue_obstacles(device, dtype, fp8),
+        lambda: time_blocks(*sizes, dtype, device),
+        agree,
+        f"{tokens:,} rows, {hidden} → {intermediate} → {hidden}",
     )

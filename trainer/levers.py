@@ -7,16 +7,20 @@ Each logs its line on the main rank.
 - `--unpad`: the real tokens only through the encoder (trainer/attention.py);
 - `--fp8`: torchao's FP8 Linears in the encoder (trainer/fp8.py), before DDP and compiling;
 - `--ffn-epilogue`: the feed-forward blocks' GELU in the matmuls' kernels
-  (trainer/ffn_epilogue.py), timed on the device under auto, after --fp8 has chosen.
+  (trainer/ffn_epilogue.py), timed on the device under auto, after --fp8 has chosen;
+- `--add-norm`: each dropout, residual add and LayerNorm in one kernel (trainer/add_norm.py),
+  timed the same way.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 
 import torch
 
 from trainer import distributed
+from trainer.add_norm import choose_add_norm
 from trainer.attention import describe_unpad
 from trainer.config import TrainConfig
 from trainer.ffn_epilogue import choose_ffn_epilogue
@@ -33,7 +37,8 @@ def set_levers(
     dtype: torch.dtype,
     max_seq_length: int,
 ) -> None:
-    """Set --unpad, --fp8 and --ffn-epilogue on `model` for a run computing in `dtype`."""
+    """Set --unpad, --fp8, --ffn-epilogue and --add-norm on `model` for a run computing in
+    `dtype`."""
     lines = []
     model.unpad = config.unpad  # the path training's forwards take, where the kernel runs
     layer = model.config
@@ -45,17 +50,24 @@ def set_levers(
     if config.fp8 != "off":  # torchao's Float8Linear, the Parameters kept
         converted = convert_to_fp8(model, config.fp8, config.fp8_layers)  # or refused
         lines.append(describe_fp8(converted, model, config.fp8))
-    sizes = (config.micro_batch_size * max_seq_length, layer.hidden_size, layer.intermediate_size)
-    use, line = choose_ffn_epilogue(
-        config.ffn_epilogue,
+    rows = config.micro_batch_size * max_seq_length
+    agree = functools.partial(distributed.all_reduce_sum, env)  # every rank decides alike
+    sizes = (rows, layer.hidden_size, layer.intermediate_size)
+    epilogue, line = choose_ffn_epilogue(
+        config.ffn_epilogue, env.device, dtype, config.fp8, sizes, agree
+    )
+    lines.append(line)
+    add_norm, line = choose_add_norm(
+        config.add_norm,
         env.device,
         dtype,
-        config.fp8,
-        sizes,
-        lambda times: distributed.all_reduce_sum(env, times),
+        (rows, layer.hidden_size),
+        layer.hidden_dropout_prob,
+        config.compile,
+        agree,
     )
-    model.use_ffn_epilogue(use)
     lines.append(line)
+    model.use_kernels(ffn_epilogue=epilogue, add_norm=add_norm)
     for line in lines:
         if env.is_main and line:
             _LOG.info(line)

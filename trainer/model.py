@@ -44,6 +44,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from schemas.batch import IGNORE_INDEX, MODEL_INPUTS, BatchField
+from trainer.add_norm import add_norm as kernel_add_norm
 from trainer.attention import (
     PADDED,
     VARLEN,
@@ -216,8 +217,10 @@ class BertLayer(nn.Module):
         self.intermediate = nn.Linear(hidden, config.intermediate_size)
         self.output = nn.Linear(config.intermediate_size, hidden)
         self.output_norm = nn.LayerNorm(hidden, eps=config.layer_norm_eps)
-        # --ffn-epilogue (trainer/ffn_epilogue.py): the block's GELU in the matmuls' kernels.
+        # --ffn-epilogue (trainer/ffn_epilogue.py): the block's GELU in the matmuls' kernels;
+        # --add-norm (trainer/add_norm.py): dropout, residual add and LayerNorm in one kernel.
         self.ffn_epilogue = False
+        self.add_norm = False
 
     def forward(self, hidden: Tensor, attention_mask: Tensor) -> Tensor:
         # hidden (B, L, H); attention_mask (B, 1, 1, L) bool, True = a key to attend to.
@@ -237,14 +240,18 @@ class BertLayer(nn.Module):
 
     def _after_attention(self, hidden: Tensor, context: Tensor) -> Tensor:
         # Row by row on (…, H): the padded batch's (B, L, H) or the tokens' (T, H).
-        attended = _dropout(self.attention_output(context), self.hidden_dropout, self.training)
-        hidden = self.attention_norm(hidden + attended)
+        hidden = self._add_norm(hidden, self.attention_output(context), self.attention_norm)
         if self.ffn_epilogue:
             feed_forward = epilogue_feed_forward(hidden, self.intermediate, self.output)
         else:  # F.gelu's default is the exact erf form: HF's "gelu", Google's `gelu`.
             feed_forward = self.output(F.gelu(self.intermediate(hidden)))
-        feed_forward = _dropout(feed_forward, self.hidden_dropout, self.training)
-        return self.output_norm(hidden + feed_forward)
+        return self._add_norm(hidden, feed_forward, self.output_norm)
+
+    def _add_norm(self, hidden: Tensor, branch: Tensor, norm: nn.LayerNorm) -> Tensor:
+        # LN(hidden + dropout(branch)): in one kernel each way with --add-norm.
+        if self.add_norm:
+            return kernel_add_norm(hidden, branch, norm, self.hidden_dropout * self.training)
+        return norm(hidden + _dropout(branch, self.hidden_dropout, self.training))
 
 
 class BertForPreTraining(nn.Module):
@@ -292,10 +299,11 @@ class BertForPreTraining(nn.Module):
             nn.init.ones_(module.weight)
             nn.init.zeros_(module.bias)
 
-    def use_ffn_epilogue(self, on: bool) -> None:
-        """Every layer's feed-forward block through the epilogue kernels (`on`) or plain."""
+    def use_kernels(self, ffn_epilogue: bool = False, add_norm: bool = False) -> None:
+        """Every layer's feed-forward block through the epilogue kernels, and its dropout,
+        residual adds and LayerNorms through the add-norm kernels, or the plain ops."""
         for layer in self.layers:
-            layer.ffn_epilogue = on
+            layer.ffn_epilogue, layer.add_norm = ffn_epilogue, add_norm
 
     @property
     def input_names(self) -> tuple[str, ...]:

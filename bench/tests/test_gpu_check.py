@@ -30,6 +30,7 @@ STAGES = (
     "fp16",
     "ffn",
     "ffn-large",
+    "add-norm",
     "unpad512",
     "pad512",
     "pad512-drop",
@@ -83,6 +84,7 @@ def test_every_stage_gives_the_bench_flags_it_takes_for_its_lever(tmp_path):
     assert (rows["dropout0"].hidden_dropout, rows["dropout0"].attention_dropout) == (0.0, 0.0)
     assert rows["fp16"].precision == "fp16"
     assert rows["ffn"].ffns == rows["ffn-large"].ffns == ["off", "on"]
+    assert rows["add-norm"].add_norms == ["off", "on"]
     ffn_large = runs["ffn-large"][0]
     assert ffn_large[ffn_large.index("--model") + 1 :][:3] == ["large", "--batch", "128"]
     for name in ("unpad512", "pad512"):  # attention dropout 0: the varlen kernel has none

@@ -162,3 +162,23 @@ def test_ffn_epilogue_rows_run_the_kernels_on_bertkit_s_rows(tmp_path, capsys):
     assert [(r["ffn"], r["ok"]) for r in written["rows"]] == [("off", True), ("on", True)]
     assert written["config"]["ffn_epilogue"] == ["off", "on"]
     assert "tiny bertkit eager adamw ffn-epilogue" in capsys.readouterr().out
+
+
+def test_add_norm_rows_run_the_kernels_on_bertkit_s_rows(tmp_path, capsys):
+    pytest.importorskip("triton", reason="the kernels run in Triton's interpreter here")
+    args = train_step.parse_args(["--model", "tiny", "--add-norm", "off,on", "--reference"])
+    specs = train_step.row_specs(args, torch.device("cpu"))
+    assert [(s.implementation, s.add_norm) for s in specs] == [
+        ("bertkit", "off"),
+        ("transformers", "off"),
+        ("bertkit", "on"),
+    ]
+    out = tmp_path / "step.json"
+    flags = ["--model", "tiny", "--synthetic", "--steps", "1", "--warmup", "0", "--repeats",
+             "1", "--batches", "1", "--batch", "2", "--seq", "32", "--threads", "1",
+             "--vocab-size", "500", "--device", "cpu", "--add-norm", "on", "--ffn-epilogue",
+             "on", "--json", str(out)]  # fmt: skip
+    assert train_step.main(flags) == 0
+    (row,) = json.loads(out.read_text())["rows"]
+    assert (row["add_norm"], row["ffn"], row["ok"]) == ("on", "on", True)
+    assert "tiny bertkit eager adamw ffn-epilogue add-norm" in capsys.readouterr().out

@@ -1,0 +1,166 @@
+"""Where bertkit's own Triton kernels run, and auto's choice of them: each is timed against
+the plain ops it replaces on the run's own shape at the start, on the device, and checked
+against them there; it is taken only where it ran faster and gave their results.
+
+    lever = KernelLever("--ffn-epilogue", "the epilogue kernels", "the plain block", "…")
+    use, line = lever.choose("auto", device, obstacles, timing, agree, "32,768 rows")
+
+The levers: trainer/ffn_epilogue.py (`--ffn-epilogue`) and trainer/add_norm.py
+(`--add-norm`); the kernels: trainer/triton_kernels.py, imported at first use (`kernels`).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.util
+import math
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+_WARMUP_STEPS = 3  # Triton's tuning and compilation, cuBLAS's heuristics, inductor's graph
+_TIMED_STEPS = 10
+# A kernel's results may differ from the plain ops' by this many roundings of the run's
+# dtype, relative to the largest value (the products' sums run in another order).
+_ROUNDINGS = 8
+
+# One forward and backward of a block on fixed inputs, returning what is compared: its
+# output and its inputs' gradients.
+Run = Callable[[], Sequence[Tensor]]
+
+
+def triton_available() -> bool:
+    """Whether Triton can be imported (torch's CUDA wheels bring it; its CPU wheel does not)."""
+    return importlib.util.find_spec("triton") is not None
+
+
+@functools.cache
+def kernels() -> Any:
+    """trainer/triton_kernels.py, imported at first use: Triton is optional, and its
+    interpreter is chosen (TRITON_INTERPRET) when Triton is imported."""
+    return importlib.import_module("trainer.triton_kernels")
+
+
+def gpu_obstacles(device: torch.device) -> list[str]:
+    """Why a Triton kernel cannot run on `device`, each a phrase; none where it can."""
+    if device.type != "cuda":
+        return [f"they run on a CUDA GPU, and this run is on {device.type}"]
+    if not triton_available():
+        return ["this torch has no Triton (torch's CUDA wheels bring it)"]
+    return []
+
+
+def time_and_check(
+    plain: Run,
+    kernel: Run,
+    dtype: torch.dtype,
+    kernels_name: str,
+    checks: tuple[Run, Run] | None = None,
+) -> tuple[float, float, str | None]:
+    """Median milliseconds of `plain` and of `kernel` on a CUDA device, after warm-up, and
+    why the kernel may not be used there (then its time is inf): it failed, or what it
+    returned differed from what `plain` returned by more than a few roundings of `dtype`.
+    `checks`: the pair of runs compared instead, where the timed ones draw random numbers
+    (dropout) that differ between the two."""
+    times, results = [], []
+    for index, run in enumerate((plain, kernel)):
+        try:
+            for _ in range(_WARMUP_STEPS):
+                returned = run()
+            if checks is not None:
+                returned = checks[index]()
+            results.append([tensor.detach().float() for tensor in returned])
+            samples = []
+            for _ in range(_TIMED_STEPS):
+                start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+                start.record()
+                run()
+                end.record()
+                end.synchronize()
+                samples.append(start.elapsed_time(end))
+        except Exception as error:  # the kernel's failure on this GPU: the plain ops
+            if run is plain:
+                raise
+            first = str(error).splitlines()[0] if str(error) else ""
+            return times[0], math.inf, f"{kernels_name} failed ({type(error).__name__}: {first})"
+        times.append(statistics.median(samples))
+    return times[0], times[1], disagreement(results[0], results[1], dtype, kernels_name)
+
+
+def disagreement(
+    plain: Sequence[Tensor], kernel: Sequence[Tensor], dtype: torch.dtype, kernels_name: str
+) -> str | None:
+    """Why the kernel's results (output, then the inputs' gradients) are not the plain
+    ops', or None where each is within a few roundings of `dtype`."""
+    rounding = torch.finfo(dtype).eps
+    for index, (want, got) in enumerate(zip(plain, kernel, strict=True)):
+        scale = want.abs().max().item()
+        difference = (got - want).abs().max().item()
+        if not difference <= _ROUNDINGS * rounding * scale:  # NaN included
+            name = "output" if index == 0 else f"gradient {index}"
+            return (
+                f"{kernels_name}' {name} differed from the plain ops' on this GPU (by "
+                f"{difference:.3g}, the largest value {scale:.3g})"
+            )
+    return None
+
+
+@dataclass(frozen=True)
+class KernelLever:
+    """A `bertkit train` flag (auto, on, off) between a Triton kernel and the plain ops."""
+
+    flag: str  # "--ffn-epilogue"
+    kernels: str  # "the epilogue kernels": they run, fail, cannot run
+    plain: str  # "the plain feed-forward block": what runs without them
+    taken: str  # what the run does with them, as its line says it
+
+    def choose(
+        self,
+        mode: str,
+        device: torch.device,
+        obstacles: list[str],
+        timing: Callable[[], tuple[float, float, str | None]],
+        agree: Callable[[Tensor], Tensor],
+        shape: str,
+    ) -> tuple[bool, str | None]:
+        """Whether the run takes the kernels under `mode`, and the line its start logs (None:
+        nothing to say). auto calls `timing` (plain ms, kernel ms, why not), `agree` sums
+        the two timings over a job's ranks, so all decide alike; `shape`: what was timed."""
+        if mode == "off":
+            return False, None
+        if obstacles:
+            if mode == "auto" and device.type != "cuda":
+                return False, None  # a CPU run: no choice to make, nothing to say
+            why = "; ".join(obstacles)
+            return (
+                False,
+                f"{self.flag} {mode}: {self.plain}, since {self.kernels} cannot run: {why}",
+            )
+        if mode == "on":
+            return True, f"{self.flag} on: {self.taken}"
+        plain, kernel, problem = timing()
+        kernel = math.inf if problem else kernel  # every rank then takes the plain ops
+        plain, kernel = agree(torch.tensor([plain, kernel], dtype=torch.float64)).tolist()
+        if math.isinf(kernel):  # here (the reason) or on another rank of the job
+            why = problem or f"{self.kernels} failed or disagreed on another rank of the job"
+            return False, f"{self.flag} auto: {self.plain}: {why}"
+        return self.auto_choice(plain, kernel, shape)
+
+    def auto_choice(self, plain: float, kernel: float, shape: str) -> tuple[bool, str]:
+        """auto's choice from the two timings (milliseconds, or their sums over ranks), and
+        its line: the kernels only where faster."""
+        timed = f"timed forward and backward on {shape}"
+        if kernel < plain:
+            return True, (
+                f"{self.flag} auto: {self.taken}: {plain / kernel:.2f}× as fast as {self.plain}, "
+                f"{timed}"
+            )
+        return False, (
+            f"{self.flag} auto: {self.plain}: {self.kernels} ran at {plain / kernel:.2f}× its "
+            f"speed, {timed}"
+        )

@@ -1,0 +1,319 @@
+"""bertkit's Triton kernels. Imported only where Triton is installed (trainer/kernel_choice.py
+`kernels()`); TRITON_INTERPRET=1 before Triton's import runs them in Triton's NumPy
+interpreter, on the CPU (the tests).
+
+- `matmul_gelu` (trainer/ffn_epilogue.py): a matmul whose epilogue adds the bias and takes
+  the GELU (forward), or multiplies by the GELU's slope (backward).
+- `add_norm_forward`, `add_norm_backward` (trainer/add_norm.py): a row's dropout, residual
+  add and LayerNorm, and their gradients, the dropout mask drawn again in backward from the
+  forward's seed instead of kept.
+
+    launch_matmul_gelu(a, b, bias, pre, out, b_strides=(b.stride(0), b.stride(1)), backward=False)
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import torch
+import triton
+import triton.language as tl
+from torch import Tensor
+
+_AUTOTUNE_OPTIONS = inspect.signature(triton.autotune).parameters
+# The interpreter's tile: small, so the tests' shapes span several tiles and a ragged edge.
+INTERPRETER_TILE = {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 16, "GROUP_M": 2}
+# Tile shapes Triton's autotuner times on a GPU, (M, N, K, group, stages, warps): the
+# shapes that serve bf16 products of this size well on Ampere and Hopper.
+_GPU_TILES = (
+    (128, 256, 64, 8, 3, 8),
+    (128, 128, 64, 8, 4, 8),
+    (128, 128, 32, 8, 4, 4),
+    (64, 256, 32, 8, 4, 4),
+    (128, 64, 32, 8, 4, 4),
+    (256, 128, 64, 8, 3, 8),
+)
+
+
+@triton.jit
+def rounded(x, dtype: tl.constexpr, INTERPRETED: tl.constexpr):
+    # fp32 `x` rounded to `dtype` (to nearest, ties to even), back in fp32. A GPU's
+    # conversion rounds so; the interpreter's to bf16 truncates, so there the bits are
+    # rounded first (NaN and inf do not occur in the products of finite weights).
+    if INTERPRETED and dtype == tl.bfloat16:
+        bits = x.to(tl.uint32, bitcast=True)
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+        x = bits.to(tl.float32, bitcast=True)
+    return x.to(dtype).to(tl.float32)
+
+
+@triton.jit
+def matmul_gelu(
+    a,
+    b,
+    bias,
+    pre,
+    out,
+    M,
+    N,
+    K: tl.constexpr,
+    stride_am,
+    stride_bk,
+    stride_bn,
+    BACKWARD: tl.constexpr,
+    INTERPRETED: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+):
+    # a (M, K) row-major, b (K, N) by its strides; pre and out (M, N) row-major.
+    # Forward: pre = round(a·b + bias), out = round(gelu(pre)).
+    # Backward: out = round(round(a·b) · gelu'(pre)), pre read.
+    pid = tl.program_id(0)
+    grid_m = tl.cdiv(M, BLOCK_M)
+    grid_n = tl.cdiv(N, BLOCK_N)
+    # GROUP_M row tiles walk the column tiles together, so b's tiles stay in L2.
+    per_group = GROUP_M * grid_n
+    first_m = (pid // per_group) * GROUP_M
+    group_size = tl.minimum(grid_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % per_group) % group_size
+    pid_n = (pid % per_group) // group_size
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offsets = rows.to(tl.int64)  # rows × N passes 2**31 at 512 × 1024 tokens of large
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    inner = tl.arange(0, BLOCK_K)
+    a_at = a + offsets[:, None] * stride_am + inner[None, :]
+    b_at = b + inner[:, None] * stride_bk + cols[None, :] * stride_bn
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, K, BLOCK_K):
+        a_tile = tl.load(a_at, mask=(rows[:, None] < M) & (inner[None, :] < K - k), other=0.0)
+        b_tile = tl.load(b_at, mask=(inner[:, None] < K - k) & (cols[None, :] < N), other=0.0)
+        if INTERPRETED:  # the interpreter multiplies half-precision tiles wrongly
+            a_tile = a_tile.to(tl.float32)
+            b_tile = b_tile.to(tl.float32)
+        acc = tl.dot(a_tile, b_tile, acc)
+        a_at += BLOCK_K
+        b_at += BLOCK_K * stride_bk
+    inside = (rows[:, None] < M) & (cols[None, :] < N)
+    at = offsets[:, None] * N + cols[None, :]
+    rsqrt2 = 0.7071067811865476
+    dtype = out.dtype.element_ty
+    if BACKWARD:
+        grad = rounded(acc, dtype, INTERPRETED)
+        x = tl.load(pre + at, mask=inside, other=0.0).to(tl.float32)
+        cdf = 0.5 * (1.0 + tl.math.erf(x * rsqrt2))
+        pdf = tl.exp(-0.5 * x * x) * 0.3989422804014327  # 1/sqrt(2 pi)
+        result = grad * (cdf + x * pdf)
+    else:
+        acc += tl.load(bias + cols, mask=cols < N, other=0.0).to(tl.float32)[None, :]
+        x = rounded(acc, dtype, INTERPRETED)
+        tl.store(pre + at, x.to(dtype), mask=inside)
+        result = 0.5 * x * (1.0 + tl.math.erf(x * rsqrt2))
+    tl.store(out + at, rounded(result, dtype, INTERPRETED).to(dtype), mask=inside)
+
+
+TUNED = triton.autotune(
+    configs=[
+        triton.Config(
+            {"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": group},
+            num_stages=stages,
+            num_warps=warps,
+        )
+        for m, n, k, group, stages, warps in _GPU_TILES
+    ],
+    key=["N", "K", "BACKWARD", "INTERPRETED"],
+    # The tuning kept in Triton's cache (the run directory's compile-cache under --compile),
+    # so a requeued job does not tune again, where this Triton can (3.2 and later).
+    **({"cache_results": True} if "cache_results" in _AUTOTUNE_OPTIONS else {}),
+)(matmul_gelu)
+
+
+def launch_matmul_gelu(
+    a: Tensor,
+    b: Tensor,
+    bias: Tensor,
+    pre: Tensor,
+    out: Tensor,
+    *,
+    b_strides: tuple[int, int],
+    backward: bool,
+) -> None:
+    """The kernel on a (M, K) row-major, b (K, N) by `b_strides`, into out (M, N); forward
+    writes pre too, backward reads it (bias unused). On a GPU the tile is tuned per (N, K)."""
+    rows, inner = a.shape
+    columns = out.shape[1]
+    args = (a, b, bias, pre, out, rows, columns, inner, a.stride(0), *b_strides, backward)
+    if a.is_cuda:
+
+        def grid(tile: dict) -> tuple[int]:
+            return (triton.cdiv(rows, tile["BLOCK_M"]) * triton.cdiv(columns, tile["BLOCK_N"]),)
+
+        TUNED[grid](*args, False)
+        return
+    tile = INTERPRETER_TILE
+    grid = (triton.cdiv(rows, tile["BLOCK_M"]) * triton.cdiv(columns, tile["BLOCK_N"]),)
+    matmul_gelu[grid](*args, True, **tile)
+
+
+# --- dropout + residual + LayerNorm, a row per program ----------------------------------------
+
+
+@triton.jit
+def add_norm_forward(
+    x,
+    y,
+    gamma,
+    beta,
+    out,
+    h,
+    mean,
+    rstd,
+    M,
+    H,
+    p,
+    seed,
+    eps,
+    HAS_DROPOUT: tl.constexpr,
+    INTERPRETED: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+):
+    # BLOCK_M rows of H: h = x + dropout(y), rounded as the plain ops round (the dropout's
+    # output to y's dtype, the sum to h's); out = LayerNorm(h), its statistics in fp32.
+    rows = (tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+    cols = tl.arange(0, BLOCK_H)
+    inside = (rows[:, None] < M) & (cols[None, :] < H)
+    at = rows[:, None] * H + cols[None, :]
+    residual = tl.load(x + at, mask=inside, other=0.0).to(tl.float32)
+    branch = tl.load(y + at, mask=inside, other=0.0).to(tl.float32)
+    if HAS_DROPOUT:
+        keep = tl.rand(seed, at.to(tl.int32)) >= p  # the offsets wrap past 2**31 elements
+        kept = rounded(branch * (1.0 / (1.0 - p)), y.dtype.element_ty, INTERPRETED)
+        branch = tl.where(keep, kept, 0.0)
+    total = rounded(residual + branch, h.dtype.element_ty, INTERPRETED)
+    average = tl.sum(total, axis=1) / H
+    centred = tl.where(inside, total - average[:, None], 0.0)
+    inverse = 1.0 / tl.sqrt(tl.sum(centred * centred, axis=1) / H + eps)
+    scale = tl.load(gamma + cols, mask=cols < H, other=0.0).to(tl.float32)
+    shift = tl.load(beta + cols, mask=cols < H, other=0.0).to(tl.float32)
+    normed = centred * inverse[:, None] * scale[None, :] + shift[None, :]
+    tl.store(h + at, total.to(h.dtype.element_ty), mask=inside)
+    normed = rounded(normed, out.dtype.element_ty, INTERPRETED)
+    tl.store(out + at, normed.to(out.dtype.element_ty), mask=inside)
+    tl.store(mean + rows, average, mask=rows < M)
+    tl.store(rstd + rows, inverse, mask=rows < M)
+
+
+@triton.jit
+def add_norm_backward(
+    grad,
+    h,
+    gamma,
+    mean,
+    rstd,
+    dx,
+    dy,
+    dgamma,
+    dbeta,
+    M,
+    H,
+    p,
+    seed,
+    HAS_DROPOUT: tl.constexpr,
+    INTERPRETED: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    TILES: tl.constexpr,
+):
+    # TILES tiles of BLOCK_M rows per program: each row's input gradients (dx for the
+    # residual, dy for the branch through its dropout, the mask drawn again from the seed),
+    # and the program's partial sums of the LayerNorm's weight and bias gradients (summed by
+    # the caller).
+    pid = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_H)
+    scale = tl.load(gamma + cols, mask=cols < H, other=0.0).to(tl.float32)
+    weight_sum = tl.zeros((BLOCK_H,), dtype=tl.float32)
+    bias_sum = tl.zeros((BLOCK_H,), dtype=tl.float32)
+    for tile in range(TILES):
+        first = (pid * TILES + tile) * BLOCK_M
+        rows = (first + tl.arange(0, BLOCK_M)).to(tl.int64)
+        inside = (rows[:, None] < M) & (cols[None, :] < H)
+        at = rows[:, None] * H + cols[None, :]
+        upstream = tl.load(grad + at, mask=inside, other=0.0).to(tl.float32)
+        total = tl.load(h + at, mask=inside, other=0.0).to(tl.float32)
+        average = tl.load(mean + rows, mask=rows < M, other=0.0)
+        inverse = tl.load(rstd + rows, mask=rows < M, other=0.0)
+        normed = tl.where(inside, (total - average[:, None]) * inverse[:, None], 0.0)
+        scaled = upstream * scale[None, :]
+        mean_scaled = tl.sum(scaled, axis=1) / H
+        mean_product = tl.sum(scaled * normed, axis=1) / H
+        through = inverse[:, None] * (
+            scaled - mean_scaled[:, None] - normed * mean_product[:, None]
+        )
+        weight_sum += tl.sum(upstream * normed, axis=0)
+        bias_sum += tl.sum(upstream, axis=0)
+        tl.store(dx + at, through.to(dx.dtype.element_ty), mask=inside)
+        branch = rounded(through, dy.dtype.element_ty, INTERPRETED)  # the add's cast to y's dtype
+        if HAS_DROPOUT:
+            keep = tl.rand(seed, at.to(tl.int32)) >= p
+            kept = rounded(branch * (1.0 / (1.0 - p)), dy.dtype.element_ty, INTERPRETED)
+            branch = tl.where(keep, kept, 0.0)
+        tl.store(dy + at, branch.to(dy.dtype.element_ty), mask=inside)
+    tl.store(dgamma + pid * H + cols, weight_sum, mask=cols < H)
+    tl.store(dbeta + pid * H + cols, bias_sum, mask=cols < H)
+
+
+# Rows per tile, and tiles per backward program: on a GPU a row per tile (a row of BERT's
+# 768 or 1024 fills a program's warps), 16 rows per backward program (its partial sums);
+# in the interpreter, whose cost is per program, 64 rows at once.
+_GPU_ROWS, _GPU_TILES_PER_PROGRAM = 1, 16
+_INTERPRETED_ROWS = 64
+
+
+def _row_launch(tensor: Tensor, width: int) -> tuple[int, int, dict]:
+    """(rows per tile, tiles per backward program, launch options) for `tensor`'s device."""
+    if not tensor.is_cuda:
+        return _INTERPRETED_ROWS, 1, {}
+    warps = 4 if triton.next_power_of_2(width) <= 1024 else 8
+    return _GPU_ROWS, _GPU_TILES_PER_PROGRAM, {"num_warps": warps}
+
+
+def launch_add_norm_forward(
+    x: Tensor,
+    y: Tensor,
+    gamma: Tensor,
+    beta: Tensor,
+    outputs: tuple[Tensor, Tensor, Tensor, Tensor],
+    p: float,
+    seed: int,
+    eps: float,
+) -> None:
+    """outputs = (out, h, mean, rstd) for x, y (M, H) row-major."""
+    rows, width = x.shape
+    per_tile, _, options = _row_launch(x, width)
+    grid = (triton.cdiv(rows, per_tile),)
+    add_norm_forward[grid](
+        x, y, gamma, beta, *outputs, rows, width, p, seed, eps, p > 0, not x.is_cuda,
+        per_tile, triton.next_power_of_2(width), **options,
+    )  # fmt: skip
+
+
+def launch_add_norm_backward(
+    grad: Tensor,
+    saved: tuple[Tensor, Tensor, Tensor, Tensor],
+    outputs: tuple[Tensor, Tensor],
+    p: float,
+    seed: int,
+) -> tuple[Tensor, Tensor]:
+    """Into outputs = (dx, dy), from grad (M, H) and saved = (h, gamma, mean, rstd); returns
+    the partial sums of gamma's and beta's gradients, (programs, H) each, in fp32."""
+    rows, width = grad.shape
+    per_tile, tiles, options = _row_launch(grad, width)
+    programs = triton.cdiv(rows, per_tile * tiles)
+    partial = grad.new_empty((2, programs, width), dtype=torch.float32)
+    add_norm_backward[(programs,)](
+        grad, *saved, *outputs, partial[0], partial[1], rows, width, p, seed, p > 0,
+        not grad.is_cuda, per_tile, triton.next_power_of_2(width), tiles, **options,
+    )  # fmt: skip
+    return partial[0], partial[1]
