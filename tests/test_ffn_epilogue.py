@@ -217,9 +217,15 @@ def test_each_mode_s_choice_and_line(monkeypatch):
         ffn_epilogue, "time_blocks", lambda *args: timed.append(args) or (2, 3, None)
     )
     use, line = choose_ffn_epilogue(
-        "auto", cuda, torch.bfloat16, "off", SIZES, lambda t: summed.append(t.tolist()) or t * 2
+        "auto",
+        cuda,
+        torch.bfloat16,
+        "off",
+        SIZES,
+        True,
+        lambda t: summed.append(t.tolist()) or t * 2,
     )
-    assert timed == [(32768, 768, 3072, torch.bfloat16, cuda)] and summed == [[2.0, 3.0]]
+    assert timed == [(SIZES, torch.bfloat16, cuda, True)] and summed == [[2.0, 3.0]]
     assert (use, line) == FFN_EPILOGUE.auto_choice(4.0, 6.0, SHAPE)
     # Kernels that failed or disagreed here, or on another rank: the plain block everywhere.
     said = "the epilogue kernels failed (CompilationError: at 12:4)"
@@ -230,7 +236,9 @@ def test_each_mode_s_choice_and_line(monkeypatch):
     )
     monkeypatch.setattr(ffn_epilogue, "time_blocks", lambda *args: (2, 3, None))
     elsewhere = torch.tensor([4.0, math.inf], dtype=torch.float64)
-    assert choose_ffn_epilogue("auto", cuda, torch.bfloat16, "off", SIZES, lambda t: elsewhere) == (
+    assert choose_ffn_epilogue(
+        "auto", cuda, torch.bfloat16, "off", SIZES, False, lambda t: elsewhere
+    ) == (
         False,
         "--ffn-epilogue auto: the plain feed-forward block: the epilogue kernels failed or "
         "disagreed on another rank of the job",

@@ -144,10 +144,12 @@ def ffn_epilogue_obstacles(device: torch.device, dtype: torch.dtype, fp8: str) -
 
 
 def time_blocks(
-    tokens: int, hidden: int, intermediate: int, dtype: torch.dtype, device: torch.device
+    sizes: tuple[int, int, int], dtype: torch.dtype, device: torch.device, compiled: bool
 ) -> tuple[float, float, str | None]:
-    """One layer's block forward and backward on `tokens` rows, plain and through the
-    kernels (kernel_choice.time_and_check: milliseconds each, and why not the kernels)."""
+    """One layer's block forward and backward on `sizes` (rows, hidden, intermediate),
+    plain and through the kernels, compiled where the run compiles
+    (kernel_choice.time_and_check: milliseconds each, and why not the kernels)."""
+    tokens, hidden, intermediate = sizes
     generator = torch.Generator(device=device).manual_seed(0)
     up, down = nn.Linear(hidden, intermediate), nn.Linear(intermediate, hidden)
     up, down = up.to(device=device, dtype=dtype), down.to(device=device, dtype=dtype)
@@ -155,9 +157,11 @@ def time_blocks(
     rows.requires_grad_(True)
 
     def run(block: Callable[..., Tensor]) -> Callable[[], list[Tensor]]:
+        step = torch.compile(block) if compiled else block
+
         def once() -> list[Tensor]:
             rows.grad = None
-            out = block(rows, up, down)
+            out = step(rows, up, down)
             out.float().square().sum().backward()
             return [out, rows.grad]
 
@@ -172,17 +176,19 @@ def choose_ffn_epilogue(
     dtype: torch.dtype,
     fp8: str,
     sizes: tuple[int, int, int],
+    compiled: bool = False,
     agree: Callable[[Tensor], Tensor] = lambda times: times,
 ) -> tuple[bool, str | None]:
     """Whether the run's feed-forward blocks take the epilogue kernels under `--ffn-epilogue
     mode` (FFN_EPILOGUE_MODES), and the line its start logs (KernelLever.choose). `sizes`:
-    the rows of one micro-batch, hidden and intermediate sizes, the shape auto times on."""
+    the rows of one micro-batch, hidden and intermediate sizes, the shape auto times on,
+    compiled where the run compiles (`compiled`)."""
     tokens, hidden, intermediate = sizes
     return FFN_EPILOGUE.choose(
         mode,
         device,
         ffn_epilogue_obstacles(device, dtype, fp8),
-        lambda: time_blocks(*sizes, dtype, device),
+        lambda: time_blocks(sizes, dtype, device, compiled),
         agree,
         f"{tokens:,} rows, {hidden} → {intermediate} → {hidden}",
     )

@@ -54,7 +54,7 @@ def set_levers(
     agree = functools.partial(distributed.all_reduce_sum, env)  # every rank decides alike
     sizes = (rows, layer.hidden_size, layer.intermediate_size)
     epilogue, line = choose_ffn_epilogue(
-        config.ffn_epilogue, env.device, dtype, config.fp8, sizes, agree
+        config.ffn_epilogue, env.device, dtype, config.fp8, sizes, config.compile, agree
     )
     lines.append(line)
     add_norm, line = choose_add_norm(
