@@ -143,8 +143,8 @@ def test_a_run_with_the_kernels_trains_and_resumes_with_the_same_masks(
 ):
     """`bertkit train --add-norm on` with the kernels let run on the CPU: without dropout
     the plain run's losses; with the 2018 recipe's dropout 0.1, stopped at step 2 and
-    resumed, the losses of the run that was not stopped (the CPU generator's state, which
-    draws the masks' seeds, is in the checkpoint)."""
+    resumed, the losses of the run that was not stopped (the generator's state, which draws
+    the masks' seeds, is in the checkpoint)."""
     monkeypatch.setattr(add_norm_module, "gpu_obstacles", lambda device: [])
     losses = {}
     for name, extra in (

@@ -15,9 +15,10 @@ the LayerNorm's weight and bias gradients.
   branch's dtype, the sum to the promoted dtype (fp32 under autocast, where LayerNorm runs in
   fp32), the statistics in fp32. Without dropout the results are theirs up to the order of a
   row's sums; with dropout the mask is another draw of the same distribution (each element
-  kept with probability 1 - p, the kept scaled by 1 / (1 - p)), from torch's CPU generator
-  through a seed per call, so a seeded run gives the same bytes and `--resume` (which keeps
-  the generators' states) goes on with the same masks.
+  kept with probability 1 - p, the kept scaled by 1 / (1 - p)), from a seed per call that
+  torch's generator on the device draws (no wait for the host; under CUDA graphs each replay
+  draws anew), so a seeded run gives the same bytes and `--resume` (which keeps the
+  generators' states) goes on with the same masks.
 - Where: a CUDA GPU with Triton, any precision. auto (the default) times both, forward and
   backward at the run's shape and dropout (compiled where the run compiles), checks the
   kernels' results without dropout against the plain ops', and keeps the faster
@@ -41,7 +42,7 @@ ADD_NORM = KernelLever(
     "the plain dropout, add and LayerNorm",
     "each layer's dropout, residual add and LayerNorm run in one kernel each way (Triton)",
 )
-_SEEDS = 2**31 - 1  # Philox's seed, drawn per call from torch's CPU generator
+_SEEDS = 2**31 - 1  # Philox's seed, drawn per call from torch's generator on the device
 
 
 @torch.library.custom_op("bertkit::add_norm", mutates_args=())
@@ -49,10 +50,11 @@ def add_norm_forward(
     x: Tensor, y: Tensor, gamma: Tensor, beta: Tensor, p: float, seed: Tensor, eps: float
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """x, y (M, H) → (LN(x + dropout_p(y)), the sum, its rows' mean and 1/std): the first
-    two in x's and y's promoted dtype, the statistics fp32. `seed`: a 0-dim CPU tensor."""
+    two in x's and y's promoted dtype, the statistics fp32. `seed`: a 0-dim int64 tensor on
+    x's device, read there by the kernel (unread without dropout)."""
     out, total, mean, rstd = _forward_outputs(x, y)
     outputs = (out, total, mean, rstd)
-    kernels().launch_add_norm_forward(x, y, gamma, beta, outputs, p, int(seed), eps)
+    kernels().launch_add_norm_forward(x, y, gamma, beta, outputs, p, seed, eps)
     return outputs
 
 
@@ -83,7 +85,7 @@ def add_norm_backward(
     """The gradients of x, y (in their dtypes), gamma and beta (fp32) from the output's."""
     dx, dy = _backward_outputs(grad, x_dtype, y_dtype)
     saved = (total, gamma, mean, rstd)
-    weight, bias = kernels().launch_add_norm_backward(grad, saved, (dx, dy), p, int(seed))
+    weight, bias = kernels().launch_add_norm_backward(grad, saved, (dx, dy), p, seed)
     return dx, dy, weight.sum(0), bias.sum(0)
 
 
@@ -127,11 +129,11 @@ def add_norm(residual: Tensor, branch: Tensor, norm: nn.LayerNorm, dropout: floa
     width = shape[-1]
     x = residual.reshape(-1, width).contiguous()
     y = branch.reshape(-1, width).contiguous()
-    seed = (
-        torch.randint(_SEEDS, (), dtype=torch.int64)
-        if dropout
-        else torch.zeros((), dtype=torch.int64)
-    )
+    # The seed drawn on the device from torch's generator there: no wait for the host, and
+    # under CUDA graphs each replay draws anew. Without dropout nothing reads it.
+    seed = torch.empty((), dtype=torch.int64, device=x.device)
+    if dropout:
+        seed = torch.randint(_SEEDS, (), dtype=torch.int64, device=x.device)
     out = _AddNorm.apply(x, y, norm.weight, norm.bias, float(dropout), norm.eps, seed)
     return out.view(shape)
 

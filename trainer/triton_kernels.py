@@ -187,8 +187,8 @@ def add_norm_forward(
     at = rows[:, None] * H + cols[None, :]
     residual = tl.load(x + at, mask=inside, other=0.0).to(tl.float32)
     branch = tl.load(y + at, mask=inside, other=0.0).to(tl.float32)
-    if HAS_DROPOUT:
-        keep = tl.rand(seed, at.to(tl.int32)) >= p  # the offsets wrap past 2**31 elements
+    if HAS_DROPOUT:  # the seed is read on the device: a CUDA graph's replay draws anew
+        keep = tl.rand(tl.load(seed), at.to(tl.int32)) >= p  # offsets wrap past 2**31
         kept = rounded(branch * (1.0 / (1.0 - p)), y.dtype.element_ty, INTERPRETED)
         branch = tl.where(keep, kept, 0.0)
     total = rounded(residual + branch, h.dtype.element_ty, INTERPRETED)
@@ -256,7 +256,7 @@ def add_norm_backward(
         tl.store(dx + at, through.to(dx.dtype.element_ty), mask=inside)
         branch = rounded(through, dy.dtype.element_ty, INTERPRETED)  # the add's cast to y's dtype
         if HAS_DROPOUT:
-            keep = tl.rand(seed, at.to(tl.int32)) >= p
+            keep = tl.rand(tl.load(seed), at.to(tl.int32)) >= p
             kept = rounded(branch * (1.0 / (1.0 - p)), dy.dtype.element_ty, INTERPRETED)
             branch = tl.where(keep, kept, 0.0)
         tl.store(dy + at, branch.to(dy.dtype.element_ty), mask=inside)
@@ -286,7 +286,7 @@ def launch_add_norm_forward(
     beta: Tensor,
     outputs: tuple[Tensor, Tensor, Tensor, Tensor],
     p: float,
-    seed: int,
+    seed: Tensor,
     eps: float,
 ) -> None:
     """outputs = (out, h, mean, rstd) for x, y (M, H) row-major."""
@@ -304,7 +304,7 @@ def launch_add_norm_backward(
     saved: tuple[Tensor, Tensor, Tensor, Tensor],
     outputs: tuple[Tensor, Tensor],
     p: float,
-    seed: int,
+    seed: Tensor,
 ) -> tuple[Tensor, Tensor]:
     """Into outputs = (dx, dy), from grad (M, H) and saved = (h, gamma, mean, rstd); returns
     the partial sums of gamma's and beta's gradients, (programs, H) each, in fp32."""
