@@ -16,6 +16,7 @@ import importlib
 import importlib.util
 import math
 import statistics
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -62,7 +63,7 @@ def time_and_check(
     kernels_name: str,
     checks: tuple[Run, Run] | None = None,
 ) -> tuple[float, float, str | None]:
-    """Median milliseconds of `plain` and of `kernel` on a CUDA device, after warm-up, and
+    """Median milliseconds of `plain` and of `kernel` (on a CUDA device), after warm-up, and
     why the kernel may not be used there (then its time is inf): it failed, or what it
     returned differed from what `plain` returned by more than a few roundings of `dtype`.
     `checks`: the pair of runs compared instead, where the timed ones draw random numbers
@@ -75,14 +76,8 @@ def time_and_check(
             if checks is not None:
                 returned = checks[index]()
             results.append([tensor.detach().float() for tensor in returned])
-            samples = []
-            for _ in range(_TIMED_STEPS):
-                start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
-                start.record()
-                run()
-                end.record()
-                end.synchronize()
-                samples.append(start.elapsed_time(end))
+            on_gpu = returned[0].is_cuda
+            samples = [_elapsed_ms(run, on_gpu) for _ in range(_TIMED_STEPS)]
         except Exception as error:  # the kernel's failure on this GPU: the plain ops
             if run is plain:
                 raise
@@ -90,6 +85,21 @@ def time_and_check(
             return times[0], math.inf, f"{kernels_name} failed ({type(error).__name__}: {first})"
         times.append(statistics.median(samples))
     return times[0], times[1], disagreement(results[0], results[1], dtype, kernels_name)
+
+
+def _elapsed_ms(run: Run, on_gpu: bool) -> float:
+    """One run's milliseconds: on the GPU between CUDA events, elsewhere (Triton's
+    interpreter, bench/kernels.py's CPU check) on the host's clock."""
+    if not on_gpu:
+        began = time.perf_counter()
+        run()
+        return 1000 * (time.perf_counter() - began)
+    start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+    start.record()
+    run()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end)
 
 
 def disagreement(

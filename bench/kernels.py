@@ -1,0 +1,108 @@
+"""bertkit's Triton kernels against the plain ops they replace, one layer's block at a time:
+the feed-forward with its GELU in the matmul's epilogue (`--ffn-epilogue`) and the dropout,
+residual add and LayerNorm in one kernel (`--add-norm`).
+
+    python -m bench.kernels                                   # base and large, bf16, on a GPU
+    python -m bench.kernels --compiled --json OUT/kernels.json
+    python -m bench.kernels --device cpu --model tiny --rows 64   # Triton's interpreter
+
+Each row is what `bertkit train`'s auto does at a run's start (trainer/kernel_choice.py): one
+layer's block forward and backward on a micro-batch's rows (--rows, by default a batch of
+256 × 128 for base and 128 × 128 for large), the plain ops and then the kernels (Triton's
+tuning and compilation in the warm-up), medians of 10 runs after 3, and whether the kernels'
+output and inputs' gradients were the plain ops' within a few roundings. --compiled times
+both under torch.compile (the plain ops then inductor's fused kernels). The add-norm rows run
+at the 2018 recipe's hidden dropout 0.1. On a CPU the kernels run in Triton's interpreter: a
+check that the benchmark runs, not a figure.
+"""
+
+from __future__ import annotations
+
+# First: without the train extra, one line naming the install command (bench/train_extra.py).
+import bench.train_extra  # noqa: F401
+
+# isort: split
+import os
+from pathlib import Path
+
+import torch
+
+if not torch.cuda.is_available():  # before Triton's import, which reads it: its interpreter
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+# isort: split
+from bench.measure import argument_parser, fmt, print_table, write_results
+from trainer.add_norm import time_add_norm
+from trainer.ffn_epilogue import time_blocks
+from trainer.model import MODEL_SIZES
+
+MICRO_BATCH = {"base": 256, "large": 128}  # the step's batches in bench/gpu_check.sh
+SEQ = 128
+DROPOUT = 0.1  # the 2018 recipe's hidden dropout
+
+
+def rows_for(model: str, rows: int | None) -> int:
+    return rows if rows is not None else MICRO_BATCH.get(model, 8) * SEQ
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argument_parser("bench.kernels", __doc__)
+    parser.add_argument("--model", default="base,large", help="comma-separated model sizes")
+    parser.add_argument("--rows", type=int, help="rows per block (default: batch × 128)")
+    parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    parser.add_argument("--compiled", action="store_true", help="time both under torch.compile")
+    parser.add_argument("--json", type=Path, help="write the rows here")
+    args = parser.parse_args(argv)
+    models = [name.strip() for name in args.model.split(",") if name.strip()]
+    unknown = [name for name in models if name not in MODEL_SIZES]
+    if unknown:
+        parser.error(f"--model {','.join(unknown)}: choose from {', '.join(MODEL_SIZES)}")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: no CUDA GPU here (--device cpu checks it in the interpreter)")
+    device = torch.device(args.device)
+    dtype = torch.bfloat16
+    results = []
+    for model in models:
+        hidden = MODEL_SIZES[model][1]
+        intermediate = 4 * hidden  # every size's (trainer/model.py config_for)
+        rows = rows_for(model, args.rows)
+        ffn = time_blocks((rows, hidden, intermediate), dtype, device, args.compiled)
+        norm = time_add_norm(rows, hidden, DROPOUT, dtype, device, args.compiled)
+        for lever, (plain, kernel, problem) in (("ffn-epilogue", ffn), ("add-norm", norm)):
+            results.append(
+                {
+                    "lever": lever,
+                    "model": model,
+                    "rows": rows,
+                    "compiled": args.compiled,
+                    "plain_ms": plain,
+                    "kernel_ms": kernel,
+                    "speedup": plain / kernel,
+                    "problem": problem,
+                }
+            )
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu (interpreter)"
+    print(f"\n{name}, bf16, {'compiled' if args.compiled else 'eager'}\n")
+    print_table(
+        ["lever", "model", "rows", "plain ms", "kernel ms", "plain ÷ kernel", "check"],
+        [
+            [
+                row["lever"],
+                row["model"],
+                f"{row['rows']:,}",
+                fmt(row["plain_ms"], ".3f"),
+                fmt(row["kernel_ms"], ".3f"),
+                fmt(row["speedup"], ".2f"),
+                row["problem"] or "the plain ops' results",
+            ]
+            for row in results
+        ],
+        left=(0, 1, 6),
+    )
+    if args.json:
+        write_results(args.json, {"device": name, "dtype": "bf16", "rows": results})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
