@@ -206,8 +206,9 @@ class TrainConfig:
         "auto",
         choices=FFN_EPILOGUE_MODES,
         help="each layer's feed-forward block with its bias and GELU in the matmul's epilogue "
-        "(Triton kernels, exact): auto (the default: on a GPU under bf16/fp16 without --fp8, "
-        "where timing both blocks at the start finds the kernels faster), on, or off",
+        "(Triton kernels that round as the plain block does): auto (the default: on a GPU "
+        "under bf16/fp16 without --fp8, where timing both blocks at the start finds the "
+        "kernels faster), on, or off",
     )
     add_norm: str = option(
         "auto",
