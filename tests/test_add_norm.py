@@ -5,7 +5,6 @@ trainer take them where chosen, and a resumed run goes on with the same masks.""
 
 from __future__ import annotations
 
-import logging
 from types import SimpleNamespace
 
 import pytest
@@ -170,24 +169,6 @@ def test_a_run_with_the_kernels_resumes_with_the_same_masks(sample_shards, tmp_p
             assert rates == [0.1] * 12 + [0.0] * 4
         losses[name] = [metrics(out)[step]["loss"] for step in (1, 2, 3)]
     assert losses["resumed"] == losses["straight"]
-
-
-def test_a_cpu_run_says_why_on_takes_the_plain_ops(sample_shards, tmp_path, caplog):
-    said = {}
-    for mode in ("on", "auto"):
-        caplog.clear()
-        with caplog.at_level(logging.INFO, logger="bertkit.train"):
-            assert train.run([*TINY_RUN, "--shards", str(sample_shards), "--output",
-                              str(tmp_path / mode), "--max-steps", "1", "--add-norm",
-                              mode]) == 0  # fmt: skip
-        said[mode] = [r.getMessage() for r in caplog.records if "--add-norm" in r.getMessage()]
-    assert said == {
-        "on": [
-            "--add-norm on: the plain dropout, add and LayerNorm, since the add-norm kernels "
-            "cannot run: they run on a CUDA GPU, and this run is on cpu"
-        ],
-        "auto": [],
-    }
 
 
 def test_auto_times_at_the_run_s_shape_and_dropout(monkeypatch):

@@ -167,22 +167,29 @@ def kernels():
     return triton_kernels
 
 
-def test_a_cpu_run_says_why_on_takes_the_plain_block_and_auto_or_off_say_nothing(
+def test_a_cpu_run_says_why_on_takes_the_plain_ops_and_auto_or_off_say_nothing(
     sample_shards, tmp_path, caplog
 ):
+    """--ffn-epilogue and --add-norm, both given the same value."""
     said = {}
     for mode in ("on", "auto", "off"):
         caplog.clear()
         with caplog.at_level(logging.INFO, logger="bertkit.train"):
             assert train.run([*TINY_RUN, "--shards", str(sample_shards), "--output",
                               str(tmp_path / mode), "--max-steps", "1", "--ffn-epilogue",
-                              mode]) == 0  # fmt: skip
-        said[mode] = [r.getMessage() for r in caplog.records if "--ffn-epilogue" in r.getMessage()]
+                              mode, "--add-norm", mode]) == 0  # fmt: skip
+        said[mode] = [
+            r.getMessage()
+            for r in caplog.records
+            if r.getMessage().startswith(("--ffn-epilogue", "--add-norm"))
+        ]
     assert said == {
         "on": [
             "--ffn-epilogue on: the plain feed-forward block, since the epilogue kernels cannot "
             "run: they run on a CUDA GPU, and this run is on cpu; they take bf16 or fp16, and "
-            "this run computes in float32"
+            "this run computes in float32",
+            "--add-norm on: the plain dropout, add and LayerNorm, since the add-norm kernels "
+            "cannot run: they run on a CUDA GPU, and this run is on cpu",
         ],
         "auto": [],
         "off": [],

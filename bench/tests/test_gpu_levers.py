@@ -137,48 +137,36 @@ def test_profile_lists_the_step_s_operators_with_their_share():
     assert any("mm" in k["name"] for k in kernels)
 
 
-def test_ffn_epilogue_rows_run_the_kernels_on_bertkit_s_rows(tmp_path, capsys):
-    """--ffn-epilogue off,on: a bertkit row each, transformers' once; the `on` row runs the
-    kernels (Triton's interpreter on the CPU) and trains."""
-    pytest.importorskip("triton", reason="the kernels run in Triton's interpreter here")
-    args = train_step.parse_args(["--model", "tiny", "--ffn-epilogue", "off,on", "--reference"])
+@pytest.mark.parametrize(("flag", "field"), [("--ffn-epilogue", "ffn"), ("--add-norm", "add_norm")])
+def test_kernel_rows_are_bertkit_s_and_transformers_runs_once(flag, field, capsys):
+    args = train_step.parse_args(["--model", "tiny", flag, "off,on", "--reference"])
     specs = train_step.row_specs(args, torch.device("cpu"))
-    assert [(s.implementation, s.ffn) for s in specs] == [
+    assert [(s.implementation, getattr(s, field)) for s in specs] == [
         ("bertkit", "off"),
         ("transformers", "off"),
         ("bertkit", "on"),
     ]
     assert specs[2].peer() == specs[1]
     with pytest.raises(SystemExit):
-        train_step.parse_args(["--ffn-epilogue", "off,auto"])
-    assert "--ffn-epilogue 'off,auto': comma-separated, of off, on" in capsys.readouterr().err
+        train_step.parse_args([flag, "off,auto"])
+    assert f"{flag} 'off,auto': comma-separated, of off, on" in capsys.readouterr().err
+
+
+def test_kernel_rows_run_the_kernels(tmp_path, capsys):
+    """--ffn-epilogue off,on --add-norm on: the rows train through the kernels (Triton's
+    interpreter on the CPU)."""
+    pytest.importorskip("triton", reason="the kernels run in Triton's interpreter here")
     out = tmp_path / "step.json"
     flags = ["--model", "tiny", "--synthetic", "--steps", "1", "--warmup", "0", "--repeats",
              "1", "--batches", "1", "--batch", "2", "--seq", "32", "--threads", "1",
              "--vocab-size", "500", "--device", "cpu", "--ffn-epilogue", "off,on",
-             "--json", str(out)]  # fmt: skip
+             "--add-norm", "on", "--json", str(out)]  # fmt: skip
     assert train_step.main(flags) == 0
     written = json.loads(out.read_text())
-    assert [(r["ffn"], r["ok"]) for r in written["rows"]] == [("off", True), ("on", True)]
-    assert written["config"]["ffn_epilogue"] == ["off", "on"]
-    assert "tiny bertkit eager adamw ffn-epilogue" in capsys.readouterr().out
-
-
-def test_add_norm_rows_run_the_kernels_on_bertkit_s_rows(tmp_path, capsys):
-    pytest.importorskip("triton", reason="the kernels run in Triton's interpreter here")
-    args = train_step.parse_args(["--model", "tiny", "--add-norm", "off,on", "--reference"])
-    specs = train_step.row_specs(args, torch.device("cpu"))
-    assert [(s.implementation, s.add_norm) for s in specs] == [
-        ("bertkit", "off"),
-        ("transformers", "off"),
-        ("bertkit", "on"),
-    ]
-    out = tmp_path / "step.json"
-    flags = ["--model", "tiny", "--synthetic", "--steps", "1", "--warmup", "0", "--repeats",
-             "1", "--batches", "1", "--batch", "2", "--seq", "32", "--threads", "1",
-             "--vocab-size", "500", "--device", "cpu", "--add-norm", "on", "--ffn-epilogue",
-             "on", "--json", str(out)]  # fmt: skip
-    assert train_step.main(flags) == 0
-    (row,) = json.loads(out.read_text())["rows"]
-    assert (row["add_norm"], row["ffn"], row["ok"]) == ("on", "on", True)
-    assert "tiny bertkit eager adamw ffn-epilogue add-norm" in capsys.readouterr().out
+    rows = [(r["ffn"], r["add_norm"], r["ok"]) for r in written["rows"]]
+    assert rows == [("off", "on", True), ("on", "on", True)]
+    config = written["config"]
+    assert (config["ffn_epilogue"], config["add_norm"]) == (["off", "on"], ["on"])
+    printed = capsys.readouterr().out
+    assert "tiny bertkit eager adamw add-norm " in printed
+    assert "tiny bertkit eager adamw ffn-epilogue add-norm " in printed
