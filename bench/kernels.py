@@ -34,6 +34,7 @@ if not torch.cuda.is_available():  # before Triton's import, which reads it: its
 from bench.measure import argument_parser, fmt, print_table, write_results
 from trainer.add_norm import time_add_norm
 from trainer.ffn_epilogue import time_blocks
+from trainer.kernel_choice import triton_available
 from trainer.model import MODEL_SIZES
 
 MICRO_BATCH = {"base": 256, "large": 128}  # the step's batches in bench/gpu_check.sh
@@ -59,6 +60,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--model {','.join(unknown)}: choose from {', '.join(MODEL_SIZES)}")
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: no CUDA GPU here (--device cpu checks it in the interpreter)")
+    if not triton_available():
+        parser.error(
+            "Triton is not installed (torch's CUDA wheels bring it; on a CPU: pip install triton)"
+        )
     device = torch.device(args.device)
     dtype = torch.bfloat16
     results = []

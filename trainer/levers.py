@@ -2,7 +2,8 @@
 that change the work done and leave the weights (and, but for --fp8, the results) alone.
 Each logs its line on the main rank.
 
-    set_levers(model, config, env, torch.bfloat16, max_seq_length=128)
+    set_levers(model, config, env, torch.bfloat16)           # before the run's checks end
+    choose_kernels(model, config, env, torch.bfloat16, 128)  # once the compile cache is open
 
 - `--unpad`: the real tokens only through the encoder (trainer/attention.py);
 - `--fp8`: torchao's FP8 Linears in the encoder (trainer/fp8.py), before DDP and compiling;
@@ -35,29 +36,40 @@ def set_levers(
     config: TrainConfig,
     env: distributed.Distributed,
     dtype: torch.dtype,
-    max_seq_length: int,
 ) -> None:
-    """Set --unpad, --fp8, --ffn-epilogue and --add-norm on `model` for a run computing in
-    `dtype`."""
-    lines = []
+    """Set --unpad and --fp8 on `model` for a run computing in `dtype`: before the run's
+    checks end (--fp8 may refuse), DDP and torch.compile."""
     model.unpad = config.unpad  # the path training's forwards take, where the kernel runs
     layer = model.config
-    lines.append(
+    lines: list[str | None] = [
         describe_unpad(
             config.unpad, env.device, dtype, layer.head_size, layer.attention_probs_dropout_prob
         )
-    )
+    ]
     if config.fp8 != "off":  # torchao's Float8Linear, the Parameters kept
         converted = convert_to_fp8(model, config.fp8, config.fp8_layers)  # or refused
         lines.append(describe_fp8(converted, model, config.fp8))
+    _log(env, lines)
+
+
+def choose_kernels(
+    model: BertForPreTraining,
+    config: TrainConfig,
+    env: distributed.Distributed,
+    dtype: torch.dtype,
+    max_seq_length: int,
+) -> None:
+    """Set --ffn-epilogue and --add-norm on `model`. Under auto each is timed on the device
+    (compiled where the run compiles): called once the run's compile cache is open, so a
+    requeued job loads those compilations and Triton's tuning, and before torch.compile."""
+    layer = model.config
     rows = config.micro_batch_size * max_seq_length
     agree = functools.partial(distributed.all_reduce_sum, env)  # every rank decides alike
     sizes = (rows, layer.hidden_size, layer.intermediate_size)
-    epilogue, line = choose_ffn_epilogue(
+    epilogue, epilogue_line = choose_ffn_epilogue(
         config.ffn_epilogue, env.device, dtype, config.fp8, sizes, config.compile, agree
     )
-    lines.append(line)
-    add_norm, line = choose_add_norm(
+    add_norm, add_norm_line = choose_add_norm(
         config.add_norm,
         env.device,
         dtype,
@@ -66,8 +78,13 @@ def set_levers(
         config.compile,
         agree,
     )
-    lines.append(line)
     model.use_kernels(ffn_epilogue=epilogue, add_norm=add_norm)
+    if env.device.type == "cuda":
+        torch.cuda.empty_cache()  # what the timing held
+    _log(env, [epilogue_line, add_norm_line])
+
+
+def _log(env: distributed.Distributed, lines: list[str | None]) -> None:
     for line in lines:
         if env.is_main and line:
             _LOG.info(line)

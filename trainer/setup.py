@@ -39,7 +39,7 @@ from trainer.data import (
     source_of,
 )
 from trainer.fp8 import fp8_problem
-from trainer.levers import set_levers
+from trainer.levers import choose_kernels, set_levers
 from trainer.metrics import MetricsLogger, ProgressLine, ThroughputMeter, peak_flops
 from trainer.mix import MixedSource
 from trainer.model import BertConfig, BertForPreTraining, config_for, without_nsp_head
@@ -178,8 +178,8 @@ def _setup(
     else:
         model = _build_model(config, env, source, vocab_size, init, recipe.objective, bool(resumed))
         start = init.get(CheckpointKey.START) if init else None
-    # How the step runs: --unpad, --fp8, --ffn-epilogue (the weights and results unchanged).
-    set_levers(model, config, env, COMPUTE_DTYPE[precision], source.max_seq_length)
+    # How the step runs: --unpad, --fp8 (the weights unchanged).
+    set_levers(model, config, env, COMPUTE_DTYPE[precision])
     # Once every check has passed: --overwrite's earlier run files, or the temporaries of a
     # checkpoint write that a kill cut short before --resume.
     directory.clear_earlier(env.is_main)
@@ -209,6 +209,9 @@ def _setup(
         cache = directory.open_compile_cache(env.is_main)
         if env.is_main:
             _LOG.info(cache.line())
+    # --ffn-epilogue, --add-norm: under auto timed on the device (trainer/levers.py).
+    choose_kernels(model, config, env, COMPUTE_DTYPE[precision], source.max_seq_length)
+    if config.compile:
         forward = compiled(wrapped, config.compile_mode, dynamic)
         # Evaluation runs the bare model (no DDP hooks): compiled on its own, in eval mode.
         eval_forward = compiled(model, config.compile_mode, dynamic)
