@@ -35,7 +35,7 @@ from bench.measure import argument_parser, fmt, print_table, write_results
 from trainer.add_norm import time_add_norm
 from trainer.ffn_epilogue import time_blocks
 from trainer.kernel_choice import triton_available
-from trainer.model import MODEL_SIZES
+from trainer.model import MODEL_SIZES, config_for
 
 MICRO_BATCH = {"base": 256, "large": 128}  # the step's batches in bench/gpu_check.sh
 SEQ = 128
@@ -68,8 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     dtype = torch.bfloat16
     results = []
     for model in models:
-        hidden = MODEL_SIZES[model][1]
-        intermediate = 4 * hidden  # every size's (trainer/model.py config_for)
+        config = config_for(model, vocab_size=2)  # the block's sizes; no vocabulary used
+        hidden, intermediate = config.hidden_size, config.intermediate_size
         rows = rows_for(model, args.rows)
         ffn = time_blocks((rows, hidden, intermediate), dtype, device, args.compiled)
         norm = time_add_norm(rows, hidden, DROPOUT, dtype, device, args.compiled)

@@ -35,7 +35,6 @@ from torch import Tensor, nn
 
 from trainer.kernel_choice import KernelLever, gpu_obstacles, kernels, time_and_check
 
-ADD_NORM_MODES = ("auto", "on", "off")
 ADD_NORM = KernelLever(
     "--add-norm",
     "the add-norm kernels",

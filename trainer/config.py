@@ -22,11 +22,10 @@ from pipelines.command.flags import (
     float_list,
     option,
 )
-from trainer.add_norm import ADD_NORM_MODES
 from trainer.attention import UNPAD_MODES
 from trainer.compiling import COMPILE_MODES
-from trainer.ffn_epilogue import FFN_EPILOGUE_MODES
 from trainer.fp8 import FP8_LAYERS, FP8_NOT_FP16, FP8_RECIPES
+from trainer.kernel_choice import KERNEL_MODES
 from trainer.model import MODEL_SIZES
 from trainer.optim import OPTIMIZERS
 from trainer.precision import PRECISIONS
@@ -204,7 +203,7 @@ class TrainConfig:
     )
     ffn_epilogue: str = option(
         "auto",
-        choices=FFN_EPILOGUE_MODES,
+        choices=KERNEL_MODES,
         help="each layer's feed-forward block with its bias and GELU in the matmul's epilogue "
         "(Triton kernels that round as the plain block does): auto (the default: on a GPU "
         "under bf16/fp16 without --fp8, where timing both blocks at the start finds the "
@@ -212,7 +211,7 @@ class TrainConfig:
     )
     add_norm: str = option(
         "auto",
-        choices=ADD_NORM_MODES,
+        choices=KERNEL_MODES,
         help="each layer's dropout, residual add and LayerNorm in one kernel each way (Triton; "
         "the dropout mask drawn again in backward): auto (the default: on a GPU, where timing "
         "both at the start finds the kernels faster), on, or off",

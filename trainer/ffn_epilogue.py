@@ -40,7 +40,6 @@ from torch import Tensor, nn
 
 from trainer.kernel_choice import KernelLever, gpu_obstacles, kernels, time_and_check
 
-FFN_EPILOGUE_MODES = ("auto", "on", "off")
 _HALF = (torch.bfloat16, torch.float16)
 
 
@@ -180,7 +179,7 @@ def choose_ffn_epilogue(
     agree: Callable[[Tensor], Tensor] = lambda times: times,
 ) -> tuple[bool, str | None]:
     """Whether the run's feed-forward blocks take the epilogue kernels under `--ffn-epilogue
-    mode` (FFN_EPILOGUE_MODES), and the line its start logs (KernelLever.choose). `sizes`:
+    mode` (KERNEL_MODES), and the line its start logs (KernelLever.choose). `sizes`:
     the rows of one micro-batch, hidden and intermediate sizes, the shape auto times on,
     compiled where the run compiles (`compiled`)."""
     tokens, hidden, intermediate = sizes

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import importlib
-import importlib.util
 import math
 import statistics
 import time
@@ -24,6 +23,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from pipelines.io.extras import installed
+
+# Each lever's flag: auto (timed and checked at the start), on, off.
+KERNEL_MODES = ("auto", "on", "off")
 _WARMUP_STEPS = 3  # Triton's tuning and compilation, cuBLAS's heuristics, inductor's graph
 _TIMED_STEPS = 10
 # A kernel's results may differ from the plain ops' by this many roundings of the run's
@@ -37,7 +40,7 @@ Run = Callable[[], Sequence[Tensor]]
 
 def triton_available() -> bool:
     """Whether Triton can be imported (torch's CUDA wheels bring it; its CPU wheel does not)."""
-    return importlib.util.find_spec("triton") is not None
+    return installed("triton")
 
 
 @functools.cache
