@@ -148,7 +148,8 @@ def test_a_run_with_the_kernels_trains_as_the_plain_one(sample_shards, tmp_path,
         {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 4},
     )
     launches = []
-    monkeypatch.setattr(ffn_epilogue, "kernels", lambda: launches.append(1) or kernels())
+    real = ffn_epilogue.kernels
+    monkeypatch.setattr(ffn_epilogue, "kernels", lambda: launches.append(1) or real())
     losses = {}
     for mode in ("on", "off"):
         run = tmp_path / mode
@@ -159,12 +160,6 @@ def test_a_run_with_the_kernels_trains_as_the_plain_one(sample_shards, tmp_path,
     # steps × layers × (forward, backward), then the held-out batch's 2 forwards
     assert len(launches) == 3 * 2 * 2 + 2
     assert losses["on"] == pytest.approx(losses["off"], rel=1e-5, abs=0)
-
-
-def kernels():
-    from trainer import triton_kernels
-
-    return triton_kernels
 
 
 def test_a_cpu_run_says_why_on_takes_the_plain_ops_and_auto_or_off_say_nothing(
