@@ -25,7 +25,7 @@ _AUTOTUNE_OPTIONS = inspect.signature(triton.autotune).parameters
 INTERPRETER_TILE = {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 16, "GROUP_M": 2}
 # Tile shapes Triton's autotuner times on a GPU, (M, N, K, group, stages, warps): the
 # shapes that serve bf16 products of this size well on Ampere and Hopper.
-_GPU_TILES = (
+GPU_TILES = (
     (128, 256, 64, 8, 3, 8),
     (128, 128, 64, 8, 4, 8),
     (128, 128, 32, 8, 4, 4),
@@ -120,13 +120,30 @@ TUNED = triton.autotune(
             num_stages=stages,
             num_warps=warps,
         )
-        for m, n, k, group, stages, warps in _GPU_TILES
+        for m, n, k, group, stages, warps in GPU_TILES
     ],
     key=["N", "K", "BACKWARD", "INTERPRETED"],
     # The tuning kept in Triton's cache (the run directory's compile-cache under --compile),
     # so a requeued job does not tune again, where this Triton can (3.2 and later).
     **({"cache_results": True} if "cache_results" in _AUTOTUNE_OPTIONS else {}),
 )(matmul_gelu)
+
+
+def matmul_gelu_arguments(
+    a: Tensor,
+    b: Tensor,
+    bias: Tensor,
+    pre: Tensor,
+    out: Tensor,
+    *,
+    b_strides: tuple[int, int],
+    backward: bool,
+) -> tuple:
+    """`matmul_gelu`'s arguments up to BACKWARD (the tile's constants follow): a (M, K)
+    row-major, b (K, N) by `b_strides`, into out (M, N); forward writes pre too, backward
+    reads it (bias unused)."""
+    rows, inner = a.shape
+    return (a, b, bias, pre, out, rows, out.shape[1], inner, a.stride(0), *b_strides, backward)
 
 
 def launch_matmul_gelu(
@@ -139,11 +156,9 @@ def launch_matmul_gelu(
     b_strides: tuple[int, int],
     backward: bool,
 ) -> None:
-    """The kernel on a (M, K) row-major, b (K, N) by `b_strides`, into out (M, N); forward
-    writes pre too, backward reads it (bias unused). On a GPU the tile is tuned per (N, K)."""
-    rows, inner = a.shape
-    columns = out.shape[1]
-    args = (a, b, bias, pre, out, rows, columns, inner, a.stride(0), *b_strides, backward)
+    """The kernel on `matmul_gelu_arguments`' tensors. On a GPU the tile is tuned per (N, K)."""
+    args = matmul_gelu_arguments(a, b, bias, pre, out, b_strides=b_strides, backward=backward)
+    rows, columns = out.shape
     if a.is_cuda:
 
         def grid(tile: dict) -> tuple[int]:
@@ -271,12 +286,36 @@ _GPU_ROWS, _GPU_TILES_PER_PROGRAM = 1, 16
 _INTERPRETED_ROWS = 64
 
 
-def _row_launch(tensor: Tensor, width: int) -> tuple[int, int, dict]:
-    """(rows per tile, tiles per backward program, launch options) for `tensor`'s device."""
-    if not tensor.is_cuda:
+def _row_launch(gpu: bool, width: int) -> tuple[int, int, dict]:
+    """(rows per tile, tiles per backward program, launch options) on a GPU or the
+    interpreter."""
+    if not gpu:
         return _INTERPRETED_ROWS, 1, {}
     warps = 4 if triton.next_power_of_2(width) <= 1024 else 8
     return _GPU_ROWS, _GPU_TILES_PER_PROGRAM, {"num_warps": warps}
+
+
+def add_norm_forward_launch(
+    x: Tensor,
+    y: Tensor,
+    gamma: Tensor,
+    beta: Tensor,
+    outputs: tuple[Tensor, Tensor, Tensor, Tensor],
+    p: float,
+    seed: Tensor,
+    eps: float,
+    *,
+    gpu: bool,
+) -> tuple[tuple[int], tuple, dict]:
+    """(grid, arguments, launch options) of `add_norm_forward` on a GPU or the interpreter:
+    outputs = (out, h, mean, rstd) for x, y (M, H) row-major."""
+    rows, width = x.shape
+    per_tile, _, options = _row_launch(gpu, width)
+    args = (
+        x, y, gamma, beta, *outputs, rows, width, p, seed, eps, p > 0, not gpu, per_tile,
+        triton.next_power_of_2(width),
+    )  # fmt: skip
+    return (triton.cdiv(rows, per_tile),), args, options
 
 
 def launch_add_norm_forward(
@@ -290,13 +329,33 @@ def launch_add_norm_forward(
     eps: float,
 ) -> None:
     """outputs = (out, h, mean, rstd) for x, y (M, H) row-major."""
-    rows, width = x.shape
-    per_tile, _, options = _row_launch(x, width)
-    grid = (triton.cdiv(rows, per_tile),)
-    add_norm_forward[grid](
-        x, y, gamma, beta, *outputs, rows, width, p, seed, eps, p > 0, not x.is_cuda,
-        per_tile, triton.next_power_of_2(width), **options,
+    grid, args, options = add_norm_forward_launch(
+        x, y, gamma, beta, outputs, p, seed, eps, gpu=x.is_cuda
+    )
+    add_norm_forward[grid](*args, **options)
+
+
+def add_norm_backward_launch(
+    grad: Tensor,
+    saved: tuple[Tensor, Tensor, Tensor, Tensor],
+    outputs: tuple[Tensor, Tensor],
+    p: float,
+    seed: Tensor,
+    *,
+    gpu: bool,
+) -> tuple[tuple[int], tuple, dict, Tensor]:
+    """(grid, arguments, launch options, partial sums) of `add_norm_backward` on a GPU or the
+    interpreter: into outputs = (dx, dy), from grad (M, H) and saved = (h, gamma, mean,
+    rstd); the partial sums of gamma's and beta's gradients, (2, programs, H) in fp32."""
+    rows, width = grad.shape
+    per_tile, tiles, options = _row_launch(gpu, width)
+    programs = triton.cdiv(rows, per_tile * tiles)
+    partial = grad.new_empty((2, programs, width), dtype=torch.float32)
+    args = (
+        grad, *saved, *outputs, partial[0], partial[1], rows, width, p, seed, p > 0, not gpu,
+        per_tile, triton.next_power_of_2(width), tiles,
     )  # fmt: skip
+    return (programs,), args, options, partial
 
 
 def launch_add_norm_backward(
@@ -308,12 +367,8 @@ def launch_add_norm_backward(
 ) -> tuple[Tensor, Tensor]:
     """Into outputs = (dx, dy), from grad (M, H) and saved = (h, gamma, mean, rstd); returns
     the partial sums of gamma's and beta's gradients, (programs, H) each, in fp32."""
-    rows, width = grad.shape
-    per_tile, tiles, options = _row_launch(grad, width)
-    programs = triton.cdiv(rows, per_tile * tiles)
-    partial = grad.new_empty((2, programs, width), dtype=torch.float32)
-    add_norm_backward[(programs,)](
-        grad, *saved, *outputs, partial[0], partial[1], rows, width, p, seed, p > 0,
-        not grad.is_cuda, per_tile, triton.next_power_of_2(width), tiles, **options,
-    )  # fmt: skip
+    grid, args, options, partial = add_norm_backward_launch(
+        grad, saved, outputs, p, seed, gpu=grad.is_cuda
+    )
+    add_norm_backward[grid](*args, **options)
     return partial[0], partial[1]
