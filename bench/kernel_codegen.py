@@ -1,8 +1,8 @@
 """What Triton makes of bertkit's kernels for GPUs this machine need not have: each kernel
-compiled for Ampere and Hopper as `bertkit train` launches it there, and the machine code
+compiled for Ampere, Hopper and Blackwell as `bertkit train` launches it there, and the machine code
 checked, on a CPU.
 
-    python -m bench.kernel_codegen                           # base and large, sm_80/86/90, bf16
+    python -m bench.kernel_codegen                   # base and large, sm_80/86/90/100, bf16
     python -m bench.kernel_codegen --arch 90 --model base --tiles 1 --json OUT/codegen.json
 
 Each row compiles one kernel (trainer/triton_kernels.py) with the arguments its launcher
@@ -13,8 +13,8 @@ Every tile the feed-forward's autotuner may choose is compiled. Then, from the P
 the cubin's resource use (the CUDA toolkit's `cuobjdump -res-usage`, shipped in Triton's
 wheel):
 
-- tensor cores: the matmul's product runs on them (`wgmma.mma_async` on Hopper, `mma.sync`
-  on Ampere);
+- tensor cores: the matmul's product runs on them (`mma.sync` on Ampere, `wgmma.mma_async`
+  on Hopper, `tcgen05.mma` on Blackwell);
 - pipelined: its tiles are loaded asynchronously, a few stages ahead (`cp.async`, or TMA's
   `cp.async.bulk`), which is where most of a Triton matmul's speed comes from;
 - shared memory within what one block may take on that architecture, registers at most 255
@@ -56,10 +56,12 @@ DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 # The shared memory one block may take (opt-in maximum, bytes), from the CUDA C Programming
 # Guide's table of compute capabilities: A100 (8.0) 163 KB; GA10x and Ada (8.6, 8.9) 99 KB;
-# H100/H200 (9.0) 227 KB.
-SHARED_LIMIT = {80: 163 * 1024, 86: 99 * 1024, 89: 99 * 1024, 90: 227 * 1024}
+# H100/H200 (9.0) and B200 (10.0) 227 KB.
+SHARED_LIMIT = {80: 163 * 1024, 86: 99 * 1024, 89: 99 * 1024, 90: 227 * 1024, 100: 227 * 1024}
 MAX_REGISTERS = 255
-TENSOR_CORE_OP = {80: "mma.sync", 86: "mma.sync", 89: "mma.sync", 90: "wgmma.mma_async"}
+TENSOR_CORE_OP = {
+    80: "mma.sync", 86: "mma.sync", 89: "mma.sync", 90: "wgmma.mma_async", 100: "tcgen05.mma"
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -209,7 +211,7 @@ def add_norm_rows(model: str, arch: int, dtype: torch.dtype) -> list[Row]:
 def main(argv: list[str] | None = None) -> int:
     parser = argument_parser("bench.kernel_codegen", __doc__)
     parser.add_argument("--model", default="base,large", help="comma-separated model sizes")
-    parser.add_argument("--arch", default="80,86,90", help="compute capabilities, e.g. 80,90")
+    parser.add_argument("--arch", default="80,86,90,100", help="compute capabilities: 80,90")
     parser.add_argument("--dtype", default="bf16", choices=sorted(DTYPES))
     parser.add_argument("--tiles", type=int, help="the first N of the autotuner's tiles (all)")
     parser.add_argument("--json", type=Path, help="write the rows here")

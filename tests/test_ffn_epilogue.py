@@ -197,6 +197,7 @@ SHAPE = "32,768 rows, 768 → 3072 → 768"
 
 def test_each_mode_s_choice_and_line(monkeypatch):
     cuda = torch.device("cuda")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device: (9, 0))
     assert choose_ffn_epilogue("off", cuda, torch.bfloat16, "off", SIZES) == (False, None)
     assert choose_ffn_epilogue("auto", CPU, torch.bfloat16, "off", SIZES) == (False, None)
     monkeypatch.setattr(kernel_choice, "triton_available", lambda: False)
@@ -207,6 +208,14 @@ def test_each_mode_s_choice_and_line(monkeypatch):
         "and this run computes in float32; --fp8 rowwise makes the block's Linears FP8 ones",
     )
     monkeypatch.setattr(kernel_choice, "triton_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device: "Tesla T4")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device: (7, 5))
+    assert choose_ffn_epilogue("auto", cuda, torch.float16, "off", SIZES) == (
+        False,
+        "--ffn-epilogue auto: the plain feed-forward block, since the epilogue kernels cannot "
+        "run: Tesla T4 is of compute capability 7.5, under 8.0, the oldest Triton supports",
+    )
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device: (9, 0))
     assert choose_ffn_epilogue("on", cuda, torch.float16, "off", SIZES) == (
         True,
         "--ffn-epilogue on: each layer's feed-forward block takes its bias and GELU in the "

@@ -92,11 +92,21 @@ def _device_obstacle(device: torch.device) -> str | None:
             found = f"torch {torch.__version__} has no torch.nn.attention.varlen (2.10 has)"
         elif device.type != "cuda" or not torch.cuda.is_available():
             found = f"torch has no varlen kernel for the {device.type} device"
-        elif (capability := torch.cuda.get_device_capability(device)) < (8, 0):
-            name = torch.cuda.get_device_name(device)
-            found = f"{name} is of compute capability {capability[0]}.{capability[1]}, under 8.0"
+        else:
+            found = before_ampere(device)
         _DEVICE_OBSTACLE[device] = found
     return _DEVICE_OBSTACLE[device]
+
+
+def before_ampere(device: torch.device) -> str | None:
+    """ "NAME is of compute capability X.Y, under 8.0" where the CUDA `device` is older than
+    Ampere (V100, T4), which torch's flash kernels and Triton (bertkit's own kernels) do not
+    support; None where it is not."""
+    capability = torch.cuda.get_device_capability(device)
+    if capability >= (8, 0):
+        return None
+    name = torch.cuda.get_device_name(device)
+    return f"{name} is of compute capability {capability[0]}.{capability[1]}, under 8.0"
 
 
 def varlen_available(device: torch.device) -> bool:

@@ -24,6 +24,7 @@ import torch
 from torch import Tensor
 
 from pipelines.io.extras import installed
+from trainer.attention import before_ampere
 
 # Each lever's flag: auto (timed and checked at the start), on, off.
 KERNEL_MODES = ("auto", "on", "off")
@@ -56,7 +57,9 @@ def gpu_obstacles(device: torch.device) -> list[str]:
         return [f"they run on a CUDA GPU, and this run is on {device.type}"]
     if not triton_available():
         return ["this torch has no Triton (torch's CUDA wheels bring it)"]
-    return []
+    # Before Ampere, Triton's matmul has no tensor cores (python -m bench.kernel_codegen).
+    older = before_ampere(device)
+    return [f"{older}, the oldest Triton supports"] if older else []
 
 
 def time_and_check(

@@ -88,7 +88,7 @@ def test_arguments_are_checked(capsys):
 
     for argv, message in (
         (["--model", "huge"], "--model huge: choose from base, large"),
-        (["--arch", "75"], "--arch 75: one of 80, 86, 89, 90"),
+        (["--arch", "75"], "--arch 75: one of 80, 86, 89, 90, 100"),
         (["--arch", "sm90"], "--arch sm90: compute capabilities such as 80,86,90"),
     ):
         with pytest.raises(SystemExit) as exit_info:
