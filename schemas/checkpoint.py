@@ -41,6 +41,11 @@ so it holds only tensors and plain containers of str/int/float/bool/None: no pic
     grad_scaler        an fp16 run's loss scaling (torch.amp.GradScaler.state_dict():
                        {"scale", "growth_factor", "backoff_factor", "growth_interval",
                        "_growth_tracker"}, floats and ints); absent in bf16 and fp32 runs
+    kernels            the layers' kernels the run took at its start (trainer/levers.py):
+                       {"device": the GPU's name (`torch.cuda.get_device_name`) or "cpu",
+                        "ffn_epilogue", "add_norm": bools}; a resume on that kind of device
+                       takes them again where --ffn-epilogue or --add-norm is auto, untimed,
+                       so it goes on as the run began (absent in older checkpoints)
     start              what the run started from, where not a new model (absent in older
                        checkpoints): {"kind": "released", "path" (relative as "vocab"'s),
                        "config_file", "config_sha256", "weights_sha256", "tokenizer_files"
@@ -97,3 +102,12 @@ class CheckpointKey:
     NUM_WORKERS = "num_workers"
     START = "start"
     GRAD_SCALER = "grad_scaler"
+    KERNELS = "kernels"
+
+
+class KernelsKey:
+    """The fields of a checkpoint's `kernels` record."""
+
+    DEVICE = "device"
+    FFN_EPILOGUE = "ffn_epilogue"
+    ADD_NORM = "add_norm"

@@ -5,12 +5,14 @@ trainer take them where chosen, and a resumed run goes on with the same masks.""
 
 from __future__ import annotations
 
+import logging
 from types import SimpleNamespace
 
 import pytest
 import torch
 from torch import nn
 
+from schemas.checkpoint import CheckpointKey, KernelsKey
 from tests.test_model_levers import TINY_RUN, assert_equal_within, model, step
 from tests.test_train import metrics
 from trainer import add_norm as add_norm_module
@@ -138,13 +140,20 @@ def test_the_model_takes_the_kernels_with_the_same_results(unpad):
     assert_equal_within(expected, step(both), atol=2e-6)
 
 
-def test_a_run_with_the_kernels_resumes_with_the_same_masks(sample_shards, tmp_path, monkeypatch):
-    """`bertkit train --add-norm on` with the kernels let run on the CPU and the 2018
-    recipe's hidden dropout 0.1, stopped at step 1 and resumed: the losses of the run that
+def test_a_run_with_the_kernels_resumes_with_the_same_masks_and_kernels(
+    sample_shards, tmp_path, monkeypatch, caplog
+):
+    """`bertkit train --add-norm auto`, the kernels let run on the CPU and timed faster, at
+    the 2018 recipe's hidden dropout 0.1, stopped at step 1 and resumed: the resume takes
+    the kernels again untimed (the checkpoint's record) and gives the losses of the run that
     was not stopped (the generator's state, which draws the masks' seeds, is in the
     checkpoint). tests/test_ffn_epilogue.py compares a run with both kernels and without
     dropout with the plain one."""
     monkeypatch.setattr(add_norm_module, "gpu_obstacles", lambda device: [])
+    timed = []
+    monkeypatch.setattr(
+        add_norm_module, "time_add_norm", lambda *args: timed.append(args[:3]) or (2.0, 1.0, None)
+    )
     rates = []
     real = add_norm_module.kernels
 
@@ -161,12 +170,29 @@ def test_a_run_with_the_kernels_resumes_with_the_same_masks(sample_shards, tmp_p
     for name, extra in (("straight", []), ("resumed", ["--stop-at-step", "1"])):
         out = tmp_path / name
         flags = [*TINY_RUN, "--shards", str(sample_shards), "--output", str(out), "--add-norm",
-                 "on", "--max-steps", "2"]  # fmt: skip
+                 "auto", "--max-steps", "2"]  # fmt: skip
         assert train.run([*flags, *extra]) == 0
+        # Timed once, on a micro-batch's rows (8 × 128) of the hidden size at its dropout.
+        assert timed.pop() == (8 * 128, 128, 0.1) and timed == []
         if extra:
-            assert train.run([*flags, "--resume"]) == 0
+            rates.clear()
+            caplog.clear()
+            with caplog.at_level(logging.INFO, logger="bertkit.train"):
+                assert train.run([*flags, "--resume"]) == 0
+            assert timed == []  # taken again from the checkpoint, untimed
+            assert (
+                "--add-norm auto: each layer's dropout, residual add and LayerNorm run in one "
+                "kernel each way (Triton), as at the run's start (its checkpoint's record)"
+            ) in [record.getMessage() for record in caplog.records]
+            assert rates == [0.1] * 4 + [0.0] * 4  # step 2's layers, then evaluation
         else:  # 2 a layer, 2 layers: training's 2 steps drop at 0.1, evaluation's batch not
             assert rates == [0.1] * 8 + [0.0] * 4
+        saved = torch.load(out / "checkpoints" / "step-00000002.pt", weights_only=True)
+        assert saved[CheckpointKey.KERNELS] == {
+            KernelsKey.DEVICE: "cpu",
+            KernelsKey.FFN_EPILOGUE: False,
+            KernelsKey.ADD_NORM: True,
+        }
         losses[name] = [metrics(out)[step]["loss"] for step in (1, 2)]
     assert losses["resumed"] == losses["straight"]
 

@@ -13,9 +13,12 @@ import pytest
 import torch
 from torch import nn
 
+from schemas.checkpoint import KernelsKey
 from tests.test_model_levers import TINY_RUN, assert_equal_within, model, step
 from tests.test_train import metrics
 from trainer import add_norm, ffn_epilogue, kernel_choice, train
+from trainer.config import TrainConfig
+from trainer.distributed import Distributed
 from trainer.ffn_epilogue import (
     FFN_EPILOGUE,
     choose_ffn_epilogue,
@@ -25,6 +28,8 @@ from trainer.ffn_epilogue import (
     plain_feed_forward,
 )
 from trainer.kernel_choice import disagreement
+from trainer.levers import choose_kernels
+from trainer.model import BertForPreTraining, config_for
 
 pytest.importorskip("triton", reason="the kernels' tests run in Triton's interpreter")
 
@@ -252,6 +257,59 @@ def test_each_mode_s_choice_and_line(monkeypatch):
         False,
         "--ffn-epilogue auto: the plain feed-forward block: the epilogue kernels failed or "
         "disagreed on another rank of the job",
+    )
+
+
+def test_a_resume_takes_the_recorded_kernels_untimed_on_the_same_kind_of_device(
+    monkeypatch, caplog
+):
+    """A resumed checkpoint's `kernels` record (trainer/levers.py): taken again under auto
+    where it was made on this kind of device, timed again (and said) elsewhere; `on`, `off`
+    and an obstacle come first."""
+    cuda = torch.device("cuda")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device: (9, 0))
+
+    def untimed(*args):
+        raise AssertionError("timed")
+
+    monkeypatch.setattr(ffn_epilogue, "time_blocks", untimed)
+    taken = (
+        "--ffn-epilogue auto: each layer's feed-forward block takes its bias and GELU in the "
+        "matmul's epilogue (Triton), as at the run's start (its checkpoint's record)"
+    )
+    for earlier, line in ((True, taken), (False, "--ffn-epilogue auto: the plain feed-forward "
+                          "block, as at the run's start (its checkpoint's record)")):  # fmt: skip
+        assert choose_ffn_epilogue("auto", cuda, torch.bfloat16, "off", SIZES, earlier=earlier) == (
+            earlier,
+            line,
+        )
+    assert choose_ffn_epilogue("off", cuda, torch.bfloat16, "off", SIZES, earlier=True) == (
+        False,
+        None,
+    )
+    assert choose_ffn_epilogue("auto", cuda, torch.float32, "off", SIZES, earlier=True)[0] is False
+
+    # The whole choice on a CPU run whose kernels may run (the obstacles lifted).
+    env = Distributed(rank=0, world_size=1, local_rank=0, device=CPU)
+    config = TrainConfig(shards="s", output="o", micro_batch_size=2)
+    net = BertForPreTraining(config_for("tiny", 64))
+    monkeypatch.setattr(ffn_epilogue, "ffn_epilogue_obstacles", lambda *args: [])
+    monkeypatch.setattr(add_norm, "gpu_obstacles", lambda device: [])
+    record = {KernelsKey.DEVICE: "cpu", KernelsKey.FFN_EPILOGUE: True, KernelsKey.ADD_NORM: False}
+    assert choose_kernels(net, config, env, torch.bfloat16, 128, record) == record
+    assert [(layer.ffn_epilogue, layer.add_norm) for layer in net.layers] == [(True, False)] * 2
+    monkeypatch.setattr(ffn_epilogue, "time_blocks", lambda *args: (1.0, 2.0, None))
+    monkeypatch.setattr(add_norm, "time_add_norm", lambda *args: (2.0, 1.0, None))
+    elsewhere = {**record, KernelsKey.DEVICE: "NVIDIA A100-SXM4-80GB"}
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="bertkit.train"):
+        assert choose_kernels(net, config, env, torch.bfloat16, 128, elsewhere) == {
+            KernelsKey.DEVICE: "cpu",
+            KernelsKey.FFN_EPILOGUE: False,
+            KernelsKey.ADD_NORM: True,
+        }
+    assert caplog.records[0].getMessage() == (
+        "--resume: the run took its kernels on NVIDIA A100-SXM4-80GB; on cpu auto times them again"
     )
 
 

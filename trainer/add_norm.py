@@ -186,10 +186,12 @@ def choose_add_norm(
     dropout: float,
     compiled: bool,
     agree: Callable[[Tensor], Tensor] = lambda times: times,
+    earlier: bool | None = None,
 ) -> tuple[bool, str | None]:
     """Whether the run's layers take the add-norm kernels under `--add-norm mode`, and the
     line its start logs (KernelLever.choose). `sizes`: a micro-batch's rows and the hidden
-    size; `dropout`: the hidden dropout."""
+    size; `dropout`: the hidden dropout; `earlier`: auto's choice at the run's start, where
+    a resume found it."""
     rows, width = sizes
     return ADD_NORM.choose(
         mode,
@@ -198,4 +200,5 @@ def choose_add_norm(
         lambda: time_add_norm(rows, width, dropout, dtype, device, compiled),
         agree,
         f"{rows:,} rows of {width}, dropout {dropout:g}",
+        earlier,
     )

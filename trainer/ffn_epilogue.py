@@ -177,11 +177,13 @@ def choose_ffn_epilogue(
     sizes: tuple[int, int, int],
     compiled: bool = False,
     agree: Callable[[Tensor], Tensor] = lambda times: times,
+    earlier: bool | None = None,
 ) -> tuple[bool, str | None]:
     """Whether the run's feed-forward blocks take the epilogue kernels under `--ffn-epilogue
     mode` (KERNEL_MODES), and the line its start logs (KernelLever.choose). `sizes`:
     the rows of one micro-batch, hidden and intermediate sizes, the shape auto times on,
-    compiled where the run compiles (`compiled`)."""
+    compiled where the run compiles (`compiled`); `earlier`: auto's choice at the run's
+    start, where a resume found it."""
     tokens, hidden, intermediate = sizes
     return FFN_EPILOGUE.choose(
         mode,
@@ -190,4 +192,5 @@ def choose_ffn_epilogue(
         lambda: time_blocks(sizes, dtype, device, compiled),
         agree,
         f"{tokens:,} rows, {hidden} → {intermediate} → {hidden}",
+        earlier,
     )

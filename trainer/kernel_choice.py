@@ -143,10 +143,13 @@ class KernelLever:
         timing: Callable[[], tuple[float, float, str | None]],
         agree: Callable[[Tensor], Tensor],
         shape: str,
+        earlier: bool | None = None,
     ) -> tuple[bool, str | None]:
         """Whether the run takes the kernels under `mode`, and the line its start logs (None:
         nothing to say). auto calls `timing` (plain ms, kernel ms, why not), `agree` sums
-        the two timings over a job's ranks, so all decide alike; `shape`: what was timed."""
+        the two timings over a job's ranks, so all decide alike; `shape`: what was timed.
+        `earlier`: what auto chose at the run's start on this kind of GPU, where a resume
+        found it in the checkpoint: taken again untimed, so the run goes on as it began."""
         if mode == "off":
             return False, None
         if obstacles:
@@ -159,6 +162,12 @@ class KernelLever:
             )
         if mode == "on":
             return True, f"{self.flag} on: {self.taken}"
+        if earlier is not None:
+            chosen = self.taken if earlier else self.plain
+            return (
+                earlier,
+                f"{self.flag} auto: {chosen}, as at the run's start (its checkpoint's record)",
+            )
         plain, kernel, problem = timing()
         kernel = math.inf if problem else kernel  # every rank then takes the plain ops
         plain, kernel = agree(torch.tensor([plain, kernel], dtype=torch.float64)).tolist()

@@ -105,6 +105,8 @@ class Run:
     # --precision resolved on the device (trainer/precision.py), and fp16's loss scaler.
     precision: str = "fp32"
     scaler: LossScaler | None = None
+    # What --ffn-epilogue and --add-norm took (trainer/levers.py), for the checkpoint.
+    kernels: dict[str, Any] | None = None
 
 
 def setup(config: TrainConfig, env: distributed.Distributed) -> Run:
@@ -210,7 +212,14 @@ def _setup(
         if env.is_main:
             _LOG.info(cache.line())
     # --ffn-epilogue, --add-norm: under auto timed on the device (trainer/levers.py).
-    choose_kernels(model, config, env, COMPUTE_DTYPE[precision], source.max_seq_length)
+    kernels = choose_kernels(
+        model,
+        config,
+        env,
+        COMPUTE_DTYPE[precision],
+        source.max_seq_length,
+        resumed.get(CheckpointKey.KERNELS) if resumed is not None else None,
+    )
     if config.compile:
         forward = compiled(wrapped, config.compile_mode, dynamic)
         # Evaluation runs the bare model (no DDP hooks): compiled on its own, in eval mode.
@@ -254,6 +263,7 @@ def _setup(
         start=start,
         precision=precision,
         scaler=scaler,
+        kernels=kernels,
     )
     _log_setup(run)
     return run

@@ -438,6 +438,8 @@ def _checkpoint_payload(run: Run, rng: dict[str, Any]) -> dict[str, Any]:
         **({CheckpointKey.START: run.start} if run.start else {}),
         # fp16's loss scale and growth tracker (trainer/precision.py); bf16 and fp32: none.
         **({CheckpointKey.GRAD_SCALER: run.scaler.state_dict()} if run.scaler else {}),
+        # The layers' kernels, which a resume under auto takes again (trainer/levers.py).
+        **({CheckpointKey.KERNELS: run.kernels} if run.kernels else {}),
     }
 
 
