@@ -17,6 +17,8 @@ wheel):
   on Hopper, `tcgen05.mma` on Blackwell);
 - pipelined: its tiles are loaded asynchronously, a few stages ahead (`cp.async`, or TMA's
   `cp.async.bulk`), which is where most of a Triton matmul's speed comes from;
+- 128-bit: the add-norm's rows are loaded and stored 16 bytes at a time (`ld.global.v4`,
+  `st.global.v4`), as a kernel bound by memory must;
 - shared memory within what one block may take on that architecture, registers at most 255
   and no spills (local memory), for every kernel.
 
@@ -75,6 +77,7 @@ class Row:
     spilled: int  # bytes of local memory per thread
     tensor_cores: bool | None  # None: not a matmul
     pipelined: bool | None
+    vectorized: bool | None  # None: a matmul (its tiles' loads are cp.async's)
 
     @property
     def problems(self) -> list[str]:
@@ -89,6 +92,8 @@ class Row:
             found.append(f"no {TENSOR_CORE_OP[self.arch]}: the product is not on tensor cores")
         if self.pipelined is False:
             found.append("no cp.async: the tiles' loads are not pipelined")
+        if self.vectorized is False:
+            found.append("no 128-bit loads and stores: the rows move a word at a time")
         return found
 
 
@@ -141,6 +146,7 @@ def row_of(kernel_name: str, model: str, arch: int, tile: str, compiled, matmul:
         spilled=use["LOCAL"],
         tensor_cores=TENSOR_CORE_OP[arch] in ptx if matmul else None,
         pipelined=("cp.async" in ptx) if matmul else None,
+        vectorized=None if matmul else ("ld.global.v4" in ptx and "st.global.v4" in ptx),
     )
 
 
@@ -244,14 +250,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Triton's code for bertkit's kernels, {args.dtype}, Triton {_triton_version()}")
     print_table(
         ["kernel", "model", "sm", "tile", "shared KB", "regs", "spill", "tensor cores",
-         "pipelined", "problems"],
+         "pipelined", "128-bit", "problems"],
         [
             [row.kernel, row.model, str(row.arch), row.tile, f"{row.shared / 1024:.0f}",
              str(row.registers), str(row.spilled), _yes(row.tensor_cores), _yes(row.pipelined),
-             "; ".join(row.problems) or "none"]
+             _yes(row.vectorized), "; ".join(row.problems) or "none"]
             for row in found
         ],
-        left=(0, 1, 3, 9),
+        left=(0, 1, 3, 10),
     )  # fmt: skip
     failing = [row for row in found if row.problems]
     if args.json:

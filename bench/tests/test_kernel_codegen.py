@@ -49,6 +49,7 @@ def test_each_kernel_is_built_on_tensor_cores_pipelined_and_within_the_gpus_limi
         assert row["shared"] <= SHARED_LIMIT[row["arch"]]
     matmuls = [row for row in rows if row["kernel"].startswith("ffn")]
     assert all(row["tensor_cores"] and row["pipelined"] for row in matmuls)
+    assert all(row["vectorized"] for row in rows if row not in matmuls)
     # Two stages' A and B tiles at least (128×64 + 64×256 bf16 each): loads run ahead.
     assert all(row["shared"] >= 2 * (128 * 64 + 64 * 256) * 2 for row in matmuls)
     assert "ffn forward" in run.stdout and "none" in run.stdout
@@ -69,17 +70,18 @@ def test_an_unpipelined_tile_is_named_and_fails(tmp_path):
 
 
 def test_each_problem_is_named():
-    fine = Row("ffn forward", "base", 80, "t", 1024, 200, 0, True, True)
+    fine = Row("ffn forward", "base", 80, "t", 1024, 200, 0, True, True, None)
     assert fine.problems == []
-    bad = Row("ffn forward", "base", 80, "t", 200 * 1024, 256, 16, False, False)
+    bad = Row("ffn forward", "base", 80, "t", 200 * 1024, 256, 16, False, False, False)
     assert bad.problems == [
         "204800 bytes of shared memory, over 166912",
         "256 registers",
         "16 bytes spilled to local memory",
         "no mma.sync: the product is not on tensor cores",
         "no cp.async: the tiles' loads are not pipelined",
+        "no 128-bit loads and stores: the rows move a word at a time",
     ]
-    norm = Row("add-norm forward", "large", 90, "t", 4096, 60, 0, None, None)
+    norm = Row("add-norm forward", "large", 90, "t", 4096, 60, 0, None, None, True)
     assert norm.problems == []
 
 
