@@ -12,6 +12,9 @@
 #   large          BERT-large at 128, batch 128
 #   dropout0       --hidden-dropout 0 --attention-dropout 0 (cramming's recipe: no dropout)
 #   fp16           --precision fp16: fp16 autocast with dynamic loss scaling
+#   kernels        python -m bench.kernels --compiled: each Triton kernel against the plain
+#                  ops one layer's block at a time, timed and checked as `bertkit train`'s
+#                  auto does (base and large), whether they compile, agree and pay here
 #   ffn            --ffn-epilogue off, then on: the feed-forward's bias and GELU in the
 #                  matmul's epilogue (trainer/ffn_epilogue.py's Triton kernels, tuned at the
 #                  row's start); ffn-large the same for BERT-large at batch 128
@@ -46,8 +49,10 @@
 # not fit beside the others either: STAGES="fp8 fp8-rowwise fp8-auto" with a budget of 480 in
 # a run of their own.
 # Synthetic batches over BERT's 30,522-token vocabulary.
-# BENCH_ARGS is appended to every stage's flags (a smoke test on the CPU:
-# BENCH_ARGS="--device cpu --model tiny --modes eager --batch 4 --steps 1 --repeats 1 --threads 1").
+# BENCH_ARGS is appended to every stage's flags, KERNEL_ARGS to the kernels stage's (a smoke
+# test on the CPU:
+# BENCH_ARGS="--device cpu --model tiny --modes eager --batch 4 --steps 1 --repeats 1 --threads 1"
+# KERNEL_ARGS="--device cpu --model tiny --rows 40", Triton's interpreter).
 set -u -o pipefail
 out=${1:?usage: bench/gpu_check.sh OUT_DIR [BUDGET_S]}
 budget=${2:-560}
@@ -83,6 +88,11 @@ stage base 120 "${base[@]}" --reference
 stage large 150 --model large --batch 128 --modes compiled
 stage dropout0 60 "${base[@]}" --hidden-dropout 0 --attention-dropout 0
 stage fp16 60 "${base[@]}" --precision fp16
+if wanted kernels; then
+    # shellcheck disable=SC2086 # KERNEL_ARGS is a list of flags, split on purpose
+    timed kernels 150 "$python" -m bench.kernels --compiled --json "$out/kernels.json" \
+        ${KERNEL_ARGS:-}
+fi
 stage ffn 150 "${base[@]}" --ffn-epilogue off,on
 stage ffn-large 150 --model large --batch 128 --modes compiled --ffn-epilogue off,on
 stage add-norm 150 "${base[@]}" --add-norm off,on

@@ -28,6 +28,7 @@ STAGES = (
     "large",
     "dropout0",
     "fp16",
+    "kernels",
     "ffn",
     "ffn-large",
     "add-norm",
@@ -41,6 +42,7 @@ STAGES = (
     "autotune-warm",
 )
 SMOKE = "--device cpu --model tiny --modes eager --batch 4 --steps 1 --repeats 1 --threads 1"
+KERNEL_SMOKE = "--device cpu --model tiny --rows 40"  # bench.kernels in Triton's interpreter
 
 
 def test_the_script_passes_shellcheck():
@@ -50,6 +52,7 @@ def test_the_script_passes_shellcheck():
     assert (result.returncode, result.stdout) == (0, "")
     assert os.access(SCRIPT, os.X_OK)
     assert f'BENCH_ARGS="{SMOKE}"' in SCRIPT.read_text()  # the smoke run below is its own
+    assert f'KERNEL_ARGS="{KERNEL_SMOKE}"' in SCRIPT.read_text()
 
 
 def stages_run(tmp_path: Path, budget: str = "560", stages: str | None = None, warm=True):
@@ -63,7 +66,7 @@ def stages_run(tmp_path: Path, budget: str = "560", stages: str | None = None, w
     calls, stdout = recorded_runs(SCRIPT, [str(tmp_path / "out"), budget], tmp_path, stages)
     runs = {}
     for argv, cache in calls:
-        if argv[:2] == ["-m", "bench.train_step"]:
+        if argv[:2] in (["-m", "bench.train_step"], ["-m", "bench.kernels"]):
             name = Path(argv[argv.index("--json") + 1]).stem
             runs[name] = (argv[2:], cache)
     return runs, stdout
@@ -72,6 +75,8 @@ def stages_run(tmp_path: Path, budget: str = "560", stages: str | None = None, w
 def test_every_stage_gives_the_bench_flags_it_takes_for_its_lever(tmp_path):
     runs, _ = stages_run(tmp_path)
     assert list(runs) == list(STAGES)
+    kernels = runs.pop("kernels")[0]  # bench.kernels, as a --compile run's auto times
+    assert kernels[:2] == ["--compiled", "--json"] and len(kernels) == 3
     rows = {}
     for name, (argv, _) in runs.items():
         args = train_step.parse_args([*argv, *shlex.split(SMOKE)])
@@ -123,7 +128,8 @@ def test_stages_and_the_budget_pick_what_runs(tmp_path):
 @pytest.mark.slow
 def test_the_smoke_run_of_every_stage_on_the_cpu(tmp_path):
     out = tmp_path / "out"
-    env = {**os.environ, "BENCH_ARGS": SMOKE, "PYTHON": sys.executable}
+    env = {**os.environ, "BENCH_ARGS": SMOKE, "KERNEL_ARGS": KERNEL_SMOKE}
+    env["PYTHON"] = sys.executable
     env.pop("STAGES", None)
     result = subprocess.run(
         ["bash", SCRIPT, str(out), "900"], cwd=ROOT, env=env, capture_output=True, text=True
@@ -131,7 +137,14 @@ def test_the_smoke_run_of_every_stage_on_the_cpu(tmp_path):
     # The tiny model has no Linear that torchao's tables show faster in FP8: fp8-auto's row
     # is refused, saying so, and the script's exit says a stage failed.
     assert result.returncode == 1, result.stdout[-3000:]
+    kernels = json.loads((out / "kernels.json").read_text())["rows"]
+    assert [(row["lever"], row["problem"]) for row in kernels] == [
+        ("ffn-epilogue", None),
+        ("add-norm", None),
+    ]
     for name in STAGES[:-1]:  # the smoke compiles nothing: autotune-warm is skipped
+        if name == "kernels":
+            continue
         rows = json.loads((out / f"{name}.json").read_text())["rows"]
         assert rows and all(row["ok"] == (name != "fp8-auto") for row in rows), name
     refused = json.loads((out / "fp8-auto.json").read_text())["rows"][0]["error"]
