@@ -48,12 +48,17 @@ from pathlib import Path
 
 import torch
 
-from bench.measure import argument_parser, print_table, write_results
+from bench.measure import (
+    STEP_BATCH,
+    STEP_SEQ,
+    argument_parser,
+    model_list,
+    print_table,
+    write_results,
+)
 from trainer.kernel_choice import triton_available
 from trainer.model import config_for
 
-MICRO_BATCH = {"base": 256, "large": 128}  # bench/gpu_check.sh's step batches
-SEQ = 128
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 # The shared memory one block may take (opt-in maximum, bytes), from the CUDA C Programming
@@ -155,7 +160,8 @@ def ffn_rows(model: str, arch: int, dtype: torch.dtype, tiles: int) -> list[Row]
     from trainer import triton_kernels
 
     config = config_for(model, 30522)
-    rows, hidden, inner = MICRO_BATCH[model] * SEQ, config.hidden_size, config.intermediate_size
+    rows = STEP_BATCH[model] * STEP_SEQ
+    hidden, inner = config.hidden_size, config.intermediate_size
     x = torch.empty(rows, hidden, dtype=dtype)
     up = torch.empty(inner, hidden, dtype=dtype)  # nn.Linear's (out, in)
     down = torch.empty(hidden, inner, dtype=dtype)
@@ -188,7 +194,7 @@ def add_norm_rows(model: str, arch: int, dtype: torch.dtype) -> list[Row]:
     from trainer import triton_kernels
 
     hidden = config_for(model, 30522).hidden_size
-    rows = MICRO_BATCH[model] * SEQ
+    rows = STEP_BATCH[model] * STEP_SEQ
     wide = torch.float32
     x, y = torch.empty(rows, hidden, dtype=wide), torch.empty(rows, hidden, dtype=dtype)
     gamma, beta = torch.empty(hidden, dtype=wide), torch.empty(hidden, dtype=wide)
@@ -222,10 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tiles", type=int, help="the first N of the autotuner's tiles (all)")
     parser.add_argument("--json", type=Path, help="write the rows here")
     args = parser.parse_args(argv)
-    models = [name.strip() for name in args.model.split(",") if name.strip()]
-    unknown = [name for name in models if name not in MICRO_BATCH]
-    if unknown:
-        parser.error(f"--model {','.join(unknown)}: choose from {', '.join(MICRO_BATCH)}")
+    models = model_list(parser, args.model, STEP_BATCH)
     try:
         arches = [int(arch) for arch in args.arch.split(",")]
     except ValueError:

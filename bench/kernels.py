@@ -31,19 +31,25 @@ if not torch.cuda.is_available():  # before Triton's import, which reads it: its
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 # isort: split
-from bench.measure import argument_parser, fmt, print_table, write_results
+from bench.measure import (
+    STEP_BATCH,
+    STEP_SEQ,
+    argument_parser,
+    fmt,
+    model_list,
+    print_table,
+    write_results,
+)
 from trainer.add_norm import time_add_norm
 from trainer.ffn_epilogue import time_blocks
 from trainer.kernel_choice import triton_available
 from trainer.model import MODEL_SIZES, config_for
 
-MICRO_BATCH = {"base": 256, "large": 128}  # the step's batches in bench/gpu_check.sh
-SEQ = 128
 DROPOUT = 0.1  # the 2018 recipe's hidden dropout
 
 
 def rows_for(model: str, rows: int | None) -> int:
-    return rows if rows is not None else MICRO_BATCH.get(model, 8) * SEQ
+    return rows if rows is not None else STEP_BATCH.get(model, 8) * STEP_SEQ
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,10 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compiled", action="store_true", help="time both under torch.compile")
     parser.add_argument("--json", type=Path, help="write the rows here")
     args = parser.parse_args(argv)
-    models = [name.strip() for name in args.model.split(",") if name.strip()]
-    unknown = [name for name in models if name not in MODEL_SIZES]
-    if unknown:
-        parser.error(f"--model {','.join(unknown)}: choose from {', '.join(MODEL_SIZES)}")
+    models = model_list(parser, args.model, MODEL_SIZES)
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: no CUDA GPU here (--device cpu checks it in the interpreter)")
     if not triton_available():

@@ -37,7 +37,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -356,6 +356,21 @@ def importlib_version(package: str) -> str | None:
         return importlib.metadata.version(package)
     except importlib.metadata.PackageNotFoundError:
         return None
+
+
+# The training step's micro-batches in bench/gpu_check.sh, of STEP_SEQ tokens: base's stages
+# run 256 sequences, large's 128. The kernels' benchmarks take their rows from them.
+STEP_BATCH = {"base": 256, "large": 128}
+STEP_SEQ = 128
+
+
+def model_list(parser: argparse.ArgumentParser, value: str, known: Iterable[str]) -> list[str]:
+    """A comma-separated --model list, each one of `known`; else the parser's error."""
+    known = list(known)
+    models = [name.strip() for name in value.split(",") if name.strip()]
+    if unknown := [name for name in models if name not in known]:
+        parser.error(f"--model {','.join(unknown)}: choose from {', '.join(known)}")
+    return models
 
 
 def write_results(path: Path, results: dict[str, Any]) -> None:

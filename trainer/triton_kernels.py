@@ -146,20 +146,12 @@ def matmul_gelu_arguments(
     return (a, b, bias, pre, out, rows, out.shape[1], inner, a.stride(0), *b_strides, backward)
 
 
-def launch_matmul_gelu(
-    a: Tensor,
-    b: Tensor,
-    bias: Tensor,
-    pre: Tensor,
-    out: Tensor,
-    *,
-    b_strides: tuple[int, int],
-    backward: bool,
-) -> None:
-    """The kernel on `matmul_gelu_arguments`' tensors. On a GPU the tile is tuned per (N, K)."""
-    args = matmul_gelu_arguments(a, b, bias, pre, out, b_strides=b_strides, backward=backward)
-    rows, columns = out.shape
-    if a.is_cuda:
+def launch_matmul_gelu(*tensors: Tensor, b_strides: tuple[int, int], backward: bool) -> None:
+    """The kernel on `matmul_gelu_arguments`' tensors (a, b, bias, pre, out). On a GPU the
+    tile is tuned per (N, K)."""
+    args = matmul_gelu_arguments(*tensors, b_strides=b_strides, backward=backward)
+    rows, columns = tensors[-1].shape
+    if tensors[0].is_cuda:
 
         def grid(tile: dict) -> tuple[int]:
             return (triton.cdiv(rows, tile["BLOCK_M"]) * triton.cdiv(columns, tile["BLOCK_N"]),)
@@ -318,21 +310,11 @@ def add_norm_forward_launch(
     return (triton.cdiv(rows, per_tile),), args, options
 
 
-def launch_add_norm_forward(
-    x: Tensor,
-    y: Tensor,
-    gamma: Tensor,
-    beta: Tensor,
-    outputs: tuple[Tensor, Tensor, Tensor, Tensor],
-    p: float,
-    seed: Tensor,
-    eps: float,
-) -> None:
-    """outputs = (out, h, mean, rstd) for x, y (M, H) row-major."""
-    grid, args, options = add_norm_forward_launch(
-        x, y, gamma, beta, outputs, p, seed, eps, gpu=x.is_cuda
-    )
-    add_norm_forward[grid](*args, **options)
+def launch_add_norm_forward(*args) -> None:
+    """`add_norm_forward` on `add_norm_forward_launch`'s arguments (x, y, gamma, beta,
+    outputs, p, seed, eps): outputs = (out, h, mean, rstd) for x, y (M, H) row-major."""
+    grid, kernel_args, options = add_norm_forward_launch(*args, gpu=args[0].is_cuda)
+    add_norm_forward[grid](*kernel_args, **options)
 
 
 def add_norm_backward_launch(
@@ -358,17 +340,10 @@ def add_norm_backward_launch(
     return (programs,), args, options, partial
 
 
-def launch_add_norm_backward(
-    grad: Tensor,
-    saved: tuple[Tensor, Tensor, Tensor, Tensor],
-    outputs: tuple[Tensor, Tensor],
-    p: float,
-    seed: Tensor,
-) -> tuple[Tensor, Tensor]:
-    """Into outputs = (dx, dy), from grad (M, H) and saved = (h, gamma, mean, rstd); returns
-    the partial sums of gamma's and beta's gradients, (programs, H) each, in fp32."""
-    grid, args, options, partial = add_norm_backward_launch(
-        grad, saved, outputs, p, seed, gpu=grad.is_cuda
-    )
-    add_norm_backward[grid](*args, **options)
+def launch_add_norm_backward(*args) -> tuple[Tensor, Tensor]:
+    """`add_norm_backward` on `add_norm_backward_launch`'s arguments (grad, saved, outputs,
+    p, seed): into outputs = (dx, dy), from grad (M, H) and saved = (h, gamma, mean, rstd);
+    returns the partial sums of gamma's and beta's gradients, (programs, H) each, in fp32."""
+    grid, kernel_args, options, partial = add_norm_backward_launch(*args, gpu=args[0].is_cuda)
+    add_norm_backward[grid](*kernel_args, **options)
     return partial[0], partial[1]
