@@ -82,15 +82,26 @@ def time_and_check(
             if checks is not None:
                 returned = checks[index]()
             results.append([tensor.detach().float() for tensor in returned])
-            on_gpu = returned[0].is_cuda
-            samples = [_elapsed_ms(run, on_gpu) for _ in range(_TIMED_STEPS)]
+            median = timed_ms(run, returned[0].is_cuda)
         except Exception as error:  # the kernel's failure on this GPU: the plain ops
             if run is plain:
                 raise
             first = str(error).splitlines()[0] if str(error) else ""
             return times[0], math.inf, f"{kernels_name} failed ({type(error).__name__}: {first})"
-        times.append(statistics.median(samples))
+        times.append(median)
     return times[0], times[1], disagreement(results[0], results[1], dtype, kernels_name)
+
+
+def warmed_ms(run: Run, on_gpu: bool) -> float:
+    """`run`'s median milliseconds after the warm-up runs (`timed_ms`)."""
+    for _ in range(_WARMUP_STEPS):
+        run()
+    return timed_ms(run, on_gpu)
+
+
+def timed_ms(run: Run, on_gpu: bool) -> float:
+    """The median milliseconds of `run` over the timed runs, warmed up already."""
+    return statistics.median(_elapsed_ms(run, on_gpu) for _ in range(_TIMED_STEPS))
 
 
 def _elapsed_ms(run: Run, on_gpu: bool) -> float:

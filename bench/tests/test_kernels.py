@@ -25,7 +25,16 @@ def test_both_levers_are_timed_and_checked_in_the_interpreter(tmp_path, capsys, 
         ("add-norm", "tiny", 40, None),
     ]
     assert all(row["plain_ms"] > 0 and row["kernel_ms"] > 0 for row in rows)
-    assert "add-norm      tiny     40" in capsys.readouterr().out
+    products = json.loads(out.read_text())["products"]
+    assert [(row["product"], row["model"], row["rows"]) for row in products] == [
+        ("up, x·W1ᵀ + b1", "tiny", 40),
+        ("down's input gradient, dz·W2", "tiny", 40),
+    ]
+    for row in products:  # 2 · 40 rows · 128 · 512 FLOPs (tiny's hidden, intermediate)
+        assert row["kernel_tflops"] == pytest.approx(2 * 40 * 128 * 512 / row["kernel_ms"] / 1e9)
+    printed = capsys.readouterr().out
+    assert "add-norm      tiny     40" in printed
+    assert "down's input gradient, dz·W2  tiny" in printed
 
 
 def test_without_a_gpu_cuda_is_refused(capsys):
