@@ -14,6 +14,9 @@ def test_both_levers_are_timed_and_checked_in_the_interpreter(tmp_path, capsys, 
     pytest.importorskip("triton", reason="the kernels run in Triton's interpreter here")
     tile = {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 1}  # fewer programs
     monkeypatch.setattr("trainer.triton_kernels.INTERPRETER_TILE", tile)
+    # One warm-up and one timed run each: the interpreter's times are no figure anyway.
+    monkeypatch.setattr("trainer.kernel_choice._WARMUP_STEPS", 1)
+    monkeypatch.setattr("trainer.kernel_choice._TIMED_STEPS", 1)
     out = tmp_path / "kernels.json"
     assert (
         kernels.main(["--device", "cpu", "--model", "tiny", "--rows", "40", "--json", str(out)])
