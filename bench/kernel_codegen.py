@@ -43,7 +43,7 @@ import re
 import subprocess
 import sys
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
@@ -155,7 +155,7 @@ def row_of(kernel_name: str, model: str, arch: int, tile: str, compiled, matmul:
     )
 
 
-def ffn_rows(model: str, arch: int, dtype: torch.dtype, tiles: int) -> list[Row]:
+def ffn_rows(model: str, arch: int, dtype: torch.dtype, tiles: int | None) -> list[Row]:
     """The feed-forward's epilogue kernel, forward and backward, for each autotuned tile."""
     from trainer import triton_kernels
 
@@ -167,25 +167,43 @@ def ffn_rows(model: str, arch: int, dtype: torch.dtype, tiles: int) -> list[Row]
     down = torch.empty(hidden, inner, dtype=dtype)
     bias = torch.empty(inner, dtype=dtype)
     pre, out = torch.empty(rows, inner, dtype=dtype), torch.empty(rows, inner, dtype=dtype)
+    tma = arch >= 90  # trainer/triton_kernels.py tma_possible: Hopper and newer
+    strides = {"ffn forward": (up.stride(1), up.stride(0)), "ffn backward": down.stride()}
     launches = {  # as trainer/ffn_epilogue.py calls them
-        "ffn forward": triton_kernels.matmul_gelu_arguments(
-            x, up, bias, pre, out, b_strides=(up.stride(1), up.stride(0)), backward=False
-        ),
-        "ffn backward": triton_kernels.matmul_gelu_arguments(
-            x, down, pre, pre, out, b_strides=(down.stride(0), down.stride(1)), backward=True
-        ),
+        "ffn forward": (x, up, bias, pre, out),
+        "ffn backward": (x, down, pre, pre, out),
     }
     found = []
-    for m, n, k, group, stages, warps in triton_kernels.GPU_TILES[:tiles]:
-        constants = {"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": group}
-        options = {"num_stages": stages, "num_warps": warps}
-        tile = f"{m}×{n}×{k}/{stages}/{warps}"
-        for name, args in launches.items():
-            compiled = compile_for(
-                triton_kernels.matmul_gelu, arch, (*args, False), options, constants
-            )
-            found.append(row_of(name, model, arch, tile, compiled, matmul=True))
+    for config in tuned_configs(tma, tiles):
+        constants = dict(config.kwargs)
+        options = {"num_stages": config.num_stages, "num_warps": config.num_warps}
+        tile = "{BLOCK_M}×{BLOCK_N}×{BLOCK_K}".format(**constants)
+        tile += f"/{config.num_stages}/{config.num_warps}"
+        tile += " TMA" if constants["USE_TMA"] else ""
+        for name, tensors in launches.items():
+            args = triton_kernels.matmul_gelu_arguments(
+                *tensors, b_strides=strides[name], backward=name.endswith("backward"),
+                interpreted=False, tma=tma,
+            )  # fmt: skip
+            if constants["USE_TMA"]:  # as its pre-hook does, the descriptors take the tile
+                triton_kernels.tile_descriptors(args, constants)
+            compiled = compile_for(triton_kernels.matmul_gelu, arch, args, options, constants)
+            row = row_of(name, model, arch, tile, compiled, matmul=True)
+            if constants["USE_TMA"]:  # its loads TMA's bulk copies
+                row = replace(row, pipelined="cp.async.bulk.tensor" in compiled.asm["ptx"])
+            found.append(row)
     return found
+
+
+def tuned_configs(tma: bool, tiles: int | None) -> list:
+    """The feed-forward autotuner's tiles for a launch with (`tma`) or without descriptors:
+    the first `tiles` (all: None) through pointers, and as many through TMA."""
+    from trainer import triton_kernels
+
+    configs = triton_kernels.TUNED.configs
+    pointers = [config for config in configs if not config.kwargs["USE_TMA"]][:tiles]
+    descriptors = [config for config in configs if config.kwargs["USE_TMA"]][:tiles]
+    return pointers + (descriptors if tma else [])
 
 
 def add_norm_rows(model: str, arch: int, dtype: torch.dtype) -> list[Row]:
@@ -225,7 +243,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="base,large", help="comma-separated model sizes")
     parser.add_argument("--arch", default="80,86,90,100", help="compute capabilities: 80,90")
     parser.add_argument("--dtype", default="bf16", choices=sorted(DTYPES))
-    parser.add_argument("--tiles", type=int, help="the first N of the autotuner's tiles (all)")
+    parser.add_argument(
+        "--tiles", type=int, help="the first N of the autotuner's tiles, each way (all)"
+    )
     parser.add_argument("--json", type=Path, help="write the rows here")
     args = parser.parse_args(argv)
     models = model_list(parser, args.model, STEP_BATCH)
@@ -244,11 +264,10 @@ def main(argv: list[str] | None = None) -> int:
         print("bench.kernel_codegen: Triton was imported in its interpreter", file=sys.stderr)
         return 2
     dtype = DTYPES[args.dtype]
-    tiles = args.tiles or len(triton_kernels.GPU_TILES)
     found: list[Row] = []
     for model in models:
         for arch in arches:
-            found += ffn_rows(model, arch, dtype, tiles)
+            found += ffn_rows(model, arch, dtype, args.tiles)
             found += add_norm_rows(model, arch, dtype)
     print(f"Triton's code for bertkit's kernels, {args.dtype}, Triton {_triton_version()}")
     print_table(

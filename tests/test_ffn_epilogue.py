@@ -118,6 +118,29 @@ def test_the_kernels_give_the_plain_block_s_values_and_gradients(dtype):
         assert error <= 1.25 * (want.double() - exact).abs().max().item() + 8 * unit * scale
 
 
+def test_the_tma_tiles_give_the_pointer_tiles_bytes(monkeypatch):
+    """The tiles a Hopper GPU may load through TMA descriptors (zeros past the edges), in the
+    interpreter: the block's output and every gradient are the same bytes as through
+    pointers (masked loads), in each dtype, ragged edges included."""
+    from trainer import triton_kernels
+
+    torch.manual_seed(0)
+    up, down = nn.Linear(24, 40), nn.Linear(40, 24)
+    hidden = torch.randn(2, 19, 24, requires_grad=True)
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+        runs = []
+        for tma in (False, True):
+            monkeypatch.setattr(triton_kernels, "INTERPRETER_TMA", tma)
+            runs.append(block_run(feed_forward, hidden, up, down, dtype))
+        assert all(torch.equal(*pair) for pair in zip(*runs, strict=True)), dtype
+    rows = torch.empty(5, 24, dtype=torch.bfloat16)  # 48 bytes apart
+    assert triton_kernels.descriptors_fit(rows, torch.empty(24, 8, dtype=torch.float16))
+    assert not triton_kernels.descriptors_fit(rows[:, 1:])  # starts 2 bytes in: unaligned
+    assert not triton_kernels.descriptors_fit(torch.empty(4, 20, dtype=torch.bfloat16))
+    assert not triton_kernels.descriptors_fit(rows.t())  # its rows are not contiguous
+    assert not triton_kernels.tma_possible(rows, rows)  # on the CPU
+
+
 def test_the_block_compiles_as_one_graph_with_the_same_results():
     torch.manual_seed(1)
     up, down = nn.Linear(24, 40), nn.Linear(40, 24)

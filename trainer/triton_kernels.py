@@ -3,7 +3,8 @@
 interpreter, on the CPU (the tests).
 
 - `matmul_gelu` (trainer/ffn_epilogue.py): a matmul whose epilogue adds the bias and takes
-  the GELU (forward), or multiplies by the GELU's slope (backward).
+  the GELU (forward), or multiplies by the GELU's slope (backward). Its tiles load through
+  pointers, or on Hopper and newer through TMA descriptors, the autotuner's choice.
 - `add_norm_forward`, `add_norm_backward` (trainer/add_norm.py): a row's dropout, residual
   add and LayerNorm, and their gradients, the dropout mask drawn again in backward from the
   forward's seed instead of kept.
@@ -20,9 +21,17 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
+try:  # Triton 3.3 and later: host-side tensor descriptors (Hopper's TMA)
+    from triton.tools.tensor_descriptor import TensorDescriptor
+except ImportError:
+    TensorDescriptor = None
+
 _AUTOTUNE_OPTIONS = inspect.signature(triton.autotune).parameters
 # The interpreter's tile: small, so the tests' shapes span several tiles and a ragged edge.
 INTERPRETER_TILE = {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 16, "GROUP_M": 2}
+# Whether the interpreter loads the tiles through tensor descriptors, as a GPU's TMA tiles do
+# (the tests set it).
+INTERPRETER_TMA = False
 # Tile shapes Triton's autotuner times on a GPU, (M, N, K, group, stages, warps): the
 # shapes that serve bf16 products of this size well on Ampere and Hopper.
 GPU_TILES = (
@@ -54,6 +63,8 @@ def matmul_gelu(
     bias,
     pre,
     out,
+    a_desc,
+    b_desc,
     M,
     N,
     K: tl.constexpr,
@@ -62,14 +73,21 @@ def matmul_gelu(
     stride_bn,
     BACKWARD: tl.constexpr,
     INTERPRETED: tl.constexpr,
+    TMA: tl.constexpr,
+    B_NK: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,
+    USE_TMA: tl.constexpr,
 ):
     # a (M, K) row-major, b (K, N) by its strides; pre and out (M, N) row-major.
     # Forward: pre = round(a·b + bias), out = round(gelu(pre)).
     # Backward: out = round(round(a·b) · gelu'(pre)), pre read.
+    # USE_TMA (a tile the autotuner may pick where TMA is possible): a's and b's tiles come
+    # through tensor descriptors (Hopper's TMA unit, zeros past the edges), a_desc on a and
+    # b_desc on b's storage: (N, K) where b is its transpose (B_NK), else (K, N). TMA: the
+    # launch could make the descriptors (the autotuner's key: its TMA tiles only then).
     pid = tl.program_id(0)
     grid_m = tl.cdiv(M, BLOCK_M)
     grid_n = tl.cdiv(N, BLOCK_N)
@@ -87,8 +105,15 @@ def matmul_gelu(
     b_at = b + inner[:, None] * stride_bk + cols[None, :] * stride_bn
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k in range(0, K, BLOCK_K):
-        a_tile = tl.load(a_at, mask=(rows[:, None] < M) & (inner[None, :] < K - k), other=0.0)
-        b_tile = tl.load(b_at, mask=(inner[:, None] < K - k) & (cols[None, :] < N), other=0.0)
+        if USE_TMA:
+            a_tile = a_desc.load([pid_m * BLOCK_M, k])
+            if B_NK:
+                b_tile = b_desc.load([pid_n * BLOCK_N, k]).T
+            else:
+                b_tile = b_desc.load([k, pid_n * BLOCK_N])
+        else:
+            a_tile = tl.load(a_at, mask=(rows[:, None] < M) & (inner[None, :] < K - k), other=0.0)
+            b_tile = tl.load(b_at, mask=(inner[:, None] < K - k) & (cols[None, :] < N), other=0.0)
         if INTERPRETED:  # the interpreter multiplies half-precision tiles wrongly
             a_tile = a_tile.to(tl.float32)
             b_tile = b_tile.to(tl.float32)
@@ -113,20 +138,63 @@ def matmul_gelu(
     tl.store(out + at, rounded(result, dtype, INTERPRETED).to(dtype), mask=inside)
 
 
+def tile_descriptors(args: tuple, tile: dict) -> None:
+    """The descriptors in `matmul_gelu_arguments`' `args` take `tile`'s block shapes."""
+    _tile_descriptors({"a_desc": args[5], "b_desc": args[6], "B_NK": args[-1], **tile})
+
+
+def _tile_descriptors(nargs: dict) -> None:
+    """A TMA tile's pre-hook: the descriptors' block shapes are its tile's."""
+    blocks = nargs["BLOCK_M"], nargs["BLOCK_N"], nargs["BLOCK_K"]
+    nargs["a_desc"].block_shape = [blocks[0], blocks[2]]
+    b_block = [blocks[1], blocks[2]] if nargs["B_NK"] else [blocks[2], blocks[1]]
+    nargs["b_desc"].block_shape = b_block
+
+
+def tile_config(tile: tuple[int, ...], tma: bool) -> triton.Config:
+    m, n, k, group, stages, warps = tile
+    return triton.Config(
+        {"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": group, "USE_TMA": tma},
+        num_stages=stages,
+        num_warps=warps,
+        pre_hook=_tile_descriptors if tma else None,
+    )
+
+
+def _where_tma(configs: list, nargs: dict, **kwargs: object) -> list:
+    """The autotuner's tiles for a launch: the TMA ones only where it made descriptors."""
+    return [config for config in configs if nargs["TMA"] or not config.kwargs["USE_TMA"]]
+
+
 TUNED = triton.autotune(
-    configs=[
-        triton.Config(
-            {"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": group},
-            num_stages=stages,
-            num_warps=warps,
-        )
-        for m, n, k, group, stages, warps in GPU_TILES
-    ],
-    key=["N", "K", "BACKWARD", "INTERPRETED"],
+    # Every tile through pointers, and the largest ones again through TMA (Hopper and newer).
+    configs=[tile_config(tile, False) for tile in GPU_TILES]
+    + [tile_config(tile, True) for tile in GPU_TILES if tile[2] == 64],
+    key=["N", "K", "BACKWARD", "INTERPRETED", "TMA"],
+    prune_configs_by={"early_config_prune": _where_tma},
     # The tuning kept in Triton's cache (the run directory's compile-cache under --compile),
     # so a requeued job does not tune again, where this Triton can (3.2 and later).
     **({"cache_results": True} if "cache_results" in _AUTOTUNE_OPTIONS else {}),
 )(matmul_gelu)
+
+
+def tma_possible(a: Tensor, b: Tensor) -> bool:
+    """Whether a's and b's tiles may come through TMA descriptors: a GPU of compute
+    capability 9.0 or newer (Hopper), this Triton's host descriptors, and `descriptors_fit`."""
+    if TensorDescriptor is None or not a.is_cuda:
+        return False
+    return torch.cuda.get_device_capability(a.device) >= (9, 0) and descriptors_fit(a, b)
+
+
+def descriptors_fit(*tensors: Tensor) -> bool:
+    """Whether a TMA descriptor can describe each 2-D tensor: its start 16-byte aligned, its
+    rows contiguous and a multiple of 16 bytes apart."""
+    return all(
+        tensor.data_ptr() % 16 == 0
+        and tensor.stride(1) == 1
+        and tensor.stride(0) * tensor.element_size() % 16 == 0
+        for tensor in tensors
+    )
 
 
 def matmul_gelu_arguments(
@@ -138,29 +206,50 @@ def matmul_gelu_arguments(
     *,
     b_strides: tuple[int, int],
     backward: bool,
+    interpreted: bool,
+    tma: bool,
 ) -> tuple:
-    """`matmul_gelu`'s arguments up to BACKWARD (the tile's constants follow): a (M, K)
-    row-major, b (K, N) by `b_strides`, into out (M, N); forward writes pre too, backward
-    reads it (bias unused)."""
+    """`matmul_gelu`'s arguments up to B_NK (the tile's constants follow): a (M, K)
+    row-major, b (K, N) by `b_strides` (b's storage: (N, K) row-major where stride 1 is
+    along K, else (K, N)), into out (M, N); forward writes pre too, backward reads it (bias
+    unused). `tma`: with the descriptors the TMA tiles take (`tma_possible`), their block
+    shapes set by the tile chosen."""
     rows, inner = a.shape
-    return (a, b, bias, pre, out, rows, out.shape[1], inner, a.stride(0), *b_strides, backward)
+    b_nk = b_strides[0] == 1
+    descriptors = (None, None)
+    if tma:
+        placeholder = [16, 16]  # the tile's, set before each launch (_tile_descriptors)
+        descriptors = tuple(TensorDescriptor.from_tensor(t, placeholder) for t in (a, b))
+    return (
+        a, b, bias, pre, out, *descriptors, rows, out.shape[1], inner, a.stride(0), *b_strides,
+        backward, interpreted, tma, b_nk,
+    )  # fmt: skip
 
 
 def launch_matmul_gelu(*tensors: Tensor, b_strides: tuple[int, int], backward: bool) -> None:
     """The kernel on `matmul_gelu_arguments`' tensors (a, b, bias, pre, out). On a GPU the
-    tile is tuned per (N, K)."""
-    args = matmul_gelu_arguments(*tensors, b_strides=b_strides, backward=backward)
+    tile is tuned per (N, K), through TMA too where `tma_possible`."""
+    a, b = tensors[:2]
     rows, columns = tensors[-1].shape
-    if tensors[0].is_cuda:
+    if a.is_cuda:
+        tma = tma_possible(a, b)
+        args = matmul_gelu_arguments(
+            *tensors, b_strides=b_strides, backward=backward, interpreted=False, tma=tma
+        )
 
         def grid(tile: dict) -> tuple[int]:
             return (triton.cdiv(rows, tile["BLOCK_M"]) * triton.cdiv(columns, tile["BLOCK_N"]),)
 
-        TUNED[grid](*args, False)
+        TUNED[grid](*args)
         return
-    tile = INTERPRETER_TILE
+    args = matmul_gelu_arguments(
+        *tensors, b_strides=b_strides, backward=backward, interpreted=True, tma=INTERPRETER_TMA
+    )
+    tile = {**INTERPRETER_TILE, "USE_TMA": INTERPRETER_TMA}
+    if INTERPRETER_TMA:
+        tile_descriptors(args, tile)
     grid = (triton.cdiv(rows, tile["BLOCK_M"]) * triton.cdiv(columns, tile["BLOCK_N"]),)
-    matmul_gelu[grid](*args, True, **tile)
+    matmul_gelu[grid](*args, **tile)
 
 
 # --- dropout + residual + LayerNorm, a row per program ----------------------------------------

@@ -37,18 +37,22 @@ def test_each_kernel_is_built_on_tensor_cores_pipelined_and_within_the_gpus_limi
         "ffn forward", "ffn backward", "add-norm forward, dropout", "add-norm backward, dropout",
         "add-norm forward, no dropout", "add-norm backward, no dropout",
     ]  # fmt: skip
-    tiles = ["128×256×64/3/8"] * 2 + ["1 row/4", "1 row×16/4"] * 2
+    norms = ["1 row/4", "1 row×16/4"] * 2
+    tiles = {  # the first tile each way: through pointers, and on Hopper through TMA
+        80: [("ffn forward", "128×256×64/3/8"), ("ffn backward", "128×256×64/3/8")],
+        90: [(kernel, "128×256×64/3/8" + way) for way in ("", " TMA") for kernel in kernels[:2]],
+    }
     assert [(row["arch"], row["kernel"], row["tile"]) for row in rows] == [
         (arch, kernel, tile)
         for arch in (80, 90)
-        for kernel, tile in zip(kernels, tiles, strict=True)
+        for kernel, tile in tiles[arch] + list(zip(kernels[2:], norms, strict=True))
     ]
     for row in rows:
         assert row["problems"] == [], row
         assert row["spilled"] == 0 and 0 < row["registers"] <= 255
         assert row["shared"] <= SHARED_LIMIT[row["arch"]]
     matmuls = [row for row in rows if row["kernel"].startswith("ffn")]
-    assert all(row["tensor_cores"] and row["pipelined"] for row in matmuls)
+    assert all(row["tensor_cores"] and row["pipelined"] for row in matmuls)  # TMA's: bulk
     assert all(row["vectorized"] for row in rows if row not in matmuls)
     # Two stages' A and B tiles at least (128×64 + 64×256 bf16 each): loads run ahead.
     assert all(row["shared"] >= 2 * (128 * 64 + 64 * 256) * 2 for row in matmuls)
@@ -60,7 +64,8 @@ def test_an_unpipelined_tile_is_named_and_fails(tmp_path):
     code = (
         "import sys, torch, bench.kernel_codegen as codegen\n"
         "from trainer import triton_kernels\n"
-        "triton_kernels.GPU_TILES = ((128, 128, 64, 8, 1, 8),)  # one stage: no loads ahead\n"
+        "one_stage = triton_kernels.tile_config((128, 128, 64, 8, 1, 8), False)  # no loads ahead\n"
+        "triton_kernels.TUNED.configs = [one_stage]\n"
         "sys.exit(codegen.main(['--arch', '80', '--model', 'base']))\n"
     )
     run = _compile(tmp_path, code=code)
