@@ -49,6 +49,7 @@ from pathlib import Path
 import torch
 
 from bench.measure import (
+    NO_TRITON,
     STEP_BATCH,
     STEP_SEQ,
     argument_parser,
@@ -256,13 +257,11 @@ def main(argv: list[str] | None = None) -> int:
     if unsupported := [arch for arch in arches if arch not in SHARED_LIMIT]:
         parser.error(f"--arch {unsupported[0]}: one of {', '.join(map(str, SHARED_LIMIT))}")
     if not triton_available():
-        print("bench.kernel_codegen: Triton is not installed (pip install triton)", file=sys.stderr)
-        return 2
+        parser.error(NO_TRITON)
     from trainer import triton_kernels
 
     if not hasattr(triton_kernels.matmul_gelu, "params"):  # imported under TRITON_INTERPRET
-        print("bench.kernel_codegen: Triton was imported in its interpreter", file=sys.stderr)
-        return 2
+        parser.error("Triton was imported in its interpreter (TRITON_INTERPRET is set)")
     dtype = DTYPES[args.dtype]
     found: list[Row] = []
     for model in models:

@@ -34,6 +34,7 @@ if not torch.cuda.is_available():  # before Triton's import, which reads it: its
 
 # isort: split
 from bench.measure import (
+    NO_TRITON,
     STEP_BATCH,
     STEP_SEQ,
     argument_parser,
@@ -67,9 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: no CUDA GPU here (--device cpu checks it in the interpreter)")
     if not triton_available():
-        parser.error(
-            "Triton is not installed (torch's CUDA wheels bring it; on a CPU: pip install triton)"
-        )
+        parser.error(NO_TRITON)
     device = torch.device(args.device)
     dtype = torch.bfloat16
     results, products = [], []

@@ -364,6 +364,13 @@ STEP_BATCH = {"base": 256, "large": 128}
 STEP_SEQ = 128
 
 
+# The Triton benchmarks' refusal where it is absent (the train extra has none on a CPU).
+NO_TRITON = (
+    "Triton is not installed (torch's CUDA wheels bring it; on a CPU: .venv/bin/pip install "
+    "-c constraints.txt triton)"
+)
+
+
 def model_list(parser: argparse.ArgumentParser, value: str, known: Iterable[str]) -> list[str]:
     """A comma-separated --model list, each one of `known`; else the parser's error."""
     known = list(known)

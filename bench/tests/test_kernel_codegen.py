@@ -96,7 +96,7 @@ def test_each_problem_is_named():
     assert norm.problems == []
 
 
-def test_arguments_are_checked(capsys):
+def test_arguments_are_checked(capsys, monkeypatch):
     from bench import kernel_codegen
 
     for argv, message in (
@@ -108,3 +108,14 @@ def test_arguments_are_checked(capsys):
             kernel_codegen.main(argv)
         assert exit_info.value.code == 2
         assert message in capsys.readouterr().err
+    # In this process Triton interprets (tests/conftest.py); where it is absent, one line.
+    with pytest.raises(SystemExit):
+        kernel_codegen.main(["--arch", "90"])
+    assert "Triton was imported in its interpreter" in capsys.readouterr().err
+    monkeypatch.setattr(kernel_codegen, "triton_available", lambda: False)
+    with pytest.raises(SystemExit):
+        kernel_codegen.main(["--arch", "90"])
+    assert (
+        "error: Triton is not installed (torch's CUDA wheels bring it; on a CPU: "
+        ".venv/bin/pip install -c constraints.txt triton)"
+    ) in capsys.readouterr().err
