@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from schemas.checkpoint import CheckpointKey, KernelsKey
+from tests.test_fp8 import checkpoint_summary
 from tests.test_model_levers import TINY_RUN, assert_equal_within, model, step
 from tests.test_train import metrics
 from trainer import add_norm as add_norm_module
@@ -195,6 +196,10 @@ def test_a_run_with_the_kernels_resumes_with_the_same_masks_and_kernels(
         }
         losses[name] = [metrics(out)[step]["loss"] for step in (1, 2)]
     assert losses["resumed"] == losses["straight"]
+    # `bertkit inspect` names the kernels the run took.
+    assert "  seed 12345, precision auto, --add-norm kernels taken (on cpu), device auto" in (
+        checkpoint_summary(out)
+    )
 
 
 def test_auto_times_at_the_run_s_shape_and_dropout(monkeypatch):

@@ -28,6 +28,7 @@ from schemas.checkpoint import (
     LATEST_FILE,
     LATEST_MAX_BYTES,
     CheckpointKey,
+    KernelsKey,
     parse_latest,
 )
 from schemas.examples import SHARDS_MANIFEST_NAME
@@ -173,6 +174,7 @@ def _checkpoint_lines(checkpoint: dict[str, Any], directory: Path) -> list[str]:
         _vocab_line(checkpoint.get(CheckpointKey.VOCAB) or {}, directory),
         f"seed {config.get('seed')}, precision {config.get('precision')}, "
         + _fp8_shown(config)
+        + _kernels_shown(checkpoint.get(CheckpointKey.KERNELS) or {})
         + f"device {config.get('device')}",
     ]
     start = checkpoint.get(CheckpointKey.START) or {}
@@ -196,6 +198,17 @@ def _fp8_shown(config: dict[str, Any]) -> str:
     if recipe == "off":
         return ""
     return f"fp8 {recipe} (--fp8-layers {config.get('fp8_layers')}), "
+
+
+def _kernels_shown(record: dict[str, Any]) -> str:
+    """bertkit's Triton kernels where the run took them ("--ffn-epilogue and --add-norm
+    kernels taken (on NVIDIA H100 80GB HBM3), "); nothing where it took none, or from before
+    the record (schemas/checkpoint.py KernelsKey)."""
+    levers = ((KernelsKey.FFN_EPILOGUE, "--ffn-epilogue"), (KernelsKey.ADD_NORM, "--add-norm"))
+    taken = [flag for key, flag in levers if record.get(key)]
+    if not taken:
+        return ""
+    return f"{' and '.join(taken)} kernels taken (on {record.get(KernelsKey.DEVICE)}), "
 
 
 def _model_line(config: dict[str, Any], model: dict[str, Any], weights: dict[str, Any]) -> str:
