@@ -39,7 +39,7 @@ from trainer.data import (
     source_of,
 )
 from trainer.fp8 import fp8_problem
-from trainer.levers import choose_kernels, set_levers
+from trainer.levers import choose_kernels, device_kind, set_levers
 from trainer.metrics import MetricsLogger, ProgressLine, ThroughputMeter, peak_flops
 from trainer.mix import MixedSource
 from trainer.model import BertConfig, BertForPreTraining, config_for, without_nsp_head
@@ -547,7 +547,7 @@ def device_shown(device: torch.device) -> str:
     a GPU user's first line says which GPU the run took (docs/gpu.md)."""
     if device.type != "cuda":
         return str(device)
-    return f"{device} ({torch.cuda.get_device_name(device)})"
+    return f"{device} ({device_kind(device)})"
 
 
 def data_record(

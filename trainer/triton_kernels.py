@@ -231,25 +231,22 @@ def launch_matmul_gelu(*tensors: Tensor, b_strides: tuple[int, int], backward: b
     tile is tuned per (N, K), through TMA too where `tma_possible`."""
     a, b = tensors[:2]
     rows, columns = tensors[-1].shape
-    if a.is_cuda:
-        tma = tma_possible(a, b)
-        args = matmul_gelu_arguments(
-            *tensors, b_strides=b_strides, backward=backward, interpreted=False, tma=tma
-        )
+    gpu = a.is_cuda
+    tma = tma_possible(a, b) if gpu else INTERPRETER_TMA
+    args = matmul_gelu_arguments(
+        *tensors, b_strides=b_strides, backward=backward, interpreted=not gpu, tma=tma
+    )
 
-        def grid(tile: dict) -> tuple[int]:
-            return (triton.cdiv(rows, tile["BLOCK_M"]) * triton.cdiv(columns, tile["BLOCK_N"]),)
+    def grid(tile: dict) -> tuple[int]:
+        return (triton.cdiv(rows, tile["BLOCK_M"]) * triton.cdiv(columns, tile["BLOCK_N"]),)
 
+    if gpu:
         TUNED[grid](*args)
         return
-    args = matmul_gelu_arguments(
-        *tensors, b_strides=b_strides, backward=backward, interpreted=True, tma=INTERPRETER_TMA
-    )
-    tile = {**INTERPRETER_TILE, "USE_TMA": INTERPRETER_TMA}
-    if INTERPRETER_TMA:
+    tile = {**INTERPRETER_TILE, "USE_TMA": tma}
+    if tma:
         tile_descriptors(args, tile)
-    grid = (triton.cdiv(rows, tile["BLOCK_M"]) * triton.cdiv(columns, tile["BLOCK_N"]),)
-    matmul_gelu[grid](*args, **tile)
+    matmul_gelu[grid(tile)](*args, **tile)
 
 
 # --- dropout + residual + LayerNorm, a row per program ----------------------------------------
