@@ -114,6 +114,40 @@ def test_a_lock_taken_on_gcs_stops_its_holder(no_job):
         assert client.bucket(BUCKET).blob(f"taken/{LOCK_FILE}").download_as_bytes() == other
 
 
+def test_a_resumed_run_on_s3_never_copies_its_lock_back(s3):  # noqa: F811
+    """--resume fetches the run's files into staging and every checkpoint mirrors staging
+    back; the lock is not one of them. Uploaded with the metrics, an old copy of it would
+    undo a renewal: a renewal racing the upload failed (a live trainer exited 75), and a
+    renewal time put back could let a third trainer take a live run's lock over."""
+    from trainer.run.remote import RemoteRun
+
+    prefix = "copied"
+    run = {
+        "checkpoints/latest": b"step-00000002.pt\n",
+        "checkpoints/step-00000002.pt": b"checkpoint",
+        "metrics.jsonl": b'{"kind": "train", "step": 2}\n',
+        LOCK_FILE: lock_bytes(renewed=1.0),
+    }
+    for name, data in run.items():
+        s3.put_object(Bucket=BUCKET, Key=f"{prefix}/{name}", Body=data)
+    remote = RemoteRun.open(f"s3://{BUCKET}/{prefix}", keep=3)
+    try:
+        assert remote.prepare(resume=True, overwrite=False) == []
+        staged = sorted(
+            p.relative_to(remote.staging).as_posix()
+            for p in remote.staging.rglob("*")
+            if p.is_file()
+        )
+        assert staged == ["checkpoints/latest", "checkpoints/step-00000002.pt", "metrics.jsonl"]
+        renewed = lock_bytes(renewed=2.0)  # the holder renews
+        s3.put_object(Bucket=BUCKET, Key=f"{prefix}/{LOCK_FILE}", Body=renewed)
+        (remote.staging / LOCK_FILE).write_bytes(run[LOCK_FILE])  # and were it staged
+        remote.push()
+    finally:
+        remote.close()
+    assert s3_listing(s3, prefix) == {**run, LOCK_FILE: renewed}
+
+
 @pytest.mark.parametrize(
     ("renewed", "fresh"),
     [

@@ -50,6 +50,13 @@ def _is_run_file(name: str) -> bool:
     return is_run_file(name, local=False)
 
 
+def _is_mirrored(name: str) -> bool:
+    """A run file staging mirrors: each but the run lock, which only trainer/run/lock.py
+    reads and writes (a compare-and-swap). A copy of it uploaded with the logs would put an
+    old renewal time back, so that another trainer could take a live run's lock over."""
+    return _is_run_file(name) and name != LOCK_FILE
+
+
 @dataclass
 class RemoteRun:
     url: str
@@ -76,7 +83,7 @@ class RemoteRun:
         Returns the earlier run's objects to delete (--overwrite) once every check passed."""
         # A name ending in / is a zero-byte folder marker (consoles make them), not a file.
         names = [n for n in objects.list_names(self.url) if n and not n.endswith("/")]
-        earlier = [n for n in names if _is_run_file(n) and n != LOCK_FILE]
+        earlier = [n for n in names if _is_mirrored(n)]
         where = storage.redact(self.url)
         latest = f"{CHECKPOINTS_DIR}/{LATEST_FILE}"
         if not any(is_checkpoint_file(n) or n == latest for n in earlier):
@@ -124,7 +131,7 @@ class RemoteRun:
         # run directory; only the one `latest` names was downloaded.
         self.uploaded = {n.split("/", 1)[1] for n in names if _is_run_file(n) and n.endswith(".pt")}
         for other in names:  # the metrics and event files the run appends to
-            if _is_run_file(other) and not other.startswith(f"{CHECKPOINTS_DIR}/"):
+            if _is_mirrored(other) and not other.startswith(f"{CHECKPOINTS_DIR}/"):
                 objects.download(self._url(other), self.staging / other)
 
     def delete(self, names: list[str]) -> None:
@@ -146,7 +153,7 @@ class RemoteRun:
             self._may_write()
             objects.upload(directory / LATEST_FILE, self._url(f"{CHECKPOINTS_DIR}/{LATEST_FILE}"))
         for path in sorted(self.staging.iterdir()):
-            if path.is_file() and _is_run_file(path.name):  # metrics.jsonl, event files
+            if path.is_file() and _is_mirrored(path.name):  # metrics.jsonl, event files
                 self._may_write()
                 objects.upload(path, self._url(path.name))
         others = sorted(self.uploaded - local)
