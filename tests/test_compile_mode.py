@@ -153,18 +153,15 @@ def test_a_cache_directory_the_user_set_is_kept(tmp_path, monkeypatch):
     cache.close()
     assert os.environ[INDUCTOR_VARIABLE] == str(mine)
     assert not (tmp_path / "run").exists()
-    assert CompileCache.open(None, main=True).path == mine  # a bucket's run: the user's too
 
+    # A bucket's run: the user's too, and nothing is fetched into it or mirrored.
+    def fill(path: Path) -> None:
+        raise AssertionError(f"filled {path}")
 
-def test_a_run_on_object_storage_keeps_inductor_s_default_place(no_cache_variables):
-    cache = CompileCache.open(None, main=True)  # RunDirectory's call for an s3:// --output
-    assert (cache.path, cache.chosen_by) == (None, "inductor's default")
-    assert cache.line() == (
-        "compile cache: inductor's default place on each machine (a run on object storage "
-        "keeps none in its directory)"
-    )
-    assert INDUCTOR_VARIABLE not in os.environ
-    cache.close()
+    staging = tmp_path / "staging"
+    bucket_run = CompileCache.open(staging, main=True, mirror=("s3://b/r/compile-cache.tar", fill))
+    assert (bucket_run.path, bucket_run.mirror) == (mine, None)
+    assert not staging.exists()
 
 
 def test_inductor_s_own_default_in_the_variable_is_no_choice_of_the_user_s(tmp_path, monkeypatch):

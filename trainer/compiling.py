@@ -22,8 +22,10 @@ in the cache's `locks/`, so ranks writing at once neither tear an entry nor comp
 twice; and a resume on another number of processes finds what the first job's ranks wrote
 (one directory per rank would not).
 
-A variable the user set is kept (a cluster's node-local cache, say); a run on object
-storage (its staging directory is removed at the end) keeps inductor's default place. One
+A variable the user set is kept (a cluster's node-local cache, say). A run on object
+storage caches in its staging directory, which the URL keeps as one archive (each rank
+unpacks it before the first compilation, rank 0 uploads it at each mirror: run/remote.py),
+so a requeued job on a fresh machine also loads what the first one compiled. One
 small memo stays in /tmp whatever the variables say: whether padding a matmul pays
 (inductor's pad_mm, timed on a GPU), which torch 2.13 keeps under its default directory only.
 """
@@ -84,29 +86,37 @@ def quiet_inductor_notes() -> None:
 class CompileCache:
     """Where this run's compilations are cached, and what was there before it began."""
 
-    path: Path | None  # None: inductor's default place (a run on object storage)
+    path: Path
     files: int  # files the cache held when the run opened it (rank 0 counts; 0 elsewhere)
-    chosen_by: str  # "run directory", "TORCHINDUCTOR_CACHE_DIR" or "inductor's default"
+    chosen_by: str  # "run directory" or "TORCHINDUCTOR_CACHE_DIR"
+    mirror: str | None = None  # where a run on object storage keeps it (the archive's URL)
     _previous: dict[str, str | None] = field(default_factory=dict)
 
     @classmethod
-    def open(cls, run_path: Path | None, main: bool) -> CompileCache:
-        """Point inductor at `run_path`/compile-cache (None: leave its default), before the
-        first compilation; `close` puts the variables back. Only `main` counts the files."""
+    def open(
+        cls,
+        run_path: Path,
+        main: bool,
+        mirror: tuple[str, Callable[[Path], None]] | None = None,
+    ) -> CompileCache:
+        """Point inductor at `run_path`/compile-cache before the first compilation; `close`
+        puts the variables back. Only `main` counts the files. `mirror`: the URL that keeps
+        the cache of a run on object storage, and what fills the folder from it first."""
         if _set_by_user(INDUCTOR_VARIABLE):
             path = Path(os.environ[INDUCTOR_VARIABLE])
             return cls(path, _count_files(path) if main else 0, INDUCTOR_VARIABLE)
-        if run_path is None:
-            return cls(None, 0, "inductor's default")
         path = (run_path / COMPILE_CACHE_DIR).absolute()
         previous = {name: os.environ.get(name) for name in (INDUCTOR_VARIABLE, TRITON_VARIABLE)}
-        files = _count_files(path) if main else 0
         path.mkdir(parents=True, exist_ok=True)
+        if mirror is not None:
+            mirror[1](path)
+        files = _count_files(path) if main else 0
         os.environ[INDUCTOR_VARIABLE] = str(path)
         if not _set_by_user(TRITON_VARIABLE):
             os.environ[TRITON_VARIABLE] = str(path / "triton")
         _clear_inductor_memos()
-        return cls(path, files, "run directory", previous)
+        url = mirror[0] if mirror is not None else None
+        return cls(path, files, "run directory", url, previous)
 
     @property
     def warm(self) -> bool:
@@ -114,12 +124,12 @@ class CompileCache:
 
     def line(self) -> str:
         """The set-up log's line: where, and whether an earlier run's compilations are there."""
-        if self.path is None:
-            return (
-                "compile cache: inductor's default place on each machine (a run on object "
-                "storage keeps none in its directory)"
-            )
-        where = "" if self.chosen_by == "run directory" else f" (from {self.chosen_by})"
+        if self.chosen_by != "run directory":
+            where = f" (from {self.chosen_by})"
+        elif self.mirror is not None:
+            where = f", kept at {self.mirror}"
+        else:
+            where = ""
         if self.warm:
             state = (
                 f"warm, {self.files:,} files: what an earlier run compiled (and tuned) for the "

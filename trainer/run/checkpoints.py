@@ -72,6 +72,9 @@ _CHECKPOINT_FILE = re.compile(rf"{CHECKPOINTS_DIR}/step-[0-9]{{8}}\.pt")
 # --overwrite keeps them for the next run here (what they hold is keyed by its graphs), and
 # nothing deletes them.
 COMPILE_CACHE_DIR = "compile-cache"
+# The same cache on object storage: one archive at OUTPUT/compile-cache.tar (remote.py), kept
+# as the folder is.
+COMPILE_CACHE_ARCHIVE = "compile-cache.tar"
 # A checkpoint or `latest` write that never reached its rename (a kill, a full disk): only in
 # a local run directory (a run on object storage uploads whole files, never these).
 _TEMPORARY = re.compile(r"\.tmp-[0-9a-f]{32}-(?:step-[0-9]{8}\.pt|" + re.escape(LATEST_FILE) + ")")

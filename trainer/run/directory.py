@@ -108,10 +108,13 @@ class RunDirectory:
 
     def open_compile_cache(self, main: bool) -> CompileCache:
         """torch.compile's caches pointed at `compile-cache/` here, before the first
-        compilation (a run on object storage: inductor's default place, as staging goes)."""
+        compilation (a run on object storage: in staging, filled from and mirrored to the
+        URL's archive)."""
         if self._compile_cache is None:
-            local = self.path if self.remote is None else None
-            self._compile_cache = CompileCache.open(local, main)
+            mirror = None
+            if self.remote is not None:
+                mirror = (self.remote.compile_cache_url, self.remote.fetch_compile_cache)
+            self._compile_cache = CompileCache.open(self.path, main, mirror)
         return self._compile_cache
 
     def check_lock(self) -> None:

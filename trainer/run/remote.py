@@ -13,13 +13,24 @@ earlier run there needs --resume or --overwrite, and --overwrite refuses a prefi
 anything no run writes. --resume first downloads `latest`, the checkpoint it names and the
 metrics into staging (every rank: each reads the checkpoint).
 
+Under --compile, torch.compile's caches (trainer/compiling.py) go where a local run keeps
+them, staging's `compile-cache/`, and the URL keeps them as one archive,
+`compile-cache.tar`: each rank unpacks it there before the first compilation (a requeued
+job on a fresh machine loads what the first one compiled and tuned, instead of tuning
+again), and rank 0 uploads it again at each mirror where its files changed. Like the local
+folder it is the run's own, yet not a run file: --overwrite keeps it. An archive that
+cannot be unpacked is said in one line and replaced: a cache only ever saves time.
+
 Every write to the URL (an upload, a delete) is preceded by `guard`, the run lock's check
 (trainer/run/lock.py): a trainer that lost its lock while it stalled writes nothing more.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import shutil
+import tarfile
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,8 +44,17 @@ from schemas.checkpoint import (
     LATEST_MAX_BYTES,
     parse_latest,
 )
-from trainer.run.checkpoints import CheckpointError, is_checkpoint_file, is_run_file
+from trainer.run.checkpoints import (
+    COMPILE_CACHE_ARCHIVE,
+    CheckpointError,
+    is_checkpoint_file,
+    is_run_file,
+)
 from trainer.run.lock import LOCK_FILE
+
+_LOG = logging.getLogger(__name__)
+# A file of the compile cache as a mirror compares it: (path in the cache, bytes, mtime).
+_CacheFile = tuple[str, int, int]
 
 
 def _latest_name(pointer: Path, where: str) -> str:
@@ -48,6 +68,18 @@ def _latest_name(pointer: Path, where: str) -> str:
 
 def _is_run_file(name: str) -> bool:
     return is_run_file(name, local=False)
+
+
+def _cache_files(directory: Path) -> tuple[_CacheFile, ...]:
+    found = []
+    for path in directory.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            with contextlib.suppress(FileNotFoundError):  # renamed away since the listing
+                status = path.stat()
+                found.append(
+                    (path.relative_to(directory).as_posix(), status.st_size, status.st_mtime_ns)
+                )
+    return tuple(sorted(found))
 
 
 def _is_mirrored(name: str) -> bool:
@@ -64,6 +96,8 @@ class RemoteRun:
     keep: int  # --keep-checkpoints: the URL keeps as many as a local run directory would
     uploaded: set[str] = field(default_factory=set)  # checkpoint names on the URL
     guard: Callable[[], None] | None = None  # raises if this run may no longer write
+    compile_cache: Path | None = None  # staging's compile-cache/, mirrored as one archive
+    _cache_files: tuple[_CacheFile, ...] = ()  # its files when last unpacked or uploaded
 
     @classmethod
     def open(cls, url: str, keep: int, guard: Callable[[], None] | None = None) -> RemoteRun:
@@ -99,7 +133,7 @@ class RemoteRun:
                 "it, or --overwrite to start over (deletes only its checkpoints, metrics and "
                 "event files)"
             )
-        foreign = [n for n in names if not _is_run_file(n)]
+        foreign = [n for n in names if not _is_run_file(n) and n != COMPILE_CACHE_ARCHIVE]
         if foreign:
             raise CheckpointError(
                 f"--overwrite: {where} also holds {foreign[0]}, which no training run writes; "
@@ -161,6 +195,56 @@ class RemoteRun:
             self._may_write()
             objects.delete(self._url(f"{CHECKPOINTS_DIR}/{name}"))
             self.uploaded.discard(name)
+        self._push_compile_cache()
+
+    @property
+    def compile_cache_url(self) -> str:
+        """Where the URL keeps the compile cache, as the log shows it."""
+        return storage.redact(self._url(COMPILE_CACHE_ARCHIVE))
+
+    def fetch_compile_cache(self, directory: Path) -> None:
+        """Unpack the URL's compile-cache archive into `directory` (none there: it stays as
+        it is), and mirror `directory` from now on."""
+        self.compile_cache = directory
+        url = self._url(COMPILE_CACHE_ARCHIVE)
+        with tempfile.TemporaryDirectory(dir=self.staging) as scratch:
+            archive, unpacked = Path(scratch, COMPILE_CACHE_ARCHIVE), Path(scratch, "unpacked")
+            try:
+                objects.download(url, archive)
+            except FileNotFoundError:
+                return
+            try:
+                with tarfile.open(archive) as tar:
+                    tar.extractall(unpacked, filter="data")  # nothing outside, no devices
+            except tarfile.TarError as error:
+                _LOG.warning(
+                    "%s: not a compile cache this trainer can unpack (%s): the run compiles "
+                    "from scratch and replaces it",
+                    storage.redact(url),
+                    error,
+                )
+                return
+            shutil.copytree(unpacked, directory, dirs_exist_ok=True)
+        self._cache_files = _cache_files(directory)
+
+    def _push_compile_cache(self) -> None:
+        """Upload the compile cache as one archive if its files changed since it was
+        unpacked or last uploaded (the first steps compile, the first evaluation too)."""
+        if self.compile_cache is None:
+            return
+        files = _cache_files(self.compile_cache)
+        if files == self._cache_files:
+            return
+        with tempfile.TemporaryDirectory(dir=self.staging) as scratch:
+            archive = Path(scratch, COMPILE_CACHE_ARCHIVE)
+            with tarfile.open(archive, "w") as tar:
+                for name, _, _ in files:
+                    # Inductor renames its temporaries into place: one may be gone already.
+                    with contextlib.suppress(FileNotFoundError):
+                        tar.add(self.compile_cache / name, arcname=name, recursive=False)
+            self._may_write()
+            objects.upload(archive, self._url(COMPILE_CACHE_ARCHIVE))
+        self._cache_files = files
 
     def close(self) -> None:
         shutil.rmtree(self.staging, ignore_errors=True)
