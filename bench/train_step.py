@@ -101,7 +101,7 @@ from trainer.compiling import compiled  # the trainer's torch.compile
 from trainer.config import dropout_overrides  # the flags' rates as BertConfig fields
 from trainer.data import DataConfigError
 from trainer.export import hf_config  # transformers' config.json for the same model
-from trainer.fp8 import convert_to_fp8
+from trainer.fp8 import convert_to_fp8, cpu_products
 from trainer.metrics import peak_flops
 from trainer.model import (
     MODEL_SIZES,
@@ -449,7 +449,8 @@ def main(argv: list[str] | None = None) -> int:
     results: list[RowResult] = []
     for spec in specs:
         try:
-            result = run_row(spec, datasets[spec.bucket_window], args, device, peak)
+            with cpu_products(spec.fp8, device):  # as `bertkit train` runs FP8 on a CPU
+                result = run_row(spec, datasets[spec.bucket_window], args, device, peak)
         except Exception as error:  # noqa: BLE001 - an OOM or a compile failure: run the rest
             first_line = str(error).splitlines()[0] if str(error) else ""
             message = f"{type(error).__name__}: {first_line}"

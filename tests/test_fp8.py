@@ -1,7 +1,8 @@
 """`bertkit train --fp8` (trainer/fp8.py): which Linears torchao's Float8Linear takes, that
 they keep the model's Parameters, that their FP8 products are the exact products where the
 inputs are exact in e4m3, that a run trains close to fp32 and resumes without FP8, and the
-refusals. torchao's float8 path runs on torch's own CPU `_scaled_mm` here."""
+refusals. torchao's float8 path runs on torch's own CPU `_scaled_mm` here, emulated, as a
+CPU run's does (`cpu_products`)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from pipelines.inspect.checkpoints import describe_checkpoints, find_checkpoints
 from tests.test_precision import COMMON, literal_tiny, train_losses
 from trainer import train
 from trainer.config import TrainConfig
-from trainer.fp8 import convert_to_fp8, fp8_layers, fp8_problem
+from trainer.fp8 import convert_to_fp8, cpu_products, fp8_layers, fp8_problem
 from trainer.model import BertForPreTraining, config_for
 
 ENCODER = ("qkv", "attention_output", "intermediate", "output")
@@ -101,20 +102,36 @@ def test_fp8_products_of_e4m3_exact_values_are_exact(recipe: str) -> None:
     assert convert_to_fp8(model, recipe, "all") == ["layers.0.qkv"]
     inputs = torch.randint(-2, 3, (8, 32), generator=generator).float().requires_grad_()
     upstream = torch.randint(-2, 3, (8, 16), generator=generator).float()
-    output = model.layers[0].qkv(inputs)
+    with cpu_products(recipe, torch.device("cpu")):
+        output = model.layers[0].qkv(inputs)
+        output.backward(upstream)
     torch.testing.assert_close(output, inputs @ layer.weight.T + layer.bias, atol=0, rtol=0)
-    output.backward(upstream)
     torch.testing.assert_close(inputs.grad, upstream @ layer.weight, atol=0, rtol=0)
     torch.testing.assert_close(layer.weight.grad, upstream.T @ inputs.detach(), atol=0, rtol=0)
+
+
+def test_an_fp8_run_on_the_cpu_turns_onednn_off_for_its_products_only() -> None:
+    # oneDNN's FP8 matmul on an AMX CPU is its reference kernel: slow, and rounded otherwise.
+    assert torch.backends.mkldnn.enabled
+    with cpu_products("tensorwise", torch.device("cpu")):
+        assert not torch.backends.mkldnn.enabled
+    assert torch.backends.mkldnn.enabled
+    with pytest.raises(RuntimeError), cpu_products("rowwise", torch.device("cpu")):
+        raise RuntimeError("a failed step")
+    assert torch.backends.mkldnn.enabled
+    for recipe, device in (("off", "cpu"), ("rowwise", "cuda")):
+        with cpu_products(recipe, torch.device(device)):
+            assert torch.backends.mkldnn.enabled
 
 
 @pytest.mark.parametrize(("recipe", "cosine"), [("tensorwise", 0.995), ("rowwise", 0.998)])
 def test_the_fp8_model_is_close_to_fp32_and_not_equal(recipe: str, cosine: float) -> None:
     plain, fp8 = literal_tiny(), literal_tiny()
     convert_to_fp8(fp8, recipe, "all")
-    losses = [model(*literal_batch()).loss for model in (plain, fp8)]
-    for loss in losses:
-        loss.backward()
+    with cpu_products(recipe, torch.device("cpu")):
+        losses = [model(*literal_batch()).loss for model in (plain, fp8)]
+        for loss in losses:
+            loss.backward()
     assert losses[1].item() != losses[0].item()  # FP8 products really ran
     assert losses[1].item() == pytest.approx(losses[0].item(), abs=2e-3)
     for (name, a), b in zip(plain.named_parameters(), fp8.parameters(), strict=True):

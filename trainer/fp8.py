@@ -20,7 +20,8 @@ own precision.
   unchanged, and a run may switch FP8 on or off at a resume.
 - Where: a GPU of compute capability 8.9 or newer (Ada, Hopper, Blackwell), in bf16 or fp32;
   fp16 autocast is refused (every such GPU has bf16). On the CPU, torch's own `_scaled_mm`
-  computes the same FP8 numerics slowly: for tests and dry runs of a GPU job's flags.
+  computes the same FP8 numerics slowly (`cpu_products`): for tests and dry runs of a GPU
+  job's flags.
 - FP8 is not the plain step's equal: each product is rounded to 3 mantissa bits before it
   is accumulated, so the default is off and the flag an explicit choice.
 """
@@ -73,6 +74,27 @@ def _torchao(module: str = "torchao.float8") -> Any:
     """A torchao module, imported quietly (`_quiet`)."""
     with _quiet():
         return importlib.import_module(module)
+
+
+@contextlib.contextmanager
+def cpu_products(recipe: str, device: torch.device) -> Iterator[None]:
+    """Within it, an FP8 run on the CPU multiplies through torch's emulated `_scaled_mm`.
+
+    On a CPU with AMX, torch hands FP8 products to oneDNN, whose FP8 matmul there is its
+    reference kernel: hundreds of times slower than torch's emulation (upcast to fp32,
+    multiply, scale), with the scales applied in another order, so products that are exact
+    in the emulation come out rounded. oneDNN's switch is process-wide; it is off only for
+    the run (a CPU run of fp32 products takes BLAS, not oneDNN) and restored after it. A
+    GPU run, or one without --fp8, is left as it is."""
+    if recipe == "off" or device.type != "cpu":
+        yield
+        return
+    enabled = torch.backends.mkldnn.enabled
+    torch.backends.mkldnn.enabled = False
+    try:
+        yield
+    finally:
+        torch.backends.mkldnn.enabled = enabled
 
 
 def fp8_problem(recipe: str, precision: str, device: torch.device) -> str | None:

@@ -83,6 +83,7 @@ from trainer import distributed
 from trainer.collate import to_device  # the trainer's compile padding
 from trainer.config import TrainConfig
 from trainer.evaluate import EvalResult, MixEvalResult, evaluate, evaluate_sources
+from trainer.fp8 import cpu_products
 from trainer.mix import drawn_per_source
 from trainer.model import batch_flops
 from trainer.preemption import PREEMPTED_EXIT_CODE, StopRequest, signal_name
@@ -193,7 +194,8 @@ def train(config: TrainConfig) -> dict[str, Any]:
     with StopRequest() as stop_request:
         env = distributed.setup(config.device)
         try:
-            result = _train(config, env, stop_request)
+            with cpu_products(config.fp8, env.device):
+                result = _train(config, env, stop_request)
             # Every rank done with the run (rank 0's last upload and the lock given back)
             # before any takes its process group down: a Gloo rank that destroyed its group
             # and exited while another still held theirs was seen to abort at exit
