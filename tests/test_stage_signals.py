@@ -52,6 +52,12 @@ def test_a_signal_stops_a_stage_with_one_line(tmp_path, number, to_group, extra)
     try:
         first = process.stderr.readline()
         assert first.startswith("wikipedia | read "), first
+        # Stopped part-way: once its workers have begun the output (on a loaded machine the
+        # first progress line can come before their first write).
+        began = time.monotonic()
+        while not output.is_dir():
+            assert time.monotonic() - began < HANG, "the stage never began its output"
+            time.sleep(0.02)
         sent = time.monotonic()
         if to_group:
             os.killpg(process.pid, number)
@@ -75,7 +81,6 @@ def test_a_signal_stops_a_stage_with_one_line(tmp_path, number, to_group, extra)
     assert process.returncode == 128 + number
     assert took < 5.0
     assert not (output / "_manifest.json").exists()
-    assert output.is_dir()  # it was stopped part-way, its output begun
 
 
 @pytest.mark.parametrize("number", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
@@ -114,4 +119,20 @@ def test_a_signal_to_a_remote_launch_says_the_job_may_run_on(monkeypatch):
         "interrupted (SIGINT): the job may still be running on its runner, and writes its "
         "manifest in --output gs://b/docs only if it finishes; cancel it there (gcloud "
         "dataflow jobs cancel ID) if it should stop"
+    )
+
+
+def test_a_stage_stopped_before_its_first_write_needs_no_overwrite(monkeypatch, tmp_path):
+    from pipelines.beam import runner
+
+    output = tmp_path / "documents"
+    monkeypatch.setattr(runner, "_stage_output", ("--output", str(output)))
+    monkeypatch.setattr(runner, "_stage_local", True)
+    assert runner.interrupted_message("SIGTERM") == (
+        f"interrupted (SIGTERM) before it wrote anything: --output {output} was not begun"
+    )
+    output.mkdir()
+    assert runner.interrupted_message("SIGTERM") == (
+        f"interrupted (SIGTERM): --output {output} is incomplete and has no manifest, so no "
+        "stage reads it: rerun with --overwrite"
     )

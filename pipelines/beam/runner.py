@@ -374,7 +374,8 @@ def _run_and_say(
 
 def interrupted_message(signal_name: str) -> str:
     """What a stage stopped by a signal says: its output, if it got as far as having one,
-    is incomplete and has no manifest, so the next stage refuses it."""
+    is incomplete and has no manifest, so the next stage refuses it. A local output the
+    stage had not begun (its workers had written nothing yet) needs no --overwrite."""
     if _stage_output is None:
         return f"interrupted ({signal_name}) before it wrote anything"
     flag, path = _stage_output
@@ -384,6 +385,8 @@ def interrupted_message(signal_name: str) -> str:
             f"writes its manifest in {flag} {path} only if it finishes; cancel it there "
             "(gcloud dataflow jobs cancel ID) if it should stop"
         )
+    if "://" not in path and not Path(path).exists():  # stopped before its first write
+        return f"interrupted ({signal_name}) before it wrote anything: {flag} {path} was not begun"
     return (
         f"interrupted ({signal_name}): {flag} {path} is incomplete and has no manifest, so "
         "no stage reads it: rerun with --overwrite"
