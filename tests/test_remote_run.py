@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -335,6 +336,29 @@ def test_a_run_on_gcs_writes_checkpoints_metrics_and_events(sample_shards, tmp_p
     assert any(n.startswith("r1/events.out.tfevents.") for n in names)
     assert blobs["r1/checkpoints/latest"] == b"step-00000004.pt\n"
     assert sorted(losses(blobs["r1/metrics.jsonl"])) == [1, 2, 3, 4]
+
+
+def test_a_run_on_s3_says_bertkit_s_lines_and_not_botocore_s(sample_shards, s3, tmp_path):
+    """The command's own stderr, as a user sees it: the storage client's INFO lines (on
+    where it found its credentials and its endpoint) are not among them."""
+    command = [*TINY, "--shards", str(sample_shards), "--max-steps", "1", "--eval-every", "0"]
+    done = subprocess.run(
+        [sys.executable, "-m", "bertkit", "train", *command, "--output", f"s3://{BUCKET}/said"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    # Each line's first words: the run's, each step's, the end's.
+    said = [" ".join(line.split()[:2]) for line in done.stderr.splitlines()]
+    assert said == [
+        f"s3://{BUCKET}/said: tiny,",
+        "step 1",
+        "step 1/1",
+        "step 1:",
+    ], done.stderr
+    assert done.stdout.startswith("trained 1 steps in "), done.stdout
 
 
 # Slow (15 s, two torchrun jobs): one process stopping and resuming on s3 is in the default

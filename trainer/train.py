@@ -448,13 +448,21 @@ def _checkpoint_payload(run: Run, rng: dict[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------- command line
 
 
+# The loggers of bertkit's modules: "bertkit.train", and each module's own name.
+LOG_NAMESPACES = ("bertkit", "trainer", "pipelines")
+
+
 def parse_arguments(argv: list[str] | None) -> TrainConfig:
     """TrainConfig's flags (pipelines.command): `--micro-batch-size` for `micro_batch_size`."""
     return parse_config(TrainConfig, argv, "bertkit train", __doc__)
 
 
 def run(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    # bertkit's own lines at INFO; other libraries' only from WARNING (botocore's INFO
+    # "Found credentials in environment variables." is not the user's news).
+    logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
+    for ours in LOG_NAMESPACES:
+        logging.getLogger(ours).setLevel(logging.INFO)
     for handler in logging.getLogger().handlers:
         handler.addFilter(storage.RedactingFilter())
     args = sys.argv[1:] if argv is None else list(argv)
