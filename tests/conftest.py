@@ -1,6 +1,7 @@
 """Shared fixtures: the embedded real sample and a local Beam runner that never downloads."""
 
 # isort: off
+import tests.support.worker_threads  # first: before torch is imported
 import tests.support.triton_interpreter  # noqa: F401  # first: before anything imports Triton
 
 # isort: on
