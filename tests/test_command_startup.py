@@ -32,7 +32,10 @@ print(json.dumps({
 
 
 def _started(mode: str, variable: str | None) -> dict:
-    env = {k: v for k, v in os.environ.items() if k != BLAS_THREADS_VARIABLE}
+    # OpenBLAS falls back to OMP_NUM_THREADS (which the test workers set): neither is given.
+    env = {
+        k: v for k, v in os.environ.items() if k not in (BLAS_THREADS_VARIABLE, "OMP_NUM_THREADS")
+    }
     if variable is not None:
         env[BLAS_THREADS_VARIABLE] = variable
     env["PYTHONPATH"] = str(Path.cwd())
