@@ -54,7 +54,7 @@ from pipelines.beam import files
 from pipelines.beam.stage_paths import StagePaths, path_problem
 from pipelines.command import flags
 from pipelines.command.interruption import StageStop, exit_code
-from pipelines.io import extras
+from pipelines.io import extras, storage
 
 Config = TypeVar("Config")
 
@@ -385,7 +385,7 @@ def interrupted_message(signal_name: str) -> str:
             f"writes its manifest in {flag} {path} only if it finishes; cancel it there "
             "(gcloud dataflow jobs cancel ID) if it should stop"
         )
-    if "://" not in path and not Path(path).exists():  # stopped before its first write
+    if not storage.is_url(path) and not Path(path).exists():  # before its first write
         return f"interrupted ({signal_name}) before it wrote anything: {flag} {path} was not begun"
     return (
         f"interrupted ({signal_name}): {flag} {path} is incomplete and has no manifest, so "
