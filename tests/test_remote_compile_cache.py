@@ -41,8 +41,7 @@ def cache_files(cache: CompileCache) -> dict[str, bytes]:
 
 def opened(url: str, main: bool = True) -> tuple[RemoteRun, CompileCache]:
     remote = RemoteRun.open(url, keep=1)
-    mirror = (remote.compile_cache_url, remote.fetch_compile_cache)
-    return remote, CompileCache.open(remote.staging, main, mirror)
+    return remote, CompileCache.open(remote.staging, main, remote.compile_cache_mirror)
 
 
 def test_the_cache_goes_to_the_url_as_one_archive_and_comes_back(s3, no_cache_variables):  # noqa: F811

@@ -111,9 +111,7 @@ class RunDirectory:
         compilation (a run on object storage: in staging, filled from and mirrored to the
         URL's archive)."""
         if self._compile_cache is None:
-            mirror = None
-            if self.remote is not None:
-                mirror = (self.remote.compile_cache_url, self.remote.fetch_compile_cache)
+            mirror = self.remote.compile_cache_mirror if self.remote is not None else None
             self._compile_cache = CompileCache.open(self.path, main, mirror)
         return self._compile_cache
 

@@ -198,9 +198,10 @@ class RemoteRun:
         self._push_compile_cache()
 
     @property
-    def compile_cache_url(self) -> str:
-        """Where the URL keeps the compile cache, as the log shows it."""
-        return storage.redact(self._url(COMPILE_CACHE_ARCHIVE))
+    def compile_cache_mirror(self) -> tuple[str, Callable[[Path], None]]:
+        """CompileCache.open's `mirror`: where the URL keeps the compile cache, as the log
+        shows it, and what fills a cache folder from there."""
+        return storage.redact(self._url(COMPILE_CACHE_ARCHIVE)), self.fetch_compile_cache
 
     def fetch_compile_cache(self, directory: Path) -> None:
         """Unpack the URL's compile-cache archive into `directory` (none there: it stays as
