@@ -458,11 +458,13 @@ def parse_arguments(argv: list[str] | None) -> TrainConfig:
 
 
 def run(argv: list[str] | None = None) -> int:
-    # bertkit's own lines at INFO; other libraries' only from WARNING (botocore's INFO
-    # "Found credentials in environment variables." is not the user's news).
-    logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
-    for ours in LOG_NAMESPACES:
-        logging.getLogger(ours).setLevel(logging.INFO)
+    # Where this command sets up logging: bertkit's own lines at INFO, other libraries' only
+    # from WARNING (botocore's INFO "Found credentials in environment variables." is not the
+    # user's news). A caller that set it up already (the demo, a program) keeps its own.
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
+        for ours in LOG_NAMESPACES:
+            logging.getLogger(ours).setLevel(logging.INFO)
     for handler in logging.getLogger().handlers:
         handler.addFilter(storage.RedactingFilter())
     args = sys.argv[1:] if argv is None else list(argv)
