@@ -125,3 +125,25 @@ def test_beams_bigquery_notice_is_dropped_and_nothing_else(tmp_path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stderr == "a warning of its own\nan error of a library\n"
     assert done.stdout == "0\n"  # no handler left behind: the stage sets up its own
+
+
+def test_a_trainer_started_for_the_cpu_imports_neither_dynamo_nor_beam(tmp_path) -> None:
+    """torch's varlen kernel is imported where a CUDA device asks for it: its module loads
+    torch._dynamo, seconds of every start of a command that trains nothing (`bertkit train
+    --help`, a refused flag, `bertkit export-hf`) on a machine that cannot run it. (A
+    training run loads it anyway, from torch's optimizer.) Nor does the trainer import Beam."""
+    report = (
+        "import sys, trainer.train, trainer.attention as a, torch;"
+        "a.varlen_obstacles(torch.device('cpu'), torch.bfloat16, 64, 0.0);"
+        "print(sorted(m for m in ('torch._dynamo', 'torch._inductor', 'apache_beam') "
+        "if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", report],
+        env={**os.environ, "PYTHONPATH": str(Path.cwd())},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert done.stdout == "[]\n"

@@ -359,7 +359,8 @@ def test_each_reason_the_varlen_kernel_cannot_run_is_named(monkeypatch):
     monkeypatch.setattr(attention, "_DEVICE_OBSTACLE", {})
     if attention.varlen_attn is not None:  # torch 2.10 and later: an H100 takes it
         assert attention.varlen_obstacles(cuda, torch.bfloat16, 64, 0.0) == []
-    monkeypatch.setattr(attention, "varlen_attn", None)
+    monkeypatch.setattr(attention, "varlen_attn", None)  # an older torch, looked up
+    monkeypatch.setattr(attention, "_VARLEN_LOOKED_UP", True)
     monkeypatch.setattr(attention, "_DEVICE_OBSTACLE", {})
     assert attention.varlen_obstacles(cuda, torch.bfloat16, 64, 0.0) == [
         f"torch {torch.__version__} has no torch.nn.attention.varlen (2.10 has)"

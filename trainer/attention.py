@@ -28,10 +28,25 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-try:  # torch 2.10 and later
-    from torch.nn.attention.varlen import varlen_attn
-except ImportError:  # an older torch: the padded attention everywhere
-    varlen_attn = None
+# torch's varlen kernel (torch 2.10 and later; None in an older torch, which attends padded
+# everywhere), imported where a CUDA device asks for it (`_device_obstacle`): the module loads
+# torch._dynamo, seconds of every command's start that a run on the CPU has no use for.
+varlen_attn: Callable[..., Tensor] | None = None
+_VARLEN_LOOKED_UP = False
+
+
+def _look_up_varlen() -> Callable[..., Tensor] | None:
+    """torch's varlen_attn, imported on the first call; None where this torch has none."""
+    global varlen_attn, _VARLEN_LOOKED_UP
+    if not _VARLEN_LOOKED_UP:
+        _VARLEN_LOOKED_UP = True
+        try:
+            from torch.nn.attention.varlen import varlen_attn as kernel
+        except ImportError:
+            kernel = None
+        varlen_attn = kernel
+    return varlen_attn
+
 
 # varlen_attn passes no dropout to the flash kernel under it, which takes one: with attention
 # dropout the varlen path calls that kernel itself (`flash_varlen`), as torch's nested-tensor
@@ -88,10 +103,10 @@ _DEVICE_OBSTACLE: dict[torch.device, str | None] = {}
 def _device_obstacle(device: torch.device) -> str | None:
     if device not in _DEVICE_OBSTACLE:
         found = None
-        if varlen_attn is None:
-            found = f"torch {torch.__version__} has no torch.nn.attention.varlen (2.10 has)"
-        elif device.type != "cuda" or not torch.cuda.is_available():
+        if device.type != "cuda" or not torch.cuda.is_available():
             found = f"torch has no varlen kernel for the {device.type} device"
+        elif _look_up_varlen() is None:
+            found = f"torch {torch.__version__} has no torch.nn.attention.varlen (2.10 has)"
         else:
             found = before_ampere(device)
         _DEVICE_OBSTACLE[device] = found
