@@ -150,6 +150,9 @@ def _data_report(shards_dir: Path, report: Path) -> int:
     return code
 
 
+EVALUATED_ALONG = 200  # steps: a shorter run is evaluated once, at its end
+
+
 def train_args(shards_dir: Path, run_dir: Path, steps: int) -> list[str]:
     """A tiny BERT (2 layers, 128 wide) on the CPU; its speed and the loader's are in
     docs/benchmarks.md (`python -m bench.train_step`, `python -m bench.loader`).
@@ -157,7 +160,10 @@ def train_args(shards_dir: Path, run_dir: Path, steps: int) -> list[str]:
     Tuned for a short run on the sample's 40,685 examples: lr 1e-3 leaves the unigram plateau
     within the run, where 5e-3 stays on it (always ","); no dropout, since the run sees each
     example about once; no loader worker, since the loader needs a small share of a core and
-    a worker process would take a core from the model.
+    a worker process would take a core from the model. The whole held-out split is evaluated
+    four times along the run, or only at the end of a run under EVALUATED_ALONG steps (a
+    quick check, as the tests run it), for whose few steps each evaluation, over more
+    sequences than the run trains on, would cost more than the training.
     """
     # --overwrite: an earlier demo's run is replaced, and only its own files are deleted.
     return [
@@ -178,7 +184,7 @@ def train_args(shards_dir: Path, run_dir: Path, steps: int) -> list[str]:
         "--dropout",
         "0",
         "--eval-every",
-        str(max(steps // 4, 1)),
+        str(steps // 4 if steps >= EVALUATED_ALONG else 0),
         "--eval-batches",
         "0",
         "--log-every",

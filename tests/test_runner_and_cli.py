@@ -4,6 +4,7 @@ import hashlib
 import subprocess
 import sys
 import zipfile
+from pathlib import Path
 
 import apache_beam as beam
 import pytest
@@ -182,6 +183,16 @@ DEMO_SHA256 = {
     "vocab/tokenizer.json": "560fec7bb84c49b9bc24b297583b19213e4667861cfb599cc36ea8889b0dffb4",
     "vocab/vocab.txt": "f6e41992062b99adce05ea2e3ffc8e40d1eefd1d3e3fe5827a21c6e7b9ce614b",
 }
+
+
+def test_the_demo_evaluates_four_times_along_a_long_run_and_at_the_end_of_a_short_one() -> None:
+    from bertkit import demo
+
+    def every(steps: int) -> str:
+        args = demo.train_args(Path("shards"), Path("run"), steps)
+        return args[args.index("--eval-every") + 1]
+
+    assert [every(steps) for steps in (1200, 200, 199, 20, 2)] == ["300", "50", "0", "0", "0"]
 
 
 def test_demo_runs_the_whole_chain_on_the_embedded_sample(tmp_path, capsys) -> None:
