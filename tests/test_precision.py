@@ -30,6 +30,8 @@ COMMON = [
     "1",
     "--eval-every",
     "0",
+    "--eval-batches",  # the end's evaluation: the first 32 held-out sequences
+    "2",
     "--dropout",
     "0",
 ]
