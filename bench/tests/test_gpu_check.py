@@ -118,8 +118,12 @@ def test_stages_and_the_budget_pick_what_runs(tmp_path):
     over = ("fp8", "fp8-rowwise", "autotune")
     assert list(runs) == [name for name in STAGES if name not in over]
     for name, limit in (("fp8", 180), ("fp8-rowwise", 180), ("autotune", 300)):
-        skipped = rf"== {name}: SKIPPED, (84|85)s of the budget left, it needs up to {limit}s"
-        assert re.search(skipped, log)
+        skipped = rf"== {name}: SKIPPED, (\d+)s of the budget left, it needs up to {limit}s"
+        found = re.search(skipped, log)
+        assert found, log
+        # What the stages before it left: their stubs take a second or less, more on a loaded
+        # machine (a full suite run beside other work failed when this asked for 84 or 85).
+        assert 60 <= int(found[1]) <= 85
     runs, log = stages_run(tmp_path / "cold", stages="autotune-warm", warm=False)
     assert runs == {}
     assert "== autotune-warm: SKIPPED, nothing in " in log
