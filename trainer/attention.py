@@ -29,13 +29,14 @@ import torch.nn.functional as F
 from torch import Tensor
 
 # torch's varlen kernel (torch 2.10 and later; None in an older torch, which attends padded
-# everywhere), imported where a CUDA device asks for it (`_device_obstacle`): the module loads
+# everywhere), imported where a CUDA device asks for it (`_device_obstacle`, and the model
+# where CUDA is available, before any compiled forward could trace it): the module loads
 # torch._dynamo, seconds of every command's start that a run on the CPU has no use for.
 varlen_attn: Callable[..., Tensor] | None = None
 _VARLEN_LOOKED_UP = False
 
 
-def _look_up_varlen() -> Callable[..., Tensor] | None:
+def look_up_varlen() -> Callable[..., Tensor] | None:
     """torch's varlen_attn, imported on the first call; None where this torch has none."""
     global varlen_attn, _VARLEN_LOOKED_UP
     if not _VARLEN_LOOKED_UP:
@@ -105,7 +106,7 @@ def _device_obstacle(device: torch.device) -> str | None:
         found = None
         if device.type != "cuda" or not torch.cuda.is_available():
             found = f"torch has no varlen kernel for the {device.type} device"
-        elif _look_up_varlen() is None:
+        elif look_up_varlen() is None:
             found = f"torch {torch.__version__} has no torch.nn.attention.varlen (2.10 has)"
         else:
             found = before_ampere(device)

@@ -50,6 +50,7 @@ from trainer.attention import (
     VARLEN,
     Unpadding,
     attention_path,
+    look_up_varlen,
     padded_attention,
     padding_share,
     varlen_usable,
@@ -266,6 +267,10 @@ class BertForPreTraining(nn.Module):
         # --unpad (trainer/attention.py UNPAD_MODES): how `encode` treats padding. Not part
         # of the config: it changes no weight and no result, only the work done.
         self.unpad = unpad
+        if torch.cuda.is_available():
+            # torch's varlen kernel, imported now: the first compiled forward must not trace
+            # the import (trainer/attention.py imports it only where CUDA may run it).
+            look_up_varlen()
         hidden = config.hidden_size
         self.embeddings = BertEmbeddings(config)
         self.layers = nn.ModuleList(BertLayer(config) for _ in range(config.num_hidden_layers))
