@@ -1,6 +1,7 @@
 """A command's start-up as a whole process (pipelines/command/startup.py): the collector
 paused while Beam is imported and the imports frozen, one BLAS thread for a Beam stage, the
-user's own setting kept, and the trainer left alone."""
+user's own setting kept, and the trainer left alone; the trainer's start without torch's
+varlen kernel (and the torch._dynamo it loads) where no CUDA device may run it."""
 
 from __future__ import annotations
 
@@ -11,9 +12,12 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 import bertkit.cli
 from pipelines.command.startup import BLAS_THREADS_VARIABLE
+from trainer import attention
+from trainer.model import BertConfig, BertForPreTraining
 
 # Imports a stage's module as `python -m pipelines.wikipedia` does, then reports what the
 # process looks like: its threads (numpy's OpenBLAS pool among them), the variable, the GC.
@@ -147,3 +151,17 @@ def test_a_trainer_started_for_the_cpu_imports_neither_dynamo_nor_beam(tmp_path)
         check=True,
     )
     assert done.stdout == "[]\n"
+
+
+def test_a_model_built_where_cuda_is_available_imports_the_varlen_kernel_first(monkeypatch):
+    """Where CUDA may run torch's varlen kernel the model imports it as it is built, so the
+    first compiled forward never traces the import; on the CPU nothing imports it."""
+    from torch.nn.attention.varlen import varlen_attn
+
+    config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2)
+    for available, found in ((False, None), (True, varlen_attn)):
+        monkeypatch.setattr(attention, "varlen_attn", None)
+        monkeypatch.setattr(attention, "_VARLEN_LOOKED_UP", False)
+        monkeypatch.setattr(torch.cuda, "is_available", lambda available=available: available)
+        BertForPreTraining(config)
+        assert (attention._VARLEN_LOOKED_UP, attention.varlen_attn) == (available, found)

@@ -647,17 +647,3 @@ def test_unpad_on_with_attention_dropout_attends_through_the_flash_kernel(monkey
     with torch.no_grad():
         unpadded.eval()(*literal_batch())
     assert varlen == [16, 16] and len(flash) == 2
-
-
-def test_a_model_built_where_cuda_is_available_imports_the_varlen_kernel_first(monkeypatch):
-    """Where CUDA may run torch's varlen kernel the model imports it as it is built, so the
-    first compiled forward never traces the import; on the CPU nothing imports it."""
-    from torch.nn.attention.varlen import varlen_attn
-
-    config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2)
-    for available, found in ((False, None), (True, varlen_attn)):
-        monkeypatch.setattr(attention, "varlen_attn", None)
-        monkeypatch.setattr(attention, "_VARLEN_LOOKED_UP", False)
-        monkeypatch.setattr(torch.cuda, "is_available", lambda available=available: available)
-        BertForPreTraining(config)
-        assert (attention._VARLEN_LOOKED_UP, attention.varlen_attn) == (available, found)
