@@ -104,13 +104,17 @@ def test_every_stage_runs_the_row_it_is_there_for(tmp_path):
 def test_stages_and_the_budget_pick_what_runs(tmp_path):
     runs, _ = recorded_run(tmp_path / "picked", stages="e2e512-unpad bench128")
     assert list(runs) == ["bench128", "e2e512-unpad"]
-    runs, log = recorded_run(tmp_path / "spent", budget="90")
+    runs, log = recorded_run(tmp_path / "spent", budget="99")
     # e2e128 needs 120 s left, the unpadded and no-dropout runs 100 s; the others 75 s
-    assert list(runs) == ["bench128", "e2e512", "e2e512-ad0"]
+    assert list(runs) == ["bench128", "e2e512", "e2e512-ad0"], log
     over = [("e2e128", 240)] + [(n, 200) for n in STAGES[4:]]
     for name, limit in over:
-        skipped = rf"== {name}: SKIPPED, (89|90)s of the budget left, it needs up to {limit}s"
-        assert re.search(skipped, log)
+        skipped = rf"== {name}: SKIPPED, (\d+)s of the budget left, it needs up to {limit}s"
+        found = re.search(skipped, log)
+        assert found, log
+        # What the stages before it left: their stubs take a second or less, more on a loaded
+        # machine (CI's run once took 3 s for them when this asked for 89 or 90 of 90).
+        assert 75 <= int(found[1]) <= 99
 
 
 @pytest.mark.slow
