@@ -6,7 +6,6 @@ import sys
 import zipfile
 from pathlib import Path
 
-import apache_beam as beam
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
@@ -27,6 +26,19 @@ def test_local_runner_is_fnapi_not_prism() -> None:
     assert not is_local(PipelineOptions(["--runner", "DataflowRunner"]))
 
 
+def test_a_pipeline_never_run_leaves_no_temporary_folder(tmp_path) -> None:
+    pipeline = make_pipeline(PipelineOptions([]))
+    folder = Path(pipeline.local_tempdir)
+    assert folder.is_dir()
+    del pipeline
+    assert not folder.exists()
+    with pytest.raises(ValueError, match="refused"), make_pipeline(PipelineOptions([])) as p:
+        folder = Path(p.local_tempdir)
+        raise ValueError("refused while the graph was built")
+    del p
+    assert not folder.exists()
+
+
 def test_several_in_memory_workers_is_refused_with_the_fix() -> None:
     with pytest.raises(ValueError, match="--direct_running_mode multi_processing"):
         make_pipeline(PipelineOptions(["--direct_num_workers", "2"]))
@@ -38,7 +50,7 @@ def _transform_names(flags: list[str], tmp_path) -> set[str]:
     from pipelines.wikipedia.transforms import ExtractArticles
 
     options = PipelineOptions(flags)
-    pipeline = make_pipeline(options) if is_local(options) else beam.Pipeline(options=options)
+    pipeline = make_pipeline(options)
     config = WikipediaConfig(input=["dump.xml.bz2"], output=str(tmp_path))
     _ = pipeline | "Extract" >> ExtractArticles(["dump.xml.bz2"], str(tmp_path), config)
     proto = pipeline.to_runner_api()

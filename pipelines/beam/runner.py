@@ -34,9 +34,11 @@ import errno
 import logging
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
+import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
@@ -186,7 +188,17 @@ def spread_over_workers(pcoll: beam.PCollection, label: str) -> beam.PCollection
 
 
 def make_pipeline(options: PipelineOptions) -> beam.Pipeline:
-    """A Pipeline on the runner the options name, prepared as that runner needs."""
+    """A Pipeline on the runner the options name, prepared as that runner needs, whose
+    local temporary folder goes with it: Beam removes its `beam-pipeline-temp*` folder only
+    at the end of `run()`, so a pipeline built and never run (a stage refusing its input
+    while it builds the graph, a graph only inspected) left one behind in the system's
+    temporary directory."""
+    pipeline = _runner_pipeline(options)
+    weakref.finalize(pipeline, shutil.rmtree, pipeline.local_tempdir, True)
+    return pipeline
+
+
+def _runner_pipeline(options: PipelineOptions) -> beam.Pipeline:
     if is_local(options):
         from apache_beam.runners.portability.fn_api_runner import fn_runner
 
