@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import json
 import re
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -332,9 +333,16 @@ def test_a_template_on_gcs_is_launched_from_where_it_was_written(capsys):
     )
 
 
-def test_without_an_image_bertkit_s_wheel_is_staged_without_torch(gcs, gcs_inputs, tmp_path):
+def test_without_an_image_bertkit_s_wheel_is_staged_without_torch(
+    gcs, gcs_inputs, tmp_path, monkeypatch
+):
+    system_tmp = tmp_path / "system-tmp"  # what tempfile takes for the system's
+    system_tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(system_tmp))
     code, job, _, staged, _ = translate(gcs, "wikipedia", gcs_inputs["wikipedia"], tmp_path)
     assert code == 0
+    # Neither the wheel's folder nor Beam's own (its stager's, its pipeline's) is left.
+    assert list(system_tmp.iterdir()) == []
     (pool,) = job["environment"]["workerPools"]
     packages = [package["name"] for package in pool["packages"]]
     wheels = [name for name in packages if name.endswith(".whl")]

@@ -1,6 +1,7 @@
 """Runner choice, Dataflow packaging and the `bertkit` command line."""
 
 import hashlib
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -108,11 +109,12 @@ def test_wheel_for_dataflow_workers_holds_the_packages(tmp_path) -> None:
 
 def test_dataflow_gets_the_wheel_unless_the_user_ships_code() -> None:
     options = PipelineOptions(["--runner", "DataflowRunner"])
-    ensure_project_shipped(options)
+    folder = ensure_project_shipped(options)
     (shipped,) = options.view_as(SetupOptions).extra_packages
-    assert shipped.endswith(".whl")
+    assert shipped.endswith(".whl") and Path(shipped).parent == Path(folder)
+    shutil.rmtree(folder)  # the caller's to remove (make_pipeline ties it to the pipeline)
     own = PipelineOptions(["--runner", "DataflowRunner", "--setup_file", "./setup.py"])
-    ensure_project_shipped(own)
+    assert ensure_project_shipped(own) is None
     assert own.view_as(SetupOptions).extra_packages is None
 
 

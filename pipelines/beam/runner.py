@@ -188,17 +188,9 @@ def spread_over_workers(pcoll: beam.PCollection, label: str) -> beam.PCollection
 
 
 def make_pipeline(options: PipelineOptions) -> beam.Pipeline:
-    """A Pipeline on the runner the options name, prepared as that runner needs, whose
-    local temporary folder goes with it: Beam removes its `beam-pipeline-temp*` folder only
-    at the end of `run()`, so a pipeline built and never run (a stage refusing its input
-    while it builds the graph, a graph only inspected) left one behind in the system's
-    temporary directory."""
-    pipeline = _runner_pipeline(options)
-    weakref.finalize(pipeline, shutil.rmtree, pipeline.local_tempdir, True)
-    return pipeline
-
-
-def _runner_pipeline(options: PipelineOptions) -> beam.Pipeline:
+    """A Pipeline on the runner the options name, prepared as that runner needs, that leaves
+    nothing in the system's temporary directory (`ScratchPipeline`)."""
+    shipped = None
     if is_local(options):
         from apache_beam.runners.portability.fn_api_runner import fn_runner
 
@@ -215,12 +207,68 @@ def _runner_pipeline(options: PipelineOptions) -> beam.Pipeline:
         if direct.direct_running_mode == "multi_processing":
             from pipelines.beam.worker_processes import WorkerProcessesRunner
 
-            return beam.Pipeline(runner=WorkerProcessesRunner(), options=options)
-        return beam.Pipeline(runner=fn_runner.FnApiRunner(), options=options)
-    runner = str(options.view_as(StandardOptions).runner).lower()
-    if "dataflow" in runner:
-        ensure_project_shipped(options)
-    return beam.Pipeline(options=options)
+            runner = WorkerProcessesRunner()
+        else:
+            runner = fn_runner.FnApiRunner()
+        pipeline = ScratchPipeline(runner=runner, options=options)
+    else:
+        if "dataflow" in str(options.view_as(StandardOptions).runner).lower():
+            shipped = ensure_project_shipped(options)
+        pipeline = ScratchPipeline(options=options)
+    pipeline.own(pipeline.local_tempdir)
+    if shipped is not None:
+        pipeline.own(shipped)
+    return pipeline
+
+
+class ScratchPipeline(beam.Pipeline):
+    """Beam's Pipeline, run in a scratch folder of its own that goes when the `with` block
+    ends. Beam leaves folders behind in the system's temporary directory: its
+    `beam-pipeline-temp*`, removed only at the end of `run()`, so not when a stage refuses
+    its input while building the graph; and on Dataflow or the portable runner, a folder per
+    launch holding `submission_environment_dependencies.txt` (its stager's, never removed).
+    Inside the block, Python's `tempfile` makes everything in the scratch folder; the
+    folders made before it (the `beam-pipeline-temp*` folder made with the pipeline, the
+    wheel shipped to Dataflow's workers by `ensure_project_shipped`) are `own`ed: removed
+    when the block ends, or with the pipeline object if it never runs."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._scratch: str | None = None
+        self._tempdir_before: str | None = None
+        self._owned: list[weakref.finalize] = []
+
+    def own(self, folder: str) -> None:
+        """Remove `folder` when the `with` block ends, or with this object if it never does."""
+        self._owned.append(weakref.finalize(self, _remove, folder))
+
+    def __enter__(self) -> ScratchPipeline:
+        self._tempdir_before = tempfile.tempdir
+        self._scratch = tempfile.mkdtemp(prefix="bertkit-beam-")
+        tempfile.tempdir = self._scratch
+        try:
+            return super().__enter__()
+        except BaseException:
+            self._leave_scratch()
+            raise
+
+    def __exit__(self, *exc_info) -> None:
+        try:
+            super().__exit__(*exc_info)
+        finally:
+            self._leave_scratch()
+
+    def _leave_scratch(self) -> None:
+        tempfile.tempdir = self._tempdir_before
+        if self._scratch is not None:
+            _remove(self._scratch)
+            self._scratch = None
+        for removal in self._owned:
+            removal()  # a finalizer runs once: never again when the object goes
+
+
+def _remove(folder: str) -> None:
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def submitted_only(options: PipelineOptions) -> bool:
@@ -283,14 +331,22 @@ def _launch_advice(cloud: GoogleCloudOptions) -> str:
     )
 
 
-def ensure_project_shipped(options: PipelineOptions) -> None:
-    """Make sure Dataflow workers can import bertkit: ship a freshly built wheel."""
+def ensure_project_shipped(options: PipelineOptions) -> str | None:
+    """Make sure Dataflow workers can import bertkit: ship a freshly built wheel. The
+    temporary folder it was built in, for the caller to remove once the job is staged; None
+    where the user ships the code."""
     setup = options.view_as(SetupOptions)
     if setup.setup_file or setup.extra_packages or _has_container_image(options):
-        return
-    wheel = build_wheel(Path(tempfile.mkdtemp(prefix="bertkit-wheel-")))
+        return None
+    folder = tempfile.mkdtemp(prefix="bertkit-wheel-")
+    try:
+        wheel = build_wheel(Path(folder))
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
     _LOG.info("shipping %s to the Dataflow workers", wheel)
     setup.extra_packages = [str(wheel)]
+    return folder
 
 
 def _has_container_image(options: PipelineOptions) -> bool:
