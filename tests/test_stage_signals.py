@@ -12,11 +12,13 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from pipelines.command.interruption import StageStop
 from tests.support.launch import python_command
 from tests.test_exits import session_alive
 
@@ -136,3 +138,39 @@ def test_a_stage_stopped_before_its_first_write_needs_no_overwrite(monkeypatch, 
         f"interrupted (SIGTERM): --output {output} is incomplete and has no manifest, so no "
         "stage reads it: rerun with --overwrite"
     )
+
+
+def test_after_a_stop_the_threads_it_caught_say_nothing_and_later_ones_are_heard(monkeypatch):
+    """Beam's thread of a worker process the stop ended may notice it after the stage's
+    line, once the stage has restored its hooks ("Exception in thread run_worker: ...
+    Worker subprocess exited with return code -15" once followed the line in a full run)."""
+    heard: list[str] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: heard.append(args.thread.name))
+    noticed = threading.Event()
+
+    def notice_late() -> None:
+        noticed.wait(10)
+        raise RuntimeError("Worker subprocess exited with return code -15")
+
+    caught = threading.Thread(target=notice_late, name="caught")
+    caught.start()
+    stop = StageStop()
+    stop.ending = True  # as stage_main says its line: the handler raises nothing more
+    with stop:
+        stop._stop(signal.SIGTERM, None)
+    noticed.set()
+    caught.join(10)
+    later = threading.Thread(target=lambda: 1 / 0, name="later")
+    later.start()
+    later.join(10)
+    assert heard == ["later"]
+
+
+def test_without_a_stop_the_stage_gives_back_the_hook_it_found(monkeypatch):
+    def hook(args: threading.ExceptHookArgs) -> None:
+        raise AssertionError("not called")
+
+    monkeypatch.setattr(threading, "excepthook", hook)
+    with StageStop():
+        pass
+    assert threading.excepthook is hook

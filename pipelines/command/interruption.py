@@ -11,7 +11,9 @@ is untrusted by construction. What a stop needs is a clear end:
   `--direct_running_mode multi_processing`) are sent SIGTERM at once, so none of them
   finishes its bundle first;
 - from then on nothing else is said: Beam's logged tracebacks, and the errors of its
-  threads that lose their worker or connection, are held back. Another signal raises
+  threads that lose their worker or connection, are held back, also once the stage has
+  ended (a thread that was running at the stop and notices it late, as Beam's thread of a
+  worker process that SIGTERM ended does); a thread started later is heard. Another signal raises
   KeyboardInterrupt again (an exception raised in a finalizer is swallowed, and the first
   one could be lost there), until `stage_main` has caught one and is saying its line;
 - the stage ends with one line ("bertkit books: interrupted (SIGINT): --output DIR is
@@ -48,6 +50,7 @@ class StageStop:
         self.ending = False  # set by stage_main once it has caught the interruption
         self._previous: dict[int, Any] = {}
         self._excepthook = threading.excepthook
+        self._stopped_threads: frozenset[threading.Thread] = frozenset()
 
     def install(self) -> StageStop:
         if threading.current_thread() is not threading.main_thread():
@@ -65,7 +68,10 @@ class StageStop:
         for number, handler in self._previous.items():
             signal.signal(number, handler)
         self._previous.clear()
-        threading.excepthook = self._excepthook
+        if self.signal is None:
+            threading.excepthook = self._excepthook
+        else:  # the threads the stop caught may still raise: quiet for them, as it was
+            threading.excepthook = _QuietFor(self._stopped_threads, self._excepthook)
 
     def __enter__(self) -> StageStop:
         return self.install()
@@ -80,6 +86,8 @@ class StageStop:
     def _stop(self, number: int, frame: FrameType | None) -> None:
         if self.signal is None:  # the first signal decides the exit code
             self.signal = number
+            main = threading.main_thread()
+            self._stopped_threads = frozenset(t for t in threading.enumerate() if t is not main)
             threading.excepthook = _quiet_excepthook
             end_children()
         if not self.ending:
@@ -89,6 +97,18 @@ class StageStop:
 def _quiet_excepthook(args: threading.ExceptHookArgs) -> None:
     """A thread's error once the stage is stopping (a worker that ended, a closed
     connection) is a consequence of the stop, not news: nothing printed."""
+
+
+class _QuietFor:
+    """After a stopped stage: the errors of the threads the stop caught say nothing; any
+    other thread's go to the hook there was before the stage."""
+
+    def __init__(self, threads: frozenset[threading.Thread], otherwise: Any) -> None:
+        self.threads, self.otherwise = threads, otherwise
+
+    def __call__(self, args: threading.ExceptHookArgs) -> None:
+        if args.thread not in self.threads:
+            self.otherwise(args)
 
 
 # What the command line of a stage's worker process holds (pipelines/beam/worker.py).
