@@ -294,7 +294,7 @@ def test_statistics_over_20000_sequences(vocab, whole_word):
         randomised = (now != MASK) & (now != before)
         assert not np.isin(now[randomised], list(SPECIAL)).any()
         shares += [(now == MASK).sum(), (now == before).sum(), randomised.sum()]
-        if whole_word:
+        if whole_word and batch < 4:  # its rows one by one in Python: 2,000 of them
             check_whole_words(masking, original, lengths, real, positions, ids)
     shares /= shares.sum()
     # 10 % random includes the 1 in 190 draws that give the original back (counted as kept).
