@@ -27,7 +27,7 @@ def test_local_runner_is_fnapi_not_prism() -> None:
     assert not is_local(PipelineOptions(["--runner", "DataflowRunner"]))
 
 
-def test_a_pipeline_never_run_leaves_no_temporary_folder(tmp_path) -> None:
+def test_a_pipeline_never_run_leaves_no_temporary_folder() -> None:
     pipeline = make_pipeline(PipelineOptions([]))
     folder = Path(pipeline.local_tempdir)
     assert folder.is_dir()

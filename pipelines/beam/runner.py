@@ -215,7 +215,6 @@ def make_pipeline(options: PipelineOptions) -> beam.Pipeline:
         if "dataflow" in str(options.view_as(StandardOptions).runner).lower():
             shipped = ensure_project_shipped(options)
         pipeline = ScratchPipeline(options=options)
-    pipeline.own(pipeline.local_tempdir)
     if shipped is not None:
         pipeline.own(shipped)
     return pipeline
@@ -237,6 +236,7 @@ class ScratchPipeline(beam.Pipeline):
         self._scratch: str | None = None
         self._tempdir_before: str | None = None
         self._owned: list[weakref.finalize] = []
+        self.own(self.local_tempdir)
 
     def own(self, folder: str) -> None:
         """Remove `folder` when the `with` block ends, or with this object if it never does."""
@@ -342,7 +342,7 @@ def ensure_project_shipped(options: PipelineOptions) -> str | None:
     try:
         wheel = build_wheel(Path(folder))
     except BaseException:
-        shutil.rmtree(folder, ignore_errors=True)
+        _remove(folder)
         raise
     _LOG.info("shipping %s to the Dataflow workers", wheel)
     setup.extra_packages = [str(wheel)]
