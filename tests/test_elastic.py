@@ -287,6 +287,9 @@ def test_an_old_checkpoint_resumes_with_a_warning(sample_shards, tmp_path, caplo
 # --------------------------------------------------------------------------- the real thing
 
 
+# slow: torchrun, two trainers, then one (about 45 CPU-seconds); the same resume on another
+# world is checked in process above.
+@pytest.mark.slow
 def test_a_2_process_run_resumed_on_1_reads_the_uninterrupted_global_batches(
     sample_shards, tmp_path, capsys
 ):

@@ -18,6 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.support.s3server import free_port
@@ -107,6 +108,9 @@ def children(pid: int) -> list[int]:
     return found
 
 
+# slow: three launches of torchrun and two trainers (about 50 CPU-seconds); the pod script's
+# lint and the Job's schema check above stay in the default run.
+@pytest.mark.slow
 def test_the_kubernetes_pod_exits_75_when_its_trainers_stop_at_a_checkpoint(
     sample_shards, tmp_path
 ):
@@ -200,6 +204,8 @@ STUBS = {
 }
 
 
+# slow: two launches of torchrun and two trainers; the script's lint stays in the default run.
+@pytest.mark.slow
 def test_the_slurm_script_runs_two_trainers_and_requeues_at_the_time_limit_warning(
     sample_shards, tmp_path
 ):

@@ -76,6 +76,9 @@ def test_roberta_recipe_in_one_process(roberta_shards, tmp_path):
     assert checkpoint[CheckpointKey.MODEL_CONFIG]["objective"] == "mlm"
 
 
+# slow: torchrun and two trainers; the recipe in one process runs by default, and two
+# processes training in step in tests/test_train.py.
+@pytest.mark.slow
 def test_roberta_recipe_under_torchrun(roberta_shards, tmp_path):
     run_dir = tmp_path / "ddp"
     env = torchrun_env()

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
 import torch
 import transformers
 from safetensors.torch import load_file
@@ -166,6 +167,8 @@ def test_refusals_before_any_work(sample_shards, sample_vocab, tmp_path, capsys)
     assert not (tmp_path / "a" / "checkpoints").exists()
 
 
+# slow: torchrun and two trainers; the start itself is checked above in process.
+@pytest.mark.slow
 def test_two_processes_start_from_a_released_model(sample_shards, sample_vocab, tmp_path):
     original = released(tmp_path, sample_vocab)
     run = tmp_path / "run"

@@ -13,6 +13,7 @@ import logging
 import os
 import tarfile
 
+import pytest
 import torch
 import torch._dynamo
 
@@ -148,6 +149,10 @@ def test_overwrite_keeps_the_archive_and_a_prefix_holding_only_it_holds_no_run(s
             remote.close()
 
 
+# slow: two cold compilations of the tiny model (about 60 CPU-seconds); the archive's round
+# trip is checked above with the trainer's own objects, and a compiled resume that compiles
+# nothing in tests/test_compile.py.
+@pytest.mark.slow
 def test_a_resume_on_a_fresh_machine_compiles_nothing(
     sample_shards,
     s3,  # noqa: F811

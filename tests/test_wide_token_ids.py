@@ -124,6 +124,9 @@ def test_static_masks_of_a_wide_vocabulary_keep_their_labels(
     assert int(labels.max()) > 65_535 and int(labels.max()) < 70_000
 
 
+# slow: torchrun and two trainers; every reader of 4-byte shards is checked above in
+# process.
+@pytest.mark.slow
 def test_two_processes_train_on_wide_shards_of_a_released_vocabulary(
     tmp_path, sample_documents, sample_vocab
 ):
