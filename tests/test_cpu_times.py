@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.support.cpu_times import summary
+from tests.support.cpu_times import USAGE, main, summary
 
 ROOT = Path(__file__).resolve().parent.parent
 BURN = """
@@ -65,3 +65,15 @@ def test_the_summary_adds_up_files_and_ranks_tests():
         "    6.0       0.5    7.0  tests/b.py::z",
         "    1.0       4.0    3.0  tests/a.py::x",
     ]
+
+
+def test_help_and_an_unreadable_file_get_one_line(tmp_path, capsys):
+    assert main(["--help"]) == 0
+    assert capsys.readouterr().out == USAGE + "\n"
+    missing = tmp_path / "none.jsonl"
+    assert main([str(missing)]) == 2
+    assert (
+        capsys.readouterr().err == f"cpu_times: cannot read {missing}: No such file or directory\n"
+    )
+    assert main([]) == 2
+    assert capsys.readouterr().err == USAGE + "\n"

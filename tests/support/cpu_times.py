@@ -74,11 +74,21 @@ def summary(lines: list[dict], top: int = 25) -> str:
     return "\n".join(out)
 
 
+USAGE = "usage: python -m tests.support.cpu_times CPU_TIMES.jsonl"
+
+
 def main(argv: list[str]) -> int:
+    if argv in (["-h"], ["--help"]):
+        print(USAGE)
+        return 0
     if len(argv) != 1:
-        print("usage: python -m tests.support.cpu_times CPU_TIMES.jsonl", file=sys.stderr)
+        print(USAGE, file=sys.stderr)
         return 2
-    text = Path(argv[0]).read_text(encoding="utf-8")
+    try:
+        text = Path(argv[0]).read_text(encoding="utf-8")
+    except OSError as error:
+        print(f"cpu_times: cannot read {argv[0]}: {error.strerror}", file=sys.stderr)
+        return 2
     print(summary([json.loads(line) for line in text.splitlines() if line]))
     return 0
 
