@@ -386,5 +386,7 @@ def test_two_gloo_processes_train_mlm(sample_shards, tmp_path):
     assert checkpoint[CheckpointKey.MODEL_CONFIG]["objective"] == "mlm"
     assert sorted(metrics(run_dir)) == [1, 2, 3]
     assert not [k for r in metrics(run_dir).values() for k in r if "nsp" in k]
-    # Evaluated once, at the end, on both ranks' parts: 4 batches of 16 each.
-    assert metrics(run_dir, "eval")[3]["sequences"] == 2 * 4 * 16
+    # Evaluated once, at the end: --eval-batches 4 of 16 are the held-out split's first 64
+    # sequences whatever the world, 32 on each rank, summed over both
+    # (tests/test_eval_world_size.py).
+    assert metrics(run_dir, "eval")[3]["sequences"] == 4 * 16

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from pipelines.io import storage
 from pipelines.io.recorded_paths import record_path, resolve_path
+from pipelines.io.retry import exists_with_retries
 from pipelines.io.vocabulary import VocabError, Vocabulary, load_vocab
 from schemas.shards import FULL_SENTENCES, NO_MASKS, PAIRS, STATIC
 from schemas.vocab import VOCAB_FILE
@@ -112,7 +113,9 @@ def shards_vocab_dir(source: DataSource) -> str | None:
         return None
     if source.manifest_url is None:
         return str(recorded)
-    return resolve_path(str(recorded), storage.parent(source.manifest_url), VOCAB_FILE)
+    return resolve_path(
+        str(recorded), storage.parent(source.manifest_url), VOCAB_FILE, exists_with_retries
+    )
 
 
 def checkpoint_vocab_record(
@@ -122,7 +125,9 @@ def checkpoint_vocab_record(
     --output/checkpoints, a URL for a run on object storage) records it: the same sha256,
     size and casing, its path rewritten relative to the checkpoint, so `export-hf` finds the
     vocabulary wherever the run's tree is copied. `vocab`: the run's --vocab, checked
-    against that sha256 (`run_vocab`), recorded in place of the manifest's path."""
+    against that sha256 (`run_vocab`), recorded in place of the manifest's path. Made once,
+    at set-up: finding the vocabulary may ask the shards' storage, which a checkpoint must
+    not wait on nor fail by."""
     assert source.manifest is not None  # the trainer needs one
     record = dict(source.manifest.vocab)
     directory = vocab or shards_vocab_dir(source)

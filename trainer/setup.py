@@ -52,7 +52,13 @@ from trainer.precision import (
     loss_scaler,
     resolve_precision,
 )
-from trainer.recipe import DEFAULT_RECIPE, Recipe, resolve_recipe, shards_vocab_dir
+from trainer.recipe import (
+    DEFAULT_RECIPE,
+    Recipe,
+    checkpoint_vocab_record,
+    resolve_recipe,
+    shards_vocab_dir,
+)
 from trainer.released import (
     Released,
     check_vocabulary,
@@ -93,6 +99,9 @@ class Run:
     progress: ProgressLine
     meter: ThroughputMeter
     data: dict[str, Any] | None = None  # data_record(source), made once by setup
+    # The checkpoints' vocab record (trainer/recipe.py checkpoint_vocab_record), made once by
+    # setup, its URL's credentials taken out.
+    vocab_record: dict[str, Any] = field(default_factory=dict)
     recipe: Recipe = DEFAULT_RECIPE  # the objective and masking, resolved (trainer/recipe.py)
     # A mix (several --shards): its sources, each one's share by name in --shards order,
     # and the held-out split of each source that has one; None and empty for one source.
@@ -232,6 +241,9 @@ def _setup(
     run = Run(
         config=config,
         data=data,
+        vocab_record=storage.redact_values(
+            checkpoint_vocab_record(source, directory.checkpoints_url, config.vocab)
+        ),
         env=env,
         source=source,
         heldout=heldout,

@@ -87,7 +87,7 @@ from trainer.fp8 import cpu_products
 from trainer.mix import drawn_per_source
 from trainer.model import batch_flops
 from trainer.preemption import PREEMPTED_EXIT_CODE, StopRequest, signal_name
-from trainer.recipe import checkpoint_vocab_record, heldout_masking
+from trainer.recipe import heldout_masking
 from trainer.run.checkpoints import save_checkpoint
 from trainer.run.lock import RunLockLost
 from trainer.setup import Run, setup
@@ -430,10 +430,7 @@ def _checkpoint_payload(run: Run, rng: dict[str, Any]) -> dict[str, Any]:
         CheckpointKey.RNG: rng,
         CheckpointKey.TRAIN_CONFIG: storage.redact_values(config.record()),
         CheckpointKey.DATA: data,
-        # Its URL's credentials never stored.
-        CheckpointKey.VOCAB: storage.redact_values(
-            checkpoint_vocab_record(source, checkpoints, config.vocab)
-        ),
+        CheckpointKey.VOCAB: run.vocab_record,
         CheckpointKey.WORLD_SIZE: run.env.world_size,
         CheckpointKey.NUM_WORKERS: config.num_workers,
         # A released BERT the run started from (trainer/released.py): export-hf's tokenizer.

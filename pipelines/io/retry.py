@@ -55,6 +55,13 @@ def open_with_retries(url: str, policy: RetryPolicy) -> BinaryIO:
     return retry(lambda: storage.open_binary(url), url, policy, "open")
 
 
+def exists_with_retries(url: str, policy: RetryPolicy = RetryPolicy()) -> bool:
+    """storage.exists with a dropped connection, a 5xx or a cut answer tried again: a probe
+    that meets one says neither "there" nor "not there" (a cut 404 reaches the caller as
+    urllib3's ProtocolError, which boto does not retry)."""
+    return retry(lambda: storage.exists(url), url, policy, "look for")
+
+
 def retry(action: Callable[[], Any], url: str, policy: RetryPolicy, what: str) -> Any:
     delay = policy.backoff_s
     for attempt in range(1, policy.attempts + 1):

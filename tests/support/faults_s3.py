@@ -220,8 +220,15 @@ def s3_outage_campaign(
     return tally
 
 
-# The URL of the shards differs from the local path by design; the rest must not.
-S3_TRAIN_FIELDS = {"train_config": ("resume", "overwrite", "shards"), "data": ("manifest",)}
+# The URL of the shards differs from the local path by design, and so does where the
+# checkpoints record the vocabulary: the manifest's relative vocab path, taken beside the
+# manifest, names a local directory for the local shards and an object prefix for the
+# uploaded ones (pipelines/io/recorded_paths.py). The rest must not differ.
+S3_TRAIN_FIELDS = {
+    "train_config": ("resume", "overwrite", "shards"),
+    "data": ("manifest",),
+    "vocab": ("path",),
+}
 
 
 def s3_training_campaign(
