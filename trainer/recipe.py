@@ -125,15 +125,15 @@ def checkpoint_vocab_record(
     --output/checkpoints, a URL for a run on object storage) records it: the same sha256,
     size and casing, its path rewritten relative to the checkpoint, so `export-hf` finds the
     vocabulary wherever the run's tree is copied. `vocab`: the run's --vocab, checked
-    against that sha256 (`run_vocab`), recorded in place of the manifest's path. Made once,
-    at set-up: finding the vocabulary may ask the shards' storage, which a checkpoint must
-    not wait on nor fail by."""
+    against that sha256 (`run_vocab`), recorded in place of the manifest's path; a URL's
+    credentials never recorded. Made once, at set-up: finding the vocabulary may ask the
+    shards' storage, which a checkpoint must not wait on nor fail by."""
     assert source.manifest is not None  # the trainer needs one
     record = dict(source.manifest.vocab)
     directory = vocab or shards_vocab_dir(source)
     if directory is not None:
         record["path"] = record_path(directory, checkpoint_dir)
-    return record
+    return storage.redact_values(record)
 
 
 def run_vocab(config: TrainConfig, source: DataSource, masking: str = "dynamic") -> Vocabulary:

@@ -99,9 +99,7 @@ class Run:
     progress: ProgressLine
     meter: ThroughputMeter
     data: dict[str, Any] | None = None  # data_record(source), made once by setup
-    # The checkpoints' vocab record (trainer/recipe.py checkpoint_vocab_record), made once by
-    # setup, its URL's credentials taken out.
-    vocab_record: dict[str, Any] = field(default_factory=dict)
+    vocab_record: dict[str, Any] = field(default_factory=dict)  # checkpoint_vocab_record's
     recipe: Recipe = DEFAULT_RECIPE  # the objective and masking, resolved (trainer/recipe.py)
     # A mix (several --shards): its sources, each one's share by name in --shards order,
     # and the held-out split of each source that has one; None and empty for one source.
@@ -126,8 +124,7 @@ def setup(config: TrainConfig, env: distributed.Distributed) -> Run:
     the model's initialisation has drawn from them."""
     accumulation = accumulation_steps(config, env.world_size)
     precision = resolve_precision(config.precision, env.device, main=env.is_main)  # or refused
-    fp8_refused = fp8_problem(config.fp8, precision, env.device)
-    if fp8_refused:
+    if fp8_refused := fp8_problem(config.fp8, precision, env.device):
         raise ValueError(fp8_refused)
     directory = RunDirectory.open(
         config.output, config.shards, config.keep_checkpoints, main=env.is_main
@@ -241,9 +238,7 @@ def _setup(
     run = Run(
         config=config,
         data=data,
-        vocab_record=storage.redact_values(
-            checkpoint_vocab_record(source, directory.checkpoints_url, config.vocab)
-        ),
+        vocab_record=checkpoint_vocab_record(source, directory.checkpoints_url, config.vocab),
         env=env,
         source=source,
         heldout=heldout,
