@@ -11,6 +11,7 @@ where it looked for the shards' vocabulary (the slow fault campaign's training r
 from __future__ import annotations
 
 import logging
+import os
 from types import SimpleNamespace
 
 import pytest
@@ -90,3 +91,13 @@ def test_the_trainer_finds_the_shards_vocabulary_through_cut_answers(s3, monkeyp
     finally:
         proxy.stop()
     assert proxy.counts[("cut", "GET")] == 1  # the local probe of ../vocab is no GET
+
+
+def test_a_local_path_is_asked_once(tmp_path, caplog):
+    fifo = tmp_path / "vocab.txt"
+    os.mkfifo(fifo)
+    with caplog.at_level(logging.WARNING, logger="pipelines.io.retry"):
+        assert exists_with_retries(str(tmp_path / "missing.txt"), QUICK) is False
+        with pytest.raises(storage.NotAFileError, match="named pipe"):
+            exists_with_retries(str(fifo), QUICK)
+    assert caplog.messages == []

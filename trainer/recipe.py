@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 
 from pipelines.io import storage
 from pipelines.io.recorded_paths import record_path, resolve_path
-from pipelines.io.retry import exists_with_retries
 from pipelines.io.vocabulary import VocabError, Vocabulary, load_vocab
 from schemas.shards import FULL_SENTENCES, NO_MASKS, PAIRS, STATIC
 from schemas.vocab import VOCAB_FILE
@@ -113,9 +112,7 @@ def shards_vocab_dir(source: DataSource) -> str | None:
         return None
     if source.manifest_url is None:
         return str(recorded)
-    return resolve_path(
-        str(recorded), storage.parent(source.manifest_url), VOCAB_FILE, exists_with_retries
-    )
+    return resolve_path(str(recorded), storage.parent(source.manifest_url), VOCAB_FILE)
 
 
 def checkpoint_vocab_record(

@@ -31,6 +31,7 @@ import posixpath
 from collections.abc import Callable
 
 from pipelines.io import storage
+from pipelines.io.retry import exists_with_retries
 
 _FILE_SCHEME = "file://"
 
@@ -57,15 +58,15 @@ def resolve_path(
     recorded: str,
     manifest_dir: str,
     marker: str,
-    exists: Callable[[str], bool] = storage.exists,
+    exists: Callable[[str], bool] = exists_with_retries,
 ) -> str:
     """Where to read an artifact a manifest in `manifest_dir` recorded as `recorded`.
 
     `marker` is a file the artifact holds (`vocab.txt`, `_manifest.json`): a relative path is
     taken relative to the manifest when the marker is there, else as recorded when it is there
     (an older manifest's working-directory path), else relative to the manifest again, so a
-    caller's "not found" names where the artifact belongs. `exists` answers for a file path
-    (a Beam stage passes its filesystems' own)."""
+    caller's "not found" names where the artifact belongs. `exists` answers for a file path,
+    a remote one's faults retried (a Beam stage passes its filesystems' own)."""
     if storage.is_url(recorded) or os.path.isabs(recorded):
         return recorded
     beside = join_relative(manifest_dir, recorded)

@@ -56,9 +56,12 @@ def open_with_retries(url: str, policy: RetryPolicy) -> BinaryIO:
 
 
 def exists_with_retries(url: str, policy: RetryPolicy = RetryPolicy()) -> bool:
-    """storage.exists with a dropped connection, a 5xx or a cut answer tried again: a probe
-    that meets one says neither "there" nor "not there" (a cut 404 reaches the caller as
-    urllib3's ProtocolError, which boto does not retry)."""
+    """storage.exists with a remote probe's dropped connection, 5xx or cut answer tried
+    again: a probe that meets one says neither "there" nor "not there" (a cut 404 reaches the
+    caller as urllib3's ProtocolError, which boto does not retry). A local path is asked once:
+    its errors are no network fault."""
+    if not storage.is_remote(url):
+        return storage.exists(url)
     return retry(lambda: storage.exists(url), url, policy, "look for")
 
 
