@@ -10,6 +10,7 @@ what a correct exit takes."""
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.util
 import os
 import shutil
 import signal
@@ -385,3 +386,73 @@ def test_closing_a_pool_returns_when_a_dead_worker_held_torch_s_done_event_lock(
     assert not closer.is_alive(), "WorkerPool.close() waited on a lock a dead process held"
     assert time.monotonic() - started < 10
     assert not any(process.is_alive() for process in pool.processes)
+
+
+class _Tensors(torch.utils.data.IterableDataset):
+    """Tensors, which a worker passes to the trainer through a socket in multiprocessing's
+    temporary folder."""
+
+    def __iter__(self):
+        number = 0
+        while True:
+            yield torch.full((4,), number)
+            number += 1
+
+
+class _Unpicklable(torch.utils.data.IterableDataset):
+    def __iter__(self):
+        while True:
+            yield threading.Lock()
+
+
+def next_within(pool: WorkerPool, seconds: float):
+    """`next(pool)`, or an AssertionError if it has not returned in `seconds`."""
+    result: dict = {}
+
+    def read() -> None:
+        try:
+            result["batch"] = next(pool)
+        except RuntimeError as error:  # handed to the test's thread
+            result["error"] = error
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(seconds)
+    if reader.is_alive():
+        pool.close()
+        raise AssertionError(f"no batch and no error in {seconds:.0f} s: the reader hangs")
+    if "error" in result:
+        raise result["error"]
+    return result["batch"]
+
+
+def test_a_pool_after_a_closed_one_still_gets_its_batches():
+    """Closing a pool once removed the trainer's multiprocessing folder (a forked worker
+    inherits its path): the next pool's workers could not make the socket that passes a
+    tensor, and the trainer waited for their batches for ever (a full test run hung there)."""
+    temp_dir = multiprocessing.util.get_temp_dir()
+    for _ in range(2):
+        pool = WorkerPool(_Tensors(), workers=2, seed=0)
+        try:
+            assert next_within(pool, HANG).tolist() == [0, 0, 0, 0]
+        finally:
+            pool.close()
+        assert os.path.isdir(temp_dir)
+
+
+def test_a_batch_a_worker_cannot_send_ends_the_read_with_the_reason(capfd):
+    """multiprocessing prints an object its queue cannot send and drops it; the reader then
+    waited for ever. The worker now stops, and the reader gets torch's error within seconds."""
+    pool = WorkerPool(_Unpicklable(), workers=1, seed=0)
+    try:
+        with pytest.raises(
+            RuntimeError,
+            match=r"DataLoader worker \(pid \d+\) exited unexpectedly with exit code 1",
+        ):
+            next_within(pool, HANG)
+    finally:
+        pool.close()
+    assert (
+        "could not send a batch to the trainer (TypeError: cannot pickle '_thread.lock' object);"
+        " the worker stops" in capfd.readouterr().err
+    )

@@ -241,9 +241,6 @@ def test_export_hf_to_s3_uploads_the_bytes_of_a_local_export(
 ):
     """export-hf --output s3://…: staged locally, uploaded config.json last; the prefix is
     checked as a local --output is, and no staging folder is left."""
-    staging = tmp_path / "tmp"  # where the export's staging and download folders go
-    staging.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(staging))
     run = tmp_path / "run"
     assert (
         train.run(
@@ -263,6 +260,11 @@ def test_export_hf_to_s3_uploads_the_bytes_of_a_local_export(
         )
         == 0
     )
+    # Where the export's staging and download folders go (after training: a first trainer in
+    # a process leaves torch's compile cache folder in the temporary folder).
+    staging = tmp_path / "tmp"
+    staging.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(staging))
     local = export_hf(run / "checkpoints", tmp_path / "hf")
     want = {Path(path).name: Path(path).read_bytes() for path in local}
     url = f"s3://{BUCKET}/models/m1"

@@ -18,6 +18,13 @@ Here a worker ignores a stop signal only while the trainer that started it still
   status 0 (torch's SIGCHLD check counts only a failure or a death by signal as an error).
   Then torch's own shutdown runs on dead processes (no 5 s join per worker), and anything
   still alive after `grace` seconds is killed.
+- The folder for the sockets that pass tensors to the trainer is the trainer's, made before
+  the first worker starts and removed by multiprocessing when the trainer exits: a worker
+  that removed the folder it inherited (as one did) took it from every later pool, whose
+  workers then could not send a batch.
+- A batch a worker cannot send (multiprocessing prints the error in the queue's feeder
+  thread and drops the batch) ends the worker, so the trainer stops with torch's "worker
+  exited unexpectedly" instead of waiting for that batch for ever (as it did).
 - A worker whose parent is gone exits on SIGTERM too, and on Linux it is killed when the
   parent dies however it died (PR_SET_PDEATHSIG): torch's watchdog notices a dead parent
   only between batches, not during a read that never returns.
@@ -35,6 +42,7 @@ import ctypes
 import functools
 import logging
 import multiprocessing
+import multiprocessing.queues
 import multiprocessing.util
 import os
 import shutil
@@ -42,6 +50,7 @@ import signal
 import sys
 import threading
 import time
+import traceback
 import weakref
 from collections.abc import Iterator
 from types import FrameType
@@ -62,7 +71,7 @@ _exit_hook_lock = threading.Lock()
 _exit_hook_installed = False
 
 
-def _init_worker(closing: Any, parent_pid: int, _worker_id: int) -> None:
+def _init_worker(closing: Any, parent_pid: int, parent_temp_dir: str, _worker_id: int) -> None:
     """In each worker, before it reads anything: die with the parent; leave a stop signal to
     the trainer unless the trainer is closing the pool or gone."""
     if sys.platform.startswith("linux"):
@@ -74,14 +83,33 @@ def _init_worker(closing: Any, parent_pid: int, _worker_id: int) -> None:
     def on_stop(number: int, frame: FrameType | None) -> None:
         if closing.value or os.getppid() != parent_pid:
             # Exit now, whatever we were doing: no exit handlers (multiprocessing's would join
-            # a queue's feeder thread that nobody reads any more), so remove the one thing
-            # they would: the folder for the sockets that pass tensors to the trainer.
-            shutil.rmtree(multiprocessing.util.get_temp_dir(), ignore_errors=True)
+            # a queue's feeder thread that nobody reads any more), so remove what they would:
+            # the sockets' folder, if this worker made its own (one not forked: Python 3.14's
+            # default start method); a forked worker's is the trainer's, which outlives it.
+            temp_dir = multiprocessing.util.get_temp_dir()
+            if temp_dir != parent_temp_dir:
+                shutil.rmtree(temp_dir, ignore_errors=True)
             os._exit(0)
         # Otherwise a scheduler's signal to the whole job: the trainer stops after its step.
 
     for number in STOP_SIGNALS:
         signal.signal(number, on_stop)
+    multiprocessing.queues.Queue._on_queue_feeder_error = staticmethod(_end_on_unsent_batch)
+
+
+def _end_on_unsent_batch(error: BaseException, _batch: object) -> None:
+    """In a worker, the queue's feeder thread could not send a batch (pickling it, or the
+    socket that passes its tensors, failed): say why and end the worker, which torch's watch
+    turns into the trainer's error. multiprocessing's own handler prints and drops the batch,
+    and the trainer waits for it for ever."""
+    traceback.print_exception(error)
+    print(
+        f"bertkit: loader worker {os.getpid()} could not send a batch to the trainer "
+        f"({type(error).__name__}: {error}); the worker stops",
+        file=sys.stderr,
+        flush=True,
+    )
+    os._exit(1)
 
 
 # Errors of these packages carry a message written for the user (the shard, the sample, the
@@ -137,6 +165,9 @@ class WorkerPool:
     ) -> None:
         context = multiprocessing.get_context()
         self._closing = context.RawValue(ctypes.c_bool, False)
+        # The folder for the sockets that pass tensors: made here, so that every worker shares
+        # the trainer's (a forked worker inherits it) and multiprocessing removes it at exit.
+        temp_dir = multiprocessing.util.get_temp_dir()
         loader = DataLoader(
             dataset,
             batch_size=None,
@@ -147,7 +178,7 @@ class WorkerPool:
             # dataset's (PretrainingLoader.batches), not torch's persistent ones.
             persistent_workers=False,
             multiprocessing_context=context,
-            worker_init_fn=functools.partial(_init_worker, self._closing, os.getpid()),
+            worker_init_fn=functools.partial(_init_worker, self._closing, os.getpid(), temp_dir),
             # Its own generator: a DataLoader draws a base seed when it starts, and from
             # the global generator that would shift dropout's draws after a resume.
             generator=torch.Generator().manual_seed(seed),
