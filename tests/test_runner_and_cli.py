@@ -1,5 +1,6 @@
 """Runner choice, Dataflow packaging and the `bertkit` command line."""
 
+import gc
 import hashlib
 import shutil
 import subprocess
@@ -53,8 +54,13 @@ def _transform_names(flags: list[str], tmp_path) -> set[str]:
     options = PipelineOptions(flags)
     pipeline = make_pipeline(options)
     config = WikipediaConfig(input=["dump.xml.bz2"], output=str(tmp_path))
-    _ = pipeline | "Extract" >> ExtractArticles(["dump.xml.bz2"], str(tmp_path), config)
+    output = pipeline | "Extract" >> ExtractArticles(["dump.xml.bz2"], str(tmp_path), config)
     proto = pipeline.to_runner_api()
+    folder = Path(pipeline.local_tempdir)
+    # The graph and its pipeline hold each other: collected, the pipeline takes its folder.
+    del pipeline, output
+    gc.collect()
+    assert not folder.exists()
     return {t.unique_name for t in proto.components.transforms.values()}
 
 
