@@ -15,7 +15,7 @@ both under torch.compile (the plain ops then inductor's fused kernels). The add-
 at the 2018 recipe's hidden dropout 0.1. A second table times the epilogue kernel's two
 matmuls against cuBLAS's products alone (GELU aside: how close Triton's matmul comes to
 cuBLAS's, in TFLOP/s and of the GPU's bf16 peak). On a CPU the kernels run in Triton's
-interpreter: a check that the benchmark runs, not a figure.
+interpreter: a check that the benchmark runs (one run after one warm-up), not a figure.
 """
 
 from __future__ import annotations

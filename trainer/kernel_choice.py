@@ -30,6 +30,9 @@ from trainer.attention import before_ampere
 KERNEL_MODES = ("auto", "on", "off")
 _WARMUP_STEPS = 3  # Triton's tuning and compilation, cuBLAS's heuristics, inductor's graph
 _TIMED_STEPS = 10
+# Off a GPU the kernels run in Triton's interpreter, thousands of times slower than the plain
+# ops: no timing there is a figure, so one run of each kind checks that everything runs.
+_STEPS_OFF_GPU = (1, 1)
 # A kernel's results may differ from the plain ops' by this many roundings of the run's
 # dtype, relative to the largest value (the products' sums run in another order).
 _ROUNDINGS = 8
@@ -77,12 +80,14 @@ def time_and_check(
     times, results = [], []
     for index, run in enumerate((plain, kernel)):
         try:
-            for _ in range(_WARMUP_STEPS):
+            returned = run()
+            on_gpu = returned[0].is_cuda
+            for _ in range(_steps(on_gpu)[0] - 1):
                 returned = run()
             if checks is not None:
                 returned = checks[index]()
             results.append([tensor.detach().float() for tensor in returned])
-            median = timed_ms(run, returned[0].is_cuda)
+            median = timed_ms(run, on_gpu)
         except Exception as error:  # the kernel's failure on this GPU: the plain ops
             if run is plain:
                 raise
@@ -92,16 +97,21 @@ def time_and_check(
     return times[0], times[1], disagreement(results[0], results[1], dtype, kernels_name)
 
 
+def _steps(on_gpu: bool) -> tuple[int, int]:
+    """How many warm-up and timed runs a timing takes."""
+    return (_WARMUP_STEPS, _TIMED_STEPS) if on_gpu else _STEPS_OFF_GPU
+
+
 def warmed_ms(run: Run, on_gpu: bool) -> float:
     """`run`'s median milliseconds after the warm-up runs (`timed_ms`)."""
-    for _ in range(_WARMUP_STEPS):
+    for _ in range(_steps(on_gpu)[0]):
         run()
     return timed_ms(run, on_gpu)
 
 
 def timed_ms(run: Run, on_gpu: bool) -> float:
     """The median milliseconds of `run` over the timed runs, warmed up already."""
-    return statistics.median(_elapsed_ms(run, on_gpu) for _ in range(_TIMED_STEPS))
+    return statistics.median(_elapsed_ms(run, on_gpu) for _ in range(_steps(on_gpu)[1]))
 
 
 def _elapsed_ms(run: Run, on_gpu: bool) -> float:
