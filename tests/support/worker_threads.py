@@ -4,10 +4,15 @@ cores, and torch's default, a thread per core in each, would run N times as many
 there are cores, and their OpenMP spin-waits then take much of the suite's time (the
 figure is in CONTRIBUTING.md). Each worker takes its share of the cores instead, unless
 OMP_NUM_THREADS was set; the commands a test starts inherit it. torch reads the variable
-when it is first imported."""
+when it is first imported. Inductor's compile pool is sized the same way: by default a
+process per core in every test process that compiles, each importing torch first; with a
+share of 1 it compiles in the process itself (a cold compile of the unpadded encoder: 132 ->
+103 CPU-s, docs/benchmarks.md)."""
 
 import os
 
 _WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 if _WORKERS > 1:
-    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // _WORKERS)))
+    _SHARE = str(max(1, (os.cpu_count() or 1) // _WORKERS))
+    os.environ.setdefault("OMP_NUM_THREADS", _SHARE)
+    os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", _SHARE)
