@@ -30,8 +30,8 @@ from trainer.attention import before_ampere
 KERNEL_MODES = ("auto", "on", "off")
 _WARMUP_STEPS = 3  # Triton's tuning and compilation, cuBLAS's heuristics, inductor's graph
 _TIMED_STEPS = 10
-# Off a GPU the kernels run in Triton's interpreter, thousands of times slower than the plain
-# ops: no timing there is a figure, so one run of each kind checks that everything runs.
+# Off a GPU the kernels run in Triton's interpreter, far slower than the plain ops: no
+# timing there is a figure, so one run of each kind checks that everything runs.
 _STEPS_OFF_GPU = (1, 1)
 # A kernel's results may differ from the plain ops' by this many roundings of the run's
 # dtype, relative to the largest value (the products' sums run in another order).

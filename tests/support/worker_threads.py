@@ -6,8 +6,8 @@ figure is in CONTRIBUTING.md). Each worker takes its share of the cores instead,
 OMP_NUM_THREADS was set; the commands a test starts inherit it. torch reads the variable
 when it is first imported. Inductor's compile pool is sized the same way: by default a
 process per core in every test process that compiles, each importing torch first; with a
-share of 1 it compiles in the process itself (a cold compile of the unpadded encoder: 132 ->
-103 CPU-s, docs/benchmarks.md)."""
+share of 1 it compiles in the process itself (the saving is in docs/benchmarks.md, "The test
+suite")."""
 
 import os
 
