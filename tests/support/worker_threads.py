@@ -7,7 +7,14 @@ OMP_NUM_THREADS was set; the commands a test starts inherit it. torch reads the 
 when it is first imported. Inductor's compile pool is sized the same way: by default a
 process per core in every test process that compiles, each importing torch first; with a
 share of 1 it compiles in the process itself (the saving is in docs/benchmarks.md, "The test
-suite")."""
+suite").
+
+In every test process, whatever the workers: Inductor's C++ kernels for the CPU are
+generated scalar (`TORCHINDUCTOR_VEC_ISA_OK=0`), not for the machine's vector ISA, unless
+the variable was set. The CPU is no target of `--compile` (the GPU's kernels are Triton's);
+what the compiled tests check, one graph, no break, eager's numbers, the compile cache, is
+the same either way, and g++ builds a scalar kernel in much less time: a test's cold
+compile is mostly g++."""
 
 import os
 
@@ -16,3 +23,5 @@ if _WORKERS > 1:
     _SHARE = str(max(1, (os.cpu_count() or 1) // _WORKERS))
     os.environ.setdefault("OMP_NUM_THREADS", _SHARE)
     os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", _SHARE)
+
+os.environ.setdefault("TORCHINDUCTOR_VEC_ISA_OK", "0")
