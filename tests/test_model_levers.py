@@ -203,6 +203,29 @@ def test_the_unpadded_encoder_equals_the_padded_one():
     assert torch.equal(real[~mask], torch.zeros(48 - 31, 32))
 
 
+def batch_of_lengths(lengths: tuple[int, ...]) -> tuple[torch.Tensor, ...]:
+    """The literal batch cut to sequences of `lengths` real tokens (padding past them)."""
+    ids, types, _, positions, labels, nsp = literal_batch()
+    mask = torch.arange(16)[None, :] < torch.tensor(lengths)[:, None]
+    return ids * mask, types * mask, mask, positions, labels, nsp
+
+
+def assert_compiled_trains_as_eager(eager, compiled, forward, batch, **kwargs):
+    """One forward and backward of `eager` and of `compiled` through `forward` on `batch`:
+    the same loss (and MLM logits), the same gradients, up to a compiler's summation order."""
+    runs = []
+    for net, call in ((eager, eager), (compiled, forward)):
+        net.zero_grad()
+        out = call(*batch, **kwargs)
+        out.loss.backward()
+        runs.append((out, {name: p.grad.clone() for name, p in net.named_parameters()}))
+    (want, want_grads), (got, got_grads) = runs
+    torch.testing.assert_close(got.loss, want.loss, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(got.mlm_logits, want.mlm_logits, rtol=1e-5, atol=1e-5)
+    for name, grad in want_grads.items():  # gradients of up to a few thousand here
+        torch.testing.assert_close(got_grads[name], grad, rtol=1e-5, atol=1e-5, msg=name)
+
+
 def test_the_compiled_unpadded_encoder_equals_the_eager_one(recwarn):
     """--unpad on under Inductor, as the trainer calls it (the counts from the host): three
     batches of other real-token counts give the eager unpadded model's losses, logits and
@@ -215,21 +238,10 @@ def test_the_compiled_unpadded_encoder_equals_the_eager_one(recwarn):
     eager, compiled = model("on"), model("on")
     forward = torch.compile(compiled, dynamic=True)
     for lengths in ((16, 10, 5), (16, 12, 7), (14, 16, 9)):
-        ids, types, _, positions, labels, nsp = literal_batch()
-        mask = torch.arange(16)[None, :] < torch.tensor(lengths)[:, None]
-        batch = (ids * mask, types * mask, mask, positions, labels, nsp)
         counts = (sum(lengths), max(lengths))
-        runs = []
-        for net, call in ((eager, eager), (compiled, forward)):
-            net.zero_grad()
-            out = call(*batch, counts=counts)
-            out.loss.backward()
-            runs.append((out, {name: p.grad.clone() for name, p in net.named_parameters()}))
-        (want, want_grads), (got, got_grads) = runs
-        torch.testing.assert_close(got.loss, want.loss, rtol=1e-6, atol=1e-6)
-        torch.testing.assert_close(got.mlm_logits, want.mlm_logits, rtol=1e-5, atol=1e-5)
-        for name, grad in want_grads.items():  # gradients of up to a few thousand here
-            torch.testing.assert_close(got_grads[name], grad, rtol=1e-5, atol=1e-5, msg=name)
+        assert_compiled_trains_as_eager(
+            eager, compiled, forward, batch_of_lengths(lengths), counts=counts
+        )
     assert counters["stats"]["unique_graphs"] == 1 and dict(counters["graph_break"]) == {}
     # The varlen kernel's availability is read under compile from a plain dict: dynamo
     # traces through a functools.cache with a warning that it ignores the cache.
@@ -249,19 +261,7 @@ def test_without_counts_the_compiled_unpadded_encoder_reads_them_and_compiles_tw
     forward = torch.compile(compiled, backend="aot_eager")
     graphs = []
     for lengths in ((16, 10, 5), (16, 12, 7), (14, 16, 9), (16, 3, 11)):
-        ids, types, _, positions, labels, nsp = literal_batch()
-        mask = torch.arange(16)[None, :] < torch.tensor(lengths)[:, None]
-        batch = (ids * mask, types * mask, mask, positions, labels, nsp)
-        runs = []
-        for net, call in ((eager, eager), (compiled, forward)):
-            net.zero_grad()
-            out = call(*batch)
-            out.loss.backward()
-            runs.append((out, {name: p.grad.clone() for name, p in net.named_parameters()}))
-        (want, want_grads), (got, got_grads) = runs
-        torch.testing.assert_close(got.loss, want.loss, rtol=1e-6, atol=1e-6)
-        for name, grad in want_grads.items():
-            torch.testing.assert_close(got_grads[name], grad, rtol=1e-5, atol=1e-5, msg=name)
+        assert_compiled_trains_as_eager(eager, compiled, forward, batch_of_lengths(lengths))
         graphs.append(counters["stats"]["unique_graphs"])
     assert graphs[1] > graphs[0] and graphs[3] == graphs[2] == graphs[1]
     assert sum(counters["graph_break"].values()) > 0  # the read of T from the device
@@ -544,9 +544,7 @@ def test_given_counts_the_compiled_unpadded_encoder_is_one_graph(monkeypatch):
     forward = torch.compile(compiled, backend="aot_eager")
     graphs = []
     for lengths in ((16, 10, 5), (16, 12, 7), (14, 16, 9)):
-        ids, types, _, positions, labels, nsp = literal_batch()
-        mask = torch.arange(16)[None, :] < torch.tensor(lengths)[:, None]
-        batch = (ids * mask, types * mask, mask, positions, labels, nsp)
+        batch = batch_of_lengths(lengths)
         counts = (sum(lengths), max(lengths))
         want = eager(*batch, counts=counts)
         got = forward(*batch, counts=counts)
