@@ -211,8 +211,8 @@ def batch_of_lengths(lengths: tuple[int, ...]) -> tuple[torch.Tensor, ...]:
 
 
 def assert_compiled_trains_as_eager(eager, compiled, forward, batch, **kwargs):
-    """One forward and backward of `eager` and of `compiled` through `forward` on `batch`:
-    the same loss (and MLM logits), the same gradients, up to a compiler's summation order."""
+    """`eager` and `compiled` (run through `forward`) on `batch`: the same loss, logits and
+    gradients, up to a compiler's summation order."""
     runs = []
     for net, call in ((eager, eager), (compiled, forward)):
         net.zero_grad()
@@ -227,12 +227,10 @@ def assert_compiled_trains_as_eager(eager, compiled, forward, batch, **kwargs):
 
 
 def test_the_compiled_unpadded_encoder_equals_the_eager_one(recwarn):
-    """--unpad on under Inductor, as the trainer calls it (the counts from the host): three
-    batches of other real-token counts give the eager unpadded model's losses, logits and
-    gradients (up to Inductor's summation order), all through one graph. Compiled dynamic
-    from the first batch, so one cold compile stands for both of the trainer's (the first
-    batch's static graph, then the dynamic one: the test below counts them with dynamo's
-    graphs, which do not depend on the backend)."""
+    """--unpad on under Inductor, called as the trainer calls it (counts from the host):
+    batches of other real-token counts give eager's losses, logits and gradients through
+    one graph, compiled dynamic from the first batch: one cold compile for the trainer's
+    two (static, then dynamic; the next test counts those with dynamo's graphs)."""
     torch._dynamo.reset()
     counters.clear()
     eager, compiled = model("on"), model("on")
@@ -243,18 +241,15 @@ def test_the_compiled_unpadded_encoder_equals_the_eager_one(recwarn):
             eager, compiled, forward, batch_of_lengths(lengths), counts=counts
         )
     assert counters["stats"]["unique_graphs"] == 1 and dict(counters["graph_break"]) == {}
-    # The varlen kernel's availability is read under compile from a plain dict: dynamo
-    # traces through a functools.cache with a warning that it ignores the cache.
+    # varlen's availability is read from a plain dict: dynamo warns on a functools.cache
     assert [str(w.message) for w in recwarn if "lru_cache" in str(w.message)] == []
     torch._dynamo.reset()
 
 
 def test_without_counts_the_compiled_unpadded_encoder_reads_them_and_compiles_twice():
-    """--unpad on under torch.compile, called without the host's counts (as a user's own
-    loop may): the read of T from the device breaks the graph; the first batch compiles,
-    the second's other count once more (dynamic), then no later batch does; eager's losses
-    and gradients. AOTAutograd's eager backend: the graphs and breaks are dynamo's, and the
-    Inductor test above has the one cold compile of this encoder."""
+    """--unpad on under torch.compile without the host's counts (a user's own loop): the
+    read of T breaks the graph; the first batch compiles, the second's other count once
+    more (dynamic), no later one; eager's numbers. aot_eager: the graphs are dynamo's."""
     torch._dynamo.reset()
     counters.clear()
     eager, compiled = model("on"), model("on")
@@ -531,12 +526,10 @@ def test_the_host_gives_a_forward_its_counts_or_keeps_auto_padded():
 
 
 def test_given_counts_the_compiled_unpadded_encoder_is_one_graph(monkeypatch):
-    """--unpad on under torch.compile with the counts from the host: no read of the device
-    and so no graph break; the second batch's other count compiles once more (dynamic),
-    then no later batch does. The same losses as eager. Graphs and breaks are dynamo's, so
-    AOTAutograd's eager backend shows them without a second cold Inductor compile
-    (test_the_compiled_unpadded_encoder_equals_the_eager_one has one, of the same
-    encoder)."""
+    """--unpad on under torch.compile with the counts from the host: no read of the device,
+    no graph break; the second batch's other count compiles once more (dynamic), no later
+    one does; eager's losses. aot_eager: the graphs are dynamo's, and the cold Inductor
+    compile of this encoder is test_the_compiled_unpadded_encoder_equals_the_eager_one's."""
     monkeypatch.setattr(attention, "read_counts", lambda lengths: pytest.fail("read counts"))
     torch._dynamo.reset()
     counters.clear()
