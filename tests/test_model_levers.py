@@ -67,9 +67,12 @@ def model(unpad: str = "off", hidden: float = 0.0, attn: float = 0.0) -> BertFor
     return BertForPreTraining(config, unpad=unpad).train()
 
 
-def step(net: BertForPreTraining) -> tuple[object, dict[str, torch.Tensor]]:
-    """The forward's output on the literal batch and every parameter's gradient."""
-    out = net(*literal_batch())
+def step(net: BertForPreTraining, call=None, batch=None, **kwargs) -> tuple[object, dict]:
+    """The forward's output on `batch` (the literal one by default) and every parameter's
+    gradient, the forward run through `call` (`net` itself by default)."""
+    net.zero_grad()
+    forward = net if call is None else call
+    out = forward(*(literal_batch() if batch is None else batch), **kwargs)
     out.loss.backward()
     return out, {name: p.grad.clone() for name, p in net.named_parameters()}
 
@@ -213,13 +216,8 @@ def batch_of_lengths(lengths: tuple[int, ...]) -> tuple[torch.Tensor, ...]:
 def assert_compiled_trains_as_eager(eager, compiled, forward, batch, **kwargs):
     """`eager` and `compiled` (run through `forward`) on `batch`: the same loss, logits and
     gradients, up to a compiler's summation order."""
-    runs = []
-    for net, call in ((eager, eager), (compiled, forward)):
-        net.zero_grad()
-        out = call(*batch, **kwargs)
-        out.loss.backward()
-        runs.append((out, {name: p.grad.clone() for name, p in net.named_parameters()}))
-    (want, want_grads), (got, got_grads) = runs
+    want, want_grads = step(eager, None, batch, **kwargs)
+    got, got_grads = step(compiled, forward, batch, **kwargs)
     torch.testing.assert_close(got.loss, want.loss, rtol=1e-6, atol=1e-6)
     torch.testing.assert_close(got.mlm_logits, want.mlm_logits, rtol=1e-5, atol=1e-5)
     for name, grad in want_grads.items():  # gradients of up to a few thousand here
