@@ -118,9 +118,9 @@ GROUPS = {
             "DeduplicateDocuments/SpreadFiles/ReshufflePerKey/GroupByKey",
             "DeduplicateDocuments/GroupPartitions",
             "DeduplicateDocuments/JoinRemovals/CoGroupByKeyImpl/GroupByKey",
-            "WriteManifest/CollectSummaries/CollectSummaries/CombinePerKey/GroupByKey",
+            "WriteManifest/CollectSummaries/CombinePerKey/GroupByKey",
         },
-        {"WriteManifest/CollectSummaries/CollectSummaries/InjectDefault"},
+        {"WriteManifest/CollectSummaries/InjectDefault"},
     ),
     "vocab": (
         {

@@ -75,6 +75,23 @@ class DocumentStageFlags:
         256, help="start a new Parquet file after this many MB of text", bounds=AT_LEAST_1
     )
 
+    @property
+    def max_file_text_bytes(self) -> int:
+        return round(self.file_mb * (1 << 20))
+
+
+class FileUnitSizes:
+    """The byte sizes of a stage that reads whole files in units (books, corpus), from its
+    flags `unit_mb` and `max_line_kb`."""
+
+    @property
+    def unit_bytes(self) -> int:
+        return round(self.unit_mb * (1 << 20))  # type: ignore[attr-defined]
+
+    @property
+    def max_line_bytes(self) -> int:
+        return round(self.max_line_kb * (1 << 10))  # type: ignore[attr-defined]
+
 
 # Every name a documents stage writes: the manifest, files per unit, their temporary names
 # and the rejects. `--overwrite` deletes these and refuses a directory holding anything else.
@@ -322,7 +339,11 @@ def build_manifest(
 
 
 class WriteManifest(beam.PTransform):
-    """Unit summaries → `DIR/_manifest.json`, after every unit has finished."""
+    """Unit summaries → `DIR/_manifest.json`, after every unit has finished. A stage whose
+    manifest holds more than `build_manifest` gives overrides `manifest`; one whose graph may
+    end with no unit sets `empty_input` (its manifest then says so)."""
+
+    empty_input = False
 
     def __init__(
         self, output_dir: str, stage: str, inputs: list[dict[str, Any]], config: dict[str, Any]
@@ -337,15 +358,20 @@ class WriteManifest(beam.PTransform):
         # Every unit yields one summary, and a stage has a unit at least (its --input must
         # match a file): no default for an empty input is needed, nor the side input and
         # bundles Beam would run to make one.
-        collect = beam.CombineGlobally(beam.combiners.ToListCombineFn()).without_defaults()
+        collect = beam.CombineGlobally(beam.combiners.ToListCombineFn())
+        if not self.empty_input:
+            collect = collect.without_defaults()
         return (
             unit_summaries
             | "CollectSummaries" >> collect
             | "WriteManifestFile" >> beam.Map(self._write)
         )
 
+    def manifest(self, summaries: list[dict[str, Any]]) -> DocumentsManifest:
+        return build_manifest(self._stage, self._inputs, self._config, summaries)
+
     def _write(self, summaries: list[dict[str, Any]]) -> str:
-        manifest = build_manifest(self._stage, self._inputs, self._config, summaries)
+        manifest = self.manifest(summaries)
         path = files.join(self._output_dir, MANIFEST_NAME)
         # What an attempt that died writing the manifest left (all units are done by now).
         files.delete(files.match(f"{path}.tmp-*"))

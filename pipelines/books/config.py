@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pipelines.beam.documents import DocumentStageFlags
+from pipelines.beam.documents import DocumentStageFlags, FileUnitSizes
 from pipelines.command.flags import AT_LEAST_1, ZERO_OR_MORE, option
 from pipelines.text.booktext import MAX_LINE_BYTES
 
@@ -18,7 +18,7 @@ FORMATS = ("files", "lines")
 
 
 @dataclass(frozen=True)
-class BooksConfig(DocumentStageFlags):
+class BooksConfig(DocumentStageFlags, FileUnitSizes):
     """Every flag of `bertkit books`; the manifest records `recorded()`."""
 
     format: str = option(
@@ -44,18 +44,6 @@ class BooksConfig(DocumentStageFlags):
         help="reject a line over this many KiB (no sentence is that long)",
         bounds=AT_LEAST_1,
     )
-
-    @property
-    def unit_bytes(self) -> int:
-        return round(self.unit_mb * (1 << 20))
-
-    @property
-    def max_file_text_bytes(self) -> int:
-        return round(self.file_mb * (1 << 20))
-
-    @property
-    def max_line_bytes(self) -> int:
-        return round(self.max_line_kb * (1 << 10))
 
     def recorded(self) -> dict[str, Any]:
         """What shapes the output, as the documents manifest records it."""

@@ -1,91 +1,35 @@
-"""The stage's graph: `ExtractBooks`, book files → documents files, a summary per unit."""
+"""The stage's graph: `ExtractBooks`, book files → documents files, a summary per unit
+(pipelines/beam/documents_stage.py: the units, and what a files stage's DoFn does)."""
 
 from __future__ import annotations
 
-import apache_beam as beam
+from collections.abc import Iterator
 
-from pipelines.beam import files
-from pipelines.beam.documents import DocumentFileWriter, UnitTally, finish_unit
-from pipelines.beam.progress import (
-    DOCUMENTS_EXTRACTED,
-    INPUT_BYTES_READ,
-    INPUT_FILES_READ,
-    StageCounters,
-    counting_reader,
-)
-from pipelines.beam.runner import spread_over_workers
-from pipelines.books.config import BooksConfig
-from pipelines.books.reading import book_document, book_name, common_root, line_file_documents
+from pipelines.beam.documents import UnitTally
+from pipelines.beam.documents_stage import COUNTERS, ExtractFiles, ExtractFilesFn, plan_units
+from pipelines.books.reading import book_document, book_name, line_file_documents
+from pipelines.io.storage import Reader
+from schemas import Document
 
-# What the extraction DoFn counts (Beam counters in the "bertkit" namespace).
-COUNTERS = (INPUT_BYTES_READ, INPUT_FILES_READ, DOCUMENTS_EXTRACTED)
+__all__ = ["COUNTERS", "ExtractBooks", "plan_units"]
 
 
-class _ExtractBooksFn(beam.DoFn):
+class _ExtractBooksFn(ExtractFilesFn):
     """One unit (a group of book files) → its Parquet files and rejects; yields a summary."""
 
-    def __init__(self, output_dir: str, root: str, config: BooksConfig) -> None:
-        self._output_dir = output_dir
-        self._root = root
-        self._config = config
-        self._counters: StageCounters | None = None
+    def file_name(self, path: str) -> str:
+        return book_name(path, self._root)
 
-    def setup(self) -> None:
-        self._counters = StageCounters(COUNTERS)
-        # Stored bytes as they are read: the progress line's "read" and its ETA.
-        self._reader = counting_reader(files.READER, self._counters, INPUT_BYTES_READ)
-
-    def process(self, unit: tuple[int, list[str]]):
-        number, paths = unit
-        tally = UnitTally(f"{number:05d}", output_dir=self._output_dir)
-        writer = DocumentFileWriter(self._output_dir, tally.unit, self._config.max_file_text_bytes)
-        counters, reader = self._counters, self._reader
-        assert counters is not None
-        for path in paths:
-            name = book_name(path, self._root)
-            counters.add(INPUT_FILES_READ)
-            if self._config.format == "lines":
-                for document in line_file_documents(path, name, self._config, tally, reader):
-                    writer.add(document)
-                    counters.add(DOCUMENTS_EXTRACTED)
-            elif (document := book_document(path, name, self._config, tally, reader)) is not None:
-                writer.add(document)
-                counters.add(DOCUMENTS_EXTRACTED)
-        summary = finish_unit(self._output_dir, tally, writer.close())
-        counters.flush()
-        yield summary
+    def documents(
+        self, path: str, name: str, tally: UnitTally, reader: Reader
+    ) -> Iterator[Document]:
+        if self._config.format == "lines":
+            yield from line_file_documents(path, name, self._config, tally, reader)
+        elif (document := book_document(path, name, self._config, tally, reader)) is not None:
+            yield document
 
 
-def plan_units(inputs: list[dict], unit_bytes: int) -> list[tuple[int, list[str]]]:
-    """Group the sorted input files into units of about `unit_bytes`: fixed by inputs alone."""
-    units: list[tuple[int, list[str]]] = []
-    current: list[str] = []
-    size = 0
-    for item in inputs:
-        if current and size + item["bytes"] > unit_bytes:
-            units.append((len(units), current))
-            current, size = [], 0
-        current.append(item["path"])
-        size += item["bytes"]
-    if current:
-        units.append((len(units), current))
-    return units
-
-
-class ExtractBooks(beam.PTransform):
+class ExtractBooks(ExtractFiles):
     """Book files → documents written under `output_dir`; outputs one summary per unit."""
 
-    def __init__(self, inputs: list[dict], output_dir: str, config: BooksConfig) -> None:
-        super().__init__()
-        self._inputs = inputs
-        self._output_dir = output_dir
-        self._config = config
-
-    def expand(self, pbegin):
-        root = common_root([item["path"] for item in self._inputs])
-        units = pbegin | "PlanUnits" >> beam.Create(
-            plan_units(self._inputs, self._config.unit_bytes), reshuffle=False
-        )
-        return spread_over_workers(units, "SpreadUnits") | "ExtractDocuments" >> beam.ParDo(
-            _ExtractBooksFn(self._output_dir, root, self._config)
-        )
+    fn_class = _ExtractBooksFn

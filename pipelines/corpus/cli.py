@@ -5,31 +5,17 @@ Its --help is the package docstring (pipelines/corpus/__init__.py).
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
-from pipelines.beam.documents import (
-    DOCUMENTS_STAGE_PATHS,
-    expand_inputs,
-    prepare_output_dir,
-    run_documents_pipeline,
-)
-from pipelines.beam.empty_outputs import check_documents
-from pipelines.beam.progress import DOCUMENTS_EXTRACTED, INPUT_BYTES_READ, INPUT_FILES_READ
-from pipelines.beam.runner import parse_stage, stage_main
-from pipelines.command.progress import Phase
+from pipelines.beam.documents import expand_inputs
+from pipelines.beam.documents_stage import files_progress_phases as progress_phases
+from pipelines.beam.documents_stage import run_documents_stage
+from pipelines.beam.runner import stage_main
 from pipelines.corpus.config import CorpusConfig
 from pipelines.corpus.reading import CorpusInputError, input_kind
 from pipelines.corpus.transforms import ExtractCorpus
 
 STAGE = "corpus"
-
-
-def progress_phases(input_bytes: int) -> list[Phase]:
-    """The progress line: stored bytes read of the inputs' total, files, documents."""
-    shown = ((INPUT_FILES_READ, "files"), (DOCUMENTS_EXTRACTED, "documents"))
-    rate = (DOCUMENTS_EXTRACTED, "documents")
-    return [Phase("read", INPUT_BYTES_READ, input_bytes, "read", True, rate, shown)]
 
 
 def extraction(config: CorpusConfig) -> tuple[list[dict[str, Any]], ExtractCorpus]:
@@ -42,19 +28,8 @@ def extraction(config: CorpusConfig) -> tuple[list[dict[str, Any]], ExtractCorpu
 
 
 def run(argv: list[str] | None = None) -> int:
-    """Run the stage; return the exit code (1 when an input was not read to its end, or
-    when no document was kept and records were rejected: pipelines/beam/empty_outputs.py)."""
-    description = sys.modules["pipelines.corpus"].__doc__
-    config, options = parse_stage(
-        CorpusConfig, argv, "bertkit corpus", description, DOCUMENTS_STAGE_PATHS
-    )
-    inputs, extract = extraction(config)
-    prepare_output_dir(config.output, config.overwrite, STAGE)
-    progress = progress_phases(sum(item["bytes"] for item in inputs))
-    code = run_documents_pipeline(
-        options, STAGE, extract, inputs, config.recorded(), config.output, progress
-    )
-    return code | check_documents(options, STAGE, config.output)  # 0 documents: a WARNING
+    """Run the stage; return the exit code (`run_documents_stage`)."""
+    return run_documents_stage(argv, STAGE, CorpusConfig, extraction, progress_phases)
 
 
 def main(argv: list[str] | None = None) -> None:

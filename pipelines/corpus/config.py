@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from pipelines.beam.documents import DocumentStageFlags
+from pipelines.beam.documents import DocumentStageFlags, FileUnitSizes
 from pipelines.command.flags import AT_LEAST_1, ZERO_OR_MORE, option
 
 # A record's line (JSON lines) or text value (Parquet) over this is refused: a document of
@@ -89,7 +89,7 @@ def bcp47_tag(text: str) -> str:
 
 
 @dataclass(frozen=True)
-class CorpusConfig(DocumentStageFlags):
+class CorpusConfig(DocumentStageFlags, FileUnitSizes):
     """Every flag of `bertkit corpus`; the manifest records `recorded()`."""
 
     text_field: str = option("text", help="the field holding the text", parse=field_path)
@@ -128,18 +128,6 @@ class CorpusConfig(DocumentStageFlags):
         help="reject a JSON line (or a Parquet text value) over this many KiB",
         bounds=AT_LEAST_1,
     )
-
-    @property
-    def unit_bytes(self) -> int:
-        return round(self.unit_mb * (1 << 20))
-
-    @property
-    def max_file_text_bytes(self) -> int:
-        return round(self.file_mb * (1 << 20))
-
-    @property
-    def max_line_bytes(self) -> int:
-        return round(self.max_line_kb * (1 << 10))
 
     def recorded(self) -> dict[str, Any]:
         """What shapes the output, as the documents manifest records it; license and

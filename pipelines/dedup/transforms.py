@@ -21,7 +21,13 @@ from typing import Any
 import apache_beam as beam
 
 from pipelines.beam import files
-from pipelines.beam.documents import DocumentsInput, UnitTally, build_manifest, finish_unit
+from pipelines.beam.documents import (
+    DocumentsInput,
+    UnitTally,
+    WriteManifest,
+    build_manifest,
+    finish_unit,
+)
 from pipelines.beam.progress import StageCounters
 from pipelines.beam.runner import spread_over_workers
 from pipelines.dedup.buckets import (
@@ -35,7 +41,7 @@ from pipelines.dedup.buckets import (
 )
 from pipelines.dedup.config import DedupConfig
 from pipelines.dedup.units import DedupUnit, duplicates_name, iter_document_keys, rewrite_unit
-from schemas import MANIFEST_NAME
+from schemas import DocumentsManifest
 
 DOCUMENTS_HASHED = "dedup_documents_hashed"
 DOCUMENTS_REWRITTEN = "dedup_documents_rewritten"
@@ -157,33 +163,16 @@ class DeduplicateDocuments(beam.PTransform):
         )
 
 
-class WriteDedupManifest(beam.PTransform):
+class WriteDedupManifest(WriteManifest):
     """Unit summaries → `DIR/_manifest.json`, after every unit has finished: a documents
     manifest whose config lists the `_duplicates/` files too (`duplicates_files`), so a
     reader that cannot list a directory (plain HTTP) finds them."""
 
-    def __init__(
-        self, output_dir: str, stage: str, inputs: list[dict[str, Any]], config: dict[str, Any]
-    ) -> None:
-        super().__init__()
-        self._output_dir = output_dir
-        self._stage = stage
-        self._inputs = inputs
-        self._config = config
+    empty_input = True
 
-    def expand(self, unit_summaries):
-        return (
-            unit_summaries
-            | "CollectSummaries" >> beam.combiners.ToList()
-            | "WriteManifestFile" >> beam.Map(self._write)
-        )
-
-    def _write(self, summaries: list[dict[str, Any]]) -> str:
+    def manifest(self, summaries: list[dict[str, Any]]) -> DocumentsManifest:
         listed = sorted(s[DUPLICATES_FILE] for s in summaries if DUPLICATES_FILE in s)
         config = {**self._config, "duplicates_files": listed}
         manifest = build_manifest(self._stage, self._inputs, config, summaries)
         remove_work_dir(self._output_dir)  # every unit has read its spill files
-        path = files.join(self._output_dir, MANIFEST_NAME)
-        files.delete(files.match(f"{path}.tmp-*"))  # what an attempt that died left
-        files.write_atomically(path, manifest.to_json().encode("utf-8"))
-        return path
+        return manifest

@@ -5,18 +5,12 @@ Its --help is the package docstring (pipelines/wikipedia/__init__.py).
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
-from pipelines.beam.documents import (
-    DOCUMENTS_STAGE_PATHS,
-    expand_inputs,
-    prepare_output_dir,
-    run_documents_pipeline,
-)
-from pipelines.beam.empty_outputs import check_documents
+from pipelines.beam.documents import expand_inputs
+from pipelines.beam.documents_stage import run_documents_stage
 from pipelines.beam.progress import DOCUMENTS_EXTRACTED, INPUT_BYTES_READ, PAGES_READ
-from pipelines.beam.runner import parse_stage, stage_main
+from pipelines.beam.runner import stage_main
 from pipelines.command.progress import Phase
 from pipelines.text.wikidump import is_multistream_index
 from pipelines.wikipedia.config import WikipediaConfig
@@ -56,19 +50,8 @@ def extraction(config: WikipediaConfig) -> tuple[list[dict[str, Any]], ExtractAr
 
 
 def run(argv: list[str] | None = None) -> int:
-    """Run the stage; return the exit code (1 when an input was not read to its end, or
-    when no document was kept and records were rejected: pipelines/beam/empty_outputs.py)."""
-    description = sys.modules["pipelines.wikipedia"].__doc__
-    config, options = parse_stage(
-        WikipediaConfig, argv, "bertkit wikipedia", description, DOCUMENTS_STAGE_PATHS
-    )
-    inputs, extract = extraction(config)
-    prepare_output_dir(config.output, config.overwrite, STAGE)
-    progress = progress_phases(sum(item["bytes"] for item in inputs))
-    code = run_documents_pipeline(
-        options, STAGE, extract, inputs, config.recorded(), config.output, progress
-    )
-    return code | check_documents(options, STAGE, config.output)  # 0 documents: a WARNING
+    """Run the stage; return the exit code (`run_documents_stage`)."""
+    return run_documents_stage(argv, STAGE, WikipediaConfig, extraction, progress_phases)
 
 
 def main(argv: list[str] | None = None) -> None:
