@@ -68,7 +68,7 @@ import argparse
 import statistics
 import sys
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -187,19 +187,14 @@ class RowResult:
     vs_transformers: float | None = None  # bertkit seq/s ÷ transformers', on bertkit rows
     profile: list[dict[str, Any]] | None = None  # --profile: the top kernels
 
+    @classmethod
+    def of(cls, spec: RowSpec, ok: bool, **measured: Any) -> RowResult:
+        """The result of the row `spec`: its fields, and what was measured (or the error)."""
+        return cls(**{f.name: getattr(spec, f.name) for f in fields(RowSpec)}, ok=ok, **measured)
+
     @property
     def spec(self) -> RowSpec:
-        return RowSpec(
-            self.model,
-            self.compiled,
-            self.optimizer,
-            self.implementation,
-            self.bucket_window,
-            self.unpad,
-            self.fp8,
-            self.ffn,
-            self.add_norm,
-        )
+        return RowSpec(**{f.name: getattr(self, f.name) for f in fields(RowSpec)})
 
 
 def synchronize(device: torch.device) -> None:
@@ -324,17 +319,9 @@ def run_row(
         key: (statistics.median(r[key] for r in rates) if rates[0][key] is not None else None)  # type: ignore[type-var]
         for key in rates[0]
     }
-    return RowResult(
-        spec.model,
-        spec.compiled,
+    return RowResult.of(
+        spec,
         ok=True,
-        optimizer=spec.optimizer,
-        implementation=spec.implementation,
-        bucket_window=spec.bucket_window,
-        unpad=spec.unpad,
-        fp8=spec.fp8,
-        ffn=spec.ffn,
-        add_norm=spec.add_norm,
         parameters=parameter_count(model),
         batch=len(prepared[0][BatchField.INPUT_IDS]),
         mean_length=statistics.fmean(lengths),
@@ -454,19 +441,7 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as error:  # noqa: BLE001 - an OOM or a compile failure: run the rest
             first_line = str(error).splitlines()[0] if str(error) else ""
             message = f"{type(error).__name__}: {first_line}"
-            result = RowResult(
-                spec.model,
-                spec.compiled,
-                ok=False,
-                optimizer=spec.optimizer,
-                implementation=spec.implementation,
-                bucket_window=spec.bucket_window,
-                unpad=spec.unpad,
-                fp8=spec.fp8,
-                ffn=spec.ffn,
-                add_norm=spec.add_norm,
-                error=message,
-            )
+            result = RowResult.of(spec, ok=False, error=message)
         if spec.compiled:
             torch._dynamo.reset()  # drop the graphs (and what they hold) of this row's model
         if cuda:
