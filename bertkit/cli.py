@@ -13,13 +13,16 @@
     bertkit export-hf CHECKPOINT --output DIR             (= python -m trainer.export)
 
 `bertkit COMMAND --help` shows a command's flags; Beam stages pass unknown flags to Beam.
-`bertkit --help` lists the commands (`usage()`).
+`bertkit --help` lists the commands (`usage()`); `bertkit --version` says which bertkit, and
+which of the libraries that shape its output, a bug report is about (`version()`).
 """
 
 from __future__ import annotations
 
 import importlib
+import platform
 import sys
+from importlib import metadata
 
 from pipelines.command.startup import exit_quietly_on_broken_pipe, import_command
 from pipelines.io import extras
@@ -49,6 +52,26 @@ COMMANDS = {
 _GROUPS = {"demo": "Try it", "wikipedia": "Make the data", "inspect": "Look", "train": "Train"}
 
 
+# The libraries whose version changes what bertkit writes or trains, in `bertkit --version`'s
+# order: the core install's, then the train extra's (absent from a core install).
+VERSIONED = ("apache-beam", "pyarrow", "tokenizers", "blingfire", "torch", "webdataset")
+
+
+def version() -> str:
+    """`bertkit --version`: bertkit's version, Python's, and each of VERSIONED's as installed
+    ("not installed" where it is not), read from the installed packages' metadata: nothing is
+    imported, so it answers at once."""
+
+    def installed(name: str) -> str:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return "not installed"
+
+    libraries = ", ".join(f"{name} {installed(name)}" for name in VERSIONED)
+    return f"bertkit {installed('bertkit')} (Python {platform.python_version()}; {libraries})"
+
+
 def usage() -> str:
     lines = [
         "usage: bertkit COMMAND [flags]",
@@ -63,6 +86,7 @@ def usage() -> str:
         "",
         "bertkit COMMAND --help shows a command's flags. The data stages also take Beam's",
         "flags (--runner, --direct_num_workers, …): see docs/operations.md.",
+        "bertkit --version says which bertkit and libraries a bug report is about.",
     ]
     return "\n".join(lines)
 
@@ -90,6 +114,9 @@ def run(args: list[str], whole_process: bool = False) -> None:
     """Run `bertkit ARGS`; `whole_process` when the command is the process (see `main`)."""
     if not args or args[0] in ("-h", "--help", "help"):
         print(usage())
+        sys.exit(0)
+    if args[0] in ("-V", "--version"):
+        print(version())
         sys.exit(0)
     command, rest = args[0], args[1:]
     if command not in COMMANDS:

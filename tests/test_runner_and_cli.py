@@ -132,6 +132,32 @@ def test_cli_lists_commands(capsys) -> None:
     assert "wikipedia" in out and "books" in out and "demo" in out
 
 
+def test_version_names_bertkit_python_and_the_libraries_as_installed(monkeypatch, capsys):
+    """`bertkit --version` (and -V): one line, each library's version as its installed
+    metadata says."""
+    from importlib import metadata
+
+    done = subprocess.run(
+        [sys.executable, "-m", "bertkit", "--version"], capture_output=True, text=True
+    )
+    expected = (
+        f"bertkit {metadata.version('bertkit')} (Python {sys.version.split()[0]}; "
+        f"apache-beam {metadata.version('apache-beam')}, pyarrow {metadata.version('pyarrow')}, "
+        f"tokenizers {metadata.version('tokenizers')}, blingfire {metadata.version('blingfire')}"
+        f", torch {metadata.version('torch')}, webdataset {metadata.version('webdataset')})\n"
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, expected, "")
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["-V"])
+    assert (exited.value.code, capsys.readouterr().out) == (0, expected)
+    # A library that is not installed (the train extra's, on a core install) says so.
+    monkeypatch.setattr(cli, "VERSIONED", ("pyarrow", "no-such-library-bertkit"))
+    assert cli.version().endswith(
+        f"(Python {sys.version.split()[0]}; pyarrow {metadata.version('pyarrow')}, "
+        "no-such-library-bertkit not installed)"
+    )
+
+
 def test_stage_help_is_the_module_docstring() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "bertkit", "wikipedia", "--help"],
