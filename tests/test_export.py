@@ -181,6 +181,14 @@ def test_cli_reads_latest_refuses_nonempty_output_and_takes_vocab(
     assert f"{parameter_count(our_model(checkpoint)):,} parameters" in printed
     assert f"{output}: HF BertForPreTraining, 2 layers × 128" in printed  # config.json's class
 
+    # The run directory (checkpoints/ is inside it) stands for its checkpoints' `latest`.
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["export-hf", str(checkpoint.parent.parent), "--output", str(tmp_path / "run")])
+    assert exit_info.value.code == 0
+    for name in ("model.safetensors", "config.json"):
+        assert (tmp_path / "run" / name).read_bytes() == (output / name).read_bytes()
+    capsys.readouterr()
+
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["export-hf", str(checkpoint.parent), "--output", str(output)])
     assert exit_info.value.code == 2

@@ -368,8 +368,8 @@ def test_demo_into_a_file_stops_at_the_first_stage(workdir, capsys) -> None:
         (
             ["export-hf", "run/checkpoints", "--output", "out"],
             "bertkit export-hf: error: run/checkpoints is a directory without a `latest` file, "
-            "so it holds no complete checkpoint: pass a checkpoint file (step-NNNNNNNN.pt) "
-            "instead",
+            "so it holds no complete checkpoint: pass a checkpoint file (step-NNNNNNNN.pt), a "
+            "checkpoint directory or a run directory (its checkpoints/latest) instead",
         ),
         (
             ["export-hf", "run/checkpoints/step-00000002.pt", "--output", "run/checkpoints/hf"],

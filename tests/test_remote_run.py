@@ -89,8 +89,9 @@ def test_a_run_on_s3_stops_resumes_and_exports_like_a_local_one(
         s: metrics(tmp_path / "local")[s]["loss"] for s in range(1, 7)
     }
     assert sorted(p.name for p in tmp_path.iterdir()) == ["local"]
-    # export-hf reads the checkpoint from the bucket: the same weights as the local run's.
-    export_hf(f"{url}/checkpoints", tmp_path / "hf-remote")
+    # export-hf reads the checkpoint from the bucket, given the run's URL (its checkpoints'
+    # `latest`): the same weights as the local run's.
+    export_hf(url, tmp_path / "hf-remote")
     export_hf(tmp_path / "local" / "checkpoints", tmp_path / "hf-local")
     remote_weights = (tmp_path / "hf-remote" / WEIGHTS_FILE).read_bytes()
     assert remote_weights == (tmp_path / "hf-local" / WEIGHTS_FILE).read_bytes()
@@ -212,7 +213,8 @@ def test_storage_errors_are_reported_and_leave_no_temporary_files(
     )
     with pytest.raises(
         FileNotFoundError,
-        match=f"reading s3://{BUCKET}/none/checkpoints/latest: no such bucket or object",
+        match=f"reading s3://{BUCKET}/none/checkpoints/latest: no such bucket or object .*; "
+        "nor is there checkpoints/latest under it, as in a run directory: pass a checkpoint file",
     ):
         export_hf(f"s3://{BUCKET}/none/checkpoints", tmp_path / "hf")
     assert (

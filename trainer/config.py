@@ -185,7 +185,8 @@ class TrainConfig:
     )
     init_checkpoint: str | None = option(
         None,
-        help="start from these weights: a bertkit run's checkpoints (phase 2), a transformers "
+        help="start from these weights: a bertkit run (its directory, its checkpoints or a "
+        "step-*.pt: phase 2), a transformers "
         "BERT directory or Google's TF checkpoint directory; with --resume, only until a "
         "checkpoint",
     )

@@ -1,6 +1,6 @@
 """Turn a trainer checkpoint into an HF model directory: `bertkit export-hf`.
 
-    bertkit export-hf out/run/checkpoints --output out/run/hf      # the `latest` checkpoint
+    bertkit export-hf out/run --output out/run-hf                  # the run's `latest` checkpoint
     bertkit export-hf out/run/checkpoints/step-00010000.pt --output out/hf-10k
     bertkit export-hf s3://bucket/runs/r1/checkpoints --output s3://bucket/models/r1
     # = python -m trainer.export …; then, in Python:
@@ -14,8 +14,9 @@ The HF class is the one whose heads the checkpoint's model has (its model_config
 `cls.predictions`), each loading with no missing or unexpected weight. Either class's
 config.json names it in `architectures`, so AutoModel classes pick it too.
 
-CHECKPOINT is a checkpoint file or a checkpoint directory, whose
-`latest` file names the newest complete one, local or on s3://, gs://. --output (a local
+CHECKPOINT is a checkpoint file, a checkpoint directory, whose `latest` file names the
+newest complete one, or a run directory (`bertkit train --output`: its checkpoints/), local
+or on s3://, gs://. --output (a local
 directory, or an s3:// or gs:// prefix) gets:
     model.safetensors        the weights under HF's names
     vocab.txt, tokenizer.json   copied from the vocabulary the shards were made with
@@ -331,9 +332,7 @@ def export_hf(
         )
     if storage.is_remote(str(checkpoint_path)):
         check_output(Path(output_dir), overwrite)  # before the download, not after it
-        local, folder = fetch_checkpoint(str(checkpoint_path))
-        url = str(checkpoint_path).rstrip("/")
-        located = storage.parent(url) if url.endswith(".pt") else url
+        local, folder, located = fetch_checkpoint(str(checkpoint_path))
         try:
             return export_hf(local, output_dir, vocab_dir, overwrite, located)
         finally:
@@ -446,7 +445,8 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "checkpoint",
         metavar="CHECKPOINT",
-        help="a checkpoint file, or a checkpoint directory (its `latest`)",
+        help="a checkpoint file, a checkpoint directory (its `latest`), or a run directory "
+        "(its checkpoints/latest)",
     )
     parser.add_argument(
         "--output",

@@ -477,14 +477,18 @@ def latest_checkpoint(directory: Path) -> Path | None:
 
 
 def resolve_checkpoint(path: str | Path) -> Path:
-    """A checkpoint file, or the one a checkpoint directory's `latest` file names."""
+    """A checkpoint file, or the one a checkpoint directory's `latest` file names; a run
+    directory (`bertkit train --output`) stands for its checkpoint directory."""
     path = Path(path)
     if path.is_dir():
+        if not (path / LATEST_FILE).is_file() and (path / CHECKPOINTS_DIR / LATEST_FILE).is_file():
+            path = path / CHECKPOINTS_DIR  # a run directory
         latest = path / LATEST_FILE
         if not latest.is_file():
             raise CheckpointError(
                 f"{path} is a directory without a `{LATEST_FILE}` file, so it holds no complete "
-                "checkpoint: pass a checkpoint file (step-NNNNNNNN.pt) instead"
+                "checkpoint: pass a checkpoint file (step-NNNNNNNN.pt), a checkpoint directory "
+                f"or a run directory (its {CHECKPOINTS_DIR}/{LATEST_FILE}) instead"
             )
         name = _read_latest(latest)
         path = path / name

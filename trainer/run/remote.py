@@ -251,20 +251,32 @@ class RemoteRun:
         shutil.rmtree(self.staging, ignore_errors=True)
 
 
-def fetch_checkpoint(url: str) -> tuple[Path, Path]:
+def fetch_checkpoint(url: str) -> tuple[Path, Path, str]:
     """A checkpoint file or directory on s3:// or gs:// (--init-checkpoint, export-hf's
-    --checkpoint), downloaded: (the local checkpoint file, the folder to remove after)."""
+    --checkpoint), or a run directory (its checkpoint directory), downloaded: (the local
+    checkpoint file, the folder to remove after, the URL of the directory it was in)."""
     folder = Path(tempfile.mkdtemp(prefix="bertkit-checkpoint-"))
     url = url.rstrip("/")
     try:
         if url.endswith(".pt"):
             target = folder / url.rsplit("/", 1)[1]
             objects.download(url, target)
-            return target, folder
-        objects.download(f"{url}/{LATEST_FILE}", folder / LATEST_FILE)
+            return target, folder, storage.parent(url)
+        try:
+            objects.download(f"{url}/{LATEST_FILE}", folder / LATEST_FILE)
+        except FileNotFoundError as missing:
+            try:  # a run directory: its checkpoints' `latest`
+                objects.download(f"{url}/{CHECKPOINTS_DIR}/{LATEST_FILE}", folder / LATEST_FILE)
+            except FileNotFoundError:
+                raise FileNotFoundError(
+                    f"{missing}; nor is there {CHECKPOINTS_DIR}/{LATEST_FILE} under it, as in a "
+                    "run directory: pass a checkpoint file (…/step-NNNNNNNN.pt), a checkpoint "
+                    "directory or a run directory"
+                ) from missing
+            url = f"{url}/{CHECKPOINTS_DIR}"
         name = _latest_name(folder / LATEST_FILE, f"{url}/{LATEST_FILE}")
         objects.download(f"{url}/{name}", folder / name)
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
-    return folder / name, folder
+    return folder / name, folder, url

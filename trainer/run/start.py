@@ -149,9 +149,8 @@ def _init_checkpoint(location: str, directory: RunDirectory) -> Start:
     if not storage.is_remote(location) and is_released_directory(location):
         return Start(START_RELEASED, where=location, released=read_released(location))
     if storage.is_remote(location):
-        path, folder = fetch_checkpoint(location)
-        url = storage.redact(location.rstrip("/"))
-        shown = url if url.endswith(".pt") else f"{url}/{path.name}"
+        path, folder, located = fetch_checkpoint(location)
+        shown = f"{storage.redact(located)}/{path.name}"
         try:
             checkpoint = load_checkpoint(path, shown)
         finally:
