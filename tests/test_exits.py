@@ -440,6 +440,27 @@ def test_a_pool_after_a_closed_one_still_gets_its_batches():
         assert os.path.isdir(temp_dir)
 
 
+def test_closing_a_pool_whose_workers_are_still_starting_raises_nothing(monkeypatch):
+    """A worker still starting when its pool closes (before its SIGTERM handler is set up)
+    dies of close()'s SIGTERM; torch's SIGCHLD watch took that for a failed worker and raised
+    "DataLoader worker (pid N) is killed by signal: Terminated" inside close() (seen once in
+    a full test run). The pool now takes its workers off that watch before it signals them,
+    as torch's own shutdown does."""
+    from torch.utils.data._utils import worker
+
+    real = worker._worker_loop
+
+    def slow_start(*args, **kwargs):  # before torch sets the worker's signal handlers
+        time.sleep(HANG)  # ended by close()'s SIGTERM long before
+        real(*args, **kwargs)
+
+    monkeypatch.setattr(worker, "_worker_loop", slow_start)
+    pool = WorkerPool(_Tensors(), workers=2, seed=0)
+    time.sleep(1.0)  # both forked, inside slow_start
+    pool.close()
+    assert [p.exitcode for p in pool.processes] == [-signal.SIGTERM] * 2
+
+
 def test_a_batch_a_worker_cannot_send_ends_the_read_with_the_reason(capfd):
     """multiprocessing prints an object its queue cannot send and drops it; the reader then
     waited for ever. The worker now stops, and the reader gets torch's error within seconds."""

@@ -58,6 +58,7 @@ from typing import Any
 
 import torch
 from torch.utils.data import DataLoader
+from torch.utils.data._utils import signal_handling
 
 from trainer.preemption import STOP_SIGNALS
 
@@ -217,6 +218,12 @@ class WorkerPool:
             return
         _live_pools.discard(self)
         self._closing.value = True
+        # torch's SIGCHLD watch raises in this process for a worker ended by a signal; a
+        # worker still starting (torch's handlers not yet set up) dies of the SIGTERM below,
+        # which is no failure: off the watch first, as torch's own shutdown does.
+        if getattr(iterator, "_worker_pids_set", False):
+            signal_handling._remove_worker_pids(id(iterator))
+            iterator._worker_pids_set = False
         for process in self.processes:
             if process.is_alive():
                 with contextlib.suppress(ProcessLookupError):
