@@ -16,8 +16,7 @@ config.json names it in `architectures`, so AutoModel classes pick it too.
 
 CHECKPOINT is a checkpoint file, a checkpoint directory, whose `latest` file names the
 newest complete one, or a run directory (`bertkit train --output`: its checkpoints/), local
-or on s3://, gs://. --output (a local
-directory, or an s3:// or gs:// prefix) gets:
+or on s3://, gs://. --output (a local directory, or an s3:// or gs:// prefix) gets:
     model.safetensors        the weights under HF's names
     vocab.txt, tokenizer.json   copied from the vocabulary the shards were made with
     tokenizer_config.json, special_tokens_map.json   BertTokenizer settings

@@ -341,7 +341,7 @@ def build_manifest(
 class WriteManifest(beam.PTransform):
     """Unit summaries → `DIR/_manifest.json`, after every unit has finished. A stage whose
     manifest holds more than `build_manifest` gives overrides `manifest`; one whose graph may
-    end with no unit sets `empty_input` (its manifest then says so)."""
+    yield no summary at all sets `empty_input`, and its manifest is then written from none."""
 
     empty_input = False
 
@@ -357,7 +357,7 @@ class WriteManifest(beam.PTransform):
     def expand(self, unit_summaries):
         # Every unit yields one summary, and a stage has a unit at least (its --input must
         # match a file): no default for an empty input is needed, nor the side input and
-        # bundles Beam would run to make one.
+        # bundles Beam would run to make one, but where `empty_input` says there may be none.
         collect = beam.CombineGlobally(beam.combiners.ToListCombineFn())
         if not self.empty_input:
             collect = collect.without_defaults()

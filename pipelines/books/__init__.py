@@ -39,7 +39,7 @@ _EXPORTS = {
     "book_document": "reading",
     "book_name": "reading",
     "book_sentences": "reading",
-    "common_root": "reading",
+    "common_root": "transforms",
     "line_file_documents": "reading",
     "main": "cli",
     "plan_units": "transforms",

@@ -49,16 +49,6 @@ def book_name(path: str, root: str) -> str:
     return name.removesuffix(".txt")
 
 
-def common_root(paths: list[str]) -> str:
-    """The deepest directory that holds every input (ids stay unique across folders)."""
-    scheme, sep, _ = paths[0].partition("://")
-    prefix = scheme + sep if sep else ""
-    if any(not p.startswith(prefix) for p in paths):
-        return ""
-    directories = [posixpath.dirname(p[len(prefix) :]) for p in paths]
-    return prefix + posixpath.commonpath(directories) if directories[0] else ""
-
-
 def read_book_bytes(path: str, reader: Reader = files.READER) -> bytes:
     """The file's bytes, decompressed by suffix; InputReadError if damaged or too large."""
     chunks, size = [], 0

@@ -6,12 +6,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from pipelines.beam.documents import UnitTally
-from pipelines.beam.documents_stage import COUNTERS, ExtractFiles, ExtractFilesFn, plan_units
+from pipelines.beam.documents_stage import (
+    COUNTERS,
+    ExtractFiles,
+    ExtractFilesFn,
+    common_root,
+    plan_units,
+)
 from pipelines.books.reading import book_document, book_name, line_file_documents
 from pipelines.io.storage import Reader
 from schemas import Document
 
-__all__ = ["COUNTERS", "ExtractBooks", "plan_units"]
+__all__ = ["COUNTERS", "ExtractBooks", "common_root", "plan_units"]
 
 
 class _ExtractBooksFn(ExtractFilesFn):
