@@ -19,8 +19,11 @@ from typing import BinaryIO
 from apache_beam.io.filesystems import CompressionTypes, FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from pipelines.beam.s3_clients import share_s3_clients
 from pipelines.io import storage
 from pipelines.io.storage import Reader
+
+share_s3_clients()  # every Beam stage touches files through this module
 
 
 class OutputDirectoryError(ValueError):

@@ -519,10 +519,16 @@ _S3_ENVIRONMENT = (
 _S3_BUFFER_BYTES = 1 << 20  # smart_open's 128 KiB default splits each 1 MiB read in eight
 
 
+def s3_environment() -> tuple[str | None, ...]:
+    """The environment variables that choose an S3 client's endpoint, credentials and
+    region, as now: a client made under other values must not be reused."""
+    return tuple(os.environ.get(name) for name in _S3_ENVIRONMENT)
+
+
 def _transport_params(kind: str) -> dict[str, Any]:
     if kind != "s3":
         return {}
-    key = (os.getpid(), *(os.environ.get(name) for name in _S3_ENVIRONMENT))
+    key = (os.getpid(), *s3_environment())
     client = _S3_CLIENTS.get(key)
     if client is None:
         import boto3

@@ -1,0 +1,78 @@
+"""One boto3 client per process for Beam's s3:// filesystem, as `pipelines.io.storage` keeps
+one for smart_open.
+
+Beam's `S3FileSystem` makes a new `S3IO`, and with it a new boto3 session and client, for
+every call: each open, exists, size, match, rename and delete loads botocore's S3 service
+model again, which costs more CPU than a small file's transfer (`python -m bench.s3_calls`).
+`share_s3_clients()` replaces the wrapper class Beam builds (`boto3_client.Client`) with a
+subclass that builds the boto3 client once per process, S3 flags (`--s3_endpoint_url`, …)
+and AWS environment, and hands it to every later wrapper; each wrapper keeps its own
+download state, as before. boto3's clients are safe to share between threads; a forked
+process builds its own (the key holds the pid).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from apache_beam.options.pipeline_options import PipelineOptions, S3Options
+
+from pipelines.io import storage
+
+# The S3Options fields Beam's wrapper builds its client from (boto3_client.Client.__init__).
+_OPTION_FIELDS = (
+    "s3_access_key_id",
+    "s3_secret_access_key",
+    "s3_session_token",
+    "s3_endpoint_url",
+    "s3_disable_ssl",
+    "s3_region_name",
+    "s3_api_version",
+    "s3_verify",
+)
+
+
+def _options_key(options: Any) -> tuple[Any, ...]:
+    """The S3 settings a wrapper is built from: PipelineOptions or a dict, as Beam takes."""
+    if isinstance(options, PipelineOptions):
+        view = options.view_as(S3Options)
+        return tuple(getattr(view, name) for name in _OPTION_FIELDS)
+    return tuple(options.get(name) for name in _OPTION_FIELDS)
+
+
+def _sharing(base: type) -> type:
+    clients: dict[tuple[Any, ...], Any] = {}
+    fresh_state: dict[str, Any] = {}  # a new wrapper's own attributes, less its client
+
+    class SharedClient(base):  # type: ignore[misc, valid-type]
+        """Beam's S3 wrapper over the process's boto3 client for these settings."""
+
+        def __init__(self, options: Any) -> None:
+            key = (os.getpid(), _options_key(options), storage.s3_environment())
+            client = clients.get(key)
+            if client is None or not fresh_state:
+                super().__init__(options)
+                clients[key] = self.client
+                fresh_state.update((k, v) for k, v in vars(self).items() if k != "client")
+                return
+            vars(self).update(fresh_state)
+            self.client = client
+
+    SharedClient.__name__ = SharedClient.__qualname__ = f"Shared{base.__name__}"
+    SharedClient.shared_clients = clients  # for tests: what is cached
+    return SharedClient
+
+
+def share_s3_clients() -> None:
+    """Make Beam's s3:// filesystem reuse one boto3 client per process and settings; once,
+    and nothing where boto3 (the aws extra) is not installed."""
+    try:
+        from apache_beam.io.aws import s3io
+    except ImportError:  # Beam without its AWS modules: no s3:// filesystem
+        return
+    if not s3io.BOTO3_INSTALLED:  # no boto3: Beam refuses s3:// paths itself
+        return
+    wrapper = s3io.boto3_client
+    if not hasattr(wrapper.Client, "shared_clients"):
+        wrapper.Client = _sharing(wrapper.Client)

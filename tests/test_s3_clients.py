@@ -1,0 +1,60 @@
+"""Beam's s3:// filesystem over one boto3 client per process and S3 settings
+(pipelines/beam/s3_clients.py), against the loopback S3 server."""
+
+from __future__ import annotations
+
+from apache_beam.io.aws import s3io
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from pipelines.beam import files
+from tests.conftest import s3_flags
+
+
+def wrapper(endpoint: str) -> s3io.boto3_client.Client:
+    return s3io.boto3_client.Client(options=PipelineOptions(s3_flags(endpoint)))
+
+
+def test_wrappers_of_the_same_settings_share_one_client_and_keep_their_own_downloads(
+    s3_server,
+) -> None:
+    first, second = wrapper(s3_server.endpoint), wrapper(s3_server.endpoint)
+    assert first is not second and first.client is second.client
+    first._download_pos = 7  # one wrapper's download state is its own
+    assert second._download_pos == 0 and second._download_stream is None
+    assert wrapper("http://127.0.0.1:9").client is not first.client  # other flags
+
+
+def test_a_dict_of_the_same_settings_shares_the_client_and_other_environments_do_not(
+    s3_server, monkeypatch
+) -> None:
+    options = PipelineOptions(s3_flags(s3_server.endpoint))
+    shared = wrapper(s3_server.endpoint).client
+    assert s3io.boto3_client.Client(options=options.get_all_options()).client is shared
+    monkeypatch.setenv("AWS_REGION", "eu-west-3")  # another environment: another client
+    assert wrapper(s3_server.endpoint).client is not shared
+    monkeypatch.delenv("AWS_REGION")
+    assert wrapper(s3_server.endpoint).client is shared
+
+
+def test_beam_file_calls_on_s3_build_one_client(s3_server, monkeypatch) -> None:
+    """write (create + rename), exists, match, open and delete through pipelines.beam.files:
+    the objects are right, and one boto3 session and client was built for all the calls
+    (Beam's own wrapper builds one a call)."""
+    bucket = s3_server.bucket("s3-clients")
+    files.configure(PipelineOptions(s3_flags(s3_server.endpoint)))
+    s3io.boto3_client.Client.shared_clients.clear()
+    sessions = []
+    session_class = s3io.boto3_client.boto3.session.Session
+
+    def counted_session(*args, **kwargs):
+        sessions.append(args)
+        return session_class(*args, **kwargs)
+
+    monkeypatch.setattr(s3io.boto3_client.boto3.session, "Session", counted_session)
+    url = f"s3://{bucket}/dir/a.txt"
+    files.write_atomically(url, b"hello")
+    assert files.exists(url) and files.match_sizes(f"s3://{bucket}/dir/*") == {url: 5}
+    assert files.read_file(url) == b"hello"
+    files.delete([url])
+    assert not files.exists(url)
+    assert len(sessions) == 1
