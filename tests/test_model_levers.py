@@ -224,15 +224,22 @@ def assert_compiled_trains_as_eager(eager, compiled, forward, batch, **kwargs):
         torch.testing.assert_close(got_grads[name], grad, rtol=1e-5, atol=1e-5, msg=name)
 
 
-def test_the_compiled_unpadded_encoder_equals_the_eager_one(recwarn):
-    """--unpad on under Inductor, called as the trainer calls it (counts from the host):
-    batches of other real-token counts give eager's losses, logits and gradients through
-    one graph, compiled dynamic from the first batch: one cold compile for the trainer's
-    two (static, then dynamic; the next test counts those with dynamo's graphs)."""
+# Inductor's cold compile of the unpadded encoder is a second one beside the kept
+# tests/test_compile.py's (CONTRIBUTING: slow); aot_eager traces the same graph through
+# AOT autograd, so the graph count, the breaks and the numbers are checked by default.
+COMPILERS = ["aot_eager", pytest.param("inductor", marks=pytest.mark.slow)]
+
+
+@pytest.mark.parametrize("backend", COMPILERS)
+def test_the_compiled_unpadded_encoder_equals_the_eager_one(backend, recwarn):
+    """--unpad on under torch.compile, called as the trainer calls it (counts from the
+    host): batches of other real-token counts give eager's losses, logits and gradients
+    through one graph, compiled dynamic from the first batch: one compile for the
+    trainer's two (static, then dynamic; the next test counts those without counts)."""
     torch._dynamo.reset()
     counters.clear()
     eager, compiled = model("on"), model("on")
-    forward = torch.compile(compiled, dynamic=True)
+    forward = torch.compile(compiled, backend=backend, dynamic=True)
     for lengths in ((16, 10, 5), (16, 12, 7), (14, 16, 9)):
         counts = (sum(lengths), max(lengths))
         assert_compiled_trains_as_eager(
