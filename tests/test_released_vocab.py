@@ -58,8 +58,16 @@ DIRECTORIES = {
 }
 
 
-@pytest.mark.parametrize("kind", DIRECTORIES)
-@pytest.mark.parametrize("lower", [True, False], ids=["uncased", "cased"])
+# Each kind and each casing by default; the two other pairs of them in the slow tier.
+KINDS_AND_CASES = [
+    pytest.param("vocab-txt", True, id="uncased-vocab-txt"),
+    pytest.param("tokenizer-json", False, id="cased-tokenizer-json"),
+    pytest.param("vocab-txt", False, id="cased-vocab-txt", marks=pytest.mark.slow),
+    pytest.param("tokenizer-json", True, id="uncased-tokenizer-json", marks=pytest.mark.slow),
+]
+
+
+@pytest.mark.parametrize(("kind", "lower"), KINDS_AND_CASES)
 def test_every_sentence_of_the_sample_as_transformers_tokenizes_it(
     tmp_path, sample_sentences, sample_tokens, kind, lower
 ):

@@ -30,12 +30,14 @@ WORKERS = ("--direct_num_workers", "2", "--direct_running_mode", "multi_processi
 @pytest.mark.parametrize(
     ("number", "to_group", "extra"),
     [
-        (signal.SIGINT, False, ()),
-        (signal.SIGTERM, False, ()),
-        (signal.SIGINT, True, WORKERS),  # Ctrl-C: the terminal signals the whole job
-        (signal.SIGTERM, False, WORKERS),  # `kill PID`: the driver alone
+        pytest.param(signal.SIGINT, False, (), id="SIGINT"),
+        # The in-process runner's SIGTERM: SIGINT's path with another name (slow tier).
+        pytest.param(signal.SIGTERM, False, (), id="SIGTERM", marks=pytest.mark.slow),
+        # Ctrl-C: the terminal signals the whole job
+        pytest.param(signal.SIGINT, True, WORKERS, id="SIGINT-workers"),
+        # `kill PID`: the driver alone
+        pytest.param(signal.SIGTERM, False, WORKERS, id="SIGTERM-workers"),
     ],
-    ids=["SIGINT", "SIGTERM", "SIGINT-workers", "SIGTERM-workers"],
 )
 def test_a_signal_stops_a_stage_with_one_line(tmp_path, number, to_group, extra):
     inputs = tmp_path / "inputs"
