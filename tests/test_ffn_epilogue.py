@@ -165,9 +165,10 @@ def test_the_model_takes_the_kernels_with_the_same_results_and_state_dict(unpad)
 
 
 def test_a_run_with_the_kernels_trains_as_the_plain_one(sample_shards, tmp_path, monkeypatch):
-    """3 steps of `bertkit train --ffn-epilogue on --add-norm on`, without dropout, with the
-    kernels let run on the CPU (the interpreter; the run's own checks find a CPU, and for
-    the epilogue fp32, in their way): the plain run's losses. (tests/test_add_norm.py
+    """3 steps of `bertkit train --ffn-epilogue on --add-norm on`, without dropout, on
+    micro-batches of 2 (2 × 128 rows, still several of the tiles below), with the kernels
+    let run on the CPU (the interpreter; the run's own checks find a CPU, and for the
+    epilogue fp32, in their way): the plain run's losses. (tests/test_add_norm.py
     resumes a run with both kernels and dropout.)"""
     monkeypatch.setattr(ffn_epilogue, "ffn_epilogue_obstacles", lambda *args: [])
     monkeypatch.setattr(add_norm, "gpu_obstacles", lambda device: [])
@@ -183,7 +184,7 @@ def test_a_run_with_the_kernels_trains_as_the_plain_one(sample_shards, tmp_path,
         run = tmp_path / mode
         assert train.run([*TINY_RUN, "--shards", str(sample_shards), "--output", str(run),
                           "--dropout", "0", "--ffn-epilogue", mode, "--add-norm", mode,
-                          "--max-steps", "3"]) == 0  # fmt: skip
+                          "--max-steps", "3", "--micro-batch-size", "2"]) == 0  # fmt: skip
         losses[mode] = [metrics(run)[step]["loss"] for step in (1, 2, 3)]
     # steps × layers × (forward, backward), then the held-out batch's 2 forwards
     assert len(launches) == 3 * 2 * 2 + 2

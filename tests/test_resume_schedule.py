@@ -39,35 +39,38 @@ def weights(run_dir) -> dict[str, torch.Tensor]:
 
 
 def test_a_resume_with_more_steps_trains_them_at_a_fresh_runs_lr(sample_shards, tmp_path, caplog):
-    """20 steps, resumed with --max-steps 30: steps 21-30 train at the lr a fresh 30-step run
+    """10 steps, resumed with --max-steps 20: steps 11-20 train at the lr a fresh 20-step run
     has at those steps (before, at the old schedule's 0.0, the weights never moved), and one
-    line says what changed: --max-steps, and --warmup-steps's default with it (2 → 3)."""
+    line says what changed: --max-steps, and --warmup-steps's default with it (1 → 2).
+    Micro-batches of 4 and one held-out batch: the schedule does not depend on them."""
     run, fresh = tmp_path / "run", tmp_path / "fresh"
-    assert train.run([*common(sample_shards, run), "--max-steps", "20"]) == 0
+    cheap = ["--micro-batch-size", "4", "--eval-batches", "1"]
+    assert train.run([*common(sample_shards, run), *cheap, "--max-steps", "10"]) == 0
     stopped = weights(run)
-    assert metrics(run)[20]["lr"] == 0.0  # the end of the 20-step schedule
+    assert metrics(run)[10]["lr"] == 0.0  # the end of the 10-step schedule
     with caplog.at_level(logging.INFO, logger="bertkit.train"):
-        assert train.run([*common(sample_shards, run), "--max-steps", "30", "--resume"]) == 0
-    assert train.run([*common(sample_shards, fresh), "--max-steps", "30"]) == 0
+        resume = [*common(sample_shards, run), *cheap, "--max-steps", "20", "--resume"]
+        assert train.run(resume) == 0
+    assert train.run([*common(sample_shards, fresh), *cheap, "--max-steps", "20"]) == 0
     resumed, expected = metrics(run), metrics(fresh)
-    assert sorted(resumed) == list(range(1, 31))
+    assert sorted(resumed) == list(range(1, 21))
     # The lr after each step (what the next one trains at): the fresh run's, exactly.
-    lrs = [resumed[s]["lr"] for s in range(21, 31)]
-    assert lrs == [expected[s]["lr"] for s in range(21, 31)]
-    # 2e-3 × (1 - (s - 3) / 27), warmup 3 of 30: step 21 → 2e-3 × 9/27.
-    assert lrs[0] == pytest.approx(2e-3 * 9 / 27) and all(lr > 0 for lr in lrs[:-1])
+    lrs = [resumed[s]["lr"] for s in range(11, 21)]
+    assert lrs == [expected[s]["lr"] for s in range(11, 21)]
+    # 2e-3 × (1 - (s - 2) / 18), warmup 2 of 20: step 11 → 2e-3 × 9/18.
+    assert lrs[0] == pytest.approx(2e-3 * 9 / 18) and all(lr > 0 for lr in lrs[:-1])
     assert lrs[-1] == 0.0
     after = weights(run)
     assert any(not torch.equal(stopped[name], after[name]) for name in stopped)
     path = latest_checkpoint(run / "checkpoints")
     messages = [record.getMessage() for record in caplog.records]
-    assert f"--resume: going on from {path.parent}/step-00000020.pt (step 20)" in messages
+    assert f"--resume: going on from {path.parent}/step-00000010.pt (step 10)" in messages
     changed = [message for message in messages if "follow this run's flags" in message]
     assert changed == [
-        "--resume: from step 21 on, the schedule and optimizer follow this run's flags: "
-        "--max-steps 20 → 30, --warmup-steps 2 → 3"
+        "--resume: from step 11 on, the schedule and optimizer follow this run's flags: "
+        "--max-steps 10 → 20, --warmup-steps 1 → 2"
     ]
-    assert path.name == "step-00000030.pt"
+    assert path.name == "step-00000020.pt"
 
 
 def test_a_resume_with_a_new_peak_lr_and_decay_power_follows_them(sample_shards, tmp_path):

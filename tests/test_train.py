@@ -311,7 +311,7 @@ def test_two_gloo_processes_train_in_step(sample_shards, tmp_path, capsys):
         "--output",
         str(run_dir),
         "--max-steps",
-        "6",
+        "2",
         "--warmup-steps",
         "1",
         "--global-batch-size",
@@ -319,23 +319,23 @@ def test_two_gloo_processes_train_in_step(sample_shards, tmp_path, capsys):
         "--num-workers",
         "1",
         "--eval-every",
-        "3",
+        "1",
         "--checkpoint-every",
-        "3",
+        "1",
     ]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     checkpoint = torch.load(latest_checkpoint(run_dir / "checkpoints"), weights_only=True)
     assert checkpoint[CheckpointKey.WORLD_SIZE] == 2
-    # 64 sequences per step = 2 processes × 2 micro-batches of 16: 6 global batches, the
+    # 64 sequences per step = 2 processes × 2 micro-batches of 16: 2 global batches, the
     # position any number of processes can go on from.
-    assert checkpoint[CheckpointKey.DATA_POSITION] == {"epoch": 0, "global_batches": 6}
+    assert checkpoint[CheckpointKey.DATA_POSITION] == {"epoch": 0, "global_batches": 2}
     assert len(checkpoint[CheckpointKey.RNG]["torch"]) == 2  # each rank's dropout state
-    assert sorted(metrics(run_dir)) == list(range(1, 7))
-    assert sorted(metrics(run_dir, "eval")) == [3, 6]
+    assert sorted(metrics(run_dir)) == [1, 2]
+    assert sorted(metrics(run_dir, "eval")) == [1, 2]
     # --eval-batches 4 of 16: the held-out split's first 64 sequences, 32 on each rank,
     # summed over both (tests/test_eval_world_size.py: the totals of one process).
-    assert metrics(run_dir, "eval")[6]["sequences"] == 4 * 16
+    assert metrics(run_dir, "eval")[2]["sequences"] == 4 * 16
     # Resuming it with one process and another global batch is refused, naming both
     # (tests/test_elastic.py resumes with the same one).
     one = train.run(
@@ -346,7 +346,7 @@ def test_two_gloo_processes_train_in_step(sample_shards, tmp_path, capsys):
             "--output",
             str(run_dir),
             "--max-steps",
-            "6",
+            "2",
             "--warmup-steps",
             "1",
             "--global-batch-size",
