@@ -133,11 +133,15 @@ def test_vocab_killed_before_publishing_its_tokenizer_reruns_without_the_tempora
     assert snapshot(output) == reference
 
 
+# Half the campaign's run (bench.faults): 8 steps, a checkpoint every 2, evaluated every 4.
+TRAIN_SHORT = ("--max-steps", "8", "--checkpoint-every", "2", "--eval-every", "4")
+
+
 @pytest.fixture(scope="module")
 def training_reference(inputs, tmp_path_factory) -> TrainingReference:
-    """An uninterrupted 16-step run (a checkpoint every 4 steps, all kept)."""
+    """An uninterrupted 8-step run (a checkpoint every 2 steps, all kept)."""
     run_dir = tmp_path_factory.mktemp("faults-train") / "run"
-    _, renames = reference_run(train_argv(str(inputs.shards), run_dir))
+    _, renames = reference_run(train_argv(str(inputs.shards), run_dir, *TRAIN_SHORT))
     assert renames == 8  # 4 checkpoints, each then `latest`
     return TrainingReference.read(run_dir, RESUME_FIELDS)
 
@@ -146,21 +150,20 @@ def test_training_killed_between_a_checkpoint_write_and_its_rename_resumes_exact
     inputs, training_reference
 ):
     reference = training_reference
-    assert sorted(reference.checkpoints) == [f"step-0000000{s}.pt" for s in (4, 8)] + [
-        "step-00000012.pt",
-        "step-00000016.pt",
-    ]
+    assert sorted(reference.checkpoints) == [f"step-0000000{s}.pt" for s in (2, 4, 6, 8)]
     run_dir = reference.run_dir
     tally = Tally("train")
-    # Before the third rename: step 4 and `latest` published, step 8 written but not renamed.
-    rerun = kill_training(tally, reference, str(inputs.shards), run_dir, before_rename=3)
+    # Before the third rename: step 2 and `latest` published, step 4 written but not renamed.
+    rerun = kill_training(
+        tally, reference, str(inputs.shards), run_dir, before_rename=3, flags=TRAIN_SHORT
+    )
     assert tally.faults == 1 and rerun.returncode == 0, rerun.output[-2000:]
-    # What the kill left (step 4) equalled the reference's step 4; after --resume every
+    # What the kill left (step 2) equalled the reference's step 2; after --resume every
     # checkpoint (model, optimizer, schedule, data position, RNG), latest and the metrics
     # (last line per step) equal the uninterrupted run's.
     assert tally.mismatches == [] and tally.recovered == 1
     assert tally.files == 1 + 4 + 1
-    # And nothing beside them: --resume deleted the killed write's temporary step 8.
+    # And nothing beside them: --resume deleted the killed write's temporary step 4.
     assert _names(run_dir) == [
         "checkpoints/latest",
         *(f"checkpoints/{n}" for n in reference.checkpoints),
@@ -177,7 +180,9 @@ def _names(run_dir) -> list[str]:
 def test_a_resumed_run_holds_only_the_files_of_an_uninterrupted_run(inputs, training_reference):
     reference = training_reference
     tally = Tally("train")
-    kill_training(tally, reference, str(inputs.shards), reference.run_dir, before_rename=3)
+    kill_training(
+        tally, reference, str(inputs.shards), reference.run_dir, before_rename=3, flags=TRAIN_SHORT
+    )
     assert tally.recovered == 1
     assert _names(reference.run_dir) == [
         "checkpoints/latest",

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pipelines import examples
-from tests.test_exits import train_process, wait_for_exit, wait_for_step
+from tests.test_exits import FLAGS, train_process, wait_for_step
 from tests.test_remote_run import BUCKET, s3  # noqa: F401 (the fixture)
 from tests.test_train import metrics, run_train
 from trainer.run import lock as run_lock
@@ -170,8 +170,11 @@ def test_resume_compares_the_resolved_sequence_length(sample_shards, tmp_path):
 
 
 def test_a_run_killed_before_its_first_checkpoint_is_retried_with_the_same_flags(
-    sample_shards, tmp_path
+    sample_shards, tmp_path, caplog
 ):
+    """A trainer SIGKILLed at step 3, before any checkpoint; the retry, the same command line
+    (run in this process: the kill is what needs a process of its own), replaces the killed
+    try's metrics.jsonl and says so."""
     run_dir = tmp_path / "run"
     flags = ("--max-steps", "8", "--checkpoint-every", "100", "--num-workers", "0")
     process = train_process(sample_shards, run_dir, *flags)
@@ -179,12 +182,12 @@ def test_a_run_killed_before_its_first_checkpoint_is_retried_with_the_same_flags
     os.killpg(process.pid, signal.SIGKILL)
     process.communicate()
     assert (run_dir / "metrics.jsonl").exists() and not (run_dir / "checkpoints").exists()
-    retry = train_process(sample_shards, run_dir, *flags)
-    code, output, _ = wait_for_exit(retry, time.monotonic())
-    assert code == 0, output
+    # train_process's arguments after its TINY (which run_train adds).
+    retry = ["--shards", str(sample_shards), "--output", str(run_dir), *FLAGS, *flags]
+    assert run_train(*retry) == 0
     assert (
         "an earlier run stopped before its first checkpoint; its metrics.jsonl will be replaced"
-        in output
+        in caplog.text
     )
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     steps = [record["step"] for record in records if record["kind"] == "train"]

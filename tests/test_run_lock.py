@@ -21,6 +21,7 @@ from tests.support.s3server import client_environment
 from tests.test_exits import ENV, FLAGS, wait_for_exit
 from tests.test_remote_run import BUCKET, s3, s3_listing  # noqa: F401 (the fixture)
 from tests.test_train import TINY
+from trainer import train
 from trainer.run import lock as run_lock
 from trainer.run.lock import LEASE_VARIABLE, LOCK_FILE, Holder, RunLock, RunLockLost
 
@@ -321,16 +322,20 @@ def test_a_paused_trainer_that_lost_its_lease_writes_nothing_when_it_wakes(
     sample_shards,
     s3,  # noqa: F811
     no_job,
+    monkeypatch,
+    caplog,
 ):
     """The issue's run: trainer A pauses (SIGSTOP) right after its step-2 checkpoint, for
-    longer than its lease; trainer B --resume takes the lock over and finishes the run; A,
-    woken (SIGCONT), exits 75 with one line before it writes anything, and B's checkpoints
-    and metrics are whole."""
+    longer than its lease; trainer B --resume (run in this process: A is the one that needs
+    a process of its own) takes the lock over and finishes the run; A, woken (SIGCONT),
+    exits 75 with one line before it writes anything, and B's checkpoints and metrics are
+    whole."""
     url = f"s3://{BUCKET}/paused"
     # Long enough that a renewal thread starved of CPU on a loaded machine still renews in
     # time (a holder stops trusting its lease one renewal before it runs out).
     lease = 6.0
     env = {**client_environment(s3.meta.endpoint_url), LEASE_VARIABLE: str(lease)}
+    monkeypatch.setenv(LEASE_VARIABLE, str(lease))  # B's (the s3 fixture set its AWS_*)
     flags = [*TINY, "--shards", str(sample_shards), *FLAGS, "--max-steps", "6", *LOCK_STEPS]
     pause = "os.kill(os.getpid(), signal.SIGSTOP)"
     first = start_trainer(
@@ -348,19 +353,9 @@ def test_a_paused_trainer_that_lost_its_lease_writes_nothing_when_it_wakes(
             LOCK_FILE,
         ]
         time.sleep(lease + 0.5)  # the lease runs out
-        second = start_trainer(
-            "import sys, trainer.train; sys.exit(trainer.train.run(sys.argv[1:]))",
-            *flags,
-            "--output",
-            url,
-            "--resume",
-            env=env,
-        )
-        code, output, _ = wait_for_exit(second, time.monotonic())
-        assert code == 0, output
-        assert f"{url}/{LOCK_FILE}: taking over the lock of process {first.pid} on " in output
+        assert train.run([*flags, "--output", url, "--resume"]) == 0, caplog.text
+        assert f"{url}/{LOCK_FILE}: taking over the lock of process {first.pid} on " in caplog.text
         written = s3_listing(s3, "paused")
-        second_output = output
     finally:
         os.kill(first.pid, signal.SIGCONT)
     code, output, _ = wait_for_exit(first, time.monotonic())
@@ -382,7 +377,7 @@ def test_a_paused_trainer_that_lost_its_lease_writes_nothing_when_it_wakes(
         "checkpoints/step-00000004.pt",
         "checkpoints/step-00000006.pt",
         "metrics.jsonl",
-    ], second_output
+    ], caplog.text
     assert written["checkpoints/latest"] == b"step-00000006.pt\n"
     records = [json.loads(line) for line in written["metrics.jsonl"].decode().splitlines()]
     assert [r["step"] for r in records if r["kind"] == "train"] == [1, 2, 3, 4, 5, 6]

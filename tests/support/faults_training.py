@@ -180,10 +180,10 @@ def check_killed_training(
         tally.mismatches.append(f"{where}: latest names {latest.read_text().strip()}, not there")
 
 
-def rerun_argv(shards: str, run_dir: Path) -> list[str]:
+def rerun_argv(shards: str, run_dir: Path, *flags: str) -> list[str]:
     """After a kill: --resume from the checkpoint `latest` names, or start over if none."""
     resume = (run_dir / "checkpoints" / "latest").exists()
-    return train_argv(shards, run_dir, "--resume" if resume else "--overwrite")
+    return train_argv(shards, run_dir, *flags, "--resume" if resume else "--overwrite")
 
 
 def kill_training(
@@ -195,17 +195,19 @@ def kill_training(
     when: Callable[[], bool] | None = None,
     env: dict[str, str] | None = None,
     before_rename: int | None = None,
+    flags: tuple[str, ...] = (),
 ) -> Finished:
     """One trial in an empty `run_dir`: training killed, what it left checked, rerun with
-    --resume (or --overwrite without a checkpoint), and compared with `reference`."""
+    --resume (or --overwrite without a checkpoint), and compared with `reference`; `flags`
+    after TRAIN_FLAGS in both runs (the reference's own)."""
     shutil.rmtree(run_dir, ignore_errors=True)
     where = f"{tally.row} kill {tally.runs + 1}"
-    argv = train_argv(shards, run_dir)
+    argv = train_argv(shards, run_dir, *flags)
     cmd = command(argv) if before_rename is None else killpoint_command(argv, before_rename)
     killed = run_and_kill(cmd, after_s, when, env)
     tally.count_kill(killed, where)
     check_killed_training(tally, reference, run_dir, where)
-    rerun = run_to_end(command(rerun_argv(shards, run_dir)), env)
+    rerun = run_to_end(command(rerun_argv(shards, run_dir, *flags)), env)
     if tally.rerun_ok(rerun, where) and compare_training(tally, reference, run_dir, where):
         tally.recovered += 1
     return rerun

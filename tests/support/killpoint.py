@@ -10,10 +10,11 @@ documents, shards, vocabulary files and manifests through Beam's `FileSystems.re
 between writing a file and publishing it leaves (the temporary file complete, the N-1
 files before it published), which a kill after a random delay hits only by luck, since a
 rename takes microseconds. The process kills itself with SIGKILL, so nothing of bertkit's
-runs after that point: no `finally`, no atexit. This wraps the two rename functions and
-nothing of bertkit's. In-process runners only: Beam's multi_processing workers do their
-own renames. Used by bench.faults and tests/test_faults.py; `0` counts the renames
-("renames: N" on stderr at exit) so a campaign can try every point.
+runs after that point: no `finally`, no atexit. This wraps the two rename functions (Beam's
+not for `train`, which never imports Beam) and nothing of bertkit's. In-process runners
+only: Beam's multi_processing workers do their own renames. Used by bench.faults and
+tests/test_faults.py; `0` counts the renames ("renames: N" on stderr at exit) so a campaign
+can try every point.
 """
 
 from __future__ import annotations
@@ -37,21 +38,24 @@ def main() -> None:
         if renames == kill_at:
             os.kill(os.getpid(), signal.SIGKILL)
 
-    from apache_beam.io.filesystems import FileSystems
-
-    beam_rename = FileSystems.rename
     os_replace = os.replace
-
-    def rename(*args, **kwargs):
-        before_rename()
-        return beam_rename(*args, **kwargs)
 
     def replace(*args, **kwargs):
         before_rename()
         return os_replace(*args, **kwargs)
 
-    FileSystems.rename = staticmethod(rename)  # type: ignore[method-assign]
     os.replace = replace
+    # The trainer never imports Beam (a second of CPU): only the stages rename through it.
+    if sys.argv[3:4] != ["train"]:
+        from apache_beam.io.filesystems import FileSystems
+
+        beam_rename = FileSystems.rename
+
+        def rename(*args, **kwargs):
+            before_rename()
+            return beam_rename(*args, **kwargs)
+
+        FileSystems.rename = staticmethod(rename)  # type: ignore[method-assign]
     if kill_at == 0:
         atexit.register(lambda: print(f"renames: {renames}", file=sys.stderr))
     sys.argv = ["bertkit", *sys.argv[3:]]
