@@ -53,7 +53,9 @@ def touch_every_object(urls: list[str]) -> int:
     read = 0
     for url in urls:
         assert files.exists(url)
-        read += files.match_sizes(url)[url] and len(files.read_file(url))
+        size = files.match_sizes(url)[url]
+        assert len(files.read_file(url)) == size, url
+        read += size
     return read
 
 
@@ -64,6 +66,24 @@ def measure(urls: list[str], shared: bool) -> tuple[float, float]:
         touch_every_object(urls)
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     return 1000 * cpu / len(urls), len(urls) / wall
+
+
+def summary(rows: dict[str, list[tuple[float, float]]], objects: int, size: int) -> list[str]:
+    """The table: each row's median CPU ms per object and objects per second, then the ratio
+    of the medians' CPU."""
+    repeats = len(rows["shared"])
+    lines = [
+        f"Beam's S3 filesystem: exists + match + read of {objects} objects of {size} B, "
+        f"loopback moto (median of {repeats})",
+        f"{'row':<10} {'CPU ms/object':>14} {'objects/s':>10}",
+    ]
+    medians = {}
+    for name, runs in rows.items():
+        medians[name] = statistics.median(cpu for cpu, _ in runs)
+        objects_per_s = statistics.median(rate for _, rate in runs)
+        lines.append(f"{name:<10} {medians[name]:>14.1f} {objects_per_s:>10.1f}")
+    ratio = medians["per call"] / medians["shared"]
+    return [*lines, f"shared uses {ratio:.1f}x less CPU per object"]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -94,17 +114,7 @@ def main(argv: list[str] | None = None) -> None:
                 rows[name].append(measure(urls, shared=name == "shared"))
     finally:
         stop_server(process)
-    print(
-        f"Beam's S3 filesystem: exists + match + read of {args.objects} objects of "
-        f"{args.bytes} B, loopback moto (median of {args.repeats})"
-    )
-    print(f"{'row':<10} {'CPU ms/object':>14} {'objects/s':>10}")
-    medians = {}
-    for name, runs in rows.items():
-        medians[name] = statistics.median(cpu for cpu, _ in runs)
-        objects_per_s = statistics.median(rate for _, rate in runs)
-        print(f"{name:<10} {medians[name]:>14.1f} {objects_per_s:>10.1f}")
-    print(f"shared uses {medians['per call'] / medians['shared']:.1f}x less CPU per object")
+    print("\n".join(summary(rows, args.objects, args.bytes)))
 
 
 if __name__ == "__main__":
