@@ -168,3 +168,33 @@ def test_no_google_credentials_are_looked_up(gcs) -> None:
     from apache_beam.internal.gcp import auth
 
     assert auth.get_service_credentials(None) is None  # answered at once, anonymously
+
+
+def test_reads_and_writes_outside_beam_share_one_client(gcs, tmp_path, monkeypatch) -> None:
+    """storage.open_binary (smart_open's reads: the trainer's shards, inspect) and
+    objects.upload/download (a run directory on gs://) build one google-cloud-storage client
+    for the process, however many objects they touch; smart_open alone builds one an
+    object."""
+    from google.cloud import storage as gcs_library
+
+    from pipelines.io import objects, storage
+
+    built = []
+
+    class Counted(gcs_library.Client):
+        def __init__(self, *args, **kwargs):
+            built.append(kwargs.get("project"))
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(gcs_library, "Client", Counted)
+    monkeypatch.setattr(storage, "_GCS_CLIENTS", {})
+    local = tmp_path / "a.bin"
+    local.write_bytes(b"first")
+    for name in ("one", "two"):
+        objects.upload(local, f"gs://{BUCKET}/shared/{name}")
+    for name in ("one", "two"):
+        with storage.open_binary(f"gs://{BUCKET}/shared/{name}") as source:
+            assert source.read() == b"first"
+    objects.download(f"gs://{BUCKET}/shared/two", tmp_path / "back.bin")
+    assert (tmp_path / "back.bin").read_bytes() == b"first"
+    assert built == [os.environ["GOOGLE_CLOUD_PROJECT"]]

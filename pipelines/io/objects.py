@@ -3,14 +3,14 @@ needs to keep a run directory on object storage (trainer/run/remote.py).
 
 An object appears whole or not at all when its upload completes (S3 and GCS alike), so a
 file written here is never seen half-written. s3:// uses the same boto3 client as reading
-(storage._transport_params: the standard AWS_* environment); gs:// a google-cloud-storage
-client (anonymous when STORAGE_EMULATOR_HOST points at an emulator).
+(storage._transport_params: the standard AWS_* environment); gs:// the same
+google-cloud-storage client too (storage.gcs_client: anonymous when STORAGE_EMULATOR_HOST
+points at an emulator).
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -68,15 +68,7 @@ def _request(action: str, url: str) -> Iterator[None]:
 
 
 def _gcs_bucket(name: str) -> Any:
-    storage._require_gcs()
-    from google.cloud import storage as gcs
-
-    if os.environ.get("STORAGE_EMULATOR_HOST"):
-        from google.auth.credentials import AnonymousCredentials
-
-        project = os.environ.get("GOOGLE_CLOUD_PROJECT", "emulator")
-        return gcs.Client(credentials=AnonymousCredentials(), project=project).bucket(name)
-    return gcs.Client().bucket(name)
+    return storage.gcs_client().bucket(name)
 
 
 def _s3() -> Any:

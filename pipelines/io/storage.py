@@ -525,7 +525,41 @@ def s3_environment() -> tuple[str | None, ...]:
     return tuple(os.environ.get(name) for name in _S3_ENVIRONMENT)
 
 
+# One google-cloud-storage client per process and GCS environment, for the same reason:
+# smart_open builds a `Client()` for every object it opens, and with it a new HTTP session
+# (a new connection, and an OAuth token fetched again outside an emulator).
+_GCS_CLIENTS: dict[tuple[Any, ...], Any] = {}
+_GCS_ENVIRONMENT = (
+    "STORAGE_EMULATOR_HOST",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "GOOGLE_CLOUD_PROJECT",
+    "CLOUDSDK_CORE_PROJECT",
+)
+
+
+def gcs_client() -> Any:
+    """This process's google-cloud-storage client for the GCS environment as now: anonymous
+    where STORAGE_EMULATOR_HOST points at an emulator, the default credentials elsewhere."""
+    _require_gcs()
+    key = (os.getpid(), *(os.environ.get(name) for name in _GCS_ENVIRONMENT))
+    client = _GCS_CLIENTS.get(key)
+    if client is None:
+        from google.cloud import storage as gcs
+
+        if os.environ.get("STORAGE_EMULATOR_HOST"):
+            from google.auth.credentials import AnonymousCredentials
+
+            project = os.environ.get("GOOGLE_CLOUD_PROJECT", "emulator")
+            client = gcs.Client(credentials=AnonymousCredentials(), project=project)
+        else:
+            client = gcs.Client()
+        _GCS_CLIENTS[key] = client
+    return client
+
+
 def _transport_params(kind: str) -> dict[str, Any]:
+    if kind == "gs":
+        return {"client": gcs_client()}
     if kind != "s3":
         return {}
     key = (os.getpid(), *s3_environment())
