@@ -3,7 +3,7 @@ one for smart_open.
 
 Beam's `S3FileSystem` makes a new `S3IO`, and with it a new boto3 session and client, for
 every call: each open, exists, size, match, rename and delete loads botocore's S3 service
-model again, which costs more CPU than a small file's transfer (`python -m bench.s3_calls`).
+model again, which costs more CPU than a small file's transfer (`python -m bench.client_reuse`).
 `share_s3_clients()` replaces the wrapper class Beam builds (`boto3_client.Client`) with a
 subclass that builds the boto3 client once per process, S3 flags (`--s3_endpoint_url`, …)
 and AWS environment, and hands it to every later wrapper; each wrapper keeps its own
