@@ -135,6 +135,12 @@ def test_the_smoke_run_of_every_stage_on_the_cpu(tmp_path):
     env = {**os.environ, "BENCH_ARGS": SMOKE, "KERNEL_ARGS": KERNEL_SMOKE}
     env["PYTHON"] = sys.executable
     env.pop("STAGES", None)
+    # The kernels stage compares the kernels with the plain ops compiled (bf16, 8 roundings):
+    # Inductor's scalar CPU kernels, which tests/support/worker_threads.py asks for to save
+    # g++ time, sum a gradient of the add-norm's plain ops in another order than the vectorised
+    # ones a user's CPU gets: 2.94e-06 off at a largest value of 4.69e-05, 8.02 bf16 roundings
+    # on the tiny model's 40 rows, just over the check's 8. This stage compiles as a user's.
+    env.pop("TORCHINDUCTOR_VEC_ISA_OK", None)
     result = subprocess.run(
         ["bash", SCRIPT, str(out), "900"], cwd=ROOT, env=env, capture_output=True, text=True
     )
