@@ -15,7 +15,7 @@ load on the machine hits both alike:
   gs per object  a read of every object through smart_open with its own default, a new
                  google-cloud-storage client (an HTTP session) for every object
   gs shared      the same through `pipelines.io.storage.open_binary` (the trainer's shards,
-                 `inspect`): one client per process (`storage.gcs_client`)
+                 `inspect`): one client per process (`pipelines/io/clients.py`)
 
 For each row, the median over --repeats of this process's CPU milliseconds per object and
 objects per wall second; the servers' own CPU is not counted. On Google's endpoint a new

@@ -177,7 +177,7 @@ def test_reads_and_writes_outside_beam_share_one_client(gcs, tmp_path, monkeypat
     object."""
     from google.cloud import storage as gcs_library
 
-    from pipelines.io import objects, storage
+    from pipelines.io import clients, objects, storage
 
     built = []
 
@@ -187,7 +187,7 @@ def test_reads_and_writes_outside_beam_share_one_client(gcs, tmp_path, monkeypat
             super().__init__(*args, **kwargs)
 
     monkeypatch.setattr(gcs_library, "Client", Counted)
-    monkeypatch.setattr(storage, "_GCS_CLIENTS", {})
+    monkeypatch.setattr(clients, "_CLIENTS", {})
     local = tmp_path / "a.bin"
     local.write_bytes(b"first")
     for name in ("one", "two"):

@@ -1,5 +1,5 @@
 """One boto3 client per process for Beam's s3:// filesystem, as `pipelines.io.storage` keeps
-one for smart_open.
+one for smart_open (pipelines/io/clients.py).
 
 Beam's `S3FileSystem` makes a new `S3IO`, and with it a new boto3 session and client, for
 every call: each open, exists, size, match, rename and delete loads botocore's S3 service
@@ -18,7 +18,7 @@ from typing import Any
 
 from apache_beam.options.pipeline_options import PipelineOptions, S3Options
 
-from pipelines.io import storage
+from pipelines.io import clients
 
 # The S3Options fields Beam's wrapper builds its client from (boto3_client.Client.__init__).
 _OPTION_FIELDS = (
@@ -42,25 +42,25 @@ def _options_key(options: Any) -> tuple[Any, ...]:
 
 
 def _sharing(base: type) -> type:
-    clients: dict[tuple[Any, ...], Any] = {}
+    built: dict[tuple[Any, ...], Any] = {}
     fresh_state: dict[str, Any] = {}  # a new wrapper's own attributes, less its client
 
     class SharedClient(base):  # type: ignore[misc, valid-type]
         """Beam's S3 wrapper over the process's boto3 client for these settings."""
 
         def __init__(self, options: Any) -> None:
-            key = (os.getpid(), _options_key(options), storage.s3_environment())
-            client = clients.get(key)
+            key = (os.getpid(), _options_key(options), clients.environment(clients.S3_ENVIRONMENT))
+            client = built.get(key)
             if client is None or not fresh_state:
                 super().__init__(options)
-                clients[key] = self.client
+                built[key] = self.client
                 fresh_state.update((k, v) for k, v in vars(self).items() if k != "client")
                 return
             vars(self).update(fresh_state)
             self.client = client
 
     SharedClient.__name__ = SharedClient.__qualname__ = f"Shared{base.__name__}"
-    SharedClient.shared_clients = clients  # for tests: what is cached
+    SharedClient.shared_clients = built  # for tests: what is cached
     return SharedClient
 
 

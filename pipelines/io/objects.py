@@ -3,9 +3,9 @@ needs to keep a run directory on object storage (trainer/run/remote.py).
 
 An object appears whole or not at all when its upload completes (S3 and GCS alike), so a
 file written here is never seen half-written. s3:// uses the same boto3 client as reading
-(storage._transport_params: the standard AWS_* environment); gs:// the same
-google-cloud-storage client too (storage.gcs_client: anonymous when STORAGE_EMULATOR_HOST
-points at an emulator).
+(pipelines/io/clients.py: one per process, from the standard AWS_* environment); gs:// the
+same google-cloud-storage client as reading (anonymous when STORAGE_EMULATOR_HOST points at
+an emulator).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pipelines.io import storage
+from pipelines.io import clients, storage
 
 # What S3 and GCS answer for a bucket or an object that is not there.
 _S3_MISSING = {"404", "NoSuchBucket", "NoSuchKey", "NotFound"}
@@ -68,11 +68,12 @@ def _request(action: str, url: str) -> Iterator[None]:
 
 
 def _gcs_bucket(name: str) -> Any:
-    return storage.gcs_client().bucket(name)
+    storage._require_gcs()
+    return clients.gcs_client().bucket(name)
 
 
 def _s3() -> Any:
-    return storage._transport_params("s3")["client"]
+    return clients.s3_client()
 
 
 def upload(local: Path, url: str) -> None:

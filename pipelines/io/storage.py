@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Literal, NamedTuple
 
+from pipelines.io import clients
 from schemas.examples import SHARDS_MANIFEST_NAME
 from schemas.manifest import MANIFEST_NAME
 from schemas.shards import SHARD_DEPTH
@@ -260,7 +261,7 @@ def open_binary(url: str) -> BinaryIO:
         _require_gcs()
     smart_open = _smart_open()
     try:
-        return smart_open.open(url, "rb", transport_params=_transport_params(kind))
+        return smart_open.open(url, "rb", transport_params=clients.transport_params(kind))
     except FileNotFoundError:
         raise
     except _credentials_errors() as error:
@@ -502,73 +503,6 @@ def shard_manifest(shard_url: str) -> tuple[str, str]:
         names.append(basename(directory))
         directory = parent(directory)
     return join(directory, SHARDS_MANIFEST_NAME), "/".join(reversed(names))
-
-
-# One boto3 client per process and S3 environment: smart_open makes a new client for every
-# file otherwise, which costs about as much CPU per shard as reading the shard's bytes
-# (`python -m bench.loader`). Keyed by pid too, since a client must not cross a fork.
-_S3_CLIENTS: dict[tuple[Any, ...], Any] = {}
-_S3_ENVIRONMENT = (
-    "AWS_ENDPOINT_URL",
-    "AWS_ENDPOINT_URL_S3",
-    "AWS_ACCESS_KEY_ID",
-    "AWS_PROFILE",
-    "AWS_DEFAULT_REGION",
-    "AWS_REGION",
-)
-_S3_BUFFER_BYTES = 1 << 20  # smart_open's 128 KiB default splits each 1 MiB read in eight
-
-
-def s3_environment() -> tuple[str | None, ...]:
-    """The environment variables that choose an S3 client's endpoint, credentials and
-    region, as now: a client made under other values must not be reused."""
-    return tuple(os.environ.get(name) for name in _S3_ENVIRONMENT)
-
-
-# One google-cloud-storage client per process and GCS environment, for the same reason:
-# smart_open builds a `Client()` for every object it opens, and with it a new HTTP session
-# (a new connection, and an OAuth token fetched again outside an emulator).
-_GCS_CLIENTS: dict[tuple[Any, ...], Any] = {}
-_GCS_ENVIRONMENT = (
-    "STORAGE_EMULATOR_HOST",
-    "GOOGLE_APPLICATION_CREDENTIALS",
-    "GOOGLE_CLOUD_PROJECT",
-    "CLOUDSDK_CORE_PROJECT",
-)
-
-
-def gcs_client() -> Any:
-    """This process's google-cloud-storage client for the GCS environment as now: anonymous
-    where STORAGE_EMULATOR_HOST points at an emulator, the default credentials elsewhere."""
-    _require_gcs()
-    key = (os.getpid(), *(os.environ.get(name) for name in _GCS_ENVIRONMENT))
-    client = _GCS_CLIENTS.get(key)
-    if client is None:
-        from google.cloud import storage as gcs
-
-        if os.environ.get("STORAGE_EMULATOR_HOST"):
-            from google.auth.credentials import AnonymousCredentials
-
-            project = os.environ.get("GOOGLE_CLOUD_PROJECT", "emulator")
-            client = gcs.Client(credentials=AnonymousCredentials(), project=project)
-        else:
-            client = gcs.Client()
-        _GCS_CLIENTS[key] = client
-    return client
-
-
-def _transport_params(kind: str) -> dict[str, Any]:
-    if kind == "gs":
-        return {"client": gcs_client()}
-    if kind != "s3":
-        return {}
-    key = (os.getpid(), *s3_environment())
-    client = _S3_CLIENTS.get(key)
-    if client is None:
-        import boto3
-
-        client = _S3_CLIENTS[key] = boto3.client("s3")
-    return {"client": client, "buffer_size": _S3_BUFFER_BYTES}
 
 
 def _smart_open() -> Any:

@@ -1,0 +1,88 @@
+"""One object-storage client per process and environment, for everything outside Beam that
+reads or writes s3:// and gs:// (`storage.open_binary` through smart_open, `objects`).
+
+smart_open builds a client for every object it opens unless it is handed one: on S3 a boto3
+client, which costs about as much CPU per shard as reading the shard's bytes (`python -m
+bench.loader`); on GCS a google-cloud-storage client, a new HTTP session and with it a new
+connection, and an OAuth token fetched again outside an emulator (`python -m
+bench.client_reuse`). Each client here is kept under the environment variables that choose
+its endpoint, credentials and project as they were when it was built, and the pid: a client
+never crosses a fork, nor outlives a change of those variables. Beam's s3:// filesystem
+keeps its own the same way (pipelines/beam/s3_clients.py).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+S3_ENVIRONMENT = (
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_S3",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_PROFILE",
+    "AWS_DEFAULT_REGION",
+    "AWS_REGION",
+)
+GCS_ENVIRONMENT = (
+    "STORAGE_EMULATOR_HOST",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "GOOGLE_CLOUD_PROJECT",
+    "CLOUDSDK_CORE_PROJECT",
+)
+_S3_BUFFER_BYTES = 1 << 20  # smart_open's 128 KiB default splits each 1 MiB read in eight
+
+_CLIENTS: dict[tuple[Any, ...], Any] = {}
+
+
+def environment(names: tuple[str, ...]) -> tuple[str | None, ...]:
+    """The values of `names` as now: a client built under other values is not reused."""
+    return tuple(os.environ.get(name) for name in names)
+
+
+def _kept(store: str, names: tuple[str, ...], build: Callable[[], Any]) -> Any:
+    key = (store, os.getpid(), *environment(names))
+    client = _CLIENTS.get(key)
+    if client is None:
+        client = _CLIENTS[key] = build()
+    return client
+
+
+def _build_s3() -> Any:
+    import boto3
+
+    return boto3.client("s3")
+
+
+def _build_gcs() -> Any:
+    from google.cloud import storage as gcs
+
+    if os.environ.get("STORAGE_EMULATOR_HOST"):
+        from google.auth.credentials import AnonymousCredentials
+
+        project = os.environ.get("GOOGLE_CLOUD_PROJECT", "emulator")
+        return gcs.Client(credentials=AnonymousCredentials(), project=project)
+    return gcs.Client()
+
+
+def s3_client() -> Any:
+    """This process's boto3 S3 client for the AWS environment as now."""
+    return _kept("s3", S3_ENVIRONMENT, _build_s3)
+
+
+def gcs_client() -> Any:
+    """This process's google-cloud-storage client for the GCS environment as now: anonymous
+    where STORAGE_EMULATOR_HOST points at an emulator, the default credentials elsewhere.
+    The caller checks that google-cloud-storage is installed (storage's missing-extra line)."""
+    return _kept("gs", GCS_ENVIRONMENT, _build_gcs)
+
+
+def transport_params(kind: str) -> dict[str, Any]:
+    """smart_open's transport_params for a URL scheme: the kept client, and on S3 reads of
+    1 MiB."""
+    if kind == "s3":
+        return {"client": s3_client(), "buffer_size": _S3_BUFFER_BYTES}
+    if kind == "gs":
+        return {"client": gcs_client()}
+    return {}
