@@ -224,13 +224,8 @@ def assert_compiled_trains_as_eager(eager, compiled, forward, batch, **kwargs):
         torch.testing.assert_close(got_grads[name], grad, rtol=1e-5, atol=1e-5, msg=name)
 
 
-# Inductor's cold compile of the unpadded encoder is a second one beside the kept
-# tests/test_compile.py's (CONTRIBUTING: slow); aot_eager traces the same graph through
-# AOT autograd, so the graph count, the breaks and the numbers are checked by default.
-COMPILERS = ["aot_eager", pytest.param("inductor", marks=pytest.mark.slow)]
-
-
-@pytest.mark.parametrize("backend", COMPILERS)
+# Inductor's cold compile is slow (CONTRIBUTING); aot_eager checks the same graph by default.
+@pytest.mark.parametrize("backend", ["aot_eager", pytest.param("inductor", marks=pytest.mark.slow)])
 def test_the_compiled_unpadded_encoder_equals_the_eager_one(backend, recwarn):
     """--unpad on under torch.compile, called as the trainer calls it (counts from the
     host): batches of other real-token counts give eager's losses, logits and gradients
