@@ -235,6 +235,30 @@ def test_pairs_of_one_document_warn(tmp_path, caplog, story_vocab) -> None:
     ]
 
 
+def test_a_split_of_one_document_warns_that_its_pairs_are_is_next_only(
+    tmp_path, caplog, story_vocab
+) -> None:
+    # --heldout-fraction 0.6 holds out t/s0 alone (a hash of the id: 0.573, the others over
+    # 0.64): its chunks that need a NotNext partner are rejected, the rest are IsNext.
+    documents = write_documents(tmp_path / "documents", [story(f"t/s{i}", i) for i in range(4)])
+    out = tmp_path / "shards"
+    flags = ["--max-seq-length", "32", "--dupe-factor", "1", "--heldout-fraction", "0.6"]
+    argv = ["--documents", str(documents), "--vocab", str(story_vocab), "--output", str(out)]
+    assert examples.run([*argv, *flags]) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    heldout = manifest["outputs"]["seq32"]["splits"]["heldout"]
+    assert heldout["not_next"] == 0
+    assert manifest["outputs"]["seq32"]["splits"]["train"]["not_next"] > 0
+    assert warnings_of(caplog, "examples") == [
+        f"{out}/seq32/heldout holds IsNext pairs only ({heldout['samples']} examples, not one "
+        "NotNext): a NotNext pair takes its second segment from another document of the same "
+        "split, and this one had none (the no_partner_document rejects), so next-sentence "
+        "prediction trained or evaluated on it sees one class: give the split two or more "
+        "documents (raise --heldout-fraction for the held-out split), or train with "
+        "--objective mlm"
+    ]
+
+
 @pytest.mark.parametrize(
     "workers",
     [(), ("--direct_num_workers", "2", "--direct_running_mode", "multi_processing")],

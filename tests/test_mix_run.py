@@ -29,7 +29,13 @@ from trainer.evaluate import EvalResult, MixEvalResult
 from trainer.metrics import MetricsLogger, ProgressLine
 from trainer.mix import MixedSource, drawn_per_source
 from trainer.run.checkpoints import latest_checkpoint
-from trainer.source import DataConfigError, check_mix_sources, open_source, source_names
+from trainer.source import (
+    DataConfigError,
+    check_mix_sources,
+    heldout_source,
+    open_source,
+    source_names,
+)
 from trainer.train import parse_arguments
 
 wiki_shards = mix_sources.wiki_shards  # the second source, a session fixture
@@ -482,3 +488,19 @@ def test_a_source_without_held_out_shards_is_named_and_the_others_evaluated(
     (row,) = [row for row in _rows(run_dir) if row["kind"] == "eval"]
     assert list(row["sources"]) == ["shards"]
     assert row["mlm_loss"] == row["sources"]["shards"]["mlm_loss"]  # its share renormalised
+
+
+def test_a_held_out_split_of_is_next_pairs_only_is_said_once(sample_shards, caplog) -> None:
+    # The held-out split of one document (adapt.md's four books, one held out) makes no
+    # NotNext pair: its NSP accuracy counts one class. The sample's has both kinds.
+    caplog.set_level(logging.WARNING, "bertkit.train")
+    source = open_source(str(sample_shards), "train", 128)
+    assert heldout_source(source) is not None
+    assert caplog.messages == []
+    source.manifest.outputs["seq128"].splits["heldout"].not_next = 0
+    assert heldout_source(source) is not None
+    assert caplog.messages == [
+        f"{sample_shards / 'manifest.json'}: the held-out split holds IsNext pairs only (its "
+        "documents had no NotNext partner: one document, say), so its NSP accuracy counts one "
+        "class; its MLM figures are unaffected"
+    ]

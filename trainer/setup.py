@@ -36,7 +36,6 @@ from trainer.data import (
     PretrainingLoader,
     check_source,
     open_source,
-    source_of,
 )
 from trainer.fp8 import fp8_problem
 from trainer.levers import choose_kernels, device_kind, set_levers
@@ -69,7 +68,7 @@ from trainer.released import (
 )
 from trainer.run.directory import RunDirectory
 from trainer.run.start import restore, start_from
-from trainer.source import check_mix_sources, source_names
+from trainer.source import check_mix_sources, heldout_source, source_names
 
 _LOG = logging.getLogger("bertkit.train")
 
@@ -163,7 +162,7 @@ def _setup(
     heldouts = {
         name: heldout
         for name, each in zip(names, sources, strict=True)
-        if (heldout := _heldout_source(each, name if mixed else None)) is not None
+        if (heldout := heldout_source(each, name if mixed else None)) is not None
     }
     heldout = None if mixed else heldouts.get(names[0])
     mix = MixedSource(sources, names, config.weights) if mixed else None
@@ -303,20 +302,6 @@ def _log_mix(
             each.samples,
             storage.redact(each.manifest_url or each.shards[0].url),
         )
-
-
-def _heldout_source(source: DataSource, name: str | None = None) -> DataSource | None:
-    """The held-out split beside the train shards in the manifest; None turns evaluation off
-    (of the source `name`, in a mix: the others are evaluated)."""
-    off = "evaluation is off" if name is None else f"source {name} is not evaluated"
-    if source.manifest_url is None or source.manifest is None:
-        _LOG.warning("no manifest, so no held-out split: %s", off)
-        return None
-    output = source.output
-    if output is None or not output.splits.get("heldout") or not output.splits["heldout"].shards:
-        _LOG.warning("%s: no held-out shards; %s", source.manifest_url, off)
-        return None
-    return source_of(source.manifest, source.manifest_url, "heldout", source.max_seq_length)
 
 
 def _vocab_size(source: DataSource) -> int:

@@ -11,6 +11,7 @@ loader: trainer/mix.py).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -22,6 +23,31 @@ from pipelines.io.shards.source import (  # noqa: F401  (the trainer's names for
     open_source,
     source_of,
 )
+from schemas.shards import PAIRS
+
+_LOG = logging.getLogger("bertkit.train")
+
+
+def heldout_source(source: DataSource, name: str | None = None) -> DataSource | None:
+    """The held-out split beside the train shards in the manifest; None turns evaluation off
+    (of the source `name`, in a mix: the others are evaluated)."""
+    off = "evaluation is off" if name is None else f"source {name} is not evaluated"
+    if source.manifest_url is None or source.manifest is None:
+        _LOG.warning("no manifest, so no held-out split: %s", off)
+        return None
+    output = source.output
+    heldout = output.splits.get("heldout") if output is not None else None
+    if heldout is None or not heldout.shards:
+        _LOG.warning("%s: no held-out shards; %s", source.manifest_url, off)
+        return None
+    if source.manifest.sequences == PAIRS and not heldout.not_next:
+        _LOG.warning(
+            "%s: the held-out split holds IsNext pairs only (its documents had no NotNext "
+            "partner: one document, say), so its NSP accuracy counts one class; its MLM "
+            "figures are unaffected",
+            storage.redact(source.manifest_url),
+        )
+    return source_of(source.manifest, source.manifest_url, "heldout", source.max_seq_length)
 
 
 def check_source(

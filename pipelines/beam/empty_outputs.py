@@ -2,7 +2,7 @@
 little of what it was given.
 
 A stage that ran to its end may still have written 0 documents, or 0 examples, or a
-held-out split of 0 examples: the next stage, or the trainer, would then refuse it or run
+held-out split of 0 examples, or a split of one document, whose pairs are IsNext only: the next stage, or the trainer, would then refuse it or run
 without what the user asked for, far from the cause. So each stage reads its finished
 manifest and says so at once, on one WARNING line each: what is empty, where, and the
 likely cause with its fix:
@@ -114,7 +114,8 @@ def documents_findings(manifest: DocumentsManifest, output: str) -> list[Finding
 def examples_findings(
     manifest: ShardsManifest, output: str, heldout_fraction: float
 ) -> list[Finding]:
-    """A shards directory with 0 examples, or a split of 0 examples that was asked for."""
+    """A shards directory with 0 examples, a split of 0 examples that was asked for, or a
+    split of pairs with no NotNext (a split of one document)."""
     counts = manifest.counts
     documents = counts.get("documents", 0)
     made = sum(
@@ -126,6 +127,8 @@ def examples_findings(
     for name, out in sorted(manifest.outputs.items()):
         for split, shards in sorted(out.splits.items()):
             if shards.samples:
+                if _one_class(manifest, shards.not_next):
+                    findings.append(_is_next_only(f"{output}/{name}/{split}", shards.samples))
                 continue
             if split == "heldout" and heldout_fraction > 0:
                 findings.append(_no_heldout(f"{output}/{name}/{split}", counts, heldout_fraction))
@@ -187,6 +190,21 @@ def _no_examples(manifest: ShardsManifest, output: str, documents: int) -> Findi
     return Finding(
         f"{where} from {_many(documents, 'document')} (rejected {rejected}; {rejects}): give "
         "more or longer documents"
+    )
+
+
+def _one_class(manifest: ShardsManifest, not_next: int) -> bool:
+    """A split of pairs of which none is NotNext, for want of a partner document."""
+    return manifest.sequences == PAIRS and not not_next and bool(manifest.rejected.get(_NO_PARTNER))
+
+
+def _is_next_only(where: str, samples: int) -> Finding:
+    return Finding(
+        f"{where} holds IsNext pairs only ({_many(samples, 'example')}, not one NotNext): a "
+        "NotNext pair takes its second segment from another document of the same split, and "
+        f"this one had none (the {_NO_PARTNER} rejects), so next-sentence prediction trained "
+        "or evaluated on it sees one class: give the split two or more documents (raise "
+        "--heldout-fraction for the held-out split), or train with --objective mlm"
     )
 
 
