@@ -2,8 +2,9 @@
 little of what it was given.
 
 A stage that ran to its end may still have written 0 documents, or 0 examples, or a
-held-out split of 0 examples, or a split of one document, whose pairs are IsNext only: the next stage, or the trainer, would then refuse it or run
-without what the user asked for, far from the cause. So each stage reads its finished
+held-out split of 0 examples, or a split of one document, whose pairs are IsNext only: the
+next stage, or the trainer, would then refuse it or run without what the user asked for, far
+from the cause. So each stage reads its finished
 manifest and says so at once, on one WARNING line each: what is empty, where, and the
 likely cause with its fix:
 
