@@ -14,7 +14,8 @@ import pytest
 from apache_beam.testing.util import assert_that, equal_to
 
 from pipelines import books
-from pipelines.beam.documents import UnitTally, expand_inputs, read_manifest
+from pipelines.beam.documents import UnitTally, read_manifest
+from pipelines.beam.inputs import expand_inputs
 from pipelines.books import (
     BooksConfig,
     ExtractBooks,

@@ -26,10 +26,10 @@ from pipelines import corpus, examples, vocab
 from pipelines.beam.documents import (
     HELD_REJECTS,
     UnitTally,
-    expand_inputs,
     finish_unit,
     read_manifest,
 )
+from pipelines.beam.inputs import expand_inputs
 from pipelines.corpus import (
     CorpusConfig,
     CorpusInputError,

@@ -273,8 +273,11 @@ def test_flags_that_cannot_work_stop_before_reading(documents_dirs, tmp_path: Pa
     out = str(tmp_path / "v")
     with pytest.raises(VocabError, match=r"no room for learned pieces.*--limit-alphabet"):
         vocab.run(["--documents", *documents_dirs, "--output", out, "--vocab-size", "100"])
-    with pytest.raises(VocabError, match=r"names .* twice"):
+    with pytest.raises(VocabError, match=r"is given twice: its text would be counted twice"):
         vocab.run(["--documents", documents_dirs[0], documents_dirs[0] + "/", "--output", out])
+    again = f"{documents_dirs[0]}/../{Path(documents_dirs[0]).name}"
+    with pytest.raises(VocabError, match=r"is the same directory as --documents"):
+        vocab.run(["--documents", documents_dirs[0], again, "--output", out])
     with pytest.raises(SystemExit):  # argparse: a flag neither bertkit nor Beam knows
         vocab.run(["--documents", *documents_dirs, "--output", out, "--vocab-sise", "9"])
     # The alphabet's size is known once words are counted: the refusal then deletes them.

@@ -456,20 +456,6 @@ def read_manifest(output_dir: str) -> DocumentsManifest:
     return DocumentsManifest.from_json(data.decode("utf-8"))
 
 
-def expand_inputs(patterns: list[str]) -> list[dict[str, Any]]:
-    """Glob patterns → the sorted, de-duplicated files they match, with sizes."""
-    found: dict[str, int] = {}
-    for pattern in patterns:
-        matches = files.match_sizes(pattern)
-        if not matches:
-            raise FileNotFoundError(
-                f"--input {pattern!r} matches no file: check the path, and quote a glob so "
-                "that bertkit, not the shell, expands it"
-            )
-        found.update(matches)
-    return [{"path": path, "bytes": found[path]} for path in sorted(found)]
-
-
 def json_config(config: Any) -> dict[str, Any]:
     """A config (a dataclass, or the dict a stage records of it) as a JSON-safe dict (for the
     manifest)."""

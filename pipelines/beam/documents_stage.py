@@ -12,7 +12,6 @@ documents (`documents`); the rest is here.
 
 from __future__ import annotations
 
-import posixpath
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -29,6 +28,7 @@ from pipelines.beam.documents import (
     run_documents_pipeline,
 )
 from pipelines.beam.empty_outputs import check_documents
+from pipelines.beam.inputs import common_root
 from pipelines.beam.progress import (
     DOCUMENTS_EXTRACTED,
     INPUT_BYTES_READ,
@@ -75,16 +75,6 @@ def files_progress_phases(input_bytes: int) -> list[Phase]:
     shown = ((INPUT_FILES_READ, "files"), (DOCUMENTS_EXTRACTED, "documents"))
     rate = (DOCUMENTS_EXTRACTED, "documents")
     return [Phase("read", INPUT_BYTES_READ, input_bytes, "read", True, rate, shown)]
-
-
-def common_root(paths: list[str]) -> str:
-    """The deepest directory that holds every input (ids stay unique across folders)."""
-    scheme, sep, _ = paths[0].partition("://")
-    prefix = scheme + sep if sep else ""
-    if any(not p.startswith(prefix) for p in paths):
-        return ""
-    directories = [posixpath.dirname(p[len(prefix) :]) for p in paths]
-    return prefix + posixpath.commonpath(directories) if directories[0] else ""
 
 
 def plan_units(inputs: list[dict], unit_bytes: int) -> list[tuple[int, list[str]]]:

@@ -53,6 +53,7 @@ from apache_beam.options.pipeline_options import (
 )
 
 from pipelines.beam import files
+from pipelines.beam.inputs import InputsError
 from pipelines.beam.stage_paths import StagePaths, path_problem
 from pipelines.command import flags
 from pipelines.command.interruption import StageStop, exit_code
@@ -425,7 +426,7 @@ def _run_and_say(
     """`run`'s exit code, or the one line and exit code of a refusal or a failed write."""
     try:
         return run(argv)
-    except (files.OutputDirectoryError, FileNotFoundError, *refusals) as error:
+    except (files.OutputDirectoryError, FileNotFoundError, InputsError, *refusals) as error:
         print(f"{prog}: error: {error}", file=sys.stderr)
         return 2
     except Exception as error:  # a failed write, or a worker's refusal; anything else goes on up

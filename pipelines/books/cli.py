@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipelines.beam.documents import expand_inputs
 from pipelines.beam.documents_stage import files_progress_phases as progress_phases
 from pipelines.beam.documents_stage import run_documents_stage
+from pipelines.beam.inputs import check_names, expand_inputs
 from pipelines.beam.runner import stage_main
 from pipelines.books.config import BooksConfig
+from pipelines.books.reading import book_name
 from pipelines.books.transforms import ExtractBooks
 
 STAGE = "books"
@@ -20,6 +21,7 @@ STAGE = "books"
 def extraction(config: BooksConfig) -> tuple[list[dict[str, Any]], ExtractBooks]:
     """The files --input names (with their sizes) and the step that extracts them."""
     inputs = expand_inputs(config.input)
+    check_names(inputs, book_name)
     return inputs, ExtractBooks(inputs, config.output, config)
 
 

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 
 from pipelines.beam import files
 from pipelines.beam.documents import UnitTally
+from pipelines.beam.inputs import name_under
 from pipelines.bert.sentence_cuts import cut_sentence
 from pipelines.books.config import BooksConfig
 from pipelines.io.compressed import InputReadError, LongLine, decompressed_chunks, lines
@@ -39,11 +40,7 @@ def book_name(path: str, root: str) -> str:
 
     '/data/gutenberg/alice29.txt.gz' under '/data' → 'gutenberg/alice29'.
     """
-    name = (
-        path[len(root) :].lstrip("/")
-        if root and path.startswith(root)
-        else posixpath.basename(path)
-    )
+    name = name_under(path, root)
     for suffix in _COMPRESSED_SUFFIXES:
         name = name.removesuffix(suffix)
     return name.removesuffix(".txt")

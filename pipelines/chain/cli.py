@@ -23,6 +23,7 @@ from pipelines.beam.documents import (
 )
 from pipelines.beam.documents import report as report_documents
 from pipelines.beam.empty_outputs import check_documents, check_examples
+from pipelines.beam.inputs import InputsError
 from pipelines.beam.planned import Planned
 from pipelines.beam.progress import (
     DOCUMENTS_EXTRACTED,
@@ -129,6 +130,17 @@ def _examples_plan(job: str, config: ExamplesConfig) -> ExamplesPlan:
     return load_examples_plan(config)
 
 
+def _extractions(stages: dict[str, Any]) -> dict[str, tuple[list[dict[str, Any]], Any]]:
+    """Each documents stage's inputs and extraction step; a refusal names the chain's flag."""
+    extractions = {}
+    for stage, config in stages.items():
+        try:
+            extractions[stage] = _EXTRACTION[stage](config)
+        except InputsError as error:
+            raise error.with_flag(f"--{stage}") from None
+    return extractions
+
+
 def run(argv: list[str] | None = None) -> int:
     """Check the flags, inputs and every output (exit 2 with the reason, nothing deleted),
     clear the earlier run's files, then run the one job."""
@@ -146,7 +158,7 @@ def run(argv: list[str] | None = None) -> int:
         else:
             trained.validate()
         examples.validate()
-        extractions = {stage: _EXTRACTION[stage](c) for stage, c in stages.items()}
+        extractions = _extractions(stages)
         earlier = [
             files.earlier_run_files(c.output, DOCUMENTS_RUN_FILES, c.overwrite, stage)
             for stage, c in stages.items()

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipelines.beam.documents import expand_inputs
 from pipelines.beam.documents_stage import files_progress_phases as progress_phases
 from pipelines.beam.documents_stage import run_documents_stage
+from pipelines.beam.inputs import check_names, expand_inputs
 from pipelines.beam.runner import stage_main
 from pipelines.corpus.config import CorpusConfig
-from pipelines.corpus.reading import CorpusInputError, input_kind
+from pipelines.corpus.reading import CorpusInputError, input_kind, record_file_name
 from pipelines.corpus.transforms import ExtractCorpus
 
 STAGE = "corpus"
@@ -24,6 +24,7 @@ def extraction(config: CorpusConfig) -> tuple[list[dict[str, Any]], ExtractCorpu
     inputs = expand_inputs(config.input)
     for item in inputs:
         input_kind(item["path"])
+    check_names(inputs, record_file_name)
     return inputs, ExtractCorpus(inputs, config.output, config)
 
 

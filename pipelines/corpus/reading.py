@@ -13,13 +13,13 @@ read before the fault is kept, and the stage exits 1.
 from __future__ import annotations
 
 import json
-import posixpath
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from pipelines.beam import files
 from pipelines.beam.documents import UnitTally
+from pipelines.beam.inputs import name_under
 from pipelines.books.reading import book_sentences
 from pipelines.corpus.config import CorpusConfig
 from pipelines.corpus.parquet import (
@@ -79,9 +79,7 @@ def record_file_name(path: str, root: str) -> str:
     '/data/c4/en/part-0001.jsonl.zst' under '/data/c4' → 'en/part-0001.jsonl.zst' (the
     suffixes stay: 'a.jsonl' and 'a.parquet' are two files).
     """
-    if root and path.startswith(root):
-        return path[len(root) :].lstrip("/")
-    return posixpath.basename(path)
+    return name_under(path, root)
 
 
 @dataclass(frozen=True)

@@ -6,11 +6,10 @@ manifest records what shapes the output (`recorded`), the LSH bands and rows inc
 
 from __future__ import annotations
 
-import os
-import posixpath
 from dataclasses import dataclass
 from typing import Any
 
+from pipelines.beam.inputs import repeated_place
 from pipelines.command.flags import AT_LEAST_1, Bounds, config_problem, option
 from pipelines.dedup.lsh import choose_bands
 from schemas import MANIFEST_NAME
@@ -26,18 +25,6 @@ DOCUMENTS_DIRS = (
     "documents directory written by `bertkit wikipedia`, `books`, `corpus` or `dedup`, the one "
     f"holding {MANIFEST_NAME}",
 )
-
-
-def same_place_key(directory: str) -> str:
-    """What two spellings of one directory have in common: a local path's real path
-    (symbolic links and `..` resolved), a URL with its `//`, `.` and `..` segments and
-    trailing slashes gone."""
-    if "://" not in directory:
-        return os.path.realpath(directory)
-    scheme, rest = directory.split("://", 1)
-    bucket, _, path = rest.partition("/")
-    normal = posixpath.normpath("/" + path.lstrip("/")).lstrip("/")
-    return f"{scheme.lower()}://{bucket}/{normal}".rstrip("/")
 
 
 class DedupError(ValueError):
@@ -85,21 +72,12 @@ class DedupConfig:
         problem = config_problem(self)
         if problem:
             raise DedupError(problem)
-        seen: dict[str, str] = {}
-        for directory in self.documents:
-            key = same_place_key(directory)
-            if key in seen:
-                earlier = seen[key]
-                given = (
-                    "is given twice"
-                    if earlier.rstrip("/") == directory.rstrip("/")
-                    else f"is the same directory as --documents {earlier}"
-                )
-                raise DedupError(
-                    f"--documents {directory} {given}: each of its documents would "
-                    "duplicate itself; name each directory once"
-                )
-            seen[key] = directory
+        repeated = repeated_place(self.documents)
+        if repeated:
+            raise DedupError(
+                f"{repeated}: each of its documents would duplicate itself; name each "
+                "directory once"
+            )
 
     def recorded(self) -> dict[str, Any]:
         """What shapes the output, as the documents manifest records it."""

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pipelines.beam.documents import DocumentsInput, read_documents_input
+from pipelines.beam.inputs import repeated_place
 from pipelines.examples.config import ExamplesConfig, ExamplesConfigError
 from pipelines.examples.keys import BucketKey, PartitionKey
 from pipelines.examples.shuffle import (
@@ -34,6 +35,11 @@ _EXAMPLE_OVERHEAD_ESTIMATE = 60
 
 def read_documents_inputs(directories: Sequence[str]) -> list[DocumentsInput]:
     """Each documents directory's manifest, checked; the stage refuses what it cannot use."""
+    repeated = repeated_place(directories)
+    if repeated:
+        raise ExamplesConfigError(
+            f"{repeated}: its documents would make examples twice; name each directory once"
+        )
     inputs = []
     for directory in directories:
         documents_input = read_documents_input(directory)

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
-from itertools import pairwise
 from typing import Any
 
 from pipelines.beam import files
 from pipelines.beam.documents import DocumentsInput, documents_units, read_documents_input
+from pipelines.beam.inputs import repeated_place
 from pipelines.io.hashing import keyed_fraction
 from pipelines.io.parquet import iter_row_groups
 from pipelines.io.vocabulary import VocabError
@@ -38,9 +38,11 @@ class SamplePlan:
     def open(cls, documents_dirs: Sequence[str], sample_mb: float, seed: int) -> SamplePlan:
         """Each directory's manifest, checked; sorted, so flag order does not matter."""
         directories = sorted(d.rstrip("/") or d for d in documents_dirs)
-        for first, second in pairwise(directories):
-            if first == second:
-                raise VocabError(f"--documents names {first} twice: pass each directory once")
+        repeated = repeated_place(directories)
+        if repeated:
+            raise VocabError(
+                f"{repeated}: its text would be counted twice; name each directory once"
+            )
         return cls(tuple(read_documents_input(d) for d in directories), sample_mb, seed)
 
     @property

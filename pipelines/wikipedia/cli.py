@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipelines.beam.documents import expand_inputs
 from pipelines.beam.documents_stage import run_documents_stage
+from pipelines.beam.inputs import expand_inputs
 from pipelines.beam.progress import DOCUMENTS_EXTRACTED, INPUT_BYTES_READ, PAGES_READ
 from pipelines.beam.runner import stage_main
 from pipelines.command.progress import Phase

@@ -1,0 +1,138 @@
+"""What a stage reads, listed and checked before any work: the files `--input` names and the
+documents directories `--documents` names.
+
+- `expand_inputs`: globs → the files they match, each once. A glob without a directory
+  (`'*.txt'`) matches in the working directory, as in a shell; a file named twice, by
+  overlapping globs or by two spellings (`in.jsonl`, `./in.jsonl`, `d/../in.jsonl`, a
+  symbolic link), is read once; local inputs that mix absolute and relative paths are all
+  made absolute, so that they share a root their ids are taken under.
+- `check_names`: two files whose documents would get one id (`a.txt` and `a.txt.gz`, one
+  book; files of the same name under two object stores) are refused, naming both.
+- `same_place_key`, `repeated_place`: one directory given twice under any spelling.
+
+A refusal is an `InputsError` (exit 2, one line), which `bertkit chain` re-words with its
+own flag (`--books` for `--input`).
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pipelines.beam import files
+
+_FLAG = "{flag}"
+
+
+class InputsError(ValueError):
+    """Inputs a stage refuses before any work. Its message names the flag as `{flag}`."""
+
+    def __init__(self, template: str, flag: str = "--input") -> None:
+        self.template = template
+        super().__init__(template.replace(_FLAG, flag))
+
+    def with_flag(self, flag: str) -> InputsError:
+        """The same refusal, naming the flag `flag` (the chain's `--books`, …)."""
+        return InputsError(self.template, flag)
+
+
+def same_place_key(path: str) -> str:
+    """What two spellings of one file or directory have in common: a local path's real path
+    (symbolic links and `..` resolved), a URL with its `//`, `.` and `..` segments and
+    trailing slashes gone."""
+    if "://" not in path:
+        return os.path.realpath(path)
+    scheme, rest = path.split("://", 1)
+    bucket, _, inside = rest.partition("/")
+    normal = posixpath.normpath("/" + inside.lstrip("/")).lstrip("/")
+    return f"{scheme.lower()}://{bucket}/{normal}".rstrip("/")
+
+
+def repeated_place(directories: Sequence[str], flag: str = "--documents") -> str | None:
+    """`FLAG DIR is given twice` or `FLAG DIR is the same directory as FLAG EARLIER` for the
+    first directory that names the place of an earlier one; None when each is named once."""
+    seen: dict[str, str] = {}
+    for directory in directories:
+        key = same_place_key(directory)
+        if key in seen:
+            earlier = seen[key]
+            if earlier.rstrip("/") == directory.rstrip("/"):
+                return f"{flag} {directory} is given twice"
+            return f"{flag} {directory} is the same directory as {flag} {earlier}"
+        seen[key] = directory
+    return None
+
+
+def _local_pattern(pattern: str, absolute: bool) -> str:
+    normal = os.path.abspath(pattern) if absolute else posixpath.normpath(pattern)
+    return normal if "/" in normal else f"./{normal}"  # Beam lists no directory for 'a*'
+
+
+def expand_inputs(patterns: Sequence[str]) -> list[dict[str, Any]]:
+    """Glob patterns → the sorted files they match, each once (see the module docstring),
+    with sizes; InputsError for a pattern that matches nothing."""
+    local = [pattern for pattern in patterns if "://" not in pattern]
+    absolute = any(os.path.isabs(pattern) for pattern in local)
+    found: dict[str, int] = {}
+    places: set[str] = set()
+    for pattern in patterns:
+        query = pattern if "://" in pattern else _local_pattern(pattern, absolute)
+        matches = files.match_sizes(query)
+        if not matches:
+            raise InputsError(
+                f"{_FLAG} {pattern!r} matches no file: check the path, and quote a glob so "
+                "that bertkit, not the shell, expands it"
+            )
+        for path, size in sorted(matches.items()):
+            path = path.removeprefix("./") if query.startswith("./") else path
+            if (key := same_place_key(path)) not in places:
+                places.add(key)
+                found[path] = size
+    return [{"path": path, "bytes": found[path]} for path in sorted(found)]
+
+
+def common_root(paths: list[str]) -> str:
+    """The deepest directory that holds every input (ids stay unique across folders); ''
+    for relative paths under the working directory, or inputs on different stores."""
+    scheme, sep, _ = paths[0].partition("://")
+    prefix = scheme + sep if sep else ""
+    if any(not p.startswith(prefix) for p in paths):
+        return ""
+    directories = [posixpath.dirname(p[len(prefix) :]) for p in paths]
+    if len({directory.startswith("/") for directory in directories}) > 1:
+        return ""
+    return prefix + posixpath.commonpath(directories) if all(directories) else ""
+
+
+def name_under(path: str, root: str) -> str:
+    """A file's name in its documents' ids: its path under `root`, a relative path as it
+    is under the working directory, else its base name.
+
+    '/data/c4/en/part-0001.jsonl.zst' under '/data/c4' → 'en/part-0001.jsonl.zst'.
+    """
+    if root and path.startswith(root):
+        return path[len(root) :].lstrip("/")
+    if not root and "://" not in path and not path.startswith("/"):
+        return path
+    return posixpath.basename(path)
+
+
+def check_names(inputs: Sequence[dict[str, Any]], name_of: Callable[[str, str], str]) -> None:
+    """Refuse two input files whose documents would get the same ids: `name_of(path, root)`
+    is the name a stage gives a file's documents (books: without its suffixes)."""
+    paths = [item["path"] for item in inputs]
+    if not paths:
+        return
+    root = common_root(paths)
+    seen: dict[str, str] = {}
+    for path in paths:
+        name = name_of(path, root)
+        if name in seen:
+            raise InputsError(
+                f"{_FLAG} names {seen[name]} and {path}, whose documents would share the ids "
+                f"of {name!r} (two copies of one text, or files of one name in two places): "
+                "give one of them, or rename one"
+            )
+        seen[name] = path
