@@ -3,6 +3,8 @@
 import bz2
 import gzip
 import json
+import logging
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -14,7 +16,9 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from pipelines import wikipedia
 from pipelines.beam.documents import UnitTally, read_manifest
-from pipelines.text.wikidump import RawPage, SiteInfo
+from pipelines.beam.inputs import InputsError
+from pipelines.io.storage import READER
+from pipelines.text.wikidump import DumpSplit, IndexMismatch, RawPage, SiteInfo, plan_dump
 from pipelines.wikipedia import ExtractArticles, PageContext, WikipediaConfig, document_from_page
 from schemas import DOCUMENT_SCHEMA, MANIFEST_NAME, REJECTS_DIR, Document
 from schemas.documents import documents_from_table
@@ -300,7 +304,7 @@ def test_hostile_dumps_keep_their_good_pages(tmp_path: Path) -> None:
 
 
 def test_no_matching_input_is_a_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError, match="matches no file"):
+    with pytest.raises(InputsError, match="matches no file"):
         run_stage("--input", str(tmp_path / "none-*.xml.bz2"), "--output", str(tmp_path / "o"))
 
 
@@ -392,3 +396,102 @@ def test_overwrite_refuses_a_directory_holding_files_no_stage_wrote(sample_dump,
     assert (out / "_manifest.json").is_file()  # the earlier run is untouched too
     (out / "documents-notes.parquet").unlink()
     assert wikipedia.run(["--input", str(sample_dump), "--output", str(out), "--overwrite"]) == 0
+
+
+def rejects_in(out: Path) -> list[dict]:
+    return [
+        json.loads(line)
+        for path in sorted((out / REJECTS_DIR).glob("*.jsonl"))
+        for line in path.read_text().splitlines()
+    ]
+
+
+def multistream_and_plain_copy(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """Six articles in a multistream dump (streams of two pages) with its index, and the
+    same dump's bytes in another directory without one."""
+    (tmp_path / "in").mkdir()
+    pages = [article(i) for i in range(1, 7)]
+    dump = write_multistream(tmp_path / "in", "testwiki-20260101-pages-articles", pages, 2)
+    index = tmp_path / "in" / "testwiki-20260101-pages-articles-multistream-index.txt.bz2"
+    (tmp_path / "plain").mkdir()
+    plain = Path(shutil.copy(dump, tmp_path / "plain" / dump.name))
+    return dump, index, plain
+
+
+@pytest.mark.parametrize("index_kind", ["stale", "not an index"])
+def test_an_index_that_does_not_match_its_dump_is_a_reject_and_every_page_is_read(
+    tmp_path: Path, caplog, index_kind: str
+) -> None:
+    dump, index, plain = multistream_and_plain_copy(tmp_path)
+    listed = bz2.decompress(index.read_bytes()).decode().splitlines()
+    assert [line.split(":", 1)[1] for line in listed[:2]] == ["1:Article 1", "2:Article 2"]
+    first = int(listed[0].split(":")[0])  # where the stream of pages 1 and 2 starts
+    if index_kind == "stale":  # every offset 137 bytes off: no stream starts there
+        shifted = [f"{int(o) + 137}:{rest}" for o, rest in (x.split(":", 1) for x in listed)]
+        index.write_bytes(bz2.compress("".join(f"{x}\n" for x in shifted).encode()))
+        problem = f"offset {first + 137} is not where a bz2 stream of the dump starts"
+    else:
+        index.write_bytes(bz2.compress(b"hello world\n"))
+        problem = "not an `offset:id:title` index line"
+    error = (
+        f"{problem}: the index does not match {dump} (a stale index, another dump's, or "
+        "damage), so the dump is read without it, from its start in one split: every page is "
+        "read, by one worker (with the dump's own index beside it, workers read it in "
+        "parallel)"
+    )
+    assert plan_dump(str(dump), 0, READER) == (
+        [DumpSplit(path=str(dump), number=0)],
+        IndexMismatch(str(index), "line 1", error),
+    )
+    out, reference = tmp_path / "out", tmp_path / "reference"
+    split_mb = ["--split_mb", "0"]  # a split per stream, had the index matched
+
+    with caplog.at_level(logging.WARNING):
+        code = run_stage("--input", str(dump), "--output", str(out), *split_mb)
+
+    assert code == 0  # nothing was lost
+    assert run_stage("--input", str(plain), "--output", str(reference), *split_mb) == 0
+    assert [r.getMessage() for r in caplog.records if r.name == "pipelines.beam.documents"] == [
+        f"rejected {index} line 1 (bad_index): {error}"
+    ]
+    assert rejects_in(out) == [
+        {
+            "error": error,
+            "id": None,
+            "input": str(index),
+            "position": "line 1",
+            "reason": "bad_index",
+        }
+    ]
+    manifest = read_manifest(str(out))
+    assert manifest.rejected == {"bad_index": 1} and manifest.failed_inputs == []
+    assert manifest.counts["units"] == 1 and manifest.counts["pages"] == 6
+    rows = ds.dataset(out).to_table().to_pylist()
+    assert [row["id"] for row in rows] == [f"testwiki/{i}" for i in range(1, 7)]
+    assert rows == ds.dataset(reference).to_table().to_pylist()
+    assert file_digests(out) == file_digests(reference)
+
+
+def test_a_damaged_header_stream_of_an_indexed_dump_fails_that_input(tmp_path: Path) -> None:
+    dump, _, plain = multistream_and_plain_copy(tmp_path)
+    data = bytearray(dump.read_bytes())
+    data[100] ^= 0xFF  # inside the header stream (<siteinfo>), before the first page stream
+    for path in (dump, plain):
+        path.write_bytes(bytes(data))
+    assert plan_dump(str(dump), 0, READER) == ([DumpSplit(path=str(dump), number=0)], None)
+    failures = []
+    for path in (dump, plain):  # with its index, then without: the same failure
+        out = tmp_path / f"out-{path.parent.name}"
+        assert run_stage("--input", str(path), "--output", str(out), "--split_mb", "0") == 1
+        manifest = read_manifest(str(out))
+        assert manifest.rejected == {"corrupt_input": 1} and "pages" not in manifest.counts
+        assert [(r["input"], r["reason"]) for r in rejects_in(out)] == [
+            (str(path), "corrupt_input")
+        ]
+        (failed,) = manifest.failed_inputs
+        assert failed["input"] == str(path)
+        failures.append(failed["error"].replace(str(path), "DUMP"))
+    assert failures == 2 * [
+        "DUMP: corrupt bz2 data (Invalid data stream) at compressed byte 0 (bz2 stream 1 "
+        f"starts there; the fault lies before byte {len(data)}); no page was read"
+    ]

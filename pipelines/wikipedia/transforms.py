@@ -14,9 +14,17 @@ from pipelines.beam.progress import (
     counting_reader,
 )
 from pipelines.beam.runner import spread_over_workers
-from pipelines.text.wikidump import DumpReadError, DumpSplit, SiteInfo, iter_dump, plan_splits
+from pipelines.text.wikidump import (
+    DumpReadError,
+    DumpSplit,
+    IndexMismatch,
+    SiteInfo,
+    iter_dump,
+    plan_dump,
+)
 from pipelines.wikipedia.config import WikipediaConfig
 from pipelines.wikipedia.pages import PageContext, document_from_page
+from schemas import Reject
 
 # What the extraction DoFn counts (Beam counters in the "bertkit" namespace).
 COUNTERS = (INPUT_BYTES_READ, PAGES_READ, DOCUMENTS_EXTRACTED)
@@ -35,10 +43,20 @@ class _ExtractSplitFn(beam.DoFn):
         # Compressed bytes as they are read: the progress line's "read" and its ETA.
         self._reader = counting_reader(files.READER, self._counters, INPUT_BYTES_READ)
 
-    def process(self, numbered_split: tuple[int, DumpSplit]):
-        file_number, split = numbered_split
+    def process(self, numbered_split: tuple[int, DumpSplit, IndexMismatch | None]):
+        file_number, split, index_mismatch = numbered_split
         unit = f"{file_number:05d}-{split.number:05d}"
         tally = UnitTally(unit, output_dir=self._output_dir)
+        if index_mismatch is not None:  # the dump is one split, read without its index
+            tally.reject(
+                Reject(
+                    id=None,
+                    input=index_mismatch.index_path,
+                    position=index_mismatch.position,
+                    reason="bad_index",
+                    error=index_mismatch.error,
+                )
+            )
         writer = DocumentFileWriter(self._output_dir, unit, self._config.max_file_text_bytes)
         context = PageContext.of(split.path, SiteInfo())
         counters = self._counters
@@ -61,8 +79,12 @@ class _ExtractSplitFn(beam.DoFn):
 
 
 def _numbered_splits(numbered_path: tuple[int, str], split_bytes: int):
+    """A dump's splits, each with why its index was not used (on the one split, if so): a
+    reject of the index, recorded by that split's unit. Planning never fails on bad data:
+    a dump whose header is damaged is one split, whose reading reports the damage."""
     file_number, path = numbered_path
-    return [(file_number, split) for split in plan_splits(path, split_bytes, files.READER)]
+    splits, index_mismatch = plan_dump(path, split_bytes, files.READER)
+    return [(file_number, split, index_mismatch) for split in splits]
 
 
 class ExtractArticles(beam.PTransform):
