@@ -5,6 +5,7 @@ came from, and the card `bertkit examples` writes on the real sample.
 """
 
 import dataclasses
+import functools
 import json
 import re
 import shlex
@@ -37,6 +38,7 @@ from pipelines.inspect import cli as inspect_cli
 from pipelines.io.recorded_paths import join_relative
 from pipelines.vocab.config import VocabConfig
 from pipelines.wikipedia.config import WikipediaConfig
+from schemas.examples import SHARDS_MANIFEST_NAME
 from schemas.manifest import MANIFEST_NAME, DocumentsManifest
 from schemas.shards import (
     DATASET_CARD_NAME,
@@ -426,14 +428,31 @@ def test_full_sentences_without_masks() -> None:
     assert "NotNext" not in card and "masked-lm-prob" not in card
 
 
-def test_overwrite_treats_the_card_as_the_stage_s_own(tmp_path: Path) -> None:
+def test_overwrite_treats_the_card_as_the_stage_s_own_beside_its_manifest(tmp_path: Path) -> None:
     output = tmp_path / "shards"
     output.mkdir()
-    (output / DATASET_CARD_NAME).write_text("an earlier card\n")
+    clear = functools.partial(
+        files.clear_earlier_run, str(output), examples_cli.EARLIER_RUN, vouched=examples_cli.VOUCHED
+    )
+    # A README.md of the user's, or a manifest.json that is not a shards manifest, is theirs.
+    (output / DATASET_CARD_NAME).write_text("my notes\n")
+    for manifest in (None, '{"my": "manifest"}'):
+        if manifest is not None:
+            (output / SHARDS_MANIFEST_NAME).write_text(manifest)
+        with pytest.raises(files.OutputDirectoryError) as refused:
+            clear(True, "examples")
+        assert str(refused.value) == (
+            f"{output} holds {DATASET_CARD_NAME}, which no manifest.json of a `bertkit examples` run beside "
+            "it vouches for (a file of yours, or of a run killed before it finished): nothing "
+            "was deleted. Choose a new or empty --output, or move it"
+        )
+    assert (output / DATASET_CARD_NAME).read_text() == "my notes\n"
+    # Beside the shards manifest the stage wrote, the card is the stage's own.
+    (output / SHARDS_MANIFEST_NAME).write_text(shards_manifest().to_json())
     (output / f"{DATASET_CARD_NAME}.tmp-{'0' * 32}").write_text("half")
     with pytest.raises(files.OutputDirectoryError, match="pass --overwrite"):
-        files.clear_earlier_run(str(output), examples_cli.EARLIER_RUN, False, "examples")
-    files.clear_earlier_run(str(output), examples_cli.EARLIER_RUN, True, "examples")
+        clear(False, "examples")
+    clear(True, "examples")
     assert list(output.iterdir()) == []
     assert examples_cli._TEMPORARY.fullmatch(f"{DATASET_CARD_NAME}.tmp-{'a' * 32}")
     (output / "README.txt").write_text("theirs\n")

@@ -533,6 +533,28 @@ def test_a_file_no_vocab_run_wrote_is_never_replaced(
     assert (out / "README.md").read_text() == "my notes"
 
 
+@pytest.mark.parametrize("vocab_json", [False, True], ids=["alone", "beside a run's vocab.json"])
+def test_a_vocab_txt_no_vocab_json_records_is_never_replaced(
+    vocab_json: bool, trained: Path, documents_dirs, tmp_path, capsys
+):
+    # The user's own vocab.txt, or one edited after the run (vocab.json has another sha256).
+    out = tmp_path / "v"
+    out.mkdir()
+    if vocab_json:
+        shutil.copy(trained / VOCAB_METADATA_FILE, out / VOCAB_METADATA_FILE)
+    (out / VOCAB_FILE).write_text("[PAD]\n[UNK]\nmy\nhand\n")
+    for overwrite in ((), ("--overwrite",)):
+        with pytest.raises(SystemExit) as exit_:
+            cli.main(train_command(documents_dirs, out, *overwrite))
+        assert exit_.value.code == 2
+        assert capsys.readouterr().err.endswith(
+            f"{out} holds vocab.txt, which no vocab.json of a `bertkit vocab` run beside it "
+            "vouches for (a file of yours, or of a run killed before it finished): nothing was "
+            "deleted. Choose a new or empty --output, or move it\n"
+        )
+    assert (out / VOCAB_FILE).read_text() == "[PAD]\n[UNK]\nmy\nhand\n"
+
+
 def test_two_workers_give_the_same_files(trained: Path, documents_dirs, tmp_path) -> None:
     out = tmp_path / "v"
     workers = ["--direct_num_workers", "2", "--direct_running_mode", "multi_processing"]

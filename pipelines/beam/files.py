@@ -14,6 +14,8 @@ from __future__ import annotations
 import os
 import re
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import BinaryIO
 
 from apache_beam.io.filesystems import CompressionTypes, FileSystems
@@ -115,8 +117,25 @@ def write_atomically(path: str, data: bytes) -> None:
     replace(temporary, path)
 
 
+@dataclass(frozen=True, slots=True)
+class Vouched:
+    """Names a user may well have written themselves (`README.md`, `vocab.txt`), which are a
+    stage's own only where its record, written last, vouches for them: `check(output_dir)`
+    gives the names the record in `output_dir` vouches for (none where it is absent or not
+    the stage's), matching their sha256 where it records one."""
+
+    names: frozenset[str]
+    record: str
+    check: Callable[[str], set[str]]
+
+
 def clear_earlier_run(
-    output_dir: str, ours: str, overwrite: bool, stage: str, remove: bool = True
+    output_dir: str,
+    ours: str,
+    overwrite: bool,
+    stage: str,
+    remove: bool = True,
+    vouched: Vouched | None = None,
 ) -> None:
     """Check `output_dir` before any work: empty, or holding only an earlier run of `stage`.
 
@@ -126,13 +145,19 @@ def clear_earlier_run(
     deleted: bertkit never deletes what it did not write. The stage's own files need
     --overwrite, and are then deleted (unless `remove` is False: a stage that replaces each
     of its files atomically keeps the old ones readable until then; the temporary files of
-    an unfinished write, which no rerun would ever replace, are deleted all the same).
+    an unfinished write, which no rerun would ever replace, are deleted all the same). A
+    name in `vouched.names` is the stage's only where its record vouches for it (`Vouched`).
     """
-    delete(earlier_run_files(output_dir, ours, overwrite, stage, remove))
+    delete(earlier_run_files(output_dir, ours, overwrite, stage, remove, vouched))
 
 
 def earlier_run_files(
-    output_dir: str, ours: str, overwrite: bool, stage: str, remove: bool = True
+    output_dir: str,
+    ours: str,
+    overwrite: bool,
+    stage: str,
+    remove: bool = True,
+    vouched: Vouched | None = None,
 ) -> list[str]:
     """`clear_earlier_run`'s checks, raising as it does; returns what it would delete (for a
     command that checks every output before it deletes anything in any)."""
@@ -145,6 +170,13 @@ def earlier_run_files(
             + (f" and {len(foreign) - 1} more files" if len(foreign) > 1 else "")
             + f", which `bertkit {stage}` does not write: nothing was deleted. Choose a new "
             "or empty --output, or move those files"
+        )
+    common = sorted(name for name in relative if vouched and name in vouched.names)
+    if vouched and common and (unknown := sorted(set(common) - vouched.check(output_dir))):
+        raise OutputDirectoryError(
+            f"{output_dir} holds {unknown[0]}, which no {vouched.record} of a `bertkit {stage}` "
+            "run beside it vouches for (a file of yours, or of a run killed before it "
+            "finished): nothing was deleted. Choose a new or empty --output, or move it"
         )
     if present and not overwrite:
         raise OutputDirectoryError(

@@ -166,12 +166,21 @@ def run(argv: list[str] | None = None) -> int:
         if trained is not None:
             earlier.append(
                 files.earlier_run_files(
-                    vocab.output, vocab_cli.VOCAB_RUN_FILES, vocab.overwrite, "vocab", remove=False
+                    vocab.output,
+                    vocab_cli.VOCAB_RUN_FILES,
+                    vocab.overwrite,
+                    "vocab",
+                    remove=False,
+                    vouched=vocab_cli.VOUCHED,
                 )
             )
         earlier.append(
             files.earlier_run_files(
-                examples.output, examples_cli.EARLIER_RUN, examples.overwrite, "examples"
+                examples.output,
+                examples_cli.EARLIER_RUN,
+                examples.overwrite,
+                "examples",
+                vouched=examples_cli.VOUCHED,
             )
         )
     except (ValueError, OSError) as error:  # ChainConfigError, VocabError, … are ValueErrors

@@ -49,8 +49,9 @@ from pipelines.examples.transforms import CreateExamples, WriteShards
 from pipelines.io.recorded_paths import resolve_path
 from pipelines.io.vocabulary import Vocabulary, load_vocab
 from schemas import REJECTS_DIR, SHARDS_MANIFEST_NAME
+from schemas.checks import MAX_RECORD_BYTES
 from schemas.manifest import MANIFEST_NAME, DocumentsManifest
-from schemas.shards import BLOCK_TABLE_SUFFIX, DATASET_CARD_NAME, PAIRS
+from schemas.shards import BLOCK_TABLE_SUFFIX, DATASET_CARD_NAME, PAIRS, ShardsManifest
 
 # A shard and its block table (schemas/shards.py), as named in their directory.
 _SHARD_FILE = rf"shard-[0-9]{{6}}\.tar(?:{re.escape(BLOCK_TABLE_SUFFIX)})?"
@@ -63,6 +64,24 @@ EARLIER_RUN = (
     rf"{_TOP_FILE}(?:\.tmp-[0-9a-f]{{32}})?"
     rf"|seq[0-9]+/(?:train|heldout)/{_SHARD_FILE}(?:\.tmp-[0-9a-f]{{32}})?"
     rf"|{REJECTS_DIR}/rejects-[A-Za-z0-9_-]+\.jsonl|{WORK_DIR}/(?:documents|examples|pieces)/.+"
+)
+
+
+def _vouched_by_manifest(output_dir: str) -> set[str]:
+    """The card and the manifest, where manifest.json is a shards manifest."""
+    try:
+        raw = files.read_file(files.join(output_dir, SHARDS_MANIFEST_NAME), MAX_RECORD_BYTES)
+        ShardsManifest.from_json(raw.decode("utf-8"))
+    except (OSError, ValueError, TypeError, KeyError):  # absent, or not one: not ours
+        return set()
+    return {SHARDS_MANIFEST_NAME, DATASET_CARD_NAME}
+
+
+# A README.md or manifest.json is this stage's only beside the shards manifest it wrote.
+VOUCHED = files.Vouched(
+    frozenset({SHARDS_MANIFEST_NAME, DATASET_CARD_NAME}),
+    SHARDS_MANIFEST_NAME,
+    _vouched_by_manifest,
 )
 
 # The temporary names of a shard, a block table, the card and the manifest
@@ -88,7 +107,9 @@ def run(argv: list[str] | None = None) -> int:
         config.validate()
         vocab = load_vocab(config.vocab, files.READER, config.cased)
         inputs = read_documents_inputs(config.documents)
-        files.clear_earlier_run(config.output, EARLIER_RUN, config.overwrite, "examples")
+        files.clear_earlier_run(
+            config.output, EARLIER_RUN, config.overwrite, "examples", vouched=VOUCHED
+        )
     except (ValueError, OSError) as error:  # ExamplesConfigError, VocabError, … are ValueErrors
         print(f"bertkit examples: {error}", file=sys.stderr)
         return 2

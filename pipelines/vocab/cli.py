@@ -5,6 +5,7 @@ Its --help is the package docstring (pipelines/vocab/__init__.py).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import sys
 
@@ -35,13 +36,51 @@ from pipelines.vocab.sample import SamplePlan
 from pipelines.vocab.transforms import add_vocab_steps
 from schemas import MANIFEST_NAME
 from schemas.checks import MAX_RECORD_BYTES
-from schemas.vocab import VOCAB_METADATA_FILE, WORD_COUNTS_DIR, VocabMetadata
+from schemas.vocab import (
+    TOKENIZER_FILE,
+    VOCAB_FILE,
+    VOCAB_METADATA_FILE,
+    WORD_COUNTS_DIR,
+    VocabMetadata,
+)
 
 _LOG = logging.getLogger(__name__)
+# A vocabulary file larger than any vocabulary's (multilingual BERT's vocab.txt: 0.9 MB).
+_LARGEST_VOCABULARY = 256 << 20
 # Every name `bertkit vocab` writes, and their temporary names: nothing else may be in --output.
 VOCAB_RUN_FILES = (
     r"(?:vocab\.txt|tokenizer\.json|vocab\.json)(?:\.tmp-[0-9a-f]{32})?"
     rf"|{WORD_COUNTS_DIR}/d[0-9]{{3}}-f[0-9]{{5}}\.parquet(?:\.tmp-[0-9a-f]{{32}})?"
+)
+
+
+def _vouched_by_metadata(output_dir: str) -> set[str]:
+    """vocab.json where it is a vocabulary's record, and each file whose sha256 it records."""
+    try:
+        raw = files.read_file(files.join(output_dir, VOCAB_METADATA_FILE), MAX_RECORD_BYTES)
+        metadata = VocabMetadata.from_json(raw.decode("utf-8"))
+    except (OSError, ValueError, TypeError, KeyError):  # absent, or not one: not ours
+        return set()
+    vouched = {VOCAB_METADATA_FILE}
+    for name, sha256 in (
+        (VOCAB_FILE, metadata.vocab_sha256),
+        (TOKENIZER_FILE, metadata.tokenizer_sha256),
+    ):
+        try:
+            data = files.read_file(files.join(output_dir, name), _LARGEST_VOCABULARY)
+        except (OSError, ValueError):  # absent, or larger than a vocabulary: not this one
+            continue
+        if hashlib.sha256(data).hexdigest() == sha256:
+            vouched.add(name)
+    return vouched
+
+
+# vocab.txt, tokenizer.json and vocab.json, names a user may give their own files, are this
+# stage's only as vocab.json records them.
+VOUCHED = files.Vouched(
+    frozenset({VOCAB_FILE, TOKENIZER_FILE, VOCAB_METADATA_FILE}),
+    VOCAB_METADATA_FILE,
+    _vouched_by_metadata,
 )
 # --documents are read, --output written: checked before any work (runner.py).
 _PATHS = StagePaths(input_dirs=(DOCUMENTS_DIRS,))
@@ -82,7 +121,9 @@ def run(argv: list[str] | None = None) -> int:
             f"(see {MANIFEST_NAME}): nothing to learn a vocabulary from; rerun the stage that "
             f"made {'it' if one else 'them'} (its WARNING says why it kept no document)"
         )
-    files.clear_earlier_run(config.output, VOCAB_RUN_FILES, config.overwrite, "vocab", remove=False)
+    files.clear_earlier_run(
+        config.output, VOCAB_RUN_FILES, config.overwrite, "vocab", remove=False, vouched=VOUCHED
+    )
     remove_work_dir(config.output)  # a killed run's word counts: never read again
     metadata_path = files.join(config.output, VOCAB_METADATA_FILE)
     with (
