@@ -136,6 +136,7 @@ def test_json_ids_and_titles_over_their_limits_and_titles_made_of_ids(tmp_path: 
     records = [
         {"id": "i" * 4097, "text": text},
         {"id": "t", "text": text, "title": "w " * 40_000},
+        {"id": 10**4096, "text": text},  # 4,097 digits
         {"id": "An\tid  with\nspaces " + "x" * 1100, "text": text},
     ]
     src = tmp_path / "in.jsonl"
@@ -154,6 +155,12 @@ def test_json_ids_and_titles_over_their_limits_and_titles_made_of_ids(tmp_path: 
             "title_too_long",
             "corpus/t",
             "'title' is 80000 bytes, over the 65536-byte limit for titles",
+        ),
+        (
+            "line 3",
+            "id_too_long",
+            "corpus/in.jsonl:3",
+            "'id' is 4097 bytes, over the 4096-byte limit for ids",
         ),
     ]
     (title,) = [row["title"] for row in ds.dataset(out).to_table().to_pylist()]

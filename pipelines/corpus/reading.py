@@ -210,7 +210,7 @@ def _record_id(
     if value is MISSING or value is None:
         return fallback
     if isinstance(value, int) and not isinstance(value, bool):
-        return str(value)
+        value = str(value)  # JSON's integers run to 4,300 digits: the id's limit holds too
     if isinstance(value, str) and _utf8_over(value, ID_MAX_BYTES):
         size = len(value.encode("utf-8", "surrogatepass"))
         error = f"{config.id_field!r} is {size} bytes, over the {ID_MAX_BYTES}-byte limit for ids"
