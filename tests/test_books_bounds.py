@@ -9,6 +9,7 @@ copies of it (its bytes, its text, its sentences, the Parquet row).
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -17,7 +18,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow.dataset as ds
 
+from pipelines import books
 from pipelines.bert.sentence_cuts import MAX_SENTENCE_CHARS
+from pipelines.text.booktext import cut_long_paragraphs
 
 ROOT = Path(__file__).resolve().parent.parent
 WORDS = ["river", "town", "sea", "old", "bright", "the", "and", "railway", "harbour", "winter"]
@@ -84,3 +87,19 @@ def test_a_book_of_one_paragraph_and_no_full_stop_is_cut_and_its_memory_bounded(
     sentences = row["sentences"]
     assert max(len(s) for s in sentences) == MAX_SENTENCE_CHARS - 1  # cut after a space
     assert " ".join(sentences).split() == book.split()  # not a word lost or moved
+
+
+def test_a_cut_paragraph_keeps_its_piece_of_one_word(tmp_path: Path, monkeypatch) -> None:
+    # The piece of one long word alone would be a title (rule 6f) of under 3 words (rule 7);
+    # the pieces are judged as the paragraph they make, so no word of it is lost.
+    cut_at_30 = functools.partial(cut_long_paragraphs, max_chars=30)
+    monkeypatch.setattr(books.reading, "cut_long_paragraphs", cut_at_30)
+    (tmp_path / "in").mkdir()
+    book = "Start here with words.\n" + "a" * 40 + "\nand the end of it here.\n"
+    (tmp_path / "in" / "book.txt").write_text(book)
+    out = tmp_path / "out"
+    assert books.run(["--input", str(tmp_path / "in" / "*.txt"), "--output", str(out)]) == 0
+    (row,) = ds.dataset(out).to_table().to_pylist()
+    assert row["sentences"] == ["Start here with words.", "a" * 40, "and the end of it here."]
+    counts = json.loads((out / "_manifest.json").read_text())["counts"]
+    assert (counts["paragraphs_cut"], counts["text_bytes"]) == (1, len(book) - 3)

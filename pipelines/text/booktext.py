@@ -23,6 +23,7 @@ Every rule is documented on the function that applies it, together with the reas
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -56,6 +57,9 @@ MAX_DOCUMENT_CHARS = 16 << 20
 # bound: the sample's longest is a verse paragraph of Paradise Lost, 51,297 characters. It
 # is the default line bound, so any line kept by default fits in one paragraph.
 MAX_PARAGRAPH_CHARS = 1 << 20
+# A cut of cut_long_paragraphs is a blank line of U+001E (whitespace to str.split and re,
+# and deleted by decode_book), which tells iter_book_paragraphs the pieces are one paragraph.
+_CUT_LINE = "\x1e\n"
 
 
 class BookTextError(ValueError):
@@ -224,13 +228,13 @@ def cut_long_paragraphs(text: str, max_chars: int = MAX_PARAGRAPH_CHARS) -> tupl
     A block is cut at line boundaries into blocks of whole lines, each at most ``max_chars``
     characters long (newlines inside it counted, the one ending it not); a line longer than
     that is a block by itself (the caller bounds line length: drop_long_lines).  A cut is a
-    blank line put after the last line that fits, so each piece goes through book_paragraphs'
-    rules as a block of its own (a heading line leading a piece is dropped, a word
-    hyphenated across the cut is not joined), and no paragraph it makes is longer than the
-    bound or its one line.  The cuts depend only on the text: the same on every run.
-
-    Returns the text (``text`` itself when nothing is cut) and the number of blocks cut.
-    Raises ``ValueError`` if ``max_chars < 1``.
+    blank line (of U+001E) after the last line that fits: each piece goes through rules 2-5
+    of book_paragraphs as a block of its own (a heading line leading a piece is dropped, a
+    word hyphenated across the cut is not joined) and makes paragraphs no longer than the
+    bound or its one line, but rules 6-7 judge the paragraph the pieces make, keeping or
+    dropping them together.  The cuts depend only on the text: the same on every run.
+    Returns the text (``text`` itself when nothing is cut) and the number of blocks cut;
+    raises ``ValueError`` if ``max_chars < 1``.
     """
     if max_chars < 1:
         raise ValueError(f"max_chars must be >= 1, got {max_chars}")
@@ -247,7 +251,7 @@ def cut_long_paragraphs(text: str, max_chars: int = MAX_PARAGRAPH_CHARS) -> tupl
                 cut = text.find("\n", start + max_chars + 1, end)
                 if cut < 0:
                     break
-            parts += (text[done : cut + 1], "\n")
+            parts += (text[done : cut + 1], _CUT_LINE)
             done = start = cut + 1
         blocks_cut += len(parts) > pieces
     if not blocks_cut:
@@ -426,9 +430,24 @@ def book_paragraphs(text: str, min_words: int = 3) -> list[str]:
 
 def iter_book_paragraphs(text: str, min_words: int = 3) -> Iterator[str]:
     """book_paragraphs, one paragraph at a time: only the one being made is held."""
+    for _, numbered in itertools.groupby(_blocks(text), key=lambda numbered: numbered[0]):
+        blocks = (block for _, block in numbered)
+        lines, more = next(blocks), next(blocks, None)
+        if more is not None:  # the blocks either side of cuts of cut_long_paragraphs
+            yield from _cut_paragraph(itertools.chain((lines, more), blocks), min_words)
+        else:
+            para, single = _reflow(lines)
+            if not _dropped(para, single, min_words):
+                yield para
+
+
+def _blocks(text: str) -> Iterator[tuple[int, list[str]]]:
+    """The blocks of rules 1-4, numbered by paragraph: those either side of a cut are one."""
     cast_blocks = 0  # > 0 while skipping a cast list (rule 4)
-    for start, end in _block_spans(text):
-        chunk = text[start:end]
+    number, joinable = 0, False  # joinable: a cut follows the block given last
+    for span_start, end in _block_spans(text):
+        cut_before, joinable = joinable, False
+        chunk = text[span_start:end]
         lines = chunk.split("\n")
         # Only the first/last chunk can start/end with a blank line.
         while lines and not lines[-1].strip():
@@ -446,21 +465,41 @@ def iter_book_paragraphs(text: str, min_words: int = 3) -> Iterator[str]:
             if not _NUMBERED_HEADING_RE.match(first):
                 continue
             cast_blocks = 0
-        if len(lines) == 1 and _CAST_HEADING_RE.match(first):
+        if len(lines) == 1 and not cut_before and _CAST_HEADING_RE.match(first):
             cast_blocks = _CAST_MAX_BLOCKS
             continue
         if len(lines) > 2 and ("\n " in chunk or "\n\t" in chunk):
             blocks = _split_first_line_indents(lines)
         else:
             blocks = [lines]
-        for block in blocks:
-            para = _block_paragraph(block, min_words)
-            if para is not None:
-                yield para
+        for i, block in enumerate(blocks):
+            number += not (cut_before and i == 0)
+            yield number, block
+        joinable = text.startswith(_CUT_LINE, end + 1)
 
 
-def _block_paragraph(lines: list[str], min_words: int) -> str | None:
-    """Rules 3-7 of book_paragraphs for one block; None when it is dropped."""
+def _cut_paragraph(pieces: Iterable[list[str]], min_words: int) -> Iterator[str]:
+    """The paragraphs of a cut block's pieces, which rules 6-7 judge as the one they make
+    (joined by spaces, of many lines): held until those cannot drop it (9 words, no 6b)."""
+    need = max(min_words, _HEADING_MAX_WORDS + 1)
+    held: list[str] = []
+    words, bracket = 0, False  # bracket: all so far is "[" and text without "]" (6b)
+    paragraphs = (para for para, _ in (_reflow(lines, alone=False) for lines in pieces) if para)
+    for para in paragraphs:
+        bracket = (bracket and held[-1][-1] != "]") if held else para[0] == "["
+        bracket = bracket and para.find("]", 0, len(para) - 1) < 0
+        held.append(para)
+        words += sum(1 for _ in itertools.islice(_WORD_RE.finditer(para), max(need - words, 0)))
+        if words >= need and not bracket:  # kept, whatever follows
+            yield from held
+            yield from paragraphs
+            return
+    if held and not _dropped(" ".join(held), False, min_words):
+        yield from held
+
+
+def _reflow(lines: list[str], alone: bool = True) -> tuple[str, bool]:
+    """Rules 3-5 (6d-6e too if ``alone``): a block's paragraph ("" if dropped), if one line."""
     start = 0
     while start < len(lines) - 1 and _is_heading_line(lines[start]):
         start += 1
@@ -468,17 +507,21 @@ def _block_paragraph(lines: list[str], min_words: int) -> str | None:
         lines = lines[start:]
     single = len(lines) == 1
     first = lines[0].strip()
-    if single and (_NUMBERED_HEADING_RE.match(first) or _BARE_HEADING_RE.match(first)):
-        return None
+    if alone and single and (_NUMBERED_HEADING_RE.match(first) or _BARE_HEADING_RE.match(first)):
+        return "", single
     tag = _SPEAKER_TAG_RE.match(lines[0])
     if tag:
         lines = [lines[0][tag.end() :], *lines[1:]]
     joined = "\n".join(lines)
     if "-" in joined:
         joined = _HYPHEN_BREAK_RE.sub("-", joined)
-    para = " ".join(joined.split())
+    return " ".join(joined.split()), single
+
+
+def _dropped(para: str, single: bool, min_words: int) -> bool:
+    """Rules 6-7 for one paragraph (of a single line: ``single``)."""
     if not para:
-        return None
+        return True
     # Count words only as far as any rule needs to look.
     need = max(min_words, _HEADING_MAX_WORDS + 1)
     words = 0
@@ -487,18 +530,16 @@ def _block_paragraph(lines: list[str], min_words: int) -> str | None:
         if words >= need:
             break
     if words == 0:  # 6a
-        return None
+        return True
     if para[0] == "[" and para.find("]") == len(para) - 1:  # 6b
-        return None
+        return True
     if words <= _HEADING_MAX_WORDS and para.isupper():  # 6c
-        return None
+        return True
     if _BARE_HEADING_RE.match(para):  # 6e (also after reflow)
-        return None
+        return True
     if single and words <= _HEADING_MAX_WORDS and para[-1] not in _SENTENCE_END:  # 6f
-        return None
-    if words < min_words:  # 7
-        return None
-    return para
+        return True
+    return words < min_words  # 7
 
 
 # --------------------------------------------------------------------------------------

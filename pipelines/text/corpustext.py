@@ -11,7 +11,8 @@ reflow and heading rules apply. What is left:
 3. Bounded length: a paragraph over ``max_chars`` characters (1 Mi, booktext's bound) is cut
    after the last space, tab or newline of each window (at the window's end if it has
    none: the cut pipelines/bert/sentence_cuts.py makes of a long sentence), so splitting
-   one never holds more than that; counted as cut.
+   one never holds more than that; counted as cut. Rule 5 judges the paragraph before the
+   cut, and its pieces are kept or dropped together: the cut loses no word.
 4. Whitespace: every run of whitespace (Unicode's: NBSP, tabs, the newlines of rule 2)
    becomes one space, and the ends are stripped.
 5. Short paragraphs: one with fewer than ``min_words`` words (whitespace-separated tokens
@@ -26,13 +27,15 @@ The sentences of each paragraph are `pipelines.text.sentences`' (the caller spli
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from pipelines.text.booktext import MAX_PARAGRAPH_CHARS
 
 _BLANK_LINE = re.compile(r"\n[^\S\n]*\n")  # a line of nothing but (non-newline) spaces
 _WORD_CHARACTER = re.compile(r"[^\W_]")  # a letter or digit, in any script
+_TOKEN = re.compile(r"\S+")  # str.split()'s tokens, one at a time
+_NON_SPACE = re.compile(r"\S")
 
 
 @dataclass
@@ -54,16 +57,25 @@ def record_paragraphs(
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
     for block in _BLANK_LINE.split(text):
-        if len(block) > max_chars:
+        whole = len(block) > max_chars  # cut (rule 3), but judged as one paragraph (rule 5)
+        if whole:
+            if min_words and _NON_SPACE.search(block) and not _has_words(_tokens(block), min_words):
+                counts.short += 1
+                continue
             counts.cut += 1
         for piece in _pieces(block, max_chars):
             words = piece.split()
             if not words:
                 continue
-            if min_words and not _has_words(words, min_words):
+            if min_words and not whole and not _has_words(words, min_words):
                 counts.short += 1
                 continue
             yield " ".join(words)
+
+
+def _tokens(block: str) -> Iterator[str]:
+    """`block.split()`, one token at a time (a long block's tokens are never all held)."""
+    return (match[0] for match in _TOKEN.finditer(block))
 
 
 def _pieces(block: str, max_chars: int) -> Iterator[str]:
@@ -80,9 +92,9 @@ def _pieces(block: str, max_chars: int) -> Iterator[str]:
     yield block[start:]
 
 
-def _has_words(tokens: list[str], wanted: int) -> bool:
+def _has_words(tokens: Iterable[str], wanted: int) -> bool:
     """Whether at least `wanted` of the tokens hold a letter or digit (looks no further)."""
-    if len(tokens) < wanted:
+    if isinstance(tokens, list) and len(tokens) < wanted:
         return False
     found = 0
     for token in tokens:
