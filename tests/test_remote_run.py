@@ -170,6 +170,33 @@ def test_overwrite_on_s3_never_deletes_what_no_run_wrote(sample_shards, s3, caps
     assert train.run([*common, "--output", url, "--overwrite"]) == 0
 
 
+def test_another_tool_s_logs_on_s3_are_never_taken_for_a_run_killed_early(s3) -> None:
+    from trainer.run.checkpoints import CheckpointError
+    from trainer.run.remote import RemoteRun
+
+    url = f"s3://{BUCKET}/logs"
+    events = "events.out.tfevents.1700000000.host.1.0"
+    s3.put_object(Bucket=BUCKET, Key="logs/metrics.jsonl", Body=b'{"my": "results"}\n')
+    s3.put_object(Bucket=BUCKET, Key=f"logs/{events}", Body=b"x")
+    with pytest.raises(CheckpointError) as refused:
+        RemoteRun.open(url, keep=2).prepare(resume=False, overwrite=False)
+    assert str(refused.value) == (
+        f"{url} holds {events}, metrics.jsonl, names a training run writes, but no "
+        "metrics.jsonl a run wrote (its rows have a kind and a step): nothing was deleted. "
+        "Pass --overwrite to replace them, or choose another --output"
+    )
+    s3.put_object(Bucket=BUCKET, Key="logs/notes.txt", Body=b"mine")
+    with pytest.raises(CheckpointError, match=r"^s3://\S+ also holds notes.txt, which no"):
+        RemoteRun.open(url, keep=2).prepare(resume=True, overwrite=False)
+    s3.delete_object(Bucket=BUCKET, Key="logs/notes.txt")
+    s3.put_object(Bucket=BUCKET, Key="logs/metrics.jsonl", Body=b'{"kind": "train", "step": 1}\n')
+    assert RemoteRun.open(url, keep=2).prepare(resume=False, overwrite=False) == [
+        events,
+        "metrics.jsonl",
+    ]
+    assert sorted(s3_listing(s3, "logs")) == [events, "metrics.jsonl"]  # deleted only later
+
+
 def test_a_resumed_run_on_s3_keeps_as_many_checkpoints_as_a_local_one(sample_shards, s3, tmp_path):
     common = [
         *TINY,

@@ -81,6 +81,42 @@ def test_overwrite_never_deletes_what_no_run_wrote(tmp_path):
         prepare_run_directory(tmp_path / "file", resume=False, overwrite=False)
 
 
+def test_another_tool_s_log_directory_is_never_taken_for_a_run_killed_early(tmp_path):
+    from trainer.run.checkpoints import CheckpointError, prepare_run_directory
+
+    logs = tmp_path / "logs"  # a TensorBoard log directory of another trainer's
+    logs.mkdir()
+    (logs / "metrics.jsonl").write_text('{"my": "precious results"}\n')
+    (logs / "events.out.tfevents.1700000000.host.1.0").write_bytes(b"x")
+    for resume in (False, True):
+        with pytest.raises(CheckpointError) as refused:
+            prepare_run_directory(logs, resume=resume, overwrite=False)
+        assert str(refused.value) == (
+            f"{logs} holds events.out.tfevents.1700000000.host.1.0, metrics.jsonl, names a "
+            "training run writes, but no metrics.jsonl a run wrote (its rows have a kind and a "
+            "step): nothing was deleted. Pass --overwrite to replace them, or choose another "
+            "--output"
+        )
+    (logs / "notes.txt").write_text("mine")
+    with pytest.raises(CheckpointError) as refused:
+        prepare_run_directory(logs, resume=False, overwrite=False)
+    assert str(refused.value) == (
+        f"{logs} also holds notes.txt, which no training run writes; nothing was deleted. "
+        "Move it, or choose another --output"
+    )
+    assert (logs / "metrics.jsonl").read_text() == '{"my": "precious results"}\n'
+    (logs / "notes.txt").unlink()
+    assert len(prepare_run_directory(logs, resume=False, overwrite=True)) == 2  # asked to
+    # A run killed before its first row: its metrics.jsonl is open and empty.
+    killed = tmp_path / "killed"
+    killed.mkdir()
+    (killed / "metrics.jsonl").write_text("")
+    (killed / "events.out.tfevents.1700000000.host.1.0").write_bytes(b"x")
+    assert len(prepare_run_directory(killed, resume=False, overwrite=False)) == 2
+    (killed / "metrics.jsonl").write_text('{"kind": "train", "loss": 2.5, "step": 1}\n')
+    assert len(prepare_run_directory(killed, resume=True, overwrite=False)) == 2
+
+
 def test_rotation_never_removes_the_checkpoint_just_written(tmp_path):
     from trainer.run.checkpoints import save_checkpoint
 

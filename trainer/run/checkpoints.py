@@ -9,6 +9,7 @@ whole one.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import pickle
@@ -39,6 +40,8 @@ from trainer.source import mix_resume_problems
 
 _LOG = logging.getLogger(__name__)
 
+# A metrics.jsonl row is a few hundred bytes; a first line longer than this is no run's.
+_FIRST_ROW_BYTES = 1 << 16
 _ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -359,7 +362,8 @@ def prepare_run_directory(output: Path, resume: bool, overwrite: bool) -> list[P
     deletes only the temporary files of a checkpoint write that was killed before its
     rename: nothing reads them, and no later write would replace them. An earlier run that
     wrote no checkpoint (it failed or was stopped before its first) left only its metrics
-    and event files, which nothing can continue: a rerun with the same flags replaces them.
+    and event files, which nothing can continue: a rerun with the same flags replaces them,
+    where its metrics.jsonl is a run's (`_no_checkpoint_leftovers`).
     The paths a run writes must not be symbolic links: a linked checkpoints/ would hide an
     earlier run from these checks and let rotation delete files in the folder it points to.
     """
@@ -375,25 +379,36 @@ def prepare_run_directory(output: Path, resume: bool, overwrite: bool) -> list[P
     if resume:
         if any(is_checkpoint_file(n) for n in names):
             return [p for p in earlier if _TEMPORARY.fullmatch(p.name)]
-        return _no_checkpoint_leftovers(output, earlier)
+        return _no_checkpoint_leftovers(output, earlier, overwrite)
     if not earlier:
         return []
     if not any(is_checkpoint_file(n) or n.endswith(f"/{LATEST_FILE}") for n in names):
-        return _no_checkpoint_leftovers(output, earlier)
+        return _no_checkpoint_leftovers(output, earlier, overwrite)
     if not overwrite:
         raise CheckpointError(
             f"{output} holds an earlier run ({earlier[0].relative_to(output)}, …): pass --resume "
             "to continue it, or --overwrite to start over (deletes only its checkpoints, "
             "metrics and event files)"
         )
+    _refuse_foreign(output, earlier, overwrite=True)
+    return earlier
+
+
+def foreign_problem(where: str, name: str, overwrite: bool) -> str:
+    """Why a run directory's files are not deleted: `name` beside them is no run's."""
+    return (
+        f"{'--overwrite: ' if overwrite else ''}{where} also holds {name}, which no training "
+        "run writes; nothing was deleted. Move it, or choose another --output"
+    )
+
+
+def _refuse_foreign(output: Path, earlier: list[Path], overwrite: bool) -> None:
+    """Refuse to delete the run files `earlier` beside a file no run writes."""
     known = {CHECKPOINTS_DIR, LOCK_FILE, *(str(p.relative_to(output)) for p in earlier)}
     foreign = sorted(p for p in _run_paths(output) if str(p.relative_to(output)) not in known)
     if foreign:
-        raise CheckpointError(
-            f"--overwrite: {output} also holds {foreign[0].relative_to(output)}, which no "
-            "training run writes; nothing was deleted. Move it, or choose another --output"
-        )
-    return earlier
+        name = str(foreign[0].relative_to(output))
+        raise CheckpointError(foreign_problem(str(output), name, overwrite))
 
 
 def _refuse_links(output: Path) -> None:
@@ -423,15 +438,51 @@ def _refuse_links(output: Path) -> None:
             )
 
 
-def _no_checkpoint_leftovers(output: Path, earlier: list[Path]) -> list[Path]:
-    """An earlier run with no checkpoint: its metrics and event files, to be replaced."""
-    if earlier:
-        _LOG.warning(
-            "%s: an earlier run stopped before its first checkpoint; its %s will be replaced",
-            output,
-            ", ".join(str(p.relative_to(output)) for p in earlier),
-        )
+def _no_checkpoint_leftovers(output: Path, earlier: list[Path], overwrite: bool) -> list[Path]:
+    """An earlier run with no checkpoint: its metrics and event files, to be replaced. Without
+    --overwrite only where no other file is beside them and metrics.jsonl is a run's (a run
+    opens it before its event file): another tool's log directory is never taken for one."""
+    if not earlier:
+        return []
+    _refuse_foreign(output, earlier, overwrite)
+    names = [str(p.relative_to(output)) for p in earlier]
+    problem = leftovers_problem(str(output), names, output / METRICS_FILE, overwrite)
+    if problem:
+        raise CheckpointError(problem)
+    _LOG.warning(
+        "%s: an earlier run stopped before its first checkpoint; its %s will be replaced",
+        output,
+        ", ".join(str(p.relative_to(output)) for p in earlier),
+    )
     return earlier
+
+
+def leftovers_problem(where: str, names: list[str], metrics: Path, overwrite: bool) -> str | None:
+    """Why the files `names` of a run directory with no checkpoint are not replaced without
+    --overwrite: its metrics.jsonl (`metrics`, a local copy) is not a run's."""
+    if overwrite or _metrics_of_a_run(metrics):
+        return None
+    return (
+        f"{where} holds {', '.join(names)}, names a training run writes, but no metrics.jsonl "
+        "a run wrote (its rows have a kind and a step): nothing was deleted. Pass --overwrite "
+        "to replace them, or choose another --output"
+    )
+
+
+def _metrics_of_a_run(path: Path) -> bool:
+    """Whether `path` is a run's metrics.jsonl: empty (opened, nothing logged yet), or a
+    first line that is a JSON object with a "kind" and a "step"."""
+    if not path.is_file():
+        return False
+    with path.open("rb") as source:
+        first = source.readline(_FIRST_ROW_BYTES)
+    if not first:
+        return True
+    try:
+        row = json.loads(first)
+    except ValueError:
+        return False
+    return isinstance(row, dict) and "kind" in row and "step" in row
 
 
 def _read_latest(pointer: Path) -> str:

@@ -44,11 +44,14 @@ from schemas.checkpoint import (
     LATEST_MAX_BYTES,
     parse_latest,
 )
+from trainer.metrics import METRICS_FILE
 from trainer.run.checkpoints import (
     COMPILE_CACHE_ARCHIVE,
     CheckpointError,
+    foreign_problem,
     is_checkpoint_file,
     is_run_file,
+    leftovers_problem,
 )
 from trainer.run.lock import LOCK_FILE
 
@@ -120,9 +123,19 @@ class RemoteRun:
         earlier = [n for n in names if _is_mirrored(n)]
         where = storage.redact(self.url)
         latest = f"{CHECKPOINTS_DIR}/{LATEST_FILE}"
+        foreign = [n for n in names if not _is_run_file(n) and n != COMPILE_CACHE_ARCHIVE]
         if not any(is_checkpoint_file(n) or n == latest for n in earlier):
             # A run that stopped before its first checkpoint left only metrics and events,
-            # which nothing can continue: a rerun with the same flags replaces them.
+            # which nothing can continue: a rerun with the same flags replaces them, where
+            # nothing else is there and its metrics.jsonl is a run's (as in a local one).
+            if earlier and foreign:
+                raise CheckpointError(foreign_problem(where, foreign[0], overwrite))
+            metrics = self.staging / METRICS_FILE
+            if earlier and not overwrite and METRICS_FILE in names:
+                objects.download(self._url(METRICS_FILE), metrics)
+            problem = earlier and leftovers_problem(where, earlier, metrics, overwrite)
+            if problem:
+                raise CheckpointError(problem)
             return earlier
         if resume:
             self._fetch_for_resume(names)
@@ -133,12 +146,8 @@ class RemoteRun:
                 "it, or --overwrite to start over (deletes only its checkpoints, metrics and "
                 "event files)"
             )
-        foreign = [n for n in names if not _is_run_file(n) and n != COMPILE_CACHE_ARCHIVE]
         if foreign:
-            raise CheckpointError(
-                f"--overwrite: {where} also holds {foreign[0]}, which no training run writes; "
-                "nothing was deleted. Move it, or choose another --output"
-            )
+            raise CheckpointError(foreign_problem(where, foreign[0], overwrite=True))
         return earlier
 
     def _fetch_for_resume(self, names: list[str]) -> None:
