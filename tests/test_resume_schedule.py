@@ -150,6 +150,29 @@ def test_stop_at_step_ends_with_the_command_that_goes_on(sample_shards, tmp_path
     assert out.startswith("trained 2 steps (3-4, resumed at 2) in ")
 
 
+@pytest.mark.parametrize(
+    "stop",
+    [
+        ["--stop-at-step", "2"],
+        ["--stop-at-step=2"],
+        ["--stop_at_step", "2"],
+        ["--stop-at", "2"],
+        ["--stop_at=2"],
+    ],
+)
+def test_the_command_that_goes_on_drops_the_stop_in_any_spelling(stop: list[str]) -> None:
+    flags = ["--shards", "s", "--output", "o", "--max-steps", "4"]
+    for overwrite in ([], ["--overwrite"], ["--over"]):
+        assert train.resume_command([*flags, *stop, *overwrite]) == (
+            "--shards s --output o --max-steps 4 --resume"
+        )
+    assert train.resume_command([*stop, *flags, "--res"]) == (
+        "--shards s --output o --max-steps 4 --res"
+    )
+    # Every spelling above is one argparse takes for --stop-at-step.
+    assert train.parse_arguments([*flags, *stop]).stop_at_step == 2
+
+
 def test_the_closing_line_names_the_steps_a_run_trained():
     assert train.trained_steps(0, 20) == "trained 20 steps"
     assert train.trained_steps(1200, 1220) == "trained 20 steps (1201-1220, resumed at 1200)"

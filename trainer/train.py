@@ -522,22 +522,30 @@ def run(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _means(arg: str, flag: str) -> bool:
+    """Whether `arg` names `flag` as argparse reads it: the flag, its `_` spelling, or an
+    abbreviation (which parsed, so it named no other flag); `=VALUE` may follow."""
+    name = arg.split("=", 1)[0].replace("_", "-")
+    return arg.startswith("--") and len(name) > 2 and flag.startswith(name)
+
+
 def resume_command(args: list[str]) -> str:
     """The flags that go on with a run stopped by --stop-at-step: the same ones, without
-    --stop-at-step (or --overwrite, which would start it over), with --resume."""
+    --stop-at-step (or --overwrite, which would start it over), with --resume; in whatever
+    spelling they were given (`--stop_at_step 2`, `--stop-at=2`, `--over`)."""
     kept: list[str] = []
     skip = False
     for arg in args:
         if skip:
             skip = False
             continue
-        if arg == "--stop-at-step":
-            skip = True  # its value follows
+        if _means(arg, "--stop-at-step"):
+            skip = "=" not in arg  # its value follows
             continue
-        if arg.startswith("--stop-at-step=") or arg == "--overwrite":
+        if _means(arg, "--overwrite"):
             continue
         kept.append(arg)
-    if "--resume" not in kept:
+    if not any(_means(arg, "--resume") for arg in kept):
         kept.append("--resume")
     return shlex.join(kept)
 
