@@ -100,10 +100,23 @@ MIX_REFUSALS = [
     (["--shards", "a", "b", "--mix=-1,2"], "--mix -1.0: must be more than 0"),
     (["--shards", "a", "b", "--mix", "0.7,nan"], "--mix nan: must be a finite number"),
     (
+        ["--shards", "a", "b", "--mix", "1e-300,1"],
+        "--mix 1e-300,1: a weight under 1e-09 of the largest draws that source next to never "
+        "(once in a billion samples); raise it, or leave the source out",
+    ),
+    (
         ["--shards", "a", "b", "--mix", "0.7,x"],
         "argument --mix: '0.7,x': expected numbers separated by commas, like 0.7,0.3",
     ),
     (["--shards", "a", "a/", "--mix", "1,1"], "--shards a/ is given twice: name each source once"),
+    (
+        ["--shards", "a", "./a/manifest.json", "--mix", "1,1"],
+        "--shards ./a/manifest.json is the same source as --shards a: name each source once",
+    ),
+    (
+        ["--shards", "s3://b/a", "s3://b//a/./", "--mix", "1,1"],
+        "--shards s3://b//a/./ is the same source as --shards s3://b/a: name each source once",
+    ),
     (
         ["--shards", "a", "b", "--mix", "1,1", "--bucket-window", "4"],
         "--bucket-window 4: a mix (several --shards) is not batched by length (its sources' "
@@ -504,3 +517,9 @@ def test_a_held_out_split_of_is_next_pairs_only_is_said_once(sample_shards, capl
         "documents had no NotNext partner: one document, say), so its NSP accuracy counts one "
         "class; its MLM figures are unaffected"
     ]
+
+
+def test_weights_near_the_largest_float_are_shares_of_one() -> None:
+    config = TrainConfig(shards=("a", "b"), output="o", mix=(1e308, 3e307))
+    assert config.weights == pytest.approx((1 / 1.3, 0.3 / 1.3))
+    assert TrainConfig(shards=("a", "b"), output="o", mix=(1e308, 1e308)).weights == (0.5, 0.5)

@@ -22,6 +22,8 @@ from pipelines.command.flags import (
     float_list,
     option,
 )
+from pipelines.io.places import repeated_place, same_place_key
+from schemas.examples import SHARDS_MANIFEST_NAME
 from trainer.attention import UNPAD_MODES
 from trainer.compiling import COMPILE_MODES
 from trainer.fp8 import FP8_LAYERS, FP8_NOT_FP16, FP8_RECIPES
@@ -261,8 +263,9 @@ class TrainConfig:
         """Each source's share of a global batch, normalised to sum to 1 (one source: 1)."""
         if self.mix is None:
             return (1.0,) * len(self.shards)
-        total = math.fsum(self.mix)
-        return tuple(weight / total for weight in self.mix)
+        top = max(self.mix)  # weights near the float's largest would sum to inf
+        total = math.fsum(weight / top for weight in self.mix)
+        return tuple(weight / top / total for weight in self.mix)
 
     def record(self) -> dict[str, Any]:
         """The config as a checkpoint records it: its fields, with one source's --shards a
@@ -377,15 +380,25 @@ def dropout_overrides(config: TrainConfig) -> dict[str, float]:
     return {field: rate for field, rate in rates.items() if rate is not None}
 
 
+# The smallest share of the largest a --mix weight may have: the mix's order counts each
+# source's share of a global batch in 64-bit fixed point, and a billionth is already noise.
+MIX_RESOLUTION = 1e-9
+
+
+def _source_place(spec: str) -> str:
+    """A --shards source's place: its directory's, where it is given by its manifest."""
+    return same_place_key(spec.removesuffix(f"/{SHARDS_MANIFEST_NAME}"))
+
+
 def _mix_problem(shards: tuple[str, ...], mix: tuple[float, ...] | None) -> str | None:
     """One line on --shards and --mix that do not go together, or None: several sources
     need --mix (no proportion is guessed: by size, the largest corpus would drown the
     domain one), one weight each; one source takes none; no source twice."""
     if not shards:
         return "--shards: give a shards directory"
-    for number, spec in enumerate(shards):
-        if spec.rstrip("/") in (earlier.rstrip("/") for earlier in shards[:number]):
-            return f"--shards {spec} is given twice: name each source once"
+    repeated = repeated_place(shards, "--shards", "source", _source_place)
+    if repeated:
+        return f"{repeated}: name each source once"
     if mix is None:
         if len(shards) > 1:
             even = ",".join(["0.5"] * 2) if len(shards) == 2 else ",".join(["1"] * len(shards))
@@ -402,6 +415,11 @@ def _mix_problem(shards: tuple[str, ...], mix: tuple[float, ...] | None) -> str 
             f"--mix {shown}: {len(mix)} weight{'s' if len(mix) > 1 else ''} for "
             f"{len(shards)} --shards sources; give "
             "one weight each, in --shards order"
+        )
+    if min(mix) / max(mix) < MIX_RESOLUTION:
+        return (
+            f"--mix {shown}: a weight under {MIX_RESOLUTION:g} of the largest draws that source "
+            "next to never (once in a billion samples); raise it, or leave the source out"
         )
     return None
 

@@ -8,7 +8,8 @@ documents directories `--documents` names.
   made absolute, so that they share a root their ids are taken under.
 - `check_names`: two files whose documents would get one id (`a.txt` and `a.txt.gz`, one
   book; files of the same name under two object stores) are refused, naming both.
-- `same_place_key`, `repeated_place`: one directory given twice under any spelling.
+- `same_place_key`, `repeated_place` (pipelines/io/places.py): one directory given twice
+  under any spelling.
 
 A refusal is an `InputsError` (exit 2, one line), which `bertkit chain` re-words with its
 own flag (`--books` for `--input`).
@@ -22,6 +23,17 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pipelines.beam import files
+from pipelines.io.places import repeated_place, same_place_key
+
+__all__ = [
+    "InputsError",
+    "check_names",
+    "common_root",
+    "expand_inputs",
+    "name_under",
+    "repeated_place",
+    "same_place_key",
+]
 
 _FLAG = "{flag}"
 
@@ -36,33 +48,6 @@ class InputsError(ValueError):
     def with_flag(self, flag: str) -> InputsError:
         """The same refusal, naming the flag `flag` (the chain's `--books`, …)."""
         return InputsError(self.template, flag)
-
-
-def same_place_key(path: str) -> str:
-    """What two spellings of one file or directory have in common: a local path's real path
-    (symbolic links and `..` resolved), a URL with its `//`, `.` and `..` segments and
-    trailing slashes gone."""
-    if "://" not in path:
-        return os.path.realpath(path)
-    scheme, rest = path.split("://", 1)
-    bucket, _, inside = rest.partition("/")
-    normal = posixpath.normpath("/" + inside.lstrip("/")).lstrip("/")
-    return f"{scheme.lower()}://{bucket}/{normal}".rstrip("/")
-
-
-def repeated_place(directories: Sequence[str], flag: str = "--documents") -> str | None:
-    """`FLAG DIR is given twice` or `FLAG DIR is the same directory as FLAG EARLIER` for the
-    first directory that names the place of an earlier one; None when each is named once."""
-    seen: dict[str, str] = {}
-    for directory in directories:
-        key = same_place_key(directory)
-        if key in seen:
-            earlier = seen[key]
-            if earlier.rstrip("/") == directory.rstrip("/"):
-                return f"{flag} {directory} is given twice"
-            return f"{flag} {directory} is the same directory as {flag} {earlier}"
-        seen[key] = directory
-    return None
 
 
 def _local_pattern(pattern: str, absolute: bool) -> str:
