@@ -361,6 +361,11 @@ def test_demo_into_a_file_stops_at_the_first_stage(workdir, capsys) -> None:
             "bertkit train: error: --output gs://b/data/ is inside the shards directory "
             "gs://b/data: write the run beside the data, e.g. --output runs/NAME",
         ),
+        (  # a typo in --shards is said as such, not as an --output beside its parent
+            ["train", "--shards", "shards/tarin", "--output", "shards/run", "--max-steps", "1"],
+            "bertkit train: error: shards/tarin: no such file or directory; give a shards or "
+            "documents directory, its manifest.json / _manifest.json, or a shard-*.tar",
+        ),
         (
             ["export-hf", "nowhere", "--output", "out"],
             "bertkit export-hf: error: nowhere does not exist: pass a checkpoint file or directory",

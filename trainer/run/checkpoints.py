@@ -205,14 +205,16 @@ def check_output_outside_shards(output: str, shards: str) -> None:
     """A run directory inside the shards directory would mix checkpoints into the data
     (a local path or a prefix of the same bucket)."""
     head = shards.split("{")[0]  # a brace pattern: its fixed head
+    named_file = "{" in shards or head.endswith((".json", ".tar"))
     if storage.is_remote(shards) or storage.is_remote(output):
-        named_file = "{" in shards or head.endswith((".json", ".tar"))
         shards_dir = (storage.parent(head) if named_file else head).rstrip("/")
         if not f"{output.rstrip('/')}/".startswith(f"{shards_dir}/"):
             return
     else:
         local = Path(head)
-        shards_dir = str(local if local.is_dir() else local.parent)
+        if not named_file and not local.exists():
+            return  # nothing there (a typo): opening the shards says so, not this check
+        shards_dir = str(local.parent if named_file or not local.is_dir() else local)
         if not Path(output).resolve().is_relative_to(Path(shards_dir).resolve()):
             return
     raise CheckpointError(
