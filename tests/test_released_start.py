@@ -157,6 +157,18 @@ def test_refusals_before_any_work(sample_shards, sample_vocab, tmp_path, capsys)
         f"bertkit train: error: --model tiny: the released BERT at {original} is 2 layers × "
         "32 (2 heads, intermediate 48), no preset; leave --model out"
     ]
+    # A cased tokenizer over the uncased shards' vocabulary: its export would cut text apart.
+    config_file = original / "tokenizer_config.json"
+    saved = config_file.read_text()
+    config_file.write_text(json.dumps({**json.loads(saved), "do_lower_case": False}))
+    assert train.run([*args, "--output", str(tmp_path / "c")]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"bertkit train: error: {original} is cased (its tokenizer_config.json do_lower_case), "
+        "the shards were made uncased (their manifest): its tokenizer, which an export ships, "
+        "does not cut text as the shards were cut; make the shards with `bertkit examples "
+        f"--vocab {original}`, which takes its casing"
+    ]
+    config_file.write_text(saved)
     (original / "vocab.txt").write_bytes(
         (original / "vocab.txt").read_bytes().replace(b"\nthe\n", b"\nthee\n", 1)
     )

@@ -35,7 +35,7 @@ from safetensors.torch import load_file
 from torch import Tensor
 
 from pipelines.io.recorded_paths import rebase_path, record_path, resolve_path
-from pipelines.io.released_vocab import vocab_txt_of
+from pipelines.io.released_vocab import released_casing, vocab_txt_of
 from pipelines.io.tf_checkpoint import TFCheckpointError, find_prefix, read_tf_bert
 from pipelines.io.vocabulary import VocabError, parse_vocab_txt
 from trainer.hf_names import (
@@ -374,6 +374,25 @@ def released_state(
     return state, fresh, dropped
 
 
+def _check_casing(where: str, shards_cased: bool | None) -> None:
+    try:
+        said, said_by = released_casing(where)
+    except VocabError as error:
+        raise ReleasedModelError(str(error)) from error
+    if said is None or shards_cased is None or said == shards_cased:
+        return
+    raise ReleasedModelError(
+        f"{where} is {_casing(said)} (its {said_by}), the shards were made {_casing(shards_cased)} "
+        "(their manifest): its tokenizer, which an export ships, does not cut text as the "
+        f"shards were cut; make the shards with `bertkit examples --vocab {where}`, which "
+        "takes its casing"
+    )
+
+
+def _casing(cased: bool) -> str:
+    return "cased" if cased else "uncased"
+
+
 def released_model(
     released: Released, objective: str, dropout: Mapping[str, float] | None = None
 ) -> tuple[BertForPreTraining, list[str], list[str]]:
@@ -388,12 +407,16 @@ def released_model(
 
 
 def check_vocabulary(
-    released: Released, shards_sha256: str | None, shards_vocab: str | None
+    released: Released,
+    shards_sha256: str | None,
+    shards_vocab: str | None,
+    shards_cased: bool | None = None,
 ) -> None:
     """Refuse, in one line, a released model whose vocabulary is not the shards': its
     vocab.txt must have the sha256 the shards' manifest records; where it does not, the line
     names the first id whose token differs (read from `shards_vocab`, the shards' vocabulary
-    directory, where there is one)."""
+    directory, where there is one). Where the directory says its casing, it must be the
+    shards' (`shards_cased`): its tokenizer, which an export ships, cuts text so."""
     where = released.directory
     if "vocab.txt" not in released.files and "tokenizer.json" not in released.files:
         raise ReleasedModelError(
@@ -408,6 +431,7 @@ def check_vocabulary(
         raise ReleasedModelError(str(error)) from error
     ours = hashlib.sha256(model_bytes).hexdigest()
     if ours == shards_sha256:
+        _check_casing(where, shards_cased)
         return
     if shards_sha256 is None:
         raise ReleasedModelError(

@@ -179,6 +179,7 @@ def _setup(
             started.released,
             source.manifest.vocab.get("sha256") if source.manifest else None,
             config.vocab or shards_vocab_dir(source),
+            source.manifest.vocab.get("cased") if source.manifest else None,
         )
         model = _released_model(config, env, source, started.released, recipe.objective)
         start = start_record(started.released, directory.checkpoints_url)

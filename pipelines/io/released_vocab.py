@@ -348,6 +348,22 @@ def _checked_tokenizer_json(tokens: list[str], data: bytes, directory: str) -> t
     return normalizer, int(max_chars)
 
 
+def released_casing(directory: str) -> tuple[bool | None, str]:
+    """Whether a released directory says it is cased (True), uncased (False) or nothing
+    (None), and which file says so, as `load_vocab` reads it (`_directory_casing`)."""
+    urls = {name: storage.join(directory, name) for name in (TOKENIZER_CONFIG_FILE, TOKENIZER_FILE)}
+    data = {
+        name: storage.read_bytes(url, MAX_VOCAB_FILE_BYTES)
+        for name, url in urls.items()
+        if storage.exists(url)
+    }
+    normalizer = _json_object(data, TOKENIZER_FILE, urls).get("normalizer") or {}
+    if not isinstance(normalizer, dict):
+        raise VocabError(f"{urls[TOKENIZER_FILE]}: its normalizer is not an object")
+    config = _json_object(data, TOKENIZER_CONFIG_FILE, urls)
+    return _directory_casing(config, normalizer, urls[TOKENIZER_CONFIG_FILE])
+
+
 def _directory_casing(
     config: dict[str, Any], normalizer: dict[str, Any], config_url: str
 ) -> tuple[bool | None, str]:
