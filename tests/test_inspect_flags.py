@@ -3,10 +3,13 @@ spells it, `--seq` kept as its alias, bare switches and the positional PATH_OR_U
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from bertkit.demo import DemoConfig
 from pipelines.inspect.cli import InspectConfig, parse_arguments
+from tests.test_inspect import inspect
 
 
 @pytest.mark.parametrize("flag", ["--max-seq-length", "--max_seq_length", "--seq"])
@@ -43,3 +46,26 @@ def test_switches_take_no_value_and_have_no_twin(capsys) -> None:
 
 def test_the_demo_s_flags_keep_their_defaults() -> None:
     assert DemoConfig() == DemoConfig(output="out/demo", train_steps=1200)
+
+
+@pytest.mark.parametrize("damage", ["cut short", "not parquet"])
+def test_schema_of_a_damaged_documents_file_is_one_line(
+    damage: str, sample_documents, tmp_path, capsys
+) -> None:
+    books = shutil.copytree(sample_documents[1], tmp_path / "books")
+    (parquet,) = books.glob("documents-*.parquet")
+    size = parquet.stat().st_size
+    if damage == "cut short":
+        with parquet.open("r+b") as file:
+            file.truncate(size // 2)
+        said = f"{size // 2:,} bytes, the manifest says {size:,}; the file was changed or cut"
+    else:
+        parquet.write_bytes(b"not parquet")
+        said = "11 bytes"
+    code, lines, err = inspect(capsys, str(books), "--schema")
+    assert code == 1 and lines[0] == "record Document, schema version 1.0 (this bertkit)"
+    assert err.startswith(f"bertkit inspect: error: {parquet}: {said}")
+    assert err.count("\n") == 1
+    code, _, err = inspect(capsys, str(books), "--schema", "--no-verify")
+    assert code == 1
+    assert err.startswith(f"bertkit inspect: error: {parquet}: not a readable Parquet file: ")

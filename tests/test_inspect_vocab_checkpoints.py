@@ -79,7 +79,7 @@ def test_a_vocabulary_directory_shows_what_it_holds(tmp_path: Path, capsys) -> N
     expected = [
         f"vocabulary {vocab_dir} (vocab.json)",
         "record Vocabulary, schema version 1.0, written by bertkit 0.1.0",
-        "size: 16 tokens (9 characters, 1 learned, 1 [unusedN])",
+        "size: 16 tokens (5 special, 9 characters, 1 learned, 1 [unusedN])",
         "casing: uncased (lower-cased, accents stripped, as BERT uncased)",
         f"vocab.txt sha256: {vocab_sha}",
         f"tokenizer.json sha256: {tokenizer_sha}",
@@ -109,7 +109,7 @@ def test_the_sample_vocabulary(sample_vocab: Path, capsys) -> None:
     code, lines, err = inspect(capsys, str(sample_vocab))
     assert (code, err) == (0, "")
     assert lines[2:9] == [
-        "size: 8,000 tokens (340 characters, 7,427 learned, 0 [unusedN])",
+        "size: 8,000 tokens (5 special, 340 characters, 228 ##characters, 7,427 learned, 0 [unusedN])",
         "casing: uncased (lower-cased, accents stripped, as BERT uncased)",
         "vocab.txt sha256: f6e41992062b99adce05ea2e3ffc8e40d1eefd1d3e3fe5827a21c6e7b9ce614b",
         "tokenizer.json sha256: 560fec7bb84c49b9bc24b297583b19213e4667861cfb599cc36ea8889b0dffb4",
@@ -297,6 +297,19 @@ def test_what_inspect_does_not_read_is_one_plain_line(tmp_path: Path, capsys) ->
         f"(BertForPreTraining.from_pretrained('{hf}')), or inspect the run's checkpoints\n"
     )
     write_tiny_vocabulary(tmp_path / "out" / "vocab")
+    # With its tokenizer files (a released BERT, or export-hf's output): its vocabulary.
+    for name in (VOCAB_FILE, TOKENIZER_FILE):
+        shutil.copyfile(tmp_path / "out" / "vocab" / name, hf / name)
+    code, lines, err = inspect(capsys, str(hf))
+    assert (code, err) == (0, "")
+    assert lines[0] == f"vocabulary {hf} (a released BERT's: {VOCAB_FILE}, {TOKENIZER_FILE})"
+    assert (
+        "model: config.json, model.safetensors beside it, a transformers model (a released "
+        "BERT, or what `bertkit export-hf` writes): inspect shows its vocabulary; load the "
+        "model with transformers"
+    ) in lines
+    for name in (VOCAB_FILE, TOKENIZER_FILE):
+        (hf / name).unlink()
     (tmp_path / "out" / "documents" / "books").mkdir(parents=True)
     (tmp_path / "out" / "documents" / "books" / "_manifest.json").write_text(json.dumps({}))
     (tmp_path / "out" / "run" / "checkpoints").mkdir(parents=True)

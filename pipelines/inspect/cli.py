@@ -11,8 +11,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import pyarrow.parquet as pq
-
 from pipelines.command import flags
 from pipelines.command.flags import option
 from pipelines.command.startup import exit_quietly_on_broken_pipe
@@ -34,6 +32,7 @@ from pipelines.inspect.reading import (
     iter_examples,
     read_examples,
     resolve_vocab,
+    written_schema,
 )
 from pipelines.inspect.stats import (
     DocumentStats,
@@ -284,9 +283,7 @@ def _run_documents(target: Target, args: InspectConfig) -> int:
     if args.schema:
         _print_lines(format_schema(DOCUMENT_SCHEMA, manifest))
         if manifest.files:
-            first = storage.join(target.url, manifest.files[0].name)
-            with storage.open_seekable(first) as source:
-                written = pq.ParquetFile(source).schema_arrow
+            written = written_schema(target, manifest.files[0], args.verify)
             same = written.equals(DOCUMENT_SCHEMA, check_metadata=False)
             print(f"{manifest.files[0].name}: " + ("same schema" if same else f"\n{written}"))
     if args.show is not None:

@@ -8,9 +8,10 @@ import io
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from pipelines.inspect.targets import (
     InspectError,
@@ -102,18 +103,34 @@ def iter_document_batches(
     for output_file in manifest.files:
         url = storage.join(target.url, output_file.name)
         with storage.open_seekable(url) as source:
-            size = source.seek(0, io.SEEK_END)
-            source.seek(0)
-            if verify and size != output_file.bytes:
-                raise InspectError(
-                    f"{url}: {size:,} bytes, the manifest says {output_file.bytes:,}; the file "
-                    "was changed or cut short after writing: rerun the stage"
-                )
+            _check_size(source, url, output_file, verify)
             try:
                 for table in iter_row_groups(source, columns):
                     yield output_file, table
             except pa.ArrowException as error:
                 raise InspectError(f"{url}: not a readable Parquet file: {error}") from error
+
+
+def written_schema(target: Target, output_file: OutputFile, verify: bool = True) -> pa.Schema:
+    """A documents file's Arrow schema as written, the file checked as
+    `iter_document_batches` checks it."""
+    url = storage.join(target.url, output_file.name)
+    with storage.open_seekable(url) as source:
+        _check_size(source, url, output_file, verify)
+        try:
+            return pq.ParquetFile(source).schema_arrow
+        except pa.ArrowException as error:
+            raise InspectError(f"{url}: not a readable Parquet file: {error}") from error
+
+
+def _check_size(source: BinaryIO, url: str, output_file: OutputFile, verify: bool) -> None:
+    size = source.seek(0, io.SEEK_END)
+    source.seek(0)
+    if verify and size != output_file.bytes:
+        raise InspectError(
+            f"{url}: {size:,} bytes, the manifest says {output_file.bytes:,}; the file "
+            "was changed or cut short after writing: rerun the stage"
+        )
 
 
 def iter_documents(target: Target | str, limit: int | None = None) -> Iterator[dict[str, Any]]:

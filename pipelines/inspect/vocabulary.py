@@ -51,11 +51,20 @@ def describe_vocabulary(url: str) -> list[str]:
         raise InspectError(str(error)) from error
 
 
+# A transformers model's files beside a released vocabulary: its config and its weights.
+_MODEL_FILES = ("config.json", "model.safetensors", "pytorch_model.bin")
+
+
 def _bertkit_vocabulary(directory: str, vocab: Vocabulary) -> list[str]:
     metadata = vocab.metadata
     sample = metadata.sample
     learned = sample.get("learned_tokens")
-    parts = [f"{sample['alphabet']:,} characters" if "alphabet" in sample else None]
+    # The parts add up to the size: the special tokens, the alphabet, its "##" forms (each
+    # character after the start of a word), the learned pieces and the [unusedN] slots.
+    parts = [f"{len(SPECIAL_TOKENS)} special"]
+    parts.append(f"{sample['alphabet']:,} characters" if "alphabet" in sample else None)
+    pieces = sample.get("continuation_pieces")
+    parts.append(f"{pieces:,} ##characters" if pieces is not None else None)
     parts.append(f"{learned:,} learned" if learned is not None else None)
     parts.append(f"{metadata.num_unused:,} [unusedN]")
     lines = [
@@ -108,6 +117,13 @@ def _released_vocabulary(directory: str, vocab: Vocabulary, said: bool) -> list[
     ]
     if TOKENIZER_FILE in vocab.source_files:
         lines.append(f"{TOKENIZER_FILE} sha256: {vocab.metadata.tokenizer_sha256}")
+    model = [name for name in _MODEL_FILES if storage.exists(storage.join(directory, name))]
+    if "config.json" in model and len(model) > 1:
+        lines.append(
+            f"model: {', '.join(model)} beside it, a transformers model (a released BERT, or "
+            "what `bertkit export-hf` writes): inspect shows its vocabulary; load the model "
+            "with transformers"
+        )
     lines += [_special_line(vocab.tokens), *_sample_lines(vocab.tokens)]
     checked = f"{VOCAB_FILE} has no empty line, no token twice and BERT's special tokens"
     if VOCAB_FILE not in vocab.source_files:
