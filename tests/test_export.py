@@ -118,7 +118,8 @@ def test_exported_files(exported, sample_vocab):
     )
     assert config["hidden_act"] == "gelu" and config["max_position_embeddings"] == 64
     with safe_open(output / "model.safetensors", framework="pt") as weights:
-        assert weights.metadata() == {"format": "pt"}
+        # transformers writes {"format": "pt"}; the mark tells an earlier export (--overwrite)
+        assert weights.metadata() == {"format": "pt", "bertkit": "export-hf"}
         assert "cls.predictions.decoder.weight" not in weights.keys()  # noqa: SIM118
     assert (output / "vocab.txt").read_bytes() == (sample_vocab / "vocab.txt").read_bytes()
     assert (output / "tokenizer.json").read_bytes() == (

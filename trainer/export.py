@@ -30,11 +30,12 @@ works on the export as on the original. A released vocabulary or model with toke
 and no vocab.txt (as transformers 5 saves one) also gets the vocab.txt its tokens make, the
 one whose sha256 the checkpoint records, for Google's code and transformers 4's tokenizer.
 
-An --output on object storage is written to a local staging directory, then uploaded in the
-same order, config.json last, and the staging directory removed. Its prefix is checked
-first as a directory is: anything an export does not write there is refused, even with
---overwrite, and an earlier export needs --overwrite (its config.json is deleted before the
-new files go up).
+--overwrite replaces an earlier export and leaves no file of it. An export is known by the
+mark in its model.safetensors header (or, from a bertkit before the mark, a config.json with
+export-hf's fields alone); anything else (a model saved by another tool, a vocabulary) is
+refused even with --overwrite, as is the released model the run started from. An --output
+on object storage is checked the same way, written to a local staging directory, then
+uploaded in the same order, config.json last (after the earlier export's is deleted).
 
 The vocabulary is the one the checkpoint records (its `vocab.path`, relative to the
 checkpoint's directory, so a run's tree copied or moved with its vocabulary keeps working;
@@ -64,6 +65,7 @@ import hashlib
 import json
 import math
 import os
+import posixpath
 import re
 import shutil
 import struct
@@ -107,16 +109,18 @@ WEIGHTS_FILE = "model.safetensors"
 CONFIG_FILE = "config.json"
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 SPECIAL_TOKENS_MAP_FILE = "special_tokens_map.json"
+# Every export's model.safetensors header: how --overwrite knows an earlier export from a
+# model of another tool (transformers' has {"format": "pt"} alone).
+WEIGHTS_METADATA = {"format": "pt", "bertkit": "export-hf"}
+# config.json's fields in an export of a new model before that mark (transformers adds more).
+_UNMARKED_EXPORT_CONFIG = """architectures attention_probs_dropout_prob hidden_act
+    hidden_dropout_prob hidden_size initializer_range intermediate_size layer_norm_eps
+    max_position_embeddings model_type num_attention_heads num_hidden_layers pad_token_id
+    position_embedding_type tie_word_embeddings type_vocab_size vocab_size"""
 # The names an export writes, and their temporary names (`_write_atomically`): an upload
 # to object storage has none (an object appears whole).
-_EXPORT_FILES = (
-    CONFIG_FILE,
-    WEIGHTS_FILE,
-    VOCAB_FILE,
-    TOKENIZER_FILE,
-    TOKENIZER_CONFIG_FILE,
-    SPECIAL_TOKENS_MAP_FILE,
-)
+_EXPORT_FILES = (CONFIG_FILE, WEIGHTS_FILE, VOCAB_FILE, TOKENIZER_FILE, TOKENIZER_CONFIG_FILE)
+_EXPORT_FILES += (SPECIAL_TOKENS_MAP_FILE,)
 _EXPORT_NAME = re.compile(
     r"\.?(?:" + "|".join(re.escape(name) for name in _EXPORT_FILES) + r")(?:\.tmp-[0-9a-f]{32})?"
 )
@@ -134,9 +138,6 @@ SPECIAL_TOKENS_MAP = {
 
 class ExportError(CheckpointError):
     """Bad checkpoint, vocabulary or output directory; the message says what to do."""
-
-
-# --- Reading the checkpoint -----------------------------------------------------------------
 
 
 # --- The vocabulary -------------------------------------------------------------------------
@@ -240,10 +241,23 @@ def _write_atomically(path: Path, write: Callable[[Path], None]) -> None:
         temporary.unlink(missing_ok=True)
 
 
+def _save_weights(weights: dict[str, Any], path: Path) -> None:
+    """save_file, WEIGHTS_METADATA always in its own order (safetensors writes a dict's keys
+    in any): an export's bytes are the same each time. It is the header's first field."""
+    save_file(weights, path, metadata=WEIGHTS_METADATA)
+    want = json.dumps(WEIGHTS_METADATA, separators=(",", ":")).encode()
+    swapped = json.dumps(dict(reversed(WEIGHTS_METADATA.items())), separators=(",", ":"))
+    start = 8 + len(b'{"__metadata__":')  # after the header's u64 length
+    with open(path, "r+b") as file:
+        if file.seek(start) and file.read(len(want)) == swapped.encode():
+            file.seek(start)
+            file.write(want)
+
+
 def check_output(output_dir: Path, overwrite: bool) -> None:
     """Refuse, before any writing: a file as --output; a non-empty directory without
     `overwrite`; and, even with it, a directory holding anything an export does not write
-    (a vocabulary directory's vocab.json, a model of another tool): nothing is replaced there.
+    (a vocabulary directory's vocab.json) or a model no export wrote: nothing is replaced.
     """
     if output_dir.exists() and not output_dir.is_dir():
         raise ExportError(f"{output_dir} is a file: pass a directory as --output")
@@ -252,13 +266,22 @@ def check_output(output_dir: Path, overwrite: bool) -> None:
 
 
 def _check_existing(
-    where: str, existing: list[str], is_export_file: Callable[[str], object], overwrite: bool
+    location: str, existing: list[str], is_export_file: Callable[[str], object], overwrite: bool
 ) -> None:
+    where = storage.redact(location) if storage.is_url(location) else location
     foreign = [name for name in existing if not is_export_file(name)]
     if foreign:
         raise ExportError(
             f"{where} holds {foreign[0]}, which `bertkit export-hf` does not write: "
             "nothing was replaced. Choose a new or empty --output"
+        )
+    names = [name for name in existing if name in _EXPORT_FILES]  # not temporary names
+    if names and not _is_earlier_export(location, names):
+        shown = next((n for n in (WEIGHTS_FILE, CONFIG_FILE) if n in names), names[0])
+        raise ExportError(
+            f"{where} holds {shown}, which no `bertkit export-hf` marked as its own (a model "
+            "or tokenizer saved by another tool, or the export of a released model's run by "
+            "a bertkit before the mark): nothing was replaced. Choose a new or empty --output"
         )
     if existing and not overwrite:
         raise ExportError(
@@ -283,8 +306,39 @@ def check_remote_output(url: str, checkpoint: str, overwrite: bool) -> list[str]
             )
     # A name ending in / is a zero-byte folder marker (consoles make them), not a file.
     existing = [n for n in objects.list_names(url) if n and not n.endswith("/")]
-    _check_existing(where, existing, _EXPORT_FILES.__contains__, overwrite)
+    _check_existing(url, existing, _EXPORT_FILES.__contains__, overwrite)
     return existing
+
+
+def _is_earlier_export(directory: str, names: list[str]) -> bool:
+    """Whether the export files `names` in `directory` (a path or a prefix) are an export's:
+    its weights have the mark, or (before the mark) config.json has export-hf's fields alone."""
+    try:
+        if WEIGHTS_FILE in names:
+            header = _safetensors_header(storage.join(directory, WEIGHTS_FILE))
+            metadata = header.get("__metadata__")
+            if isinstance(metadata, dict) and metadata.get("bertkit") == "export-hf":
+                return True
+        if CONFIG_FILE in names:
+            config = json.loads(storage.read_bytes(storage.join(directory, CONFIG_FILE), 2**20))
+            return isinstance(config, dict) and sorted(config) == _UNMARKED_EXPORT_CONFIG.split()
+    except (OSError, ValueError, AttributeError, ExportError):
+        pass  # unreadable, or not JSON objects: not known as an export's
+    return False
+
+
+def _check_not_start(record: dict[str, Any], checkpoint_dir: str, output: str) -> None:
+    """Refuse the released model's directory the run started from as --output (by place)."""
+    start = resolve_path(str(record.get("path")), checkpoint_dir, str(record.get("config_file")))
+    places = set()
+    for location in (start, output):
+        head, sep, rest = location.partition("://")
+        places.add(f"{head}://{posixpath.normpath(rest)}" if sep else os.path.realpath(location))
+    if len(places) == 1:
+        raise ExportError(
+            f"--output {storage.redact(output)} is the released model this run started from "
+            "(--init-checkpoint): the export would replace its files. Choose another --output"
+        )
 
 
 def _export_to_object_storage(
@@ -292,15 +346,17 @@ def _export_to_object_storage(
 ) -> list[str]:
     """export_hf to a local staging directory, then upload it in the order it was written
     (config.json last); an earlier export's config.json is deleted first, so an upload cut
-    short leaves a prefix from_pretrained refuses, as a local export does."""
+    short leaves a prefix from_pretrained refuses, as a local export does, then each file
+    of it this export does not write."""
     url = url.rstrip("/")
     objects.split(url)  # only s3:// and gs://
     earlier = check_remote_output(url, checkpoint_path, overwrite)
     staging = Path(tempfile.mkdtemp(prefix="bertkit-export-"))
     try:
-        written = export_hf(checkpoint_path, staging / "hf", vocab_dir)
-        if CONFIG_FILE in earlier:
-            objects.delete(f"{url}/{CONFIG_FILE}")
+        written = export_hf(checkpoint_path, staging / "hf", vocab_dir, destination=url)
+        stale = set(earlier) - {Path(path).name for path in written}
+        for name in [CONFIG_FILE] * (CONFIG_FILE in earlier) + sorted(stale):
+            objects.delete(f"{url}/{name}")
         uploaded = []
         for path in map(Path, written):
             objects.upload(path, f"{url}/{path.name}")
@@ -316,13 +372,15 @@ def export_hf(
     vocab_dir: str | None = None,
     overwrite: bool = False,
     checkpoint_dir: str | None = None,
+    destination: str | None = None,
 ) -> list[str]:
     """Write the HF directory for a checkpoint (file or directory, local or a URL) to a local
     directory or an s3://, gs:// prefix; return the files written (URLs for a prefix), in
     order. Raises ExportError on a bad checkpoint, vocabulary or output directory.
 
     `checkpoint_dir` is where the checkpoint's recorded vocabulary path is relative to, for
-    a checkpoint downloaded first (its URL's directory); by default the file's own."""
+    a checkpoint downloaded first (its URL's directory); by default the file's own.
+    `destination` is the --output a staging directory stands for (an s3:// prefix)."""
     check_run_location("--checkpoint", checkpoint_path, remote_ok=True)
     check_run_location("--output", output_dir, remote_ok=True)
     if storage.is_remote(str(output_dir)):
@@ -333,7 +391,7 @@ def export_hf(
         check_output(Path(output_dir), overwrite)  # before the download, not after it
         local, folder, located = fetch_checkpoint(str(checkpoint_path))
         try:
-            return export_hf(local, output_dir, vocab_dir, overwrite, located)
+            return export_hf(local, output_dir, vocab_dir, overwrite, located, destination)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
     output_dir = Path(output_dir)
@@ -346,22 +404,22 @@ def export_hf(
             "write the export beside the run, not into it"
         )
     checkpoint = load_checkpoint(path)
+    located = checkpoint_dir or str(path.parent)
+    # A run started from a released model: its own tokenizer files, byte for byte, so
+    # from_pretrained on the export works as on the original; the vocabulary's otherwise.
+    start = checkpoint.get(CheckpointKey.START)
+    released = start if isinstance(start, dict) and start.get("kind") == START_RELEASED else None
+    if released:
+        _check_not_start(released, located, destination or str(output_dir))
     model = model_from_checkpoint(checkpoint, path)
     config = model.config
-    vocab, directory = checked_vocab(
-        checkpoint[CheckpointKey.VOCAB], vocab_dir, checkpoint_dir or str(path.parent)
-    )
+    vocab, directory = checked_vocab(checkpoint[CheckpointKey.VOCAB], vocab_dir, located)
     if vocab.size > config.vocab_size:
         raise ExportError(
             f"the vocabulary at {directory} has {vocab.size} tokens but the model only "
             f"{config.vocab_size} embeddings: the checkpoint is damaged"
         )
-    # A run started from a released model: its own tokenizer files, byte for byte, so
-    # from_pretrained on the export works as on the original; the vocabulary's otherwise.
-    start = checkpoint.get(CheckpointKey.START)
-    released = start if isinstance(start, dict) and start.get("kind") == START_RELEASED else None
     try:
-        located = checkpoint_dir or str(path.parent)
         files = released_tokenizer_files(released, located) if released else {}
     except ReleasedModelError as error:
         raise ExportError(str(error)) from error
@@ -401,14 +459,14 @@ def export_hf(
     files.setdefault(SPECIAL_TOKENS_MAP_FILE, _json_bytes(SPECIAL_TOKENS_MAP))
 
     output_dir.mkdir(parents=True, exist_ok=True)
-    # An earlier export's config.json goes first: one cut short then leaves a directory
-    # from_pretrained refuses, never new weights under an old config.
-    (output_dir / CONFIG_FILE).unlink(missing_ok=True)
+    # An earlier export's config.json first (one cut short is then unloadable, never new
+    # weights under an old config), then each file of it this one does not write.
+    for old in sorted(output_dir.iterdir(), key=lambda path: path.name != CONFIG_FILE):
+        if _EXPORT_NAME.fullmatch(old.name) and old.name not in {WEIGHTS_FILE, *files}:
+            old.unlink(missing_ok=True)
     written = []
     weights = hf_state_dict(model)
-    _write_atomically(
-        output_dir / WEIGHTS_FILE, lambda p: save_file(weights, p, metadata={"format": "pt"})
-    )
+    _write_atomically(output_dir / WEIGHTS_FILE, lambda p: _save_weights(weights, p))
     written.append(str(output_dir / WEIGHTS_FILE))
     # config.json last: from_pretrained needs it, so an interrupted export is not loadable.
     files[CONFIG_FILE] = _json_bytes(hf_config(config, released["config"] if released else None))
@@ -487,14 +545,19 @@ def _size(location: str) -> int:
 
 
 def _parameter_count(weights: str) -> int:
-    """The number of parameters a safetensors file holds, from its header alone (a u64
-    length, then JSON: name → dtype, shape, offsets): no download of the weights."""
+    """The number of parameters a safetensors file holds, from its header alone."""
+    header = _safetensors_header(weights)
+    return sum(math.prod(v["shape"]) for k, v in header.items() if k != "__metadata__")
+
+
+def _safetensors_header(weights: str) -> dict[str, Any]:
+    """A safetensors file's header (a u64 length, then JSON: name → dtype, shape, offsets;
+    "__metadata__"), read alone: no download of the weights."""
     with storage.open_binary(weights) as source:
         (length,) = struct.unpack("<Q", _read_exactly(source, 8, weights))
         if length > _MAX_SAFETENSORS_HEADER:
             raise ExportError(f"{weights}: not a safetensors file (header of {length:,} bytes)")
-        header = json.loads(_read_exactly(source, length, weights))
-    return sum(math.prod(v["shape"]) for k, v in header.items() if k != "__metadata__")
+        return json.loads(_read_exactly(source, length, weights))
 
 
 def _read_exactly(source: BinaryIO, size: int, where: str) -> bytes:

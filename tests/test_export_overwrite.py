@@ -1,0 +1,240 @@
+"""`bertkit export-hf --overwrite` replaces an earlier export and nothing else: no file of
+the earlier one survives (a tokenizer.json beside another vocabulary would be what
+transformers reads), locally and on s3:// (moto); a directory of transformers files that
+no export wrote, and the released model the run started from, are refused and untouched;
+an export by a bertkit before the weights' mark is still replaced."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import transformers
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
+
+from bertkit import cli
+from pipelines import examples
+from pipelines import vocab as vocab_stage
+from pipelines.io.vocabulary import load_vocab
+from tests.support.released_dirs import EXAMPLE_FLAGS
+from tests.support.s3server import client_environment
+from tests.test_export import write_checkpoint
+from tests.test_released_start import FLAGS, released
+from trainer import train
+from trainer.export import WEIGHTS_METADATA, export_hf
+
+TEXT = "The cat sat on the mat."
+BUCKET = "exports"
+# What the released-vocabulary run's export writes: the released directory's vocab.txt and
+# tokenizer_config.json, bertkit's special_tokens_map.json; no tokenizer.json (it has none).
+RELEASED_EXPORT = [
+    "config.json",
+    "model.safetensors",
+    "special_tokens_map.json",
+    "tokenizer_config.json",
+    "vocab.txt",
+]
+BERTKIT_EXPORT = sorted([*RELEASED_EXPORT, "tokenizer.json"])
+FOREIGN = (
+    "holds model.safetensors, which no `bertkit export-hf` marked as its own (a model or "
+    "tokenizer saved by another tool, or the export of a released model's run by a bertkit "
+    "before the mark): nothing was replaced. Choose a new or empty --output"
+)
+
+
+@pytest.fixture(scope="module")
+def other_vocab(sample_documents, tmp_path_factory) -> Path:
+    """A bertkit vocabulary of 1,000 tokens: other ids than the sample vocabulary's."""
+    output = tmp_path_factory.mktemp("other-vocab") / "vocab"
+    documents = [str(d) for d in sample_documents]
+    flags = ["--documents", *documents, "--output", str(output), "--vocab-size", "1000"]
+    assert vocab_stage.run(flags) == 0
+    return output
+
+
+@pytest.fixture(scope="module")
+def bertkit_run(other_vocab, tmp_path_factory) -> Path:
+    """The checkpoints of a run on the other vocabulary (its export writes tokenizer.json)."""
+    root = tmp_path_factory.mktemp("bertkit-run")
+    write_checkpoint(root / "checkpoints", other_vocab)
+    return root / "checkpoints"
+
+
+@pytest.fixture(scope="module")
+def released_run(sample_documents, sample_vocab, tmp_path_factory) -> tuple[Path, Path]:
+    """(released directory, run started from it): a transformers BERT with the sample's
+    vocab.txt and no tokenizer.json, shards made with it as the vocabulary, and a 0-step run
+    from it."""
+    root = tmp_path_factory.mktemp("released-run")
+    original = released(root, sample_vocab)
+    (original / "tokenizer.json").unlink()
+    shards, run = root / "shards", root / "run"
+    flags = ["--documents", str(sample_documents[0]), "--vocab", str(original), *EXAMPLE_FLAGS]
+    assert examples.run([*flags, "--output", str(shards)]) == 0
+    args = ["--shards", str(shards), "--init-checkpoint", str(original), *FLAGS]
+    assert train.run([*args, "--output", str(run), "--stop-at-step", "0"]) == 0
+    return original, run
+
+
+def ids(directory: Path) -> list[int]:
+    return transformers.AutoTokenizer.from_pretrained(str(directory))(TEXT).input_ids
+
+
+def files(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
+
+
+def export(capsys, *argv: str) -> tuple[int, str]:
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["export-hf", *argv])
+    return exit_info.value.code, capsys.readouterr().err
+
+
+def test_overwrite_leaves_no_file_of_the_earlier_export(
+    bertkit_run, released_run, other_vocab, sample_vocab, tmp_path, capsys
+):
+    original, run = released_run
+    output = tmp_path / "hf"
+    export_hf(bertkit_run, output)
+    assert sorted(files(output)) == BERTKIT_EXPORT
+    earlier = ids(output)
+    assert earlier == load_vocab(str(other_vocab)).tokenizer.encode(TEXT).ids
+    with safe_open(output / "model.safetensors", framework="pt") as weights:
+        assert weights.metadata() == WEIGHTS_METADATA == {"format": "pt", "bertkit": "export-hf"}
+
+    assert export(capsys, str(run), "--output", str(output), "--overwrite") == (0, "")
+    assert sorted(files(output)) == RELEASED_EXPORT  # the earlier tokenizer.json is gone
+    assert (output / "vocab.txt").read_bytes() == (sample_vocab / "vocab.txt").read_bytes()
+    want = load_vocab(str(sample_vocab)).tokenizer.encode(TEXT).ids
+    assert ids(output) == ids(original) == want != earlier
+    assert len(want) == 9 and want[0] == 2 and want[-1] == 3  # [CLS] the cat … . [SEP]
+
+    # And back: the bertkit vocabulary's export over the released one's.
+    assert export(capsys, str(bertkit_run), "--output", str(output), "--overwrite") == (0, "")
+    assert sorted(files(output)) == BERTKIT_EXPORT and ids(output) == earlier
+
+
+def test_an_export_by_an_earlier_bertkit_is_still_replaced(bertkit_run, tmp_path, capsys):
+    """Before the mark, an export's weights had transformers' metadata alone; its config.json
+    has exactly export-hf's fields (no transformers_version), which tells it apart."""
+    output = tmp_path / "hf"
+    export_hf(bertkit_run, output)
+    want = files(output)
+    save_file(
+        load_file(output / "model.safetensors"), output / "model.safetensors", {"format": "pt"}
+    )
+    (output / "special_tokens_map.json").unlink()
+    assert export(capsys, str(bertkit_run), "--output", str(output)) == (
+        2,
+        f"bertkit export-hf: error: {output} is not empty (e.g. config.json); choose a new "
+        "--output or pass --overwrite to replace the export's files in it\n",
+    )
+    assert export(capsys, str(bertkit_run), "--output", str(output), "--overwrite") == (0, "")
+    assert files(output) == want
+    # With transformers' transformers_version in config.json, it is not known as an export.
+    config = json.loads((output / "config.json").read_text())
+    (output / "config.json").write_text(json.dumps({**config, "transformers_version": "4.1"}))
+    save_file(
+        load_file(output / "model.safetensors"), output / "model.safetensors", {"format": "pt"}
+    )
+    before = files(output)
+    assert export(capsys, str(bertkit_run), "--output", str(output), "--overwrite") == (
+        2,
+        f"bertkit export-hf: error: {output} {FOREIGN}\n",
+    )
+    assert files(output) == before
+
+
+def test_a_directory_transformers_saved_is_refused_with_or_without_overwrite(
+    bertkit_run, sample_vocab, tmp_path, capsys
+):
+    model = released(tmp_path, sample_vocab)  # save_pretrained's model and tokenizer
+    tokenizer = tmp_path / "tokenizer"
+    transformers.AutoTokenizer.from_pretrained(str(model)).save_pretrained(str(tokenizer))
+    for directory, shown in ((model, "model.safetensors"), (tokenizer, "tokenizer.json")):
+        before = files(directory)
+        message = f"bertkit export-hf: error: {directory} {FOREIGN}\n".replace(
+            "model.safetensors", shown, 1
+        )
+        for overwrite in ([], ["--overwrite"]):
+            flags = ["--output", str(directory), *overwrite]
+            assert export(capsys, str(bertkit_run), *flags) == (2, message)
+            assert files(directory) == before
+
+
+def test_the_released_model_the_run_started_from_is_refused(
+    sample_shards, sample_vocab, tmp_path, capsys
+):
+    # `cp -r released copy; train --init-checkpoint copy; export-hf run --output copy
+    # --overwrite`: the copy holds transformers' files, which no export wrote.
+    copy = tmp_path / "copy"
+    shutil.copytree(released(tmp_path, sample_vocab), copy)
+    args = ["--shards", str(sample_shards), *FLAGS, "--stop-at-step", "0"]
+    run = tmp_path / "run"
+    assert train.run([*args, "--init-checkpoint", str(copy), "--output", str(run)]) == 0
+    before = files(copy)
+    flags = [str(run), "--output", str(copy), "--overwrite"]
+    assert export(capsys, *flags) == (2, f"bertkit export-hf: error: {copy} {FOREIGN}\n")
+    assert files(copy) == before
+
+    # A run started from an export: that export, however its path is spelled, is refused.
+    hf = tmp_path / "hf"
+    assert export(capsys, str(run), "--output", str(hf)) == (0, "")
+    later = tmp_path / "later"
+    assert train.run([*args, "--init-checkpoint", str(hf), "--output", str(later)]) == 0
+    before = files(hf)
+    (tmp_path / "link").symlink_to(hf)
+    for spelled in (hf, f"{hf}/", tmp_path / "run" / ".." / "hf", tmp_path / "link"):
+        flags = [str(later), "--output", str(spelled), "--overwrite"]
+        assert export(capsys, *flags) == (
+            2,
+            f"bertkit export-hf: error: --output {Path(spelled)} is the released model this run "
+            "started from (--init-checkpoint): the export would replace its files. Choose "
+            "another --output\n",
+        )
+        assert files(hf) == before
+    # Elsewhere, the export of that run is made as ever.
+    assert export(capsys, str(later), "--output", str(tmp_path / "hf2")) == (0, "")
+
+
+@pytest.fixture
+def s3(s3_server, monkeypatch):
+    s3_server.bucket(BUCKET)
+    for name, value in client_environment(s3_server.endpoint).items():
+        monkeypatch.setenv(name, value)
+    return s3_server.client
+
+
+def s3_files(client, prefix: str) -> dict[str, bytes]:
+    found = client.list_objects_v2(Bucket=BUCKET, Prefix=prefix + "/").get("Contents", [])
+    return {
+        o["Key"][len(prefix) + 1 :]: client.get_object(Bucket=BUCKET, Key=o["Key"])["Body"].read()
+        for o in found
+    }
+
+
+def test_overwrite_on_s3_leaves_no_file_of_the_earlier_export(
+    bertkit_run, released_run, sample_vocab, s3, tmp_path, capsys
+):
+    _, run = released_run
+    url = f"s3://{BUCKET}/models/x"
+    export_hf(bertkit_run, url)
+    assert sorted(s3_files(s3, "models/x")) == BERTKIT_EXPORT
+    assert export(capsys, str(run), "--output", url, "--overwrite") == (0, "")
+    export_hf(run, tmp_path / "local")
+    assert s3_files(s3, "models/x") == files(tmp_path / "local")  # no tokenizer.json
+    assert sorted(s3_files(s3, "models/x")) == RELEASED_EXPORT
+
+    # A prefix of files transformers saved is refused, with --overwrite too, and untouched.
+    model = released(tmp_path, sample_vocab)
+    for path in model.iterdir():
+        s3.upload_file(str(path), BUCKET, f"models/theirs/{path.name}")
+    before = s3_files(s3, "models/theirs")
+    theirs = f"s3://{BUCKET}/models/theirs"
+    message = f"bertkit export-hf: error: {theirs} {FOREIGN}\n"
+    assert export(capsys, str(run), "--output", theirs, "--overwrite") == (2, message)
+    assert s3_files(s3, "models/theirs") == before
