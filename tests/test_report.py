@@ -398,3 +398,31 @@ def test_a_documents_directory_with_vocab_and_a_single_shard(
     assert len(data.documents) == 1 and data.shards is not None  # its manifest names them
     assert list(data.shards.splits) == ["seq128/heldout"]
     assert data.shards.splits["seq128/heldout"].examples == 1
+
+
+def test_documents_that_cannot_be_read_are_notes_and_the_shards_still_report(
+    shards_with_documents: Path, tmp_path: Path
+) -> None:
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "_manifest.json").write_text("{")
+    cut = shutil.copytree(tmp_path / "documents", tmp_path / "cut")
+    (parquet,) = cut.glob("*.parquet")
+    size = parquet.stat().st_size
+    with parquet.open("r+b") as file:
+        file.truncate(size - 10)
+    manifest_file = shards_with_documents / SHARDS_MANIFEST_NAME
+    manifest = ShardsManifest.from_json(manifest_file.read_text())
+    manifest.inputs = [{"path": "../broken"}, {"path": "../cut"}]
+    manifest_file.write_text(manifest.to_json())
+    data = collect(open_target(str(shards_with_documents)), None, verify=True)
+    assert data.documents == [] and data.shards is not None
+    first, second = data.notes
+    assert first.startswith(
+        f"documents {broken}: cannot be read ({broken / '_manifest.json'}: not a DocumentsManifest"
+    )
+    assert second == (
+        f"documents {cut}: cannot be read ({parquet}: {size - 10:,} bytes, the manifest "
+        f"says {size:,}; the file was changed or cut short after writing: rerun the stage), so "
+        "its plots are left out"
+    )

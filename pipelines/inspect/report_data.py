@@ -369,8 +369,15 @@ def input_documents(target: Target) -> tuple[list[Target], list[str]]:
                 f"documents {storage.redact(path)}: its manifest changed since the shards were "
                 "made (another sha256), so it is shown as it is now, not as the shards read it"
             )
-        found.append(open_target(directory))
+        try:
+            found.append(open_target(directory))
+        except InspectError as error:  # its manifest is damaged: the shards still report
+            notes.append(_unreadable(directory, error))
     return found, notes
+
+
+def _unreadable(path: str, error: InspectError) -> str:
+    return f"documents {storage.redact(path)}: cannot be read ({error}), so its plots are left out"
 
 
 def _same_storage(path: str, target: Target) -> bool:
@@ -397,7 +404,12 @@ def collect(target: Target, vocab_dir: str | None, verify: bool) -> ReportData:
     )
     stride = sample_stride(total)
     for documents_target in documents:
-        data.documents.append(read_documents(documents_target, verify, stride))
+        try:
+            data.documents.append(read_documents(documents_target, verify, stride))
+        except InspectError as error:
+            if target.kind == "documents":  # the report's own subject: nothing to show
+                raise
+            data.notes.append(_unreadable(documents_target.url, error))
     if target.kind != "documents":
         data.shards = read_shards(target, verify, data.vocab)
     if data.vocab is not None:
