@@ -26,7 +26,7 @@ from pathlib import Path
 from pipelines import books, examples, vocab, wikipedia
 from pipelines.beam.runner import PROJECT_ROOT
 from pipelines.command import flags
-from pipelines.command.flags import option
+from pipelines.command.flags import ZERO_OR_MORE, option
 from pipelines.io import extras, storage
 
 SAMPLE_DIR = PROJECT_ROOT / "data"
@@ -40,15 +40,19 @@ class DemoConfig:
     """Every flag of `bertkit demo`."""
 
     output: str = option("out/demo", help="where to write (replaced)")
-    train_steps: int = option(1200, help="tiny-BERT steps of 32 (0: no training)")
+    train_steps: int = option(
+        1200, help="tiny-BERT steps of 32 (0: no training)", bounds=ZERO_OR_MORE
+    )
 
 
 def run(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="bertkit demo",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     flags.add_flags(parser, DemoConfig)
-    args = flags.config_from(DemoConfig, parser.parse_args(argv))
+    args = flags.checked_config(DemoConfig, parser.parse_args(argv), parser)
     if storage.is_url(args.output):
         parser.error(f"--output {args.output}: the demo writes to a local directory")
     missing_extra = args.train_steps > 0 and extras.extra_problem("training", "train")
@@ -206,7 +210,7 @@ def _train(shards_dir: Path, run_dir: Path, steps: int) -> int:
 def _export(run_dir: Path, hf_dir: Path) -> int:
     from trainer import export
 
-    return export.run([str(run_dir / "checkpoints"), "--output", str(hf_dir), "--overwrite"])
+    return export.run_saying([str(run_dir / "checkpoints"), "--output", str(hf_dir), "--overwrite"])
 
 
 def _report(shards_dir: Path, run_dir: Path) -> None:

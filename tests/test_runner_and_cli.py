@@ -261,6 +261,23 @@ def test_the_demo_evaluates_four_times_along_a_long_run_and_at_the_end_of_a_shor
     assert [every(steps) for steps in (1200, 200, 199, 20, 2)] == ["300", "50", "0", "0", "0"]
 
 
+def test_the_demo_refuses_negative_steps_and_says_an_export_refusal_in_one_line(
+    tmp_path, capsys
+) -> None:
+    from bertkit import demo
+
+    with pytest.raises(SystemExit) as exited:
+        demo.run(["--output", str(tmp_path / "d"), "--train-steps", "-5"])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err == "bertkit demo: error: --train-steps -5: must be 0 or more\n"
+    assert not (tmp_path / "d").exists()
+    assert demo._export(tmp_path / "run", tmp_path / "hf") == 2
+    assert capsys.readouterr().err == (
+        f"bertkit export-hf: error: {tmp_path / 'run' / 'checkpoints'} does not exist: pass a "
+        "checkpoint file or directory\n"
+    )
+
+
 def test_demo_runs_the_whole_chain_on_the_embedded_sample(tmp_path, capsys) -> None:
     from bertkit import demo
     from pipelines.beam.documents import read_manifest

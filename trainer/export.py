@@ -43,20 +43,17 @@ see docs/formats.md), or --vocab DIR when it has moved apart. Its vocab.txt must
 sha256 the checkpoint records: a model is only meaningful with the ids it was trained on, so
 a different vocabulary is refused, never exported.
 
-Every file is written with the user's umask (0644 under the usual 022), as `cp` would.
-
-The export loads the weights into bertkit's own model first (strict), so a checkpoint of
-another model shape fails here, not in from_pretrained; HF's model then gives the same
-logits as bertkit's.
+Every file is written with the user's umask (0644 under the usual 022), as `cp` would. The
+weights load into bertkit's own model first (strict): a checkpoint of another shape fails
+here, not in from_pretrained; HF's model then gives the same logits as bertkit's.
 
 Read on: docs/training.md#export-for-transformers, docs/formats.md#an-export.
 """
 
 # For code readers: the weights are renamed by trainer/hf_names.py (as a released model's are
 # on the way in, trainer/released.py), the checkpoint's layout is schemas/checkpoint.py's, an
-# object-storage --output is uploaded with the trainer's own uploads (pipelines/io/objects.py);
-# tests/test_export.py and, for mlm, tests/test_objective.py check the logits equal
-# `BertForPreTraining.prediction_scores`.
+# object-storage --output is uploaded by pipelines/io/objects.py; tests/test_export.py (and
+# tests/test_objective.py for mlm) check the logits equal `prediction_scores`.
 
 from __future__ import annotations
 
@@ -586,13 +583,17 @@ def run(argv: list[str] | None = None) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> None:
+def run_saying(argv: list[str] | None = None) -> int:
+    """`run`, a refusal said in one line (exit 2): the command's, and the demo's export."""
     try:
-        code = run(argv)
+        return run(argv)
     except (CheckpointError, OSError) as err:  # ExportError is a CheckpointError
         print(f"bertkit export-hf: error: {err}", file=sys.stderr)
-        code = 2
-    sys.exit(code)
+        return 2
+
+
+def main(argv: list[str] | None = None) -> None:
+    sys.exit(run_saying(argv))
 
 
 if __name__ == "__main__":
