@@ -257,6 +257,9 @@ def test_a_damaged_checkpoint_or_none_yet_is_one_line(tmp_path: Path, capsys) ->
         "step-NNNNNNNN.pt): the run stopped before its first; --checkpoint-every sets when it "
         "writes one\n"
     )
+    code, lines, err = inspect(capsys, str(checkpoints))  # its empty checkpoints/ alike
+    assert (code, lines) == (1, [])
+    assert err.startswith(f"bertkit inspect: error: {tmp_path / 'run'} holds no checkpoint yet")
     (checkpoints / "step-00000001.pt").write_bytes(b"not a checkpoint")
     (checkpoints / "latest").write_text("step-00000001.pt\n")
     code, lines, err = inspect(capsys, str(checkpoints / "step-00000001.pt"))

@@ -67,6 +67,8 @@ def find_checkpoints(path: str) -> Checkpoints | None:
         directory = local / CHECKPOINTS_DIR
     elif local.is_dir() and ((local / LATEST_FILE).is_file() or any(local.glob(CHECKPOINT_GLOB))):
         directory = local
+    elif local.is_dir() and local.name == CHECKPOINTS_DIR and not any(local.iterdir()):
+        directory = local  # a run's, before its first checkpoint: said as for the run
     else:
         return None
     run = directory.parent if directory.name == CHECKPOINTS_DIR else None
