@@ -218,12 +218,12 @@ def test_wikipedia_split_retried_after_a_crash_mid_write_leaves_one_run(
     def make_fn() -> beam.DoFn:
         return wikipedia.transforms._ExtractSplitFn(str(out), config)
 
-    clean = run_bundle(make_fn(), [(0, split)])
+    clean = run_bundle(make_fn(), [(0, split, None)])
     expected = snapshot(out)
     assert len([n for n in expected if n.startswith("documents-00000-00000-")]) == 4
     shutil.rmtree(out)
     retried = crash_then_retry(
-        monkeypatch, make_fn, [(0, split)], r"/\.tmp-[^/]*\.parquet$", 500, nth=3
+        monkeypatch, make_fn, [(0, split, None)], r"/\.tmp-[^/]*\.parquet$", 500, nth=3
     )
     assert snapshot(out) == expected
     assert retried == clean

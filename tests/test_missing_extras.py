@@ -237,7 +237,7 @@ def test_with_the_extras_installed_nothing_is_missing() -> None:
 def test_the_demo_without_the_train_extra_stops_before_its_stages(tmp_path: Path) -> None:
     done = _run(tmp_path, WITHOUT_TRAIN, "-m", "bertkit", "demo", "--output", "demo")
     assert done.stderr == (
-        "bertkit: error: training needs the train extra (torch, safetensors are not "
+        "bertkit demo: error: training needs the train extra (torch, safetensors are not "
         "installed): pip install -c constraints.txt -e '.[train]' in the bertkit checkout; "
         "or --train-steps 0 for the data stages only\n"
     )

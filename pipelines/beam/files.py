@@ -120,9 +120,10 @@ def write_atomically(path: str, data: bytes) -> None:
 @dataclass(frozen=True, slots=True)
 class Vouched:
     """Names a user may well have written themselves (`README.md`, `vocab.txt`), which are a
-    stage's own only where its record, written last, vouches for them: `check(output_dir)`
-    gives the names the record in `output_dir` vouches for (none where it is absent or not
-    the stage's), matching their sha256 where it records one."""
+    stage's own only where its record, written last, vouches for them, or beside names only
+    the stage writes (a run killed before its record): `check(output_dir)` gives the names
+    the record in `output_dir` vouches for (none where it is absent or not the stage's),
+    matching their sha256 where it records one."""
 
     names: frozenset[str]
     record: str
@@ -172,7 +173,15 @@ def earlier_run_files(
             "or empty --output, or move those files"
         )
     common = sorted(name for name in relative if vouched and name in vouched.names)
-    if vouched and common and (unknown := sorted(set(common) - vouched.check(output_dir))):
+    # Beside names only the stage writes (its shards, spill files, temporary names), the
+    # common ones are a run's that was killed before its record: a rerun replaces them.
+    beside_own_names = len(common) < len(relative)
+    if (
+        vouched
+        and common
+        and not beside_own_names
+        and (unknown := sorted(set(common) - vouched.check(output_dir)))
+    ):
         raise OutputDirectoryError(
             f"{output_dir} holds {unknown[0]}, which no {vouched.record} of a `bertkit {stage}` "
             "run beside it vouches for (a file of yours, or of a run killed before it "
