@@ -20,7 +20,7 @@ from pipelines import examples
 from pipelines import vocab as vocab_stage
 from pipelines.io.vocabulary import load_vocab
 from tests.support.released_dirs import EXAMPLE_FLAGS
-from tests.support.s3server import client_environment
+from tests.support.s3_bucket import bucket_fixture, objects_under
 from tests.test_export import write_checkpoint
 from tests.test_released_start import FLAGS, released
 from trainer import train
@@ -201,20 +201,11 @@ def test_the_released_model_the_run_started_from_is_refused(
     assert export(capsys, str(later), "--output", str(tmp_path / "hf2")) == (0, "")
 
 
-@pytest.fixture
-def s3(s3_server, monkeypatch):
-    s3_server.bucket(BUCKET)
-    for name, value in client_environment(s3_server.endpoint).items():
-        monkeypatch.setenv(name, value)
-    return s3_server.client
+s3 = bucket_fixture(BUCKET)
 
 
 def s3_files(client, prefix: str) -> dict[str, bytes]:
-    found = client.list_objects_v2(Bucket=BUCKET, Prefix=prefix + "/").get("Contents", [])
-    return {
-        o["Key"][len(prefix) + 1 :]: client.get_object(Bucket=BUCKET, Key=o["Key"])["Body"].read()
-        for o in found
-    }
+    return objects_under(client, BUCKET, prefix)
 
 
 def test_overwrite_on_s3_leaves_no_file_of_the_earlier_export(

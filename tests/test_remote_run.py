@@ -18,6 +18,7 @@ import pytest
 from bertkit import cli
 from pipelines.io import objects
 from tests.support.gcsserver import gcs_emulator
+from tests.support.s3_bucket import bucket_fixture, objects_under
 from tests.support.s3server import client_environment
 from tests.support.torchrun import torchrun_trainer
 from tests.test_train import TINY, metrics
@@ -39,20 +40,11 @@ STEPS = [
 ]
 
 
-@pytest.fixture
-def s3(s3_server, monkeypatch):
-    s3_server.bucket(BUCKET)
-    for name, value in client_environment(s3_server.endpoint).items():
-        monkeypatch.setenv(name, value)
-    return s3_server.client
+s3 = bucket_fixture(BUCKET)
 
 
 def s3_listing(client, prefix: str) -> dict[str, bytes]:
-    found = client.list_objects_v2(Bucket=BUCKET, Prefix=prefix + "/").get("Contents", [])
-    return {
-        o["Key"][len(prefix) + 1 :]: client.get_object(Bucket=BUCKET, Key=o["Key"])["Body"].read()
-        for o in found
-    }
+    return objects_under(client, BUCKET, prefix)
 
 
 def losses(lines: bytes) -> dict[int, float]:
