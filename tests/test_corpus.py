@@ -7,7 +7,6 @@ pyarrow), or the `datasets` fixtures in tests/data/corpus/ (see the README there
 from __future__ import annotations
 
 import bz2
-import functools
 import gzip
 import hashlib
 import json
@@ -109,61 +108,6 @@ def test_record_paragraphs_follow_the_rules() -> None:
         "Words, words, words."
     ]
     assert list(record_paragraphs("一二三\n\nok", 0)) == ["一二三", "ok"]
-
-
-def test_a_long_paragraph_is_cut_after_a_space() -> None:
-    counts = ParagraphCounts()
-    text = "aaaa bbbb cccc dddd\n\neeeeeeeeeeeeeee"
-    assert list(record_paragraphs(text, 1, counts, max_chars=10)) == [
-        "aaaa bbbb",
-        "cccc dddd",
-        "eeeeeeeeee",
-        "eeeee",
-    ]
-    assert counts == ParagraphCounts(short=0, cut=2)
-
-
-def test_a_cut_paragraph_is_judged_whole() -> None:
-    # Its pieces of a single word ("words.", a window of "a", "end.") are kept: rule 5
-    # counts the words of the paragraph, not of each piece.
-    counts = ParagraphCounts()
-    text = "Start here with words. " + "a" * 30 + " and the end."
-    assert list(record_paragraphs(text, 3, counts, max_chars=20)) == [
-        "Start here with",
-        "words.",
-        "a" * 20,
-        "a" * 10 + " and the",
-        "end.",
-    ]
-    assert counts == ParagraphCounts(short=0, cut=1)
-    # A long paragraph of fewer words is dropped whole, as short (not cut); one of nothing
-    # but spaces gives nothing and counts as cut, as before.
-    text = "x" * 25 + " y\n\nOne two three.\n\n" + " " * 25
-    assert list(record_paragraphs(text, 3, counts, max_chars=15)) == ["One two three."]
-    assert counts == ParagraphCounts(short=1, cut=2)
-    assert list(record_paragraphs(text, 2, max_chars=15)) == [
-        "x" * 15,
-        "x" * 10 + " y",
-        "One two three.",
-    ]
-
-
-def test_the_stage_keeps_every_word_of_a_cut_paragraph(tmp_path: Path, monkeypatch) -> None:
-    cut_at_20 = functools.partial(record_paragraphs, max_chars=20)
-    monkeypatch.setattr(corpus.reading, "record_paragraphs", cut_at_20)
-    text = "Start here with words. " + "a" * 30 + " and the end of it here."
-    (inputs_dir(tmp_path) / "n.jsonl").write_bytes(jsonl([{"id": "x", "text": text}]))
-    assert run(tmp_path / "in" / "*.jsonl", tmp_path / "out") == 0
-    sentences = documents(tmp_path / "out")["corpus/x"]["sentences"]
-    assert sentences == [
-        "Start here with",
-        "words.",
-        "a" * 20,
-        "a" * 10 + " and the",
-        "end of it here.",
-    ]
-    counts = read_manifest(str(tmp_path / "out")).counts
-    assert (counts.get("paragraphs_short"), counts["paragraphs_cut"]) == (None, 1)
 
 
 def test_fields_nested_and_dotted() -> None:

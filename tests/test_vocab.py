@@ -537,8 +537,7 @@ def test_a_file_no_vocab_run_wrote_is_never_replaced(
 def test_a_vocab_txt_no_vocab_json_records_is_never_replaced(
     vocab_json: bool, trained: Path, documents_dirs, tmp_path, capsys
 ):
-    # The user's own vocab.txt, or one edited after the run (vocab.json has another sha256).
-    out = tmp_path / "v"
+    out = tmp_path / "v"  # the user's vocab.txt, or one edited after the run, each refused
     out.mkdir()
     if vocab_json:
         shutil.copy(trained / VOCAB_METADATA_FILE, out / VOCAB_METADATA_FILE)

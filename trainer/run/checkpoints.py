@@ -9,7 +9,6 @@ whole one.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import pickle
@@ -35,13 +34,12 @@ from schemas.checkpoint import (
 )
 from trainer.metrics import METRICS_FILE
 from trainer.model import BertConfig, BertForPreTraining
+from trainer.run.leftovers import foreign_problem, leftovers_problem
 from trainer.run.lock import LOCK_FILE
 from trainer.source import mix_resume_problems
 
 _LOG = logging.getLogger(__name__)
 
-# A metrics.jsonl row is a few hundred bytes; a first line longer than this is no run's.
-_FIRST_ROW_BYTES = 1 << 16
 _ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -396,14 +394,6 @@ def prepare_run_directory(output: Path, resume: bool, overwrite: bool) -> list[P
     return earlier
 
 
-def foreign_problem(where: str, name: str, overwrite: bool) -> str:
-    """Why a run directory's files are not deleted: `name` beside them is no run's."""
-    return (
-        f"{'--overwrite: ' if overwrite else ''}{where} also holds {name}, which no training "
-        "run writes; nothing was deleted. Move it, or choose another --output"
-    )
-
-
 def _refuse_foreign(output: Path, earlier: list[Path], overwrite: bool) -> None:
     """Refuse to delete the run files `earlier` beside a file no run writes."""
     known = {CHECKPOINTS_DIR, LOCK_FILE, *(str(p.relative_to(output)) for p in earlier)}
@@ -457,34 +447,6 @@ def _no_checkpoint_leftovers(output: Path, earlier: list[Path], overwrite: bool)
         ", ".join(str(p.relative_to(output)) for p in earlier),
     )
     return earlier
-
-
-def leftovers_problem(where: str, names: list[str], metrics: Path, overwrite: bool) -> str | None:
-    """Why the files `names` of a run directory with no checkpoint are not replaced without
-    --overwrite: its metrics.jsonl (`metrics`, a local copy) is not a run's."""
-    if overwrite or _metrics_of_a_run(metrics):
-        return None
-    return (
-        f"{where} holds {', '.join(names)}, names a training run writes, but no metrics.jsonl "
-        "a run wrote (its rows have a kind and a step): nothing was deleted. Pass --overwrite "
-        "to replace them, or choose another --output"
-    )
-
-
-def _metrics_of_a_run(path: Path) -> bool:
-    """Whether `path` is a run's metrics.jsonl: empty (opened, nothing logged yet), or a
-    first line that is a JSON object with a "kind" and a "step"."""
-    if not path.is_file():
-        return False
-    with path.open("rb") as source:
-        first = source.readline(_FIRST_ROW_BYTES)
-    if not first:
-        return True
-    try:
-        row = json.loads(first)
-    except ValueError:
-        return False
-    return isinstance(row, dict) and "kind" in row and "step" in row
 
 
 def _read_latest(pointer: Path) -> str:

@@ -48,11 +48,10 @@ from trainer.metrics import METRICS_FILE
 from trainer.run.checkpoints import (
     COMPILE_CACHE_ARCHIVE,
     CheckpointError,
-    foreign_problem,
     is_checkpoint_file,
     is_run_file,
-    leftovers_problem,
 )
+from trainer.run.leftovers import foreign_problem, leftovers_problem
 from trainer.run.lock import LOCK_FILE
 
 _LOG = logging.getLogger(__name__)
