@@ -216,6 +216,12 @@ DOCUMENTS_DIR = (
             f"{DOCUMENTS_DIR} (here perhaps docs)",
         ),
         ("afile", "out", f"--documents afile is a file, not a directory: pass the {DOCUMENTS_DIR}"),
+        (
+            "docs?",
+            "out",
+            "--documents docs?: a directory name with *, ? or [ would be read as a glob where "
+            "the stage lists it, and reach other directories: choose a name without them",
+        ),
     ],
 )
 def test_vocab_refuses_wrong_paths_before_any_work(
@@ -434,6 +440,18 @@ def test_an_unreadable_documents_directory_is_refused(workdir, capsys, monkeypat
             "gs://b/out/",
             "--input 'gs://b/out/books/*.txt' is inside --output gs://b/out/: choose an --output "
             "that does not hold the inputs",
+        ),
+        (  # a listing of g/b? would reach g/b1/: --overwrite deleted a sibling's objects
+            "s3://b/in/*.xml.bz2",
+            "s3://b/g/b?",
+            "--output s3://b/g/b?: a directory name with *, ? or [ would be read as a glob "
+            "where the stage lists it, and reach other directories: choose a name without them",
+        ),
+        (
+            "gs://b/in/*.xml.bz2",
+            "gs://b/g/a[1]",
+            "--output gs://b/g/a[1]: a directory name with *, ? or [ would be read as a glob "
+            "where the stage lists it, and reach other directories: choose a name without them",
         ),
         ("gs://b/dumps/*.xml.bz2", "gs://b/dumps/wiki", None),
         ("gs://b/dumps/*", "gs://b/wiki", None),

@@ -4,7 +4,8 @@ A stage declares which of its config's fields name paths (`StagePaths`); `parse_
 (pipelines/beam/runner.py) checks them once its flags are parsed. Each problem is one line
 naming the flag, the path and the fix, exit 2, as argparse does for a bad flag: an
 --output that is a file, lies inside an input, or cannot be written (a read-only file
-system, a directory this user may not write); an input directory that is a file; an input
+system, a directory this user may not write); an output or input directory whose name holds
+a glob character (Beam's listings would read it as one); an input directory that is a file; an input
 file that is a directory, a FIFO, unreadable, a symbolic link loop or a link to nothing;
 an input glob that reaches what the stage writes. Nothing has been read or written yet.
 """
@@ -65,8 +66,10 @@ def path_problem(config: object, paths: StagePaths) -> str | None:
         input_flag = flags.flag_name(field)
         value = getattr(config, field)
         for directory in value if isinstance(value, tuple) else (value,):
-            problem = _input_dir_problem(input_flag, directory, what) or _nested(
-                input_flag, directory, output_flag, output
+            problem = (
+                _wildcard_problem(input_flag, directory)
+                or _input_dir_problem(input_flag, directory, what)
+                or _nested(input_flag, directory, output_flag, output)
             )
             if problem:
                 return problem
@@ -81,9 +84,21 @@ def _has_wildcard(pattern: str) -> bool:
     return any(c in pattern for c in "*?[")
 
 
-def _output_problem(flag: str, output: str) -> str | None:
-    if _is_remote(output):
+def _wildcard_problem(flag: str, directory: str) -> str | None:
+    """A directory whose name holds a glob character: every listing of it (Beam's `match`)
+    would read the character as a wildcard, and reach other directories' files."""
+    if not _has_wildcard(directory):
         return None
+    return (
+        f"{flag} {directory}: a directory name with *, ? or [ would be read as a glob where "
+        "the stage lists it, and reach other directories: choose a name without them"
+    )
+
+
+def _output_problem(flag: str, output: str) -> str | None:
+    problem = _wildcard_problem(flag, output)
+    if problem or _is_remote(output):
+        return problem
     path = Path(output)
     if path.exists() and not path.is_dir():
         return f"{flag} {output} is a file, not a directory: choose a new or empty directory"
