@@ -20,7 +20,7 @@ from urllib3.exceptions import ProtocolError
 from pipelines.io import storage
 from pipelines.io.retry import RetryPolicy, exists_with_retries
 from tests.support.faultproxy import FaultProxy
-from tests.support.s3server import client_environment
+from tests.support.s3server import client_environment, free_port
 from trainer.recipe import shards_vocab_dir
 
 BUCKET = "probes"
@@ -101,3 +101,18 @@ def test_a_local_path_is_asked_once(tmp_path, caplog):
         with pytest.raises(storage.NotAFileError, match="named pipe"):
             exists_with_retries(str(fifo), QUICK)
     assert caplog.messages == []
+
+
+def test_an_endpoint_no_one_answers_is_one_storage_error(monkeypatch) -> None:
+    """botocore's EndpointConnectionError is not an OSError: it went up as a traceback from
+    `inspect` and `train` (before any step) instead of their one line."""
+    port = free_port()  # nothing listens there
+    for name, value in client_environment(f"http://127.0.0.1:{port}").items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(storage.StorageError) as raised:
+        storage.exists("s3://b/shards/manifest.json")
+    assert str(raised.value) == (
+        "s3://b/shards/manifest.json: cannot be read: Could not connect to the endpoint URL: "
+        f'"http://127.0.0.1:{port}/b/shards/manifest.json"; check the storage endpoint '
+        "(AWS_ENDPOINT_URL, STORAGE_EMULATOR_HOST) and the network"
+    )

@@ -273,6 +273,11 @@ def open_binary(url: str) -> BinaryIO:
         ) from error
     except _gcs_not_found() as error:
         raise FileNotFoundError(f"{url}: not found ({error})") from error
+    except _unreachable_errors() as error:  # botocore's and google-api-core's own, not OSErrors
+        raise StorageError(
+            f"{url}: cannot be read: {error}; check the storage endpoint "
+            "(AWS_ENDPOINT_URL, STORAGE_EMULATOR_HOST) and the network"
+        ) from error
     except OSError as error:  # smart_open wraps S3 ClientErrors; requests' errors are OSErrors
         if _is_not_found(error):
             raise FileNotFoundError(f"{url}: not found ({error})") from error
@@ -547,6 +552,26 @@ def _credentials_errors() -> tuple[type[Exception], ...]:
         from google.auth.exceptions import DefaultCredentialsError
 
         errors.append(DefaultCredentialsError)
+    except ImportError:
+        pass
+    return tuple(errors)
+
+
+def _unreachable_errors() -> tuple[type[Exception], ...]:
+    """The installed cloud clients' errors for a store they cannot reach or that keeps
+    failing (an endpoint down, retries run out), which are not OSErrors."""
+    errors: list[type[Exception]] = []
+    try:
+        from botocore.exceptions import BotoCoreError
+
+        errors.append(BotoCoreError)
+    except ImportError:
+        pass
+    try:
+        from google.api_core.exceptions import GoogleAPIError
+        from google.auth.exceptions import TransportError
+
+        errors += [GoogleAPIError, TransportError]
     except ImportError:
         pass
     return tuple(errors)
