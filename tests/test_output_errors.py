@@ -207,12 +207,19 @@ def test_stage_main_says_a_full_disk_in_one_line_with_exit_1(tmp_path, monkeypat
     )
 
 
-def test_stage_main_lets_any_other_error_through(monkeypatch) -> None:
+def test_stage_main_says_any_other_error_with_its_traceback(monkeypatch, capsys) -> None:
     def run_with_a_bug(argv):
         raise as_beam_raises_it(OSError(errno.EIO, "Input/output error"))
 
-    with pytest.raises(RuntimeError, match=r"Input/output error \[while running"):
+    with pytest.raises(SystemExit) as exited:
         stage_main(run_with_a_bug, [], "bertkit wikipedia")
+    assert exited.value.code == 1
+    err = capsys.readouterr().err
+    assert err.startswith("Traceback (most recent call last):\n")
+    assert err.endswith(
+        "RuntimeError: OSError: [Errno 5] Input/output error [while running "
+        "'ExtractWikipedia/ExtractDocuments']\n"
+    )
 
 
 def test_beams_logged_traceback_of_a_full_disk_is_held_back() -> None:

@@ -78,3 +78,35 @@ def test_redact_values_reaches_strings_inside_lists_and_dicts() -> None:
         "nested": {"vocab": ("https://h/v?token=***",), "steps": 3},
         "lr": 1e-4,
     }
+
+
+SECRET_URL = "s3://AKIAXX:sec/retKEY@bkt/out/vocab"
+
+
+def test_a_beam_stage_names_a_credential_url_without_its_secret(capsys, caplog) -> None:
+    """The stages' one line, the log lines Beam writes about the paths it retries, and the
+    traceback of an error no line was made for (pipelines/beam/runner.py's stage_main)."""
+    import logging
+
+    from pipelines.beam import files
+    from pipelines.beam.runner import stage_main
+
+    def refused(argv):
+        logging.getLogger("apache_beam.io.s3").warning("Retry %s/vocab.json", SECRET_URL)
+        raise files.OutputDirectoryError(f"{SECRET_URL} is not a directory")
+
+    def failed(argv):
+        raise RuntimeError(f"exists() operation failed for {SECRET_URL}/vocab.json")
+
+    for run, code in ((refused, 2), (failed, 1)):
+        with pytest.raises(SystemExit) as exited:
+            stage_main(run, [], "bertkit examples")
+        assert exited.value.code == code
+        err = capsys.readouterr().err
+        assert "sec/retKEY" not in err and "AKIAXX" not in err
+        assert "s3://***@bkt/out/vocab" in err
+    assert "Retry s3://***@bkt/out/vocab/vocab.json" in caplog.text
+    assert "sec/retKEY" not in caplog.text
+    assert err.endswith(
+        "RuntimeError: exists() operation failed for s3://***@bkt/out/vocab/vocab.json\n"
+    )

@@ -38,6 +38,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import traceback
 import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -399,22 +400,40 @@ def stage_main(
     handlers = logging.getLogger().handlers
     stop = StageStop()
     said = _hold_back(refusals, stop)
+    formatters = [handler.formatter for handler in handlers]
     for handler in handlers:
         handler.addFilter(said)
+        handler.setFormatter(_Redacting(handler.formatter))  # Beam's retry lines name URLs
     try:
         with stop:
             try:
                 code = _run_and_say(run, argv, prog, refusals)
-            except BaseException:  # the KeyboardInterrupt, or Beam's wrapping of it
-                if stop.signal is None:
+            except BaseException as error:  # the KeyboardInterrupt, or Beam's wrapping of it
+                if stop.signal is None and not isinstance(error, Exception):
                     raise
+                if stop.signal is None:  # an error no line was made for: its traceback,
+                    print(storage.redact(traceback.format_exc()), end="", file=sys.stderr)
+                    sys.exit(1)  # the paths in it named without their credentials
                 stop.ending = True
                 print(f"{prog}: {interrupted_message(stop.name)}", file=sys.stderr)
                 code = exit_code(stop.signal)
     finally:
-        for handler in handlers:
+        for handler, formatter in zip(handlers, formatters, strict=True):
             handler.removeFilter(said)
+            handler.setFormatter(formatter)
     sys.exit(code)
+
+
+class _Redacting(logging.Formatter):
+    """A handler's own formatting, with every URL's credentials replaced by *** (Beam logs
+    the paths it retries, tracebacks included, as it was given them)."""
+
+    def __init__(self, inner: logging.Formatter | None) -> None:
+        super().__init__()
+        self._inner = inner or logging.Formatter()
+
+    def format(self, record: logging.LogRecord) -> str:
+        return storage.redact(self._inner.format(record))
 
 
 def _run_and_say(
@@ -423,20 +442,21 @@ def _run_and_say(
     prog: str,
     refusals: tuple[type[Exception], ...],
 ) -> int:
-    """`run`'s exit code, or the one line and exit code of a refusal or a failed write."""
+    """`run`'s exit code, or the one line and exit code of a refusal or a failed write (its
+    URLs without their credentials); any other error goes on up."""
     try:
         return run(argv)
     except (files.OutputDirectoryError, FileNotFoundError, InputsError, *refusals) as error:
-        print(f"{prog}: error: {error}", file=sys.stderr)
+        print(f"{prog}: error: {storage.redact(str(error))}", file=sys.stderr)
         return 2
     except Exception as error:  # a failed write, or a worker's refusal; anything else goes on up
         failure, refused = write_failure(error), refusal_in_text(str(error), refusals)
         if failure is not None:
             message = write_failure_message(failure, _stage_output)
-            print(f"{prog}: error: {message}", file=sys.stderr)
+            print(f"{prog}: error: {storage.redact(message)}", file=sys.stderr)
             return 1
         if refused is not None:
-            print(f"{prog}: error: {refused}", file=sys.stderr)
+            print(f"{prog}: error: {storage.redact(refused)}", file=sys.stderr)
             return 2
         raise
 

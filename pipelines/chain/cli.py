@@ -61,6 +61,7 @@ from pipelines.corpus import cli as corpus_cli
 from pipelines.examples import cli as examples_cli
 from pipelines.examples.config import WORK_DIR, ExamplesConfig
 from pipelines.examples.stage_plan import ExamplesPlan, load_examples_plan
+from pipelines.io import storage
 from pipelines.io.vocabulary import VocabError, load_vocab
 from pipelines.vocab import cli as vocab_cli
 from pipelines.vocab.config import VocabConfig
@@ -184,7 +185,7 @@ def run(argv: list[str] | None = None) -> int:
             )
         )
     except (ValueError, OSError) as error:  # ChainConfigError, VocabError, … are ValueErrors
-        print(f"bertkit chain: {error}", file=sys.stderr)
+        print(f"bertkit chain: {storage.redact(str(error))}", file=sys.stderr)
         return 2
     # Every output checked: only now is anything deleted (each stage's own earlier files).
     files.delete([path for found in earlier for path in found])

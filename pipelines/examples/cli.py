@@ -46,6 +46,7 @@ from pipelines.examples.manifest import build_manifest, report
 from pipelines.examples.plan import read_documents_inputs
 from pipelines.examples.stage_plan import ExamplesPlan, make_examples_plan
 from pipelines.examples.transforms import CreateExamples, WriteShards
+from pipelines.io import storage
 from pipelines.io.recorded_paths import resolve_path
 from pipelines.io.vocabulary import Vocabulary, load_vocab
 from schemas import REJECTS_DIR, SHARDS_MANIFEST_NAME
@@ -111,7 +112,7 @@ def run(argv: list[str] | None = None) -> int:
             config.output, EARLIER_RUN, config.overwrite, "examples", vouched=VOUCHED
         )
     except (ValueError, OSError) as error:  # ExamplesConfigError, VocabError, … are ValueErrors
-        print(f"bertkit examples: {error}", file=sys.stderr)
+        print(f"bertkit examples: {storage.redact(str(error))}", file=sys.stderr)
         return 2
     return run_examples(options, config, vocab, inputs)
 
