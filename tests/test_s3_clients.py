@@ -3,11 +3,17 @@
 
 from __future__ import annotations
 
+import time
+
+import pytest
 from apache_beam.io.aws import s3io
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from pipelines import books
 from pipelines.beam import files
+from pipelines.beam.runner import stage_main
 from tests.conftest import s3_flags
+from tests.support.s3server import client_environment, free_port
 
 
 def wrapper(endpoint: str) -> s3io.boto3_client.Client:
@@ -58,3 +64,23 @@ def test_beam_file_calls_on_s3_build_one_client(s3_server, monkeypatch) -> None:
     files.delete([url])
     assert not files.exists(url)
     assert len(sessions) == 1
+
+
+def test_an_s3_endpoint_no_one_answers_ends_a_stage_at_once_in_one_line(
+    tmp_path, monkeypatch, capsys
+) -> None:
+    """Beam retried each call seven times from 5 s (8 minutes) before a traceback."""
+    port = free_port()  # nothing listens there
+    for name, value in client_environment(f"http://127.0.0.1:{port}").items():
+        monkeypatch.setenv(name, value)
+    argv = ["--input", "s3://b/in/*.txt", "--output", str(tmp_path / "out")]
+    started = time.monotonic()
+    with pytest.raises(SystemExit) as exited:
+        stage_main(books.run, argv, "bertkit books")
+    assert (exited.value.code, time.monotonic() - started < 60) == (1, True)
+    assert capsys.readouterr().err == (
+        f'bertkit books: error: Could not connect to the endpoint URL: "http://127.0.0.1:{port}'
+        '/b?list-type=***&prefix=***&encoding-type=***": check --s3_endpoint_url or '
+        "AWS_ENDPOINT_URL, and the network\n"
+    )
+    assert not (tmp_path / "out").exists()

@@ -55,6 +55,7 @@ from apache_beam.options.pipeline_options import (
 
 from pipelines.beam import files
 from pipelines.beam.inputs import InputsError
+from pipelines.beam.s3_clients import StoreUnreachable
 from pipelines.beam.stage_paths import StagePaths, path_problem
 from pipelines.command import flags
 from pipelines.command.interruption import StageStop, exit_code
@@ -458,7 +459,28 @@ def _run_and_say(
         if refused is not None:
             print(f"{prog}: error: {storage.redact(refused)}", file=sys.stderr)
             return 2
+        unreachable = _found(error, StoreUnreachable)
+        if unreachable is not None:
+            print(f"{prog}: error: {storage.redact(str(unreachable))}", file=sys.stderr)
+            return 1
         raise
+
+
+def _found(error: BaseException, kind: type[BaseException]) -> BaseException | None:
+    """An error of `kind` in `error`'s chain, or in what a BeamIOError holds per path."""
+    seen: set[int] = set()
+    stack: list[object] = [error]
+    while stack:
+        each = stack.pop()
+        if not isinstance(each, BaseException) or id(each) in seen:
+            continue
+        if isinstance(each, kind):
+            return each
+        seen.add(id(each))
+        details = getattr(each, "exception_details", None)
+        stack += [each.__cause__, each.__context__]
+        stack += list(details.values()) if isinstance(details, dict) else []
+    return None
 
 
 def interrupted_message(signal_name: str) -> str:
