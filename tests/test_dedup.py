@@ -150,7 +150,15 @@ def run_dedup(output: Path, *documents: Path, flags: tuple[str, ...] = (), **kwa
 def test_normalised_words_fold_case_width_quotes_dashes_and_spaces() -> None:
     words = normalised_words(["Don’t  STOP—now!", "“Ｆｕｌｌ”\twidth ﬁne,", "don't"])
     assert words == ["dont", "stopnow", "full", "width", "fine", "dont"]
-    assert normalised_words(["…", " -- "]) == []
+    # A text of symbols only keeps them: it is the same as another only where they are.
+    assert normalised_words(["…", " -- "]) == ["...", "--"]
+    assert normalised_words(["∑ ∫ ≤"]) != normalised_words(["🚀 🌍 ✨"])
+    # Combining marks are part of their letters (\w leaves them out): the boy and the girl
+    # go to school, two texts; punctuation between digits is a space, not nothing.
+    assert normalised_words(["लड़का रोज़ स्कूल जाता है।"]) == ["लड़का", "रोज़", "स्कूल", "जाता", "है"]
+    assert normalised_words(["लड़की रोज़ स्कूल जाती है।"]) == ["लड़की", "रोज़", "स्कूल", "जाती", "है"]
+    assert normalised_words(["Final score: 3-10."]) == ["final", "score", "3", "10"]
+    assert normalised_words(["Final score: 31-0."]) == ["final", "score", "31", "0"]
     assert exact_key(normalised_words(["The cat sat."])) == exact_key(["the", "cat", "sat"])
     assert exact_key(["the", "cat"]) != exact_key(["thecat"])
     assert len(exact_key([])) == 16

@@ -2,11 +2,14 @@
 
 A document's sentences are joined with spaces, put in Unicode NFKC form (compatibility
 characters such as ligatures, full-width letters and non-breaking spaces become their plain
-forms) and case-folded; every character that is neither a letter, a digit, an underscore
-nor whitespace (punctuation, quotes, dashes, symbols) is dropped, and the text is split on
-whitespace. So the same book as another edition (other line wrapping, straight or curly
+forms) and case-folded; every character that is neither a letter, a combining mark (the
+vowel signs and viramas of Devanagari, Bengali, Tamil, Thai: part of their letters), a
+digit, an underscore nor whitespace (punctuation, quotes, dashes, symbols) is dropped,
+except between two digits, where it is a space ("3-10" is not "31-0"), and the text is split
+on whitespace. So the same book as another edition (other line wrapping, straight or curly
 quotes, `--` or an em dash, another case in its headings) gives the same words, and
-"don't" and "don’t" are both `dont`.
+"don't" and "don’t" are both `dont`. A text of symbols only (no word left) keeps them as its
+words, so two such texts are the same only where their symbols are.
 
 The exact key is a 128-bit BLAKE2b hash of those words joined by single spaces; near
 duplicates are found on word n-grams of the same words (minhash.py).
@@ -14,19 +17,37 @@ duplicates are found on word n-grams of the same words (minhash.py).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
+import sys
 import unicodedata
 from collections.abc import Sequence
 
-_DROPPED = re.compile(r"[^\w\s]+")
+_BETWEEN_DIGITS = re.compile(r"(?<=\d)[^\w\s]+(?=\d)")
 EXACT_KEY_BYTES = 16
 
 
+@functools.cache
+def _dropped() -> re.Pattern[str]:
+    """Neither a word character nor whitespace nor a combining mark (which `\\w` leaves
+    out): built once per process from Unicode's categories (M*), as ranges."""
+    ranges: list[tuple[int, int]] = []
+    for code in range(sys.maxunicode + 1):
+        if unicodedata.category(chr(code)).startswith("M"):
+            if ranges and ranges[-1][1] == code - 1:
+                ranges[-1] = (ranges[-1][0], code)
+            else:
+                ranges.append((code, code))
+    marks = "".join(f"{chr(a)}-{chr(b)}" if a < b else chr(a) for a, b in ranges)
+    return re.compile(f"[^\\w\\s{marks}]+")
+
+
 def normalised_words(sentences: Sequence[str]) -> list[str]:
-    """The document's words after normalisation (module docstring); [] when none are left."""
+    """The document's words after normalisation (module docstring)."""
     text = unicodedata.normalize("NFKC", " ".join(sentences)).casefold()
-    return _DROPPED.sub("", text).split()
+    words = _dropped().sub("", _BETWEEN_DIGITS.sub(" ", text)).split()
+    return words or text.split()
 
 
 def exact_key(words: Sequence[str]) -> bytes:
