@@ -149,6 +149,23 @@ def test_without_an_input_it_stops_before_any_work(tmp_path, capsys) -> None:
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize(
+    ("flags", "flag", "stage"),
+    [
+        (("--corpus-text-field", "body"), "--corpus-text-field", "corpus"),
+        (("--wikipedia-min-paragraph-words", "3"), "--wikipedia-min-paragraph-words", "wikipedia"),
+    ],
+)
+def test_a_flag_of_a_stage_without_inputs_is_refused(flags, flag, stage, tmp_path, capsys) -> None:
+    argv = ["--books", "b/*.txt", *flags, "--output", str(tmp_path / "out")]
+    assert chain.run(argv) == 2
+    assert capsys.readouterr().err == (
+        f"bertkit chain: {flag} shapes the {stage} stage, which runs only with --{stage} "
+        f"inputs, and none are given: drop it or give --{stage}\n"
+    )
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_foreign_file_in_any_output_is_refused_before_anything_is_deleted(
     tmp_path, capsys
 ) -> None:

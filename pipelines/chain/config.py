@@ -177,6 +177,16 @@ def check(config: Any) -> None:
             "no input: pass --wikipedia DUMP, --books 'DIR/*.txt' and/or --corpus "
             "'DIR/*.jsonl.zst' (each one or more files or globs)"
         )
+    for stage, config_class in DOCUMENTS_STAGES.items():
+        if getattr(config, stage):
+            continue
+        for spec in dataclasses.fields(config_class):
+            name = f"{stage}_{spec.name}"
+            if spec.name not in _WIRED and getattr(config, name) != spec.default:
+                raise ChainConfigError(
+                    f"--{name.replace('_', '-')} shapes the {stage} stage, which runs only "
+                    f"with --{stage} inputs, and none are given: drop it or give --{stage}"
+                )
     if config.vocab is None:
         return
     for spec in dataclasses.fields(VocabConfig):
