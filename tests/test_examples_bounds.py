@@ -106,6 +106,13 @@ def _problems(**flags) -> str:
             "--max-predictions-per-seq 126 at length 128: must be at most 125 (the positions "
             "that are not [CLS] or [SEP])",
         ),
+        # round(128 × 0.99) = 127 named --max-predictions-per-seq, which was not given.
+        (
+            {"masked_lm_prob": 0.99},
+            "--masked-lm-prob 0.99 predicts round(128 × 0.99) = 127 tokens at length 128, more "
+            "than its 125 positions that are not [CLS] or [SEP]: lower it, or give "
+            "--max-predictions-per-seq",
+        ),
         # round(128 × 0.001) = 0 named the flag the user never gave.
         (
             {"masked_lm_prob": 0.001},

@@ -164,6 +164,13 @@ def _length_problems(config: ExamplesConfig) -> list[str]:
             )
         elif count < 1:
             problems.append(f"--max-predictions-per-seq {count}: must be at least 1")
+        elif count > length - 3 and 8 <= length <= 65535 and derived:
+            problems.append(
+                f"--masked-lm-prob {config.masked_lm_prob} predicts round({length} × "
+                f"{config.masked_lm_prob}) = {count} tokens at length {length}, more than its "
+                f"{length - 3} positions that are not [CLS] or [SEP]: lower it, or give "
+                "--max-predictions-per-seq"
+            )
         elif count > length - 3 and 8 <= length <= 65535:
             problems.append(
                 f"--max-predictions-per-seq {count} at length {length}: must be at most "
