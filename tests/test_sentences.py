@@ -31,6 +31,12 @@ from pipelines.text.sentences import split_paragraphs, split_sentences
         ),
         ("He served in World War I. Then he left.", ["He served in World War I.", "Then he left."]),
         ("東京は大きい。次の文。", ["東京は大きい。", "次の文。"]),
+        # The danda ends Hindi (and Bengali, Marathi, Sanskrit) sentences; blingfire's
+        # model does not know it.
+        (
+            "लड़का स्कूल जाता है। वह खेलता है॥ शाम हुई।",
+            ["लड़का स्कूल जाता है।", "वह खेलता है॥", "शाम हुई।"],
+        ),
         ("", []),
         ("   ", []),
         ("One", ["One"]),

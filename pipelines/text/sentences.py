@@ -19,6 +19,7 @@ from __future__ import annotations
 import ctypes
 import importlib.util
 import platform
+import re
 import threading
 from collections.abc import Iterable
 from pathlib import Path
@@ -69,7 +70,14 @@ def split_sentences(paragraph: str) -> list[str]:
     sentences = [part.strip() for part in text.split("\n")]
     if "" in sentences:
         sentences = [sentence for sentence in sentences if sentence]
+    if "\u0964" in paragraph or "\u0965" in paragraph:
+        sentences = [part for each in sentences for part in _DANDA_BREAK.split(each)]
     return _rejoin_false_breaks(sentences)
+
+
+# blingfire does not end a sentence at the danda (।, ॥), the full stop of Hindi, Bengali,
+# Marathi, Nepali and Sanskrit text: each is a break where space follows it.
+_DANDA_BREAK = re.compile(r"(?<=[\u0964\u0965])\s+")
 
 
 # blingfire breaks after a title before a name ("Dr. | Samuel Jutzi") and after initials
