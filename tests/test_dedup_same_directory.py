@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pipelines import dedup
-from pipelines.beam.inputs import same_place_key
+from pipelines.io.places import same_place_key
 from tests.test_dedup import literal_inputs
 
 

@@ -20,11 +20,11 @@ from pipelines.beam.inputs import (
     common_root,
     expand_inputs,
     name_under,
-    repeated_place,
 )
 from pipelines.books.reading import book_name
 from pipelines.examples.config import ExamplesConfigError
 from pipelines.examples.plan import read_documents_inputs
+from pipelines.io.places import repeated_place
 
 ROOT = Path(__file__).resolve().parents[1]
 STORY = "The river ran north past the old town.\n\nIn winter the lake froze over at last.\n"

@@ -16,7 +16,7 @@ import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from apache_beam.io.filesystems import CompressionTypes, FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
@@ -130,26 +130,9 @@ class Vouched:
     check: Callable[[str], set[str]]
 
 
-def clear_earlier_run(
-    output_dir: str,
-    ours: str,
-    overwrite: bool,
-    stage: str,
-    remove: bool = True,
-    vouched: Vouched | None = None,
-) -> None:
-    """Check `output_dir` before any work: empty, or holding only an earlier run of `stage`.
-
-    `ours` is a regular expression over a file's path below `output_dir` that matches every
-    name the stage writes (its outputs, manifest, rejects and temporary names) and nothing
-    else. A file it does not match is refused, with or without --overwrite, and nothing is
-    deleted: bertkit never deletes what it did not write. The stage's own files need
-    --overwrite, and are then deleted (unless `remove` is False: a stage that replaces each
-    of its files atomically keeps the old ones readable until then; the temporary files of
-    an unfinished write, which no rerun would ever replace, are deleted all the same). A
-    name in `vouched.names` is the stage's only where its record vouches for it (`Vouched`).
-    """
-    delete(earlier_run_files(output_dir, ours, overwrite, stage, remove, vouched))
+def clear_earlier_run(*args: Any, **kwargs: Any) -> None:
+    """`earlier_run_files`' checks, then delete what it returns."""
+    delete(earlier_run_files(*args, **kwargs))
 
 
 def earlier_run_files(
@@ -160,8 +143,19 @@ def earlier_run_files(
     remove: bool = True,
     vouched: Vouched | None = None,
 ) -> list[str]:
-    """`clear_earlier_run`'s checks, raising as it does; returns what it would delete (for a
-    command that checks every output before it deletes anything in any)."""
+    """Check `output_dir` before any work: empty, or holding only an earlier run of `stage`;
+    return what to delete (`clear_earlier_run` deletes it; a command with several outputs
+    checks them all before it deletes anything in any).
+
+    `ours` is a regular expression over a file's path below `output_dir` that matches every
+    name the stage writes (its outputs, manifest, rejects and temporary names) and nothing
+    else. A file it does not match is refused, with or without --overwrite, and nothing is
+    deleted: bertkit never deletes what it did not write. The stage's own files need
+    --overwrite, and are then deleted (unless `remove` is False: a stage that replaces each
+    of its files atomically keeps the old ones readable until then; the temporary files of
+    an unfinished write, which no rerun would ever replace, are deleted all the same). A
+    name in `vouched.names` is the stage's only where its record vouches for it (`Vouched`).
+    """
     present = match(join(output_dir, "**"))
     relative = [_relative(output_dir, path) for path in present]
     foreign = sorted(name for name in relative if not re.fullmatch(ours, name))
@@ -172,16 +166,11 @@ def earlier_run_files(
             + f", which `bertkit {stage}` does not write: nothing was deleted. Choose a new "
             "or empty --output, or move those files"
         )
-    common = sorted(name for name in relative if vouched and name in vouched.names)
+    common = {name for name in relative if vouched and name in vouched.names}
     # Beside names only the stage writes (its shards, spill files, temporary names), the
     # common ones are a run's that was killed before its record: a rerun replaces them.
-    beside_own_names = len(common) < len(relative)
-    if (
-        vouched
-        and common
-        and not beside_own_names
-        and (unknown := sorted(set(common) - vouched.check(output_dir)))
-    ):
+    alone = common and len(common) == len(relative)
+    if vouched and alone and (unknown := sorted(common - vouched.check(output_dir))):
         raise OutputDirectoryError(
             f"{output_dir} holds {unknown[0]}, which no {vouched.record} of a `bertkit {stage}` "
             "run beside it vouches for (a file of yours, or of a run killed before it "

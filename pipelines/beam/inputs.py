@@ -8,8 +8,7 @@ documents directories `--documents` names.
   made absolute, so that they share a root their ids are taken under.
 - `check_names`: two files whose documents would get one id (`a.txt` and `a.txt.gz`, one
   book; files of the same name under two object stores) are refused, naming both.
-- `same_place_key`, `repeated_place` (pipelines/io/places.py): one directory given twice
-  under any spelling.
+- A `--documents` directory given twice under any spelling: pipelines/io/places.py.
 
 A refusal is an `InputsError` (exit 2, one line), which `bertkit chain` re-words with its
 own flag (`--books` for `--input`).
@@ -23,17 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pipelines.beam import files
-from pipelines.io.places import repeated_place, same_place_key
-
-__all__ = [
-    "InputsError",
-    "check_names",
-    "common_root",
-    "expand_inputs",
-    "name_under",
-    "repeated_place",
-    "same_place_key",
-]
+from pipelines.io.places import same_place_key
 
 _FLAG = "{flag}"
 

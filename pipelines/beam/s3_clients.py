@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from apache_beam.options.pipeline_options import PipelineOptions, S3Options
+from apache_beam.utils.retry import PermanentException
 
 from pipelines.io import clients
 
@@ -47,8 +48,8 @@ def _options_key(options: Any) -> tuple[Any, ...]:
     return tuple(options.get(name) for name in _OPTION_FIELDS)
 
 
-class StoreUnreachable(OSError):
-    """The S3 endpoint cannot be reached: said at once (a PermanentException to Beam)."""
+class StoreUnreachable(OSError, PermanentException):
+    """The S3 endpoint cannot be reached: said at once (Beam retries no PermanentException)."""
 
 
 def _unreachable_errors() -> tuple[type[Exception], ...]:
@@ -67,21 +68,14 @@ def _failing_fast(method: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return method(self, *args, **kwargs)
         except Exception as error:
-            cause = error if isinstance(error, _unreachable_errors()) else error.__context__
-            if cause is not None and isinstance(cause, _unreachable_errors()):
-                raise _permanent()(
-                    f"{cause}: check --s3_endpoint_url or AWS_ENDPOINT_URL, and the network"
-                ) from cause
+            for cause in (error, error.__context__):  # Beam's wrapper raises from its own
+                if isinstance(cause, _unreachable_errors()):
+                    raise StoreUnreachable(
+                        f"{cause}: check --s3_endpoint_url or AWS_ENDPOINT_URL, and the network"
+                    ) from cause
             raise
 
     return call
-
-
-@functools.cache
-def _permanent() -> type[StoreUnreachable]:
-    from apache_beam.utils.retry import PermanentException
-
-    return type("StoreUnreachable", (StoreUnreachable, PermanentException), {})
 
 
 def _sharing(base: type) -> type:

@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pipelines.beam.inputs import repeated_place
 from pipelines.command.flags import AT_LEAST_1, Bounds, config_problem, option
 from pipelines.dedup.lsh import choose_bands
+from pipelines.io.places import repeated_place
 from schemas import MANIFEST_NAME
 
 # The most MinHash values a signature may hold: beyond it the signatures (carried through

@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pipelines.beam.documents import DocumentsInput, read_documents_input
-from pipelines.beam.inputs import repeated_place
 from pipelines.examples.config import ExamplesConfig, ExamplesConfigError
 from pipelines.examples.keys import BucketKey, PartitionKey
 from pipelines.examples.shuffle import (
@@ -23,6 +22,7 @@ from pipelines.examples.shuffle import (
     spill_files,
 )
 from pipelines.io.hashing import stable_hash64, unit_fraction
+from pipelines.io.places import repeated_place
 from schemas import MANIFEST_NAME
 from schemas.examples import id_width_for_vocab
 from schemas.shards import split_dir

@@ -9,9 +9,9 @@ from typing import Any
 
 from pipelines.beam import files
 from pipelines.beam.documents import DocumentsInput, documents_units, read_documents_input
-from pipelines.beam.inputs import repeated_place
 from pipelines.io.hashing import keyed_fraction
 from pipelines.io.parquet import iter_row_groups
+from pipelines.io.places import repeated_place
 from pipelines.io.vocabulary import VocabError
 from schemas.documents import DocumentColumn
 

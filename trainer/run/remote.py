@@ -129,12 +129,13 @@ class RemoteRun:
             # nothing else is there and its metrics.jsonl is a run's (as in a local one).
             if earlier and foreign:
                 raise CheckpointError(foreign_problem(where, foreign[0], overwrite))
-            metrics = self.staging / METRICS_FILE
-            if earlier and not overwrite and METRICS_FILE in names:
-                objects.download(self._url(METRICS_FILE), metrics)
-            problem = earlier and leftovers_problem(where, earlier, metrics, overwrite)
-            if problem:
-                raise CheckpointError(problem)
+            if earlier and not overwrite:
+                metrics = self.staging / METRICS_FILE
+                if METRICS_FILE in names:
+                    objects.download(self._url(METRICS_FILE), metrics)
+                problem = leftovers_problem(where, earlier, metrics, overwrite)
+                if problem:
+                    raise CheckpointError(problem)
             return earlier
         if resume:
             self._fetch_for_resume(names)
