@@ -62,7 +62,6 @@ import hashlib
 import json
 import math
 import os
-import posixpath
 import re
 import shutil
 import struct
@@ -76,6 +75,7 @@ from typing import Any, BinaryIO
 from safetensors.torch import save_file
 
 from pipelines.io import extras, objects, storage
+from pipelines.io.places import same_place_key
 from pipelines.io.recorded_paths import resolve_path
 from pipelines.io.released_vocab import tokenizer_json_tokens
 from pipelines.io.vocabulary import VocabError, Vocabulary, load_vocab, vocab_txt_bytes
@@ -327,11 +327,7 @@ def _is_earlier_export(directory: str, names: list[str]) -> bool:
 def _check_not_start(record: dict[str, Any], checkpoint_dir: str, output: str) -> None:
     """Refuse the released model's directory the run started from as --output (by place)."""
     start = resolve_path(str(record.get("path")), checkpoint_dir, str(record.get("config_file")))
-    places = set()
-    for location in (start, output):
-        head, sep, rest = location.partition("://")
-        places.add(f"{head}://{posixpath.normpath(rest)}" if sep else os.path.realpath(location))
-    if len(places) == 1:
+    if same_place_key(start) == same_place_key(output):
         raise ExportError(
             f"--output {storage.redact(output)} is the released model this run started from "
             "(--init-checkpoint): the export would replace its files. Choose another --output"
