@@ -229,3 +229,14 @@ def test_overwrite_on_s3_leaves_no_file_of_the_earlier_export(
     message = f"bertkit export-hf: error: {theirs} {FOREIGN}\n"
     assert export(capsys, str(run), "--output", theirs, "--overwrite") == (2, message)
     assert s3_files(s3, "models/theirs") == before
+
+    # A URL that is an object (a file uploaded under the name): refused, the object kept.
+    s3.put_object(Bucket=BUCKET, Key="models/file", Body=b"mine")
+    message = (
+        f"bertkit export-hf: error: --output s3://{BUCKET}/models/file is an object, not a "
+        "directory: the files would go beside it, under the same name. Choose a new or "
+        "empty --output\n"
+    )
+    assert export(capsys, str(run), "--output", f"s3://{BUCKET}/models/file") == (2, message)
+    assert s3.get_object(Bucket=BUCKET, Key="models/file")["Body"].read() == b"mine"
+    assert s3_files(s3, "models/file") == {}

@@ -198,3 +198,24 @@ def test_reads_and_writes_outside_beam_share_one_client(gcs, tmp_path, monkeypat
     objects.download(f"gs://{BUCKET}/shared/two", tmp_path / "back.bin")
     assert (tmp_path / "back.bin").read_bytes() == b"first"
     assert built == [os.environ["GOOGLE_CLOUD_PROJECT"]]
+
+
+def test_an_output_naming_an_object_is_refused_by_the_stages_and_the_trainer(
+    gcs, tmp_path
+) -> None:
+    from pipelines.beam import files
+    from pipelines.io import objects
+    from trainer.run.checkpoints import CheckpointError
+    from trainer.run.remote import RemoteRun
+
+    local = tmp_path / "a.bin"
+    local.write_bytes(b"mine")
+    objects.upload(local, f"gs://{BUCKET}/taken/name")
+    objects.upload(local, f"gs://{BUCKET}/taken/name-2/x")
+    url = f"gs://{BUCKET}/taken/name"
+    with pytest.raises(files.OutputDirectoryError, match=r"^gs://\S+/taken/name is an object"):
+        files.earlier_run_files(url, r"x", overwrite=True, stage="books")
+    with pytest.raises(CheckpointError, match=r"^--output gs://\S+/taken/name is an object"):
+        RemoteRun.open(url, keep=2).prepare(resume=False, overwrite=True)
+    assert objects.object_problem(f"gs://{BUCKET}/taken/name-2", "--output") is None
+    assert objects.list_names(f"gs://{BUCKET}/taken") == ["name", "name-2/x"]

@@ -133,3 +133,26 @@ def test_examples_from_and_to_s3_give_the_same_shards_as_local(
         for s in expected.all_shards()
         for path in (s.path, f"{s.path}.blocks.json")
     }
+
+
+def test_an_output_naming_an_object_is_refused_and_the_object_kept(
+    s3_server, tmp_path: Path, capsys
+) -> None:
+    from pipelines import books
+
+    endpoint, client = s3_server
+    client.put_object(Bucket=BUCKET, Key="notes/books", Body=b"a user's object")
+    book = tmp_path / "book.txt"
+    book.write_text("One sentence here. And another one there.\n")
+    argv = ["--input", str(book), "--output", f"s3://{BUCKET}/notes/books", *s3_flags(endpoint)]
+    with pytest.raises(SystemExit) as exited:
+        books.main(argv)
+    assert exited.value.code == 2
+    assert capsys.readouterr().err == (
+        f"bertkit books: error: s3://{BUCKET}/notes/books is an object, not a directory: the "
+        "stage would write its files beside it, under the same name. Choose a new or empty "
+        "--output\n"
+    )
+    keys = [o["Key"] for o in client.list_objects_v2(Bucket=BUCKET, Prefix="notes")["Contents"]]
+    assert keys == ["notes/books"]
+    assert client.get_object(Bucket=BUCKET, Key="notes/books")["Body"].read() == b"a user's object"

@@ -189,6 +189,24 @@ def test_another_tool_s_logs_on_s3_are_never_taken_for_a_run_killed_early(s3) ->
     assert sorted(s3_listing(s3, "logs")) == [events, "metrics.jsonl"]  # deleted only later
 
 
+def test_an_output_naming_an_object_is_refused_and_the_object_kept(s3) -> None:
+    from trainer.run.checkpoints import CheckpointError
+    from trainer.run.remote import RemoteRun
+
+    s3.put_object(Bucket=BUCKET, Key="kept/run", Body=b"a user's object")
+    with pytest.raises(CheckpointError) as refused:
+        RemoteRun.open(f"s3://{BUCKET}/kept/run/", keep=2).prepare(resume=False, overwrite=True)
+    assert str(refused.value) == (
+        f"--output s3://{BUCKET}/kept/run is an object, not a directory: the files would go "
+        "beside it, under the same name. Choose a new or empty --output"
+    )
+    assert s3_listing(s3, "kept") == {"run": b"a user's object"}
+    # A name that merely starts like it is another object: kept/run-2 is no obstacle.
+    s3.delete_object(Bucket=BUCKET, Key="kept/run")
+    s3.put_object(Bucket=BUCKET, Key="kept/run-2", Body=b"x")
+    assert RemoteRun.open(f"s3://{BUCKET}/kept/run", keep=2).prepare(False, False) == []
+
+
 def test_a_resumed_run_on_s3_keeps_as_many_checkpoints_as_a_local_one(sample_shards, s3, tmp_path):
     common = [
         *TINY,

@@ -301,6 +301,9 @@ def check_remote_output(url: str, checkpoint: str, overwrite: bool) -> list[str]
                 f"--output {where} is inside the checkpoint directory "
                 f"{storage.redact(folder)}: write the export beside the run, not into it"
             )
+    problem = objects.object_problem(url, "--output")
+    if problem:
+        raise ExportError(problem)
     # A name ending in / is a zero-byte folder marker (consoles make them), not a file.
     existing = [n for n in objects.list_names(url) if n and not n.endswith("/")]
     _check_existing(url, existing, _EXPORT_FILES.__contains__, overwrite)

@@ -143,7 +143,8 @@ def earlier_run_files(
     remove: bool = True,
     vouched: Vouched | None = None,
 ) -> list[str]:
-    """Check `output_dir` before any work: empty, or holding only an earlier run of `stage`;
+    """Check `output_dir` before any work: empty, or holding only an earlier run of `stage`
+    (and, in object storage, not an object itself);
     return what to delete (`clear_earlier_run` deletes it; a command with several outputs
     checks them all before it deletes anything in any).
 
@@ -156,6 +157,11 @@ def earlier_run_files(
     an unfinished write, which no rerun would ever replace, are deleted all the same). A
     name in `vouched.names` is the stage's only where its record vouches for it (`Vouched`).
     """
+    if "://" in output_dir and exists(output_dir.rstrip("/")):
+        raise OutputDirectoryError(
+            f"{output_dir} is an object, not a directory: the stage would write its files "
+            "beside it, under the same name. Choose a new or empty --output"
+        )
     present = match(join(output_dir, "**"))
     relative = [_relative(output_dir, path) for path in present]
     foreign = sorted(name for name in relative if not re.fullmatch(ours, name))

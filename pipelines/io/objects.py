@@ -107,6 +107,26 @@ def list_names(prefix_url: str) -> list[str]:
     return sorted(name[len(key) :] for name in keys)
 
 
+def object_problem(url: str, flag: str) -> str | None:
+    """A message when `url`, a directory to write under, is itself an object: its files
+    would go beside that object, under the same name, as `url`/NAME."""
+    kind, bucket, key = split(url.rstrip("/"))
+    if not key:
+        return None
+    with _request("looking at", url):
+        if kind == "s3":
+            found = _s3().list_objects_v2(Bucket=bucket, Prefix=key, MaxKeys=1).get("Contents")
+            there = bool(found) and found[0]["Key"] == key
+        else:
+            there = _gcs_bucket(bucket).blob(key).exists()
+    if not there:
+        return None
+    return (
+        f"{flag} {storage.redact(url)} is an object, not a directory: the files would go "
+        "beside it, under the same name. Choose a new or empty " + flag
+    )
+
+
 def delete(url: str) -> None:
     kind, bucket, key = split(url)
     with _request("deleting", url):

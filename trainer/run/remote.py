@@ -117,6 +117,9 @@ class RemoteRun:
     def prepare(self, resume: bool, overwrite: bool) -> list[str]:
         """Check the URL's listing before any work; with --resume, fetch what resuming reads.
         Returns the earlier run's objects to delete (--overwrite) once every check passed."""
+        problem = objects.object_problem(self.url, "--output")
+        if problem:
+            raise CheckpointError(problem)
         # A name ending in / is a zero-byte folder marker (consoles make them), not a file.
         names = [n for n in objects.list_names(self.url) if n and not n.endswith("/")]
         earlier = [n for n in names if _is_mirrored(n)]
