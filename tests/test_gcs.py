@@ -200,9 +200,7 @@ def test_reads_and_writes_outside_beam_share_one_client(gcs, tmp_path, monkeypat
     assert built == [os.environ["GOOGLE_CLOUD_PROJECT"]]
 
 
-def test_an_output_naming_an_object_is_refused_by_the_stages_and_the_trainer(
-    gcs, tmp_path
-) -> None:
+def test_an_output_naming_an_object_is_refused_by_the_stages_and_the_trainer(gcs, tmp_path) -> None:
     from pipelines.beam import files
     from pipelines.io import objects
     from trainer.run.checkpoints import CheckpointError
