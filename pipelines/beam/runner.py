@@ -59,7 +59,7 @@ from pipelines.beam.s3_clients import StoreUnreachable
 from pipelines.beam.stage_paths import StagePaths, path_problem
 from pipelines.command import flags
 from pipelines.command.interruption import StageStop, exit_code
-from pipelines.io import extras, storage
+from pipelines.io import clients, extras, storage
 
 Config = TypeVar("Config")
 
@@ -113,11 +113,23 @@ def parse_stage(
     problem = path_problem(config, paths) if paths is not None else None
     if problem:
         flags.refuse(parser, problem)
+    unreachable = _gcs_unreachable(sys.argv[1:] if argv is None else argv)
+    if unreachable:
+        raise StoreUnreachable(unreachable)
     if paths is not None:
         global _stage_output, _stage_local
         _stage_output = (flags.flag_name(paths.output), getattr(config, paths.output))
         _stage_local = is_local(options)
     return config, options
+
+
+def _gcs_unreachable(argv: Sequence[str]) -> str | None:
+    """Where a flag names a gs:// URL, whether the Cloud Storage endpoint takes a
+    connection: Beam's client retries each request for two minutes, then gives a
+    traceback (`clients.gcs_unreachable`)."""
+    if not any("gs://" in value for value in argv):
+        return None
+    return clients.gcs_unreachable()
 
 
 def beam_extras_problem(options: PipelineOptions) -> str | None:

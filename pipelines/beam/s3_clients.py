@@ -49,7 +49,8 @@ def _options_key(options: Any) -> tuple[Any, ...]:
 
 
 class StoreUnreachable(OSError, PermanentException):
-    """The S3 endpoint cannot be reached: said at once (Beam retries no PermanentException)."""
+    """The S3 endpoint (or, checked before any work, the Cloud Storage one) cannot be
+    reached: said at once (Beam retries no PermanentException)."""
 
 
 def _unreachable_errors() -> tuple[type[Exception], ...]:

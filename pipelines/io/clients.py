@@ -14,6 +14,9 @@ keeps its own the same way (pipelines/beam/s3_clients.py).
 from __future__ import annotations
 
 import os
+import socket
+import urllib.parse
+import urllib.request
 from collections.abc import Callable
 from typing import Any
 
@@ -31,6 +34,8 @@ GCS_ENVIRONMENT = (
     "GOOGLE_CLOUD_PROJECT",
     "CLOUDSDK_CORE_PROJECT",
 )
+GCS_ENDPOINT = "https://storage.googleapis.com"
+CONNECT_SECONDS = 10.0
 _S3_BUFFER_BYTES = 1 << 20  # smart_open's 128 KiB default splits each 1 MiB read in eight
 
 _CLIENTS: dict[tuple[Any, ...], Any] = {}
@@ -55,8 +60,35 @@ def _build_s3() -> Any:
     return boto3.client("s3")
 
 
+def gcs_unreachable() -> str | None:
+    """One line when the Cloud Storage endpoint (STORAGE_EMULATOR_HOST, or Google's) takes
+    no TCP connection within CONNECT_SECONDS: a port no one answers, a host that does not
+    resolve, no network. google-cloud-storage would retry such a request for two minutes
+    before failing; this says it at once. Not checked where a proxy carries the requests
+    (the proxy, not the endpoint, takes the connection)."""
+    endpoint = os.environ.get("STORAGE_EMULATOR_HOST") or GCS_ENDPOINT
+    parsed = urllib.parse.urlsplit(endpoint if "://" in endpoint else f"http://{endpoint}")
+    host = parsed.hostname or ""
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    proxies = urllib.request.getproxies_environment()
+    if proxies.get(parsed.scheme) and not urllib.request.proxy_bypass_environment(host):
+        return None
+    try:
+        socket.create_connection((host, port), timeout=CONNECT_SECONDS).close()
+    except OSError as error:
+        return (
+            f"cannot reach the Cloud Storage endpoint {host}:{port} ({error}); check "
+            "STORAGE_EMULATOR_HOST and the network"
+        )
+    return None
+
+
 def _build_gcs() -> Any:
     from google.cloud import storage as gcs
+
+    problem = gcs_unreachable()
+    if problem:
+        raise ConnectionError(problem)
 
     if os.environ.get("STORAGE_EMULATOR_HOST"):
         from google.auth.credentials import AnonymousCredentials
