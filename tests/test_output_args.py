@@ -53,6 +53,37 @@ def workdir(tmp_path: Path, monkeypatch) -> Path:
     return tmp_path
 
 
+def test_workers_outside_this_process_get_paths_they_can_reach(workdir, capsys) -> None:
+    """Dataflow's workers cannot reach this machine: a local path is refused before any
+    work. The portable runner's pool runs in its own directory: a relative path is made
+    absolute where it was typed (tests/test_portable.py runs one)."""
+    from pipelines.beam.documents import DOCUMENTS_STAGE_PATHS
+    from pipelines.beam.stage_paths import placed_for_workers
+
+    config = wikipedia.WikipediaConfig(input=("dumps/*.bz2", "gs://b/d/*.bz2"), output="out")
+    assert placed_for_workers(config, DOCUMENTS_STAGE_PATHS, "PortableRunner") == (
+        None,
+        wikipedia.WikipediaConfig(
+            input=(f"{workdir}/dumps/*.bz2", "gs://b/d/*.bz2"), output=f"{workdir}/out"
+        ),
+    )
+    remote_output = wikipedia.WikipediaConfig(input=("dumps/a.bz2",), output="gs://b/out")
+    assert placed_for_workers(remote_output, DOCUMENTS_STAGE_PATHS, "DataflowRunner") == (
+        "--input dumps/a.bz2 is on this machine, which Dataflow's workers cannot read or "
+        "write: give a gs:// path",
+        remote_output,
+    )
+    dataflow = ["--runner", "DataflowRunner", "--project", "p", "--region", "r"]
+    (workdir / "book.txt").write_text("One sentence. Another.\n")
+    argv = ["--input", "book.txt", "--output", "out", *dataflow]
+    before = snapshot(workdir)
+    assert refused(books.main, argv, capsys) == (
+        "bertkit books: error: --output out is on this machine, which Dataflow's workers "
+        "cannot read or write: give a gs:// path"
+    )
+    assert snapshot(workdir) == before
+
+
 @pytest.mark.parametrize("stage", sorted(STAGES))
 @pytest.mark.parametrize(
     ("input_", "output", "message"),

@@ -84,6 +84,28 @@ def test_books_on_the_portable_engine_gives_the_local_bytes(
     ]
 
 
+def test_relative_paths_are_where_they_were_typed_not_in_the_pool_s_directory(
+    engine, sample_documents, tmp_path, monkeypatch
+) -> None:
+    """The worker pool runs in the directory it was started from (here the tests'): a
+    relative --input or --output meant the pool's, and a run replaced an earlier run there
+    without --overwrite while the driver looked for the manifest in its own."""
+    pool_directory = Path.cwd()
+    books_dir = tmp_path / "in"
+    books_dir.mkdir()
+    for book in (DATA_DIR / "books").glob("*.txt"):
+        (books_dir / book.name).write_bytes(book.read_bytes())
+    monkeypatch.chdir(tmp_path)
+    name = f"books-{tmp_path.name}"
+    assert books.run(["--input", "in/*.txt", "--output", name, *engine]) == 0
+    assert data_files(tmp_path / name) == data_files(sample_documents[1])
+    assert not (pool_directory / name).exists()
+    manifest = json.loads((tmp_path / name / MANIFEST_NAME).read_text())
+    assert [i["path"] for i in manifest["inputs"]] == sorted(
+        str(p) for p in books_dir.glob("*.txt")
+    )
+
+
 def test_loopback_workers_on_the_job_service_show_the_progress_line(
     engine, sample_documents, tmp_path, capsys, monkeypatch
 ) -> None:

@@ -56,7 +56,7 @@ from apache_beam.options.pipeline_options import (
 from pipelines.beam import files
 from pipelines.beam.inputs import InputsError
 from pipelines.beam.s3_clients import StoreUnreachable
-from pipelines.beam.stage_paths import StagePaths, path_problem
+from pipelines.beam.stage_paths import StagePaths, path_problem, placed_for_workers
 from pipelines.command import flags
 from pipelines.command.interruption import StageStop, exit_code
 from pipelines.io import clients, extras, storage
@@ -113,6 +113,11 @@ def parse_stage(
     problem = path_problem(config, paths) if paths is not None else None
     if problem:
         flags.refuse(parser, problem)
+    if paths is not None and not is_local(options):
+        runner = str(options.view_as(StandardOptions).runner)
+        problem, config = placed_for_workers(config, paths, runner)
+        if problem:
+            flags.refuse(parser, problem)
     unreachable = _gcs_unreachable(sys.argv[1:] if argv is None else argv)
     if unreachable:
         raise StoreUnreachable(unreachable)

@@ -12,6 +12,7 @@ an input glob that reaches what the stage writes. Nothing has been read or writt
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import glob
 import os
@@ -19,6 +20,7 @@ import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from apache_beam.io.filesystem import FileSystem
 
@@ -74,6 +76,39 @@ def path_problem(config: object, paths: StagePaths) -> str | None:
             if problem:
                 return problem
     return None
+
+
+Config = TypeVar("Config")
+
+
+def _path_fields(paths: StagePaths) -> list[str]:
+    inputs = paths.input_files or ()
+    return [
+        paths.output,
+        *((inputs,) if isinstance(inputs, str) else inputs),
+        *(field for field, _ in paths.input_dirs),
+    ]
+
+
+def placed_for_workers(config: Config, paths: StagePaths, runner: str) -> tuple[str | None, Config]:
+    """Local paths as workers outside this process see them (a runner other than the local
+    one): Dataflow's run in Google Cloud, where no local path can be read or written, so
+    one is refused (the message, and `config` unchanged); the portable runner's external
+    worker pool runs in the directory it was started from, so a relative path is made
+    absolute here, where it was typed (the new config; what it records follows)."""
+    changes: dict[str, str | tuple[str, ...]] = {}
+    for field in _path_fields(paths):
+        value = getattr(config, field)
+        values = value if isinstance(value, tuple) else (value,)
+        local = [path for path in values if not _is_remote(path)]
+        if local and "dataflow" in runner.lower():
+            return (
+                f"{flags.flag_name(field)} {local[0]} is on this machine, which Dataflow's "
+                "workers cannot read or write: give a gs:// path"
+            ), config
+        placed = tuple(path if _is_remote(path) else os.path.abspath(path) for path in values)
+        changes[field] = placed if isinstance(value, tuple) else placed[0]
+    return None, dataclasses.replace(config, **changes)
 
 
 def _is_remote(path: str) -> bool:
