@@ -43,7 +43,10 @@ DUPLICATE_SCHEMA = pa.schema(
             DuplicateColumn.INPUT,
             pa.string(),
             nullable=False,
-            metadata={"doc": "the documents directory it was read from"},
+            metadata={
+                "doc": "the documents directory it was read from, as the manifest's "
+                "inputs[].path records it"
+            },
         ),
         pa.field(
             DuplicateColumn.DUPLICATE_OF,

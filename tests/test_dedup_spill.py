@@ -84,7 +84,7 @@ def test_on_s3_the_spill_files_are_written_read_and_removed(
     for name in local:
         if name.startswith("documents-"):
             assert remote[name] == local[name]
-        if name.startswith("_duplicates/"):  # they name each input directory as given
+        if name.startswith("_duplicates/"):  # inputs: relative to a local output, absolute to s3
             places = [DuplicateColumn.INPUT, DuplicateColumn.DUPLICATE_OF_INPUT]
             tables = [pq.read_table(pa.BufferReader(data)) for data in (remote[name], local[name])]
             assert tables[0].drop(places) == tables[1].drop(places)

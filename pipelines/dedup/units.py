@@ -22,6 +22,7 @@ from pipelines.dedup.lsh import band_keys
 from pipelines.dedup.minhash import signature
 from pipelines.dedup.normalise import exact_key, normalised_words
 from pipelines.io.parquet import iter_row_groups
+from pipelines.io.recorded_paths import record_path
 from schemas import Document, DocumentColumn
 from schemas.documents import documents_from_table
 from schemas.duplicates import DUPLICATE_SCHEMA, DUPLICATES_DIR, EXACT, NEAR, DuplicateColumn
@@ -92,6 +93,9 @@ def rewrite_unit(
     """Write the unit's documents but the `removed` rows (row → the edge its report names),
     and its `_duplicates/` file when it removed any; returns the documents files written."""
     writer = DocumentFileWriter(output_dir, unit.name, max_file_text_bytes)
+    # Each input as the manifest's inputs[].path names it: the same bytes whatever the
+    # working directory or the spelling of --documents.
+    places = [record_path(item.directory, output_dir) for item in inputs]
     rows: list[dict] = []
     row = 0
     with files.open_raw(unit.path) as source:
@@ -102,7 +106,7 @@ def rewrite_unit(
                 if edge is None:
                     writer.add(document)
                 else:
-                    rows.append(_duplicate_row(document, edge, unit, inputs))
+                    rows.append(_duplicate_row(document, edge, unit, places))
                     tally.drop(rows[-1][DuplicateColumn.KIND])
                 row += 1
     missing = sorted(set(removed) - set(range(row)))
@@ -120,16 +124,14 @@ def duplicates_name(unit_name: str) -> str:
     return f"{DUPLICATES_DIR}/duplicates-{unit_name}.parquet"
 
 
-def _duplicate_row(
-    document: Document, edge: Edge, unit: DedupUnit, inputs: list[DocumentsInput]
-) -> dict:
+def _duplicate_row(document: Document, edge: Edge, unit: DedupUnit, places: list[str]) -> dict:
     return {
         DuplicateColumn.ID: document.id,
         DuplicateColumn.SOURCE: document.source,
-        DuplicateColumn.INPUT: inputs[unit.directory].directory,
+        DuplicateColumn.INPUT: places[unit.directory],
         DuplicateColumn.DUPLICATE_OF: edge.id,
         DuplicateColumn.DUPLICATE_OF_SOURCE: edge.source,
-        DuplicateColumn.DUPLICATE_OF_INPUT: inputs[edge.directory].directory,
+        DuplicateColumn.DUPLICATE_OF_INPUT: places[edge.directory],
         DuplicateColumn.KIND: EXACT if edge.rank == EXACT_RANK else NEAR,
         DuplicateColumn.SIMILARITY: edge.similarity,
     }
