@@ -96,7 +96,9 @@ class ExamplesConfig:
         "--sequences full-sentences its documents, in id order, are one packed stream",
     )
     work_partition_mb: int = option(64, help="MB of token ids one pairing step holds")
-    bucket_mb: int = option(64, help="MB of examples sorted at once")
+    bucket_mb: int = option(
+        64, help="MB of examples shuffled at once (another value: the same examples, reordered)"
+    )
     spill_budget_mb: int = option(
         32, help="MB of spill records a step buffers before writing a file"
     )
