@@ -3,6 +3,7 @@
 import gc
 import hashlib
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -42,9 +43,51 @@ def test_a_pipeline_never_run_leaves_no_temporary_folder() -> None:
     assert not folder.exists()
 
 
-def test_several_in_memory_workers_is_refused_with_the_fix() -> None:
-    with pytest.raises(ValueError, match="--direct_running_mode multi_processing"):
-        make_pipeline(PipelineOptions(["--direct_num_workers", "2"]))
+def test_several_in_memory_workers_is_refused_with_the_fix(tmp_path, capsys) -> None:
+    """It was a traceback once the graph was being built."""
+    from pipelines import books
+
+    book = tmp_path / "book.txt"
+    book.write_text("One sentence. Another.\n")
+    argv = ["--input", str(book), "--output", str(tmp_path / "out"), "--direct_num_workers", "2"]
+    with pytest.raises(SystemExit) as exited:
+        books.main(argv)
+    assert exited.value.code == 2
+    assert capsys.readouterr().err == (
+        "bertkit books: error: --direct_num_workers 2 needs --direct_running_mode "
+        "multi_processing (or multi_threading): in_memory runs one worker\n"
+    )
+    assert not (tmp_path / "out").exists()
+
+
+def test_prism_without_its_binary_is_one_line(tmp_path, capsys, monkeypatch) -> None:
+    """Beam's PrismRunner downloads its binary at run time: offline, or from a URL where
+    nothing answers, that was a traceback."""
+    from apache_beam.runners.portability import prism_runner
+
+    from pipelines import books
+    from pipelines.command.progress import PROGRESS_ENV
+    from tests.support.s3server import free_port
+
+    # Its releases' address, at a port where nothing answers (offline, the same failure).
+    releases = f"http://127.0.0.1:{free_port()}/"
+    monkeypatch.setattr(prism_runner, "GITHUB_DOWNLOAD_PREFIX", releases)
+    monkeypatch.setattr(prism_runner.PrismJobServer, "BIN_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv(PROGRESS_ENV, "0")  # no line saying Prism shows no progress
+    book = tmp_path / "book.txt"
+    book.write_text("One sentence. Another.\n")
+    argv = ["--input", str(book), "--output", str(tmp_path / "out"), "--runner", "PrismRunner"]
+    fix = "pass --prism_location with a Prism binary on this machine, or leave --runner out"
+    with pytest.raises(SystemExit) as exited:
+        books.main(argv)
+    assert exited.value.code == 1
+    assert re.fullmatch(
+        rf"bertkit books: error: --runner PrismRunner: Unable to fetch remote prism binary at "
+        rf"{re.escape(releases)}\S+\.zip: <urlopen error \[Errno 111\] Connection refused>; "
+        rf"{fix} for the local runner\n",
+        capsys.readouterr().err,
+    )
+    assert not (tmp_path / "out").exists()
 
 
 def _transform_names(flags: list[str], tmp_path) -> set[str]:

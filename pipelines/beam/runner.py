@@ -106,7 +106,7 @@ def parse_stage(
     if unknown:
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     config = flags.checked_config(config_class, known, parser)
-    problem = beam_extras_problem(options)
+    problem = beam_options_problem(options)
     if problem:
         flags.refuse(parser, problem)
     files.configure(options)
@@ -137,13 +137,29 @@ def _gcs_unreachable(argv: Sequence[str]) -> str | None:
     return clients.gcs_unreachable()
 
 
-def beam_extras_problem(options: PipelineOptions) -> str | None:
-    """A Beam flag that needs an extra that is not installed, as one line (exit 2 before any
-    work): `--runner DataflowRunner` needs the gcp extra's Dataflow client, and a URL in a
-    Beam flag (`--temp_location gs://…`) the extra of its scheme. The stage's own flags
-    were checked with its config (`flags.extras_problem`)."""
+def beam_options_problem(options: PipelineOptions) -> str | None:
+    """A Beam flag that cannot work as given, as one line (exit 2 before any work):
+    `--direct_num_workers N` with the one-worker running mode; a flag that needs an extra
+    that is not installed (`--runner DataflowRunner` the gcp extra's Dataflow client, a URL
+    in a Beam flag, `--temp_location gs://…`, the extra of its scheme). The stage's own
+    flags were checked with its config (`flags.extras_problem`)."""
     given = options.get_all_options(drop_default=True, retain_unknown_options=False)
     runner = given.get("runner")
+    workers = given.get("direct_num_workers")
+    if (
+        is_local(options)
+        and workers
+        and workers > 1
+        and given.get("direct_running_mode")
+        in (
+            None,
+            "in_memory",
+        )
+    ):
+        return (
+            f"--direct_num_workers {workers} needs --direct_running_mode multi_processing "
+            "(or multi_threading): in_memory runs one worker"
+        )
     if runner and "dataflow" in str(runner).lower():
         problem = extras.extra_problem(f"--runner {runner}", "dataflow")
         if problem:
@@ -215,15 +231,6 @@ def make_pipeline(options: PipelineOptions) -> beam.Pipeline:
         from apache_beam.runners.portability.fn_api_runner import fn_runner
 
         direct = options.view_as(DirectOptions)
-        if (
-            direct.direct_num_workers
-            and direct.direct_num_workers > 1
-            and (direct.direct_running_mode in (None, "in_memory"))
-        ):
-            raise ValueError(
-                "--direct_num_workers > 1 needs --direct_running_mode multi_processing "
-                "(or multi_threading); in_memory runs one worker"
-            )
         if direct.direct_running_mode == "multi_processing":
             from pipelines.beam.worker_processes import WorkerProcessesRunner
 
@@ -480,7 +487,27 @@ def _run_and_say(
         if unreachable is not None:
             print(f"{prog}: error: {storage.redact(str(unreachable))}", file=sys.stderr)
             return 1
+        if _raised_in(error, _PRISM_RUNNER):
+            print(
+                f"{prog}: error: --runner PrismRunner: {storage.redact(str(error))}; pass "
+                "--prism_location with a Prism binary on this machine, or leave --runner out "
+                "for the local runner",
+                file=sys.stderr,
+            )
+            return 1
         raise
+
+
+# Where Beam's PrismRunner finds its binary, and fails to (no network, a wrong URL).
+_PRISM_RUNNER = "apache_beam/runners/portability/prism_runner.py"
+
+
+def _raised_in(error: BaseException, module_file: str) -> bool:
+    """Whether `error` was raised by code in `module_file` (the last frame of its traceback)."""
+    trace = error.__traceback__
+    while trace is not None and trace.tb_next is not None:
+        trace = trace.tb_next
+    return trace is not None and trace.tb_frame.f_code.co_filename.endswith(module_file)
 
 
 def _found(error: BaseException, kind: type[BaseException]) -> BaseException | None:
