@@ -27,6 +27,10 @@ FLAGS = [
     "tiny",
     "--micro-batch-size",
     "16",
+    "--global-batch-size",  # one process accumulates two micro-batches: the same 32
+    "32",
+    "--peak-tflops",
+    "1",
     "--max-steps",
     "1",
     "--warmup-steps",
@@ -64,6 +68,15 @@ def test_one_and_two_processes_report_the_same_held_out_metrics(sample_shards, t
     # ... and the same totals: sums over the ranks, not averages of their averages.
     for name in ("mlm_loss", "mlm_accuracy", "nsp_accuracy"):
         assert got[name] == pytest.approx(want[name], rel=1e-6, abs=1e-9), name
+    # The throughput is the job's: the same 32 sequences give the same tokens and FLOPs per
+    # sequence (the FLOPs were the job's and the sequences rank 0's: twice as many a
+    # sequence), and the MFU is over both devices' peak (--peak-tflops 1 each).
+    solo, pair = metrics(one, "train")[1], metrics(two, "train")[1]
+    for name in ("tokens_per_s", "model_tflops"):
+        per_sequence = solo[name] / solo["seq_per_s"]
+        assert pair[name] / pair["seq_per_s"] == pytest.approx(per_sequence, rel=1e-9), name
+    assert solo["mfu"] == pytest.approx(solo["model_tflops"], rel=1e-12)
+    assert pair["mfu"] == pytest.approx(pair["model_tflops"] / 2, rel=1e-12)
 
 
 def test_a_partial_evaluation_reads_the_same_first_sequences_on_any_world(sample_shards):

@@ -118,6 +118,21 @@ def test_throughput_meter_rates_and_mfu():
     }
 
 
+def test_throughput_meter_of_a_job_of_several_processes():
+    """Each rank counts its own work; the job's totals (summed over ranks) give the rates,
+    and the MFU is over every device's peak."""
+    meter = ThroughputMeter(peak_flops=100e12, clock=_clock(10.0, 12.0))
+    meter.update(sequences=32, tokens=4096, flops=60e12)
+    assert meter.counts() == (32.0, 4096.0, 60e12)
+    assert meter.lap(totals=(64.0, 8000.0, 120e12), devices=2) == {
+        "seq_per_s": 32.0,
+        "tokens_per_s": 4000.0,
+        "model_tflops": 60.0,
+        "mfu": 0.3,
+    }
+    assert meter.counts() == (0.0, 0.0, 0.0)
+
+
 def test_throughput_meter_without_peak_or_time():
     meter = ThroughputMeter(clock=_clock(1.0, 3.0, 3.0))
     meter.update(4, 512, 1e12)

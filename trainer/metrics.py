@@ -17,7 +17,7 @@ import json
 import re
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -113,6 +113,10 @@ class ThroughputMeter:
 
     The first interval includes start-up (compilation, the first batches); call `lap()`
     once after warm-up and discard its result to leave that out.
+
+    With several processes each meter counts its own rank's work: `counts()` are summed over
+    the ranks and given to `lap(totals, devices)`, so the rates are the whole job's and the
+    MFU is over every device's peak.
     """
 
     def __init__(
@@ -130,24 +134,32 @@ class ThroughputMeter:
         self._tokens += tokens
         self._flops += flops
 
-    def lap(self) -> dict[str, float | None]:
+    def counts(self) -> tuple[float, float, float]:
+        """(sequences, tokens, FLOPs) since the last lap."""
+        return float(self._sequences), float(self._tokens), self._flops
+
+    def lap(
+        self, totals: Sequence[float] | None = None, devices: int = 1
+    ) -> dict[str, float | None]:
         """{"seq_per_s", "tokens_per_s", "model_tflops", "mfu"} since the last lap, then reset.
 
-        Rates are None when no time has passed; "mfu" (a fraction, not percent) is None
-        without a peak.
+        `totals`: the job's (sequences, tokens, FLOPs), every rank's `counts()` summed, on
+        `devices` devices; this meter's own counts on one device without. Rates are None when
+        no time has passed; "mfu" (a fraction, not percent) is None without a peak.
         """
         now = self._clock()
         elapsed = now - self._start
+        sequences, tokens, flops = self.counts() if totals is None else totals
         result: dict[str, float | None] = dict.fromkeys(
             ("seq_per_s", "tokens_per_s", "model_tflops", "mfu")
         )
         if elapsed > 0:
-            flops_per_s = self._flops / elapsed
-            result["seq_per_s"] = self._sequences / elapsed
-            result["tokens_per_s"] = self._tokens / elapsed
+            flops_per_s = flops / elapsed
+            result["seq_per_s"] = sequences / elapsed
+            result["tokens_per_s"] = tokens / elapsed
             result["model_tflops"] = flops_per_s / 1e12
             if self.peak_flops:
-                result["mfu"] = flops_per_s / self.peak_flops
+                result["mfu"] = flops_per_s / (self.peak_flops * devices)
         self._start = now
         self._sequences = self._tokens = 0
         self._flops = 0.0

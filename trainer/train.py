@@ -145,7 +145,7 @@ def train_step(run: Run, sums: torch.Tensor) -> torch.Tensor | None:
         run.meter.update(
             len(host_batch[BatchField.INPUT_IDS]),
             int(lengths.sum()),
-            batch_flops(model_config, host_batch) * env.world_size,
+            batch_flops(model_config, host_batch),
         )
         # The model's inputs only (the sample keys stay on the host); padded in the loader.
         batch = to_device({k: host_batch[k] for k in inputs}, env.device, run.pad_to)
@@ -289,8 +289,12 @@ def _log_train(
     on the progress line too unless not `show` (the loop shows it after an evaluation)."""
     if run.env.device.type == "cuda":
         torch.cuda.synchronize(run.env.device)
-    total = distributed.all_reduce_sum(run.env, sums.clone())
-    summed = dict(zip(step_sums(run.model.config.nsp), total.tolist(), strict=True))
+    # The ranks' own throughput counts ride on the same all-reduce: the job's rates.
+    counted = torch.tensor(run.meter.counts(), dtype=torch.float64, device=run.env.device)
+    total = distributed.all_reduce_sum(run.env, torch.cat([sums, counted])).tolist()
+    names = step_sums(run.model.config.nsp)
+    summed = dict(zip(names, total[: len(names)], strict=True))
+    job_counts = total[len(names) :]
     micros = summed["micro_batches"]
     metrics = {
         "loss": summed["loss"] / micros,
@@ -304,7 +308,7 @@ def _log_train(
         "lr": run.scheduler.get_last_lr()[0],
         "grad_norm": float(grad_norm) if grad_norm is not None else None,
         "epoch": run.loader.position.epoch,
-        **run.meter.lap(),
+        **run.meter.lap(job_counts, devices=run.env.world_size),
     }
     if run.scaler is not None:  # fp16: the loss scale, and the steps it skipped since the last row
         scaling, skipped = run.scaler.row(run.step)
