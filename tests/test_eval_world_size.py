@@ -53,9 +53,11 @@ def test_one_and_two_processes_report_the_same_held_out_metrics(sample_shards, t
         str(sample_shards),
         "--output",
         str(two),
+        "--resume",  # nothing to resume yet: said once, not once a process
     ]
     done = subprocess.run(command, env=torchrun_env(), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stderr.count("has no checkpoint yet (the run stopped before its first)") == 1
     a = torch.load(latest_checkpoint(one / "checkpoints"), weights_only=True)
     b = torch.load(latest_checkpoint(two / "checkpoints"), weights_only=True)
     assert b[CheckpointKey.WORLD_SIZE] == 2

@@ -517,6 +517,9 @@ def test_a_held_out_split_of_is_next_pairs_only_is_said_once(sample_shards, capl
         "documents had no NotNext partner: one document, say), so its NSP accuracy counts one "
         "class; its MLM figures are unaffected"
     ]
+    caplog.clear()  # the other processes of a job say nothing: once, not once a process
+    assert heldout_source(source, main=False) is not None
+    assert caplog.messages == []
 
 
 def test_weights_near_the_largest_float_are_shares_of_one() -> None:

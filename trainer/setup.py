@@ -142,7 +142,7 @@ def _setup(
     precision: str,
     directory: RunDirectory,
 ) -> Run:
-    directory.prepare(config.resume, config.overwrite)
+    directory.prepare(config.resume, config.overwrite, env.is_main)
     torch.manual_seed(config.seed + env.rank)  # dropout differs per rank, reproducibly
     if env.device.type == "cpu" and "OMP_NUM_THREADS" not in os.environ:
         # Leave the loader workers their cores: with torch's default (every core) and a
@@ -162,7 +162,7 @@ def _setup(
     heldouts = {
         name: heldout
         for name, each in zip(names, sources, strict=True)
-        if (heldout := heldout_source(each, name if mixed else None)) is not None
+        if (heldout := heldout_source(each, name if mixed else None, env.is_main)) is not None
     }
     heldout = None if mixed else heldouts.get(names[0])
     mix = MixedSource(sources, names, config.weights) if mixed else None

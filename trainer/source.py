@@ -28,20 +28,24 @@ from schemas.shards import PAIRS
 _LOG = logging.getLogger("bertkit.train")
 
 
-def heldout_source(source: DataSource, name: str | None = None) -> DataSource | None:
+def heldout_source(
+    source: DataSource, name: str | None = None, main: bool = True
+) -> DataSource | None:
     """The held-out split beside the train shards in the manifest; None turns evaluation off
-    (of the source `name`, in a mix: the others are evaluated)."""
+    (of the source `name`, in a mix: the others are evaluated). Its warnings are the main
+    process's alone (`main`): said once, not once a process."""
     off = "evaluation is off" if name is None else f"source {name} is not evaluated"
+    warn = _LOG.warning if main else _LOG.debug
     if source.manifest_url is None or source.manifest is None:
-        _LOG.warning("no manifest, so no held-out split: %s", off)
+        warn("no manifest, so no held-out split: %s", off)
         return None
     output = source.output
     heldout = output.splits.get("heldout") if output is not None else None
     if heldout is None or not heldout.shards:
-        _LOG.warning("%s: no held-out shards; %s", source.manifest_url, off)
+        warn("%s: no held-out shards; %s", source.manifest_url, off)
         return None
     if source.manifest.sequences == PAIRS and not heldout.not_next:
-        _LOG.warning(
+        warn(
             "%s: the held-out split holds IsNext pairs only (its documents had no NotNext "
             "partner: one document, say), so its NSP accuracy counts one class; its MLM "
             "figures are unaffected",

@@ -351,7 +351,9 @@ def _short(value: Any) -> str:
     return f"{text[:16]}…" if len(text) == 64 else text  # a sha256
 
 
-def prepare_run_directory(output: Path, resume: bool, overwrite: bool) -> list[Path]:
+def prepare_run_directory(
+    output: Path, resume: bool, overwrite: bool, main: bool = True
+) -> list[Path]:
     """Check `output` before any work; return the earlier run's files to remove once every
     check has passed. The caller holds the run's lock (trainer/run/lock.py), so no other
     trainer is writing here while this looks.
@@ -379,11 +381,11 @@ def prepare_run_directory(output: Path, resume: bool, overwrite: bool) -> list[P
     if resume:
         if any(is_checkpoint_file(n) for n in names):
             return [p for p in earlier if _TEMPORARY.fullmatch(p.name)]
-        return _no_checkpoint_leftovers(output, earlier, overwrite)
+        return _no_checkpoint_leftovers(output, earlier, overwrite, main)
     if not earlier:
         return []
     if not any(is_checkpoint_file(n) or n.endswith(f"/{LATEST_FILE}") for n in names):
-        return _no_checkpoint_leftovers(output, earlier, overwrite)
+        return _no_checkpoint_leftovers(output, earlier, overwrite, main)
     if not overwrite:
         raise CheckpointError(
             f"{output} holds an earlier run ({earlier[0].relative_to(output)}, …): pass --resume "
@@ -430,7 +432,9 @@ def _refuse_links(output: Path) -> None:
             )
 
 
-def _no_checkpoint_leftovers(output: Path, earlier: list[Path], overwrite: bool) -> list[Path]:
+def _no_checkpoint_leftovers(
+    output: Path, earlier: list[Path], overwrite: bool, main: bool
+) -> list[Path]:
     """An earlier run with no checkpoint: its metrics and event files, to be replaced. Without
     --overwrite only where no other file is beside them and metrics.jsonl is a run's (a run
     opens it before its event file): another tool's log directory is never taken for one."""
@@ -441,7 +445,7 @@ def _no_checkpoint_leftovers(output: Path, earlier: list[Path], overwrite: bool)
     problem = leftovers_problem(str(output), names, output / METRICS_FILE, overwrite)
     if problem:
         raise CheckpointError(problem)
-    _LOG.warning(
+    (_LOG.warning if main else _LOG.debug)(  # said once, not once a process
         "%s: an earlier run stopped before its first checkpoint; its %s will be replaced",
         output,
         ", ".join(str(p.relative_to(output)) for p in earlier),

@@ -67,13 +67,13 @@ class RunDirectory:
         path = remote.staging if remote is not None else Path(output)
         return cls(output, path, keep, lock=lock, remote=remote)
 
-    def prepare(self, resume: bool, overwrite: bool) -> None:
+    def prepare(self, resume: bool, overwrite: bool, main: bool = True) -> None:
         """Check what an earlier run left (on the URL first, which --resume fetches into
         staging, then the local directory); refuse before any work if the flags do not say
-        what to do with it."""
+        what to do with it. What it will replace is said by the `main` process alone."""
         if self.remote is not None:
             self._earlier_objects = self.remote.prepare(resume, overwrite)
-        self._earlier = prepare_run_directory(self.path, resume, overwrite)
+        self._earlier = prepare_run_directory(self.path, resume, overwrite, main)
 
     def clear_earlier(self, main: bool) -> None:
         """Delete --overwrite's earlier run files, or the temporaries of a checkpoint write

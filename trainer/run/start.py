@@ -122,6 +122,8 @@ def _resumed(
     (with a warning) if the run stopped before its first."""
     path = directory.latest()
     if path is None:
+        if not env.is_main:  # said once, not once a process
+            return Start(), config
         _LOG.warning(
             "--resume: %s/%s has no checkpoint yet (the run stopped before its first): "
             "starting at step 0%s",
