@@ -94,6 +94,26 @@ def test_flags_that_shape_dynamic_masks_are_refused_with_static_masking() -> Non
     flags(masking="dynamic", mask_rate=0.3, mask_replace="100/0/0").validate()
 
 
+@pytest.mark.parametrize(
+    ("change", "flag"),
+    [
+        ({"mask_rate": 0.3}, "--mask-rate"),
+        ({"whole_word_mask": True}, "--whole-word-mask"),
+        ({"max_predictions": 5}, "--max-predictions"),
+        ({"mask_replace": "100/0/0"}, "--mask-replace"),
+    ],
+)
+def test_flags_that_shape_dynamic_masks_are_refused_where_auto_means_static(change, flag):
+    """They were ignored: `--mask-rate 0.3` without --masking trained the stored 15 %."""
+    with pytest.raises(DataConfigError) as refused:
+        resolve_recipe(flags(**change), source(None, None))
+    assert str(refused.value) == (
+        f"{flag} shapes masks drawn with --masking dynamic, and s3://b/shards/manifest.json "
+        "holds stored masks, which --masking auto trains with as they are: pass --masking "
+        f"dynamic to draw new ones, or leave {flag} out"
+    )
+
+
 def test_static_masking_checks_a_vocab_given_against_the_shards(sample_vocab: Path) -> None:
     """--vocab is not ignored with static masks: one the shards were not made with is
     refused, as with dynamic masking; with "auto" resolving to static too."""

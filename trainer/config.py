@@ -318,11 +318,8 @@ class TrainConfig:
                 "batched by length (its sources' windows are read apart); leave it out"
             )
         mask_replace_shares(self.mask_replace)  # raises ValueError naming the flag
-        if self.masking == "static":
-            for name, default in _DYNAMIC_ONLY.items():
-                if getattr(self, name) != default:
-                    flag = "--" + name.replace("_", "-")
-                    raise ValueError(f"{flag} applies to --masking dynamic, not static")
+        if self.masking == "static" and (flag := dynamic_only_flag(self)):
+            raise ValueError(f"{flag} applies to --masking dynamic, not static")
         if self.warmup_steps is not None and self.warmup_steps > self.max_steps:
             raise ValueError(
                 f"--warmup-steps {self.warmup_steps} exceeds --max-steps {self.max_steps}: "
@@ -452,6 +449,14 @@ _DYNAMIC_ONLY = {
     "whole_word_mask": False,
     "max_predictions": None,
 }
+
+
+def dynamic_only_flag(config: TrainConfig) -> str | None:
+    """The first flag that shapes dynamic masks and is not at its default, or None."""
+    for name, default in _DYNAMIC_ONLY.items():
+        if getattr(config, name) != default:
+            return "--" + name.replace("_", "-")
+    return None
 
 
 def mask_replace_shares(text: str) -> tuple[float, float, float]:

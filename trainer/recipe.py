@@ -19,6 +19,7 @@ finds it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +28,8 @@ from pipelines.io.recorded_paths import record_path, resolve_path
 from pipelines.io.vocabulary import VocabError, Vocabulary, load_vocab
 from schemas.shards import FULL_SENTENCES, NO_MASKS, PAIRS, STATIC
 from schemas.vocab import VOCAB_FILE
-from trainer.config import TrainConfig, mask_replace_shares
+from trainer.collate import FixedShape
+from trainer.config import TrainConfig, dynamic_only_flag, mask_replace_shares
 from trainer.masking import DynamicMasking
 from trainer.source import DataConfigError
 
@@ -74,6 +76,12 @@ def resolve_recipe(config: TrainConfig, source: DataSource) -> Recipe:
     masking = config.masking
     if masking == "auto":
         masking = "dynamic" if stored == NO_MASKS else "static"
+        if masking == "static" and (flag := dynamic_only_flag(config)):
+            raise DataConfigError(
+                f"{flag} shapes masks drawn with --masking dynamic, and {where} holds stored "
+                f"masks, which --masking auto trains with as they are: pass --masking dynamic "
+                f"to draw new ones, or leave {flag} out"
+            )
     if masking == "static" and stored == NO_MASKS:
         raise DataConfigError(
             f"--masking static: {where} was made with --masking none and holds no masks; "
@@ -101,6 +109,25 @@ def heldout_masking(recipe: Recipe, heldout: DataSource) -> DynamicMasking | Non
     are compared on one set), else with the run's dynamic masks drawn once, from the run's
     seed and epoch 0, so every evaluation of the run sees the same positions."""
     return recipe.dynamic if shards_kind(heldout)[1] == NO_MASKS else None
+
+
+def heldout_shape(
+    pad_to: FixedShape | None, heldouts: Iterable[DataSource], masking: DynamicMasking | None
+) -> FixedShape | None:
+    """Evaluation's shape under --compile: the training batches' widths, with the slots its
+    masks need: the most the held-out splits store (their manifests' max_predictions_per_seq),
+    or the dynamic rule's where they store none (`heldout_masking`). A run that masks fewer
+    than the shards store (--mask-rate 0.1) trains with fewer slots than it evaluates with."""
+    if pad_to is None:
+        return None
+    most = 0
+    for heldout in heldouts:
+        output = heldout.output
+        assert output is not None  # checked by open_source
+        length = heldout.max_seq_length
+        stored = output.max_predictions_per_seq
+        most = max(most, masking.max_predictions_for(length) if masking else stored)
+    return FixedShape(pad_to.widths, FixedShape.of(pad_to.tokens, most).slots)
 
 
 def shards_vocab_dir(source: DataSource) -> str | None:

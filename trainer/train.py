@@ -87,7 +87,7 @@ from trainer.fp8 import cpu_products
 from trainer.mix import drawn_per_source
 from trainer.model import batch_flops
 from trainer.preemption import PREEMPTED_EXIT_CODE, StopRequest, signal_name
-from trainer.recipe import heldout_masking
+from trainer.recipe import heldout_masking, heldout_shape
 from trainer.run.checkpoints import save_checkpoint
 from trainer.run.lock import RunLockLost
 from trainer.setup import Run, setup
@@ -345,6 +345,10 @@ def _evaluate(run: Run) -> EvalResult | MixEvalResult:
     limit = config.eval_batches * config.micro_batch_size or None
     autocast = run.autocast if run.precision != "fp32" else None
     result: EvalResult | MixEvalResult
+    # The stored masks where the split has them, whatever the training's (trainer/recipe.py).
+    heldout = next(iter(run.heldouts.values())) if run.heldouts else run.heldout
+    assert heldout is not None
+    masking = heldout_masking(run.recipe, heldout)
     if run.heldouts:
         result = evaluate_sources(
             run.model,
@@ -355,13 +359,12 @@ def _evaluate(run: Run) -> EvalResult | MixEvalResult:
             limit,
             autocast=autocast,
             compiled=run.eval_forward,
-            pad_to=run.pad_to,
-            masking=heldout_masking(run.recipe, next(iter(run.heldouts.values()))),
+            pad_to=heldout_shape(run.pad_to, run.heldouts.values(), masking),
+            masking=masking,
             seed=config.seed,
         )
         run.progress.hold({f"{name} held-out": r.mlm_loss for name, r in result.sources.items()})
     else:
-        assert run.heldout is not None
         result = evaluate(
             run.model,
             run.heldout,
@@ -370,8 +373,8 @@ def _evaluate(run: Run) -> EvalResult | MixEvalResult:
             limit,
             autocast,  # type: ignore[arg-type]
             run.eval_forward,
-            run.pad_to,
-            heldout_masking(run.recipe, run.heldout),
+            heldout_shape(run.pad_to, [run.heldout], masking),
+            masking,
             config.seed,
         )
     run.logger.log(run.step, "eval", result.as_dict())
