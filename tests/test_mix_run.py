@@ -96,9 +96,9 @@ MIX_REFUSALS = [
         ["--shards", "a", "--mix", "1"],
         "--mix 1: --mix weighs several --shards sources; with one, leave it out",
     ),
-    (["--shards", "a", "b", "--mix", "0.7,0"], "--mix 0.0: must be more than 0"),
-    (["--shards", "a", "b", "--mix=-1,2"], "--mix -1.0: must be more than 0"),
-    (["--shards", "a", "b", "--mix", "0.7,nan"], "--mix nan: must be a finite number"),
+    (["--shards", "a", "b", "--mix", "0.7,0"], "--mix 0.7,0: 0 must be more than 0"),
+    (["--shards", "a", "b", "--mix=-1,2"], "--mix -1,2: -1 must be more than 0"),
+    (["--shards", "a", "b", "--mix", "0.7,nan"], "--mix 0.7,nan: nan must be a finite number"),
     (
         ["--shards", "a", "b", "--mix", "1e-300,1"],
         "--mix 1e-300,1: a weight under 1e-09 of the largest draws that source next to never "

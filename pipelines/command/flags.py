@@ -215,10 +215,17 @@ def value_problem(config_class: type, values: Mapping[str, Any]) -> str | None:
     for spec in dataclasses.fields(config_class):
         value = values[spec.name]
         flag = flag_name(spec.metadata.get("flag") or spec.name)
-        for item in value if isinstance(value, tuple) else (value,):
+        items = value if isinstance(value, tuple) else (value,)
+        for item in items:
             problem = _item_problem(
                 flag, item, spec.metadata.get("bounds"), spec.metadata.get("choices")
             )
+            if problem and isinstance(value, tuple) and isinstance(item, float):
+                # A list as typed (--mix 1,0), then the value at fault: "0", not "0.0".
+                typed = ",".join(
+                    f"{each:g}" if isinstance(each, float) else str(each) for each in items
+                )
+                return problem.replace(f"{flag} {item}:", f"{flag} {typed}: {item:g}", 1)
             if problem:
                 return problem
     return None
