@@ -42,6 +42,11 @@ from trainer.masking import DynamicMasking
 from trainer.model import BertForPreTraining
 
 
+class EvaluationStopped(Exception):
+    """A stop signal came during an evaluation, on some rank: every rank left it off at the
+    next batch (a preempted run checkpoints within seconds, not after the held-out split)."""
+
+
 @dataclass(frozen=True, slots=True)
 class EvalResult:
     mlm_loss: float
@@ -80,6 +85,7 @@ def evaluate(
     pad_to: FixedShape | None = None,
     masking: DynamicMasking | None = None,
     seed: int = 0,
+    stop: Callable[[], bool] | None = None,
 ) -> EvalResult:
     """Evaluate `model` (unwrapped: no DDP hooks) on `source`'s first `max_sequences`
     sequences (all of them with None), this rank's part of them; the totals of every rank.
@@ -90,6 +96,8 @@ def evaluate(
     Shards stored without masks are evaluated with `masking` drawn from `seed` and epoch 0:
     the same positions at every evaluation.
     Sums stay on the device and are read once at the end: no batch waits for the GPU.
+    Where `stop()` turns true (a stop signal noted) on any rank, each rank leaves off at its
+    next batch, and all raise EvaluationStopped after the one all-reduce.
     """
     config = LoaderConfig(
         batch_size,
@@ -108,8 +116,12 @@ def evaluate(
     # loss × predictions, correct predictions, predictions[, correct NSP with the NSP head]
     sums = torch.zeros(4 if nsp else 3, dtype=torch.float64, device=env.device)
     sequences = 0
+    stopped = 0.0
     with PretrainingLoader(source, config) as loader:
         for batch in loader.epoch(DataPosition()):
+            if stop is not None and stop():
+                stopped = 1.0
+                break
             # The fields the model takes: without the NSP head, the NSP label is never read.
             inputs = {k: batch[k].to(env.device, non_blocking=True) for k in model.input_names}
             size = len(batch[BatchField.INPUT_IDS])
@@ -125,10 +137,13 @@ def evaluate(
             sums += torch.stack(parts).to(torch.float64)
             sequences += size
     model.train(was_training)
-    totals = torch.cat([sums.cpu(), torch.tensor([sequences], dtype=torch.float64)])
-    loss_sum, correct, predictions, *nsp_correct, sequences_all = all_reduce_sum(
+    counts = torch.tensor([sequences, stopped], dtype=torch.float64)
+    totals = torch.cat([sums.cpu(), counts])
+    loss_sum, correct, predictions, *nsp_correct, sequences_all, stops = all_reduce_sum(
         env, totals
     ).tolist()
+    if stops:
+        raise EvaluationStopped(f"left off after {int(sequences_all)} held-out sequences")
     return EvalResult(
         mlm_loss=loss_sum / max(predictions, 1),
         mlm_accuracy=correct / max(predictions, 1),

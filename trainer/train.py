@@ -68,6 +68,7 @@ import os
 import shlex
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
@@ -82,7 +83,13 @@ from schemas.checkpoint import CHECKPOINT_FORMAT, CheckpointKey
 from trainer import distributed
 from trainer.collate import to_device  # the trainer's compile padding
 from trainer.config import TrainConfig
-from trainer.evaluate import EvalResult, MixEvalResult, evaluate, evaluate_sources
+from trainer.evaluate import (
+    EvalResult,
+    EvaluationStopped,
+    MixEvalResult,
+    evaluate,
+    evaluate_sources,
+)
 from trainer.fp8 import cpu_products
 from trainer.mix import drawn_per_source
 from trainer.model import batch_flops
@@ -244,7 +251,11 @@ def _loop(run: Run, stop_request: StopRequest) -> dict[str, Any]:
         if (run.heldout is not None or run.heldouts) and (
             run.step == stop or (config.eval_every and run.step % config.eval_every == 0)
         ):
-            last_eval = _evaluate(run)
+            try:
+                last_eval = _evaluate(run, lambda: stop_request.signal is not None)
+            except EvaluationStopped as stopped:  # the stop below checkpoints at once
+                if env.is_main:
+                    _LOG.warning("step %d held-out evaluation %s: stopping", run.step, stopped)
         if logged:  # after the evaluation: a mix's line shows its held-out figures
             _show_progress(run, last_train)
         checkpointed = run.step % config.checkpoint_every == 0 or run.step == stop
@@ -336,7 +347,7 @@ def _show_progress(run: Run, metrics: dict[str, Any]) -> None:
     run.progress.update(run.step, {"loss": metrics["loss"], "seq/s": metrics["seq_per_s"]})
 
 
-def _evaluate(run: Run) -> EvalResult | MixEvalResult:
+def _evaluate(run: Run, stop: Callable[[], bool] | None = None) -> EvalResult | MixEvalResult:
     """The held-out split (part of it with --eval-batches), logged and returned; in a mix,
     each source's held-out split in turn (--eval-batches each) and the mix's figures."""
     config = run.config
@@ -362,6 +373,7 @@ def _evaluate(run: Run) -> EvalResult | MixEvalResult:
             pad_to=heldout_shape(run.pad_to, run.heldouts.values(), masking),
             masking=masking,
             seed=config.seed,
+            stop=stop,
         )
         run.progress.hold({f"{name} held-out": r.mlm_loss for name, r in result.sources.items()})
     else:
@@ -376,6 +388,7 @@ def _evaluate(run: Run) -> EvalResult | MixEvalResult:
             heldout_shape(run.pad_to, [run.heldout], masking),
             masking,
             config.seed,
+            stop,
         )
     run.logger.log(run.step, "eval", result.as_dict())
     if run.env.is_main:
