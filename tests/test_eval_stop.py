@@ -61,3 +61,25 @@ def test_a_run_stopped_during_evaluation_checkpoints_that_step_and_exits_75(
     assert latest_checkpoint(out / "checkpoints").name == "step-00000002.pt"
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [(r["kind"], r["step"]) for r in rows] == [("train", 2)]  # no eval row
+
+
+def test_ctrl_c_inside_a_checkpoint_write_is_an_interruption(
+    sample_shards, tmp_path, monkeypatch, capsys
+) -> None:
+    """torch.save's zip writer turns a KeyboardInterrupt in its write into a RuntimeError
+    ("unexpected pos"): that was a traceback and exit 1."""
+
+    def interrupted_write(*args, **kwargs):
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+        except KeyboardInterrupt as interrupt:
+            raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos") from (
+                interrupt
+            )
+
+    monkeypatch.setattr(train, "save_checkpoint", interrupted_write)
+    flags = ["--model", "tiny", "--micro-batch-size", "8", "--max-steps", "3"]
+    flags += ["--checkpoint-every", "2", "--num-workers", "0", "--no-tensorboard"]
+    out = tmp_path / "run"
+    assert train.run([*flags, "--shards", str(sample_shards), "--output", str(out)]) == 130
+    assert capsys.readouterr().err.splitlines()[-1] == "bertkit train: interrupted"

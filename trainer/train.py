@@ -201,8 +201,15 @@ def train(config: TrainConfig) -> dict[str, Any]:
     with StopRequest() as stop_request:
         env = distributed.setup(config.device)
         try:
-            with cpu_products(config.fp8, env.device):
-                result = _train(config, env, stop_request)
+            try:
+                with cpu_products(config.fp8, env.device):
+                    result = _train(config, env, stop_request)
+            except Exception as error:
+                # Ctrl-C inside a library's write comes out as that library's error (torch.
+                # save's zip writer: "unexpected pos"): still an interruption, exit 130.
+                if stop_request.interrupted:
+                    raise KeyboardInterrupt from error
+                raise
             # Every rank done with the run (rank 0's last upload and the lock given back)
             # before any takes its process group down: a Gloo rank that destroyed its group
             # and exited while another still held theirs was seen to abort at exit
