@@ -240,3 +240,36 @@ def test_overwrite_on_s3_leaves_no_file_of_the_earlier_export(
     assert export(capsys, str(run), "--output", f"s3://{BUCKET}/models/file") == (2, message)
     assert s3.get_object(Bucket=BUCKET, Key="models/file")["Body"].read() == b"mine"
     assert s3_files(s3, "models/file") == {}
+
+
+def test_a_signal_during_the_weights_write_is_one_line_and_leaves_no_temporary(
+    bertkit_run, tmp_path, capsys, monkeypatch
+):
+    """SIGTERM ended export-hf silently (exit 143) and left safetensors' own `.tmpXXXXXX`
+    beside the weights: a name no export writes, so every rerun, --overwrite too, refused
+    the directory."""
+    import os
+    import signal
+
+    from trainer import export as export_module
+
+    output = tmp_path / "hf"
+    export_hf(bertkit_run, output)
+    written = export_module._save_weights
+
+    def terminated(weights, path):
+        written(weights, path)  # half-way: the temporary is there, not yet renamed
+        assert path.name.startswith(".model.safetensors.tmp-")
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(export_module, "_save_weights", terminated)
+    code, err = export(capsys, str(bertkit_run), "--output", str(output), "--overwrite")
+    assert (code, err) == (
+        143,
+        "bertkit export-hf: interrupted (SIGTERM): --output may hold some files of this "
+        "export beside the last one's; rerun it with --overwrite\n",
+    )
+    # No temporary left, and no config.json (deleted first): from_pretrained refuses it.
+    assert sorted(files(output)) == [n for n in BERTKIT_EXPORT if n != "config.json"]
+    monkeypatch.setattr(export_module, "_save_weights", written)
+    assert export(capsys, str(bertkit_run), "--output", str(output), "--overwrite") == (0, "")

@@ -62,18 +62,17 @@ import hashlib
 import json
 import math
 import os
-import re
 import shutil
-import struct
 import sys
 import tempfile
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
-from safetensors.torch import save_file
+from safetensors.torch import save
 
+from pipelines.command.interruption import StageStop, exit_code
 from pipelines.io import extras, objects, storage
 from pipelines.io.places import same_place_key
 from pipelines.io.recorded_paths import resolve_path
@@ -91,6 +90,18 @@ from schemas.vocab import (
     UNK_TOKEN,
     VOCAB_FILE,
 )
+from trainer.export_output import (
+    CONFIG_FILE,
+    EXPORT_NAME,
+    SPECIAL_TOKENS_MAP_FILE,
+    TOKENIZER_CONFIG_FILE,
+    WEIGHTS_FILE,
+    WEIGHTS_METADATA,
+    ExportError,
+    check_output,
+    check_remote_output,
+    safetensors_header,
+)
 from trainer.model import BertConfig, hf_state_dict
 from trainer.released import START_RELEASED, ReleasedModelError, released_tokenizer_files
 from trainer.run.checkpoints import (
@@ -102,27 +113,6 @@ from trainer.run.checkpoints import (
 )
 from trainer.run.remote import fetch_checkpoint
 
-WEIGHTS_FILE = "model.safetensors"
-CONFIG_FILE = "config.json"
-TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
-SPECIAL_TOKENS_MAP_FILE = "special_tokens_map.json"
-# Every export's model.safetensors header: how --overwrite knows an earlier export from a
-# model of another tool (transformers' has {"format": "pt"} alone).
-WEIGHTS_METADATA = {"format": "pt", "bertkit": "export-hf"}
-# config.json's fields in an export of a new model before that mark (transformers adds more).
-_UNMARKED_EXPORT_CONFIG = """architectures attention_probs_dropout_prob hidden_act
-    hidden_dropout_prob hidden_size initializer_range intermediate_size layer_norm_eps
-    max_position_embeddings model_type num_attention_heads num_hidden_layers pad_token_id
-    position_embedding_type tie_word_embeddings type_vocab_size vocab_size"""
-# The names an export writes, and their temporary names (`_write_atomically`): an upload
-# to object storage has none (an object appears whole).
-_EXPORT_FILES = (CONFIG_FILE, WEIGHTS_FILE, VOCAB_FILE, TOKENIZER_FILE, TOKENIZER_CONFIG_FILE)
-_EXPORT_FILES += (SPECIAL_TOKENS_MAP_FILE,)
-_EXPORT_NAME = re.compile(
-    r"\.?(?:" + "|".join(re.escape(name) for name in _EXPORT_FILES) + r")(?:\.tmp-[0-9a-f]{32})?"
-)
-# A safetensors header is a few hundred bytes a tensor: far below this.
-_MAX_SAFETENSORS_HEADER = 100 * 2**20
 # What HF's BertTokenizer calls each special token.
 SPECIAL_TOKENS_MAP = {
     "unk_token": UNK_TOKEN,
@@ -131,10 +121,6 @@ SPECIAL_TOKENS_MAP = {
     "cls_token": CLS_TOKEN,
     "mask_token": MASK_TOKEN,
 }
-
-
-class ExportError(CheckpointError):
-    """Bad checkpoint, vocabulary or output directory; the message says what to do."""
 
 
 # --- The vocabulary -------------------------------------------------------------------------
@@ -239,92 +225,19 @@ def _write_atomically(path: Path, write: Callable[[Path], None]) -> None:
 
 
 def _save_weights(weights: dict[str, Any], path: Path) -> None:
-    """save_file, WEIGHTS_METADATA always in its own order (safetensors writes a dict's keys
-    in any): an export's bytes are the same each time. It is the header's first field."""
-    save_file(weights, path, metadata=WEIGHTS_METADATA)
+    """safetensors' bytes, written by us: its save_file writes a `.tmpXXXXXX` of its own
+    beside `path`, which a kill mid-write left behind under a name no export owns (every
+    rerun, --overwrite too, then refused the directory). WEIGHTS_METADATA always in its own
+    order (safetensors writes a dict's keys in any): an export's bytes are the same each
+    time. It is the header's first field."""
+    data = bytearray(save(weights, metadata=WEIGHTS_METADATA))
     want = json.dumps(WEIGHTS_METADATA, separators=(",", ":")).encode()
     swapped = json.dumps(dict(reversed(WEIGHTS_METADATA.items())), separators=(",", ":"))
     start = 8 + len(b'{"__metadata__":')  # after the header's u64 length
-    with open(path, "r+b") as file:
-        if file.seek(start) and file.read(len(want)) == swapped.encode():
-            file.seek(start)
-            file.write(want)
-
-
-def check_output(output_dir: Path, overwrite: bool) -> None:
-    """Refuse, before any writing: a file as --output; a non-empty directory without
-    `overwrite`; and, even with it, a directory holding anything an export does not write
-    (a vocabulary directory's vocab.json) or a model no export wrote: nothing is replaced.
-    """
-    if output_dir.exists() and not output_dir.is_dir():
-        raise ExportError(f"{output_dir} is a file: pass a directory as --output")
-    existing = sorted(p.name for p in output_dir.iterdir()) if output_dir.is_dir() else []
-    _check_existing(str(output_dir), existing, _EXPORT_NAME.fullmatch, overwrite)
-
-
-def _check_existing(
-    location: str, existing: list[str], is_export_file: Callable[[str], object], overwrite: bool
-) -> None:
-    where = storage.redact(location) if storage.is_url(location) else location
-    foreign = [name for name in existing if not is_export_file(name)]
-    if foreign:
-        raise ExportError(
-            f"{where} holds {foreign[0]}, which `bertkit export-hf` does not write: "
-            "nothing was replaced. Choose a new or empty --output"
-        )
-    names = [name for name in existing if name in _EXPORT_FILES]  # not temporary names
-    if names and not _is_earlier_export(location, names):
-        shown = next((n for n in (WEIGHTS_FILE, CONFIG_FILE) if n in names), names[0])
-        raise ExportError(
-            f"{where} holds {shown}, which no `bertkit export-hf` marked as its own (a model "
-            "or tokenizer saved by another tool, or the export of a released model's run by "
-            "a bertkit before the mark): nothing was replaced. Choose a new or empty --output"
-        )
-    if existing and not overwrite:
-        raise ExportError(
-            f"{where} is not empty (e.g. {existing[0]}); choose a new --output or "
-            "pass --overwrite to replace the export's files in it"
-        )
-
-
-def check_remote_output(url: str, checkpoint: str, overwrite: bool) -> list[str]:
-    """check_output for an s3:// or gs:// prefix, from its listing (every name under it, so a
-    "folder" of another tool is refused too); also refuses a prefix inside the checkpoint's
-    folder on the same storage. Returns the export files already there."""
-    where = storage.redact(url)
-    if storage.is_remote(checkpoint):
-        folder = checkpoint.rstrip("/")
-        if folder.endswith(".pt"):
-            folder = folder.rsplit("/", 1)[0]
-        if f"{url}/".startswith(f"{folder}/"):
-            raise ExportError(
-                f"--output {where} is inside the checkpoint directory "
-                f"{storage.redact(folder)}: write the export beside the run, not into it"
-            )
-    problem = objects.object_problem(url, "--output")
-    if problem:
-        raise ExportError(problem)
-    # A name ending in / is a zero-byte folder marker (consoles make them), not a file.
-    existing = [n for n in objects.list_names(url) if n and not n.endswith("/")]
-    _check_existing(url, existing, _EXPORT_FILES.__contains__, overwrite)
-    return existing
-
-
-def _is_earlier_export(directory: str, names: list[str]) -> bool:
-    """Whether the export files `names` in `directory` (a path or a prefix) are an export's:
-    its weights have the mark, or (before the mark) config.json has export-hf's fields alone."""
-    try:
-        if WEIGHTS_FILE in names:
-            header = _safetensors_header(storage.join(directory, WEIGHTS_FILE))
-            metadata = header.get("__metadata__")
-            if isinstance(metadata, dict) and metadata.get("bertkit") == "export-hf":
-                return True
-        if CONFIG_FILE in names:
-            config = json.loads(storage.read_bytes(storage.join(directory, CONFIG_FILE), 2**20))
-            return isinstance(config, dict) and sorted(config) == _UNMARKED_EXPORT_CONFIG.split()
-    except (OSError, ValueError, AttributeError, ExportError):
-        pass  # unreadable, or not JSON objects: not known as an export's
-    return False
+    if data[start : start + len(want)] == swapped.encode():
+        data[start : start + len(want)] = want
+    with open(path, "wb") as file:
+        file.write(data)
 
 
 def _check_not_start(record: dict[str, Any], checkpoint_dir: str, output: str) -> None:
@@ -458,7 +371,7 @@ def export_hf(
     # An earlier export's config.json first (one cut short is then unloadable, never new
     # weights under an old config), then each file of it this one does not write.
     for old in sorted(output_dir.iterdir(), key=lambda path: path.name != CONFIG_FILE):
-        if _EXPORT_NAME.fullmatch(old.name) and old.name not in {WEIGHTS_FILE, *files}:
+        if EXPORT_NAME.fullmatch(old.name) and old.name not in {WEIGHTS_FILE, *files}:
             old.unlink(missing_ok=True)
     written = []
     weights = hf_state_dict(model)
@@ -542,25 +455,8 @@ def _size(location: str) -> int:
 
 def _parameter_count(weights: str) -> int:
     """The number of parameters a safetensors file holds, from its header alone."""
-    header = _safetensors_header(weights)
+    header = safetensors_header(weights)
     return sum(math.prod(v["shape"]) for k, v in header.items() if k != "__metadata__")
-
-
-def _safetensors_header(weights: str) -> dict[str, Any]:
-    """A safetensors file's header (a u64 length, then JSON: name → dtype, shape, offsets;
-    "__metadata__"), read alone: no download of the weights."""
-    with storage.open_binary(weights) as source:
-        (length,) = struct.unpack("<Q", _read_exactly(source, 8, weights))
-        if length > _MAX_SAFETENSORS_HEADER:
-            raise ExportError(f"{weights}: not a safetensors file (header of {length:,} bytes)")
-        return json.loads(_read_exactly(source, length, weights))
-
-
-def _read_exactly(source: BinaryIO, size: int, where: str) -> bytes:
-    data = storage.read_exactly(source, size)
-    if len(data) < size:
-        raise ExportError(f"{where}: cut short ({len(data)} of {size} bytes)")
-    return data
 
 
 def run(argv: list[str] | None = None) -> int:
@@ -583,12 +479,25 @@ def run(argv: list[str] | None = None) -> int:
 
 
 def run_saying(argv: list[str] | None = None) -> int:
-    """`run`, a refusal said in one line (exit 2): the command's, and the demo's export."""
-    try:
-        return run(argv)
-    except (CheckpointError, OSError) as err:  # ExportError is a CheckpointError
-        print(f"bertkit export-hf: error: {err}", file=sys.stderr)
-        return 2
+    """`run`, a refusal said in one line (exit 2): the command's, and the demo's export. Ctrl-C
+    or SIGTERM: one line, exit 130 or 143, no temporary file left (each file is written
+    under a temporary name, then renamed: the others may be this export's or the last's)."""
+    with StageStop() as stop:
+        try:
+            return run(argv)
+        except (CheckpointError, OSError) as err:  # ExportError is a CheckpointError
+            print(f"bertkit export-hf: error: {err}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            if stop.signal is None:  # a caller's own handler (the demo's) says it
+                raise
+            stop.ending = True
+            print(
+                f"bertkit export-hf: interrupted ({stop.name}): --output may hold some files "
+                "of this export beside the last one's; rerun it with --overwrite",
+                file=sys.stderr,
+            )
+            return exit_code(stop.signal)
 
 
 def main(argv: list[str] | None = None) -> None:
