@@ -142,6 +142,33 @@ def test_a_stage_stopped_before_its_first_write_needs_no_overwrite(monkeypatch, 
     )
 
 
+def test_a_stage_stopped_after_its_record_says_its_output_is_complete(monkeypatch, tmp_path):
+    """A signal in the clean-up after the record was written said "incomplete and has no
+    manifest" of an output every later stage accepts; an earlier run's record (vocab keeps
+    its files until it replaces them) is no sign of this run's."""
+    import os
+
+    from pipelines.beam import runner
+
+    output = tmp_path / "vocab"
+    output.mkdir()
+    record = output / "vocab.json"
+    record.write_text("{}")
+    os.utime(record, (1000.0, 1000.0))  # an earlier run's
+    monkeypatch.setattr(runner, "_stage_output", ("--output", str(output)))
+    monkeypatch.setattr(runner, "_stage_local", True)
+    monkeypatch.setattr(runner, "_stage_record", (str(record), 2000.0))
+    assert runner.interrupted_message("SIGINT") == (
+        f"interrupted (SIGINT): --output {output} is incomplete and has no manifest, so no "
+        "stage reads it: rerun with --overwrite"
+    )
+    os.utime(record, (2000.5, 2000.5))  # this run's
+    assert runner.interrupted_message("SIGINT") == (
+        f"interrupted (SIGINT) after it finished: --output {output} is complete (vocab.json "
+        "written); only its clean-up was cut short"
+    )
+
+
 def test_after_a_stop_the_threads_it_caught_say_nothing_and_later_ones_are_heard(monkeypatch):
     """Beam's thread of a worker process the stop ended may notice it after the stage's
     line, once the stage has restored its hooks ("Exception in thread run_worker: ...

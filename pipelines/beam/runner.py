@@ -30,6 +30,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
@@ -38,6 +39,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import traceback
 import weakref
 from collections.abc import Callable, Sequence
@@ -73,6 +75,9 @@ _OS_ERROR_TEXT = re.compile(r"\b[A-Za-z]*Error: \[Errno (\d+)\]")
 # The output flag and path of the stage this process runs (one per process), set by
 # parse_stage: a write failure found in a worker's error is reported against them.
 _stage_output: tuple[str, str] | None = None
+# The record the stage writes last, and when its flags were parsed: a record newer than
+# that is this run's, so the output is complete (`interrupted_message`).
+_stage_record: tuple[str, float] | None = None
 # Whether that stage runs on this machine (set by parse_stage): a remote runner's job may
 # outlive a signal to the command that launched it.
 _stage_local = True
@@ -122,9 +127,10 @@ def parse_stage(
     if unreachable:
         raise StoreUnreachable(unreachable)
     if paths is not None:
-        global _stage_output, _stage_local
+        global _stage_output, _stage_local, _stage_record
         _stage_output = (flags.flag_name(paths.output), getattr(config, paths.output))
         _stage_local = is_local(options)
+        _stage_record = (os.path.join(getattr(config, paths.output), paths.record), time.time())
     return config, options
 
 
@@ -542,6 +548,14 @@ def interrupted_message(signal_name: str) -> str:
         )
     if not storage.is_url(path) and not Path(path).exists():  # before its first write
         return f"interrupted ({signal_name}) before it wrote anything: {flag} {path} was not begun"
+    if _stage_record is not None and not storage.is_url(path):
+        record, started = _stage_record
+        with contextlib.suppress(OSError):
+            if os.stat(record).st_mtime >= started:
+                return (
+                    f"interrupted ({signal_name}) after it finished: {flag} {path} is complete "
+                    f"({os.path.basename(record)} written); only its clean-up was cut short"
+                )
     return (
         f"interrupted ({signal_name}): {flag} {path} is incomplete and has no manifest, so "
         "no stage reads it: rerun with --overwrite"

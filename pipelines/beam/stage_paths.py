@@ -26,6 +26,7 @@ from apache_beam.io.filesystem import FileSystem
 
 from pipelines.beam import files
 from pipelines.command import flags
+from schemas import MANIFEST_NAME
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,9 @@ class StagePaths:
     # Examples of the names it writes under the output, for telling whether an input glob
     # reaches them (a glob that matches only other names may share a folder with it).
     writes: tuple[str, ...] = ()
+    # The record it writes last, below the output: once there (and newer than the run's
+    # start) the output is complete, whatever stops the command afterwards.
+    record: str = MANIFEST_NAME
 
 
 def path_problem(config: object, paths: StagePaths) -> str | None:

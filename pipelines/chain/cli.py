@@ -114,7 +114,11 @@ def _chain_writes() -> tuple[str, ...]:
     )
 
 
-_PATHS = StagePaths(input_files=("wikipedia", "books", "corpus"), writes=_chain_writes())
+_PATHS = StagePaths(
+    input_files=("wikipedia", "books", "corpus"),
+    writes=_chain_writes(),
+    record=f"shards/{SHARDS_MANIFEST_NAME}",  # its last stage's
+)
 
 
 # Plans made by the workers, once per process and job (`run` names each job: a process that

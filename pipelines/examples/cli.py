@@ -94,7 +94,8 @@ _PATHS = StagePaths(
     input_dirs=(
         DOCUMENTS_DIRS,
         ("vocab", "vocabulary directory: `bertkit vocab`'s output or a released BERT's"),
-    )
+    ),
+    record=SHARDS_MANIFEST_NAME,
 )
 
 _LOG = logging.getLogger(__name__)

@@ -83,7 +83,7 @@ VOUCHED = files.Vouched(
     _vouched_by_metadata,
 )
 # --documents are read, --output written: checked before any work (runner.py).
-_PATHS = StagePaths(input_dirs=(DOCUMENTS_DIRS,))
+_PATHS = StagePaths(input_dirs=(DOCUMENTS_DIRS,), record=VOCAB_METADATA_FILE)
 
 
 def parse_config(argv: list[str] | None) -> tuple[VocabConfig, PipelineOptions]:
