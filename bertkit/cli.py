@@ -19,13 +19,13 @@ which of the libraries that shape its output, a bug report is about (`version()`
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import platform
 import sys
 from importlib import metadata
 
-from pipelines.command.startup import exit_quietly_on_broken_pipe, import_command
-from pipelines.io import extras
+from pipelines.command.startup import exit_quietly_on_broken_pipe, import_command, starting
 
 # Subcommand → module with a `main(argv)`; imported lazily so `bertkit --help` is instant.
 # In the order a user meets them: the demo, the stages in the order they run, then training.
@@ -122,20 +122,26 @@ def run(args: list[str], whole_process: bool = False) -> None:
     if command not in COMMANDS:
         print(f"bertkit: unknown command {command!r}\n\n{usage()}", file=sys.stderr)
         sys.exit(2)
-    problem = command in EXTRAS and extras.extra_problem(f"`bertkit {command}`", EXTRAS[command])
-    if problem:
-        print(f"bertkit: error: {problem}", file=sys.stderr)
-        sys.exit(2)
     module = COMMANDS[command][0]
     # From the command line, the command is the whole process (pipelines/command/startup.py):
-    # its modules imported there, Beam's BigQuery notice dropped while they are; a caller
-    # running it inside its own process keeps its collector as it is.
-    if whole_process:
-        command_module = import_command(
-            entry_module(module), one_blas_thread=module.startswith("pipelines.")
+    # a signal while it starts is one line (the extras check imports pyarrow), its modules
+    # imported there, Beam's BigQuery notice dropped while they are; a caller running it
+    # inside its own process keeps its handlers and its collector as they are.
+    with starting() if whole_process else contextlib.nullcontext():
+        from pipelines.io import extras
+
+        problem = command in EXTRAS and extras.extra_problem(
+            f"`bertkit {command}`", EXTRAS[command]
         )
-    else:
-        command_module = importlib.import_module(entry_module(module))
+        if problem:
+            print(f"bertkit: error: {problem}", file=sys.stderr)
+            sys.exit(2)
+        if whole_process:
+            command_module = import_command(
+                entry_module(module), one_blas_thread=module.startswith("pipelines.")
+            )
+        else:
+            command_module = importlib.import_module(entry_module(module))
     command_module.main(rest)
 
 

@@ -69,4 +69,5 @@ def end_with_the_driver() -> None:
 if __name__ == "__main__":
     end_with_the_driver()
     sys.stderr = _Stderr(sys.stderr)
-    import_command(HARNESS).main(sys.argv)
+    # Ended by its driver while it starts: the driver says why; this process says nothing.
+    import_command(HARNESS, quiet=True).main(sys.argv)

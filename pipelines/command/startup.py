@@ -77,38 +77,54 @@ def _stop_import(number: int, frame: object) -> None:
     raise _StoppedWhileImporting(number)
 
 
-def import_command(module: str, *, one_blas_thread: bool = True) -> ModuleType:
+@contextmanager
+def starting(quiet: bool = False) -> Iterator[None]:
+    """While a command starts (its modules imported, its extras checked), Ctrl-C or SIGTERM
+    ends the process with one line and the shell's status for the signal (130, 143), not a
+    traceback from inside an import; nothing has been read or written yet. `quiet`: the
+    status alone (a stage's worker process, which its driver ends so, says nothing). Only
+    where the default handlers are in place: an ignored Ctrl-C (a background job) stays so,
+    and an enclosing `starting` keeps its own."""
+    previous = {
+        number: signal.signal(number, _stop_import)
+        for number in (signal.SIGINT, signal.SIGTERM)
+        if signal.getsignal(number) in (signal.default_int_handler, signal.SIG_DFL)
+    }
+    try:
+        yield
+    except _StoppedWhileImporting as stopped:
+        if not previous:  # an enclosing `starting` says it
+            raise
+        if not quiet:
+            name = signal.Signals(stopped.number).name
+            print(
+                f"bertkit: interrupted ({name}) while starting; nothing was done", file=sys.stderr
+            )
+        sys.exit(128 + stopped.number)
+    finally:
+        for number, earlier in previous.items():
+            signal.signal(number, earlier)
+
+
+def import_command(module: str, *, one_blas_thread: bool = True, quiet: bool = False) -> ModuleType:
     """Import a command's module (and Beam with it) for a process that runs only it.
 
     `one_blas_thread`: a Beam stage's process (see the module docstring); False for the
     trainer, whose process keeps whatever BLAS threads its libraries choose.
 
     Importing takes seconds, and Ctrl-C or SIGTERM in them is common (a typo seen late):
-    the process ends with one line and the shell's status for the signal (130, 143), not
-    a traceback from inside an import; nothing has been read or written yet. The command
-    installs its own handlers once imported (pipelines/command/interruption.py,
-    trainer/preemption.py)."""
+    `starting` ends the process with one line (`quiet`: none). The command installs its own
+    handlers once imported (pipelines/command/interruption.py, trainer/preemption.py)."""
     if one_blas_thread:
         os.environ.setdefault(BLAS_THREADS_VARIABLE, "1")
     collecting = gc.isenabled()
     gc.disable()
     root, handler = logging.getLogger(), _ImportLogHandler()
     root.addHandler(handler)
-    previous = {
-        number: signal.signal(number, _stop_import)
-        for number in (signal.SIGINT, signal.SIGTERM)
-        # only where the default is in place: an ignored Ctrl-C (a background job) stays so
-        if signal.getsignal(number) in (signal.default_int_handler, signal.SIG_DFL)
-    }
     try:
-        return importlib.import_module(module)
-    except _StoppedWhileImporting as stopped:
-        name = signal.Signals(stopped.number).name
-        print(f"bertkit: interrupted ({name}) while starting; nothing was done", file=sys.stderr)
-        sys.exit(128 + stopped.number)
+        with starting(quiet):
+            return importlib.import_module(module)
     finally:
-        for number, earlier in previous.items():
-            signal.signal(number, earlier)
         root.removeHandler(handler)
         gc.freeze()
         if collecting:
