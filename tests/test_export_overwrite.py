@@ -273,3 +273,40 @@ def test_a_signal_during_the_weights_write_is_one_line_and_leaves_no_temporary(
     assert sorted(files(output)) == [n for n in BERTKIT_EXPORT if n != "config.json"]
     monkeypatch.setattr(export_module, "_save_weights", written)
     assert export(capsys, str(bertkit_run), "--output", str(output), "--overwrite") == (0, "")
+
+
+@pytest.mark.parametrize("name", ["../payload.txt", "/dev/zero"])
+def test_a_checkpoint_naming_another_tokenizer_file_is_refused(
+    released_run, tmp_path, capsys, name
+):
+    """The names came from the checkpoint as they were: `../payload.txt` was read beside the
+    released model and written outside --output; `/dev/zero` was read until memory ran out."""
+    import hashlib
+
+    import torch
+
+    from schemas.checkpoint import CheckpointKey
+    from trainer.run.checkpoints import latest_checkpoint
+
+    _, run = released_run
+    tree = tmp_path / "tree"  # the run beside its released model, as the run recorded them
+    shutil.copytree(run.parent, tree)
+    changed = tree / run.name
+    path = latest_checkpoint(changed / "checkpoints")
+    checkpoint = torch.load(path, weights_only=True)
+    payload = tree / "payload.txt"  # ../payload.txt beside the released model's folder
+    payload.write_text("attacker content")
+    files = checkpoint[CheckpointKey.START]["tokenizer_files"]
+    files[name] = hashlib.sha256(payload.read_bytes()).hexdigest()
+    torch.save(checkpoint, path)
+    output = tmp_path / "export" / "hf"
+    code, err = export(capsys, str(changed), "--output", str(output))
+    assert (code, err) == (
+        2,
+        f"bertkit export-hf: error: the checkpoint records {name!r} as a tokenizer file of the "
+        "released model the run started from, which no run records (it records vocab.txt, "
+        "tokenizer.json, tokenizer_config.json, special_tokens_map.json): the checkpoint "
+        "was changed after the run wrote it\n",
+    )
+    assert not (tmp_path / "export").exists() and not (tree / "export").exists()
+    assert payload.read_text() == "attacker content"
