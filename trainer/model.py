@@ -34,6 +34,8 @@ rate of 0 calls no dropout at all.
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -94,6 +96,18 @@ class BertConfig:
             "max_position_embeddings",
             "type_vocab_size",
         )
+        for name in (*sizes, "pad_token_id"):  # a whole number, not 32.0, "32" or True
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise ValueError(f"BertConfig.{name} must be a whole number, got {value!r}")
+        rates = ("hidden_dropout_prob", "attention_probs_dropout_prob")
+        for name in (*rates, "layer_norm_eps", "initializer_range"):
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or isinstance(value, bool):
+                raise ValueError(f"BertConfig.{name} must be a number, got {value!r}")
+            if not math.isfinite(value) or value < 0 or (name in rates and value >= 1):
+                bound = "in [0, 1)" if name in rates else "a finite number, 0 or more"
+                raise ValueError(f"BertConfig.{name} must be {bound}, got {value!r}")
         for name in sizes:
             if getattr(self, name) < 1:
                 raise ValueError(f"BertConfig.{name} must be 1 or more, got {getattr(self, name)}")
@@ -538,3 +552,35 @@ def batch_flops(model_config: BertConfig, batch: dict[str, torch.Tensor]) -> flo
     encoder = flops_per_sequence(model_config, length, 0)
     head = flops_per_sequence(model_config, length, 1) - encoder  # one prediction's MLM head
     return sequences * encoder + predictions * head
+
+
+# A layer's index in bertkit's names (`layers.3.qkv.weight`) and transformers'
+# (`bert.encoder.layer.3.attention.self.query.weight`).
+_LAYER_INDEX = re.compile(r"(?:^|\.)layers?\.(\d+)\.")
+# Weights whose shape names config fields, by the end of their name in either naming.
+_SHAPED = (
+    ("word_embeddings.weight", ("vocab_size", "hidden_size")),
+    ("position_embeddings.weight", ("max_position_embeddings", "hidden_size")),
+    ("token_type_embeddings.weight", ("type_vocab_size", "hidden_size")),
+    (".0.intermediate.weight", ("intermediate_size", "hidden_size")),
+    (".0.intermediate.dense.weight", ("intermediate_size", "hidden_size")),
+)
+
+
+def shape_problem(config: BertConfig, weights: Mapping[str, Any]) -> str | None:
+    """Where `weights` (bertkit's names or transformers') are not of the sizes `config`
+    gives: the field, its value and the weights' own. Checked before the model is built, so
+    a config of absurd sizes (a million layers, a billion features) allocates nothing."""
+    layers = {int(m.group(1)) for name in weights if (m := _LAYER_INDEX.search(name))}
+    if layers and len(layers) != config.num_hidden_layers:
+        return f"num_hidden_layers {config.num_hidden_layers}, but the weights hold {len(layers)}"
+    for suffix, fields in _SHAPED:
+        name = next((n for n in weights if n.endswith(suffix)), None)
+        shape = tuple(getattr(weights[name], "shape", ())) if name is not None else None
+        if shape is None:
+            continue
+        want = tuple(getattr(config, field) for field in fields)
+        if shape != want:
+            named = ", ".join(f"{f} {v}" for f, v in zip(fields, want, strict=True))
+            return f"{named}, but the weights' {name} is {'×'.join(map(str, shape))}"
+    return None

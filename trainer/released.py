@@ -49,7 +49,7 @@ from trainer.hf_names import (
     from_hf,
     hf_names,
 )
-from trainer.model import MODEL_SIZES, BertConfig, BertForPreTraining
+from trainer.model import MODEL_SIZES, BertConfig, BertForPreTraining, shape_problem
 
 CONFIG_FILE = "config.json"
 SAFETENSORS_FILE = "model.safetensors"
@@ -401,6 +401,13 @@ def released_model(
     built from its config (drawing the seeded initial weights, which the heads the directory
     lacks keep), then loaded strictly. Returns it, the fresh heads and the dropped ones."""
     config = released_model_config(released, objective, dropout)
+    problem = shape_problem(config, released.tensors)
+    if problem:
+        config_file = CONFIG_FILE if CONFIG_FILE in released.files else TF_CONFIG_FILE
+        raise ReleasedModelError(
+            f"{released.directory}/{config_file} says {problem}: the config is not the "
+            "weights' (restore the model's own config.json)"
+        )
     model = BertForPreTraining(config)
     state, fresh, dropped = released_state(released, config, model.state_dict())
     model.load_state_dict(state, strict=True)

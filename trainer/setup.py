@@ -41,7 +41,13 @@ from trainer.fp8 import fp8_problem
 from trainer.levers import choose_kernels, device_kind, set_levers
 from trainer.metrics import MetricsLogger, ProgressLine, ThroughputMeter, peak_flops
 from trainer.mix import MixedSource
-from trainer.model import BertConfig, BertForPreTraining, config_for, without_nsp_head
+from trainer.model import (
+    BertConfig,
+    BertForPreTraining,
+    config_for,
+    shape_problem,
+    without_nsp_head,
+)
 from trainer.optim import build_optimizer, warmup_decay_schedule
 from trainer.precision import (
     COMPUTE_DTYPE,
@@ -379,6 +385,8 @@ def _build_model(
                 "--init-checkpoint: its mlm+nsp model starts this --objective mlm run without "
                 "its pooler and NSP head"
             )
+    if weights is not None and (problem := shape_problem(model_config, weights)):
+        raise ValueError(f"the checkpoint's model_config says {problem}")
     model = BertForPreTraining(model_config).to(env.device)  # draws the initial weights
     if weights is not None:
         model.load_state_dict(weights)

@@ -33,7 +33,7 @@ from schemas.checkpoint import (
     parse_latest,
 )
 from trainer.metrics import METRICS_FILE
-from trainer.model import BertConfig, BertForPreTraining
+from trainer.model import BertConfig, BertForPreTraining, shape_problem
 from trainer.run.leftovers import foreign_problem, leftovers_problem
 from trainer.run.lock import LOCK_FILE
 from trainer.source import mix_resume_problems
@@ -559,6 +559,12 @@ def model_from_checkpoint(checkpoint: dict[str, Any], where: str | Path) -> Bert
             f"{where}: its model_config does not make a trainer.model.BertConfig ({err}); it "
             "was written by another bertkit version"
         ) from err
+    problem = shape_problem(config, checkpoint[CheckpointKey.MODEL])
+    if problem:
+        raise CheckpointError(
+            f"{where}: its model_config says {problem}: the checkpoint was changed after the "
+            "run wrote it"
+        )
     model = BertForPreTraining(config)
     try:
         model.load_state_dict(checkpoint[CheckpointKey.MODEL], strict=True)
