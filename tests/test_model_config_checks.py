@@ -98,3 +98,51 @@ def test_a_checkpoint_whose_model_config_is_not_its_weights_is_refused(tmp_path:
         "run/checkpoints/step-00000001.pt: its model_config says num_hidden_layers 1000000, but "
         "the weights hold 2: the checkpoint was changed after the run wrote it"
     )
+
+
+DEEP = "[" * 200_000 + "]" * 200_000  # past Python's recursion limit: a RecursionError
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "says"),
+    [
+        ("config.json", '{"model_type": "bert", "x": ' + DEEP + "}", "config.json: not JSON (JSON"),
+        ("tokenizer_config.json", DEEP, "tokenizer_config.json: not valid JSON (JSON nested"),
+        (
+            "model.safetensors.index.json",
+            '{"weight_map": {"a": ["x"], "b": 1}}',
+            "model.safetensors.index.json has no weight_map of tensor names to file names",
+        ),
+    ],
+)
+def test_released_json_files_of_another_shape_are_one_line(
+    sample_vocab: Path, tmp_path: Path, name, text, says
+) -> None:
+    """Each was a traceback (RecursionError; TypeError: unhashable type: 'list')."""
+    from pipelines.io.released_vocab import released_casing
+    from pipelines.io.vocabulary import VocabError
+
+    directory = released(tmp_path, sample_vocab)
+    (directory / name).write_text(text)
+    with pytest.raises((ReleasedModelError, VocabError)) as refused:
+        released_casing(str(directory))  # what `inspect DIR` and the trainer read first
+        read_released(str(directory))
+    assert f"{directory}/{name}" in str(refused.value)
+    assert says in str(refused.value)
+
+
+@pytest.mark.parametrize("added", [[1], 5])
+def test_a_tokenizer_json_with_added_tokens_of_another_shape_is_one_line(
+    sample_vocab: Path, added
+) -> None:
+    from pipelines.io.released_vocab import tokenizer_json_tokens
+    from pipelines.io.vocabulary import VocabError
+
+    config = json.loads((sample_vocab / "tokenizer.json").read_text())
+    config["added_tokens"] = added
+    with pytest.raises(VocabError) as refused:
+        tokenizer_json_tokens(json.dumps(config).encode(), "v/tokenizer.json")
+    assert str(refused.value) == (
+        "v/tokenizer.json: added_tokens is not a list of objects (content, id); restore the "
+        "released file"
+    )

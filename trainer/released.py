@@ -22,7 +22,6 @@ through `_read_tensorflow`, which returns the same `Released`.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import pickle
 from collections.abc import Mapping
@@ -38,7 +37,7 @@ from pipelines.io.recorded_paths import rebase_path, record_path, resolve_path
 from pipelines.io.released_vocab import released_casing, vocab_txt_of
 from pipelines.io.tf_checkpoint import TFCheckpointError, find_prefix, read_tf_bert
 from pipelines.io.vocabulary import VocabError, parse_vocab_txt
-from schemas.checks import MAX_VOCAB_FILE_BYTES
+from schemas.checks import MAX_VOCAB_FILE_BYTES, load_json
 from trainer.hf_names import (
     HF_PREFIX,
     MLM_HEAD,
@@ -193,8 +192,8 @@ def _json_file(directory: str, name: str, files: dict[str, str]) -> dict[str, An
     with open(path, "rb") as file:
         data = file.read(_MAX_CONFIG_BYTES + 1)
     try:
-        value = json.loads(data) if len(data) <= _MAX_CONFIG_BYTES else None
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        value = load_json(data) if len(data) <= _MAX_CONFIG_BYTES else None
+    except (UnicodeDecodeError, ValueError) as error:  # RecordError: nested too deep
         raise ReleasedModelError(f"{path}: not JSON ({error}); restore the file") from error
     if not isinstance(value, dict):
         raise ReleasedModelError(f"{path}: not a JSON object of at most 1 MiB; restore the file")
@@ -208,9 +207,12 @@ def _read_weights(directory: str, files: dict[str, str]) -> dict[str, Tensor]:
     for index_name, single in ((SAFETENSORS_INDEX, SAFETENSORS_FILE), (PYTORCH_INDEX, None)):
         if os.path.isfile(os.path.join(directory, index_name)):
             weight_map = _json_file(directory, index_name, files).get("weight_map")
-            if not isinstance(weight_map, dict):
+            if not isinstance(weight_map, dict) or not all(
+                isinstance(name, str) for name in weight_map.values()
+            ):
                 raise ReleasedModelError(
-                    f"{directory}/{index_name} has no weight_map: restore the file"
+                    f"{directory}/{index_name} has no weight_map of tensor names to file "
+                    "names: restore the file"
                 )
             tensors: dict[str, Tensor] = {}
             for name in sorted(set(weight_map.values())):

@@ -27,7 +27,6 @@ without one it is refused, since transformers' silent default (lower-case) would
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Container
 from typing import Any
 
@@ -44,7 +43,7 @@ from pipelines.io.vocabulary import (
     parse_vocab_txt,
     vocab_txt_bytes,
 )
-from schemas.checks import MAX_RECORD_BYTES, MAX_VOCAB_FILE_BYTES
+from schemas.checks import MAX_RECORD_BYTES, MAX_VOCAB_FILE_BYTES, load_json
 from schemas.vocab import (
     CASED_FROM_TOKENIZER,
     CASED_FROM_TOKENIZER_CONFIG,
@@ -124,8 +123,8 @@ def tokenizer_json_tokens(data: bytes, url: str) -> list[str]:
     0..n-1 once each, when an added token is not the vocabulary's token with that id, or
     when a token cannot be a vocab.txt line or a special token is missing."""
     try:
-        config = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        config = load_json(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as error:  # RecordError: nested too deep
         raise VocabError(f"{url}: not valid JSON ({error}); restore the released file") from error
     model = config.get("model") if isinstance(config, dict) else None
     kind = model.get("type") if isinstance(model, dict) else None
@@ -156,7 +155,12 @@ def tokenizer_json_tokens(data: bytes, url: str) -> list[str]:
             f"ids up to {max(by_id):,}); ids must run 0..{len(by_id) - 1:,} with no gap"
         )
     tokens = [by_id[i] for i in range(len(by_id))]
-    for added in config.get("added_tokens") or []:
+    added_tokens = config.get("added_tokens") or []
+    if not isinstance(added_tokens, list) or not all(isinstance(a, dict) for a in added_tokens):
+        raise VocabError(
+            f"{url}: added_tokens is not a list of objects (content, id); restore the released file"
+        )
+    for added in added_tokens:
         content, index = added.get("content"), added.get("id")
         if type(index) is not int or not 0 <= index < len(tokens) or tokens[index] != content:
             theirs = (
@@ -289,8 +293,8 @@ def _json_object(data: dict[str, bytes], name: str, urls: dict[str, str]) -> dic
     if name not in data:
         return {}
     try:
-        value = json.loads(data[name].decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        value = load_json(data[name].decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as error:  # RecordError: nested too deep
         raise VocabError(
             f"{urls[name]}: not valid JSON ({error}); restore the released file"
         ) from error
@@ -317,7 +321,7 @@ def _checked_tokenizer_json(tokens: list[str], data: bytes, directory: str) -> t
     BERT's pipeline over vocab.txt's tokens with vocab.txt's ids."""
     where = storage.join(directory, TOKENIZER_FILE)
     try:
-        config = json.loads(data.decode("utf-8"))
+        config = load_json(data.decode("utf-8"))
         tokenizer = Tokenizer.from_str(data.decode("utf-8"))
     except Exception as error:  # tokenizers raises a plain Exception on a file it cannot read
         raise VocabError(
