@@ -74,8 +74,9 @@ from pipelines.beam.documents import (
     finish_unit,
     read_manifest,
 )
+from pipelines.io.recorded_paths import record_path
 from schemas import MANIFEST_NAME, Document
-from schemas.duplicates import DUPLICATES_DIR
+from schemas.duplicates import DUPLICATES_DIR, DuplicateColumn
 from tests.support.editions import write_edition
 from tests.support.sample import DATA_DIR
 
@@ -235,8 +236,10 @@ def text_mb(corpus: Path) -> float:
 
 
 def bertkit_removed(output: Path, corpus: Path) -> set[str]:
-    names = {str(corpus / n): n for n in DIRECTORIES}
-    table = ds.dataset(output / DUPLICATES_DIR, format="parquet").to_table(columns=["id", "input"])
+    # Each input as the report names it: as its manifest's inputs[].path, relative to it.
+    names = {record_path(str(corpus / n), str(output)): n for n in DIRECTORIES}
+    columns = [DuplicateColumn.ID, DuplicateColumn.INPUT]
+    table = ds.dataset(output / DUPLICATES_DIR, format="parquet").to_table(columns=columns)
     return {f"{names[i]}:{d}" for d, i in zip(*table.to_pydict().values(), strict=True)}
 
 
