@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,26 +67,26 @@ def run(argv: list[str] | None = None) -> int:
     documents = [str(wiki_dir), str(books_dir)]
 
     print(f"1/6 Wikipedia: {WIKIPEDIA_SAMPLE} → {wiki_dir}")
-    code = wikipedia.run(
-        ["--input", str(WIKIPEDIA_SAMPLE), "--output", str(wiki_dir), "--overwrite"]
+    code = _stage(
+        wikipedia.main, ["--input", str(WIKIPEDIA_SAMPLE), "--output", str(wiki_dir), "--overwrite"]
     )
+    if code:
+        return _stopped("1/6 Wikipedia", code)
     print(f"2/6 Books: {BOOKS_SAMPLE} → {books_dir}")
-    code |= books.run(["--input", str(BOOKS_SAMPLE), "--output", str(books_dir), "--overwrite"])
+    code = _stage(
+        books.main, ["--input", str(BOOKS_SAMPLE), "--output", str(books_dir), "--overwrite"]
+    )
+    if code:
+        return _stopped("2/6 Books", code)
     # 8,000 tokens: the 3.6 MB sample has too few pairs seen twice to fill BERT's 30,522.
     print(f"3/6 Vocabulary: documents → {vocab_dir}")
-    code |= vocab.run(
-        [
-            "--documents",
-            *documents,
-            "--output",
-            str(vocab_dir),
-            "--vocab-size",
-            "8000",
-            "--overwrite",
-        ]
-    )
+    vocab_flags = ["--output", str(vocab_dir), "--vocab-size", "8000", "--overwrite"]
+    code = _stage(vocab.main, ["--documents", *documents, *vocab_flags])
+    if code:
+        return _stopped("3/6 Vocabulary", code)
     print(f"4/6 Examples: documents → {shards_dir}")
-    code |= examples.run(
+    code = _stage(
+        examples.main,
         [
             "--documents",
             *documents,
@@ -102,22 +103,25 @@ def run(argv: list[str] | None = None) -> int:
             "--samples-per-shard",
             "10000",
             "--overwrite",
-        ]
+        ],
     )
+    if code:
+        return _stopped("4/6 Examples", code)
 
-    trained = False
-    if code == 0 and args.train_steps > 0:
+    trained = args.train_steps > 0
+    if trained:
         print(
             f"5/6 Training a tiny BERT on the CPU ({args.train_steps} steps of 32): "
             f"{shards_dir} → {run_dir}"
         )
-        code |= _train(shards_dir, run_dir, args.train_steps)
-        if code == 0:
-            print(f"6/6 Export for transformers: {run_dir}/checkpoints → {hf_dir}")
-            code |= _export(run_dir, hf_dir)
-            trained = code == 0
-            if trained:
-                _report(shards_dir, run_dir)
+        code = _train(shards_dir, run_dir, args.train_steps)
+        if code:
+            return _stopped("5/6 Training", code)
+        print(f"6/6 Export for transformers: {run_dir}/checkpoints → {hf_dir}")
+        code = _export(run_dir, hf_dir)
+        if code:
+            return _stopped("6/6 Export", code)
+        _report(shards_dir, run_dir)
 
     print(
         "\nDone. Look inside:\n"
@@ -138,8 +142,26 @@ def run(argv: list[str] | None = None) -> int:
             f'  python -c "from transformers import pipeline; '
             f"print(pipeline('fill-mask', '{hf_dir}')('the river flows into the [MASK].'))\""
         )
-    if code == 0:
-        code |= _data_report(shards_dir, output / REPORT_FILE)
+    return _data_report(shards_dir, output / REPORT_FILE)
+
+
+def _stage(main: Callable[[list[str]], None], argv: list[str]) -> int:
+    """A Beam stage as its command runs it (`stage_main`: one line and its exit code for a
+    refusal, a failed write or Ctrl-C and SIGTERM, its workers ended), in this process."""
+    try:
+        main(argv)
+    except SystemExit as exited:
+        return exited.code if isinstance(exited.code, int) else 1
+    return 0
+
+
+def _stopped(step: str, code: int) -> int:
+    """The demo ends at the first step that did not finish (which said why): the steps after
+    it would read what it did not write."""
+    print(
+        f"bertkit demo: stopped at step {step} (exit {code}); the steps after it did not run",
+        file=sys.stderr,
+    )
     return code
 
 
@@ -239,7 +261,12 @@ def _report(shards_dir: Path, run_dir: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    sys.exit(run(argv))
+    try:
+        code = run(argv)
+    except KeyboardInterrupt:  # Ctrl-C between its steps (each step says its own)
+        print("bertkit demo: interrupted (SIGINT)", file=sys.stderr)
+        code = 130
+    sys.exit(code)
 
 
 if __name__ == "__main__":

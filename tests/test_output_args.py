@@ -313,8 +313,27 @@ def test_demo_into_a_file_stops_at_the_first_stage(workdir, capsys) -> None:
     assert err == (
         f"bertkit wikipedia: error: --output afile/documents/wikipedia: {workdir}/afile is a "
         "file, so it cannot hold a directory: choose a directory path\n"
+        "bertkit demo: stopped at step 1/6 Wikipedia (exit 2); the steps after it did not run\n"
     )
     assert snapshot(workdir) == before
+
+
+def test_the_demo_stops_at_the_first_step_that_fails(workdir, capsys) -> None:
+    """It went on to the vocabulary and examples of documents that were not there, and
+    ended with "Done. Look inside"."""
+    (workdir / "out" / "documents").mkdir(parents=True)
+    (workdir / "out" / "documents" / "books").write_text("a user's file")
+    with pytest.raises(SystemExit) as exited:
+        demo.main(["--output", "out", "--train-steps", "0"])
+    assert exited.value.code == 2
+    out, err = capsys.readouterr()
+    assert err.splitlines()[-2:] == [
+        "bertkit books: error: --output out/documents/books is a file, not a directory: choose "
+        "a new or empty directory",
+        "bertkit demo: stopped at step 2/6 Books (exit 2); the steps after it did not run",
+    ]
+    assert "Done" not in out and "3/6" not in out
+    assert sorted(p.name for p in (workdir / "out").iterdir()) == ["documents"]
 
 
 @pytest.mark.parametrize(
