@@ -115,6 +115,45 @@ def test_reader_skips_pax_headers_and_refuses_foreign_members():
         next(stream)
 
 
+@pytest.mark.parametrize(
+    ("pax_headers", "member", "message"),
+    [
+        (
+            {"path": "../../elsewhere.example.bin"},
+            "000000000000.example.bin",
+            r"pax header '\./\./@PaxHeader' sets path for the member after it, which bertkit "
+            r"reads by its own header: not a bertkit shard",
+        ),
+        (
+            {"size": "1000000000000000000000000000000", "comment": "é"},
+            "000000000000.example.bin",
+            r"sets size for the member after it",
+        ),
+        (
+            {},
+            "/abs/000000000000.examples.bin",
+            r"member '/abs/000000000000\.examples\.bin' is not a bertkit block of samples "
+            r"\(its key is not a sample number\)",
+        ),
+    ],
+)
+def test_reader_refuses_a_member_another_tool_would_read_otherwise(pax_headers, member, message):
+    """A pax `path` or `size` was skipped: tarfile and webdataset would have read another
+    member there. A key that is not a number was an int() error."""
+    pax = io.BytesIO()
+    with tarfile.open(fileobj=pax, mode="w", format=tarfile.PAX_FORMAT) as archive:
+        info = tarfile.TarInfo(member)
+        info.size, info.pax_headers = 3, pax_headers
+        if "size" in pax_headers:  # tarfile writes the real size; the header lies after
+            info.pax_headers = {"comment": "é"}
+        archive.addfile(info, io.BytesIO(b"abc"))
+    data = pax.getvalue()
+    if "size" in pax_headers:
+        data = data.replace(b"comment=\xc3\xa9", b"size=10000000000000000000000000000000")
+    with pytest.raises(ShardReadError, match=message):
+        list(iter_tar_samples(io.BytesIO(data), "p.tar"))
+
+
 def test_reader_refuses_a_damaged_header():
     data = bytearray(encode_shard("d.tar", SAMPLES, block_samples=1)[0])  # a member each
     data[1024 + 10] ^= 0xFF  # the second member's name: its header checksum no longer adds up

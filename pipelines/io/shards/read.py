@@ -294,7 +294,10 @@ def _members(
             more = read_exactly(stream, offset - len(buffer), chunk_bytes)
             read += len(more)
             buffer, offset = more[offset - len(buffer) :], 0
-        if kind in _PAX_TYPES or kind == _DIRECTORY:
+        if kind in _PAX_TYPES:
+            _check_pax(name, member, data)
+            continue
+        if kind == _DIRECTORY:
             continue
         key, _, suffix = member.partition(".")
         if kind not in _FILE_TYPES or suffix not in (SAMPLES_MEMBER, EXAMPLE_MEMBER):
@@ -306,14 +309,38 @@ def _members(
             last_key = key
             yield _block_of((key, None, data, None, None))
             continue
+        if not key.isdigit():
+            raise ShardReadError(
+                f"{name}: member {member!r} is not a bertkit block of samples (its key is not "
+                "a sample number)"
+            )
         try:
             starts, ends = sample_bounds(data)
             first = int(key)
-        except ValueError as error:  # ExampleDecodeError, or a key that is not a number
+        except ValueError as error:  # ExampleDecodeError
             raise ShardReadError(f"{name}: member {member!r}: {error}") from error
         if len(starts):
             last_key = sample_key(first + len(starts) - 1)
         yield _block_of((key, first, data, starts, ends))
+
+
+# What a pax header may say of the members after it without changing what they hold: a
+# tool that honours `path` or `size` (tarfile, webdataset) would read another member there.
+_PAX_RENAMES = (b"path", b"linkpath", b"size")
+
+
+def _check_pax(name: str, member: str, data: bytes) -> None:
+    """Refuse a pax extended header that renames or resizes a member: bertkit reads the
+    ustar header's name and size, and the shard would mean one thing to it and another to
+    tarfile. Any other record (mtime, uid, comments) is metadata, skipped."""
+    for record in data.split(b"\n"):
+        keyword = record.partition(b" ")[2].partition(b"=")[0]
+        if keyword in _PAX_RENAMES:
+            raise ShardReadError(
+                f"{name}: pax header {member!r} sets {keyword.decode('ascii')} for the member "
+                "after it, which bertkit reads by its own header: not a bertkit shard (rebuild "
+                "it with `bertkit examples`)"
+            )
 
 
 def _check_member_size(
