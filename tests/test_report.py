@@ -303,14 +303,13 @@ def test_the_demo_ends_with_the_report_and_its_path(
     }
 
     def stage(name: str):
-        def run(argv: list[str]) -> int:
+        def main(argv: list[str]) -> None:
             shutil.copytree(built[name], argv[argv.index("--output") + 1], dirs_exist_ok=True)
-            return 0
 
-        return run
+        return main
 
     for name in built:
-        monkeypatch.setattr(getattr(demo, name), "run", stage(name))
+        monkeypatch.setattr(getattr(demo, name), "main", stage(name))
     output = tmp_path / "demo"
     assert demo.run(["--output", str(output), "--train-steps", "0"]) == 0
     lines = capsys.readouterr().out.splitlines()
