@@ -54,6 +54,10 @@
 # BENCH_ARGS="--device cpu --model tiny --modes eager --batch 4 --steps 1 --repeats 1 --threads 1"
 # KERNEL_ARGS="--device cpu --model tiny --rows 40", Triton's interpreter).
 set -u -o pipefail
+case ${1:-} in  # its help is the comment above; any other flag is a mistaken OUT_DIR
+    -h | --help) sed -n '2,/^set -u/{/^set -u/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
+    -*) echo "usage: bench/gpu_check.sh OUT_DIR [BUDGET_S] (--help: the stages)" >&2; exit 2 ;;
+esac
 out=${1:?usage: bench/gpu_check.sh OUT_DIR [BUDGET_S]}
 budget=${2:-560}
 mkdir -p "$out"

@@ -32,6 +32,10 @@
 # --warmup-steps 1 --num-workers 0 --no-compile" BENCH_ARGS="--device cpu --model tiny --modes
 # eager --batch 4 --steps 1 --repeats 1 --threads 1" SKIP_STEPS=0).
 set -u -o pipefail
+case ${1:-} in  # its help is the comment above; any other flag is a mistaken OUT_DIR
+    -h | --help) sed -n '2,/^set -u/{/^set -u/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
+    -*) echo "usage: bench/gpu_e2e.sh OUT_DIR SHARDS128 SHARDS512 [BUDGET_S] (--help: the stages)" >&2; exit 2 ;;
+esac
 usage="usage: bench/gpu_e2e.sh OUT_DIR SHARDS128 SHARDS512 [BUDGET_S]"
 out=${1:?$usage}
 shards128=${2:?$usage}

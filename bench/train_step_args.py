@@ -4,6 +4,7 @@ combination before any row runs (the rows themselves: bench/train_step.py `row_s
 from __future__ import annotations
 
 import argparse
+import importlib.util
 from pathlib import Path
 
 from bench import measure
@@ -131,6 +132,11 @@ def parse_args(argv: list[str] | None, doc: str | None) -> argparse.Namespace:
     )
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args(argv)
+    if args.reference and importlib.util.find_spec("transformers") is None:
+        parser.error(
+            "--reference runs transformers' BertForPreTraining beside bertkit's, and transformers "
+            "is not installed: pip install transformers (the dev extra has it)"
+        )
     args.optimizers = [o.strip() for o in args.optimizer.split(",") if o.strip()]
     if not args.optimizers or set(args.optimizers) - set(OPTIMIZERS):
         parser.error(f"--optimizer {args.optimizer!r}: comma-separated, of {', '.join(OPTIMIZERS)}")

@@ -55,6 +55,20 @@ def test_the_script_passes_shellcheck():
     assert f'KERNEL_ARGS="{KERNEL_SMOKE}"' in SCRIPT.read_text()
 
 
+@pytest.mark.parametrize("script", ["gpu_check.sh", "gpu_e2e.sh"])
+def test_help_is_the_header_and_another_flag_is_no_output_directory(script, tmp_path):
+    """`--help` was taken as OUT_DIR: mkdir's help, tee's errors, then every stage ran."""
+    path = ROOT / "bench" / script
+    shown = subprocess.run([path, "--help"], capture_output=True, text=True, cwd=tmp_path)
+    assert (shown.returncode, shown.stderr) == (0, "")
+    usage = [line for line in shown.stdout.splitlines() if line.startswith("    bench/")]
+    assert usage[0].startswith(f"    bench/{script} OUT_DIR")
+    wrong = subprocess.run([path, "-x"], capture_output=True, text=True, cwd=tmp_path)
+    assert (wrong.returncode, wrong.stdout) == (2, "")
+    assert wrong.stderr.startswith(f"usage: bench/{script} OUT_DIR")
+    assert list(tmp_path.iterdir()) == []
+
+
 def stages_run(tmp_path: Path, budget: str = "560", stages: str | None = None, warm=True):
     """Each bench.train_step command line the script runs, with the environment's cache
     variable, by stage name: its python replaced by one that records them and exits 0.
