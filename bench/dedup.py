@@ -85,7 +85,8 @@ DIRECTORIES = ("wiki", "books", "planted", "editions", "related")
 FLOOR = "floor"  # one Wikipedia document: bertkit dedup's fixed cost (imports, Beam's start)
 DATATROVE_VENV = "datatrove"
 # datatrove 0.10 hashes str shingles with xxhash, which takes only bytes from xxhash 4 on.
-DATATROVE_PACKAGES = ("datatrove", "xxhash<4", "regex", "tokenizers", "spacy", "orjson")
+# The version docs/benchmarks.md measured (a newer one may change its defaults or its speed).
+DATATROVE_PACKAGES = ("datatrove==0.10.1", "xxhash<4", "regex", "tokenizers", "spacy", "orjson")
 DATATROVE_CHECK = (
     "import datatrove.pipeline.dedup.minhash, spacy, orjson, xxhash; xxhash.xxh64_intdigest('a')"
 )
@@ -346,6 +347,8 @@ def main(argv: list[str] | None = None) -> int:
         "CPU s/MB ≤ datatrove's": bertkit["cpu_s_per_mb"] <= datatrove["cpu_s_per_mb"],
     }
     above_floor = (bertkit["cpu_s"] - figures[FLOOR]["cpu_s"]) / megabytes
+    ratio = datatrove["cpu_s_per_mb"] / max(bertkit["cpu_s_per_mb"], 1e-9)
+    print(f"bertkit: {ratio:.1f}x fewer CPU s per MB than datatrove (medians)")
     print(f"bertkit above its fixed cost (the 1-document run): {above_floor:.3f} CPU s/MB")
     for target, ok in met.items():
         print(f"bertkit {target}: {verdict_word(True, ok)}")
