@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipelines import books, examples, vocab, wikipedia
-from pipelines.beam.runner import PROJECT_ROOT
+from pipelines.beam.shipping import PROJECT_ROOT
 from pipelines.command import flags
 from pipelines.command.flags import ZERO_OR_MORE, option
 from pipelines.io import extras, storage

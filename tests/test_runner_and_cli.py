@@ -14,13 +14,8 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
 from bertkit import cli
-from pipelines.beam.runner import (
-    build_wheel,
-    ensure_project_shipped,
-    is_local,
-    make_pipeline,
-    one_local_worker,
-)
+from pipelines.beam.runner import is_local, make_pipeline, one_local_worker
+from pipelines.beam.shipping import build_wheel, ensure_project_shipped
 
 
 def test_local_runner_is_fnapi_not_prism() -> None:

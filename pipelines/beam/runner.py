@@ -20,8 +20,11 @@
   own, one more stage and its bundles (docs/benchmarks.md, Extraction).
 - `--runner DataflowRunner`: the project must reach the workers. Unless the user passes
   `--setup_file`, `--extra_package(s)` or `--sdk_container_image`, bertkit builds its own
-  wheel and ships it with `--extra_package`; the workers pip-install it with its
-  dependencies (apache-beam, pyarrow, blingfire, indexed-bzip2, …), never torch.
+  wheel and ships it with `--extra_package` (pipelines/beam/shipping.py); the workers
+  pip-install it with its dependencies (apache-beam, pyarrow, blingfire, indexed-bzip2, …),
+  never torch. Every input and output must then be in the cloud: a local path is refused.
+- Any runner whose workers run outside this process (the portable runner's external pool,
+  started in a directory of its own): relative local paths are made absolute where typed.
 - A launch that does not wait (`--template_location` writes a job template,
   `--no_wait_until_finish` leaves the job running, as a Flex Template launcher does) returns
   once the job is submitted, with its id and where the manifest will appear
@@ -36,7 +39,6 @@ import logging
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -51,11 +53,10 @@ from apache_beam.options.pipeline_options import (
     DirectOptions,
     GoogleCloudOptions,
     PipelineOptions,
-    SetupOptions,
     StandardOptions,
 )
 
-from pipelines.beam import files
+from pipelines.beam import files, shipping
 from pipelines.beam.inputs import InputsError
 from pipelines.beam.s3_clients import StoreUnreachable
 from pipelines.beam.stage_paths import StagePaths, path_problem, placed_for_workers
@@ -67,7 +68,6 @@ Config = TypeVar("Config")
 
 _LOG = logging.getLogger(__name__)
 _LOCAL_RUNNERS = {None, "", "directrunner", "direct", "fnapirunner"}
-PROJECT_ROOT = Path(__file__).resolve().parents[2]  # pipelines/beam/runner.py → the checkout
 # Errors that only a write gives, whoever hits them: the output's disk is full or read-only.
 WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
 # How an OSError reads once a worker process's failure reaches the driver as text.
@@ -246,7 +246,7 @@ def make_pipeline(options: PipelineOptions) -> beam.Pipeline:
         pipeline = ScratchPipeline(runner=runner, options=options)
     else:
         if "dataflow" in str(options.view_as(StandardOptions).runner).lower():
-            shipped = ensure_project_shipped(options)
+            shipped = shipping.ensure_project_shipped(options)
         pipeline = ScratchPipeline(options=options)
     if shipped is not None:
         pipeline.own(shipped)
@@ -261,7 +261,7 @@ class ScratchPipeline(beam.Pipeline):
     launch holding `submission_environment_dependencies.txt` (its stager's, never removed).
     Inside the block, Python's `tempfile` makes everything in the scratch folder; the
     folders made before it (the `beam-pipeline-temp*` folder made with the pipeline, the
-    wheel shipped to Dataflow's workers by `ensure_project_shipped`) are `own`ed: removed
+    wheel shipped to Dataflow's workers by `shipping.ensure_project_shipped`) are `own`ed: removed
     when the block ends, or with the pipeline object if it never runs."""
 
     def __init__(self, *args, **kwargs) -> None:
@@ -362,57 +362,6 @@ def _launch_advice(cloud: GoogleCloudOptions) -> str:
         f"template from (gcloud storage cp {template} {url}), then run gcloud dataflow jobs "
         f"run NAME --gcs-location {url}{region}"
     )
-
-
-def ensure_project_shipped(options: PipelineOptions) -> str | None:
-    """Make sure Dataflow workers can import bertkit: ship a freshly built wheel. The
-    temporary folder it was built in, for the caller to remove once the job is staged; None
-    where the user ships the code."""
-    setup = options.view_as(SetupOptions)
-    if setup.setup_file or setup.extra_packages or _has_container_image(options):
-        return None
-    folder = tempfile.mkdtemp(prefix="bertkit-wheel-")
-    try:
-        wheel = build_wheel(Path(folder))
-    except BaseException:
-        _remove(folder)
-        raise
-    _LOG.info("shipping %s to the Dataflow workers", wheel)
-    setup.extra_packages = [str(wheel)]
-    return folder
-
-
-def _has_container_image(options: PipelineOptions) -> bool:
-    all_options = options.get_all_options()
-    return bool(
-        all_options.get("sdk_container_image") or all_options.get("worker_harness_container_image")
-    )
-
-
-def build_wheel(directory: Path) -> Path:
-    """Build bertkit's wheel from the source tree this module was imported from."""
-    if not (PROJECT_ROOT / "pyproject.toml").exists():
-        raise FileNotFoundError(
-            "bertkit is not running from its source tree, so it cannot build a wheel for the "
-            "Dataflow workers: pass --extra_package path/to/bertkit-*.whl (or --setup_file)"
-        )
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "--quiet",
-            "--wheel-dir",
-            str(directory),
-            str(PROJECT_ROOT),
-        ],
-        check=True,
-    )
-    (wheel,) = directory.glob("bertkit-*.whl")
-    return wheel
 
 
 def stage_main(
