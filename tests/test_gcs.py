@@ -216,4 +216,9 @@ def test_an_output_naming_an_object_is_refused_by_the_stages_and_the_trainer(gcs
     with pytest.raises(CheckpointError, match=r"^--output gs://\S+/taken/name is an object"):
         RemoteRun.open(url, keep=2).prepare(resume=False, overwrite=True)
     assert objects.object_problem(f"gs://{BUCKET}/taken/name-2", "--output") is None
+    # A bucket is no object: an --output at its root was a ValueError from Beam's GCS paths.
+    for root in (f"gs://{BUCKET}", f"gs://{BUCKET}/"):
+        assert f"{root.rstrip('/')}/taken/name" in files.earlier_run_files(
+            root, r".*", overwrite=True, stage="books", remove=True
+        )
     assert objects.list_names(f"gs://{BUCKET}/taken") == ["name", "name-2/x"]

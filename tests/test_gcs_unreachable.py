@@ -22,7 +22,14 @@ def nobody(monkeypatch) -> int:
     port = free_port()
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{port}")
     monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "test")
-    for name in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy"):
+    for name in (
+        "http_proxy",
+        "HTTP_PROXY",
+        "https_proxy",
+        "HTTPS_PROXY",
+        "all_proxy",
+        "ALL_PROXY",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(clients, "_CLIENTS", {})
     return port
@@ -47,10 +54,13 @@ def test_the_endpoint_is_named_with_or_without_a_scheme(nobody, monkeypatch) -> 
 
 
 def test_behind_a_proxy_the_proxy_takes_the_connection(nobody, monkeypatch) -> None:
-    monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{nobody}")
-    assert clients.gcs_unreachable() is None
-    monkeypatch.setenv("no_proxy", "127.0.0.1")
-    assert clients.gcs_unreachable() == refused(nobody)
+    for variable in ("http_proxy", "ALL_PROXY"):  # requests takes either
+        monkeypatch.setenv(variable, f"http://127.0.0.1:{nobody}")
+        assert clients.gcs_unreachable() is None
+        monkeypatch.setenv("no_proxy", "127.0.0.1")
+        assert clients.gcs_unreachable() == refused(nobody)
+        monkeypatch.delenv(variable)
+        monkeypatch.delenv("no_proxy")
 
 
 def test_a_beam_stage_says_it_in_one_line_before_any_work(nobody, tmp_path, capsys) -> None:

@@ -73,6 +73,16 @@ def test_workers_outside_this_process_get_paths_they_can_reach(workdir, capsys) 
         "write: give a gs:// path",
         remote_output,
     )
+    from pipelines.chain import cli as chain_cli
+    from pipelines.chain.config import ChainConfig
+
+    chain = ChainConfig(output="gs://b/out", vocab="bert", wikipedia=("gs://b/dump/*.bz2",))
+    assert placed_for_workers(chain, chain_cli._PATHS, "DataflowRunner")[0] == (
+        "--vocab bert is on this machine, which Dataflow's workers cannot read or write: give a "
+        "gs:// path"
+    )  # the workers read it: the examples' plan
+    placed = placed_for_workers(chain, chain_cli._PATHS, "PortableRunner")[1]
+    assert placed.vocab == f"{workdir}/bert"
     dataflow = ["--runner", "DataflowRunner", "--project", "p", "--region", "r"]
     (workdir / "book.txt").write_text("One sentence. Another.\n")
     argv = ["--input", "book.txt", "--output", "out", *dataflow]

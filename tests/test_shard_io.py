@@ -130,6 +130,11 @@ def test_reader_skips_pax_headers_and_refuses_foreign_members():
             r"sets size for the member after it",
         ),
         (
+            {"GNU.sparse.name": "../../elsewhere.example.bin"},
+            "000000000000.example.bin",
+            r"sets GNU\.sparse\.name for the member after it",
+        ),
+        (
             {},
             "/abs/000000000000.examples.bin",
             r"member '/abs/000000000000\.examples\.bin' is not a bertkit block of samples "

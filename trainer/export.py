@@ -218,7 +218,7 @@ def _write_atomically(path: Path, write: Callable[[Path], None]) -> None:
     temporary = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex}")
     try:
         write(temporary)
-        storage.give_default_mode(temporary)  # save_file's is 0600: others could not read it
+        storage.give_default_mode(temporary)  # the umask's mode, as `cp` would give
         os.replace(temporary, path)
     finally:
         temporary.unlink(missing_ok=True)
@@ -230,14 +230,15 @@ def _save_weights(weights: dict[str, Any], path: Path) -> None:
     rerun, --overwrite too, then refused the directory). WEIGHTS_METADATA always in its own
     order (safetensors writes a dict's keys in any): an export's bytes are the same each
     time. It is the header's first field."""
-    data = bytearray(save(weights, metadata=WEIGHTS_METADATA))
+    data = save(weights, metadata=WEIGHTS_METADATA)  # the file's bytes, held once
     want = json.dumps(WEIGHTS_METADATA, separators=(",", ":")).encode()
     swapped = json.dumps(dict(reversed(WEIGHTS_METADATA.items())), separators=(",", ":"))
     start = 8 + len(b'{"__metadata__":')  # after the header's u64 length
-    if data[start : start + len(want)] == swapped.encode():
-        data[start : start + len(want)] = want
-    with open(path, "wb") as file:
-        file.write(data)
+    end = start + len(want)
+    with open(path, "wb") as file, memoryview(data) as view:  # slices, not a second copy
+        file.write(view[:start])
+        file.write(want if view[start:end] == swapped.encode() else view[start:end])
+        file.write(view[end:])
 
 
 def _check_not_start(record: dict[str, Any], checkpoint_dir: str, output: str) -> None:

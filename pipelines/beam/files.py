@@ -157,7 +157,8 @@ def earlier_run_files(
     an unfinished write, which no rerun would ever replace, are deleted all the same). A
     name in `vouched.names` is the stage's only where its record vouches for it (`Vouched`).
     """
-    if "://" in output_dir and exists(output_dir.rstrip("/")):
+    within = output_dir.split("://", 1)[-1].strip("/")
+    if "://" in output_dir and "/" in within and exists(output_dir.rstrip("/")):  # not a bucket
         raise OutputDirectoryError(
             f"{output_dir} is an object, not a directory: the stage would write its files "
             "beside it, under the same name. Choose a new or empty --output"

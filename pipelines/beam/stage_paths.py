@@ -36,7 +36,8 @@ class StagePaths:
     output: str = "output"  # the directory the stage writes
     # Files or globs it reads (wikipedia and books --input; chain's --wikipedia, --books, …).
     input_files: str | tuple[str, ...] | None = None
-    # Directories it reads, each with what belongs there (for the message when it is not).
+    # Directories it reads, each with what belongs there (for the message when it is not);
+    # a field that may be None (not given) is skipped then.
     input_dirs: tuple[tuple[str, str], ...] = ()
     # Examples of the names it writes under the output, for telling whether an input glob
     # reaches them (a glob that matches only other names may share a folder with it).
@@ -71,6 +72,8 @@ def path_problem(config: object, paths: StagePaths) -> str | None:
     for field, what in paths.input_dirs:
         input_flag = flags.flag_name(field)
         value = getattr(config, field)
+        if value is None:  # an optional directory not given (chain's --vocab)
+            continue
         for directory in value if isinstance(value, tuple) else (value,):
             problem = (
                 _wildcard_problem(input_flag, directory)
@@ -103,6 +106,8 @@ def placed_for_workers(config: Config, paths: StagePaths, runner: str) -> tuple[
     changes: dict[str, str | tuple[str, ...]] = {}
     for field in _path_fields(paths):
         value = getattr(config, field)
+        if value is None:  # an optional path not given
+            continue
         values = value if isinstance(value, tuple) else (value,)
         local = [path for path in values if not _is_remote(path)]
         if local and "dataflow" in runner.lower():

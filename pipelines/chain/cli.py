@@ -116,6 +116,8 @@ def _chain_writes() -> tuple[str, ...]:
 
 _PATHS = StagePaths(
     input_files=("wikipedia", "books", "corpus"),
+    # --vocab, where given: the workers read it (the examples' plan), so it is placed too.
+    input_dirs=(("vocab", "vocabulary directory: `bertkit vocab`'s output or a released BERT's"),),
     writes=_chain_writes(),
     record=f"shards/{SHARDS_MANIFEST_NAME}",  # its last stage's
 )

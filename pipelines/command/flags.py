@@ -221,11 +221,10 @@ def value_problem(config_class: type, values: Mapping[str, Any]) -> str | None:
                 flag, item, spec.metadata.get("bounds"), spec.metadata.get("choices")
             )
             if problem and isinstance(value, tuple) and isinstance(item, float):
-                # A list as typed (--mix 1,0), then the value at fault: "0", not "0.0".
-                typed = ",".join(
-                    f"{each:g}" if isinstance(each, float) else str(each) for each in items
-                )
-                return problem.replace(f"{flag} {item}:", f"{flag} {typed}: {item:g}", 1)
+                # The list, then the value at fault, as numbers are typed (--mix 1,0: 0), not
+                # as Python prints floats (1.0, 0.0); 15 digits keep every value a user types.
+                shown = ",".join(f"{e:.15g}" if isinstance(e, float) else str(e) for e in items)
+                return problem.replace(f"{flag} {item}:", f"{flag} {shown}: {item:.15g}", 1)
             if problem:
                 return problem
     return None

@@ -71,7 +71,8 @@ def gcs_unreachable() -> str | None:
     host = parsed.hostname or ""
     port = parsed.port or (443 if parsed.scheme == "https" else 80)
     proxies = urllib.request.getproxies_environment()
-    if proxies.get(parsed.scheme) and not urllib.request.proxy_bypass_environment(host):
+    proxied = proxies.get(parsed.scheme) or proxies.get("all")  # requests honours all_proxy too
+    if proxied and not urllib.request.proxy_bypass_environment(host):
         return None
     try:
         socket.create_connection((host, port), timeout=CONNECT_SECONDS).close()

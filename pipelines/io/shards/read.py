@@ -324,9 +324,10 @@ def _members(
         yield _block_of((key, first, data, starts, ends))
 
 
-# What a pax header may say of the members after it without changing what they hold: a
-# tool that honours `path` or `size` (tarfile, webdataset) would read another member there.
+# What a pax header may not say of the member after it: a tool that honours it (tarfile,
+# webdataset) would read another member there. GNU's sparse records rename and resize too.
 _PAX_RENAMES = (b"path", b"linkpath", b"size")
+_PAX_SPARSE = b"GNU.sparse."
 
 
 def _check_pax(name: str, member: str, data: bytes) -> None:
@@ -335,7 +336,7 @@ def _check_pax(name: str, member: str, data: bytes) -> None:
     tarfile. Any other record (mtime, uid, comments) is metadata, skipped."""
     for record in data.split(b"\n"):
         keyword = record.partition(b" ")[2].partition(b"=")[0]
-        if keyword in _PAX_RENAMES:
+        if keyword in _PAX_RENAMES or keyword.startswith(_PAX_SPARSE):
             raise ShardReadError(
                 f"{name}: pax header {member!r} sets {keyword.decode('ascii')} for the member "
                 "after it, which bertkit reads by its own header: not a bertkit shard (rebuild "
