@@ -78,8 +78,14 @@ def test_ctrl_c_inside_a_checkpoint_write_is_an_interruption(
             )
 
     monkeypatch.setattr(train, "save_checkpoint", interrupted_write)
+    # Ctrl-C as a terminal's foreground job gets it (CI's background job ignores SIGINT).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     flags = ["--model", "tiny", "--micro-batch-size", "8", "--max-steps", "3"]
     flags += ["--checkpoint-every", "2", "--num-workers", "0", "--no-tensorboard"]
     out = tmp_path / "run"
-    assert train.run([*flags, "--shards", str(sample_shards), "--output", str(out)]) == 130
+    try:
+        code = train.run([*flags, "--shards", str(sample_shards), "--output", str(out)])
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert code == 130
     assert capsys.readouterr().err.splitlines()[-1] == "bertkit train: interrupted"

@@ -153,6 +153,7 @@ def test_a_signal_to_a_remote_launch_says_the_job_may_run_on(monkeypatch):
 def test_a_stage_stopped_before_its_first_write_needs_no_overwrite(monkeypatch, tmp_path):
     from pipelines.beam import runner
 
+    monkeypatch.setattr(runner, "_stage_record", ("_manifest.json", 0.0))  # none written
     output = tmp_path / "documents"
     monkeypatch.setattr(runner, "_stage_output", ("--output", str(output)))
     monkeypatch.setattr(runner, "_stage_local", True)
@@ -181,7 +182,7 @@ def test_a_stage_stopped_after_its_record_says_its_output_is_complete(monkeypatc
     os.utime(record, (1000.0, 1000.0))  # an earlier run's
     monkeypatch.setattr(runner, "_stage_output", ("--output", str(output)))
     monkeypatch.setattr(runner, "_stage_local", True)
-    monkeypatch.setattr(runner, "_stage_record", (str(record), 2000.0))
+    monkeypatch.setattr(runner, "_stage_record", ("vocab.json", 2000.0))
     assert runner.interrupted_message("SIGINT") == (
         f"interrupted (SIGINT): --output {output} is incomplete and has no manifest, so no "
         "stage reads it: rerun with --overwrite"

@@ -75,8 +75,8 @@ _OS_ERROR_TEXT = re.compile(r"\b[A-Za-z]*Error: \[Errno (\d+)\]")
 # The output flag and path of the stage this process runs (one per process), set by
 # parse_stage: a write failure found in a worker's error is reported against them.
 _stage_output: tuple[str, str] | None = None
-# The record the stage writes last, and when its flags were parsed: a record newer than
-# that is this run's, so the output is complete (`interrupted_message`).
+# The record the stage writes last (below its output), and when its flags were parsed: a
+# record newer than that is this run's, so the output is complete (`interrupted_message`).
 _stage_record: tuple[str, float] | None = None
 # Whether that stage runs on this machine (set by parse_stage): a remote runner's job may
 # outlive a signal to the command that launched it.
@@ -130,7 +130,7 @@ def parse_stage(
         global _stage_output, _stage_local, _stage_record
         _stage_output = (flags.flag_name(paths.output), getattr(config, paths.output))
         _stage_local = is_local(options)
-        _stage_record = (os.path.join(getattr(config, paths.output), paths.record), time.time())
+        _stage_record = (paths.record, time.time())
     return config, options
 
 
@@ -498,7 +498,8 @@ def interrupted_message(signal_name: str) -> str:
     if not storage.is_url(path) and not Path(path).exists():  # before its first write
         return f"interrupted ({signal_name}) before it wrote anything: {flag} {path} was not begun"
     if _stage_record is not None and not storage.is_url(path):
-        record, started = _stage_record
+        name, started = _stage_record
+        record = os.path.join(path, name)
         with contextlib.suppress(OSError):
             if os.stat(record).st_mtime >= started:
                 return (
