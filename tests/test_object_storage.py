@@ -156,3 +156,4 @@ def test_an_output_naming_an_object_is_refused_and_the_object_kept(
     keys = [o["Key"] for o in client.list_objects_v2(Bucket=BUCKET, Prefix="notes")["Contents"]]
     assert keys == ["notes/books"]
     assert client.get_object(Bucket=BUCKET, Key="notes/books")["Body"].read() == b"a user's object"
+    client.delete_object(Bucket=BUCKET, Key="notes/books")  # the session's bucket: left as found

@@ -193,18 +193,21 @@ def test_an_output_naming_an_object_is_refused_and_the_object_kept(s3) -> None:
     from trainer.run.checkpoints import CheckpointError
     from trainer.run.remote import RemoteRun
 
-    s3.put_object(Bucket=BUCKET, Key="kept/run", Body=b"a user's object")
+    s3.put_object(Bucket=BUCKET, Key="object-out/run", Body=b"a user's object")
     with pytest.raises(CheckpointError) as refused:
-        RemoteRun.open(f"s3://{BUCKET}/kept/run/", keep=2).prepare(resume=False, overwrite=True)
+        RemoteRun.open(f"s3://{BUCKET}/object-out/run/", keep=2).prepare(False, overwrite=True)
     assert str(refused.value) == (
-        f"--output s3://{BUCKET}/kept/run is an object, not a directory: the files would go "
-        "beside it, under the same name. Choose a new or empty --output"
+        f"--output s3://{BUCKET}/object-out/run is an object, not a directory: the files would "
+        "go beside it, under the same name. Choose a new or empty --output"
     )
-    assert s3_listing(s3, "kept") == {"run": b"a user's object"}
-    # A name that merely starts like it is another object: kept/run-2 is no obstacle.
-    s3.delete_object(Bucket=BUCKET, Key="kept/run")
-    s3.put_object(Bucket=BUCKET, Key="kept/run-2", Body=b"x")
-    assert RemoteRun.open(f"s3://{BUCKET}/kept/run", keep=2).prepare(False, False) == []
+    assert s3_listing(s3, "object-out") == {"run": b"a user's object"}
+    # A name that merely starts like it is another object: object-out/run-2 is no obstacle.
+    s3.delete_object(Bucket=BUCKET, Key="object-out/run")
+    s3.put_object(Bucket=BUCKET, Key="object-out/run-2", Body=b"x")
+    try:
+        assert RemoteRun.open(f"s3://{BUCKET}/object-out/run", keep=2).prepare(False, False) == []
+    finally:  # the bucket is the module's: leave nothing for another test's prefix
+        s3.delete_object(Bucket=BUCKET, Key="object-out/run-2")
 
 
 def test_a_resumed_run_on_s3_keeps_as_many_checkpoints_as_a_local_one(sample_shards, s3, tmp_path):
