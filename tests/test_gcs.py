@@ -221,6 +221,6 @@ def test_an_output_naming_an_object_is_refused_by_the_stages_and_the_trainer(gcs
         assert f"{root.rstrip('/')}/taken/name" in files.earlier_run_files(
             root, r".*", overwrite=True, stage="books", remove=True
         )
+    assert objects.list_names(f"gs://{BUCKET}/taken") == ["name", "name-2/x"]
     for name in ("taken/name", "taken/name-2/x"):  # the module's bucket: left as found
         objects.delete(f"gs://{BUCKET}/{name}")
-    assert objects.list_names(f"gs://{BUCKET}/taken") == ["name", "name-2/x"]
