@@ -90,17 +90,17 @@ def test_a_signal_stops_a_stage_with_one_line(tmp_path, number, to_group, extra)
 # The command's own start-up; `bertkit`'s, whose extras check imported pyarrow before any
 # handler was there (a traceback, or a silent 143); a stage worker's, which its driver ends
 # so while it starts: the status alone, the driver says why.
-STARTS = {
-    "import": ("from pipelines.command.startup import import_command as i", "", True),
-    "bertkit": (
+SLOW = "'tests.support.slow_import'"
+STARTS = {  # the program, and whether it says the line
+    "import": (f"from pipelines.command.startup import import_command as i; i({SLOW})", True),
+    "bertkit": (  # as the console script runs it: the whole process
         "import bertkit.cli, sys; assert 'pyarrow' not in sys.modules; "
-        "bertkit.cli.COMMANDS['train'] = ('tests.support.slow_import', '')",
-        "bertkit.cli.main(['train'])",
+        f"bertkit.cli.COMMANDS['train'] = ({SLOW}, ''); sys.argv[1:] = ['train']; "
+        "bertkit.cli.main()",
         True,
     ),
     "worker": (
-        "from pipelines.command.startup import import_command as i",
-        "i('tests.support.slow_import', quiet=True)",
+        f"from pipelines.command.startup import import_command as i; i({SLOW}, quiet=True)",
         False,
     ),
 }
@@ -108,15 +108,10 @@ STARTS = {
 
 @pytest.mark.parametrize("start", sorted(STARTS))
 @pytest.mark.parametrize("number", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_a_signal_while_the_command_imports_is_one_line(number, start, monkeypatch):
+def test_a_signal_while_the_command_imports_is_one_line(number, start):
     """Importing a stage takes seconds; a signal then is one line and the shell's status
     too (pipelines/command/startup.py)."""
-    prelude, call, says = STARTS[start]
-    code = f"{prelude}; {call or 'i(' + repr('tests.support.slow_import') + ')'}"
-    if start == "bertkit":  # as the console script runs it: the whole process
-        code = code.replace(
-            "bertkit.cli.main(['train'])", "sys.argv[1:] = ['train']; bertkit.cli.main()"
-        )
+    code, says = STARTS[start]
     process = subprocess.Popen(
         python_command("-c", code, sigint_default=True),
         stderr=subprocess.PIPE,

@@ -216,15 +216,13 @@ def value_problem(config_class: type, values: Mapping[str, Any]) -> str | None:
         value = values[spec.name]
         flag = flag_name(spec.metadata.get("flag") or spec.name)
         items = value if isinstance(value, tuple) else (value,)
+        # A list's refusal names the list, then the value at fault, as numbers are typed
+        # (--mix 1,0: 0), not as Python prints floats (1.0, 0.0); 15 digits keep every value.
+        listed = ",".join(map(_typed, items)) if isinstance(value, tuple) else None
         for item in items:
             problem = _item_problem(
-                flag, item, spec.metadata.get("bounds"), spec.metadata.get("choices")
+                flag, item, spec.metadata.get("bounds"), spec.metadata.get("choices"), listed
             )
-            if problem and isinstance(value, tuple) and isinstance(item, float):
-                # The list, then the value at fault, as numbers are typed (--mix 1,0: 0), not
-                # as Python prints floats (1.0, 0.0); 15 digits keep every value a user types.
-                shown = ",".join(f"{e:.15g}" if isinstance(e, float) else str(e) for e in items)
-                return problem.replace(f"{flag} {item}:", f"{flag} {shown}: {item:.15g}", 1)
             if problem:
                 return problem
     return None
@@ -271,19 +269,32 @@ def refuse(parser: argparse.ArgumentParser, problem: str) -> NoReturn:
     parser.exit(2, f"{parser.prog}: error: {problem}\n")
 
 
+def _typed(value: Any) -> str:
+    return f"{value:.15g}" if isinstance(value, float) else str(value)
+
+
 def _item_problem(
-    flag: str, value: Any, bounds: Bounds | None, choices: Sequence[Any] | None = None
+    flag: str,
+    value: Any,
+    bounds: Bounds | None,
+    choices: Sequence[Any] | None = None,
+    listed: str | None = None,
 ) -> str | None:
+    """What is wrong with one value of `flag`, as "FLAG VALUE: …"; a float of a list flag given
+    as `listed`, as "FLAG LIST: ITEM …"."""
     if value is None or isinstance(value, bool):
         return None
     if choices is not None and value not in choices:
         return f"{flag} {value!r}: one of {', '.join(map(str, choices))}"
     if isinstance(value, str):
         return f"{flag} is empty: give it a value" if not value.strip() else None
+    # A float of a list (--mix) as typed; other values as they print.
+    listed_float = listed is not None and isinstance(value, float)
+    where = f"{flag} {listed}: {_typed(value)}" if listed_float else f"{flag} {value}:"
     if isinstance(value, float) and not math.isfinite(value):
-        return f"{flag} {value}: must be a finite number"
+        return f"{where} must be a finite number"
     if bounds is not None and isinstance(value, int | float) and not bounds.holds(value):
-        return f"{flag} {value}: must be {bounds.describe()}"
+        return f"{where} must be {bounds.describe()}"
     return None
 
 

@@ -48,7 +48,7 @@ DEDUP_RUN_FILES = (
     rf"|{re.escape(DUPLICATES_DIR)}/duplicates-[0-9]+(?:-[0-9]+)*\.parquet(?:\.tmp-[0-9a-f]{{32}})?"
     rf"|{WORK_DIR}/(?:{BUCKETS}/p[0-9]+|{EDGES}/[0-9]+-[0-9]+)/[0-9a-z-]+\.bin"
 )
-_PATHS = StagePaths(input_dirs=(DOCUMENTS_DIRS,), record=MANIFEST_NAME)
+_PATHS = StagePaths(input_dirs=(DOCUMENTS_DIRS,))
 
 
 def parse_config(argv: list[str] | None):

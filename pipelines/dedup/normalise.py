@@ -72,7 +72,7 @@ def normalised_words(sentences: Sequence[str]) -> list[str]:
     """The document's words after normalisation (module docstring)."""
     text = unicodedata.normalize("NFKC", " ".join(sentences)).casefold()
     kept = _dropped().sub("", _BETWEEN_DIGITS.sub(" ", text))
-    words = _UNSPACED.sub(r" \1 ", kept).split()
+    words = (kept if kept.isascii() else _UNSPACED.sub(r" \1 ", kept)).split()
     return words or text.split()
 
 
