@@ -108,9 +108,10 @@ def test_the_same_worker_processes_make_every_epoch(sources, monkeypatch):
         batches = loader.batches(DataPosition())
         for batch in itertools.islice(batches, 33):
             made.setdefault(loader.position.epoch, []).append(tuple(batch["producer"].tolist()))
-        pool = {process.pid for process in loader._pool.processes}  # still running
+        [running] = loader._pools
+        pool = {process.pid for process in running.processes}  # still running
         batches.close()
-        assert loader._pool is None
+        assert loader._pools == []
     rows = [row for epoch in sorted(made) for row in made[epoch]]
     processes = {worker: {pid for pid, number in rows if number == worker} for worker in (0, 1)}
     assert [len(processes[0]), len(processes[1])] == [1, 1]  # one process each, every epoch
@@ -120,3 +121,17 @@ def test_the_same_worker_processes_make_every_epoch(sources, monkeypatch):
         1: [1, 0] * 5 + [1],
         2: [0, 1] * 5 + [0],
     }
+
+
+def test_close_ends_the_workers_of_every_open_generator(sources):
+    """Two generators open on one loader (an evaluation pass beside the training batches):
+    close() ends both pools' processes, not only the last one's."""
+    config = LoaderConfig(3, num_workers=2, shuffle_buffer=12)
+    loader = PretrainingLoader(sources["one"], config)
+    first, second = loader.batches(DataPosition()), loader.batches(DataPosition(0, 2))
+    next(first), next(second)
+    processes = [process for pool in loader._pools for process in pool.processes]
+    assert len(loader._pools) == 2 and len(processes) == 4
+    loader.close()
+    assert loader._pools == []
+    assert [process.is_alive() for process in processes] == [False] * 4

@@ -413,7 +413,7 @@ class PretrainingLoader:
             )
         self.position = DataPosition()
         self._reading: MixReading | None = None  # a mix's, without workers: across epochs
-        self._pool: WorkerPool | None = None
+        self._pools: list[WorkerPool] = []  # one per open generator that reads with workers
         self._record = KeyRecord.from_environment(config)
 
     def epoch(self, position: DataPosition) -> Iterator[dict[str, torch.Tensor]]:
@@ -455,9 +455,10 @@ class PretrainingLoader:
             batches: Iterator[dict[str, torch.Tensor]] = iter(dataset)
         else:
             config = self.config
-            batches = pool = self._pool = WorkerPool(
+            batches = pool = WorkerPool(
                 dataset, config.num_workers, config.seed, config.pin_memory, config.prefetch_factor
             )
+            self._pools.append(pool)
         try:
             for batch in batches:
                 if index == per_epoch:  # the next epoch's first, from the same workers
@@ -470,16 +471,14 @@ class PretrainingLoader:
         finally:
             if pool is not None:
                 pool.close()
-                if self._pool is pool:
-                    self._pool = None
+                self._pools.remove(pool)
 
     def close(self) -> None:
-        """End the worker processes being read from, if any, and let go of a mix's windows
-        (idempotent)."""
+        """End the worker processes of every generator still reading, if any, and let go of
+        a mix's windows (idempotent)."""
         self._reading = None
-        if self._pool is not None:
-            self._pool.close()
-            self._pool = None
+        while self._pools:
+            self._pools.pop().close()
         if self._record is not None:
             self._record.close()
 
