@@ -17,6 +17,7 @@ from pipelines.beam.progress import (
     NAMESPACE,
     PAGES_READ,
     StageCounters,
+    _CountingHandle,
     progress_shown,
     workers_in_this_process,
 )
@@ -354,6 +355,37 @@ def test_extraction_leaves_its_counts_as_beam_counters(sample_dump, test_pipelin
     assert counters[INPUT_BYTES_READ] == sample_dump.stat().st_size
     assert counters[PAGES_READ] == SAMPLE_PAGES
     assert counters[DOCUMENTS_EXTRACTED] == SAMPLE_DOCUMENTS
+
+
+def test_a_truncated_dump_read_again_counts_its_bytes_once(sample_dump, test_pipeline, tmp_path):
+    """The fast bz2 decoder gives up at a dump cut short and Python's reads the split again
+    from its start: the bytes read (the progress line's share of the input) stay the file's
+    size, not up to twice it."""
+    cut = tmp_path / "cut.xml.bz2"
+    cut.write_bytes(sample_dump.read_bytes()[:-5000])
+    output = tmp_path / "out"
+    output.mkdir()
+    config = wikipedia.WikipediaConfig(input=(str(cut),), output=str(output))
+    _ = test_pipeline | wikipedia.ExtractArticles([str(cut)], str(output), config)
+    result = test_pipeline.run()
+    result.wait_until_finish()
+    [bytes_read] = result.metrics().query(
+        MetricsFilter().with_namespace(NAMESPACE).with_name(INPUT_BYTES_READ)
+    )["counters"]
+    assert bytes_read.committed == cut.stat().st_size
+
+
+def test_bytes_read_again_after_a_seek_back_are_not_counted_twice():
+    """A handle read to byte 10, sent back to 4 and read to 15 has read 15 bytes of the file."""
+    counters = StageCounters((INPUT_BYTES_READ,), interval=3600.0)
+    handle = _CountingHandle(io.BytesIO(bytes(range(20))), counters, INPUT_BYTES_READ)
+    assert handle.read(10) == bytes(range(10))
+    assert handle.seek(4) == 4
+    assert handle.read(11) == bytes(range(4, 15))
+    handle.seek(0, io.SEEK_END)
+    assert handle.read(3) == b""
+    counters.flush()
+    assert counters._totals[INPUT_BYTES_READ] == 15
 
 
 def test_examples_run_ends_with_every_example_written(

@@ -118,17 +118,29 @@ class StageCounters:
 
 
 class _CountingHandle:
-    """A file handle that adds the bytes read through it to a counter."""
+    """A file handle that adds the bytes read through it to a counter, each byte of the file
+    once: bytes read again after a seek back (the bz2 reader's second pass over a damaged
+    split) are not counted again, so the progress line never reads past the input's size."""
 
     def __init__(self, handle: BinaryIO, counters: StageCounters, name: str) -> None:
         self._handle = handle
         self._counters = counters
         self._name = name
+        self._at = 0  # where the next read starts
+        self._counted_to = 0  # the furthest byte read so far
 
     def read(self, size: int = -1) -> bytes:
         data = self._handle.read(size)
-        self._counters.add(self._name, len(data))
+        end = self._at + len(data)
+        if end > self._counted_to:
+            self._counters.add(self._name, end - max(self._at, self._counted_to))
+            self._counted_to = end
+        self._at = end
         return data
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        self._at = self._handle.seek(offset, whence)
+        return self._at
 
     def __getattr__(self, attribute: str):
         return getattr(self._handle, attribute)
