@@ -135,3 +135,5 @@ def test_close_ends_the_workers_of_every_open_generator(sources):
     loader.close()
     assert loader._pools == []
     assert [process.is_alive() for process in processes] == [False] * 4
+    first.close(), second.close()  # their own ends after the loader's: nothing left to do
+    assert loader._pools == []

@@ -471,7 +471,8 @@ class PretrainingLoader:
         finally:
             if pool is not None:
                 pool.close()
-                self._pools.remove(pool)
+                if pool in self._pools:  # not if close() ended it first
+                    self._pools.remove(pool)
 
     def close(self) -> None:
         """End the worker processes of every generator still reading, if any, and let go of
