@@ -396,3 +396,15 @@ def test_a_mixed_run_s_checkpoint_names_every_source_and_its_share(tmp_path: Pat
         "    law (0.7): https://host/law/manifest.json (seq128, schema 2.1, 1 shard, digest aaaaaaaaaaaaaaaa…)",
         "    wiki (0.3): https://host/wiki/manifest.json (seq128, schema 2.1, 2 shards, digest bbbbbbbbbbbbbbbb…)",
     ]
+
+
+def test_a_dynamic_recipe_names_its_shares_in_the_order_the_trainer_reads_them() -> None:
+    """--mask-replace is [MASK]/kept/random (trainer --help): 70/20/10 keeps 20 %."""
+    from pipelines.inspect.checkpoints import _recipe_line
+
+    config = {"mask_rate": 0.3, "mask_replace": "70/20/10", "whole_word_mask": True}
+    line = _recipe_line(config, {"objective": "mlm"}, {"masking": "dynamic"})
+    assert line == (
+        "recipe: mlm, dynamic masking (rate 0.3, 70/20/10 [MASK]/kept/random, whole words, "
+        "at most the default a sequence)"
+    )

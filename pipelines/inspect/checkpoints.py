@@ -238,8 +238,8 @@ def _recipe_line(config: dict[str, Any], model: dict[str, Any], data: dict[str, 
         whole = ", whole words" if config.get("whole_word_mask") else ""
         most = config.get("max_predictions")
         line += (
-            f" (rate {config.get('mask_rate')}, {config.get('mask_replace')} [MASK]/random/"
-            f"kept{whole}, at most {most if most is not None else 'the default'} a sequence)"
+            f" (rate {config.get('mask_rate')}, {config.get('mask_replace')} [MASK]/kept/"
+            f"random{whole}, at most {most if most is not None else 'the default'} a sequence)"
         )
     else:
         line += " (the masks stored in the shards)"
