@@ -304,3 +304,45 @@ def test_a_one_sentence_document_of_4_mb_costs_little_more_memory_than_a_small_o
         peaks.append(_peak_mb(documents, sample_vocab, tmp_path / f"{name}-shards"))
     assert len(" ".join(words.tolist())) > 4_000_000 > MAX_SENTENCE_CHARS
     assert peaks[1] - peaks[0] < 150, peaks
+
+
+# --- documents that share an id -----------------------------------------------------------
+
+
+def test_documents_sharing_an_id_get_ids_of_their_own_and_never_pair_with_each_other(
+    tmp_path, sample_vocab
+):
+    """Two corpus files numbering their records from 0 give two documents "c/0": the second
+    (by its tokens) becomes "c/0#2", so it draws its own stream and is a NotNext partner
+    like any other document, never its twin's "another document" under the same name."""
+    sentences = [f"Sentence number {n} of the first text is here." for n in range(12)]
+    others = [f"The second text says thing {n} about something else." for n in range(12)]
+    third = [f"A third text talks of matter {n} in its own words." for n in range(12)]
+    documents = write_documents(
+        tmp_path / "documents",
+        [
+            literal_document("c/0", *others),
+            literal_document("c/0", *sentences),
+            literal_document("c/1", *third),
+        ],
+    )
+    output = tmp_path / "shards"
+    flags = ("--max-seq-length", "32", "--dupe-factor", "2", "--heldout-fraction", "0")
+    assert run_examples([documents], sample_vocab, output, *flags) == 0
+    manifest = load_manifest(output)
+    assert manifest.counts["documents_renamed_shared_id"] == 1  # counted once, not per pass
+    examples = read_examples(output, "seq32", "train")
+    assert {e.doc_a for e in examples} == {"c/0", "c/0#2", "c/1"}
+    assert [e for e in examples if e.next_sentence_label == NOT_NEXT and e.doc_b == e.doc_a] == []
+    # Which copy is renamed depends on the texts alone, not on the order they were read in.
+    swapped = write_documents(
+        tmp_path / "swapped",
+        [
+            literal_document("c/0", *sentences),
+            literal_document("c/0", *others),
+            literal_document("c/1", *third),
+        ],
+    )
+    assert run_examples([swapped], sample_vocab, tmp_path / "again", *flags) == 0
+    again = read_examples(tmp_path / "again", "seq32", "train")
+    assert sorted(e.encode(2) for e in again) == sorted(e.encode(2) for e in examples)

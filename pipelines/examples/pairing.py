@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import apache_beam as beam
@@ -29,7 +29,9 @@ from schemas import PretrainingExample, Reject
 from schemas.examples import NOT_NEXT, encode_examples
 from schemas.shards import STATIC, TRUNCATED_TOKENS, split_dir
 
-BUCKET_COUNTS = "bucket_counts"  # the tagged output of (BucketKey, examples) counts
+BUCKET_COUNTS = "bucket_counts"
+# The count of documents renamed because another held their id (distinct_ids).
+SHARED_IDS = "documents_renamed_shared_id"  # the tagged output of (BucketKey, examples) counts
 # A document's examples are built and masked this many tokens at a time (at most; 8,192
 # examples at 128): masking holds ~10 numpy arrays of its tokens, ~100 MB here, however long
 # the document. Any document of fewer examples is masked in one batch, as it always was (the
@@ -123,6 +125,9 @@ class PairAndMaskFn(beam.DoFn):
         bucket_counts: Counter = Counter()
         for group, members in sorted(self._groups(key, paths).items()):
             members.sort(key=lambda d: d.id)
+            shared = distinct_ids(members)
+            if shared and key.dupe_pass == 0:  # the same documents in every pass: once
+                tally.count(SHARED_IDS, shared)
             lengths = [m.sentence_lengths.tolist() for m in members]
             step = GroupStep(
                 members, lengths, key.dupe_pass, key.split, writer, tally, bucket_counts, group
@@ -310,6 +315,31 @@ class PairAndMaskFn(beam.DoFn):
         return keys
 
 
+def distinct_ids(members: list[TokenizedDocument]) -> int:
+    """Give documents that share an id (a corpus whose files each number their records
+    from 0) ids of their own, in place: the second of a run "corpus/7#2", the third "#3", the
+    copies ordered by their tokens, whatever order they were read in. An id names a
+    document's random stream and its NotNext partners' exclusion, so copies sharing one
+    drew the same targets and took each other as "another document" (`doc_b` == `doc_a`).
+    `members` is sorted by id; returns how many were renamed."""
+    renamed, start = 0, 0
+    while start < len(members):
+        stop = start + 1
+        while stop < len(members) and members[stop].id == members[start].id:
+            stop += 1
+        if stop - start > 1:
+            run = sorted(
+                members[start:stop],
+                key=lambda d: (d.sentence_lengths.tobytes(), d.tokens.tobytes()),
+            )
+            for number, document in enumerate(run[1:], 2):
+                run[number - 1] = replace(document, id=f"{document.id}#{number}")
+            members[start:stop] = run
+            renamed += stop - start - 1
+        start = stop
+    return renamed
+
+
 def _alone(document_id: str, key: PartitionKey, group: int) -> Reject:
     return Reject(
         id=document_id,
@@ -317,5 +347,7 @@ def _alone(document_id: str, key: PartitionKey, group: int) -> Reject:
         position=f"pass {key.dupe_pass}, group {group}",
         reason="no_partner_document",
         error=f"{document_id} is alone in its {key.split} partner group: its chunks that need "
-        "a NotNext partner make no example in this pass (the split has too few documents)",
+        "a NotNext partner make no example in this pass (documents are grouped by a hash, "
+        "about --partner-group-docs a group: a larger value, or more documents in the "
+        "split, makes a lone one rarer)",
     )
