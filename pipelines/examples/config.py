@@ -81,7 +81,10 @@ class ExamplesConfig:
     )
     masked_lm_prob: float = option(0.15, help="share of tokens predicted")
     dupe_factor: int = option(10, help="passes over the corpus")
-    short_seq_prob: float = option(0.1, help="share of examples with a shorter random target")
+    short_seq_prob: float = option(
+        0.1,
+        help="chance that a document, in each pass, draws one shorter random target for all its pairs (Google's rule)",
+    )
     seed: int = option(12345, help="random seed (Google's default)")
     whole_word_mask: bool = option(False, help="mask whole words")
     heldout_fraction: float = option(
