@@ -80,50 +80,60 @@ def split_sentences(paragraph: str) -> list[str]:
 _DANDA_BREAK = re.compile(r"(?<=[\u0964\u0965])\s+")
 
 
-# blingfire breaks after a title before a name ("Dr. | Samuel Jutzi") and after initials
-# ("H. | N. | Abrams"). None of these ends a sentence in running text, so the next sentence
-# is joined back on: 29 such breaks in the enwiki sample's 18,006 blingfire sentences.
-_NEVER_FINAL = frozenset(
+# blingfire breaks after a title before a name ("Dr. | Samuel Jutzi"), after initials
+# ("H. | N. | Abrams"), after an abbreviation before its number ("No. | 5") and after a
+# quotation that ends in "?" or "!" when the sentence goes on ('"Why?" | asked the Guru').
+# None of these ends a sentence in running text, so the next sentence is joined back on.
+# Each abbreviation is matched as it is written, so that a word that reads the same in
+# another case still ends a sentence: "Saturn V." and "240 V." do ("Roe v. Wade" does not),
+# "300 ft." does ("Ft. Worth" does not), "said no." does ("No. 5" does not).
+# Titles: only capitalised as written.
+_TITLES = frozenset(
     {
-        "dr.",
-        "mr.",
-        "mrs.",
-        "ms.",
-        "prof.",
-        "st.",
-        "mt.",
-        "ft.",
-        "gen.",
-        "gov.",
-        "sen.",
-        "rep.",
-        "rev.",
-        "capt.",
-        "lt.",
-        "col.",
-        "sgt.",
-        "v.",
-        "vs.",
-        "no.",
-        "nos.",
-        "fig.",
-        "vol.",
-        "pp.",
-        "ca.",
-        "brig.",
-        "maj.",
-        "adm.",
+        "Dr.",
+        "Mr.",
+        "Mrs.",
+        "Ms.",
+        "Prof.",
+        "St.",
+        "Mt.",
+        "Ft.",
+        "Gen.",
+        "Gov.",
+        "Sen.",
+        "Rep.",
+        "Rev.",
+        "Capt.",
+        "Lt.",
+        "Col.",
+        "Sgt.",
+        "Brig.",
+        "Maj.",
+        "Adm.",
     }
 )
+# Before a number only, in any case ("no. 5", "No. 5", "pp. 12", "ca. 1900").
+_BEFORE_NUMBER = frozenset({"no.", "nos.", "fig.", "vol.", "pp.", "ca."})
+# Only lower-case as written: "Roe v. Wade", "Ali vs. Frazier".
+_VERSUS = frozenset({"v.", "vs."})
+# A quotation ending in "?" or "!" then a lower-case word: the sentence goes on.
+_QUOTE_CLOSES = frozenset("\"'”’")
 
 
-def _is_false_break(sentence: str) -> bool:
-    # Every word of _NEVER_FINAL and every initial ends with ".", so does such a sentence.
-    if sentence[-1] != ".":
-        return False
-    last = sentence.rsplit(None, 1)[-1]
-    if last.lstrip("\"'(“‘").lower() in _NEVER_FINAL:
+def _is_false_break(sentence: str, following: str) -> bool:
+    """Whether blingfire's break between `sentence` and `following` is inside a sentence."""
+    end = sentence[-1]
+    if end == "," or end == ";":  # "(B=0?, | A=0?, | GOTO)": no sentence ends with these
         return True
+    if end in _QUOTE_CLOSES:
+        return len(sentence) > 1 and sentence[-2] in "?!" and following[0].islower()
+    if end != ".":  # every abbreviation and initial ends with "."
+        return False
+    last = sentence.rsplit(None, 1)[-1].lstrip("\"'(“‘")
+    if last in _TITLES or last in _VERSUS:
+        return True
+    if last.lower() in _BEFORE_NUMBER:
+        return following[0].isdigit()
     # A "sentence" made only of initials ("L.", "H. N.") is a break inside a name.
     if len(last) != 2 or not last[0].isupper():
         return False
@@ -131,18 +141,14 @@ def _is_false_break(sentence: str) -> bool:
 
 
 def _rejoin_false_breaks(sentences: list[str]) -> list[str]:
-    joined: list[str] = []
-    carry = ""
-    for sentence in sentences:
-        if carry:
-            sentence = f"{carry} {sentence}"
-            carry = ""
-        if _is_false_break(sentence):
-            carry = sentence
+    if len(sentences) < 2:
+        return sentences
+    joined = [sentences[0]]
+    for sentence in sentences[1:]:
+        if _is_false_break(joined[-1], sentence):
+            joined[-1] = f"{joined[-1]} {sentence}"
         else:
             joined.append(sentence)
-    if carry:
-        joined.append(carry)
     return joined
 
 
