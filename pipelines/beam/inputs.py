@@ -7,7 +7,8 @@ documents directories `--documents` names.
   symbolic link), is read once; local inputs that mix absolute and relative paths are all
   made absolute, so that they share a root their ids are taken under.
 - `check_names`: two files whose documents would get one id (`a.txt` and `a.txt.gz`, one
-  book; files of the same name under two object stores) are refused, naming both.
+  book; files of the same name under two object stores) are refused, naming both; so is a
+  file whose name is not UTF-8 (`name_not_utf8`), which no id, reject or manifest can name.
 - A `--documents` directory given twice under any spelling: pipelines/io/places.py.
 
 A refusal is an `InputsError` (exit 2, one line), which `bertkit chain` re-words with its
@@ -93,12 +94,33 @@ def name_under(path: str, root: str) -> str:
     return posixpath.basename(path)
 
 
+def name_not_utf8(path: str, flag: str = "--input") -> str | None:
+    """The refusal of an input whose name is not UTF-8 (a Latin-1 `caf\xe9.txt`, which Python
+    holds with a lone surrogate), with the name escaped; None for a UTF-8 name. The documents'
+    ids, the rejects and the manifest name their input in UTF-8 text, so such a file could
+    only fail the run halfway."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        return (
+            f"{shown}: the file's name is not UTF-8, and the documents' ids, the rejects and "
+            "the manifest name their input in UTF-8 text: rename it (e.g. convmv -f latin1 "
+            f"-t utf8 FILE) or leave it out of {flag}"
+        )
+    return None
+
+
 def check_names(inputs: Sequence[dict[str, Any]], name_of: Callable[[str, str], str]) -> None:
-    """Refuse two input files whose documents would get the same ids: `name_of(path, root)`
-    is the name a stage gives a file's documents (books: without its suffixes)."""
+    """Refuse an input whose name is not UTF-8 (`name_not_utf8`), and two input files whose
+    documents would get the same ids: `name_of(path, root)` is the name a stage gives a
+    file's documents (books: without its suffixes)."""
     paths = [item["path"] for item in inputs]
     if not paths:
         return
+    for path in paths:
+        if (refusal := name_not_utf8(path, _FLAG)) is not None:
+            raise InputsError(refusal)
     root = common_root(paths)
     seen: dict[str, str] = {}
     for path in paths:

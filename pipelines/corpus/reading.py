@@ -19,7 +19,7 @@ from typing import Any
 
 from pipelines.beam import files
 from pipelines.beam.documents import UnitTally
-from pipelines.beam.inputs import name_under
+from pipelines.beam.inputs import name_not_utf8, name_under
 from pipelines.books.reading import book_sentences
 from pipelines.corpus.config import CorpusConfig
 from pipelines.corpus.parquet import (
@@ -52,15 +52,8 @@ class CorpusInputError(ValueError):
 def input_kind(path: str) -> str:
     """ "jsonl" or "parquet", by the file's suffix; CorpusInputError for any other file, or
     for a name that is not UTF-8 (ids, rejects and the manifest record it as text)."""
-    try:
-        path.encode("utf-8")
-    except UnicodeEncodeError:
-        shown = path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-        raise CorpusInputError(
-            f"{shown}: the file's name is not UTF-8, and the documents' ids, the rejects and "
-            "the manifest name their input in UTF-8 text: rename it (e.g. convmv -f latin1 "
-            "-t utf8 FILE) or leave it out of --input"
-        ) from None
+    if (refusal := name_not_utf8(path)) is not None:
+        raise CorpusInputError(refusal)
     name = path.lower()
     if name.endswith(PARQUET_SUFFIX):
         return "parquet"
