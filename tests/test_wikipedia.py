@@ -19,6 +19,7 @@ from pipelines.beam.documents import UnitTally, read_manifest
 from pipelines.beam.inputs import InputsError
 from pipelines.io.storage import READER
 from pipelines.text.wikidump import DumpSplit, IndexMismatch, RawPage, SiteInfo, plan_dump
+from pipelines.text.wikitext import GAP
 from pipelines.wikipedia import ExtractArticles, PageContext, WikipediaConfig, document_from_page
 from schemas import DOCUMENT_SCHEMA, MANIFEST_NAME, REJECTS_DIR, Document
 from schemas.documents import documents_from_table
@@ -58,6 +59,43 @@ def test_article_becomes_a_sentence_split_document() -> None:
         url="https://en.wikipedia.org/wiki/Alberta",
         revision=5,
     )
+
+
+def test_sentences_with_a_gap_are_dropped_and_counted() -> None:
+    tally = UnitTally("u")
+    text = (
+        r"The area of a circle is <math>A = \pi r^2</math> where r is the radius. "
+        "It is round. <math>f</math> is a function of x. "
+        'A formula <chem>H2O</chem> describes water. "Why?" It ends.\n\n'
+        "<math>x = 1</math>\n\n"
+        "The last paragraph has no formula at all."
+    )
+    document = document_from_page(raw(text), CONTEXT, replace(CONFIG, min_paragraph_words=0), tally)
+    assert document is not None
+    assert document.sentences == (
+        "It is round.",
+        '"Why?"',
+        "It ends.",
+        "The last paragraph has no formula at all.",
+    )
+    # The one-word paragraph of a lone formula is a sentence too: 4 in all.
+    assert tally.counts["sentences_gapped"] == 4
+    assert not [s for s in document.sentences if GAP in s]
+
+
+def test_page_of_gapped_sentences_only_has_no_running_text() -> None:
+    tally = UnitTally("u")
+    page = raw("The area of a circle is <math>A</math> where r is the radius.")
+    assert document_from_page(page, CONTEXT, CONFIG, tally) is None
+    assert dict(tally.dropped) == {"no_running_text": 1}
+    assert tally.counts["sentences_gapped"] == 1
+
+
+def test_no_gap_no_count() -> None:
+    tally = UnitTally("u")
+    page = raw("Alberta is a province of [[Canada]] in the west.")
+    assert document_from_page(page, CONTEXT, CONFIG, tally) is not None
+    assert "sentences_gapped" not in tally.counts
 
 
 @pytest.mark.parametrize(
@@ -186,7 +224,20 @@ def test_real_sample_has_no_markup_left(sample_run: Path) -> None:
     sentences = [
         s for row in ds.dataset(sample_run).to_table().to_pylist() for s in row["sentences"]
     ]
-    for artefact in ("()", "( )", "{{", "}}", "[[", "]]", "''", "<ref", "&nbsp;", "&amp;", "  "):
+    for artefact in (
+        "()",
+        "( )",
+        "{{",
+        "}}",
+        "[[",
+        "]]",
+        "''",
+        "<ref",
+        "&nbsp;",
+        "&amp;",
+        "  ",
+        GAP,
+    ):
         assert not [s for s in sentences if artefact in s], artefact
     assert not [s for s in sentences if s.startswith(("File:", "Image:", "Category:", "*", "|"))]
 

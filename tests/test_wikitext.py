@@ -3,6 +3,7 @@
 import pytest
 
 from pipelines.text.wikitext import (
+    GAP,
     MAX_TEMPLATE_DEPTH,
     WikitextError,
     clean_wikitext,
@@ -41,7 +42,7 @@ def clean(text: str, **kwargs) -> list[str]:
         # inline HTML keeps its text, <br> is a space
         ("A <small>small</small> word<br/>here.", "A small word here."),
         # dropped blocks
-        ("Energy <math>E=mc^2</math> is.", "Energy is."),
+        ("Energy <math>E=mc^2</math> is.", f"Energy {GAP} is."),
         ("Code <syntaxhighlight lang=c>int x;</syntaxhighlight> ends.", "Code ends."),
         # templates: text-bearing ones render, others go
         ("About {{convert|290|km|mi}} south.", "About 290 km south."),
@@ -149,3 +150,31 @@ def test_unclosed_template_does_not_backtrack_catastrophically() -> None:
     # With naive nested quantifiers this input takes minutes; possessive ones make it linear.
     text = "{{a|" + "b{c}" * 20000 + "\n\nGood paragraph here."
     assert clean(text) == ["Good paragraph here."]
+
+
+@pytest.mark.parametrize(
+    ("wikitext", "expected"),
+    [
+        # Inline blocks that carried words of the sentence leave GAP where they were.
+        (r"The area is <math>A = \pi r^2</math> where r is.", f"The area is {GAP} where r is."),
+        ("Water <chem>H2O</chem> is wet.", f"Water {GAP} is wet."),
+        ("Water <ce>H2O</ce> is wet.", f"Water {GAP} is wet."),
+        ('In ASCII <code>!"#$%</code> were placed.', f"In ASCII {GAP} were placed."),
+        ("It reads <hiero>ra</hiero> there.", f"It reads {GAP} there."),
+        ('Then <MATH display="inline">x</MATH>.', f"Then {GAP}."),
+        # The tidy passes keep it: brackets, spacing, punctuation.
+        ("A value (<math>x</math>) here.", f"A value ({GAP}) here."),
+        ("A value ( <math>x</math> ) here.", f"A value ({GAP}) here."),
+        ("Where <math>x</math> , <math>y</math> are.", f"Where {GAP}, {GAP} are."),
+        # A formula on its own line is one more word of its paragraph.
+        ("The area is\n<math>A</math>\nwhere r is.", f"The area is {GAP} where r is."),
+        # Blocks that are not words of the sentence leave nothing.
+        ("Fact.<ref>x <math>y</math></ref> More.", "Fact. More."),
+        ("Text.<gallery>\nA.jpg|<math>x</math>\n</gallery> More.", "Text. More."),
+        # Inside a dropped template or File caption the GAP goes with it.
+        ("A {{cite web|title=<math>x</math>}}fact.", "A fact."),
+        ("Text.[[File:X.jpg|thumb|The <math>x</math> curve]] More.", "Text. More."),
+    ],
+)
+def test_words_removed_with_markup_leave_a_gap(wikitext: str, expected: str) -> None:
+    assert clean(wikitext) == [expected]

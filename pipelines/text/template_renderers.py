@@ -23,6 +23,12 @@ YES = frozenset({"y", "yes", "on", "true", "1"})
 
 EN_DASH = "–"
 EM_DASH = "—"
+# What is left where removed markup carried words of a sentence (an inline formula, a value
+# no renderer can reproduce): one private-use character, never text of its own. The Wikipedia
+# stage drops every sentence that holds it (pipelines/wikipedia/pages.py), so no sentence
+# with a hole ("The area of a circle is where r is the radius.") reaches the corpus.
+# `pipelines.text.wikitext.GAP` is this constant.
+GAP = "\ue000"
 
 
 def split_args(args: list[str]) -> tuple[list[str], dict[str, str]]:

@@ -13,7 +13,12 @@
   "10 km", {{lang|fr|texte}} → "texte", dates, …), internal links → their label, external
   links → their label, bold/italic markup removed, HTML entities resolved;
 - tidied: no "()" (or "(; )") left where a pronunciation or template was removed, no doubled
-  spaces, no space before punctuation; paragraphs with fewer than `min_words` words dropped.
+  spaces, no space before punctuation; paragraphs with fewer than `min_words` words dropped;
+- marked: where removed markup carried words of a sentence (an inline <math>, <chem>, <ce>,
+  <code> or <hiero>), the paragraph holds `GAP`, one private-use character, instead of
+  nothing. The caller drops every sentence holding it after splitting, so that
+  "The area of a circle is <math>A = \\pi r^2</math> where r is the radius." gives no
+  sentence rather than one with a hole.
 
 It works by regular-expression passes, innermost construct first, then one pass over lines.
 That is what makes it fast (`python -m bench.extract` measures it against WikiExtractor,
@@ -27,6 +32,7 @@ import html
 import re
 from collections.abc import Iterable
 
+from pipelines.text.template_renderers import GAP
 from pipelines.text.wikitemplates import template_renderer
 
 # MediaWiki's own limits: $wgMaxArticleSize (2 MiB) and the template expansion depth (40).
@@ -103,6 +109,8 @@ class WikitextError(ValueError):
 
 
 # Blocks dropped with their content. <includeonly> content is not shown on the page itself.
+# Those that carry words of the sentence they sit in (formulas, code) leave GAP behind.
+_GAP_BLOCK_TAGS = frozenset({"math", "chem", "ce", "code", "hiero"})
 _DROPPED_BLOCK_TAGS = (
     "ref|references|math|chem|ce|code|source|syntaxhighlight|pre|gallery|timeline|score|"
     "hiero|imagemap|graph|mapframe|maplink|templatedata|inputbox|categorytree|includeonly|"
@@ -170,7 +178,7 @@ def clean_wikitext(
     text = _COMMENT.sub("", text)
     if "<" in text:
         text = _SELF_CLOSING_BLOCK.sub("", text)
-        text = _BLOCK.sub("", text)
+        text = _BLOCK.sub(_dropped_block, text)
         text = _NOWIKI.sub(_nowiki_content, text)
     # 2. Templates, innermost first, so an outer template sees rendered inner text; links
     # inside a template's arguments are still there, so the argument split respects [[…|…]].
@@ -200,6 +208,12 @@ def clean_wikitext(
         if paragraph and (min_words <= 1 or len(paragraph.split(None, min_words - 1)) >= min_words):
             paragraphs.append(paragraph)
     return paragraphs
+
+
+def _dropped_block(match: re.Match[str]) -> str:
+    """Nothing for a block that is not text (<ref>, <gallery>), GAP for one that held words."""
+    tag = match.group(1)
+    return GAP if tag[0] in "mchMCH" and tag.lower() in _GAP_BLOCK_TAGS else ""
 
 
 def _nowiki_content(match: re.Match[str]) -> str:

@@ -11,6 +11,7 @@ from pipelines.text.wikidump import RawPage, SiteInfo
 from pipelines.text.wikitext import (
     DEFAULT_CATEGORY_NAMESPACES,
     DEFAULT_FILE_NAMESPACES,
+    GAP,
     WikitextError,
     clean_wikitext,
 )
@@ -24,6 +25,9 @@ _DISAMBIGUATION_TEMPLATE = re.compile(
     r"set index article|sia|[^{}|]*\bdisambiguation)\s*(?:\||\}\})",
     re.I,
 )
+# Where blingfire does not break before a sentence that starts with GAP (it reads no capital
+# there): "… is x. GAP is a function." is cut back into its two sentences.
+_BEFORE_GAPPED_SENTENCE = re.compile(rf"(?:(?<=[.!?])|(?<=[.!?][\"'”’)])) (?={GAP})")
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,8 @@ def document_from_page(
         )
         return None
     sentences = split_paragraphs(paragraphs)
+    if any(GAP in paragraph for paragraph in paragraphs):
+        sentences = _drop_gapped_sentences(sentences, tally)
     if not sentences:
         tally.drop("no_running_text")
         return None
@@ -97,3 +103,23 @@ def document_from_page(
         url=siteinfo.page_url(page.title),
         revision=page.revision_id,
     )
+
+
+def _drop_gapped_sentences(sentences: list[str], tally: UnitTally) -> list[str]:
+    """The sentences without a GAP; those with one (words the cleaner could not render, such
+    as an inline formula) are counted as `sentences_gapped`, so no sentence with a hole and
+    no GAP reaches the output."""
+    kept: list[str] = []
+    gapped = 0
+    for sentence in sentences:
+        if GAP not in sentence:
+            kept.append(sentence)
+            continue
+        for part in _BEFORE_GAPPED_SENTENCE.split(sentence):
+            if GAP in part:
+                gapped += 1
+            else:
+                kept.append(part)
+    if gapped:
+        tally.count("sentences_gapped", gapped)
+    return kept
