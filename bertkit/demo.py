@@ -25,12 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipelines import books, examples, vocab, wikipedia
-from pipelines.beam.shipping import PROJECT_ROOT
 from pipelines.command import flags
 from pipelines.command.flags import ZERO_OR_MORE, option
 from pipelines.io import extras, storage
 
-SAMPLE_DIR = PROJECT_ROOT / "data"
+# data/ in a checkout (bertkit/sample links to it), a copy of it in a wheel
+SAMPLE_DIR = (Path(__file__).parent / "sample").resolve()
 WIKIPEDIA_SAMPLE = SAMPLE_DIR / "wikipedia" / "*.xml.bz2"
 BOOKS_SAMPLE = SAMPLE_DIR / "books" / "*.txt"
 REPORT_FILE = "report.html"  # the data report, written last into --output

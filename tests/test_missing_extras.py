@@ -243,3 +243,20 @@ def test_the_demo_without_the_train_extra_stops_before_its_stages(tmp_path: Path
     )
     assert done.returncode == 2
     assert not (tmp_path / "demo").exists()
+
+
+def test_from_a_wheel_the_line_names_the_wheel_not_a_checkout(monkeypatch, tmp_path) -> None:
+    """Installed from a wheel there is no checkout, nor constraints.txt: the line says to
+    install the wheel again with the extra."""
+    from pipelines.io import extras
+
+    assert extras.install_command("gcp") == (
+        "pip install -c constraints.txt -e '.[gcp]' in the bertkit checkout"
+    )
+    monkeypatch.setattr(extras, "_CHECKOUT", tmp_path)  # site-packages: no pyproject.toml
+    assert extras.install_command("dataflow") == (
+        "pip install 'WHEEL[gcp]', WHEEL the bertkit wheel you installed"
+    )
+    assert extras.install_command("gpu") == (
+        "pip install 'WHEEL[gpu]', WHEEL the bertkit wheel you installed"
+    )

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Iterable
+from pathlib import Path
 
 from pipelines.io.storage import redact
 
@@ -51,6 +52,14 @@ _INSTALLED_BY = {"dataflow": "gcp"}
 _UNPINNED = {"gpu"}
 # Object storage: which extra a URL's scheme needs (http(s):// is smart_open, in the core).
 SCHEME_EXTRAS = {"s3": "aws", "gs": "gcp"}
+# Where an editable install's sources are: pipelines/io/extras.py → the checkout. A wheel's
+# copy lies in site-packages, with no pyproject.toml (nor constraints.txt) above it.
+_CHECKOUT = Path(__file__).resolve().parents[2]
+
+
+def from_checkout() -> bool:
+    """Whether bertkit runs from its source checkout (the README's editable install)."""
+    return (_CHECKOUT / "pyproject.toml").is_file() and (_CHECKOUT / "constraints.txt").is_file()
 
 
 def installed(module: str) -> bool:
@@ -69,11 +78,13 @@ def missing(extra: str) -> tuple[str, ...]:
 
 def install_command(extra: str) -> str:
     """The README's install, with `extra` (docs/gpu.md's, without the constraints, for the
-    gpu extra)."""
+    gpu extra), to run in the checkout; from a wheel, the install again with the extra."""
     name = _INSTALLED_BY.get(extra, extra)
+    if not from_checkout():
+        return f"pip install 'WHEEL[{name}]', WHEEL the bertkit wheel you installed"
     if name in _UNPINNED:
-        return f"pip install -e '.[{name}]'"
-    return f"pip install -c constraints.txt -e '.[{name}]'"
+        return f"pip install -e '.[{name}]' in the bertkit checkout"
+    return f"pip install -c constraints.txt -e '.[{name}]' in the bertkit checkout"
 
 
 def extra_problem(what: str, extra: str) -> str | None:
@@ -86,7 +97,7 @@ def extra_problem(what: str, extra: str) -> str | None:
     verb = "is" if len(absent) == 1 else "are"
     return (
         f"{what} needs the {_INSTALLED_BY.get(extra, extra)} extra ({names} {verb} not "
-        f"installed): {install_command(extra)} in the bertkit checkout"
+        f"installed): {install_command(extra)}"
     )
 
 
