@@ -178,3 +178,39 @@ def test_unclosed_template_does_not_backtrack_catastrophically() -> None:
 )
 def test_words_removed_with_markup_leave_a_gap(wikitext: str, expected: str) -> None:
     assert clean(wikitext) == [expected]
+
+
+@pytest.mark.parametrize(
+    ("wikitext", "expected"),
+    [
+        (
+            "The letter {{angbr|a}} is common (after {{angbr|e}} and {{angbr|t}}) in English.",
+            "The letter ⟨a⟩ is common (after ⟨e⟩ and ⟨t⟩) in English.",
+        ),
+        (
+            "The ampere is about {{val|6.241|e=18}} charges, and the reaction is {{chem|H|2|O}} based.",
+            "The ampere is about 6.241×10^18 charges, and the reaction is H2O based.",
+        ),
+        (
+            "{{Harvtxt|Boolos|Jeffrey|1974}} offer an informal meaning.",
+            "Boolos & Jeffrey (1974) offer an informal meaning.",
+        ),
+        (
+            "The sailors returned aboard {{USS|Hornet|CV-12}} after splashdown.",
+            "The sailors returned aboard USS Hornet (CV-12) after splashdown.",
+        ),
+        (
+            "Tickets cost $5 (${{Inflation|US|5|1929}} in {{CURRENTYEAR}} dollars) then.",
+            f"Tickets cost $5 (${GAP} in {GAP} dollars) then.",
+        ),
+        ("It lies at {{coord|13|19|N|169|9|W}} in the sea.", f"It lies at {GAP} in the sea."),
+        ("It lies there.{{Coord|42|N|1|E|display=title}}", "It lies there."),
+        ("A {{RailGauge|1435mm}} gauge line.", f"A {GAP} gauge line."),
+        # Alone on its line (other templates aside), a GAP template is page furniture.
+        ("{{Infobox x\n|a=b}}\n{{coord|1|N|2|E}}\nX is a city.", "X is a city."),
+        ("{{Use dmy dates}} {{coord|1|N|2|E}}\nX is a city.", "X is a city."),
+        ("X is a city.\n{{coord|1|N|2|E}}\n\nY is a town.", "X is a city.\nY is a town."),
+    ],
+)
+def test_templates_render_or_leave_a_gap(wikitext: str, expected: str) -> None:
+    assert clean(wikitext) == expected.split("\n")

@@ -65,12 +65,29 @@ fills that positional slot). Keys are stripped and lower-cased; all values are s
 |                               | post                         |
 | nowrap, nobr, small, smaller, | the first argument           | {{sub|2}} → 2
 |   big, larger, sub, sup, em,  |                              | {{abbr|UK|United Kingdom}} → UK
-|   strong, var, mvar, math,    |                              |
-|   abbr, nobold, noitalic,     |                              |
-|   small caps, smallcaps,      |                              |
-|   visible anchor              |                              |
+|   strong, var, mvar, math,    |                              | {{vr|ai}} → ai
+|   abbr, nobold, noitalic,     |                              | {{chem2|H2O}} → H2O
+|   small caps, smallcaps, sc,  |                              |
+|   sc1, sc2, smallcaps all,    |                              |
+|   visible anchor, vr, chem2   |                              |
 | sic, not a typo, proper name, | positional args joined, no   | {{sic|hte}} → hte
-|   linktext                    | space (pieces of one word)   | {{linktext|a|b}} → ab
+|   linktext, chem              | space (pieces of one word)   | {{chem|H|2|O}} → H2O
+| angbr                         | ⟨first argument⟩             | {{angbr|a}} → ⟨a⟩
+| val                           | number; ±uncertainty (or     | {{val|6.241|e=18}} → 6.241×10^18
+|                               | "(7)" as written); ×10^e;    | {{val|1.5|u=m}} → 1.5 m
+|                               | " unit" (u=, ul=); "/unit"   | {{val|1.5|0.2}} → 1.5±0.2
+|                               | (up=, upl=); as written      |
+| USS, HMS, HMAS, HMCS, HMNZS,  | prefix name (id); the        | {{USS|Hornet|CV-12}}
+|   SS, RMS, MV, USNS, USCGC    | display argument: 1 or 6 →   |   → USS Hornet (CV-12)
+|                               | prefix name, 2 → name,       | {{USS|Hornet}} → USS Hornet
+|                               | 3 → name (id)                |
+| ship                          | the same, the prefix first   | {{ship|HMS|Dreadnought|1906}}
+|                               |                              |   → HMS Dreadnought (1906)
+| harvtxt                       | authors (year, p. x): A;     | {{harvtxt|Boolos|Jeffrey|1974}}
+|                               | A & B; A, B & C; four or     |   → Boolos & Jeffrey (1974)
+|                               | more: A et al.; the year is  | {{harvtxt|Smith|1990a|p=5}}
+|                               | the last argument that reads |   → Smith (1990a, p. 5)
+|                               | as one (1974, 1974a, n.d.)   |
 | ill, interlanguage link,      | lt= if given, else the first | {{ill|Foo|de|Foo (DE)}} → Foo
 |   interlanguage link multi    | argument                     |
 | anchor                        | "" (anchors are invisible)   | {{anchor|x}} → ""
@@ -88,6 +105,14 @@ fills that positional slot). Keys are stripped and lower-cased; all values are s
 | nbsp                          | " " (plain space, below)     | a{{nbsp}}b → a b
 | ·, dot, middot                | ·                            | {{middot}} → ·
 | bull, bullet                  | •                            | {{bull}} → •
+| inflation, age, age in years, | GAP (below)                  | {{inflation|US|5|1929}} → GAP
+|   currentyear, currentmonth,  |                              | {{CURRENTYEAR}} → GAP
+|   currentmonthname,           |                              |
+|   currentmonthabbrev,         |                              |
+|   currentday, currentdayname, |                              |
+|   currenttime, railgauge      |                              |
+| coord                         | GAP; "" for display=title    | {{coord|42|N|1|E}} → GAP
+| #expr:, #time: (functions)    | GAP                          | {{#expr:2024-1950}} → GAP
 
 Returned text is stripped, with two deliberate exceptions where the whitespace *is* the
 rendering: the spaced dashes return `" – "` and `nbsp` returns `" "` (a plain space, since a
@@ -101,6 +126,15 @@ how they read. Numbers are kept exactly as written (`1,000`, `1000`, `3.5`).
 
 Ages (`(aged 71)`, `(age 74)`) are not rendered: the living person's age depends on the day
 the page is rendered, so it would make the corpus non-reproducible.
+
+GAP (`template_renderers.GAP`, one private-use character) is what a template renders to when
+it shows words of the sentence that cannot be rendered reproducibly: a value from a data table
+({{inflation}}, {{RailGauge}}), the day the page is rendered ({{CURRENTYEAR}} and the other
+magic words of the date, which normalise to the same names; {{age}}; {{#expr:}} and {{#time:}},
+which mostly compute from them), or coordinates shown in the text ({{coord}}). Dropping such a
+template would leave a hole ("$5 ($ in dollars)"); the cleaner's caller drops every sentence
+that holds GAP instead. A template that renders GAP alone on its line (other templates aside)
+leaves nothing, as the page furniture it usually is ({{coord}} after the infobox) did before.
 """
 
 from __future__ import annotations
@@ -108,6 +142,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import lru_cache, partial
 
+from pipelines.text.notation_renderers import (
+    gap_parser_function,
+    make_ship,
+    render_angle_brackets,
+    render_coord,
+    render_gap,
+    render_harvtxt,
+    render_ship,
+    render_val,
+)
 from pipelines.text.template_renderers import (
     EM_DASH,
     EN_DASH,
@@ -149,6 +193,10 @@ __all__ = [
 
 # --------------------------------------------------------------------------------------------
 # The table
+
+
+# The ship-prefix templates: {{USS|Hornet|CV-12}} → USS Hornet (CV-12).
+SHIP_PREFIXES = ("USS", "HMS", "HMAS", "HMCS", "HMNZS", "SS", "RMS", "MV", "USNS", "USCGC")
 
 
 def _build_table() -> dict[str, Renderer]:
@@ -202,11 +250,39 @@ def _build_table() -> dict[str, Renderer]:
                 "noitalic",
                 "small caps",
                 "smallcaps",
+                "sc",
+                "sc1",
+                "sc2",
+                "smallcaps all",
                 "visible anchor",
+                "vr",
+                "chem2",
             ),
             render_first_arg,
         ),
-        (("sic", "not a typo", "proper name", "linktext"), render_concatenated),
+        (("sic", "not a typo", "proper name", "linktext", "chem"), render_concatenated),
+        (("angbr",), render_angle_brackets),
+        (("val",), render_val),
+        *[((prefix.lower(),), make_ship(prefix)) for prefix in SHIP_PREFIXES],
+        (("ship",), render_ship),
+        (("harvtxt",), render_harvtxt),
+        (
+            (
+                "inflation",
+                "age",
+                "age in years",
+                "currentyear",
+                "currentmonth",
+                "currentmonthname",
+                "currentmonthabbrev",
+                "currentday",
+                "currentdayname",
+                "currenttime",
+                "railgauge",
+            ),
+            render_gap,
+        ),
+        (("coord",), render_coord),
         (
             ("ill", "interlanguage link", "interlanguage link multi"),
             render_interlanguage_link,
@@ -242,8 +318,9 @@ def _build_table() -> dict[str, Renderer]:
 
 
 TEMPLATE_RENDERERS: dict[str, Renderer] = _build_table()
+_PARSER_FUNCTIONS = {**PARSER_FUNCTIONS, "#expr": gap_parser_function, "#time": gap_parser_function}
 # Parser function names, for callers that want to list what is supported.
-PARSER_FUNCTION_NAMES = frozenset(PARSER_FUNCTIONS)
+PARSER_FUNCTION_NAMES = frozenset(_PARSER_FUNCTIONS)
 
 
 def normalise_template_name(name: str) -> str:
@@ -299,7 +376,7 @@ def _render_parser_function(name: str, args: list[str]) -> str | None:
     first argument and keeps its case and underscores, as MediaWiki passes it.
     """
     function_name, _, first = name.partition(":")
-    function = PARSER_FUNCTIONS.get(" ".join(function_name.split()).lower())
+    function = _PARSER_FUNCTIONS.get(" ".join(function_name.split()).lower())
     if function is None:
         return None
     return function(first.strip(), args)

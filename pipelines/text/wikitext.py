@@ -15,10 +15,11 @@
 - tidied: no "()" (or "(; )") left where a pronunciation or template was removed, no doubled
   spaces, no space before punctuation; paragraphs with fewer than `min_words` words dropped;
 - marked: where removed markup carried words of a sentence (an inline <math>, <chem>, <ce>,
-  <code> or <hiero>), the paragraph holds `GAP`, one private-use character, instead of
-  nothing. The caller drops every sentence holding it after splitting, so that
-  "The area of a circle is <math>A = \\pi r^2</math> where r is the radius." gives no
-  sentence rather than one with a hole.
+  <code> or <hiero>; a template whose words cannot be rendered reproducibly, such as
+  {{inflation}} or {{CURRENTYEAR}}: see `pipelines.text.wikitemplates`), the paragraph holds
+  `GAP`, one private-use character, instead of nothing. The caller drops every sentence
+  holding it after splitting, so that "The area of a circle is <math>A = \\pi r^2</math>
+  where r is the radius." gives no sentence rather than one with a hole.
 
 It works by regular-expression passes, innermost construct first, then one pass over lines.
 That is what makes it fast (`python -m bench.extract` measures it against WikiExtractor,
@@ -246,7 +247,28 @@ def _render_template_match(match: re.Match[str]) -> str:
     if renderer is None:  # most templates: their arguments are never cut out nor split
         return ""
     rendered = renderer(split_template_arguments(body[bar + 1 :]) if bar >= 0 else [])
-    return "" if rendered is None else rendered
+    if rendered is None:
+        return ""
+    if rendered == GAP and _alone_on_its_line(match):
+        return ""  # page furniture ({{coord}} below the infobox), not words of a sentence
+    return rendered
+
+
+# What may share a line with a template that is alone on it: spaces and other templates.
+_ONLY_TEMPLATES = re.compile(r"(?:[ \t]++|\{\{[^\n]*?\}\})*+")
+
+
+def _alone_on_its_line(match: re.Match[str]) -> bool:
+    text = match.string
+    start, end = match.span()
+    line_start = text.rfind("\n", 0, start) + 1
+    line_end = text.find("\n", end)
+    if line_end < 0:
+        line_end = len(text)
+    return bool(
+        _ONLY_TEMPLATES.fullmatch(text, line_start, start)
+        and _ONLY_TEMPLATES.fullmatch(text, end, line_end)
+    )
 
 
 def split_template_arguments(text: str) -> list[str]:
