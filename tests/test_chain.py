@@ -160,7 +160,7 @@ def test_a_flag_of_a_stage_without_inputs_is_refused(flags, flag, stage, tmp_pat
     argv = ["--books", "b/*.txt", *flags, "--output", str(tmp_path / "out")]
     assert chain.run(argv) == 2
     assert capsys.readouterr().err == (
-        f"bertkit chain: {flag} shapes the {stage} stage, which runs only with --{stage} "
+        f"bertkit chain: error: {flag} shapes the {stage} stage, which runs only with --{stage} "
         f"inputs, and none are given: drop it or give --{stage}\n"
     )
     assert not (tmp_path / "out").exists()
@@ -178,7 +178,7 @@ def test_a_foreign_file_in_any_output_is_refused_before_anything_is_deleted(
     foreign.write_text("mine")
     assert chain.run(chain_argv(output, "--overwrite")) == 2
     assert capsys.readouterr().err == (
-        f"bertkit chain: {output / 'shards'} holds notes.txt, which `bertkit examples` does "
+        f"bertkit chain: error: {output / 'shards'} holds notes.txt, which `bertkit examples` does "
         "not write: nothing was deleted. Choose a new or empty --output, or move those files\n"
     )
     assert earlier.read_text() == "{}" and foreign.read_text() == "mine"

@@ -118,7 +118,7 @@ def test_the_refusals_are_one_line_naming_the_command_s_flag(books_here) -> None
     done = _command("pipelines.chain", *flags, cwd=books_here)
     assert (done.returncode, done.stderr) == (
         2,
-        "bertkit chain: --books '*.text' matches no file: check the path, and quote a glob so "
+        "bertkit chain: error: --books '*.text' matches no file: check the path, and quote a glob so "
         "that bertkit, not the shell, expands it\n",
     )
 

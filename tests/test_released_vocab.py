@@ -316,7 +316,7 @@ def test_chain_with_a_released_vocabulary_trains_none(tmp_path, sample_tokens, c
     argv = ["--wikipedia", str(dump), "--vocab", str(directory), "--output", str(out)]
     assert chain.run([*argv, "--vocab-size", "100"]) == 2
     assert capsys.readouterr().err == (
-        f"bertkit chain: --vocab-size shapes the vocabulary the chain trains, and with --vocab "
+        f"bertkit chain: error: --vocab-size shapes the vocabulary the chain trains, and with --vocab "
         f"{directory} it trains none: drop one of them\n"
     )
     assert chain.run([*argv, *EXAMPLE_FLAGS]) == 0

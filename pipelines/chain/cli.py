@@ -191,7 +191,7 @@ def run(argv: list[str] | None = None) -> int:
             )
         )
     except (ValueError, OSError) as error:  # ChainConfigError, VocabError, … are ValueErrors
-        print(f"bertkit chain: {storage.redact(str(error))}", file=sys.stderr)
+        print(f"bertkit chain: error: {storage.redact(str(error))}", file=sys.stderr)
         return 2
     # Every output checked: only now is anything deleted (each stage's own earlier files).
     files.delete([path for found in earlier for path in found])
