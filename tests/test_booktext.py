@@ -2,126 +2,23 @@
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import re
-import tracemalloc
 from functools import cache
 from pathlib import Path
 
 import pytest
 
+from pipelines.text.bookdecode import DecodedBook, DecodeStats, LongTextLine, decode_book
 from pipelines.text.booktext import (
     MAX_PARAGRAPH_CHARS,
-    BookTextError,
-    DecodedBook,
-    LongTextLine,
     book_paragraphs,
-    decode_book,
-    drop_long_lines,
     iter_book_paragraphs,
     line_documents,
 )
 from pipelines.text.gutenberg import book_title, strip_gutenberg
 
 BOOKS_DIR = Path(__file__).resolve().parent.parent / "data" / "books"
-
-
-# --------------------------------------------------------------------------------------
-# decode_book
-# --------------------------------------------------------------------------------------
-
-
-def test_decode_utf8() -> None:
-    assert decode_book("café – “quoted”".encode()) == DecodedBook(
-        text="café – “quoted”", encoding="utf-8", used_fallback=False
-    )
-
-
-def test_decode_ascii_reports_utf8() -> None:
-    assert decode_book(b"plain ascii") == DecodedBook("plain ascii", "utf-8", False)
-
-
-def test_decode_strips_utf8_bom() -> None:
-    assert decode_book(b"\xef\xbb\xbfhello") == DecodedBook("hello", "utf-8-sig", False)
-
-
-def test_decode_cp1252_smart_quotes() -> None:
-    assert decode_book(b"\x93hi\x94") == DecodedBook("\u201chi\u201d", "cp1252", True)
-
-
-def test_decode_cp1252_when_not_utf8() -> None:
-    # 0xE9 alone is invalid UTF-8; cp1252 gives e-acute, 0x85 the ellipsis.
-    assert decode_book(b"caf\xe9\x85") == DecodedBook("café…", "cp1252", True)
-
-
-def test_decode_latin1_when_cp1252_undefined() -> None:
-    # 0x81 is undefined in cp1252, so the whole file is latin-1 (0x93 stays a C1 char).
-    assert decode_book(b"\x81abc \xe9 \x93") == DecodedBook("\x81abc é \x93", "latin-1", True)
-
-
-def test_decode_bom_on_invalid_utf8_falls_back_without_bom() -> None:
-    assert decode_book(b"\xef\xbb\xbfcaf\xe9") == DecodedBook("café", "cp1252", True)
-
-
-def test_decode_newlines_crlf_and_cr() -> None:
-    assert decode_book(b"a\r\nb\rc\nd\r\n\r\ne").text == "a\nb\nc\nd\n\ne"
-
-
-def test_decode_newlines_in_fallback_encoding() -> None:
-    assert decode_book(b"\x93a\x94\r\nb\rc") == DecodedBook("\u201ca\u201d\nb\nc", "cp1252", True)
-
-
-def test_decode_cleans_control_characters() -> None:
-    # FF/VT are page/line breaks; SUB (DOS EOF), ESC, DEL are dropped; TAB is kept.
-    data = b"page one\x0cpage\ttwo\x0bthree\x1b\x7f" + b" words" * 20 + b"\r\n\x1a"
-    assert decode_book(data).text == "page one\npage\ttwo\nthree" + " words" * 20 + "\n"
-
-
-def test_decode_empty_raises() -> None:
-    with pytest.raises(BookTextError, match=r"^file is empty$"):
-        decode_book(b"")
-
-
-def test_decode_error_is_a_value_error() -> None:
-    assert issubclass(BookTextError, ValueError)
-
-
-def test_decode_nul_bytes_raise_with_count() -> None:
-    with pytest.raises(BookTextError) as info:
-        decode_book(b"PK\x03\x04\x14\x00\x00\x00text")
-    assert str(info.value) == "looks binary: 3 NUL bytes in the first 8 KiB"
-
-
-def test_decode_nul_after_first_8kib_is_dropped_not_rejected() -> None:
-    assert decode_book(b"a" * 9000 + b"\x00b").text == "a" * 9000 + "b"
-
-
-def test_decode_many_control_characters_raise() -> None:
-    with pytest.raises(BookTextError) as info:
-        decode_book(bytes(range(1, 9)) * 10 + b"x" * 20)
-    assert str(info.value) == "looks binary: 80 control characters in the first 8 KiB"
-
-
-def test_decode_few_control_characters_accepted() -> None:
-    assert decode_book(b"\x01" + b"x" * 99).text == "x" * 99
-
-
-def test_decode_utf16_bom_rejected_with_reason() -> None:
-    with pytest.raises(BookTextError, match=r"^looks like UTF-16 text"):
-        decode_book("hello".encode("utf-16"))
-
-
-def test_decode_whitespace_only_rejected() -> None:
-    with pytest.raises(BookTextError) as info:
-        decode_book(b" \r\n\t\x1a\r\n")
-    assert str(info.value) == "file has no text: only whitespace and control characters"
-
-
-def test_decoded_book_is_frozen() -> None:
-    book = decode_book(b"x")
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        book.text = "y"  # type: ignore[misc]
 
 
 # --------------------------------------------------------------------------------------
@@ -303,6 +200,11 @@ def test_line_documents_blank_lines_end_documents() -> None:
     assert list(line_documents(lines)) == [["First sentence.", "Second one."], ["Third."]]
 
 
+def test_line_documents_collapse_whitespace_as_reflow_does() -> None:
+    lines = ["  Tabs\tbetween\t words.  \n", "\u00a0\n", "Two  spaces."]
+    assert list(line_documents(lines)) == [["Tabs between words."], ["Two spaces."]]
+
+
 def test_line_documents_without_blank_lines_cut_every_max_lines() -> None:
     lines = [f"s{i}" for i in range(5)]
     assert list(line_documents(lines, max_lines=2)) == [["s0", "s1"], ["s2", "s3"], ["s4"]]
@@ -354,56 +256,14 @@ def test_line_documents_cut_before_a_line_that_passes_max_chars() -> None:
     ]
 
 
-# --------------------------------------------------------------------------------------
-# drop_long_lines
-# --------------------------------------------------------------------------------------
-
-
-def test_drop_long_lines_empties_them_and_says_which() -> None:
-    text = "Short line.\n" + "x" * 40 + "\nStill here.\n" + "é" * 11 + "\nLast."
-    kept, dropped = drop_long_lines(text, max_bytes=21)
-    assert kept == "Short line.\n\nStill here.\n\nLast."
-    assert dropped == [LongTextLine(2, 40), LongTextLine(4, 22)]  # é is 2 bytes
-    assert dropped[0].error(21) == (
-        "line 2 is 40 bytes, over the 21-byte line limit (--max_line_kb): no sentence is that "
-        "long; the line is skipped, the rest kept"
-    )
-
-
-def test_drop_long_lines_keeps_lines_at_the_limit_and_the_text_itself() -> None:
-    text = "x" * 21 + "\n" + "é" * 10
-    kept, dropped = drop_long_lines(text, max_bytes=21)
-    assert (kept, dropped) == (text, [])
-    assert kept is text  # nothing copied when nothing is over
-
-
 def test_a_long_line_ends_its_paragraph() -> None:
-    text = "The river ran north\npast the town.\n" + "z" * 100 + "\nIn winter it froze over."
-    kept, _ = drop_long_lines(text, max_bytes=50)
-    assert book_paragraphs(kept) == [
+    data = b"The river ran north\npast the town.\n" + b"z" * 100 + b"\nIn winter it froze over."
+    decoded = decode_book(data, max_line_bytes=50)
+    assert decoded.long_lines == (LongTextLine(3, 100),)
+    assert book_paragraphs(decoded.text) == [
         "The river ran north past the town.",
         "In winter it froze over.",
     ]
-
-
-def test_drop_long_lines_first_and_last_lines() -> None:
-    text = "x" * 30 + "\nkept\n" + "y" * 30 + "\n"
-    assert drop_long_lines(text, max_bytes=21) == (
-        "\nkept\n\n",
-        [LongTextLine(1, 30), LongTextLine(3, 30)],
-    )
-    assert drop_long_lines("z" * 30, max_bytes=21) == ("", [LongTextLine(1, 30)])
-
-
-def test_drop_long_lines_does_not_copy_the_text_into_lines() -> None:
-    # 8 MB of 70-character lines: split into lines, they took 1.7 times the text.
-    text = ("a" * 69 + "\n") * 120_000
-    tracemalloc.start()
-    kept, dropped = drop_long_lines(text, max_bytes=1 << 10)
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    assert (kept is text, dropped) == (True, [])
-    assert peak < 1 << 20, peak
 
 
 def test_iter_book_paragraphs_is_lazy() -> None:
@@ -430,9 +290,12 @@ def _book(name: str) -> tuple[DecodedBook, str, bool, list[str]]:
 @pytest.mark.parametrize("name", BOOKS)
 def test_real_books_decode_as_utf8(name: str) -> None:
     decoded = _book(name)[0]
-    assert (decoded.encoding, decoded.used_fallback) == ("utf-8", False)
+    # alice29 and plrabn12 end with DOS end-of-file bytes (SUB), removed and counted.
+    controls = {"alice29": 1, "plrabn12": 2}.get(name, 0)
+    assert decoded.stats == DecodeStats("utf-8", fallback_lines=0, controls_removed=controls)
+    assert decoded.long_lines == ()
     assert "\r" not in decoded.text
-    assert "\x1a" not in decoded.text  # alice29 and plrabn12 end with a DOS EOF byte
+    assert "\x1a" not in decoded.text
 
 
 @pytest.mark.parametrize(

@@ -1,19 +1,22 @@
 """Extract sentence-split documents from book files.
 
-`--format files` (default): one book per file (.txt, .txt.gz, .txt.bz2). Line endings are
-normalised, Project Gutenberg's header and licence are stripped, hard-wrapped lines are
-reflowed into paragraphs, headings dropped, and paragraphs split into sentences. Bytes that
-are not UTF-8 are decoded as cp1252 (then Latin-1) and the book is counted as such.
+`--format files` (default): one book per file (.txt, .txt.gz, .txt.bz2). Project Gutenberg's
+header and licence are stripped, hard-wrapped lines are reflowed into paragraphs, headings
+dropped, and paragraphs split into sentences.
 
 `--format lines`: the BookCorpus mirror format, one sentence per line. A blank line ends a
 document; a file without blank lines is cut every `--lines_per_document` lines (the mirrors
 lost the book boundaries; fixed windows are the honest, deterministic choice).
 
-In both formats a line over `--max_line_kb` is no text: it is rejected (`line_too_long`),
-never held in memory whole, and the rest of the file is kept. A paragraph over 1 Mi
-characters (a book without blank lines) is cut at line boundaries, and a sentence over
-16,384 characters after the last space of each window, as `bertkit examples` cuts them
-(counts: paragraphs_cut, sentences_cut), so memory is bounded whatever their length.
+Both formats read a file's bytes alike: CRLF and CR line ends; UTF-8, a line that is not
+UTF-8 read as cp1252 (counted: decoded_with_fallback files, lines_decoded_with_fallback
+lines); UTF-16 with a byte-order mark; control characters and stray NUL bytes removed
+(control_characters_removed); an empty or binary file rejected (`not_text`). A line over
+`--max_line_kb` is no text: it is rejected (`line_too_long`), never held in memory whole,
+and the rest of the file is kept. A sentence over 16,384 characters is cut after the last
+space of each window, as `bertkit examples` cuts it (sentences_cut), and a paragraph over
+1 Mi characters (a book without blank lines) at line boundaries (paragraphs_cut), so memory
+is bounded whatever their length.
 
 Writes DIR/documents-*.parquet (Document schema), DIR/_rejects/ and, last, DIR/_manifest.json.
 Exits 1 if any input could not be read to its end.

@@ -12,7 +12,7 @@ from typing import Any
 
 from pipelines.beam.documents import DocumentStageFlags, FileUnitSizes
 from pipelines.command.flags import AT_LEAST_1, ZERO_OR_MORE, option
-from pipelines.text.booktext import MAX_LINE_BYTES
+from pipelines.text.bookdecode import MAX_LINE_BYTES
 
 FORMATS = ("files", "lines")
 

@@ -14,18 +14,17 @@ from pipelines.beam.documents import UnitTally
 from pipelines.beam.inputs import name_under
 from pipelines.bert.sentence_cuts import cut_sentence
 from pipelines.books.config import BooksConfig
-from pipelines.io.compressed import InputReadError, LongLine, decompressed_chunks, lines
+from pipelines.io.compressed import InputReadError, decompressed_chunks
 from pipelines.io.storage import Reader
-from pipelines.text.booktext import (
+from pipelines.text.bookdecode import (
     BookTextError,
     DecodedBook,
+    DecodeStats,
     LongTextLine,
-    cut_long_paragraphs,
+    book_lines,
     decode_book,
-    drop_long_lines,
-    iter_book_paragraphs,
-    line_documents,
 )
+from pipelines.text.booktext import cut_long_paragraphs, iter_book_paragraphs, line_documents
 from pipelines.text.gutenberg import book_title, strip_gutenberg
 from pipelines.text.sentences import split_sentences
 from schemas import Document, Reject
@@ -80,14 +79,11 @@ def book_document(
     """One book file → one Document, or None after recording why not."""
     tally.count("input_files")
     doc_id = f"books/{name}"
-    decoded = _decoded_book(path, doc_id, tally, reader)
+    decoded = _decoded_book(path, doc_id, config, tally, reader)
     if decoded is None:
         return None
-    text, long_lines = drop_long_lines(decoded.text, config.max_line_bytes)
+    text = decoded.text
     del decoded  # the book is held as few times as its steps need (text and body)
-    for line in long_lines:
-        error = line.error(config.max_line_bytes)
-        tally.reject(Reject(doc_id, path, f"line {line.number}", "line_too_long", error))
     title = book_title(text, fallback=posixpath.basename(name))
     body, had_boilerplate = strip_gutenberg(text)
     del text
@@ -104,7 +100,9 @@ def book_document(
     return Document(id=doc_id, source="books", title=title, sentences=tuple(sentences))
 
 
-def _decoded_book(path: str, doc_id: str, tally: UnitTally, reader: Reader) -> DecodedBook | None:
+def _decoded_book(
+    path: str, doc_id: str, config: BooksConfig, tally: UnitTally, reader: Reader
+) -> DecodedBook | None:
     """The book file decoded, or None after recording why not (its bytes go on return)."""
     try:
         data = read_book_bytes(path, reader)
@@ -113,40 +111,67 @@ def _decoded_book(path: str, doc_id: str, tally: UnitTally, reader: Reader) -> D
         return None
     tally.count("input_bytes", len(data))
     try:
-        decoded = decode_book(data)
+        decoded = decode_book(data, config.max_line_bytes)
     except BookTextError as err:
-        tally.reject(Reject(doc_id, path, "file", "not_text", str(err)))
+        tally.reject(Reject(doc_id, path, err.position, "not_text", str(err)))
         return None
-    if decoded.used_fallback:
-        tally.count("decoded_with_fallback")
+    for line in decoded.long_lines:
+        error = line.error(config.max_line_bytes)
+        tally.reject(Reject(doc_id, path, f"line {line.number}", "line_too_long", error))
+    _count_decoding(decoded.stats, tally)
     return decoded
 
 
+def _count_decoding(stats: DecodeStats, tally: UnitTally) -> None:
+    """What reading a file's bytes as text took (pipelines/text/bookdecode.py), as counts:
+    `decoded_with_fallback` files and `lines_decoded_with_fallback` lines were not all UTF-8
+    (read as cp1252), `control_characters_removed`, `decoded_from_utf16` files."""
+    if stats.fallback_lines:
+        tally.count("decoded_with_fallback")
+        tally.count("lines_decoded_with_fallback", stats.fallback_lines)
+    if stats.controls_removed:
+        tally.count("control_characters_removed", stats.controls_removed)
+    if stats.encoding != "utf-8":
+        tally.count("decoded_from_utf16")
+
+
 def book_sentences(paragraphs: Iterable[str], tally: UnitTally) -> list[str]:
-    """The paragraphs' sentences; one over the examples stage's bound is cut as it cuts them.
+    """The paragraphs' sentences, one over the examples stage's bound cut (`cut_sentences`)."""
+    return cut_sentences(
+        (sentence for paragraph in paragraphs for sentence in split_sentences(paragraph)), tally
+    )
+
+
+def cut_sentences(sentences: Iterable[str], tally: UnitTally) -> list[str]:
+    """The sentences; one over the examples stage's bound is cut as it cuts them.
 
     `bertkit examples` would cut it anyway (pipelines/bert/sentence_cuts.py: after the last
     space of each 16,384-character window); cut here, no sentence of a Document is longer.
     The pieces are stripped, as every sentence is (so `" ".join` gives the sentence back),
     and each sentence cut counts once (sentences_cut).
     """
-    sentences: list[str] = []
-    for paragraph in paragraphs:
-        for sentence in split_sentences(paragraph):
-            pieces = cut_sentence(sentence)
-            if len(pieces) > 1:
-                tally.count("sentences_cut")
-                pieces = [piece.strip() for piece in pieces]
-            sentences += pieces
-    return sentences
+    kept: list[str] = []
+    for sentence in sentences:
+        pieces = cut_sentence(sentence)
+        if len(pieces) > 1:
+            tally.count("sentences_cut")
+            pieces = [piece.strip() for piece in pieces]
+        kept += pieces
+    return kept
 
 
 def line_file_documents(
     path: str, name: str, config: BooksConfig, tally: UnitTally, reader: Reader = files.READER
 ):
-    """Stream one BookCorpus-style file (one sentence per line) into Documents."""
+    """Stream one BookCorpus-style file (one sentence per line) into Documents.
+
+    Its lines are read as a book's are (`book_lines`: line ends, byte-order marks, UTF-16,
+    cp1252 lines, control characters); a line over the line limit is rejected and ends its
+    document, a sentence over the examples stage's bound is cut (`cut_sentences`).
+    """
     tally.count("input_files")
-    fallback_lines = input_bytes = 0
+    stats = DecodeStats()
+    input_bytes = 0
 
     def counted(chunks):
         nonlocal input_bytes
@@ -154,41 +179,28 @@ def line_file_documents(
             input_bytes += len(chunk)
             yield chunk
 
-    def decoded_lines():
-        nonlocal fallback_lines
-        raw_lines = lines(counted(decompressed_chunks(reader, path)), config.max_line_bytes)
-        for number, raw in enumerate(raw_lines, start=1):
-            if isinstance(raw, LongLine):
-                error = LongTextLine(number, raw.length).error(config.max_line_bytes)
-                tally.reject(Reject(None, path, f"line {number}", "line_too_long", error))
+    def text_lines():
+        for line in book_lines(
+            counted(decompressed_chunks(reader, path)), config.max_line_bytes, stats
+        ):
+            if isinstance(line, LongTextLine):
+                error = line.error(config.max_line_bytes)
+                tally.reject(Reject(None, path, f"line {line.number}", "line_too_long", error))
                 yield ""  # it ends the document: the lines either side were not adjacent
-                continue
-            try:
-                yield raw.decode("utf-8")
-            except UnicodeDecodeError:
-                fallback_lines += 1
-                yield _decode_with_fallback(raw)
+            else:
+                yield line
 
     try:
-        for number, sentences in enumerate(
-            line_documents(decoded_lines(), config.lines_per_document)
-        ):
+        for number, sentences in enumerate(line_documents(text_lines(), config.lines_per_document)):
             yield Document(
                 id=f"bookcorpus/{name}/{number}",
                 source="bookcorpus",
                 title=f"{posixpath.basename(name)} #{number}",
-                sentences=tuple(sentences),
+                sentences=tuple(cut_sentences(sentences, tally)),
             )
+    except BookTextError as err:
+        tally.reject(Reject(None, path, err.position, "not_text", str(err)))
     except _READ_ERRORS as err:
         _fail_unreadable(tally, path, err)
     tally.count("input_bytes", input_bytes)
-    if fallback_lines:
-        tally.count("lines_decoded_with_fallback", fallback_lines)
-
-
-def _decode_with_fallback(raw: bytes) -> str:
-    """Decode one line as decode_book would: cp1252, and Latin-1 for cp1252's holes."""
-    try:
-        return raw.decode("cp1252")
-    except UnicodeDecodeError:
-        return raw.decode("latin-1")
+    _count_decoding(stats, tally)

@@ -6,14 +6,15 @@ header and licence are `pipelines/text/gutenberg.py`'s.
 
 Typical use for one plain-text book file::
 
-    decoded = decode_book(raw_bytes)              # may raise BookTextError -> record a reject
-    text, long_lines = drop_long_lines(decoded.text)      # reject each of long_lines
-    title = book_title(text, fallback=file_stem)   # gutenberg.py, reads the header
-    body, had_boilerplate = strip_gutenberg(text)  # gutenberg.py
+    decoded = decode_book(raw_bytes)   # bookdecode.py; BookTextError -> record a reject,
+                                       # and reject each of decoded.long_lines
+    title = book_title(decoded.text, fallback=file_stem)   # gutenberg.py, reads the header
+    body, had_boilerplate = strip_gutenberg(decoded.text)  # gutenberg.py
     body, cut = cut_long_paragraphs(body)          # count the paragraphs cut
     paragraphs = book_paragraphs(body)             # then sentence-split each paragraph
 
-and for a BookCorpus-mirror file (one sentence per line)::
+and for a BookCorpus-mirror file (one sentence per line), its lines read by
+bookdecode.py's `book_lines` as a book's are::
 
     for sentences in line_documents(line_iterable):
         ...
@@ -26,28 +27,16 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 
 __all__ = [
     "MAX_DOCUMENT_CHARS",
-    "MAX_LINE_BYTES",
     "MAX_PARAGRAPH_CHARS",
-    "BookTextError",
-    "DecodedBook",
-    "LongTextLine",
     "book_paragraphs",
     "cut_long_paragraphs",
-    "decode_book",
-    "drop_long_lines",
     "iter_book_paragraphs",
     "line_documents",
 ]
 
-# No sentence, and no paragraph of a real book, is anywhere near this long (the longest
-# lines of the sample books are a few hundred bytes; a book with unwrapped paragraphs has
-# lines of a few kB). A longer line is a blob, or a file without newlines: one 256 MiB line
-# once took 2.8 GB and came out as a single 268 MB "sentence".
-MAX_LINE_BYTES = 1 << 20
 # A one-sentence-per-line document holds at most this many characters (rule 3 of
 # line_documents), so a streaming reader never holds more, whatever the lines are.
 MAX_DOCUMENT_CHARS = 16 << 20
@@ -58,163 +47,9 @@ MAX_DOCUMENT_CHARS = 16 << 20
 # is the default line bound, so any line kept by default fits in one paragraph.
 MAX_PARAGRAPH_CHARS = 1 << 20
 # A cut of cut_long_paragraphs is a blank line of U+001E (whitespace to str.split and re,
-# and deleted by decode_book), which tells iter_book_paragraphs the pieces are one paragraph.
+# and removed from every line by bookdecode.py), which tells iter_book_paragraphs the
+# pieces are one paragraph.
 _CUT_LINE = "\x1e\n"
-
-
-class BookTextError(ValueError):
-    """A file that cannot be used as book text; ``str(error)`` is the reject reason."""
-
-
-@dataclass(frozen=True)
-class DecodedBook:
-    """Result of :func:`decode_book`."""
-
-    text: str  # newlines normalised to "\n"
-    encoding: str  # "utf-8", "utf-8-sig", or the fallback actually used ("cp1252", "latin-1")
-    used_fallback: bool  # True when the bytes were not valid UTF-8
-
-
-# --------------------------------------------------------------------------------------
-# decode_book
-# --------------------------------------------------------------------------------------
-
-_SNIFF_BYTES = 8192
-# A real text may contain a stray control character or two, but binary formats (images,
-# archives, PDFs' compressed streams, executables) are full of them.
-_MAX_CONTROL_SHARE = 0.05
-# C0 control bytes that never appear in running text.  TAB, LF, CR are text; FF (0x0C,
-# page break) and SUB (0x1A, the DOS end-of-file mark) are common in old etexts and are
-# tolerated (then cleaned, see below).
-_BINARY_CONTROL_BYTES = (
-    bytes(b for b in range(0x20) if b not in (0x00, 0x09, 0x0A, 0x0C, 0x0D, 0x1A)) + b"\x7f"
-)
-# Clean-up, done on the bytes before decoding (C0 bytes are the same characters in UTF-8,
-# cp1252 and latin-1, and never part of a multi-byte UTF-8 sequence): VT and FF are
-# line/page breaks -> LF; every other C0 control except TAB/LF/CR, and DEL, is deleted.
-# They carry no meaning in book text, and several of them (VT, FF, FS, GS, RS) are line
-# boundaries for str.splitlines(), which would otherwise split lines downstream.
-_CONTROL_MAP = bytes.maketrans(b"\x0b\x0c", b"\n\n")
-_CONTROL_DELETE = bytes(b for b in range(0x20) if b not in (0x09, 0x0A, 0x0B, 0x0C, 0x0D))
-_CONTROL_DELETE += b"\x7f"
-
-
-def decode_book(data: bytes) -> DecodedBook:
-    """Decode the raw bytes of a book file.
-
-    Rules, in order:
-
-    1. Empty input raises ``BookTextError("file is empty")``.
-    2. A UTF-16 byte-order mark (``FF FE`` / ``FE FF``) raises ``BookTextError``
-       ("looks like UTF-16 text ...") - such files are text, but this module handles
-       only UTF-8 and 8-bit encodings, and saying so is more useful than "binary".
-    3. Binary sniffing on the first 8 KiB: any NUL byte raises
-       ``BookTextError("looks binary: N NUL bytes in the first 8 KiB")`` (text never
-       contains NUL; almost every binary format does).  Otherwise, if more than 5% of
-       those bytes are C0 control characters other than TAB/LF/CR/FF/SUB (or DEL), it
-       raises ``"looks binary: N control characters in the first 8 KiB"``.
-    4. UTF-8 is tried first (ASCII is valid UTF-8 and reported as ``"utf-8"``).  A
-       leading UTF-8 BOM is removed and reported as ``"utf-8-sig"``.
-    5. Bytes that are not valid UTF-8 are decoded as cp1252 (Windows-1252: the de-facto
-       encoding of "latin-1" files, and the only one that turns 0x93/0x94 into curly
-       quotes); if cp1252 fails on one of its five undefined bytes (0x81, 0x8D, 0x8F,
-       0x90, 0x9D) the whole file is decoded as latin-1 (ISO-8859-1), which maps every
-       byte and never fails.  ``used_fallback`` is True in both cases; ``encoding``
-       names the codec actually used.
-    6. Newlines: CRLF and lone CR (old Mac files) become LF.
-    7. VT and FF become LF; every other C0 control character except TAB and LF, plus
-       DEL, is deleted (e.g. the trailing DOS end-of-file ``\\x1a`` of old etexts, or
-       a NUL after the first 8 KiB).  C1 characters produced by the latin-1 fallback
-       (U+0080-U+009F) are kept: they are what the bytes say.
-    8. A file with nothing but whitespace left raises
-       ``BookTextError("file has no text: only whitespace and control characters")``.
-    """
-    if not data:
-        raise BookTextError("file is empty")
-    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        raise BookTextError(
-            "looks like UTF-16 text (byte-order mark found); only UTF-8 and 8-bit "
-            "encodings are supported"
-        )
-    head = data[:_SNIFF_BYTES]
-    nul = head.count(0)
-    if nul:
-        raise BookTextError(f"looks binary: {nul} NUL bytes in the first 8 KiB")
-    controls = len(head) - len(head.translate(None, _BINARY_CONTROL_BYTES))
-    if controls > _MAX_CONTROL_SHARE * len(head):
-        raise BookTextError(f"looks binary: {controls} control characters in the first 8 KiB")
-
-    data = data.translate(_CONTROL_MAP, _CONTROL_DELETE)
-    if b"\r" in data:
-        data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-    has_bom = data.startswith(b"\xef\xbb\xbf")
-    encoding = "utf-8-sig" if has_bom else "utf-8"
-    used_fallback = False
-    try:
-        text = data.decode(encoding)
-    except UnicodeDecodeError:
-        used_fallback = True
-        payload = data[3:] if has_bom else data  # a BOM on non-UTF-8 bytes is a lie; drop it
-        try:
-            encoding = "cp1252"
-            text = payload.decode(encoding)
-        except UnicodeDecodeError:
-            encoding = "latin-1"
-            text = payload.decode(encoding)
-    if not text.strip():
-        raise BookTextError("file has no text: only whitespace and control characters")
-    return DecodedBook(text=text, encoding=encoding, used_fallback=used_fallback)
-
-
-# --------------------------------------------------------------------------------------
-# drop_long_lines
-# --------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class LongTextLine:
-    """A line over the length limit, which :func:`drop_long_lines` left out."""
-
-    number: int  # 1-based, in the text (or file) it came from
-    length: int  # UTF-8 bytes, without the newline
-
-    def error(self, max_bytes: int) -> str:
-        """The reject's message."""
-        return (
-            f"line {self.number} is {self.length} bytes, over the {max_bytes}-byte line limit "
-            "(--max_line_kb): no sentence is that long; the line is skipped, the rest kept"
-        )
-
-
-def drop_long_lines(text: str, max_bytes: int = MAX_LINE_BYTES) -> tuple[str, list[LongTextLine]]:
-    """Empty every line longer than ``max_bytes`` UTF-8 bytes; return the text and those lines.
-
-    Such a line is no running text (see MAX_LINE_BYTES) and would reach the sentence
-    splitter as one paragraph. It becomes an empty line rather than vanishing, so it also
-    ends the paragraph around it: the text either side of it was never adjacent.  Every
-    other line is kept as it is; the caller records a reject for each line returned.
-    """
-    # A line has at most 4 UTF-8 bytes per character: shorter texts and lines cannot be over.
-    if len(text) <= max_bytes // 4:
-        return text, []
-    # Only lines of over max_bytes // 4 characters can be over: found without splitting the
-    # text into lines (that list alone took 1.7 times the text).
-    long_lines, spans = [], []
-    number, counted_to = 1, 0
-    for match in re.finditer(f"(?m)^[^\n]{{{max_bytes // 4 + 1},}}", text):
-        number += text.count("\n", counted_to, match.start())
-        counted_to = match.start()
-        if (length := len(match.group().encode("utf-8"))) > max_bytes:
-            long_lines.append(LongTextLine(number, length))
-            spans.append(match.span())
-    if not long_lines:
-        return text, []
-    parts, done = [], 0
-    for start, end in spans:
-        parts.append(text[done:start])
-        done = end
-    parts.append(text[done:])
-    return "".join(parts), long_lines
 
 
 # --------------------------------------------------------------------------------------
@@ -227,7 +62,7 @@ def cut_long_paragraphs(text: str, max_chars: int = MAX_PARAGRAPH_CHARS) -> tupl
 
     A block is cut at line boundaries into blocks of whole lines, each at most ``max_chars``
     characters long (newlines inside it counted, the one ending it not); a line longer than
-    that is a block by itself (the caller bounds line length: drop_long_lines).  A cut is a
+    that is a block by itself (the caller bounds line length: bookdecode.py).  A cut is a
     blank line (of U+001E) after the last line that fits: each piece goes through rules 2-5
     of book_paragraphs as a block of its own (a heading line leading a piece is dropped, a
     word hyphenated across the cut is not joined) and makes paragraphs no longer than the
@@ -554,7 +389,8 @@ def line_documents(
 
     Rules:
 
-    1. Each line is stripped (lines may keep the ``"\\n"`` of file iteration); a
+    1. Each line is stripped (lines may keep the ``"\\n"`` of file iteration) and every run
+       of whitespace in it becomes one space, as a book's paragraphs are reflowed; a
        whitespace-only line is blank.
     2. A blank line ends the current document (a run of blank lines counts once).
     3. No document holds more than ``max_lines`` sentences: after ``max_lines``
@@ -581,7 +417,7 @@ def _line_documents(lines: Iterable[str], max_lines: int, max_chars: int) -> Ite
     doc: list[str] = []
     chars = 0
     for line in lines:
-        sentence = line.strip()
+        sentence = " ".join(line.split())
         if not sentence:
             if doc:
                 yield doc
