@@ -1,7 +1,8 @@
 """The multi-tensor LAMB (trainer/optim.py) against the per-tensor loop it replaced.
 
 `ReferenceLamb` is `Lamb.step` as it was before it was vectorised: a Python loop over the parameter
-tensors, ~20 small ops each. It lives here only, as the reference the `torch._foreach_*`
+tensors, ~20 small ops each (with the trust ratio per Q/K/V block of the fused projection added
+since). It lives here only, as the reference the `torch._foreach_*`
 implementation must match, update for update and checkpoint for checkpoint.
 """
 
@@ -21,7 +22,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from schemas.batch import IGNORE_INDEX, BatchField
 from trainer.model import BertForPreTraining, config_for
-from trainer.optim import Lamb, build_optimizer
+from trainer.optim import FUSED_PARTS, Lamb, build_optimizer
 
 VOCAB = 100
 LR = 1e-2
@@ -47,7 +48,8 @@ class ReferenceLamb(Lamb):
             beta1, beta2 = group["betas"]
             lr, eps, weight_decay = group["lr"], group["eps"], group["weight_decay"]
             adapt = group["always_adapt"] or weight_decay != 0.0
-            for param in group["params"]:
+            names = group.get("param_names", [""] * len(group["params"]))
+            for param, name in zip(group["params"], names, strict=True):
                 grad = param.grad
                 if grad is None:
                     continue
@@ -76,14 +78,17 @@ class ReferenceLamb(Lamb):
                 if weight_decay != 0.0:
                     update.add_(param, alpha=weight_decay)
 
-                if adapt:
-                    weight_norm, update_norm = _norm(param), _norm(update)
-                    trust = torch.where(
-                        (weight_norm > 0) & (update_norm > 0),
-                        weight_norm / update_norm,
-                        torch.ones_like(weight_norm),
-                    )
-                    param.sub_(update.mul_(trust.to(update.dtype) * lr))
+                if adapt:  # a trust ratio per row block of a fused Q/K/V tensor
+                    count = next((n for end, n in FUSED_PARTS.items() if name.endswith(end)), 1)
+                    for weight, piece in zip(param.chunk(count), update.chunk(count), strict=True):
+                        weight_norm, update_norm = _norm(weight), _norm(piece)
+                        trust = torch.where(
+                            (weight_norm > 0) & (update_norm > 0),
+                            weight_norm / update_norm,
+                            torch.ones_like(weight_norm),
+                        )
+                        piece.mul_(trust.to(update.dtype) * lr)
+                    param.sub_(update)
                 else:
                     param.sub_(update, alpha=lr)
         return loss
@@ -334,3 +339,42 @@ def test_norms_reduce_in_at_least_float32(dtype: torch.dtype, norm_dtype: torch.
         dtypes = Counter(norm.dtype for norm in calls.norms)
         assert dtypes == Counter({norm_dtype: 4}) + Counter({torch.float32: 4}), dtypes
     assert model[0].weight.dtype == optimizer.state[model[0].weight]["exp_avg"].dtype == dtype
+
+
+def test_a_fused_qkv_tensor_steps_as_separate_q_k_and_v_tensors_do() -> None:
+    """LAMB over bertkit's fused projection (rows Q, K, V) equals LAMB over three separate
+    tensors, as NVIDIA's and transformers' BERT hold them: a trust ratio per block. One
+    trust ratio over the whole fused tensor would differ (the last assertion)."""
+    torch.manual_seed(0)
+    fused = nn.Linear(4, 12)
+    with torch.no_grad():  # blocks of very different scales: their trust ratios differ
+        fused.weight[8:] *= 20.0
+    separate = nn.ModuleDict({part: nn.Linear(4, 4) for part in "qkv"})
+    with torch.no_grad():
+        for index, part in enumerate("qkv"):
+            separate[part].weight.copy_(fused.weight[4 * index : 4 * index + 4])
+            separate[part].bias.copy_(fused.bias[4 * index : 4 * index + 4])
+
+    def groups(named: list[tuple[str, nn.Parameter]]) -> list[dict[str, Any]]:
+        return [{"params": [p for _, p in named], "param_names": [n for n, _ in named]}]
+
+    fused_named = [("layers.0.qkv.weight", fused.weight), ("layers.0.qkv.bias", fused.bias)]
+    optimizer = Lamb(groups(fused_named), lr=0.1, weight_decay=0.01)
+    reference = Lamb(groups(list(separate.named_parameters())), lr=0.1, weight_decay=0.01)
+    whole = Lamb(groups([("w", nn.Parameter(fused.weight.detach().clone()))]), lr=0.1)
+    inputs = torch.randn(6, 4)
+    for _ in range(3):
+        for optim in (optimizer, reference):
+            optim.zero_grad()
+        fused(inputs).square().sum().backward()
+        torch.cat([separate[part](inputs) for part in "qkv"], dim=1).square().sum().backward()
+        whole.param_groups[0]["params"][0].grad = fused.weight.grad.clone()
+        optimizer.step()
+        reference.step()
+        whole.step()
+    expected = torch.cat([separate[part].weight for part in "qkv"])
+    torch.testing.assert_close(fused.weight, expected, rtol=1e-6, atol=1e-7)
+    torch.testing.assert_close(
+        fused.bias, torch.cat([separate[part].bias for part in "qkv"]), rtol=1e-6, atol=1e-7
+    )
+    assert not torch.allclose(whole.param_groups[0]["params"][0], expected, rtol=1e-4)

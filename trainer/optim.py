@@ -68,6 +68,10 @@ class Lamb(Optimizer):
     per tensor, to 53 (tests/test_lamb.py counts them). The price is memory: the update and
     its denominator exist for a whole group at once, up to twice the group's parameter size
     in transient buffers.
+    A fused tensor that stands for several of the reference model's (bertkit's Q/K/V
+    projection, `FUSED_PARTS`, found by the group's "param_names") gets a trust ratio for
+    each of its row blocks, so the update equals LAMB's over separate Q, K and V tensors, as
+    NVIDIA's and transformers' BERT hold them.
     (On CUDA the multiplication by the per-tensor trust ratios, 0-d tensors, takes foreach's
     per-tensor path inside ATen: no Python and no sync, but a kernel per tensor.)
 
@@ -114,6 +118,7 @@ class Lamb(Optimizer):
             params = [param for param in group["params"] if param.grad is not None]
             if not params:
                 continue
+            parts = _fused_parts(group)
             grads = [param.grad for param in params]
             if any(grad.is_sparse for grad in grads):
                 raise RuntimeError(_SPARSE_MESSAGE)
@@ -144,8 +149,34 @@ class Lamb(Optimizer):
                     [self.state[param]["exp_avg_sq"] for param in bucket],
                     step=step,
                     group=group,
+                    parts=[parts.get(id(param), 1) for param in bucket],
                 )
         return loss
+
+
+# Tensors that stand for several of the reference model's (bertkit's fused Q/K/V
+# projection: rows Q, K, V, each transformers' and NVIDIA's own tensor), by the end of their
+# name: LAMB takes a trust ratio for each part, as over the separate tensors.
+FUSED_PARTS = {"qkv.weight": 3, "qkv.bias": 3}
+
+
+def _fused_parts(group: dict[str, Any]) -> dict[int, int]:
+    """id(param) → its number of parts, for the group's fused tensors (by "param_names")."""
+    parts = {}
+    for param, name in zip(group["params"], group.get("param_names", ()), strict=False):
+        for suffix, count in FUSED_PARTS.items():
+            if name.endswith(suffix):
+                parts[id(param)] = count
+    return parts
+
+
+def _pieces(tensors: list[torch.Tensor], parts: list[int]) -> list[torch.Tensor]:
+    """Each tensor, or its `parts` equal row blocks (views), in order."""
+    return [
+        piece
+        for tensor, count in zip(tensors, parts, strict=True)
+        for piece in (tensor.chunk(count) if count > 1 else (tensor,))
+    ]
 
 
 def _lamb_update(
@@ -155,8 +186,10 @@ def _lamb_update(
     exp_avg_sqs: list[torch.Tensor],
     step: int,
     group: dict[str, Any],
+    parts: list[int] | None = None,
 ) -> None:
-    """LAMB's update of tensors of one device and dtype at step `step` (see `Lamb`)."""
+    """LAMB's update of tensors of one device and dtype at step `step` (see `Lamb`); a
+    tensor of `parts` > 1 row blocks gets a trust ratio per block (FUSED_PARTS)."""
     beta1, beta2 = group["betas"]
     lr, eps, weight_decay = group["lr"], group["eps"], group["weight_decay"]
     torch._foreach_lerp_(exp_avgs, grads, 1.0 - beta1)
@@ -178,15 +211,17 @@ def _lamb_update(
         # so reduce in at least float32; float64 parameters keep float64.
         dtype = params[0].dtype
         norm_dtype = torch.promote_types(dtype, torch.float32)
-        weight_norms = torch.stack(torch._foreach_norm(params, 2, dtype=norm_dtype))
-        update_norms = torch.stack(torch._foreach_norm(updates, 2, dtype=norm_dtype))
+        pieces = parts or [1] * len(params)
+        weight_pieces, update_pieces = _pieces(params, pieces), _pieces(updates, pieces)
+        weight_norms = torch.stack(torch._foreach_norm(weight_pieces, 2, dtype=norm_dtype))
+        update_norms = torch.stack(torch._foreach_norm(update_pieces, 2, dtype=norm_dtype))
         # torch.where rather than `if`: keeps the ratios on the device (no sync).
         trust = torch.where(
             (weight_norms > 0) & (update_norms > 0),
             weight_norms / update_norms,
             torch.ones_like(weight_norms),
         )
-        torch._foreach_mul_(updates, (trust.to(dtype) * lr).unbind())
+        torch._foreach_mul_(update_pieces, (trust.to(dtype) * lr).unbind())
         torch._foreach_sub_(params, updates)
     else:
         torch._foreach_sub_(params, updates, alpha=lr)
