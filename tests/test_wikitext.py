@@ -214,3 +214,59 @@ def test_words_removed_with_markup_leave_a_gap(wikitext: str, expected: str) -> 
 )
 def test_templates_render_or_leave_a_gap(wikitext: str, expected: str) -> None:
     assert clean(wikitext) == expected.split("\n")
+
+
+@pytest.mark.parametrize(
+    ("wikitext", "expected"),
+    [
+        # A line that starts with a space is preformatted (code), not prose.
+        (
+            "The algorithm is below:\n if L.size = 0 return null\n largest ← L[0]\nThe text goes on.",
+            ["The algorithm is below:", "The text goes on."],
+        ),
+        (" code on the first line\nText after it.", ["Text after it."]),
+        ("Text.\n<!-- a comment --> code\nMore text.", ["Text.", "More text."]),
+        # Inside a template, infobox parameters and the closing braces stay for expansion.
+        (
+            "{{Infobox person\n | name = X\n | caption = A caption\n }}\nX is a person.",
+            ["X is a person."],
+        ),
+        ("He said {{lang|fr|\n bonjour}} to all.", ["He said bonjour to all."]),
+        # A space-led line that opens a template it does not close is kept: the template closes.
+        (" {{Infobox x\n| a = b\n}}\nText here.", ["Text here."]),
+        # Inside an HTML block element opened on an earlier line, a space-led line is text.
+        ("<blockquote>\n Quoted words here.\n</blockquote>", ["Quoted words here."]),
+        ("<div>\n Div words here.\n</div>\n code\nAfter.", ["Div words here.", "After."]),
+        # A wiki table that starts after a space is still a table.
+        ("Before.\n {| class=x\n | cell\n |}\nAfter.", ["Before.", "After."]),
+        # A line of spaces only is a blank line, as before.
+        ("First paragraph.\n \nSecond paragraph.", ["First paragraph.", "Second paragraph."]),
+    ],
+)
+def test_preformatted_lines_are_dropped(wikitext: str, expected: list[str]) -> None:
+    assert clean(wikitext) == expected
+
+
+@pytest.mark.parametrize(
+    ("wikitext", "expected"),
+    [
+        # MediaWiki's quote rule: apostrophes that are text stay.
+        ("Details in the ''Iliad'''s description.", "Details in the Iliad's description."),
+        ("He uses ''A Modest Proposal'''s satire.", "He uses A Modest Proposal's satire."),
+        ("A ''''word'''' here.", "A 'word' here."),  # of 4, the first is an apostrophe
+        ("A ''''''word''''' here.", "A 'word here."),  # of 6, all but the last 5
+        ("'''''Both''''' here.", "Both here."),
+        ("'''Bold''' and ''italic'' here.", "Bold and italic here."),
+        # Odd italics and odd bolds: one bold run is an apostrophe and an italic run, the
+        # first after a one-letter word, else after a longer word, else after a space.
+        ("He'''s l'''x ''y''' z.", "Hes l'x y z."),
+        ("x '''y zz''' ''w '''v.", "x y zz' w v."),
+        ("a ''' b ''c.", "a ' b c."),
+        # Each line is read on its own.
+        ("''a\nb''' c.", "a b c."),
+        # Bold and italic in a heading's title do not hide a trailing section.
+        ("Body text.\n== ''See also'' ==\nLinks here.", "Body text."),
+    ],
+)
+def test_bold_and_italic_follow_mediawiki(wikitext: str, expected: str) -> None:
+    assert clean(wikitext) == [expected]

@@ -7,11 +7,13 @@
   syntaxhighlight/pre/gallery/timeline/score/… blocks, HTML tables, templates (infoboxes,
   navboxes, citations, hatnotes, IPA, footnotes, maintenance tags), wiki tables `{| … |}`,
   File/Image/Media links with their captions, Category and interlanguage links, headers,
-  list/definition/indented lines, horizontal rules, magic words, and whole trailing sections
-  (References, See also, External links, Notes, Further reading, Bibliography, …);
+  list/definition/indented lines, preformatted (space-led) lines, horizontal rules, magic
+  words, and whole trailing sections (References, See also, External links, Notes, Further
+  reading, Bibliography, …);
 - rendered: the text-bearing templates of `pipelines.text.wikitemplates` ({{convert|10|km}} →
   "10 km", {{lang|fr|texte}} → "texte", dates, …), internal links → their label, external
-  links → their label, bold/italic markup removed, HTML entities resolved;
+  links → their label, bold/italic markup removed as MediaWiki reads it (the apostrophe of
+  "''Iliad'''s" is text), HTML entities resolved;
 - tidied: no "()" (or "(; )") left where a pronunciation or template was removed, no doubled
   spaces, no space before punctuation; paragraphs with fewer than `min_words` words dropped;
 - marked: where removed markup carried words of a sentence (an inline <math>, <chem>, <ce>,
@@ -34,6 +36,7 @@ import re
 from collections.abc import Iterable
 
 from pipelines.text.template_renderers import GAP
+from pipelines.text.wikilines import drop_preformatted_lines, resolve_bold_line
 from pipelines.text.wikitemplates import template_renderer
 
 # MediaWiki's own limits: $wgMaxArticleSize (2 MiB) and the template expansion depth (40).
@@ -181,6 +184,9 @@ def clean_wikitext(
         text = _SELF_CLOSING_BLOCK.sub("", text)
         text = _BLOCK.sub(_dropped_block, text)
         text = _NOWIKI.sub(_nowiki_content, text)
+    # Preformatted lines (a leading space) while templates still show where they are. No
+    # `"\n " in text` first: its own pattern finds a candidate sooner than str's search.
+    text = drop_preformatted_lines(text)
     # 2. Templates, innermost first, so an outer template sees rendered inner text; links
     # inside a template's arguments are still there, so the argument split respects [[…|…]].
     if "{{" in text:
@@ -363,7 +369,9 @@ def _paragraph_lines(text: str) -> Iterable[str]:
             and "{{" not in line
             and "}}" not in line
         ):  # a line of running text, as the last branch below would find, sooner
-            current.append(stripped)
+            # Bold, line by line as MediaWiki reads it: apostrophes that are text stay
+            # ("''Iliad'''s" → "Iliad's"); italic runs left are removed by the tidy pass.
+            current.append(resolve_bold_line(stripped) if "'''" in stripped else stripped)
             continue
         if stripped.lstrip(":").startswith("{|"):
             table_depth += 1
@@ -383,7 +391,9 @@ def _paragraph_lines(text: str) -> Iterable[str]:
             # Lists, indents, stray table rows, rules, and what an unclosed template left.
             pass
         else:
-            current.append(stripped)
+            # Bold, line by line as MediaWiki reads it: apostrophes that are text stay
+            # ("''Iliad'''s" → "Iliad's"); italic runs left are removed by the tidy pass.
+            current.append(resolve_bold_line(stripped) if "'''" in stripped else stripped)
             continue
         if current:
             yield " ".join(current)
@@ -393,7 +403,7 @@ def _paragraph_lines(text: str) -> Iterable[str]:
 
 
 def _tidy_inline(text: str) -> str:
-    if "''" in text:
+    if "''" in text:  # italic runs: resolve_bold_line has left no other
         text = _BOLD_ITALIC.sub("", text)
     if "<" in text:
         text = _LINE_BREAK_TAG.sub(" ", text)
