@@ -164,8 +164,8 @@ def test_skipped_steps_are_logged_and_an_fp16_run_resumes_exactly(
     assert [expected[s]["skipped_steps"] for s in range(1, 6)] == [1, 1, 1, 0, 0]
     assert [expected[s]["loss_scale"] for s in range(1, 6)] == [2.0**19, 2.0**18] + [2.0**17] * 3
     # A skipped step is a step: the schedule (warmup 1, linear decay over 5) steps past it.
-    lrs = [expected[s]["lr"] for s in range(1, 6)]
-    assert lrs == pytest.approx([2e-3, 1.5e-3, 1e-3, 0.5e-3, 0.0])
+    lrs = [expected[s]["lr"] for s in range(1, 6)]  # what each step trained at
+    assert lrs == pytest.approx([0.0, 2e-3, 1.5e-3, 1e-3, 0.5e-3])
     # Each skip named once, at its row.
     skips = [r.getMessage() for r in caplog.records if "skipped" in r.getMessage()]
     assert skips == [

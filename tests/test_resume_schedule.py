@@ -47,19 +47,21 @@ def test_a_resume_with_more_steps_trains_them_at_a_fresh_runs_lr(sample_shards, 
     cheap = ["--micro-batch-size", "4", "--eval-batches", "1"]
     assert train.run([*common(sample_shards, run), *cheap, "--max-steps", "10"]) == 0
     stopped = weights(run)
-    assert metrics(run)[10]["lr"] == 0.0  # the end of the 10-step schedule
+    # The lr each step trained at: step 10, the 10-step schedule's last, at 2e-3 × 1/9; a
+    # step after it would train at 0.0.
+    assert metrics(run)[10]["lr"] == pytest.approx(2e-3 / 9)
     with caplog.at_level(logging.INFO, logger="bertkit.train"):
         resume = [*common(sample_shards, run), *cheap, "--max-steps", "20", "--resume"]
         assert train.run(resume) == 0
     assert train.run([*common(sample_shards, fresh), *cheap, "--max-steps", "20"]) == 0
     resumed, expected = metrics(run), metrics(fresh)
     assert sorted(resumed) == list(range(1, 21))
-    # The lr after each step (what the next one trains at): the fresh run's, exactly.
+    # The lr each step trained at: the fresh run's, exactly.
     lrs = [resumed[s]["lr"] for s in range(11, 21)]
     assert lrs == [expected[s]["lr"] for s in range(11, 21)]
-    # 2e-3 × (1 - (s - 2) / 18), warmup 2 of 20: step 11 → 2e-3 × 9/18.
-    assert lrs[0] == pytest.approx(2e-3 * 9 / 18) and all(lr > 0 for lr in lrs[:-1])
-    assert lrs[-1] == 0.0
+    # Step s trains at 2e-3 × (1 - (s - 1 - 2) / 18), warmup 2 of 20: step 11 → 2e-3 × 10/18,
+    # step 20 → 2e-3 × 1/18.
+    assert lrs[0] == pytest.approx(2e-3 * 10 / 18) and lrs[-1] == pytest.approx(2e-3 / 18)
     after = weights(run)
     assert any(not torch.equal(stopped[name], after[name]) for name in stopped)
     path = latest_checkpoint(run / "checkpoints")
@@ -84,7 +86,7 @@ def test_a_resume_with_a_new_peak_lr_and_decay_power_follows_them(sample_shards,
     assert train.run([*common(sample_shards, fresh), *flags, *new]) == 0
     resumed, expected = metrics(run), metrics(fresh)
     assert [resumed[s]["lr"] for s in range(5, 9)] == [expected[s]["lr"] for s in range(5, 9)]
-    assert resumed[5]["lr"] == pytest.approx(1e-3 * (1 - 3 / 6) ** 0.5)
+    assert resumed[5]["lr"] == pytest.approx(1e-3 * (1 - 2 / 6) ** 0.5)  # factor(4), trained at
 
 
 def test_a_requeue_without_warmup_steps_keeps_the_checkpoints_warmup(
@@ -196,8 +198,10 @@ def test_a_run_under_100_steps_trains_with_the_default_warmup(sample_shards, tmp
     assert train.run([*common(sample_shards, run), "--max-steps", "3"]) == 0
     checkpoint = torch.load(latest_checkpoint(run / "checkpoints"), weights_only=True)
     assert checkpoint[CheckpointKey.TRAIN_CONFIG]["warmup_steps"] == 0
-    # No warmup under 10 steps: every step after the first trains at the peak's decay.
-    assert [metrics(run)[s]["lr"] for s in (1, 2, 3)] == pytest.approx([2e-3 * 2 / 3, 2e-3 / 3, 0])
+    # No warmup under 10 steps: the first step trains at the peak, then its decay.
+    assert [metrics(run)[s]["lr"] for s in (1, 2, 3)] == pytest.approx(
+        [2e-3, 2e-3 * 2 / 3, 2e-3 / 3]
+    )
     capsys.readouterr()
     other = tmp_path / "other"
     assert (
@@ -205,7 +209,8 @@ def test_a_run_under_100_steps_trains_with_the_default_warmup(sample_shards, tmp
     )
     (line,) = capsys.readouterr().err.splitlines()
     assert line == (
-        "bertkit train: error: --warmup-steps 6 exceeds --max-steps 5: lower it, or leave it "
-        "out (the default is a tenth of --max-steps, at most 100)"
+        "bertkit train: error: --warmup-steps 6 exceeds --max-steps 5: the run would end "
+        "before its learning rate reaches --lr 0.002 (step 1 trains at 0); lower it, or leave "
+        "it out (the default is a tenth of --max-steps, at most 100)"
     )
     assert not other.exists()

@@ -368,6 +368,7 @@ def test_two_gloo_processes_train_in_step(sample_shards, tmp_path, capsys):
         (["--model", "huge"], "--model 'huge': one of tiny, mini"),
         (["--global-batch-size", "24"], "not a multiple of --micro-batch-size × processes = 16"),
         (["--warmup-steps", "50", "--max-steps", "10"], "--warmup-steps 50 exceeds --max-steps 10"),
+        (["--warmup-steps", "10", "--max-steps", "10"], "--warmup-steps 10 equals --max-steps 10"),
     ],
 )
 def test_bad_flags_stop_before_work(sample_shards, tmp_path, capsys, flags, message):

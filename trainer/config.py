@@ -90,7 +90,7 @@ class TrainConfig:
         bounds=ZERO_OR_MORE,
     )
     decay_power: float = option(
-        1.0, help="1 = linear decay (BERT), 0.5 = NVIDIA's LAMB recipe", bounds=ZERO_OR_MORE
+        1.0, help="1 = linear decay (BERT), 0.5 = NVIDIA's LAMB recipe", bounds=POSITIVE
     )
     clip_grad_norm: float = option(1.0, help="0 turns clipping off", bounds=ZERO_OR_MORE)
     max_position_embeddings: int | None = option(
@@ -320,10 +320,13 @@ class TrainConfig:
         mask_replace_shares(self.mask_replace)  # raises ValueError naming the flag
         if self.masking == "static" and (flag := dynamic_only_flag(self)):
             raise ValueError(f"{flag} applies to --masking dynamic, not static")
-        if self.warmup_steps is not None and self.warmup_steps > self.max_steps:
+        if self.warmup_steps is not None and self.warmup_steps >= self.max_steps > 0:
+            verb = "equals" if self.warmup_steps == self.max_steps else "exceeds"
             raise ValueError(
-                f"--warmup-steps {self.warmup_steps} exceeds --max-steps {self.max_steps}: "
-                "lower it, or leave it out (the default is a tenth of --max-steps, at most 100)"
+                f"--warmup-steps {self.warmup_steps} {verb} --max-steps {self.max_steps}: the "
+                f"run would end before its learning rate reaches --lr {self.lr:g} (step 1 "
+                "trains at 0); lower it, or leave it out (the default is a tenth of "
+                "--max-steps, at most 100)"
             )
         check_run_location("--output", self.output, remote_ok=True)
         check_run_location("--init-checkpoint", self.init_checkpoint, remote_ok=True)

@@ -315,6 +315,12 @@ class _WarmupDecay:
         return remaining**self.power
 
 
+def applied_lr(scheduler: LambdaLR) -> float:
+    """The learning rate the last optimizer step trained at (group 0's): the schedule's
+    value before its last `step()`, which moved it on to the next step's (`get_last_lr`)."""
+    return scheduler.base_lrs[0] * scheduler.lr_lambdas[0](scheduler.last_epoch - 1)
+
+
 def warmup_decay_schedule(
     optimizer: Optimizer,
     warmup_steps: int,

@@ -93,6 +93,7 @@ from trainer.evaluate import (
 from trainer.fp8 import cpu_products
 from trainer.mix import drawn_per_source
 from trainer.model import batch_flops
+from trainer.optim import applied_lr
 from trainer.preemption import PREEMPTED_EXIT_CODE, StopRequest, signal_name
 from trainer.recipe import heldout_masking, heldout_shape
 from trainer.run.checkpoints import save_checkpoint
@@ -323,7 +324,7 @@ def _log_train(
         metrics["nsp_loss"] = summed["nsp_loss"] / micros
         metrics["nsp_accuracy"] = summed["nsp_correct"] / max(summed["sequences"], 1)
     metrics |= {
-        "lr": run.scheduler.get_last_lr()[0],
+        "lr": applied_lr(run.scheduler),  # what the row's last step trained at
         "grad_norm": float(grad_norm) if grad_norm is not None else None,
         "epoch": run.loader.position.epoch,
         **run.meter.lap(job_counts, devices=run.env.world_size),
