@@ -64,6 +64,14 @@ def test_real_books_end_to_end(tmp_path: Path, books_dir: Path) -> None:
     manifest = read_manifest(str(out))
     assert manifest.counts["documents"] == 4
     assert manifest.counts["gutenberg_boilerplate_removed"] == 2  # plrabn12 and lcet10
+    # lcet10's programme, directory of participants, lists and contents (tests/test_nonprose.py)
+    dropped = {k: v for k, v in manifest.counts.items() if k.endswith("_dropped")}
+    assert dropped == {
+        "list_items_dropped": 65,
+        "name_lists_dropped": 94,
+        "schedule_entries_dropped": 20,
+    }
+    assert manifest.counts["control_characters_removed"] == 3  # DOS end-of-file bytes
     assert manifest.rejected == {} and manifest.dropped == {}
     docs = documents(out)
     assert sorted(docs) == ["books/alice29", "books/asyoulik", "books/lcet10", "books/plrabn12"]

@@ -304,7 +304,7 @@ def test_real_books_decode_as_utf8(name: str) -> None:
         ("alice29", False, "alice29", 786),
         ("asyoulik", False, "asyoulik", 820),
         ("plrabn12", True, "Paradise Lost", 53),
-        ("lcet10", True, "LOC WORKSHOP ON ELECTRONIC TEXTS", 792),
+        ("lcet10", True, "LOC WORKSHOP ON ELECTRONIC TEXTS", 628),  # 792 with lists, directory
     ],
 )
 def test_real_books_facts(name: str, found: bool, title: str, count: int) -> None:

@@ -1,8 +1,9 @@
 """Extract sentence-split documents from book files.
 
 `--format files` (default): one book per file (.txt, .txt.gz, .txt.bz2). Project Gutenberg's
-header and licence are stripped, hard-wrapped lines are reflowed into paragraphs, headings
-dropped, and paragraphs split into sentences.
+header and licence are stripped, hard-wrapped lines are reflowed into paragraphs, headings,
+lists, tables, tables of contents, programmes and directories dropped (counted by rule:
+list_items_dropped, …), and paragraphs split into sentences.
 
 `--format lines`: the BookCorpus mirror format, one sentence per line. A blank line ends a
 document; a file without blank lines is cut every `--lines_per_document` lines (the mirrors

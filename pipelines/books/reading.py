@@ -7,6 +7,7 @@ sentence a line, streamed into Documents (`line_file_documents`).
 from __future__ import annotations
 
 import posixpath
+from collections import Counter
 from collections.abc import Iterable
 
 from pipelines.beam import files
@@ -92,8 +93,11 @@ def book_document(
     body, paragraphs_cut = cut_long_paragraphs(body)
     if paragraphs_cut:
         tally.count("paragraphs_cut", paragraphs_cut)
-    paragraphs = iter_book_paragraphs(body, min_words=config.min_paragraph_words)
+    not_prose: Counter[str] = Counter()  # what pipelines/text/nonprose.py dropped, by rule
+    paragraphs = iter_book_paragraphs(body, config.min_paragraph_words, not_prose)
     sentences = book_sentences(paragraphs, tally)
+    for rule, dropped in sorted(not_prose.items()):
+        tally.count(f"{rule}_dropped", dropped)
     if not sentences:
         tally.drop("no_running_text")
         return None

@@ -26,7 +26,12 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections import Counter
 from collections.abc import Iterable, Iterator
+
+from pipelines.text.nonprose import BARE_HEADING_RE as _BARE_HEADING_RE
+from pipelines.text.nonprose import NUMBERED_HEADING_RE as _NUMBERED_HEADING_RE
+from pipelines.text.nonprose import paragraph_rule, prose_blocks
 
 __all__ = [
     "MAX_DOCUMENT_CHARS",
@@ -108,29 +113,6 @@ def _block_spans(text: str) -> Iterator[tuple[int, int]]:
 # book_paragraphs
 # --------------------------------------------------------------------------------------
 
-_ROMAN = r"[ivxlcdm]+"
-_NUMBER_WORDS = (
-    r"one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen"
-    r"|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty"
-    r"|first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|eleventh|twelfth"
-    r"|last|the\s+first|the\s+last"
-)
-# "CHAPTER I", "Chapter 12. The Return", "BOOK 1", "Book the First", "ACT II",
-# "SCENE III<TAB>A room.", "Part Two: Spring", "STAVE ONE".  After the number: the end,
-# punctuation, or a capitalised title - so "Part one of the plan failed." is no heading.
-_NUMBERED_HEADING_RE = re.compile(
-    rf"""\W*(?i:chapter|chap|book|part|act|scene|canto|stave|volume|vol|section|letter)\.?
-        \s+(?i:{_ROMAN}|\d+|{_NUMBER_WORDS})\b
-        (?:\W*$|\s*[.:\-\u2014]|\s+[\W\d]*[A-Z])""",
-    re.VERBOSE,
-)
-# Front/back-matter headings standing alone.
-_BARE_HEADING_RE = re.compile(
-    r"""\W*(?:prologue|epilogue|preface|foreword|introduction|contents|table\ of\ contents
-        |appendix|index|footnotes|notes|dramatis\ personae|acknowledge?ments|afterword
-        |glossary|bibliography|finis|fin|the\ end)\W*$""",
-    re.IGNORECASE | re.VERBOSE,
-)
 # Heading of a play's cast list: "DRAMATIS PERSONAE", "Persons Represented", ...
 _CAST_HEADING_RE = re.compile(
     r"\W*(?:dramatis\s+personae|(?:the\s+)?persons\s+(?:represented|of\s+the\s+play)"
@@ -188,7 +170,7 @@ def _is_heading_line(line: str) -> bool:
     )
 
 
-def book_paragraphs(text: str, min_words: int = 3) -> list[str]:
+def book_paragraphs(text: str, min_words: int = 3, drops: Counter[str] | None = None) -> list[str]:
     """Reflow hard-wrapped book text into paragraphs of running text.
 
     ``text`` is a decoded, Gutenberg-stripped body with "\\n" newlines.  Rules, in the
@@ -253,6 +235,14 @@ def book_paragraphs(text: str, min_words: int = 3) -> list[str]:
        contain a letter or digit) are dropped: two-word fragments carry no sentence
        structure worth learning.  (This also drops one- and two-word speeches of a play
        such as ``Alas!``.)
+    8. Lists, tables, contents, schedules, name lists (pipelines/text/nonprose.py, which
+       says how and why): each block of rules 1-2 is first cut into the blocks of running
+       text it holds (``prose_blocks``: schedule entries, table and contents lines, list
+       items that are no sentence and heading lines inside a block go, a kept list item
+       loses its marker; a block either side of a cut of cut_long_paragraphs is left
+       whole), and a paragraph kept by rules 6-7 is still dropped if it lists topics
+       inline or is a list of names and addresses (``paragraph_rule``).  ``drops``, if
+       given, counts what went by rule (nonprose.RULES).
 
     So prose gives one paragraph per paragraph; verse gives one paragraph per stanza or
     verse paragraph (its line structure is lost, acceptable for sentence-level
@@ -260,24 +250,30 @@ def book_paragraphs(text: str, min_words: int = 3) -> list[str]:
     Paradise Lost, yields very long paragraphs); a play gives one paragraph per speech,
     without speaker names, stage directions and cast list.
     """
-    return list(iter_book_paragraphs(text, min_words))
+    return list(iter_book_paragraphs(text, min_words, drops))
 
 
-def iter_book_paragraphs(text: str, min_words: int = 3) -> Iterator[str]:
+def iter_book_paragraphs(
+    text: str, min_words: int = 3, drops: Counter[str] | None = None
+) -> Iterator[str]:
     """book_paragraphs, one paragraph at a time: only the one being made is held."""
-    for _, numbered in itertools.groupby(_blocks(text), key=lambda numbered: numbered[0]):
+    drops = drops if drops is not None else Counter()
+    numbered_blocks = _blocks(text, drops)
+    for _, numbered in itertools.groupby(numbered_blocks, key=lambda numbered: numbered[0]):
         blocks = (block for _, block in numbered)
         lines, more = next(blocks), next(blocks, None)
         if more is not None:  # the blocks either side of cuts of cut_long_paragraphs
-            yield from _cut_paragraph(itertools.chain((lines, more), blocks), min_words)
+            pieces = itertools.chain((lines, more), blocks)
+            yield from _cut_paragraph(pieces, min_words, drops)
         else:
             para, single = _reflow(lines)
-            if not _dropped(para, single, min_words):
+            if not _dropped(para, single, min_words, drops):
                 yield para
 
 
-def _blocks(text: str) -> Iterator[tuple[int, list[str]]]:
-    """The blocks of rules 1-4, numbered by paragraph: those either side of a cut are one."""
+def _blocks(text: str, drops: Counter[str]) -> Iterator[tuple[int, list[str]]]:
+    """The blocks of rules 1-4 and 8, numbered by paragraph: those either side of a cut are
+    one."""
     cast_blocks = 0  # > 0 while skipping a cast list (rule 4)
     number, joinable = 0, False  # joinable: a cut follows the block given last
     for span_start, end in _block_spans(text):
@@ -307,13 +303,17 @@ def _blocks(text: str) -> Iterator[tuple[int, list[str]]]:
             blocks = _split_first_line_indents(lines)
         else:
             blocks = [lines]
+        joinable = text.startswith(_CUT_LINE, end + 1)
+        if not (cut_before or joinable):  # rule 8 (a cut block is no list, table or contents)
+            blocks = [piece for block in blocks for piece in prose_blocks(block, drops)]
         for i, block in enumerate(blocks):
             number += not (cut_before and i == 0)
             yield number, block
-        joinable = text.startswith(_CUT_LINE, end + 1)
 
 
-def _cut_paragraph(pieces: Iterable[list[str]], min_words: int) -> Iterator[str]:
+def _cut_paragraph(
+    pieces: Iterable[list[str]], min_words: int, drops: Counter[str]
+) -> Iterator[str]:
     """The paragraphs of a cut block's pieces, which rules 6-7 judge as the one they make
     (joined by spaces, of many lines): held until those cannot drop it (9 words, no 6b)."""
     need = max(min_words, _HEADING_MAX_WORDS + 1)
@@ -329,7 +329,7 @@ def _cut_paragraph(pieces: Iterable[list[str]], min_words: int) -> Iterator[str]
             yield from held
             yield from paragraphs
             return
-    if held and not _dropped(" ".join(held), False, min_words):
+    if held and not _dropped(" ".join(held), False, min_words, drops):
         yield from held
 
 
@@ -353,8 +353,8 @@ def _reflow(lines: list[str], alone: bool = True) -> tuple[str, bool]:
     return " ".join(joined.split()), single
 
 
-def _dropped(para: str, single: bool, min_words: int) -> bool:
-    """Rules 6-7 for one paragraph (of a single line: ``single``)."""
+def _dropped(para: str, single: bool, min_words: int, drops: Counter[str]) -> bool:
+    """Rules 6-8 for one paragraph (of a single line: ``single``); rule 8 counted."""
     if not para:
         return True
     # Count words only as far as any rule needs to look.
@@ -374,7 +374,12 @@ def _dropped(para: str, single: bool, min_words: int) -> bool:
         return True
     if single and words <= _HEADING_MAX_WORDS and para[-1] not in _SENTENCE_END:  # 6f
         return True
-    return words < min_words  # 7
+    if words < min_words:  # 7
+        return True
+    if (rule := paragraph_rule(para)) is not None:  # 8
+        drops[rule] += 1
+        return True
+    return False
 
 
 # --------------------------------------------------------------------------------------
