@@ -83,6 +83,23 @@ def test_sentences_with_a_gap_are_dropped_and_counted() -> None:
     assert not [s for s in document.sentences if GAP in s]
 
 
+def test_local_file_and_media_namespaces_come_from_the_siteinfo() -> None:
+    site = SiteInfo(
+        dbname="dewiki",
+        base_url="https://de.wikipedia.org/wiki/",
+        namespaces={-2: "Medium", 0: "", 6: "Datei", 14: "Kategorie"},
+    )
+    context = PageContext.of("dump.xml", site)
+    assert (context.file_namespaces, context.media_namespaces) == (
+        frozenset({"file", "image", "datei"}),
+        frozenset({"media", "medium"}),
+    )
+    page = raw("Hear [[Medium:Hymne.ogg|die Hymne]] here.[[Datei:X.jpg|Bild]][[Kategorie:X]]")
+    config = replace(CONFIG, min_paragraph_words=0)
+    document = document_from_page(page, context, config, UnitTally("u"))
+    assert document is not None and document.sentences == ("Hear die Hymne here.",)
+
+
 def test_page_of_gapped_sentences_only_has_no_running_text() -> None:
     tally = UnitTally("u")
     page = raw("The area of a circle is <math>A</math> where r is the radius.")

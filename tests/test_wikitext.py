@@ -38,7 +38,7 @@ def clean(text: str, **kwargs) -> list[str]:
         # comments, refs (paired and self-closing), nowiki
         ("A<!-- hidden [[x]] -->b c.", "Ab c."),
         ('Fact.<ref name="a">{{cite web|url=x}}</ref> More.<ref name=a/> End.', "Fact. More. End."),
-        ("Use <nowiki>[[x]]</nowiki> here.", "Use x here."),
+        ("Use <nowiki>[[x]]</nowiki> here.", "Use [[x]] here."),
         # inline HTML keeps its text, <br> is a space
         ("A <small>small</small> word<br/>here.", "A small word here."),
         # dropped blocks

@@ -76,8 +76,13 @@ _QUOTE_RUN = re.compile(r"('{2,})")
 
 
 def resolve_bold_line(line: str) -> str:
-    """One line that holds a bold run (''') as MediaWiki's doQuotes reads it, without its
-    markup runs: apostrophes that are text are kept."""
+    """One line that holds a bold run (''') as MediaWiki's doQuotes reads it: its markup
+    runs removed, apostrophes that are text kept. A line whose runs are all markup as they
+    stand (runs of 2 and 3, not an odd number of both) is returned as it is."""
+    if "''''" not in line:  # runs of 2 and 3 only: all markup unless both counts are odd,
+        bolds = line.count("'''")  # which the caller removes with the italic runs
+        if not bolds % 2 or not (line.count("''") - bolds) % 2:
+            return line
     parts = _QUOTE_RUN.split(line)
     italics = bolds = 0
     for i in range(1, len(parts), 2):

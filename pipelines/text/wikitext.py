@@ -4,16 +4,20 @@
 (Devlin et al., 2019). `clean_wikitext` returns the article's paragraphs as plain text:
 
 - dropped with their content: comments, <ref>/<references>, math/chem/code/source/
-  syntaxhighlight/pre/gallery/timeline/score/… blocks, HTML tables, templates (infoboxes,
-  navboxes, citations, hatnotes, IPA, footnotes, maintenance tags), wiki tables `{| … |}`,
-  File/Image/Media links with their captions, Category and interlanguage links, headers,
-  list/definition/indented lines, preformatted (space-led) lines, horizontal rules, magic
-  words, and whole trailing sections (References, See also, External links, Notes, Further
-  reading, Bibliography, …);
+  syntaxhighlight/pre/gallery/timeline/score/… blocks, HTML tables, lists and headings
+  (<ul>, <ol>, <dl>, <h1>–<h6>, nested ones too), templates (infoboxes, navboxes, citations,
+  hatnotes, IPA, footnotes, maintenance tags), wiki tables `{| … |}`, File/Image links with
+  their captions, Category and interlanguage links, headers, list/definition/indented
+  lines, preformatted (space-led) lines, horizontal rules, magic words, and whole trailing
+  sections (References, See also, External links, Notes, Further reading, Bibliography, …);
+- dropped to where they would have ended: an unclosed line block (<gallery>, <math>, …) and
+  an unclosed "{{" to the end of the paragraph, an unclosed File link to the end of the line;
 - rendered: the text-bearing templates of `pipelines.text.wikitemplates` ({{convert|10|km}} →
-  "10 km", {{lang|fr|texte}} → "texte", dates, …), internal links → their label, external
-  links → their label, bold/italic markup removed as MediaWiki reads it (the apostrophe of
-  "''Iliad'''s" is text), HTML entities resolved;
+  "10 km", {{lang|fr|texte}} → "texte", dates, …), internal links → their label, Media links
+  and external links (every MediaWiki URL scheme, mailto: too) → their label, bold/italic
+  markup removed as MediaWiki reads it (the apostrophe of "''Iliad'''s" is text), any other
+  tag removed with its content kept (<span>, <noinclude>, <templatestyles />, an unclosed
+  <ref>), HTML entities resolved, <nowiki> content kept as the text it is ("{{cite web}}");
 - tidied: no "()" (or "(; )") left where a pronunciation or template was removed, no doubled
   spaces, no space before punctuation; paragraphs with fewer than `min_words` words dropped;
 - marked: where removed markup carried words of a sentence (an inline <math>, <chem>, <ce>,
@@ -34,6 +38,7 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import Iterable
+from functools import partial
 
 from pipelines.text.template_renderers import GAP
 from pipelines.text.wikilines import drop_preformatted_lines, resolve_bold_line
@@ -70,7 +75,9 @@ TRAILING_SECTIONS = frozenset(
 )
 
 # Namespace names (lower-case) whose links are not running text; siteinfo adds local names.
-DEFAULT_FILE_NAMESPACES = frozenset({"file", "image", "media"})
+# A Media link ([[Media:Anthem.ogg|the anthem]]) shows its label, a File link its image.
+DEFAULT_FILE_NAMESPACES = frozenset({"file", "image"})
+DEFAULT_MEDIA_NAMESPACES = frozenset({"media"})
 DEFAULT_CATEGORY_NAMESPACES = frozenset({"category"})
 # Sister-project prefixes whose links read as text ([[wikt:word|word]]); any other short
 # lower-case prefix ([[fr:Paris]]) is an interlanguage link and is dropped.
@@ -105,52 +112,93 @@ _SISTER_PREFIXES = frozenset(
         "phab",
     }
 )
-_INTERLANGUAGE_PREFIX = re.compile(r"[a-z]{2,3}(?:-[a-z0-9]{2,8})*")
+# Language codes as interlanguage links write them: fr, simple, be-x-old, zh-min-nan, roa-rup.
+_INTERLANGUAGE_PREFIX = re.compile(r"(?:[a-z]{2,3}|simple)(?:-[a-z0-9]{1,12})*")
 
 
 class WikitextError(ValueError):
     """A page that cannot be rendered (beyond MediaWiki's own limits)."""
 
 
-# Blocks dropped with their content. <includeonly> content is not shown on the page itself.
+# Blocks dropped with their content. <includeonly> content is not shown on the page itself
+# (<noinclude> content is: only its tags go, with the other unknown tags).
 # Those that carry words of the sentence they sit in (formulas, code) leave GAP behind.
 _GAP_BLOCK_TAGS = frozenset({"math", "chem", "ce", "code", "hiero"})
-_DROPPED_BLOCK_TAGS = (
-    "ref|references|math|chem|ce|code|source|syntaxhighlight|pre|gallery|timeline|score|"
-    "hiero|imagemap|graph|mapframe|maplink|templatedata|inputbox|categorytree|includeonly|"
-    "table|poem|noinclude|charinsert|indicator|section"
+# Those written over lines of their own: left unclosed, they go to the end of the paragraph.
+_LINE_BLOCK_TAGS = (
+    "math|chem|ce|code|source|syntaxhighlight|pre|gallery|timeline|score|hiero|imagemap|"
+    "graph|mapframe|templatedata|inputbox|categorytree|poem"
 )
+_OTHER_BLOCK_TAGS = "maplink|includeonly|table|charinsert|indicator|section"
+_REF_TAGS = "ref|references"
+_DROPPED_BLOCK_TAGS = f"{_REF_TAGS}|{_LINE_BLOCK_TAGS}|{_OTHER_BLOCK_TAGS}"
+# HTML lists and headings: dropped with their content, innermost first.
+_HTML_LIST_TAGS = "ul|ol|dl|h[1-6]"
 _COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.S)
-# The first letters of those tags: a cheap test before the alternatives are tried in turn
-# at each "<" (most are "<ref" or "</").
-_BLOCK_TAG_START = "".join(sorted({tag[0] for tag in _DROPPED_BLOCK_TAGS.split("|")}))
-_SELF_CLOSING_BLOCK = re.compile(
-    rf"<(?=[{_BLOCK_TAG_START}])(?:{_DROPPED_BLOCK_TAGS})\b[^>]*/\s*>", re.I
-)
+
+
+def _first_letters(tags: str) -> str:
+    """The first letters of tag names: a cheap test before the alternatives are tried in turn
+    at each "<" (most are "<ref" or "</")."""
+    return "".join(sorted({tag[0] for tag in tags.split("|")}))
+
+
 # "<tag …>" then anything up to the first "</tag>": written as runs of non-"<" and single "<"
 # that do not close, not as a lazy ".*?" that tries the closing tag at every character.
-_BLOCK = re.compile(
-    rf"<(?=[{_BLOCK_TAG_START}])({_DROPPED_BLOCK_TAGS})\b[^>]*+>[^<]*+(?:<(?!/\1\s*>)[^<]*+)*+"
-    r"</\1\s*>",
+# First every self-closing block tag and every <ref>, the most common blocks by far, by a
+# pattern replaced by nothing (no Python call per match); then the other blocks. A line
+# block with no "</tag>" after it goes to the end of its paragraph (a blank line). The same
+# pass drops the innermost HTML lists and headings (no list or heading tag inside).
+_SELF_CLOSING_BLOCK_OR_REF = re.compile(
+    rf"<(?=[{_first_letters(_DROPPED_BLOCK_TAGS)}])(?:(?:{_DROPPED_BLOCK_TAGS})\b[^>]*/\s*>"
+    rf"|({_REF_TAGS})\b[^>]*+>[^<]*+(?:<(?!/\1\s*>)[^<]*+)*+</\1\s*>)",
     re.I,
 )
+_REST_OF_PARAGRAPH = r"[^\n]*+(?:\n(?![ \t]*+(?:\n|\Z))[^\n]*+)*+"
+_INNERMOST_HTML_LIST = (
+    rf"(?P<list>{_HTML_LIST_TAGS})\b[^>]*+>[^<]*+(?:<(?!/?(?:{_HTML_LIST_TAGS})\b)[^<]*+)*+"
+    r"</(?P=list)\s*>"
+)
+_BLOCK_START = _first_letters(f"{_LINE_BLOCK_TAGS}|{_OTHER_BLOCK_TAGS}|ul|ol|dl|h")
+_BLOCK = re.compile(
+    rf"<(?=[{_BLOCK_START}{_BLOCK_START.upper()}])"
+    rf"(?:(?P<tag>(?P<line>{_LINE_BLOCK_TAGS})|{_OTHER_BLOCK_TAGS})"
+    r"\b[^>]*+>(?:[^<]*+(?:<(?!/(?P=tag)\s*>)[^<]*+)*+(?P<close></(?P=tag)\s*>)"
+    rf"|(?(line){_REST_OF_PARAGRAPH}|(?!)))|{_INNERMOST_HTML_LIST})",
+    re.I,
+)
+_HTML_LIST = re.compile(rf"<{_INNERMOST_HTML_LIST}", re.I)
 _NOWIKI = re.compile(r"<nowiki\s*/>|<nowiki>(.*?)</nowiki>", re.I | re.S)
+# What <nowiki> content keeps from being read as markup: written as character references,
+# which the tidy pass resolves at the end. Entities in it are resolved first (as on
+# Wikipedia), so that "&" is one of those characters too.
+_NOWIKI_ESCAPES = str.maketrans({char: f"&#{ord(char)};" for char in "&{}[]|'<>=*#:;!_~"})
 # Possessive quantifiers (Python ≥ 3.11): no catastrophic backtracking on unclosed "{{".
 _TEMPLATE = re.compile(r"\{\{((?:[^{}]++|\{(?!\{)|\}(?!\}))*+)\}\}")
+_UNCLOSED_TEMPLATE = re.compile(rf"\{{\{{{_REST_OF_PARAGRAPH}")
 _TEMPLATE_PARAMETER = re.compile(r"\{\{\{([^{}|]*+)(?:\|([^{}]*+))?\}\}\}")
-_EXTERNAL_LINK = re.compile(r"\[(?:https?:|ftp:)?//[^\s\]]*+(?:[ \t]++([^\]\n]*+))?\]", re.I)
+# MediaWiki's URL schemes: those written with "//" (and "//" alone), then those without.
+# Not re.I, which makes the engine slow to try the schemes at every "[": http and ftp, by far
+# the most common, in any case; the others as MediaWiki writes them, in lower case.
+_EXTERNAL_LINK = re.compile(
+    r"\[(?!\[)(?:(?:(?:[Hh][Tt][Tt][Pp][Ss]?|[Ff][Tt][Pp][Ss]?|sftp|ssh|git|svn|ircs?|gopher|"
+    r"telnet|nntp|mms|redis|worldwind):)?//[^\s\]]*+|"
+    r"(?:mailto|news|tel|urn|sips?|xmpp|geo|magnet|bitcoin|sms|matrix):[^\s\]]++)"
+    r"(?:[ \t]++([^\]\n]*+))?\]"
+)
 # Single brackets may sit inside a link (a File caption's "[above]"); doubled ones may not.
 _LINK = re.compile(r"\[\[((?:[^\[\]]++|\[(?!\[)|\](?!\]))*+)\]\]")
+# What an unclosed link left: "[[", its namespace if any, the rest of its line.
+_UNCLOSED_LINK = re.compile(r"\[\[[ \t]*+([^\[\]|:\n]{1,40}+):[^\n]*+")
 _MAGIC_WORD = re.compile(r"__[A-Z]+__")
 _HEADING = re.compile(r"(={1,6})(.+?)\1\s*$")
 _BOLD_ITALIC = re.compile(r"'''*")  # '{2,} spelled so that the engine scans for "''"
+_BOLD = re.compile("'''")  # searched for as a pattern: faster than str's search here
 _LINE_BREAK_TAG = re.compile(r"<br\s*/?\s*>", re.I)
-_HTML_TAG = re.compile(
-    r"</?(?:a|abbr|b|bdi|bdo|big|blockquote|center|cite|dd|del|dfn|div|dl|dt|em|font|i|ins|"
-    r"kbd|li|mark|ol|onlyinclude|p|q|rb|rp|rt|rtc|ruby|s|samp|small|span|strike|strong|sub|"
-    r"sup|time|tt|u|ul|var|wbr|h[1-6]|hr|caption|tbody|thead|tr|td|th)\b[^>]*>",
-    re.I,
-)
+# Any tag left after the passes above (<span>, <templatestyles … />, <phonos … />, an unclosed
+# <ref …>) goes, its content kept: a name of a letter then letters, digits or "-". "x < y",
+# "a<5" and "<<" are not tags.
+_ANY_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9-]*+(?:[ \t/][^<>\n]*+)?>")
 # The tidy-up runs on all paragraphs at once, one per line: no pattern may cross a "\n".
 # Each pattern starts with a literal or a rare character where it can: a leading " *" would
 # make the regex engine try every space of the text (this made tidying 2/3 of the time).
@@ -169,6 +217,7 @@ def clean_wikitext(
     min_words: int = 0,
     file_namespaces: frozenset[str] = DEFAULT_FILE_NAMESPACES,
     category_namespaces: frozenset[str] = DEFAULT_CATEGORY_NAMESPACES,
+    media_namespaces: frozenset[str] = DEFAULT_MEDIA_NAMESPACES,
 ) -> list[str]:
     """Return the running-text paragraphs of one article's wikitext.
 
@@ -178,12 +227,18 @@ def clean_wikitext(
         raise WikitextError(
             f"page is {len(text.encode('utf-8'))} bytes, over MediaWiki's {MAX_PAGE_BYTES}"
         )
-    # 1. Things whose content is never text. Comments first: they may hide any markup.
+    # 1. Things whose content is never text. Comments first: they may hide any markup; then
+    # <nowiki>, whose content is text whatever markup it holds.
     text = _COMMENT.sub("", text)
     if "<" in text:
-        text = _SELF_CLOSING_BLOCK.sub("", text)
-        text = _BLOCK.sub(_dropped_block, text)
         text = _NOWIKI.sub(_nowiki_content, text)
+        text = _SELF_CLOSING_BLOCK_OR_REF.sub("", text)
+        lists: list[str] = []
+        text = _BLOCK.sub(_block_dropper(lists), text)
+        while lists:  # a list held another: the outer one is innermost now
+            text, count = _HTML_LIST.subn("", text)
+            if not count:
+                break
     # Preformatted lines (a leading space) while templates still show where they are. No
     # `"\n " in text` first: its own pattern finds a candidate sooner than str's search.
     text = drop_preformatted_lines(text)
@@ -195,10 +250,14 @@ def clean_wikitext(
     # innermost first, so a File link's caption links are gone before the File link is.
     if "[" in text:
         text = _EXTERNAL_LINK.sub(_external_link_label, text)
-        render_link = _link_renderer(file_namespaces, category_namespaces)
+        render_link = _link_renderer(file_namespaces, category_namespaces, media_namespaces)
         for _ in range(MAX_TEMPLATE_DEPTH):
             text, count = _LINK.subn(render_link, text)
-            if not count or "[[" not in text:
+            if not count:
+                if "[[" in text:  # unclosed: a File link goes to the end of its line
+                    text = _UNCLOSED_LINK.sub(partial(_unclosed_link, file_namespaces), text)
+                break
+            if "[[" not in text:
                 break
     # No `"__" in text` first: on text with any character past U+00FF, str's search for a
     # short needle is slower than the pattern's own scan for its literal prefix.
@@ -217,14 +276,46 @@ def clean_wikitext(
     return paragraphs
 
 
-def _dropped_block(match: re.Match[str]) -> str:
-    """Nothing for a block that is not text (<ref>, <gallery>), GAP for one that held words."""
-    tag = match.group(1)
-    return GAP if tag[0] in "mchMCH" and tag.lower() in _GAP_BLOCK_TAGS else ""
+def _block_dropper(lists: list[str]):
+    """The replacement of a _BLOCK match: nothing for a block that is not text (<ref>,
+    <gallery>, a list), GAP for one that held words. A list or heading is noted in `lists`:
+    one may have held it. Groups by number: 1 the tag, 3 its closing tag, 4 the list's tag."""
+
+    def replacement(match: re.Match[str]) -> str:
+        tag = match[1]
+        if tag is None:
+            lists.append(match[4])
+            return ""
+        if tag[0] in "mchMCH" and tag.lower() in _GAP_BLOCK_TAGS:
+            return GAP
+        return "" if match[3] else _cut_short(match)
+
+    return replacement
+
+
+def _cut_short(match: re.Match[str]) -> str:
+    """What an unclosed construct that takes the rest of its line leaves: GAP where text
+    before it on its line lost the end of its sentence, else nothing."""
+    text, start = match.string, match.start()
+    return GAP if text[text.rfind("\n", 0, start) + 1 : start].strip() else ""
 
 
 def _nowiki_content(match: re.Match[str]) -> str:
-    return match.group(1) or ""
+    """<nowiki> content as text: its markup characters as character references."""
+    content = match.group(1)
+    if not content:
+        return ""
+    if "&" in content:
+        content = html.unescape(content)
+    content = content.translate(_NOWIKI_ESCAPES).replace("\n ", "\n&#32;")
+    return f"&#32;{content[1:]}" if content.startswith(" ") else content
+
+
+def _unclosed_link(file_namespaces: frozenset[str], match: re.Match[str]) -> str:
+    """An unclosed File link and the rest of its line go; any other "[[" stays for tidying."""
+    if match.group(1).strip().lower() in file_namespaces:
+        return _cut_short(match)
+    return match.group(0)
 
 
 def _expand_templates(text: str) -> str:
@@ -232,11 +323,13 @@ def _expand_templates(text: str) -> str:
     text = _TEMPLATE_PARAMETER.sub(_template_parameter_default, text)
     for _ in range(MAX_TEMPLATE_DEPTH):
         text, count = _TEMPLATE.subn(_render_template_match, text)
-        if not count or "{{" not in text:
+        if "{{" not in text:
             return text
+        if not count:  # what is left is unclosed: it goes to the end of its paragraph
+            return _UNCLOSED_TEMPLATE.sub(_cut_short, text)
     if _TEMPLATE.search(text):
         raise WikitextError(f"templates nested deeper than MediaWiki's {MAX_TEMPLATE_DEPTH}")
-    return text
+    return _UNCLOSED_TEMPLATE.sub(_cut_short, text)
 
 
 def _template_parameter_default(match: re.Match[str]) -> str:
@@ -304,7 +397,11 @@ def _external_link_label(match: re.Match[str]) -> str:
     return match.group(1) or ""
 
 
-def _link_renderer(file_namespaces: frozenset[str], category_namespaces: frozenset[str]):
+def _link_renderer(
+    file_namespaces: frozenset[str],
+    category_namespaces: frozenset[str],
+    media_namespaces: frozenset[str],
+):
     def render(match: re.Match[str]) -> str:
         target, bar, label = match.group(1).partition("|")
         target = target.strip()
@@ -316,6 +413,8 @@ def _link_renderer(file_namespaces: frozenset[str], category_namespaces: frozens
             prefix, colon, _ = target.partition(":")
             if colon:
                 prefix = prefix.strip().lower()
+                if prefix in media_namespaces:  # a link to the file: its label, if any
+                    return label.strip()
                 if prefix in file_namespaces or prefix in category_namespaces:
                     return ""
                 if (
@@ -339,7 +438,7 @@ def _heading(line: str) -> tuple[int, str] | None:
         return None
     title = match.group(2)
     if "<" in title:
-        title = _HTML_TAG.sub("", title)
+        title = _ANY_TAG.sub("", title)
     if "''" in title:
         title = _BOLD_ITALIC.sub("", title)
     return len(match.group(1)), title.strip().lower()
@@ -369,9 +468,7 @@ def _paragraph_lines(text: str) -> Iterable[str]:
             and "{{" not in line
             and "}}" not in line
         ):  # a line of running text, as the last branch below would find, sooner
-            # Bold, line by line as MediaWiki reads it: apostrophes that are text stay
-            # ("''Iliad'''s" → "Iliad's"); italic runs left are removed by the tidy pass.
-            current.append(resolve_bold_line(stripped) if "'''" in stripped else stripped)
+            current.append(stripped)
             continue
         if stripped.lstrip(":").startswith("{|"):
             table_depth += 1
@@ -391,27 +488,35 @@ def _paragraph_lines(text: str) -> Iterable[str]:
             # Lists, indents, stray table rows, rules, and what an unclosed template left.
             pass
         else:
-            # Bold, line by line as MediaWiki reads it: apostrophes that are text stay
-            # ("''Iliad'''s" → "Iliad's"); italic runs left are removed by the tidy pass.
-            current.append(resolve_bold_line(stripped) if "'''" in stripped else stripped)
+            current.append(stripped)
             continue
         if current:
-            yield " ".join(current)
+            paragraph = " ".join(current)
+            yield _resolve_bold(current) if _BOLD.search(paragraph) else paragraph
             current = []
     if current:
-        yield " ".join(current)
+        paragraph = " ".join(current)
+        yield _resolve_bold(current) if _BOLD.search(paragraph) else paragraph
+
+
+def _resolve_bold(lines: list[str]) -> str:
+    """One paragraph of lines, bold resolved line by line as MediaWiki reads it, so that
+    apostrophes that are text stay ("''Iliad'''s" → "Iliad's"); the runs left, all
+    markup, are removed by the tidy pass."""
+    return " ".join(resolve_bold_line(line) if "'''" in line else line for line in lines)
 
 
 def _tidy_inline(text: str) -> str:
-    if "''" in text:  # italic runs: resolve_bold_line has left no other
+    if "''" in text:  # runs that are all markup: resolve_bold_line has resolved the others
         text = _BOLD_ITALIC.sub("", text)
     if "<" in text:
         text = _LINE_BREAK_TAG.sub(" ", text)
-        text = _HTML_TAG.sub("", text)
-    if "&" in text:
-        text = html.unescape(text)
+        text = _ANY_TAG.sub("", text)
     if "[" in text or "]" in text:  # what an unclosed link left
         text = text.replace("[[", "").replace("]]", "")
+    # Entities last of the markup: <nowiki> content, written as references, is text.
+    if "&" in text:
+        text = html.unescape(text)
     if "(" in text:
         text = _PARENTHESES.sub(_tidy_parenthetical, text)
     if "[" in text:

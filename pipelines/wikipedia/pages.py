@@ -11,6 +11,7 @@ from pipelines.text.wikidump import RawPage, SiteInfo
 from pipelines.text.wikitext import (
     DEFAULT_CATEGORY_NAMESPACES,
     DEFAULT_FILE_NAMESPACES,
+    DEFAULT_MEDIA_NAMESPACES,
     GAP,
     WikitextError,
     clean_wikitext,
@@ -38,14 +39,16 @@ class PageContext:
     siteinfo: SiteInfo
     file_namespaces: frozenset[str] = DEFAULT_FILE_NAMESPACES
     category_namespaces: frozenset[str] = DEFAULT_CATEGORY_NAMESPACES
+    media_namespaces: frozenset[str] = DEFAULT_MEDIA_NAMESPACES
 
     @classmethod
     def of(cls, path: str, siteinfo: SiteInfo) -> PageContext:
         return cls(
             path=path,
             siteinfo=siteinfo,
-            file_namespaces=DEFAULT_FILE_NAMESPACES | siteinfo.names_of((6, -2)),
+            file_namespaces=DEFAULT_FILE_NAMESPACES | siteinfo.names_of((6,)),
             category_namespaces=DEFAULT_CATEGORY_NAMESPACES | siteinfo.names_of((14,)),
+            media_namespaces=DEFAULT_MEDIA_NAMESPACES | siteinfo.names_of((-2,)),
         )
 
 
@@ -80,6 +83,7 @@ def document_from_page(
             min_words=config.min_paragraph_words,
             file_namespaces=context.file_namespaces,
             category_namespaces=context.category_namespaces,
+            media_namespaces=context.media_namespaces,
         )
     except WikitextError as err:
         tally.reject(Reject(page_ref, path, where, "wikitext_limit", str(err)))
