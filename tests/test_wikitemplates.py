@@ -374,6 +374,8 @@ CITATION_CASES = [
     case("harvtxt", ["Smith", "1990", "loc=ch. 2"], "Smith (1990, ch. 2)"),
     case("harvtxt", ["Smith", "n.d."], "Smith (n.d.)"),
     case("harvtxt", ["Smith"], "Smith"),
+    case("Harvtxt", ["Boolos", "Jeffrey", "1974, 1999"], "Boolos & Jeffrey (1974, 1999)"),
+    case("harvtxt", ["1984 Group", "2001"], "1984 Group (2001)"),
 ]
 
 

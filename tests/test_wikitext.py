@@ -226,6 +226,15 @@ def test_templates_render_or_leave_a_gap(wikitext: str, expected: str) -> None:
         ),
         (" code on the first line\nText after it.", ["Text after it."]),
         ("Text.\n<!-- a comment --> code\nMore text.", ["Text.", "More text."]),
+        # A line that starts with a tag does not start with a space, whatever the tag held.
+        (
+            "Text one.\n<ref name=a/> Since then it grew.\n<ref>x</ref> And more.",
+            ["Text one. Since then it grew. And more."],
+        ),
+        # Inside a tag opened on an earlier line (a reference, a poem), a space-led line is
+        # not preformatted: the tag's own rule applies.
+        ("Fact.<ref>\n {{cite web|title=x}}\n</ref> More text.", ["Fact. More text."]),
+        ("A poem:<poem>\n Line one\n</poem>\n code\nAfter.", ["A poem:", "After."]),
         # Inside a template, infobox parameters and the closing braces stay for expansion.
         (
             "{{Infobox person\n | name = X\n | caption = A caption\n }}\nX is a person.",
@@ -236,6 +245,10 @@ def test_templates_render_or_leave_a_gap(wikitext: str, expected: str) -> None:
         (" {{Infobox x\n| a = b\n}}\nText here.", ["Text here."]),
         # Inside an HTML block element opened on an earlier line, a space-led line is text.
         ("<blockquote>\n Quoted words here.\n</blockquote>", ["Quoted words here."]),
+        (
+            "Before it.\n <blockquote>Quoted words here.</blockquote>\nAfter it.",
+            ["Before it. Quoted words here. After it."],
+        ),
         ("<div>\n Div words here.\n</div>\n code\nAfter.", ["Div words here.", "After."]),
         # A wiki table that starts after a space is still a table.
         ("Before.\n {| class=x\n | cell\n |}\nAfter.", ["Before.", "After."]),
@@ -262,6 +275,16 @@ def test_preformatted_lines_are_dropped(wikitext: str, expected: list[str]) -> N
         ("He'''s l'''x ''y''' z.", "Hes l'x y z."),
         ("x '''y zz''' ''w '''v.", "x y zz' w v."),
         ("a ''' b ''c.", "a ' b c."),
+        # A link's label is read apart from its line, as MediaWiki reads it.
+        (
+            "Yet in the ''[[Republic (Plato)|''Republic'']]'' he wants it.",
+            "Yet in the Republic he wants it.",
+        ),
+        ("The [[Iliad|''Iliad'']]'s end.", "The Iliad's end."),
+        (
+            "By the '[[Epoch (astronomy)|''epoch'' year]], as written.",
+            "By the 'epoch year, as written.",
+        ),
         # Each line is read on its own.
         ("''a\nb''' c.", "a b c."),
         # Bold and italic in a heading's title do not hide a trailing section.

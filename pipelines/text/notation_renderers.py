@@ -83,16 +83,17 @@ def render_ship(positional: list[str], named: dict[str, str]) -> str | None:
 # --------------------------------------------------------------------------------------------
 # In-text citations: {{harvtxt|Boolos|Jeffrey|1974}}
 
-# A year as Harvard citations write it: 1974, 1974a, 850, n.d.
-_CITATION_YEAR = re.compile(r"\d{3,4}[a-z]?|n\.d\.[a-z]?")
+# A year as Harvard citations write it: 1974, 1974a, 850, n.d.; "1974, 1999" starts with one.
+_CITATION_YEAR = re.compile(r"(?:\d{3,4}[a-z]?|n\.d\.[a-z]?)(?![\w.])")
 
 
 def render_harvtxt(positional: list[str], named: dict[str, str]) -> str | None:
     """`Boolos & Jeffrey (1974)`: one author `Smith (1990)`, three `A, B & C (1990)`, four or
-    more `A et al. (1990)`. The year is the last positional argument that reads as one (a
-    letter may follow it: 1974a); p=/page=, pp=/pages= and loc= follow it, as on Wikipedia."""
+    more `A et al. (1990)`. The year is the last positional argument that starts with one (a
+    letter may follow it: 1974a; "1974, 1999" is two); p=/page=, pp=/pages= and loc= follow
+    it, as on Wikipedia."""
     year_at = next(
-        (i for i in range(len(positional) - 1, -1, -1) if _CITATION_YEAR.fullmatch(positional[i])),
+        (i for i in range(len(positional) - 1, -1, -1) if _CITATION_YEAR.match(positional[i])),
         len(positional),
     )
     authors = [author for author in positional[:year_at] if author]

@@ -1,14 +1,16 @@
 """Two line rules of MediaWiki's renderer that the wikitext cleaner (`wikitext.py`) applies:
 
 - preformatted lines: a line that starts with a space is shown as code (<pre>), not prose:
-  `drop_preformatted_lines` blanks such lines of the raw wikitext (comments and dropped
-  blocks already removed, templates not yet expanded), so that they end their paragraph as
-  any structure line does. Only lines at template depth 0 and outside HTML block elements
-  opened on an earlier line count: an infobox's " | name = x" and a multi-line template's
-  closing " }}" are kept for template expansion, and a line in a wiki table goes with the
-  table anyway. A line that opens a template it does not close is kept, so that its template
-  still closes;
-- bold and italic: `resolve_bold_line` removes the markup runs of apostrophes of a line that
+  `drop_preformatted_lines` blanks such lines of the raw wikitext (comments removed and
+  <nowiki> content escaped, nothing else yet: a line that starts with "<ref …/> " does not
+  start with a space), so that they end their paragraph as any structure line does. Only
+  lines at template depth 0, outside tags opened on an earlier line (HTML block elements,
+  extension tags such as <ref> or <poem>) and without a block-level tag of their own count:
+  an infobox's " | name = x" and a multi-line template's closing " }}" are kept for
+  template expansion, and a line in a wiki table goes with the table anyway. A line that
+  opens a template it does not close is kept, so that its template still closes;
+- bold and italic: `resolve_bold_line` (and `resolve_quotes_apart` for a link's label, which
+  MediaWiki reads apart from its line) removes the markup runs of apostrophes of a line that
   holds a bold run (''') the way MediaWiki's doQuotes reads them, keeping the apostrophes
   that are text: of 4 the first is an apostrophe ("''Iliad'''s" → "Iliad's"), of more than
   5 all but the last 5, and where the line holds an odd number of both italic ('') and bold
@@ -30,10 +32,19 @@ from collections.abc import Iterator
 # "!" (a template's or table's own line, which the line pass drops anyway at depth 0).
 # Searching for it is also the cheap test: most articles have none.
 _SPACE_LED_LINE = re.compile(r"\n( ++[^\s|}!][^\n]*+)")
-# HTML elements whose lines are not preformatted, counted open and closed to know the depth.
-# Elements often left unclosed in wikitext (<p>, <li>, <td>) are not counted.
+# Elements whose lines are not preformatted, counted open and closed to know the depth: HTML
+# block elements (not those often left unclosed in wikitext: <p>, <li>, <td>) and the
+# extension tags, whose content the cleaner removes later (a self-closing one holds none).
 _CONTAINER_TAG = re.compile(
-    r"<(/?)(?:blockquote|center|div|span|font|small|big|table|ul|ol|dl)\b[^>]*+>", re.I
+    r"<(/?)(?:blockquote|center|div|span|font|small|big|table|ul|ol|dl|ref|references|"
+    r"gallery|poem|math|chem|ce|code|source|syntaxhighlight|pre|timeline|score|hiero|imagemap|"
+    r"graph|mapframe|maplink|templatedata|inputbox|categorytree|includeonly|noinclude)\b"
+    r"[^>]*+(?<!/)>",
+    re.I,
+)
+# A line that holds a block-level tag is not preformatted either (MediaWiki's own list).
+_BLOCK_LEVEL_TAG = re.compile(
+    r"<(?:/?(?:table|h[1-6]|pre|tr|td|th|p|ul|ol|dl|li|blockquote|div|center)|hr)\b", re.I
 )
 
 
@@ -54,6 +65,8 @@ def drop_preformatted_lines(text: str) -> str:
             continue
         if line.lstrip(" ").startswith("{|") or line.count("{{") != line.count("}}"):
             continue  # a table's own line; a template that goes on below
+        if "<" in line and _BLOCK_LEVEL_TAG.search(line):
+            continue
         pieces.append(text[copied:start])
         copied = start + len(line)
     if not pieces:
@@ -73,6 +86,15 @@ def _space_led_lines(text: str) -> Iterator[tuple[int, str]]:
 
 
 _QUOTE_RUN = re.compile(r"('{2,})")
+
+
+def resolve_quotes_apart(text: str) -> str:
+    """A link's label without its quote markup, read as MediaWiki reads it: apart from the
+    line it sits in, so that "''[[Republic (Plato)|''Republic'']]''" does not make runs
+    of 4 apostrophes."""
+    if "'''" in text:
+        text = resolve_bold_line(text)
+    return _QUOTE_RUN.sub("", text)
 
 
 def resolve_bold_line(line: str) -> str:

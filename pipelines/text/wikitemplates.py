@@ -86,8 +86,9 @@ fills that positional slot). Keys are stripped and lower-cased; all values are s
 | harvtxt                       | authors (year, p. x): A;     | {{harvtxt|Boolos|Jeffrey|1974}}
 |                               | A & B; A, B & C; four or     |   → Boolos & Jeffrey (1974)
 |                               | more: A et al.; the year is  | {{harvtxt|Smith|1990a|p=5}}
-|                               | the last argument that reads |   → Smith (1990a, p. 5)
-|                               | as one (1974, 1974a, n.d.)   |
+|                               | the last argument that starts|   → Smith (1990a, p. 5)
+|                               | with one (1974, 1974a, n.d., |
+|                               | "1974, 1999")                |
 | ill, interlanguage link,      | lt= if given, else the first | {{ill|Foo|de|Foo (DE)}} → Foo
 |   interlanguage link multi    | argument                     |
 | anchor                        | "" (anchors are invisible)   | {{anchor|x}} → ""

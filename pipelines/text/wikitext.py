@@ -41,7 +41,11 @@ from collections.abc import Iterable
 from functools import partial
 
 from pipelines.text.template_renderers import GAP
-from pipelines.text.wikilines import drop_preformatted_lines, resolve_bold_line
+from pipelines.text.wikilines import (
+    drop_preformatted_lines,
+    resolve_bold_line,
+    resolve_quotes_apart,
+)
 from pipelines.text.wikitemplates import template_renderer
 
 # MediaWiki's own limits: $wgMaxArticleSize (2 MiB) and the template expansion depth (40).
@@ -232,6 +236,11 @@ def clean_wikitext(
     text = _COMMENT.sub("", text)
     if "<" in text:
         text = _NOWIKI.sub(_nowiki_content, text)
+    # Preformatted lines (a leading space in the wikitext as written) while templates and
+    # tags still show where they are. No `"\n " in text` first: its own pattern finds a
+    # candidate sooner than str's search.
+    text = drop_preformatted_lines(text)
+    if "<" in text:
         text = _SELF_CLOSING_BLOCK_OR_REF.sub("", text)
         lists: list[str] = []
         text = _BLOCK.sub(_block_dropper(lists), text)
@@ -239,9 +248,6 @@ def clean_wikitext(
             text, count = _HTML_LIST.subn("", text)
             if not count:
                 break
-    # Preformatted lines (a leading space) while templates still show where they are. No
-    # `"\n " in text` first: its own pattern finds a candidate sooner than str's search.
-    text = drop_preformatted_lines(text)
     # 2. Templates, innermost first, so an outer template sees rendered inner text; links
     # inside a template's arguments are still there, so the argument split respects [[…|…]].
     if "{{" in text:
@@ -414,7 +420,8 @@ def _link_renderer(
             if colon:
                 prefix = prefix.strip().lower()
                 if prefix in media_namespaces:  # a link to the file: its label, if any
-                    return label.strip()
+                    label = label.strip()
+                    return resolve_quotes_apart(label) if "''" in label else label
                 if prefix in file_namespaces or prefix in category_namespaces:
                     return ""
                 if (
@@ -425,6 +432,8 @@ def _link_renderer(
                     return ""
         if bar:
             label = label.strip()
+            if "''" in label:  # read apart from its line, as MediaWiki reads it
+                label = resolve_quotes_apart(label)
             # The pipe trick, [[Paris, Texas|]], shows the target without its qualifier.
             return label if label else target.partition(" (")[0].partition(",")[0]
         return target
