@@ -111,6 +111,8 @@ def test_unclosed_file_link_honours_local_namespace_names() -> None:
         ("Get [mms://a.org/s the stream] now.", "Get the stream now."),
         ("Get [worldwind://a.org/x the map] now.", "Get the map now."),
         ("See [//example.org the site] now.", "See the site now."),
+        # The URL ends where MediaWiki ends it; the label may follow without a space.
+        ('See [http://example.org"quoted" label] now.', 'See "quoted" label now.'),
         # A scheme word in brackets is not a link.
         ("It said [news: the story] there.", "It said [news: the story] there."),
     ],

@@ -183,12 +183,15 @@ _UNCLOSED_TEMPLATE = re.compile(rf"\{{\{{{_REST_OF_PARAGRAPH}")
 _TEMPLATE_PARAMETER = re.compile(r"\{\{\{([^{}|]*+)(?:\|([^{}]*+))?\}\}\}")
 # MediaWiki's URL schemes: those written with "//" (and "//" alone), then those without.
 # Not re.I, which makes the engine slow to try the schemes at every "[": http and ftp, by far
-# the most common, in any case; the others as MediaWiki writes them, in lower case.
+# the most common, in any case; the others as MediaWiki writes them, in lower case. The URL
+# ends where MediaWiki ends it, before a space, a bracket, "<", ">" or a double quote (so
+# that "[http://[http://…" costs no scan to the end of the text at each "["); the label may
+# follow without a space.
 _EXTERNAL_LINK = re.compile(
     r"\[(?!\[)(?:(?:(?:[Hh][Tt][Tt][Pp][Ss]?|[Ff][Tt][Pp][Ss]?|sftp|ssh|git|svn|ircs?|gopher|"
-    r"telnet|nntp|mms|redis|worldwind):)?//[^\s\]]*+|"
-    r"(?:mailto|news|tel|urn|sips?|xmpp|geo|magnet|bitcoin|sms|matrix):[^\s\]]++)"
-    r"(?:[ \t]++([^\]\n]*+))?\]"
+    r"telnet|nntp|mms|redis|worldwind):)?//[^\s\[\]<>\"]*+|"
+    r"(?:mailto|news|tel|urn|sips?|xmpp|geo|magnet|bitcoin|sms|matrix):[^\s\[\]<>\"]++)"
+    r"[ \t]*+([^\]\n]*+)\]"
 )
 # Single brackets may sit inside a link (a File caption's "[above]"); doubled ones may not.
 _LINK = re.compile(r"\[\[((?:[^\[\]]++|\[(?!\[)|\](?!\]))*+)\]\]")
