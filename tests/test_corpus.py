@@ -411,7 +411,7 @@ def test_a_file_that_is_not_parquet_fails_it(tmp_path: Path) -> None:
     (src / "cut.parquet").write_bytes(data[: len(data) // 2])
     out = tmp_path / "out"
     assert run(src / "*.parquet", out) == 1
-    assert [r[:3] for r in rejects_of(out)] == [("cut.parquet", "row 0", "corrupt_input")]
+    assert [r[:3] for r in rejects_of(out)] == [("cut.parquet", "footer", "corrupt_input")]
     assert read_manifest(str(out)).counts["documents"] == 100
 
 

@@ -19,12 +19,14 @@ A bad record is rejected with its file and line or row, and the rest kept: not_j
 not_an_object, invalid_utf8, lone_surrogate, line_too_long / text_too_long (over
 `--max-line-kb`, never held in memory), text_missing, text_not_string, id_not_string_or_int,
 id_empty, id_too_long (over 4 KiB), title_not_string, title_too_long (over 64 KiB). A
-record with no paragraph left is dropped (no_text), counted.
+Parquet row group holding a page over 8 times `--max-line-kb` (at least 64 MiB), which
+pyarrow would decompress whole, is one reject of its rows (page_too_large). A record with
+no paragraph left is dropped (no_text), counted.
 
 Writes DIR/documents-*.parquet (Document schema), DIR/_rejects/ and, last, DIR/_manifest.json.
 Exits 1 if any input could not be read to its end (a truncated .zst, a corrupt Parquet page,
-a Parquet file without the text column, a JSON array); what was read before the fault is
-kept.
+a Parquet file without the text column, a JSON array); what was read before
+the fault is kept, and a Parquet file's other row groups are read.
 
     bertkit corpus --input 'fineweb/*.jsonl.zst' --output out/fineweb --source fineweb
     bertkit corpus --input 'export/*.parquet' --output out/export --id-field doc_id \\

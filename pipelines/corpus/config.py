@@ -125,7 +125,8 @@ class CorpusConfig(DocumentStageFlags, FileUnitSizes):
     )
     max_line_kb: int = option(
         DEFAULT_MAX_LINE_KB,
-        help="reject a JSON line (or a Parquet text value) over this many KiB",
+        help="reject a JSON line (or a Parquet text value) over this many KiB, and a Parquet "
+        "row group holding a page over 8 times this (at least 64 MiB)",
         bounds=AT_LEAST_1,
     )
 

@@ -2,10 +2,18 @@
 
 What `datasets.Dataset.to_parquet`, DuckDB's `COPY … TO 'x.parquet'`, Spark and pandas
 write: the text in a string column, perhaps an id (string or integer) and a title, perhaps
-nested in a struct (`--title-field meta.title`). The file's schema is checked before a row
-is read (`ParquetColumnsError`, one failure for the file rather than a reject per row).
-Only the columns the flags name are read (`ParquetFile.iter_batches(columns=…)`), through
-a buffered stream, so a row group's other columns never reach memory.
+nested in a struct (`--title-field meta.title`). The file's schema is checked before a row is read
+(`ParquetColumnsError`, one failure for the file rather than a reject per row). Only the
+columns the flags name are read (`ParquetFile.iter_batches(columns=…)`), through a 1 MiB
+buffered stream (`pre_buffer=False`: pyarrow's default reads a row group's column chunks
+whole), so a row group's other columns never reach memory.
+
+The file is read a row group at a time. Before one is read, the page headers of each of
+its column chunks that may hold a page over `page_limit` are walked
+(pipelines/corpus/pages.py): pyarrow decompresses a page whole, so a row group with such a
+page is not read, its rows one `UnreadRows` (page_too_large). Damage pyarrow meets in a row
+group (a corrupt page, a page header that does not parse) is an `UnreadRows` too
+(corrupt_input), and the next row group is read.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipelines.corpus.config import CorpusConfig
+from pipelines.corpus.pages import PageHeaderError, large_page
 
 _BUFFER_BYTES = 1 << 20  # read column chunks a MiB at a time, not a row group at once
 # The most bytes of strings a slice of a batch turns into Python objects at once (a row
@@ -28,6 +37,18 @@ SLICE_TEXT_BYTES = 32 << 20
 # measured in Arrow before it is read. A title under it is still cut to 1,000 characters.
 ID_MAX_BYTES = 4 << 10
 TITLE_MAX_BYTES = 64 << 10
+# The largest page (once decompressed) a row group may hold to be read: pyarrow decompresses
+# a page whole, and a page of a few hundred compressed bytes can stand for gigabytes. A
+# page holds at least one value, and pyarrow's writer puts 1,024 values in one (100 KB
+# texts: 100 MB pages), so the bound is what a batch of rows may already hold in Arrow
+# (PAGE_TEXTS values of --max-line-kb), at least 64 MiB.
+PAGE_TEXTS = 8
+MIN_PAGE_LIMIT = 64 << 20
+
+
+def page_limit(config: CorpusConfig) -> int:
+    """The largest page, in bytes once decompressed, that a row group may hold to be read."""
+    return max(MIN_PAGE_LIMIT, PAGE_TEXTS * config.max_line_bytes)
 
 
 class ParquetColumnsError(ValueError):
@@ -39,7 +60,27 @@ class ParquetColumnsError(ValueError):
 
 
 class ParquetReadError(ValueError):
-    """pyarrow could not read the file (not Parquet, a corrupt page, an unsupported codec)."""
+    """pyarrow could not read the file's footer (not Parquet, cut short, damaged)."""
+
+
+@dataclass(frozen=True)
+class UnreadRows:
+    """Rows of a row group left unread: a page over the limit, or damage pyarrow met."""
+
+    group: int  # the row group, from 0
+    first: int  # its first row (rows count from 0 over the file)
+    stop: int  # one past its last row
+    start: int  # the first row left unread: those before it were read
+    reason: str  # page_too_large or corrupt_input
+    error: str
+
+    @property
+    def position(self) -> str:
+        return f"row group {self.group} (rows {self.first}-{self.stop - 1})"
+
+    @property
+    def count(self) -> int:
+        return self.stop - self.start
 
 
 @dataclass(frozen=True)
@@ -56,6 +97,7 @@ class ParquetBatch:
     UTF-8 is None here: it was measured in Arrow and never made a Python string.
     """
 
+    first_row: int  # the file's row number of texts[0]
     texts: list[Any]
     ids: list[Any] | None  # None: the file has no id column
     titles: list[Any] | None
@@ -200,7 +242,11 @@ def _slices(weights: list[int], budget: int) -> Iterator[tuple[int, int]]:
 
 
 def _bounded_batches(
-    batch: pa.RecordBatch, columns: dict[str, _Column], config: CorpusConfig, missing: Any
+    batch: pa.RecordBatch,
+    columns: dict[str, _Column],
+    config: CorpusConfig,
+    missing: Any,
+    first_row: int,
 ) -> Iterator[ParquetBatch]:
     """One record batch → slices of it as Python objects, each holding at most
     SLICE_TEXT_BYTES of strings (or one row), every value measured first in Arrow."""
@@ -250,6 +296,7 @@ def _bounded_batches(
                         f"{flag!r} is not UTF-8, as a Parquet string must be",
                     )
         yield ParquetBatch(
+            first_row + start,
             texts,
             values.get("id"),
             values.get("title"),
@@ -261,23 +308,140 @@ def _bounded_batches(
         )
 
 
+class _WatchedFile:
+    """The stored file as pyarrow reads it, keeping what the file itself raised: pyarrow
+    raises a plain OSError for damage it finds (a corrupt page), and the file's own errors
+    (a dropped connection) as they are, so the error alone cannot tell them apart."""
+
+    def __init__(self, handle: BinaryIO) -> None:
+        self._handle = handle
+        self.errors: list[BaseException] = []
+
+    def _call(self, method: str, *args: Any) -> Any:
+        try:
+            return getattr(self._handle, method)(*args)
+        except Exception as err:
+            self.errors.append(err)
+            raise
+
+    def read(self, size: int = -1) -> bytes:
+        return self._call("read", size)
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return self._call("seek", offset, whence)
+
+    def tell(self) -> int:
+        return self._call("tell")
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def writable(self) -> bool:
+        return False
+
+    @property
+    def closed(self) -> bool:
+        return self._handle.closed
+
+    def close(self) -> None:
+        pass  # the caller's handle: its caller closes it
+
+    def raised(self, err: BaseException) -> bool:
+        """Whether `err` is (or comes from) an error the stored file raised."""
+        seen: BaseException | None = err
+        while seen is not None:
+            if any(seen is own for own in self.errors):
+                return True
+            seen = seen.__cause__ or seen.__context__
+        return False
+
+
+_PYARROW_ERRORS = (pa.ArrowException, OSError)
+
+
+def said(err: BaseException) -> str:
+    """pyarrow's message on one line, its control characters escaped, without its full stop
+    (a damaged footer's says "don't know what type: \\x0f\\n")."""
+    text = " ".join(str(err).split()).rstrip(".")
+    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text)
+
+
 def open_parquet_records(
     handle: BinaryIO, config: CorpusConfig, batch_rows: int, missing: Any
-) -> Iterator[ParquetBatch]:
-    """The file's records, a slice of a batch at a time; ParquetColumnsError before the
-    first one if the columns do not fit the flags, ParquetReadError where pyarrow cannot
-    read on."""
+) -> Iterator[ParquetBatch | UnreadRows]:
+    """The file's records, a slice of a batch at a time, row group by row group (a batch
+    never spans two), and an UnreadRows for each row group not read; ParquetColumnsError
+    before the first one if the columns do not fit the flags, ParquetReadError if the footer
+    cannot be read, the file's own error where reading it fails."""
+    stored = _WatchedFile(handle)
     try:
-        parquet = pq.ParquetFile(handle, buffer_size=_BUFFER_BYTES)
-        columns = _checked_columns(parquet.schema_arrow, config)
-        batches = parquet.iter_batches(
-            batch_size=batch_rows,
-            columns=sorted({c.selection for c in columns.values()}),
-            use_threads=False,
-        )
-        for batch in batches:
-            yield from _bounded_batches(batch, columns, config, missing)
-    except pa.ArrowException as err:
-        if isinstance(err, OSError):
-            raise  # a failed read of the stored bytes, as for any other input
-        raise ParquetReadError(str(err)) from err
+        parquet = pq.ParquetFile(stored, buffer_size=_BUFFER_BYTES, pre_buffer=False)
+    except _PYARROW_ERRORS as err:
+        if stored.raised(err):
+            raise
+        raise ParquetReadError(said(err)) from err
+    columns = _checked_columns(parquet.schema_arrow, config)
+    selection = sorted({c.selection for c in columns.values()})
+    metadata = parquet.metadata
+    first = 0
+    for group in range(metadata.num_row_groups):
+        rows = metadata.row_group(group).num_rows
+        stop = first + rows
+        if rows <= 0:
+            continue
+        found = _large_page(stored, metadata.row_group(group), selection, config)
+        if found is not None:
+            yield UnreadRows(group, first, stop, first, *found)
+            first = stop
+            continue
+        read = first
+        try:
+            batches = parquet.iter_batches(
+                batch_size=batch_rows, row_groups=[group], columns=selection, use_threads=False
+            )
+            for batch in batches:
+                yield from _bounded_batches(batch, columns, config, missing, read)
+                read += batch.num_rows
+        except _PYARROW_ERRORS as err:
+            if stored.raised(err):
+                raise
+            error = f"pyarrow cannot read rows {read}-{stop - 1}: {said(err)}"
+            yield UnreadRows(group, first, stop, read, "corrupt_input", error)
+        first = stop
+
+
+def _large_page(
+    stored: BinaryIO, group: pq.RowGroupMetaData, selection: list[str], config: CorpusConfig
+) -> tuple[str, str] | None:
+    """(reason, error) if a column the row group is read for holds a page over the limit
+    (page_too_large) or a page header that does not parse (corrupt_input); None if neither.
+    Only a chunk over the limit in all is walked: none of its pages can be larger."""
+    limit = page_limit(config)
+    for index in range(group.num_columns):
+        chunk = group.column(index)
+        path = chunk.path_in_schema
+        if chunk.total_uncompressed_size <= limit:
+            continue
+        if not any(path == name or path.startswith(f"{name}.") for name in selection):
+            continue
+        start = chunk.data_page_offset
+        dictionary = chunk.dictionary_page_offset if chunk.has_dictionary_page else None
+        if dictionary is not None and 0 < dictionary < start:
+            start = dictionary
+        try:
+            page = large_page(stored, start, chunk.total_compressed_size, limit)
+        except PageHeaderError as err:
+            return "corrupt_input", f"a page header of column {path!r} does not parse: {err}"
+        if page is not None:
+            return "page_too_large", (
+                f"column {path!r} holds a {page.kind} of {page.uncompressed:,} bytes once "
+                f"decompressed (at byte {page.offset}), over the {limit:,}-byte limit for a "
+                f"page ({PAGE_TEXTS} times --max-line-kb, at least 64 MiB): pyarrow "
+                f"decompresses a page whole, so the row group's {group.num_rows} rows are "
+                f"skipped unread; --max-line-kb {-(-page.uncompressed // (PAGE_TEXTS << 10))} "
+                "reads them"
+            )
+    return None

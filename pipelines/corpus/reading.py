@@ -28,6 +28,7 @@ from pipelines.corpus.parquet import (
     ParquetBatch,
     ParquetColumnsError,
     ParquetReadError,
+    UnreadRows,
     open_parquet_records,
 )
 from pipelines.io.compressed import InputReadError, LongLine, decompressed_chunks, lines
@@ -395,10 +396,17 @@ def parquet_documents(
     """
     tally.count("input_files")
     row = 0
+    damaged = False
     try:
         with reader.open(path) as handle:
-            batches = open_parquet_records(handle, config, PARQUET_BATCH_ROWS, MISSING)
-            for batch in batches:
+            items = open_parquet_records(handle, config, PARQUET_BATCH_ROWS, MISSING)
+            for batch in items:
+                if isinstance(batch, UnreadRows):
+                    _unread_rows(batch, path, damaged, tally)
+                    damaged = damaged or batch.reason == "corrupt_input"
+                    row = batch.stop
+                    continue
+                row = batch.first_row
                 for offset, (text, record_id, title) in enumerate(batch.rows()):
                     document = _row_document(
                         batch,
@@ -406,7 +414,6 @@ def parquet_documents(
                         RecordFields(
                             text, record_id, title, rejected=batch.field_rejects.get(offset)
                         ),
-                        row,
                         path,
                         name,
                         config,
@@ -415,27 +422,44 @@ def parquet_documents(
                     if document is not None:
                         yield document
                 tally.count("input_text_bytes", batch.total_text_bytes)
-                row += batch.rows_count
+                row = batch.first_row + batch.rows_count
     except ParquetColumnsError as err:
         tally.fail_input(path, f"{path}: {err}", err.reason, "schema")
     except ParquetReadError as err:
-        error = f"{path}: cannot be read as Parquet from row {row} on: {err}"
-        tally.fail_input(path, error, "corrupt_input", f"row {row}")
+        error = f"{path}: cannot be read as Parquet (its footer, the file's metadata): {err}"
+        tally.fail_input(path, error, "corrupt_input", "footer")
     except _READ_ERRORS as err:
         _fail_unreadable(tally, path, err, f"row {row}")
+
+
+def _unread_rows(rows: UnreadRows, path: str, damaged: bool, tally: UnitTally) -> None:
+    """A row group not read: a reject of its rows (counted: rows_unread); damage fails the
+    input (once a file: exit 1), a page over the limit does not."""
+    tally.count("rows_unread", rows.count)
+    if rows.reason == "corrupt_input":
+        kept = f" (rows {rows.first}-{rows.start - 1} before the damage are kept)"
+        error = (
+            f"{path}: {rows.position} is damaged: {rows.error}"
+            f"{kept if rows.start > rows.first else ''}; the file's other row groups are read"
+        )
+        if not damaged:
+            tally.fail_input(path, error, rows.reason, rows.position)
+            return
+    else:
+        error = f"{rows.position}: {rows.error}"
+    tally.reject(Reject(None, path, rows.position, rows.reason, error))
 
 
 def _row_document(
     batch: ParquetBatch,
     offset: int,
     fields: RecordFields,
-    first_row: int,
     path: str,
     name: str,
     config: CorpusConfig,
     tally: UnitTally,
 ) -> Document | None:
-    number = first_row + offset
+    number = batch.first_row + offset
     position = f"row {number}"
     if batch.too_long(offset):
         error = (
