@@ -387,10 +387,10 @@ def test_parquet_without_an_id_column_and_with_bad_utf8(tmp_path: Path) -> None:
         ),
         (pa.table({"text": [1]}), (), "text_not_string", "column 'text' holds int64, not strings"),
         (
-            pa.table({"text": ["a"], "id": [1.5]}),
+            pa.table({"text": ["a"], "id": [True]}),
             (),
             "id_not_string_or_int",
-            "column 'id' holds double",
+            "column 'id' holds bool, not strings, integers or floats",
         ),
     ],
 )

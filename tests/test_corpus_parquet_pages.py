@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -198,6 +199,42 @@ def test_a_corrupt_page_loses_only_its_row_group_from_it_on(tmp_path: Path) -> N
     assert reject["error"].endswith(
         "(rows 2-9 before the damage are kept); the file's other row groups are read"
     )
+
+
+def test_float_ids_are_the_integers_pandas_wrote(tmp_path: Path) -> None:
+    # pandas writes an integer column with nulls as float64: 7.0 is the id 7, as an integer
+    # column gives it; null and NaN are no id (the row's place names it).
+    texts = [short(n) for n in range(6)]
+    ids = [7.0, math.nan, None, 2.5, 2.0**60, -3.0]
+    pq.write_table(
+        pa.table({"id": pa.array(ids, pa.float64()), "text": texts}), tmp_path / "f.parquet"
+    )
+    pq.write_table(
+        pa.table({"id": pa.array([7, None, None], pa.int64()), "text": texts[:3]}),
+        tmp_path / "i.parquet",
+    )
+    found, tally = read(tmp_path / "f.parquet")
+    assert found == ["corpus/7", "corpus/f.parquet:1", "corpus/f.parquet:2", "corpus/-3"]
+    assert [(r.position, r.reason, r.id, r.error) for r in tally.rejects] == [
+        (
+            "row 3",
+            "id_not_string_or_int",
+            "corpus/f.parquet:3",
+            "'id' is a number, not a string or an integer (2.5, not a whole number)",
+        ),
+        (
+            "row 4",
+            "id_not_string_or_int",
+            "corpus/f.parquet:4",
+            "'id' is a number, not a string or an integer (1.152921504606847e+18, past "
+            "2**53, where a float no longer holds every integer)",
+        ),
+    ]
+    assert read(tmp_path / "i.parquet")[0] == [
+        "corpus/7",
+        "corpus/i.parquet:1",
+        "corpus/i.parquet:2",
+    ]
 
 
 # The command in a child of a child: RUSAGE_CHILDREN is then that one run's peak alone.

@@ -1,8 +1,9 @@
 """Parquet corpus files, read a batch of rows at a time with only the columns named (Beam-free).
 
 What `datasets.Dataset.to_parquet`, DuckDB's `COPY … TO 'x.parquet'`, Spark and pandas
-write: the text in a string column, perhaps an id (string or integer) and a title, perhaps
-nested in a struct (`--title-field meta.title`). The file's schema is checked before a row is read
+write: the text in a string column, perhaps an id (string, integer, or a float64 of whole
+numbers as pandas writes an integer column with nulls) and a title, perhaps nested in a
+struct (`--title-field meta.title`). The file's schema is checked before a row is read
 (`ParquetColumnsError`, one failure for the file rather than a reject per row). Only the
 columns the flags name are read (`ParquetFile.iter_batches(columns=…)`), through a 1 MiB
 buffered stream (`pre_buffer=False`: pyarrow's default reads a row group's column chunks
@@ -154,6 +155,12 @@ def _is_text(kind: pa.DataType) -> bool:
     )
 
 
+def _is_number(kind: pa.DataType) -> bool:
+    """Integers, or floats (pandas writes an integer column with nulls as float64): measured
+    by nothing, made Python numbers; `record_document` takes a whole float as an integer."""
+    return pa.types.is_integer(kind) or pa.types.is_floating(kind)
+
+
 def _checked_columns(schema: pa.Schema, config: CorpusConfig) -> dict[str, _Column]:
     names = ", ".join(schema.names)
     columns: dict[str, _Column] = {}
@@ -172,10 +179,10 @@ def _checked_columns(schema: pa.Schema, config: CorpusConfig) -> dict[str, _Colu
     found = _column(schema, config.id_field)
     if found is not None:
         kind = found[1]
-        if not (_is_text(kind) or pa.types.is_integer(kind)):
+        if not (_is_text(kind) or _is_number(kind)):
             raise ParquetColumnsError(
-                f"column {config.id_field!r} holds {kind}, not strings or integers: name "
-                "another with --id-field",
+                f"column {config.id_field!r} holds {kind}, not strings, integers or floats: "
+                "name another with --id-field",
                 "id_not_string_or_int",
             )
         columns["id"] = found[0]
@@ -260,7 +267,7 @@ def _bounded_batches(
             continue
         array = _values(batch, columns[name])
         over: set[int] = set()
-        if not pa.types.is_integer(array.type):
+        if not _is_number(array.type):
             lengths = _byte_lengths(array)
             over = _over(lengths, limit)
             for row, size in enumerate(lengths):
@@ -277,7 +284,7 @@ def _bounded_batches(
         for name, (array, over) in fields.items():
             part = array.slice(start, stop - start)
             skip = {r - start for r in over if r in rows}
-            if pa.types.is_integer(array.type):
+            if _is_number(array.type):
                 values[name] = part.to_pylist()
                 continue
             values[name], not_utf8 = _python_strings(part, skip)

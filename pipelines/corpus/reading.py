@@ -13,6 +13,7 @@ read before the fault is kept, and the stage exits 1.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -120,8 +121,9 @@ def record_document(
 ) -> Document | None:
     """One record → a Document, or None after recording a reject or a drop.
 
-    Ids are `<source>/<id>`: the record's id (a string, or an integer written in decimal),
-    or `fallback_id` (`<file>:<line or row>`) when the record has none (absent or null).
+    Ids are `<source>/<id>`: the record's id (a string, or an integer written in decimal:
+    a float that holds a whole number too, as pandas writes integers beside nulls), or
+    `fallback_id` (`<file>:<line or row>`) when the record has none (absent, null or NaN).
     """
     record_id = _record_id(fields.id, fallback_id, config, path, position, tally)
     if record_id is None:
@@ -201,8 +203,10 @@ def _utf8_over(text: str, limit: int) -> bool:
 def _record_id(
     value: Any, fallback: str, config: CorpusConfig, path: str, position: str, tally: UnitTally
 ) -> str | None:
-    if value is MISSING or value is None:
+    if value is MISSING or value is None or (isinstance(value, float) and math.isnan(value)):
         return fallback
+    if isinstance(value, float) and value.is_integer() and abs(value) <= _EXACT_FLOATS:
+        value = int(value)  # 7.0 is the id 7, as the integer column it was written from gives
     if isinstance(value, int) and not isinstance(value, bool):
         value = str(value)  # JSON's integers run to 4,300 digits: the id's limit holds too
     if isinstance(value, str) and _utf8_over(value, ID_MAX_BYTES):
@@ -216,9 +220,24 @@ def _record_id(
         reason = "id_empty"
     else:
         error = f"{config.id_field!r} is {_json_kind(value)}, not a string or an integer"
+        if isinstance(value, float):
+            error += f" ({_float_kind(value)})"
         reason = "id_not_string_or_int"
     tally.reject(Reject(f"{config.source}/{fallback}", path, position, reason, error))
     return None
+
+
+# Up to 2**53 a float64 holds every integer; past it, two ids written as integers may have
+# become one float.
+_EXACT_FLOATS = 2**53
+
+
+def _float_kind(value: float) -> str:
+    if math.isinf(value):
+        return f"{value}"
+    if value.is_integer():
+        return f"{value!r}, past 2**53, where a float no longer holds every integer"
+    return f"{value!r}, not a whole number"
 
 
 def _keys_note(keys: tuple[str, ...]) -> str:
