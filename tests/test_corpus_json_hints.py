@@ -1,5 +1,5 @@
-"""`bertkit corpus` on float ids: a float that holds a whole number (pandas writes an integer
-column with nulls as floats, and its to_json writes 7.0) is that integer's id."""
+"""`bertkit corpus` on float ids and text with control characters: a float id that holds a
+whole number is that integer, and no control character reaches a sentence or a title."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 import pyarrow.dataset as ds
 
 from pipelines import corpus
+from pipelines.text.corpustext import record_paragraphs
 from schemas import REJECTS_DIR
 
 TEXT = "The river runs past the old mill every spring."
@@ -61,3 +62,34 @@ def test_float_ids_that_hold_whole_numbers_are_those_integers(tmp_path: Path) ->
             "'id' is a number, not a string or an integer (inf)",
         ),
     ]
+
+
+def test_control_characters_are_removed_and_separators_are_spaces() -> None:
+    text = (
+        "Control chars \x00 NUL and \x1b ESC and \x07 BEL in the text here.\n\n"
+        "Joined\x00up wo\x7frds and C1\x9b controls\x80 go.\n\n"
+        "Fields\x1fsplit\x1eby\x1dseparators\x85and NEL here.\n\n"
+        "\x00\x01\x02 \x03"
+    )
+    assert list(record_paragraphs(text)) == [
+        "Control chars NUL and ESC and BEL in the text here.",
+        "Joinedup words and C1 controls go.",
+        "Fields split by separators and NEL here.",
+    ]
+
+
+def test_no_control_character_reaches_a_sentence_or_a_title(tmp_path: Path) -> None:
+    record = {
+        "id": "ctl",
+        "text": "Control chars \x00 NUL and \x1b ESC and \x07 BEL in the text here.",
+        "title": "A\x00 title\x1b[1m with\tcontrols\x9c",
+    }
+    (tmp_path / "x.jsonl").write_text(json.dumps(record) + "\n")
+    out = tmp_path / "out"
+    assert run(tmp_path / "x.jsonl", out, "--title-field", "title") == 0
+    assert documents(out) == {
+        "corpus/ctl": (
+            "A title[1m with controls",
+            ["Control chars NUL and ESC and BEL in the text here."],
+        )
+    }

@@ -9,7 +9,7 @@ Everything streams: memory stays flat whatever the file's size.
 A record's text (`--text-field`, default `text`; `meta.body` reaches into nested objects) is
 cut into paragraphs at blank lines (single newlines are spaces), paragraphs with fewer than
 `--min-paragraph-words` words dropped, and each split into sentences as every stage splits
-them. Ids are `<source>/<id>`: `--source` (default `corpus`)
+them (control characters removed). Ids are `<source>/<id>`: `--source` (default `corpus`)
 and the record's `--id-field` (a string, or an integer in decimal: a float that holds a
 whole number too, as pandas writes one), or, when the record has none, `<file>:<line>` for
 JSON lines (lines from 1) and `<file>:<row>` for Parquet (rows from 0), the file named by

@@ -34,7 +34,7 @@ from pipelines.corpus.parquet import (
 )
 from pipelines.io.compressed import InputReadError, LongLine, decompressed_chunks, lines
 from pipelines.io.storage import Reader
-from pipelines.text.corpustext import ParagraphCounts, record_paragraphs
+from pipelines.text.corpustext import ParagraphCounts, record_paragraphs, without_controls
 from schemas import Document, Reject
 
 JSON_LINES_SUFFIXES = (".jsonl", ".json", ".ndjson")
@@ -191,8 +191,9 @@ def record_document(
 
 
 def _label(text: str) -> str:
-    """A title: every run of whitespace one space, ends stripped, at most 1,000 characters."""
-    return " ".join(text.split())[:_TITLE_CHARS]
+    """A title: control characters removed and every run of whitespace one space, as in
+    the text (pipelines/text/corpustext.py), ends stripped, at most 1,000 characters."""
+    return " ".join(without_controls(text).split())[:_TITLE_CHARS]
 
 
 def _utf8_over(text: str, limit: int) -> bool:
