@@ -26,7 +26,7 @@ no paragraph left is dropped (no_text), counted.
 
 Writes DIR/documents-*.parquet (Document schema), DIR/_rejects/ and, last, DIR/_manifest.json.
 Exits 1 if any input could not be read to its end (a truncated .zst, a corrupt Parquet page,
-a Parquet file without the text column, a JSON array); what was read before
+a Parquet file without the text column, a JSON array, a UTF-32 file); what was read before
 the fault is kept, and a Parquet file's other row groups are read.
 
     bertkit corpus --input 'fineweb/*.jsonl.zst' --output out/fineweb --source fineweb

@@ -23,6 +23,7 @@ from pipelines.beam.documents import UnitTally
 from pipelines.beam.inputs import name_not_utf8, name_under
 from pipelines.books.reading import book_sentences
 from pipelines.corpus.config import CorpusConfig
+from pipelines.corpus.filestart import JsonArray, WideEncoding, checked_start
 from pipelines.corpus.parquet import (
     ID_MAX_BYTES,
     TITLE_MAX_BYTES,
@@ -255,8 +256,14 @@ def _escaped(text: str) -> str:
 
 
 def _json_kind(value: Any) -> str:
-    kinds = {bool: "a boolean", int: "a number", float: "a number", list: "an array"}
-    return kinds.get(type(value), "an object" if isinstance(value, dict) else "null")
+    """What a JSON value is, in words: a string, a number, an array, an object, a boolean
+    (true or false), null."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"a boolean ({'true' if value else 'false'})"
+    kinds = {int: "a number", float: "a number", str: "a string", list: "an array"}
+    return kinds.get(type(value), "an object" if isinstance(value, dict) else type(value).__name__)
 
 
 def _fail_unreadable(tally: UnitTally, path: str, err: BaseException, position: str) -> None:
@@ -271,8 +278,11 @@ def _fail_unreadable(tally: UnitTally, path: str, err: BaseException, position: 
 # --- JSON lines ----------------------------------------------------------------------------
 
 
-class _JsonArray(Exception):
-    """The file is one JSON array, not JSON lines."""
+@dataclass
+class _Hints:
+    """What a file's rejects have said once already."""
+
+    pretty_printed: bool = False
 
 
 def jsonl_documents(
@@ -293,16 +303,27 @@ def jsonl_documents(
             yield chunk
 
     number = 0
+    hints = _Hints()
     try:
-        chunks = _refuse_json_array(counted(decompressed_chunks(reader, path)))
+        chunks = checked_start(counted(decompressed_chunks(reader, path)), path)
         raw_lines = lines(chunks, config.max_line_bytes)
         for number, raw in enumerate(raw_lines, start=1):
-            document = _line_document(raw, number, path, name, config, tally)
+            document = _line_document(raw, number, path, name, config, tally, hints)
             if document is not None:
                 yield document
     except _READ_ERRORS as err:
         _fail_unreadable(tally, path, err, f"line {number + 1}")
-    except _JsonArray:
+    except WideEncoding as err:
+        encoding, sign, iconv = err.args
+        tally.fail_input(
+            path,
+            f"{path}: is {encoding} ({sign}), and JSON lines are UTF-8 (or UTF-16 with its "
+            f"byte order mark): convert it, e.g. iconv -f {iconv} -t UTF-8 FILE > FILE.jsonl "
+            "(decompressed first)",
+            "unsupported_encoding",
+            "line 1",
+        )
+    except JsonArray:
         tally.fail_input(
             path,
             f"{path}: holds one JSON array, not JSON lines (one object a line): write it as "
@@ -313,28 +334,14 @@ def jsonl_documents(
     tally.count("input_bytes", input_bytes)
 
 
-_BYTE_ORDER_MARK = b"\xef\xbb\xbf"
-
-
-def _refuse_json_array(chunks: Iterator[bytes]) -> Iterator[bytes]:
-    """The chunks as they come; _JsonArray, before the first record, if the file's first
-    byte other than whitespace (after a byte order mark) is "[": a JSON array, whether
-    pretty-printed or on one line of any length (`json.dump(records, f)`), looked at in the
-    chunks, never as a whole line. Whitespace before it passes on (blank lines)."""
-    first = True
-    for chunk in chunks:
-        if first is not None:
-            body = chunk.removeprefix(_BYTE_ORDER_MARK) if first else chunk
-            first = False
-            if stripped := body.lstrip():
-                first = None  # looked: the rest passes unread
-                if stripped.startswith(b"["):
-                    raise _JsonArray
-        yield chunk
-
-
 def _line_document(
-    raw: bytes | LongLine, number: int, path: str, name: str, config: CorpusConfig, tally
+    raw: bytes | LongLine,
+    number: int,
+    path: str,
+    name: str,
+    config: CorpusConfig,
+    tally: UnitTally,
+    hints: _Hints,
 ) -> Document | None:
     position = f"line {number}"
     if isinstance(raw, LongLine):
@@ -361,8 +368,18 @@ def _line_document(
         record = json.loads(line)
     except (ValueError, RecursionError) as err:
         detail = (
-            f"{err.msg} at column {err.colno}" if isinstance(err, json.JSONDecodeError) else err
+            f"{err.msg.removesuffix(' at')} at column {err.colno}"
+            if isinstance(err, json.JSONDecodeError)
+            else err
         )
+        if not hints.pretty_printed and line.strip() == "{":
+            hints.pretty_printed = True  # said once a file: its other lines fail as this one
+            detail = (
+                f"{detail}; the file looks like pretty-printed JSON (a {{ alone on line "
+                f"{number}: an object over many lines), not JSON lines (one object a line): "
+                "write it as JSON lines, e.g. jq -c . FILE > FILE.jsonl (jq -c '.KEY[]' "
+                "where the records are an array under KEY)"
+            )
         tally.reject(Reject(None, path, position, "not_json", f"not JSON: {detail}"))
         return None
     if not isinstance(record, dict):
