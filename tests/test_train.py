@@ -368,7 +368,6 @@ def test_two_gloo_processes_train_in_step(sample_shards, tmp_path, capsys):
         (["--model", "huge"], "--model 'huge': one of tiny, mini"),
         (["--global-batch-size", "24"], "not a multiple of --micro-batch-size × processes = 16"),
         (["--warmup-steps", "50", "--max-steps", "10"], "--warmup-steps 50 exceeds --max-steps 10"),
-        (["--warmup-steps", "10", "--max-steps", "10"], "--warmup-steps 10 equals --max-steps 10"),
     ],
 )
 def test_bad_flags_stop_before_work(sample_shards, tmp_path, capsys, flags, message):
@@ -517,3 +516,15 @@ def test_a_url_the_storage_cannot_read_is_refused_not_read_locally(
     assert storage.join("hdfs://nn/a", "b.txt") == "hdfs://nn/a/b.txt"
     assert storage.parent("hdfs://nn/a/b.txt") == "hdfs://nn/a"
     assert storage.read_bytes(f"file://{local}/manifest.json")[:1] == b"{"
+
+
+def test_a_warmup_as_long_as_the_run_is_said_once(sample_shards, tmp_path, caplog):
+    """--warmup-steps equal to --max-steps never reaches the peak (one step: trains at lr
+    0); allowed (a test's way of a step that moves nothing), and the log says so."""
+    flags = ["--shards", str(sample_shards), "--output", str(tmp_path / "run")]
+    flags += ["--max-steps", "1", "--warmup-steps", "1", "--lr", "2e-3", "--eval-every", "0"]
+    with caplog.at_level("WARNING", logger="bertkit.train"):
+        assert run_train(*flags, "--eval-batches", "1", "--num-workers", "0") == 0
+    assert [r.getMessage() for r in caplog.records if "--warmup-steps" in r.getMessage()] == [
+        "--warmup-steps equals --max-steps 1: the run ends before its lr reaches 0.002"
+    ]

@@ -320,10 +320,9 @@ class TrainConfig:
         mask_replace_shares(self.mask_replace)  # raises ValueError naming the flag
         if self.masking == "static" and (flag := dynamic_only_flag(self)):
             raise ValueError(f"{flag} applies to --masking dynamic, not static")
-        if self.warmup_steps is not None and self.warmup_steps >= self.max_steps > 0:
-            verb = "equals" if self.warmup_steps == self.max_steps else "exceeds"
+        if self.warmup_steps is not None and self.warmup_steps > self.max_steps:
             raise ValueError(
-                f"--warmup-steps {self.warmup_steps} {verb} --max-steps {self.max_steps}: the "
+                f"--warmup-steps {self.warmup_steps} exceeds --max-steps {self.max_steps}: the "
                 f"run would end before its learning rate reaches --lr {self.lr:g} (step 1 "
                 "trains at 0); lower it, or leave it out (the default is a tenth of "
                 "--max-steps, at most 100)"

@@ -210,6 +210,9 @@ def _setup(
         step=step,
         peak_lr=config.lr,
     )
+    if config.warmup_steps == config.max_steps and env.is_main:  # never at the peak
+        message = "--warmup-steps equals --max-steps %d: the run ends before its lr reaches %g"
+        _LOG.warning(message, config.max_steps, config.lr)
     wrapped: torch.nn.Module = model
     if env.active:
         device_ids = [env.device.index] if env.device.type == "cuda" else None
