@@ -367,9 +367,9 @@ def test_a_mixed_run_logs_what_each_source_gave_and_each_sources_held_out_figure
     out = capsys.readouterr()
     assert "a mix of 2 sources, by the names metrics.jsonl and TensorBoard use:" in caplog.text
     assert (
-        f"  shards: 0.7 of each global batch, 15754 train samples, {sample_shards}" in caplog.text
+        f"  shards: 0.7 of each global batch, 15521 train samples, {sample_shards}" in caplog.text
     )
-    assert f"  wiki: 0.3 of each global batch, 5356 train samples, {wiki_shards}" in caplog.text
+    assert f"  wiki: 0.3 of each global batch, 5350 train samples, {wiki_shards}" in caplog.text
     losses = rows[3]["sources"]
     assert (
         f"step 4/4 | loss {_format_value(rows[2]['loss'])} | seq/s "

@@ -58,8 +58,8 @@ def test_plain_webdataset_gives_every_sample_with_its_own_key_and_no_warning(
         warnings.simplefilter("always")
         found = list(eval(DOCUMENTED, {"wds": wds, "unpack_blocks": unpack_blocks, "urls": urls}))
     assert user_visible(caught) == []
-    # The sample's 128-token shards: 15,754 training examples in 8 shards, blocks of 512.
-    assert samples == 15754 and len(found) == samples
+    # The sample's 128-token shards: 15,521 training examples in 8 shards, blocks of 512.
+    assert samples == 15521 and len(found) == samples
     assert [sample["__key__"] for sample in found] == [sample_key(i) for i in range(samples)]
     assert set(found[0]) == set(WEBDATASET_FIELDS)
     assert found[0]["__url__"] == str(sample_shards / "seq128/train/shard-000000.tar")

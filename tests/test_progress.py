@@ -429,12 +429,12 @@ def test_vocab_line_counts_words_then_learns_pieces(
     plan = vocab.SamplePlan.open(documents, 1024, 0)
     config = vocab.VocabConfig(documents=tuple(documents), output="unused", vocab_size=2000)
     view = ProgressView("vocab", vocab.progress_phases(plan, config), start=0.0)
-    # The sample's 3,627,333 bytes of text are under the 1024 MB budget: all of it is read.
-    first = {"text_bytes_counted": 3627333 // 2, "documents_counted": 50}
+    # The sample's 3,580,477 bytes of text are under the 1024 MB budget: all of it is read.
+    first = {"text_bytes_counted": 3580477 // 2, "documents_counted": 50}
     assert view.line(first, 2.0) == (
-        "vocab | step 1/2 count words | read 1.7/3.5 MiB 49% | documents/s 25 | eta 0:00:02"
+        "vocab | step 1/2 count words | read 1.7/3.4 MiB 49% | documents/s 25 | eta 0:00:02"
     )
-    learning = {"text_bytes_counted": 3627333, "documents_counted": 101, "pieces_learned": 500}
+    learning = {"text_bytes_counted": 3580477, "documents_counted": 101, "pieces_learned": 500}
     assert view.line(learning, 4.0) == "vocab | step 2/2 learn pieces | tokens 500/2000 25%"
     later = {**learning, "pieces_learned": 1000}
     assert view.line(later, 6.0).startswith(

@@ -83,7 +83,8 @@ class ExamplesConfig:
     dupe_factor: int = option(10, help="passes over the corpus")
     short_seq_prob: float = option(
         0.1,
-        help="chance that a document, in each pass, draws one shorter random target for all its pairs (Google's rule)",
+        help="chance that a document, in each pass, draws one shorter random target for all "
+        "its pairs (Google's rule)",
     )
     seed: int = option(12345, help="random seed (Google's default)")
     whole_word_mask: bool = option(False, help="mask whole words")

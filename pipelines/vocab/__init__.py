@@ -39,8 +39,8 @@ The same inputs and flags give byte-identical vocab.txt and tokenizer.json, what
 runner or the number of workers (HF's trainer alone orders some ids differently from run
 to run), and the same tokens as HF's trainer learns from the same sample.
 
-A correct run on the demo's documents (`bertkit demo`) reads 101 documents, 24,513
-sentences, 3,627,333 bytes of text and keeps 340 characters (uncased).
+A correct run on the demo's documents (`bertkit demo`) reads 101 documents, 24,233
+sentences, 3,580,477 bytes of text and keeps 343 characters (uncased).
 
 Read on: docs/stages/vocab.md (flags, what a correct run produces), docs/formats.md#vocabulary.
 Flags not listed below go to Beam's PipelineOptions (e.g. --runner DataflowRunner).
