@@ -470,3 +470,32 @@ def test_a_killed_run_s_progress_folder_is_removed_by_the_next_run(tmp_path) -> 
         (tmp_path / name / "1-a.json").write_text("{}")
     assert remove_stale_progress_dirs(str(tmp_path)) == [names[0]]
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names[1:])
+
+
+def test_bytes_are_counted_once_in_whatever_order_they_are_read():
+    """Read 15-20, then 0-10, then 8-18: bytes 0-20 counted once each."""
+    counters = StageCounters((INPUT_BYTES_READ,), interval=3600.0)
+    handle = _CountingHandle(io.BytesIO(bytes(range(30))), counters, INPUT_BYTES_READ)
+    for start, size in ((15, 5), (0, 10), (8, 10), (20, 0)):
+        handle.seek(start)
+        assert handle.read(size) == bytes(range(start, start + size))
+    counters.flush()
+    assert counters._totals[INPUT_BYTES_READ] == 20
+
+
+def test_a_parquet_file_read_footer_first_counts_its_row_groups():
+    """pyarrow reads a Parquet file's footer (at its end) first, then the row groups before
+    it: every byte but the leading magic "PAR1" is counted, once."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    buffer = io.BytesIO()
+    texts = [f"document number {i} " * 50 for i in range(3000)]
+    pq.write_table(pa.table({"text": texts}), buffer, row_group_size=1000)
+    data = buffer.getvalue()
+    counters = StageCounters((INPUT_BYTES_READ,), interval=3600.0)
+    handle = _CountingHandle(io.BytesIO(data), counters, INPUT_BYTES_READ)
+    parquet = pq.ParquetFile(handle, buffer_size=1 << 16, pre_buffer=False)
+    assert sum(batch.num_rows for batch in parquet.iter_batches(batch_size=100)) == 3000
+    counters.flush()
+    assert counters._totals[INPUT_BYTES_READ] == len(data) - 4

@@ -31,6 +31,7 @@ disk, a folder removed) turns publishing off rather than failing the bundle.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import os
 import re
@@ -119,24 +120,40 @@ class StageCounters:
 
 class _CountingHandle:
     """A file handle that adds the bytes read through it to a counter, each byte of the file
-    once: bytes read again after a seek back (the bz2 reader's second pass over a damaged
-    split) are not counted again, so the progress line never reads past the input's size."""
+    once, in whatever order it is read: bytes read again after a seek back (the bz2 reader's
+    second pass over a damaged split) are not counted again, and a Parquet file's footer,
+    read first, does not hide the row groups before it. So the progress line never reads
+    past the input's size."""
 
     def __init__(self, handle: BinaryIO, counters: StageCounters, name: str) -> None:
         self._handle = handle
         self._counters = counters
         self._name = name
         self._at = 0  # where the next read starts
-        self._counted_to = 0  # the furthest byte read so far
+        self._starts: list[int] = []  # the byte ranges counted so far, sorted, disjoint,
+        self._ends: list[int] = []  # none touching the next (reads are mostly sequential)
 
     def read(self, size: int = -1) -> bytes:
         data = self._handle.read(size)
-        end = self._at + len(data)
-        if end > self._counted_to:
-            self._counters.add(self._name, end - max(self._at, self._counted_to))
-            self._counted_to = end
+        start, end = self._at, self._at + len(data)
         self._at = end
+        if end > start:
+            self._counters.add(self._name, self._count_new(start, end))
         return data
+
+    def _count_new(self, start: int, end: int) -> int:
+        """Merge [start, end) into the counted ranges; return how many of its bytes are new."""
+        first = bisect.bisect_left(self._ends, start)  # the first range ending at or after start
+        last = bisect.bisect_right(self._starts, end)  # past the last range starting by end
+        covered = sum(
+            max(0, min(end, self._ends[i]) - max(start, self._starts[i]))
+            for i in range(first, last)
+        )
+        new = (end - start) - covered
+        if first < last:
+            start, end = min(start, self._starts[first]), max(end, self._ends[last - 1])
+        self._starts[first:last], self._ends[first:last] = [start], [end]
+        return new
 
     def seek(self, offset: int, whence: int = 0) -> int:
         self._at = self._handle.seek(offset, whence)
