@@ -8,8 +8,8 @@ report (`bertkit inspect --report`): OUTPUT/report.html, one page of plots to op
 
 A correct run reports 97 Wikipedia documents (of 206 pages, 109 are dropped: 99 redirects,
 8 disambiguation pages, the list-only "List of anthropologists" and 1 page outside the
-article namespace, itself a redirect), 4 books, an 8,000-token vocabulary, 40,685 training
-examples at 128 tokens (and 1,447 held out), and a held-out MLM accuracy well above the
+article namespace, itself a redirect), 4 books, an 8,000-token vocabulary, 40,133 training
+examples at 128 tokens (and 1,450 held out), and a held-out MLM accuracy well above the
 unigram baseline (always predicting the most frequently masked token, ","); the README's
 Quickstart and docs/benchmarks.md give the figures measured on 2 cores.
 
@@ -183,7 +183,7 @@ def train_args(shards_dir: Path, run_dir: Path, steps: int) -> list[str]:
     """A tiny BERT (2 layers, 128 wide) on the CPU; its speed and the loader's are in
     docs/benchmarks.md (`python -m bench.train_step`, `python -m bench.loader`).
 
-    Tuned for a short run on the sample's 40,685 examples: lr 1e-3 leaves the unigram plateau
+    Tuned for a short run on the sample's 40,133 examples: lr 1e-3 leaves the unigram plateau
     within the run, where 5e-3 stays on it (always ","); no dropout, since the run sees each
     example about once; no loader worker, since the loader needs a small share of a core and
     a worker process would take a core from the model. The whole held-out split is evaluated

@@ -346,3 +346,16 @@ def test_documents_sharing_an_id_get_ids_of_their_own_and_never_pair_with_each_o
     assert run_examples([swapped], sample_vocab, tmp_path / "again", *flags) == 0
     again = read_examples(tmp_path / "again", "seq32", "train")
     assert sorted(e.encode(2) for e in again) == sorted(e.encode(2) for e in examples)
+
+
+def test_a_renamed_copy_never_takes_an_id_another_document_has():
+    """c/0 twice beside a document whose own id is c/0#2: the second copy becomes c/0#3."""
+    from pipelines.beam.spill import TokenizedDocument
+    from pipelines.examples.pairing import distinct_ids
+
+    def document(doc_id: str, token: int) -> TokenizedDocument:
+        return TokenizedDocument(doc_id, np.array([token], np.uint32), np.array([1], np.uint32))
+
+    members = [document("c/0", 7), document("c/0", 5), document("c/0#2", 9)]
+    assert distinct_ids(members) == 1
+    assert [(m.id, int(m.tokens[0])) for m in members] == [("c/0", 5), ("c/0#3", 7), ("c/0#2", 9)]

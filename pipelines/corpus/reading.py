@@ -207,7 +207,7 @@ def _record_id(
 ) -> str | None:
     if value is MISSING or value is None or (isinstance(value, float) and math.isnan(value)):
         return fallback
-    if isinstance(value, float) and value.is_integer() and abs(value) <= _EXACT_FLOATS:
+    if isinstance(value, float) and value.is_integer() and abs(value) < _EXACT_FLOATS:
         value = int(value)  # 7.0 is the id 7, as the integer column it was written from gives
     if isinstance(value, int) and not isinstance(value, bool):
         value = str(value)  # JSON's integers run to 4,300 digits: the id's limit holds too

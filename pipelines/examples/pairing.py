@@ -29,9 +29,9 @@ from schemas import PretrainingExample, Reject
 from schemas.examples import NOT_NEXT, encode_examples
 from schemas.shards import STATIC, TRUNCATED_TOKENS, split_dir
 
-BUCKET_COUNTS = "bucket_counts"
 # The count of documents renamed because another held their id (distinct_ids).
-SHARED_IDS = "documents_renamed_shared_id"  # the tagged output of (BucketKey, examples) counts
+SHARED_IDS = "documents_renamed_shared_id"
+BUCKET_COUNTS = "bucket_counts"  # the tagged output of (BucketKey, examples) counts
 # A document's examples are built and masked this many tokens at a time (at most; 8,192
 # examples at 128): masking holds ~10 numpy arrays of its tokens, ~100 MB here, however long
 # the document. Any document of fewer examples is masked in one batch, as it always was (the
@@ -318,7 +318,8 @@ class PairAndMaskFn(beam.DoFn):
 def distinct_ids(members: list[TokenizedDocument]) -> int:
     """Give documents that share an id (a corpus whose files each number their records
     from 0) ids of their own, in place: the second of a run "corpus/7#2", the third "#3", the
-    copies ordered by their tokens, whatever order they were read in. An id names a
+    copies ordered by their tokens, whatever order they were read in; a number another
+    document of the group already has as its id is skipped. An id names a
     document's random stream and its NotNext partners' exclusion, so copies sharing one
     drew the same targets and took each other as "another document" (`doc_b` == `doc_a`).
     `members` is sorted by id; returns how many were renamed."""
@@ -332,8 +333,14 @@ def distinct_ids(members: list[TokenizedDocument]) -> int:
                 members[start:stop],
                 key=lambda d: (d.sentence_lengths.tobytes(), d.tokens.tobytes()),
             )
-            for number, document in enumerate(run[1:], 2):
-                run[number - 1] = replace(document, id=f"{document.id}#{number}")
+            taken = {member.id for member in members}
+            number = 1
+            for index in range(1, len(run)):
+                number += 1
+                while f"{run[index].id}#{number}" in taken:  # a document's own id already
+                    number += 1
+                run[index] = replace(run[index], id=f"{run[index].id}#{number}")
+                taken.add(run[index].id)
             members[start:stop] = run
             renamed += stop - start - 1
         start = stop
