@@ -4,7 +4,10 @@ prefixes, HTML lists and headings, <nowiki>, Media links. Literal wikitext, exac
 
 import pytest
 
+from pipelines.beam.documents import UnitTally
+from pipelines.text.wikidump import RawPage, SiteInfo
 from pipelines.text.wikitext import GAP, clean_wikitext
+from pipelines.wikipedia import PageContext, WikipediaConfig, document_from_page
 
 
 def clean(text: str, **kwargs) -> list[str]:
@@ -14,22 +17,25 @@ def clean(text: str, **kwargs) -> list[str]:
 @pytest.mark.parametrize(
     ("wikitext", "expected"),
     [
-        # Tags no pass knows go, their content kept.
+        # Tags MediaWiki knows that no earlier pass removed go, their content kept: HTML tags,
+        # and parser or extension tags left self-closing, unclosed or alone.
         (
             '<templatestyles src="Plainlist/styles.css" />\nThe article text follows here.',
             ["The article text follows here."],
         ),
+        ('A word<templatestyles src="x" /> is styled.', ["A word is styled."]),
         ('The word <phonos ipa="tə" /> is said.', ["The word is said."]),
         ("A <span class=x>styled</span> word.", ["A styled word."]),
-        ("A <foo-bar2>tagged</foo-bar2> word.", ["A tagged word."]),
+        ("A <SPAN>styled</SPAN> and <sub>low</sub> word.", ["A styled and low word."]),
         (
             "<noinclude>Noinclude words show</noinclude> on the page.",
             ["Noinclude words show on the page."],
         ),
-        # Text that only looks like a tag stays.
-        ("If x < y and a<5 then b << c.", ["If x < y and a<5 then b << c."]),
-        ("He wrote I <3 it and 2<x.", ["He wrote I <3 it and 2<x."]),
-        # An unclosed <ref> leaves its opening tag, which goes as an unknown tag does.
+        ("<onlyinclude>Its words show</onlyinclude> here.", ["Its words show here."]),
+        ("The <langconvert from=a to=b>converted</langconvert> word.", ["The converted word."]),
+        ("It ends here.</ref> The next one.", ["It ends here. The next one."]),
+        ("An <includeonly>unclosed tag goes.", ["An unclosed tag goes."]),
+        # An unclosed <ref> leaves its opening tag, which goes as any other known tag does.
         (
             'It has an unclosed ref.<ref name="Smith"> The next sentence is here.',
             ["It has an unclosed ref. The next sentence is here."],
@@ -38,14 +44,34 @@ def clean(text: str, **kwargs) -> list[str]:
         ("Body text.\n== <span>See also</span> ==\nLinks here.", ["Body text."]),
     ],
 )
-def test_unknown_tags_go_and_their_content_stays(wikitext: str, expected: list[str]) -> None:
+def test_known_tags_go_and_their_content_stays(wikitext: str, expected: list[str]) -> None:
     assert clean(wikitext) == expected
+
+
+@pytest.mark.parametrize(
+    "wikitext",
+    [
+        # A name MediaWiki does not know is text, as Wikipedia shows it.
+        "In C++ one writes std::vector<int> for a vector of integers.",
+        "The generic type List<T> holds items.",
+        "We have x<y or y>z in this case.",
+        "A <foo-bar2>tagged</foo-bar2> word.",
+        "A <span-x>word</span-x> here.",  # the name is "span-x", not "span"
+        'A <a href="x">link</a> here.',  # no <a> in wikitext: links are [[…]] or […]
+        # Text that only looks like a tag.
+        "If x < y and a<5 then b << c.",
+        "He wrote I <3 it and 2<x.",
+    ],
+)
+def test_unknown_tags_are_text(wikitext: str) -> None:
+    assert clean(wikitext) == [wikitext]
 
 
 @pytest.mark.parametrize(
     ("wikitext", "expected"),
     [
-        # An unclosed line block goes to the end of its paragraph.
+        # An unclosed line block goes to the end of its paragraph; the text on the lines above
+        # it is a paragraph of its own, as a block (a gallery, a poem) is shown apart from it.
         (
             "Text before the gallery.\n<gallery>\nFile:A.jpg|Caption words\n\nNext paragraph.",
             ["Text before the gallery.", "Next paragraph."],
@@ -76,10 +102,41 @@ def test_unknown_tags_go_and_their_content_stays(wikitext: str, expected: list[s
             ["The next paragraph."],
         ),
         ("Text {{unclosed|a\nmore\n\nNext.", [f"Text {GAP}", "Next."]),
+        # One newline does not end a sentence: the line above is text of the same paragraph.
+        (
+            "The distance from the town to the sea is\n{{convert|5|km\nand more text here.\n\n"
+            "Next paragraph is fine here.",
+            [f"The distance from the town to the sea is {GAP}", "Next paragraph is fine here."],
+        ),
+        (
+            "The river flows\n[[File:x.jpg|thumb|caption through the town.\nMore text.",
+            [f"The river flows {GAP} More text."],
+        ),
+        # A blank or structure line above ends the paragraph: nothing lost its end.
+        ("Text above.\n\n{{convert|5|km\nmore\n\nNext.", ["Text above.", "Next."]),
+        ("* A list item\n{{convert|5|km\nmore\n\nNext.", ["Next."]),
+        ("Body.\n== Heading ==\n{{convert|5|km\nmore\n\nNext.", ["Body.", "Next."]),
+        ("{|\n| a cell\n|}\n{{convert|5|km\nmore\n\nNext.", ["Next."]),
     ],
 )
 def test_unclosed_markup_goes_to_where_it_ends(wikitext: str, expected: list[str]) -> None:
     assert clean(wikitext) == expected
+
+
+def test_sentence_cut_by_an_unclosed_template_on_its_next_line_is_dropped() -> None:
+    text = (
+        "The distance from the town to the sea is\n{{convert|5|km\nand more text here.\n\n"
+        "Next paragraph is fine here."
+    )
+    tally = UnitTally("u")
+    config = WikipediaConfig(input=("dump.xml",), output="out")
+    page = RawPage(
+        page_id=1, title="T", namespace=0, redirect=False, revision_id=1, text=text, ordinal=1
+    )
+    document = document_from_page(page, PageContext.of("dump.xml", SiteInfo()), config, tally)
+    assert document is not None
+    assert document.sentences == ("Next paragraph is fine here.",)
+    assert tally.counts["sentences_gapped"] == 1
 
 
 def test_unclosed_file_link_honours_local_namespace_names() -> None:

@@ -15,9 +15,11 @@
 - rendered: the text-bearing templates of `pipelines.text.wikitemplates` ({{convert|10|km}} →
   "10 km", {{lang|fr|texte}} → "texte", dates, …), internal links → their label, Media links
   and external links (every MediaWiki URL scheme, mailto: too) → their label, bold/italic
-  markup removed as MediaWiki reads it (the apostrophe of "''Iliad'''s" is text), any other
-  tag removed with its content kept (<span>, <noinclude>, <templatestyles />, an unclosed
-  <ref>), HTML entities resolved, <nowiki> content kept as the text it is ("{{cite web}}");
+  markup removed as MediaWiki reads it (the apostrophe of "''Iliad'''s" is text), the other
+  tags MediaWiki knows (HTML, parser and extension tags) removed with their content kept
+  (<span>, <noinclude>, <templatestyles />, an unclosed <ref>; an unknown name, as in
+  "List<T>", is text, as on Wikipedia), HTML entities resolved, <nowiki> content kept as the
+  text it is ("{{cite web}}");
 - tidied: no "()" (or "(; )") left where a pronunciation or template was removed, no doubled
   spaces, no space before punctuation; paragraphs with fewer than `min_words` words dropped;
 - marked: where removed markup carried words of a sentence (an inline <math>, <chem>, <ce>,
@@ -125,7 +127,7 @@ class WikitextError(ValueError):
 
 
 # Blocks dropped with their content. <includeonly> content is not shown on the page itself
-# (<noinclude> content is: only its tags go, with the other unknown tags).
+# (<noinclude> content is: only its tags go, with the other known tags: _KNOWN_TAG).
 # Those that carry words of the sentence they sit in (formulas, code) leave GAP behind.
 _GAP_BLOCK_TAGS = frozenset({"math", "chem", "ce", "code", "hiero"})
 # Those written over lines of their own: left unclosed, they go to the end of the paragraph.
@@ -202,10 +204,23 @@ _HEADING = re.compile(r"(={1,6})(.+?)\1\s*$")
 _BOLD_ITALIC = re.compile(r"'''*")  # '{2,} spelled so that the engine scans for "''"
 _BOLD = re.compile("'''")  # searched for as a pattern: faster than str's search here
 _LINE_BREAK_TAG = re.compile(r"<br\s*/?\s*>", re.I)
-# Any tag left after the passes above (<span>, <templatestyles … />, <phonos … />, an unclosed
-# <ref …>) goes, its content kept: a name of a letter then letters, digits or "-". "x < y",
-# "a<5" and "<<" are not tags.
-_ANY_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9-]*+(?:[ \t/][^<>\n]*+)?>")
+# The tags left after the passes above go, their content kept, if MediaWiki knows the name:
+# it shows any other "<name …>" as text ("std::vector<int>", "List<T>", "x<y or y>z"). The
+# HTML tags it allows (its Sanitizer's list), then Wikipedia's parser and extension tags,
+# whose leftovers are markup: self-closing (<templatestyles … />, <phonos … />), unclosed
+# (<ref …>, <includeonly>), a lone closing tag, or content shown (<noinclude>, <langconvert>).
+# A name ends at a space, "/" or ">", as MediaWiki reads it.
+_HTML_TAG_NAMES = (
+    "abbr|b|bdi|bdo|big|blockquote|br|caption|center|cite|code|data|dd|del|dfn|div|dl|dt|em|"
+    "font|h[1-6]|hr|i|ins|kbd|li|link|mark|meta|ol|p|pre|q|rb|rp|rt|rtc|ruby|s|samp|small|"
+    "span|strike|strong|sub|sup|table|td|th|time|tr|tt|u|ul|var|wbr"
+)
+_PARSER_TAG_NAMES = (
+    "categorytree|ce|charinsert|chem|gallery|graph|hiero|imagemap|includeonly|indicator|"
+    "inputbox|langconvert|mapframe|maplink|math|noinclude|nowiki|onlyinclude|phonos|poem|ref|"
+    "references|score|section|source|syntaxhighlight|templatedata|templatestyles|timeline"
+)
+_KNOWN_TAG = re.compile(rf"</?(?:{_HTML_TAG_NAMES}|{_PARSER_TAG_NAMES})(?=[\s/>])[^<>\n]*+>", re.I)
 # The tidy-up runs on all paragraphs at once, one per line: no pattern may cross a "\n".
 # Each pattern starts with a literal or a rare character where it can: a leading " *" would
 # make the regex engine try every space of the text (this made tidying 2/3 of the time).
@@ -297,16 +312,25 @@ def _block_dropper(lists: list[str]):
             return ""
         if tag[0] in "mchMCH" and tag.lower() in _GAP_BLOCK_TAGS:
             return GAP
-        return "" if match[3] else _cut_short(match)
+        return "" if match[3] else _cut_short(match, block=True)
 
     return replacement
 
 
-def _cut_short(match: re.Match[str]) -> str:
-    """What an unclosed construct that takes the rest of its line leaves: GAP where text
-    before it on its line lost the end of its sentence, else nothing."""
+def _cut_short(match: re.Match[str], block: bool = False) -> str:
+    """What an unclosed construct leaves: GAP where text before it in its paragraph lost the
+    end of its sentence, else nothing. That text is on its line or, where the construct starts
+    its line, on the line above unless that one ends the paragraph (blank, or a structure line
+    that `_paragraph_lines` drops): one newline does not end a sentence. Not above a line
+    `block` (<gallery>, <poem>, …): shown apart from the text around it, it starts its own."""
     text, start = match.string, match.start()
-    return GAP if text[text.rfind("\n", 0, start) + 1 : start].strip() else ""
+    line_start = text.rfind("\n", 0, start) + 1
+    if text[line_start:start].strip():
+        return GAP
+    if block or not line_start:
+        return ""
+    above = text[text.rfind("\n", 0, line_start - 1) + 1 : line_start - 1].strip()
+    return GAP if above and not _ends_paragraph(above) else ""
 
 
 def _nowiki_content(match: re.Match[str]) -> str:
@@ -450,7 +474,7 @@ def _heading(line: str) -> tuple[int, str] | None:
         return None
     title = match.group(2)
     if "<" in title:
-        title = _ANY_TAG.sub("", title)
+        title = _KNOWN_TAG.sub("", title)
     if "''" in title:
         title = _BOLD_ITALIC.sub("", title)
     return len(match.group(1)), title.strip().lower()
@@ -459,6 +483,19 @@ def _heading(line: str) -> tuple[int, str] | None:
 # What a line may start with when it is not plain running text: a table, header, list,
 # indent, rule, or a lone "{" that a template or table may follow.
 _NOT_PLAIN_LINE_STARTS = frozenset("{=*#;:|!-") | {""}
+
+
+def _ends_paragraph(stripped: str) -> bool:
+    """Whether a non-blank line (stripped) is one that `_paragraph_lines` drops, ending the
+    paragraph: a table, header, list, indent, rule or what an unclosed template left."""
+    head = stripped[0]
+    if head in "*#;:|!" or "{{" in stripped or "}}" in stripped:
+        return True
+    if head == "{":
+        return stripped.startswith("{|")
+    if head == "-":
+        return stripped.startswith("----")
+    return head == "=" and _heading(stripped) is not None
 
 
 def _paragraph_lines(text: str) -> Iterable[str]:
@@ -523,7 +560,7 @@ def _tidy_inline(text: str) -> str:
         text = _BOLD_ITALIC.sub("", text)
     if "<" in text:
         text = _LINE_BREAK_TAG.sub(" ", text)
-        text = _ANY_TAG.sub("", text)
+        text = _KNOWN_TAG.sub("", text)
     if "[" in text or "]" in text:  # what an unclosed link left
         text = text.replace("[[", "").replace("]]", "")
     # Entities last of the markup: <nowiki> content, written as references, is text.
