@@ -9,6 +9,7 @@ import tracemalloc
 
 import pytest
 
+from pipelines.io.utf16 import DamagedUtf16
 from pipelines.text.bookdecode import (
     BookTextError,
     DecodedBook,
@@ -75,15 +76,31 @@ def test_utf16_with_a_byte_order_mark_is_read(codec: str, name: str) -> None:
     assert decoded(data) == ("Café “one”.\nTwo 😀.", DecodeStats(encoding=name))
 
 
-def test_utf16_cut_inside_a_character_is_refused_with_its_byte() -> None:
+def test_utf16_cut_inside_a_character_fails_the_file_at_its_byte() -> None:
     data = codecs.BOM_UTF16_LE + "Some words here.".encode("utf-16-le") + b"x"
-    with pytest.raises(BookTextError) as info:
-        decode_book(data)
-    assert info.value.position == "byte 34"
+    with pytest.raises(DamagedUtf16) as info:
+        decode_book(data, path="in/b.txt")
+    assert (info.value.position, info.value.reason) == ("decompressed byte 34", "truncated_input")
     assert str(info.value) == (
-        "byte 34 is not UTF-16LE as the file's byte-order mark says (truncated data): the "
-        "file is damaged or cut short; convert it to UTF-8 first, e.g. iconv -f UTF-16LE -t "
-        "UTF-8 FILE > FILE.utf8.txt to see where"
+        "in/b.txt: not UTF-16LE as its byte order mark says (truncated data): the file is cut "
+        "short at decompressed byte 34"
+    )
+
+
+def test_damaged_utf16_gives_every_whole_line_before_it_then_fails() -> None:
+    text = "One here.\nTwo 😀.\nThree he"
+    data = (
+        codecs.BOM_UTF16_BE + text.encode("utf-16-be") + b"\xdc\x00" + "re.\n".encode("utf-16-be")
+    )
+    pieces = [data[at : at + 3] for at in range(0, len(data), 3)]  # characters cut anywhere
+    got: list[str | LongTextLine] = []
+    with pytest.raises(DamagedUtf16) as info:
+        got.extend(book_lines(pieces, path="b.txt"))
+    assert got == ["One here.", "Two 😀."]
+    assert (info.value.position, info.value.reason) == ("decompressed byte 54", "corrupt_input")
+    assert str(info.value) == (
+        "b.txt: not UTF-16BE as its byte order mark says (illegal encoding): the file is "
+        "damaged at decompressed byte 54"
     )
 
 

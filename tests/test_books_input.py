@@ -189,3 +189,44 @@ def test_the_lines_format_cuts_a_long_line_as_the_files_format_does(tmp_path: Pa
     code, files_out = run(tmp_path / "files", {"para.txt": data.replace(b"\n", b"\n\n")})
     assert documents(files_out) == {"books/para": ["Short one here.", *cut]}
     assert read_manifest(str(files_out)).counts["sentences_cut"] == 1
+
+
+DAMAGED_AT = "One here.\nTwo here.\nThree here.\n\nFour here.\nFive here.\nSix he"
+DAMAGED = (
+    codecs.BOM_UTF16_LE
+    + DAMAGED_AT.encode("utf-16-le")
+    + b"\x00\xdc"  # a lone low surrogate, inside line 7
+    + "re.\nSeven here.\n".encode("utf-16-le")
+)
+
+
+@pytest.mark.parametrize("fmt", ["lines", "files"])
+def test_damaged_utf16_fails_the_input_and_keeps_what_came_before(tmp_path: Path, fmt: str) -> None:
+    good = b"A good book of one sentence here.\n"
+    code, out = run(tmp_path, {"bad.txt": DAMAGED, "good.txt": good}, "--format", fmt)
+    assert code == 1  # bad.txt could not be read to its end
+    assert 2 + 2 * len(DAMAGED_AT) == 124  # the mark, then the text up to "Six he"
+    assert rejects(out) == [
+        (
+            "bad.txt",
+            "decompressed byte 124",
+            "corrupt_input",
+            f"cannot be read to its end: {tmp_path / 'in' / 'bad.txt'}: not UTF-16LE as its "
+            "byte order mark says (illegal encoding): the file is damaged at decompressed "
+            "byte 124",
+        )
+    ]
+    manifest = read_manifest(str(out))
+    assert [Path(f["input"]).name for f in manifest.failed_inputs] == ["bad.txt"]
+    assert manifest.rejected == {"corrupt_input": 1}
+    if fmt == "lines":  # every whole line before the damage, the document it ended included
+        assert documents(out) == {
+            "bookcorpus/bad/0": ["One here.", "Two here.", "Three here."],
+            "bookcorpus/bad/1": ["Four here.", "Five here."],
+            "bookcorpus/good/0": ["A good book of one sentence here."],
+        }
+        assert (manifest.counts["documents"], manifest.counts["sentences"]) == (3, 6)
+        assert manifest.counts["decoded_from_utf16"] == 1
+    else:  # a book not read to its end is no book, as a truncated .gz is
+        assert documents(out) == {"books/good": ["A good book of one sentence here."]}
+        assert (manifest.counts["documents"], manifest.counts["sentences"]) == (1, 1)

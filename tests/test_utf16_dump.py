@@ -208,3 +208,23 @@ def test_a_lone_surrogate_is_malformed_utf16(tmp_path) -> None:
         f"{path}: not UTF-16-LE as its byte-order mark says (illegal UTF-16 surrogate) at "
         f"decompressed byte {2 + 2 * len(head)} of its UTF-16-LE"
     )
+
+
+def test_the_pages_before_damaged_utf16_are_read_then_the_file_fails(tmp_path) -> None:
+    # The damage lies in the file's one chunk: the text before it is parsed all the same.
+    head = header(encoding="UTF-16") + page_xml(article(1)) + page_xml(article(2))
+    path = tmp_path / "dump.xml"
+    broken = head.encode("utf-16-le") + b"\x00\xdc" + page_xml(article(3)).encode("utf-16-le")
+    path.write_bytes(codecs.BOM_UTF16_LE + broken + FOOTER.encode("utf-16-le"))
+    items: list = []
+    with pytest.raises(DumpReadError) as raised:
+        items.extend(iter_dump(DumpSplit(path=str(path), number=0), READER))
+    assert [(page.page_id, page.title) for page in pages_of(items)] == [
+        (1, "Article 1"),
+        (2, "Article 2"),
+    ]
+    assert (raised.value.reason, str(raised.value)) == (
+        "malformed_xml",
+        f"{path}: not UTF-16-LE as its byte-order mark says (illegal encoding) at decompressed "
+        f"byte {2 + 2 * len(head)} of its UTF-16-LE; last good page: #2 id=2 'Article 2'",
+    )

@@ -115,9 +115,12 @@ def _decoded_book(
         return None
     tally.count("input_bytes", len(data))
     try:
-        decoded = decode_book(data, config.max_line_bytes)
+        decoded = decode_book(data, config.max_line_bytes, path)
     except BookTextError as err:
         tally.reject(Reject(doc_id, path, err.position, "not_text", str(err)))
+        return None
+    except InputReadError as err:  # damaged UTF-16: the book is not read to its end
+        _fail_unreadable(tally, path, err)
         return None
     for line in decoded.long_lines:
         error = line.error(config.max_line_bytes)
@@ -171,7 +174,9 @@ def line_file_documents(
 
     Its lines are read as a book's are (`book_lines`: line ends, byte-order marks, UTF-16,
     cp1252 lines, control characters); a line over the line limit is rejected and ends its
-    document, a sentence over the examples stage's bound is cut (`cut_sentences`).
+    document, a sentence over the examples stage's bound is cut (`cut_sentences`). Where
+    the file cannot be read to its end (damaged compression or UTF-16), every whole line
+    before the fault is kept, the document it was in ended there, and the input failed.
     """
     tally.count("input_files")
     stats = DecodeStats()
@@ -183,16 +188,20 @@ def line_file_documents(
             input_bytes += len(chunk)
             yield chunk
 
+    failed: list[BaseException] = []  # the fault that ended the file, if one did
+
     def text_lines():
-        for line in book_lines(
-            counted(decompressed_chunks(reader, path)), config.max_line_bytes, stats
-        ):
-            if isinstance(line, LongTextLine):
-                error = line.error(config.max_line_bytes)
-                tally.reject(Reject(None, path, f"line {line.number}", "line_too_long", error))
-                yield ""  # it ends the document: the lines either side were not adjacent
-            else:
-                yield line
+        chunks = counted(decompressed_chunks(reader, path))
+        try:
+            for line in book_lines(chunks, config.max_line_bytes, stats, path):
+                if isinstance(line, LongTextLine):
+                    error = line.error(config.max_line_bytes)
+                    tally.reject(Reject(None, path, f"line {line.number}", "line_too_long", error))
+                    yield ""  # it ends the document: the lines either side were not adjacent
+                else:
+                    yield line
+        except _READ_ERRORS as err:  # caught here, so line_documents gives its document
+            failed.append(err)
 
     try:
         for number, sentences in enumerate(line_documents(text_lines(), config.lines_per_document)):
@@ -204,7 +213,7 @@ def line_file_documents(
             )
     except BookTextError as err:
         tally.reject(Reject(None, path, err.position, "not_text", str(err)))
-    except _READ_ERRORS as err:
+    for err in failed:
         _fail_unreadable(tally, path, err)
     tally.count("input_bytes", input_bytes)
     _count_decoding(stats, tally)

@@ -7,13 +7,17 @@ come in as chunks), tested on literal bytes. Rules, in order, and why:
 
 1. Sniffing, on the first 8 KiB (decompressed). An empty file is no book (``file is
    empty``). A UTF-16 byte-order mark (``FF FE``, ``FE FF``): the file is read as UTF-16,
-   converted to UTF-8 as it streams. A UTF-32 mark is refused, and so is UTF-16 without a
-   mark (a NUL at nearly every other byte), each saying how to convert it (iconv). Then the
-   binary test: more than 5 % of the bytes are control bytes that text never holds (NUL
-   and the other C0 bytes but TAB, LF, CR, FF and the DOS end-of-file SUB; DEL): images,
-   archives, executables are full of them. One rule for NUL bytes: many of them in the head
-   make the file binary; a few anywhere (a stray NUL, a damaged sector) are removed and
-   counted as every other control character is (rule 5).
+   converted to UTF-8 as it streams (pipelines/io/utf16.py, the decoder every stage
+   shares). UTF-16 that is not (a lone surrogate, a file cut inside a character) is a file
+   that cannot be read to its end: every whole line before the damage is given, then
+   `DamagedUtf16` (an InputReadError: ``corrupt_input``, ``truncated_input``) names the
+   byte, and the stage fails the input. A UTF-32 mark is refused, and so is UTF-16 without
+   a mark (a NUL at nearly every other byte), each saying how to convert it (iconv). Then
+   the binary test: more than 5 % of the bytes are control bytes that text never holds
+   (NUL and the other C0 bytes but TAB, LF, CR, FF and the DOS end-of-file SUB; DEL):
+   images, archives, executables are full of them. One rule for NUL bytes: many of them
+   in the head make the file binary; a few anywhere (a stray NUL, a damaged sector) are
+   removed and counted as every other control character is (rule 5).
 2. Line ends: CRLF and a lone CR (old Mac files) end a line as LF does. VT and FF (page
    breaks, which fall inside paragraphs and even sentences) are spaces. A UTF-8 byte-order
    mark at the start is no text and is removed.
@@ -29,18 +33,19 @@ come in as chunks), tested on literal bytes. Rules, in order, and why:
    the text, where two files were joined). No line given out holds one.
 6. A file left with nothing but whitespace is no book (``file has no text``).
 
-A file that cannot be read this way raises `BookTextError`, whose message is the reject's.
+A file that cannot be read this way raises `BookTextError`, whose message is the reject's
+(damaged UTF-16: `DamagedUtf16`, above).
 """
 
 from __future__ import annotations
 
 import codecs
-import itertools
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from pipelines.io.compressed import LongLine, lines
+from pipelines.io.utf16 import UTF32_MARKS, head_of, utf16_as_utf8, utf16_mark
 
 __all__ = [
     "MAX_LINE_BYTES",
@@ -63,8 +68,6 @@ _SNIFF_BYTES = 8192
 # A real text may hold a stray control character or two; binary formats are full of them.
 _MAX_CONTROL_SHARE = 0.05
 _BINARY_CONTROL_BYTES = bytes(b for b in range(0x20) if b not in b"\t\n\x0c\r\x1a") + b"\x7f"
-_UTF16_MARKS = ((codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be"))
-_UTF32_MARKS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)  # LE's starts with UTF-16-LE's
 # UTF-16 without a mark: a NUL at least at this share of the positions of one parity (ASCII
 # text in UTF-16), and at most 1/20 as many at the other.
 _UTF16_NUL_SHARE = 0.3
@@ -117,15 +120,18 @@ class DecodedBook:
     stats: DecodeStats = field(default_factory=DecodeStats)
 
 
-def decode_book(data: bytes, max_line_bytes: int = MAX_LINE_BYTES) -> DecodedBook:
+def decode_book(
+    data: bytes, max_line_bytes: int = MAX_LINE_BYTES, path: str = "book"
+) -> DecodedBook:
     """A whole book file's bytes, read by `book_lines`: its lines joined by "\\n" (a line
     over ``max_line_bytes`` left empty, so it ends its paragraph: the text either side of it
-    was never adjacent), the long lines, and the counts. BookTextError if it is no text."""
+    was never adjacent), the long lines, and the counts. BookTextError if it is no text,
+    DamagedUtf16 (naming ``path``) if its UTF-16 is damaged."""
     stats = DecodeStats()
     pieces = (data[at : at + _CHUNK_BYTES] for at in range(0, len(data), _CHUNK_BYTES))
     text_lines: list[str] = []
     long_lines: list[LongTextLine] = []
-    for line in book_lines(pieces, max_line_bytes, stats):
+    for line in book_lines(pieces, max_line_bytes, stats, path):
         if isinstance(line, LongTextLine):
             long_lines.append(line)
             line = ""
@@ -134,18 +140,21 @@ def decode_book(data: bytes, max_line_bytes: int = MAX_LINE_BYTES) -> DecodedBoo
 
 
 def book_lines(
-    chunks: Iterable[bytes], max_bytes: int = MAX_LINE_BYTES, stats: DecodeStats | None = None
+    chunks: Iterable[bytes],
+    max_bytes: int = MAX_LINE_BYTES,
+    stats: DecodeStats | None = None,
+    path: str = "book",
 ) -> Iterator[str | LongTextLine]:
     """The lines of a file given as byte chunks (rules 1-6 of the module), without their line
     ends; a line over ``max_bytes`` is a LongTextLine. Lazy: memory is bounded by the line
-    limit and a chunk. Raises BookTextError (rule 1 before the first line; rule 6 or UTF-16
-    that is not after the last) and updates ``stats``."""
+    limit and a chunk. Raises BookTextError (rule 1 before the first line; rule 6 after the
+    last), DamagedUtf16 (naming ``path``) after the last whole line before damaged UTF-16,
+    and updates ``stats``."""
     stats = stats if stats is not None else DecodeStats()
-    head, rest = _head(iter(chunks))
+    head, stream = head_of(chunks, _SNIFF_BYTES)
     stats.encoding = _sniff(head)
-    stream: Iterator[bytes] = itertools.chain([head], rest)
     if stats.encoding != "utf-8":
-        stream = _utf16_as_utf8(stream, stats.encoding)
+        stream = utf16_as_utf8(stream, stats.encoding, path)
     text_seen = False
     for number, raw in enumerate(lines(_line_breaks(_without_mark(stream)), max_bytes), 1):
         if isinstance(raw, LongLine):
@@ -175,30 +184,18 @@ def decode_line(raw: bytes, stats: DecodeStats) -> str:
     return line
 
 
-def _head(chunks: Iterator[bytes]) -> tuple[bytes, Iterator[bytes]]:
-    """The first 8 KiB at least (or the whole file), and the chunks after them."""
-    parts, size = [], 0
-    for chunk in chunks:
-        parts.append(chunk)
-        size += len(chunk)
-        if size >= _SNIFF_BYTES:
-            break
-    return b"".join(parts), chunks
-
-
 def _sniff(head: bytes) -> str:
     """The encoding of a file starting with ``head`` (rule 1), or BookTextError."""
     if not head:
         raise BookTextError("file is empty")
-    if head.startswith(_UTF32_MARKS):
+    if head.startswith(UTF32_MARKS):
         raise BookTextError(
             "looks like UTF-32 text (a UTF-32 byte-order mark): " + _CONVERT.format("UTF-32")
         )
-    for mark, encoding in _UTF16_MARKS:
-        if head.startswith(mark):
-            sample = head[2 : len(head) - len(head) % 2].decode(encoding, "replace")
-            _check_not_binary(sample.encode("utf-8", "replace"))
-            return encoding
+    if (encoding := utf16_mark(head)) is not None:
+        sample = head[2 : len(head) - len(head) % 2].decode(encoding, "replace")
+        _check_not_binary(sample.encode("utf-8", "replace"))
+        return encoding
     if (unmarked := _utf16_without_mark(head)) is not None:
         raise BookTextError(
             f"looks like {unmarked} text without a byte-order mark (a NUL at every other "
@@ -226,28 +223,6 @@ def _check_not_binary(head: bytes) -> None:
             f"looks binary: {controls:,} of its first {len(head):,} bytes are control "
             f"characters ({head.count(0):,} of them NUL), and text holds few or none"
         )
-
-
-def _utf16_as_utf8(chunks: Iterator[bytes], encoding: str) -> Iterator[bytes]:
-    """UTF-16 chunks as UTF-8 (the mark, U+FEFF, leads them); BookTextError where the bytes
-    are not UTF-16 (a lone surrogate, an odd byte at the end)."""
-    decoder = codecs.getincrementaldecoder(encoding)()
-    read = 0  # bytes decoded so far
-    for chunk in itertools.chain(chunks, [None]):
-        pending = len(decoder.getstate()[0])
-        try:
-            text = decoder.decode(chunk or b"", final=chunk is None)
-        except UnicodeDecodeError as err:
-            at = read - pending + err.start
-            name = encoding.upper().replace("UTF-16-", "UTF-16")
-            raise BookTextError(
-                f"byte {at} is not {name} as the file's byte-order mark says ({err.reason}): "
-                f"the file is damaged or cut short; {_CONVERT.format(name)} to see where",
-                f"byte {at}",
-            ) from None
-        read += len(chunk or b"")
-        if text:
-            yield text.encode("utf-8")
 
 
 def _without_mark(chunks: Iterator[bytes]) -> Iterator[bytes]:
