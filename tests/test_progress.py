@@ -340,18 +340,23 @@ def test_the_line_is_shown_where_the_workers_share_the_driver_s_environment(monk
         assert note or stream.getvalue() == "", name
 
 
-def test_extraction_leaves_its_counts_as_beam_counters(sample_dump, test_pipeline, tmp_path):
-    """What Dataflow shows in the job's UI: the same counts, as Beam counters."""
+def _extraction_counters(dump, test_pipeline, tmp_path) -> dict[str, int]:
+    """The Beam counters of the Wikipedia stage's transform run on `dump`."""
     output = tmp_path / "out"
     output.mkdir()
-    config = wikipedia.WikipediaConfig(input=(str(sample_dump),), output=str(output))
-    _ = test_pipeline | wikipedia.ExtractArticles([str(sample_dump)], str(output), config)
+    config = wikipedia.WikipediaConfig(input=(str(dump),), output=str(output))
+    _ = test_pipeline | wikipedia.ExtractArticles([str(dump)], str(output), config)
     result = test_pipeline.run()
     result.wait_until_finish()
-    counters = {
+    return {
         c.key.metric.name: c.committed
         for c in result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))["counters"]
     }
+
+
+def test_extraction_leaves_its_counts_as_beam_counters(sample_dump, test_pipeline, tmp_path):
+    """What Dataflow shows in the job's UI: the same counts, as Beam counters."""
+    counters = _extraction_counters(sample_dump, test_pipeline, tmp_path)
     assert counters[INPUT_BYTES_READ] == sample_dump.stat().st_size
     assert counters[PAGES_READ] == SAMPLE_PAGES
     assert counters[DOCUMENTS_EXTRACTED] == SAMPLE_DOCUMENTS
@@ -363,16 +368,8 @@ def test_a_truncated_dump_read_again_counts_its_bytes_once(sample_dump, test_pip
     size, not up to twice it."""
     cut = tmp_path / "cut.xml.bz2"
     cut.write_bytes(sample_dump.read_bytes()[:-5000])
-    output = tmp_path / "out"
-    output.mkdir()
-    config = wikipedia.WikipediaConfig(input=(str(cut),), output=str(output))
-    _ = test_pipeline | wikipedia.ExtractArticles([str(cut)], str(output), config)
-    result = test_pipeline.run()
-    result.wait_until_finish()
-    [bytes_read] = result.metrics().query(
-        MetricsFilter().with_namespace(NAMESPACE).with_name(INPUT_BYTES_READ)
-    )["counters"]
-    assert bytes_read.committed == cut.stat().st_size
+    counters = _extraction_counters(cut, test_pipeline, tmp_path)
+    assert counters[INPUT_BYTES_READ] == cut.stat().st_size
 
 
 def test_bytes_read_again_after_a_seek_back_are_not_counted_twice():
