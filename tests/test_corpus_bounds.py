@@ -122,10 +122,13 @@ def test_a_500_mb_title(tmp_path: Path, small_peak: int) -> None:
     title = "ab " * (170 * MIB)  # 510 MiB of words
     table = pa.table({"id": ["a", "b"], "text": [TEXT, TEXT], "title": [title, "T"]})
     code, peak = _peak_mb(table, tmp_path, "--title-field", "title")
-    # 10.2 GB before; what is left is pyarrow decoding the title once (a dictionary-encoded
-    # value of 510 MiB takes pyarrow alone about 2 GB).
-    assert (code, peak - small_peak < 3000) == (0, True), (peak, small_peak)
-    assert [(p, r) for p, r, _, _ in _rejects(tmp_path)] == [("row 0", "title_too_long")]
+    # 10.2 GB once; then ~2 GB, pyarrow decoding the title's page whole; now the page's
+    # header says 510 MiB, over the page limit (8 × --max-line-kb, at least 64 MiB), and its
+    # row group (both rows) is one reject, never decompressed. No row kept: exit 1.
+    assert (code, peak - small_peak < 300) == (1, True), (peak, small_peak)
+    assert [(p, r) for p, r, _, _ in _rejects(tmp_path)] == [
+        ("row group 0 (rows 0-1)", "page_too_large")
+    ]
 
 
 def test_a_nested_title_over_its_limit_is_a_reject(tmp_path: Path) -> None:
