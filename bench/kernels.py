@@ -44,10 +44,11 @@ from bench.measure import (
     write_results,
 )
 from trainer.add_norm import time_add_norm
+from trainer.choices import MODEL_SIZES
 from trainer.ffn_epilogue import time_blocks
 from trainer.kernel_choice import triton_available, warmed_ms
 from trainer.metrics import peak_flops
-from trainer.model import MODEL_SIZES, config_for
+from trainer.model import config_for
 
 DROPOUT = 0.1  # the 2018 recipe's hidden dropout
 

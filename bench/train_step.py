@@ -96,6 +96,7 @@ from bench.train_step_report import (
     write_results,
 )
 from schemas.batch import IGNORE_INDEX, MODEL_INPUTS, BatchField
+from trainer.choices import MODEL_SIZES
 from trainer.collate import FixedShape, to_device  # the trainer's compile padding
 from trainer.compiling import compiled  # the trainer's torch.compile
 from trainer.config import dropout_overrides  # the flags' rates as BertConfig fields
@@ -104,7 +105,6 @@ from trainer.export import hf_config  # transformers' config.json for the same m
 from trainer.fp8 import convert_to_fp8, cpu_products
 from trainer.metrics import peak_flops
 from trainer.model import (
-    MODEL_SIZES,
     BertConfig,
     BertForPreTraining,
     batch_flops,  # the trainer's FLOPs of a collated batch

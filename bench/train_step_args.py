@@ -10,12 +10,16 @@ from pathlib import Path
 from bench import measure
 from bench.gpu_levers import HOST_BATCHES
 from bench.measure import DEMO_OUTPUT
-from trainer.attention import UNPAD_MODES
-from trainer.compiling import COMPILE_MODES
-from trainer.fp8 import FP8_LAYERS, FP8_NOT_FP16, FP8_RECIPES
-from trainer.model import MODEL_SIZES
-from trainer.optim import OPTIMIZERS
-from trainer.precision import PRECISIONS
+from trainer.choices import (
+    COMPILE_MODES,
+    FP8_LAYERS,
+    FP8_NOT_FP16,
+    FP8_RECIPES,
+    MODEL_SIZES,
+    OPTIMIZERS,
+    PRECISIONS,
+    UNPAD_MODES,
+)
 
 DEFAULT_SHARDS = DEMO_OUTPUT / "shards"
 BERT_VOCAB_SIZE = 30522  # BERT's uncased WordPiece vocabulary: --synthetic's default

@@ -93,6 +93,10 @@ def usage() -> str:
 
 # Commands that need an extra beyond the core install (pipelines/io/extras.py).
 EXTRAS = {"train": "train", "export-hf": "train"}
+# Where such a command's flags load without the extra, so that `--help` answers in a core
+# install (a user reads the flags before installing torch), and without torch's seconds of
+# import where the extra is installed: each has `parse_arguments`.
+HELP_WITHOUT_EXTRA = {"train": "trainer.config", "export-hf": "trainer.export_flags"}
 
 
 def entry_module(module: str) -> str:
@@ -133,6 +137,12 @@ def run(args: list[str], whole_process: bool = False) -> None:
         problem = command in EXTRAS and extras.extra_problem(
             f"`bertkit {command}`", EXTRAS[command]
         )
+        if command in HELP_WITHOUT_EXTRA and {"-h", "--help"} & set(rest):
+            with contextlib.suppress(SystemExit):  # argparse's help, exit 0
+                importlib.import_module(HELP_WITHOUT_EXTRA[command]).parse_arguments(["--help"])
+            if problem:
+                print(f"\nbertkit: to run it: {problem}", file=sys.stderr)
+            sys.exit(0)
         if problem:
             print(f"bertkit: error: {problem}", file=sys.stderr)
             sys.exit(2)

@@ -205,8 +205,8 @@ HELP_TEXTS = {
     "examples": ("pipelines.examples", "pipelines.examples.config", "ExamplesConfig"),
     "chain": ("pipelines.chain", "pipelines.chain.config", "ChainConfig"),
     "inspect": ("pipelines.inspect", "pipelines.inspect.cli", "InspectConfig"),
-    "train": ("trainer.train", "trainer.config", "TrainConfig"),
-    "export-hf": ("trainer.export", None, None),
+    "train": ("trainer.config", "trainer.config", "TrainConfig"),
+    "export-hf": ("trainer.export_flags", None, None),
     "demo": ("bertkit.demo", None, None),
 }
 # A source or test file of ours, named: `pipelines/bert/pairs.py`, `shuffle.py`, `tests/…`.

@@ -161,14 +161,39 @@ def test_export_of_a_checkpoint_on_s3_without_boto3(tmp_path: Path, entry: tuple
     assert not (tmp_path / "hf").exists()
 
 
+TRAIN_EXTRA_LINE = (
+    "needs the train extra (torch, safetensors are not installed): pip install -c "
+    "constraints.txt -e '.[train]' in the bertkit checkout"
+)
+
+
 @pytest.mark.parametrize("command", ["train", "export-hf"])
 def test_train_and_export_without_the_train_extra(tmp_path: Path, command: str) -> None:
-    done = _run(tmp_path, WITHOUT_TRAIN, "-m", "bertkit", command, "--help")
-    assert done.stderr == (
-        f"bertkit: error: `bertkit {command}` needs the train extra (torch, safetensors are "
-        "not installed): pip install -c constraints.txt -e '.[train]' in the bertkit checkout\n"
-    )
+    done = _run(tmp_path, WITHOUT_TRAIN, "-m", "bertkit", command, "x", "--output", "run")
+    assert done.stderr == f"bertkit: error: `bertkit {command}` {TRAIN_EXTRA_LINE}\n"
     assert done.returncode == 2
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    ("command", "flag_line"),
+    [
+        ("train", "  --micro-batch-size MICRO_BATCH_SIZE, --micro_batch_size MICRO_BATCH_SIZE"),
+        ("export-hf", "  --overwrite   replace the files of an earlier export in --output"),
+    ],
+)
+def test_help_without_the_train_extra(tmp_path: Path, command: str, flag_line: str) -> None:
+    """A user reads the flags before installing torch: the help is the whole help, as the
+    command's module gives it with the extra, then one line on what running it needs; exit 0."""
+    done = _run(tmp_path, WITHOUT_TRAIN, "-m", "bertkit", command, "--shards", "x", "--help")
+    module = {"train": "trainer.train", "export-hf": "trainer.export"}[command]
+    with_extra = _run(tmp_path, (), "-m", module, "--help")  # the command's own module
+    assert with_extra.returncode == 0 and with_extra.stderr == ""
+    assert done.stdout == with_extra.stdout
+    assert done.stdout.startswith(f"usage: bertkit {command} ")
+    assert flag_line in done.stdout.splitlines()
+    assert done.stderr == f"\nbertkit: to run it: `bertkit {command}` {TRAIN_EXTRA_LINE}\n"
+    assert done.returncode == 0
 
 
 def test_fp8_without_the_gpu_extra(tmp_path: Path, sample_shards: Path) -> None:

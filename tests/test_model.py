@@ -5,8 +5,8 @@ import torch
 import torch.nn.functional as F
 
 from schemas.batch import IGNORE_INDEX, MODEL_INPUTS
+from trainer.choices import MODEL_SIZES
 from trainer.model import (
-    MODEL_SIZES,
     BertConfig,
     BertForPreTraining,
     config_for,

@@ -28,6 +28,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from trainer.choices import UNPAD_MODES
+
 # torch's varlen kernel (torch 2.10 and later; None in an older torch, which attends padded
 # everywhere), imported where a CUDA device asks for it (`_device_obstacle`, and the model
 # where CUDA is available, before any compiled forward could trace it): the module loads
@@ -54,11 +56,6 @@ def look_up_varlen() -> Callable[..., Tensor] | None:
 # attention does. aten's op, differentiable (its backward regenerates the dropout mask from
 # the returned RNG state) and traceable by torch.compile (it has a meta kernel).
 _FLASH_FORWARD = getattr(torch.ops.aten, "_flash_attention_forward", None)
-
-# --unpad's choices. auto: unpadded with the varlen kernel where it runs and at least
-# AUTO_MIN_PADDING of the batch's positions are padding, else the padded batch; on: unpadded
-# always (padded attention per layer where varlen cannot run); off: the padded batch.
-UNPAD_MODES = ("auto", "on", "off")
 
 # The padding share from which auto unpads: below it, the gather and scatter of the tokens
 # (and, in the runs that set it, a wait on the GPU for their count) cost about what the

@@ -43,10 +43,6 @@ import torch
 
 from trainer.run.checkpoints import COMPILE_CACHE_DIR
 
-# --compile-mode's choices: torch.compile's modes. reduce-overhead and max-autotune replay
-# the step as CUDA graphs (on a GPU); max-autotune and max-autotune-no-cudagraphs time
-# Triton matmul templates against cuBLAS for each shape and keep the fastest.
-COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
 
 # What inductor reads, and its Triton subdirectory (torch._inductor.utils.fresh_cache sets

@@ -1,8 +1,57 @@
-"""`bertkit train`'s flags: `TrainConfig`, one field per flag, checked by `validate()`.
+"""`bertkit train`: BERT pre-training (MLM + NSP, or MLM alone) on bertkit shards, one process
+or many.
 
-The checkpoint stores it resolved (schemas/checkpoint.py); `accumulation_steps` turns the
-batch flags into micro-batches per optimizer step.
+    bertkit train --shards out/demo/shards --output out/run --model tiny \\
+        --micro-batch-size 32 --max-steps 600 --lr 1e-3 --warmup-steps 60
+
+    torchrun --nnodes 4 --nproc-per-node 8 --rdzv-endpoint HOST:29400 -m trainer.train \\
+        --shards s3://bucket/shards --output /ckpt/run --model base \\
+        --micro-batch-size 128 --global-batch-size 8192 --optimizer lamb --lr 6e-3 \\
+        --warmup-steps 2000 --max-steps 7038 --decay-power 0.5 --compile
+
+    # phase 2: the seq-512 shards, starting from phase 1's weights
+    bertkit train --shards s3://bucket/shards --max-seq-length 512 --output /ckpt/run512 \\
+        --init-checkpoint /ckpt/run/checkpoints --model base ...
+
+    # a mix of corpora: 70 % of every global batch from one, 30 % from the other
+    bertkit train --shards out/law/shards out/demo/shards --mix 0.7,0.3 --output out/law \\
+        --init-checkpoint out/run/checkpoints --model tiny ...
+
+Shards are streamed from disk, s3://, gs:// or http(s)://, never downloaded first.
+--objective and --masking (by default `auto`: what the shards hold) choose the recipe; with
+--masking dynamic the loader draws new masks every epoch. Micro-batches are accumulated to
+the global batch, gradients are clipped, the optimizer and the warmup/decay schedule step.
+Every --log-every steps the metrics go to OUTPUT/metrics.jsonl, TensorBoard (event files in
+OUTPUT) and the progress line; every --eval-every steps the first --eval-batches ×
+--micro-batch-size held-out sequences are evaluated (--eval-batches 0: all of them), the
+same ones on any number of processes (in a mix, each source's, and the mix's figures
+weighted by --mix); every --checkpoint-every steps (and at the end)
+OUTPUT/checkpoints/step-NNNNNNNN.pt is written. With --objective mlm the model has no NSP
+head: no NSP loss or accuracy anywhere.
+
+`--resume` continues from OUTPUT/checkpoints/latest: weights, optimizer, every rank's random
+state and the data position, so with the same flags the losses are those of an uninterrupted
+run. A new --max-steps, --warmup-steps, --decay-power or --lr sets the schedule from the
+resumed step on, and the log says what changed. A resume may use any number of processes and
+loader workers: it reads the uninterrupted run's next global batches. It needs the same
+global batch, --seed, --shuffle-buffer and --bucket-window (and --micro-batch-size when
+bucketing), the same masking flags and the same shards, and says in one line which flag
+differs. A run stopped before its first checkpoint starts again, so a requeued job always
+passes the same flags.
+
+Exit codes: 0 done, 1 an error during the run, 2 refused before the first step, 75
+preempted (checkpoint written) or the run lock lost (nothing more written), 130 interrupted.
+
+Read on: docs/training.md (torchrun, SLURM, Kubernetes, preemption, export), docs/gpu.md
+(install, precision, compiling), docs/recipes.md (dynamic masking, MLM only, full sentences,
+elastic resume).
 """
+
+# For code readers: `bertkit train`'s flags, `TrainConfig`, one field per flag, checked by
+# `validate()`; the text above is the command's --help. This module imports nothing that
+# needs torch, so the help works in an install without the train extra (bertkit/cli.py). The
+# checkpoint stores the config resolved (schemas/checkpoint.py); `accumulation_steps` turns
+# the batch flags into micro-batches per optimizer step. The loop is trainer/train.py's.
 
 from __future__ import annotations
 
@@ -21,17 +70,22 @@ from pipelines.command.flags import (
     flag_name,
     float_list,
     option,
+    parse_config,
 )
 from pipelines.io.places import repeated_place, same_place_key
 from schemas.examples import SHARDS_MANIFEST_NAME
-from trainer.attention import UNPAD_MODES
-from trainer.compiling import COMPILE_MODES
-from trainer.fp8 import FP8_LAYERS, FP8_NOT_FP16, FP8_RECIPES
-from trainer.kernel_choice import KERNEL_MODES
-from trainer.model import MODEL_SIZES
-from trainer.optim import OPTIMIZERS
-from trainer.precision import PRECISIONS
-from trainer.run.checkpoints import check_run_location
+from trainer.choices import (
+    COMPILE_MODES,
+    FP8_LAYERS,
+    FP8_NOT_FP16,
+    FP8_RECIPES,
+    KERNEL_MODES,
+    MODEL_SIZES,
+    OPTIMIZERS,
+    PRECISIONS,
+    UNPAD_MODES,
+)
+from trainer.run.location import check_run_location
 
 
 @dataclass(frozen=True)
@@ -475,3 +529,8 @@ def mask_replace_shares(text: str) -> tuple[float, float, float]:
             "to 100, e.g. 80/10/10 or 100/0/0"
         )
     return values[0] / 100, values[1] / 100, values[2] / 100
+
+
+def parse_arguments(argv: list[str] | None) -> TrainConfig:
+    """TrainConfig's flags (pipelines.command): `--micro-batch-size` for `micro_batch_size`."""
+    return parse_config(TrainConfig, argv, "bertkit train", __doc__)

@@ -38,16 +38,11 @@ import torch
 from torch import nn
 
 from pipelines.io.extras import extra_problem
+from trainer.choices import FP8_LAYERS, FP8_NOT_FP16, FP8_RECIPES
 
-FP8_RECIPES = ("off", "tensorwise", "rowwise")
-FP8_LAYERS = ("auto", "all")
 FP8_CAPABILITY = (8, 9)  # Ada (sm89) and newer compute FP8 matrix products
 # The encoder layer's Linears (trainer/model.py BertLayer), each run on every token.
 ENCODER_LINEARS = ("qkv", "attention_output", "intermediate", "output")
-FP8_NOT_FP16 = (
-    "--fp8 {recipe} runs with bf16 autocast or in fp32, not with fp16's loss scaling: every "
-    "GPU with FP8 matrix products has bf16; pass --precision bf16 (or auto)"
-)
 
 
 @contextlib.contextmanager

@@ -26,8 +26,6 @@ from torch import Tensor
 from pipelines.io.extras import installed
 from trainer.attention import before_ampere
 
-# Each lever's flag: auto (timed and checked at the start), on, off.
-KERNEL_MODES = ("auto", "on", "off")
 _WARMUP_STEPS = 3  # Triton's tuning and compilation, cuBLAS's heuristics, inductor's graph
 _TIMED_STEPS = 10
 # Off a GPU the kernels run in Triton's interpreter, far slower than the plain ops: no

@@ -57,6 +57,7 @@ from trainer.attention import (
     padding_share,
     varlen_usable,
 )
+from trainer.choices import MODEL_SIZES
 from trainer.ffn_epilogue import feed_forward as epilogue_feed_forward
 from trainer.hf_names import to_hf
 
@@ -135,18 +136,6 @@ class BertConfig:
     def nsp(self) -> bool:
         """Whether the model has the pooler and the NSP head."""
         return self.objective == "mlm+nsp"
-
-
-# name → (layers, hidden, heads). tiny … medium are Google's smaller BERTs (Turc et al. 2019,
-# "Well-Read Students Learn Better"); every size has intermediate = 4 × hidden.
-MODEL_SIZES: dict[str, tuple[int, int, int]] = {
-    "tiny": (2, 128, 2),
-    "mini": (4, 256, 4),
-    "small": (4, 512, 8),
-    "medium": (8, 512, 8),
-    "base": (12, 768, 12),
-    "large": (24, 1024, 16),
-}
 
 
 def config_for(name: str, vocab_size: int, **overrides: float | str) -> BertConfig:
@@ -278,7 +267,7 @@ class BertForPreTraining(nn.Module):
     def __init__(self, config: BertConfig, unpad: str = "off") -> None:
         super().__init__()
         self.config = config
-        # --unpad (trainer/attention.py UNPAD_MODES): how `encode` treats padding. Not part
+        # --unpad (trainer/choices.py UNPAD_MODES): how `encode` treats padding. Not part
         # of the config: it changes no weight and no result, only the work done.
         self.unpad = unpad
         if torch.cuda.is_available():

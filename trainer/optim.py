@@ -25,9 +25,9 @@ from torch import nn
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LambdaLR
 
-__all__ = ["OPTIMIZERS", "Lamb", "build_optimizer", "warmup_decay_schedule"]
+from trainer.choices import OPTIMIZERS
 
-OPTIMIZERS = ("adamw", "lamb")
+__all__ = ["OPTIMIZERS", "Lamb", "build_optimizer", "warmup_decay_schedule"]
 
 
 _SPARSE_MESSAGE = (

@@ -29,8 +29,6 @@ from schemas.checkpoint import CheckpointKey
 
 _LOG = logging.getLogger("bertkit.train")
 
-PRECISIONS = ("auto", "bf16", "fp16", "fp32")
-
 # The loss scale an fp16 run starts from (torch's default). A module constant so that a test
 # can start one high enough to overflow on its first step.
 INITIAL_SCALE = 2.0**16

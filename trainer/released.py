@@ -38,6 +38,7 @@ from pipelines.io.released_vocab import released_casing, vocab_txt_of
 from pipelines.io.tf_checkpoint import TFCheckpointError, find_prefix, read_tf_bert
 from pipelines.io.vocabulary import VocabError, parse_vocab_txt
 from schemas.checks import MAX_VOCAB_FILE_BYTES, load_json
+from trainer.choices import MODEL_SIZES
 from trainer.hf_names import (
     HF_PREFIX,
     MLM_HEAD,
@@ -48,7 +49,7 @@ from trainer.hf_names import (
     from_hf,
     hf_names,
 )
-from trainer.model import MODEL_SIZES, BertConfig, BertForPreTraining, shape_problem
+from trainer.model import BertConfig, BertForPreTraining, shape_problem
 
 CONFIG_FILE = "config.json"
 SAFETENSORS_FILE = "model.safetensors"
@@ -268,7 +269,7 @@ def _normalised(tensors: dict[str, Tensor]) -> dict[str, Tensor]:
 
 
 def preset_name(config: BertConfig) -> str | None:
-    """The --model preset (trainer/model.py MODEL_SIZES) of the same shape, or None."""
+    """The --model preset (trainer/choices.py MODEL_SIZES) of the same shape, or None."""
     for name, (layers, hidden, heads) in MODEL_SIZES.items():
         shape = (config.num_hidden_layers, config.hidden_size, config.num_attention_heads)
         if shape == (layers, hidden, heads) and config.intermediate_size == 4 * hidden:
@@ -476,7 +477,7 @@ def check_vocabulary(
 
 def model_name(released: Released, flag: str | None) -> str:
     """The run's --model for a released model: its preset's name where its shape is one
-    (trainer/model.py MODEL_SIZES), else "custom"; a --model given must be that preset."""
+    (trainer/choices.py MODEL_SIZES), else "custom"; a --model given must be that preset."""
     config = released_model_config(released, "mlm")
     name = preset_name(config)
     if flag is not None and flag != name:

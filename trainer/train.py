@@ -1,50 +1,7 @@
-"""`bertkit train`: BERT pre-training (MLM + NSP, or MLM alone) on bertkit shards, one process
-or many.
+"""`bertkit train`: the optimizer step, the training loop and the command that runs them.
 
-    bertkit train --shards out/demo/shards --output out/run --model tiny \\
-        --micro-batch-size 32 --max-steps 600 --lr 1e-3 --warmup-steps 60
-
-    torchrun --nnodes 4 --nproc-per-node 8 --rdzv-endpoint HOST:29400 -m trainer.train \\
-        --shards s3://bucket/shards --output /ckpt/run --model base \\
-        --micro-batch-size 128 --global-batch-size 8192 --optimizer lamb --lr 6e-3 \\
-        --warmup-steps 2000 --max-steps 7038 --decay-power 0.5 --compile
-
-    # phase 2: the seq-512 shards, starting from phase 1's weights
-    bertkit train --shards s3://bucket/shards --max-seq-length 512 --output /ckpt/run512 \\
-        --init-checkpoint /ckpt/run/checkpoints --model base ...
-
-    # a mix of corpora: 70 % of every global batch from one, 30 % from the other
-    bertkit train --shards out/law/shards out/demo/shards --mix 0.7,0.3 --output out/law \\
-        --init-checkpoint out/run/checkpoints --model tiny ...
-
-Shards are streamed from disk, s3://, gs:// or http(s)://, never downloaded first.
---objective and --masking (by default `auto`: what the shards hold) choose the recipe; with
---masking dynamic the loader draws new masks every epoch. Micro-batches are accumulated to
-the global batch, gradients are clipped, the optimizer and the warmup/decay schedule step.
-Every --log-every steps the metrics go to OUTPUT/metrics.jsonl, TensorBoard (event files in
-OUTPUT) and the progress line; every --eval-every steps the first --eval-batches ×
---micro-batch-size held-out sequences are evaluated (--eval-batches 0: all of them), the
-same ones on any number of processes (in a mix, each source's, and the mix's figures
-weighted by --mix); every --checkpoint-every steps (and at the end)
-OUTPUT/checkpoints/step-NNNNNNNN.pt is written. With --objective mlm the model has no NSP
-head: no NSP loss or accuracy anywhere.
-
-`--resume` continues from OUTPUT/checkpoints/latest: weights, optimizer, every rank's random
-state and the data position, so with the same flags the losses are those of an uninterrupted
-run. A new --max-steps, --warmup-steps, --decay-power or --lr sets the schedule from the
-resumed step on, and the log says what changed. A resume may use any number of processes and
-loader workers: it reads the uninterrupted run's next global batches. It needs the same
-global batch, --seed, --shuffle-buffer and --bucket-window (and --micro-batch-size when
-bucketing), the same masking flags and the same shards, and says in one line which flag
-differs. A run stopped before its first checkpoint starts again, so a requeued job always
-passes the same flags.
-
-Exit codes: 0 done, 1 an error during the run, 2 refused before the first step, 75
-preempted (checkpoint written) or the run lock lost (nothing more written), 130 interrupted.
-
-Read on: docs/training.md (torchrun, SLURM, Kubernetes, preemption, export), docs/gpu.md
-(install, precision, compiling), docs/recipes.md (dynamic masking, MLM only, full sentences,
-elastic resume).
+What the command does, its flags and its exit codes are `bertkit train --help`, whose text is
+trainer/config.py's (the flags load there without torch, so the help works in any install).
 """
 
 # For code readers: this file reads top to bottom: `train_step`, one optimizer step;
@@ -75,14 +32,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from pipelines.command.flags import parse_config
 from pipelines.io import storage
 from pipelines.io.recorded_paths import record_path
 from schemas.batch import BatchField
 from schemas.checkpoint import CHECKPOINT_FORMAT, CheckpointKey
 from trainer import distributed
 from trainer.collate import to_device  # the trainer's compile padding
-from trainer.config import TrainConfig
+from trainer.config import TrainConfig, parse_arguments
 from trainer.evaluate import (
     EvalResult,
     EvaluationStopped,
@@ -475,11 +431,6 @@ def _checkpoint_payload(run: Run, rng: dict[str, Any]) -> dict[str, Any]:
 
 # The loggers of bertkit's modules: "bertkit.train", and each module's own name.
 LOG_NAMESPACES = ("bertkit", "trainer", "pipelines")
-
-
-def parse_arguments(argv: list[str] | None) -> TrainConfig:
-    """TrainConfig's flags (pipelines.command): `--micro-batch-size` for `micro_batch_size`."""
-    return parse_config(TrainConfig, argv, "bertkit train", __doc__)
 
 
 def run(argv: list[str] | None = None) -> int:

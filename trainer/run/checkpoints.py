@@ -35,31 +35,13 @@ from schemas.checkpoint import (
 from trainer.metrics import METRICS_FILE
 from trainer.model import BertConfig, BertForPreTraining, shape_problem
 from trainer.run.leftovers import foreign_problem, leftovers_problem
+from trainer.run.location import CheckpointError
 from trainer.run.lock import LOCK_FILE
 from trainer.source import mix_resume_problems
 
 _LOG = logging.getLogger(__name__)
 
 _ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
-
-
-def check_run_location(flag: str, value: str | Path | None, remote_ok: bool) -> None:
-    """Refuse a URL the flag cannot take: `Path("hdfs://nn/run")` would quietly be a local
-    directory named `hdfs:`. With `remote_ok`, s3:// and gs:// are taken (trainer/run/remote.py);
-    any other scheme never is."""
-    if value is None or not storage.is_url(str(value)):
-        return
-    if remote_ok and storage.scheme(str(value)) in ("s3", "gs"):
-        return
-    takes = "a local or mounted path, s3:// or gs://" if remote_ok else "a local or mounted path"
-    raise CheckpointError(
-        f"{flag} {storage.redact(str(value))}: {flag} takes {takes}; a URL is never taken "
-        "for a local path"
-    )
-
-
-class CheckpointError(ValueError):
-    """A checkpoint cannot be found, read or used."""
 
 
 # What a training run writes in its directory, and nothing else: all `--overwrite` deletes.

@@ -22,9 +22,9 @@ from pipelines.io import storage
 from pipelines.io.hashing import stable_hash64
 from schemas.checkpoint import CHECKPOINTS_DIR, CheckpointKey
 from trainer import distributed
+from trainer.choices import MODEL_SIZES
 from trainer.config import TrainConfig
 from trainer.data import DataPosition
-from trainer.model import MODEL_SIZES
 from trainer.released import (
     START_RELEASED,
     Released,
