@@ -11,6 +11,7 @@
     bertkit inspect PATH_OR_URL [--schema] [--show N] [--json N] [--stats] [--report OUT.html]
     bertkit train --shards DIR_OR_URL --output DIR …      (= python -m trainer.train)
     bertkit export-hf CHECKPOINT --output DIR             (= python -m trainer.export)
+    bertkit docs [PAGE]                                   the pages of docs/, from any install
 
 `bertkit COMMAND --help` shows a command's flags; Beam stages pass unknown flags to Beam.
 `bertkit --help` lists the commands (`usage()`); `bertkit --version` says which bertkit, and
@@ -47,9 +48,16 @@ COMMANDS = {
     ),
     "train": ("trainer.train", "shards (local or URL) → a trained BERT (torchrun for many GPUs)"),
     "export-hf": ("trainer.export", "a training checkpoint → a Hugging Face model directory"),
+    "docs": ("bertkit.pages", "the pages on each job (docs/), installed with bertkit: list, print"),
 }
 # Where the list above breaks, and the heading of what follows.
-_GROUPS = {"demo": "Try it", "wikipedia": "Make the data", "inspect": "Look", "train": "Train"}
+_GROUPS = {
+    "demo": "Try it",
+    "wikipedia": "Make the data",
+    "inspect": "Look",
+    "train": "Train",
+    "docs": "Read",
+}
 
 
 # The libraries whose version changes what bertkit writes or trains, in `bertkit --version`'s
@@ -87,6 +95,7 @@ def usage() -> str:
         "bertkit COMMAND --help shows a command's flags. The data stages also take Beam's",
         "flags (--runner, --direct_num_workers, …): see docs/operations.md.",
         "bertkit --version says which bertkit and libraries a bug report is about.",
+        "A page named docs/NAME.md: `bertkit docs NAME` prints it, from any install.",
     ]
     return "\n".join(lines)
 

@@ -208,6 +208,7 @@ HELP_TEXTS = {
     "train": ("trainer.config", "trainer.config", "TrainConfig"),
     "export-hf": ("trainer.export_flags", None, None),
     "demo": ("bertkit.demo", None, None),
+    "docs": ("bertkit.pages", None, None),
 }
 # A source or test file of ours, named: `pipelines/bert/pairs.py`, `shuffle.py`, `tests/…`.
 SOURCE_FILE = re.compile(r"[\w/.-]*\b[a-z_]+\.py\b|\btests/|\bThis file\b")

@@ -210,6 +210,7 @@ COMMAND_HELP = {
     "inspect": ("Look inside bertkit artifacts", "--no-verify"),
     "train": ("`bertkit train`: BERT pre-training", "--micro-batch-size"),
     "export-hf": ("Turn a trainer checkpoint into an HF model directory", "--overwrite"),
+    "docs": ("`bertkit docs`: the user's pages", "PAGE"),
 }
 
 

@@ -1,6 +1,7 @@
 """The wheel a user builds from the checkout (`pip install .`, `pip wheel .`) holds what its
-commands need outside the checkout: the demo's real sample with its attribution, and the
-licence. Built from a copy of the tracked files, so the checkout is left as it is."""
+commands need outside the checkout: the demo's real sample with its attribution, the pages
+that `bertkit docs` prints, and the licence. Built from a copy of the tracked files, so the
+checkout is left as it is."""
 
 from __future__ import annotations
 
@@ -13,13 +14,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_the_wheel_holds_the_demo_sample_its_attribution_and_the_licence(tmp_path) -> None:
+def test_the_wheel_holds_the_sample_its_attribution_the_pages_and_the_licence(tmp_path) -> None:
     source = tmp_path / "src"
     tracked = subprocess.run(
         ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True
     ).stdout.decode()
     for name in filter(None, tracked.split("\0")):
-        if name.startswith(("tests/", "bench/", "docs/", "infra/")):
+        if name.startswith(("tests/", "bench/", "infra/")):
             continue  # not in the wheel: less to copy
         target = source / name
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -44,6 +45,11 @@ def test_the_wheel_holds_the_demo_sample_its_attribution_and_the_licence(tmp_pat
         "bertkit/sample/wikipedia/"
         "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.xml.bz2",
     ]
+    pages = sorted(name for name in names if name.startswith("bertkit/docs/"))
+    assert pages == sorted(
+        f"bertkit/{name}" for name in tracked.split("\0") if name.startswith("docs/")
+    )
+    assert len(pages) == 17
     assert "bertkit-0.1.0.dist-info/licenses/LICENSE" in names
     top = {name.split("/")[0] for name in names if not name.startswith("bertkit-0.1.0")}
     assert top == {"bertkit", "pipelines", "schemas", "trainer"}
