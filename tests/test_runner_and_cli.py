@@ -8,12 +8,14 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from importlib import metadata
 from pathlib import Path
 
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions
 
 from bertkit import cli
+from pipelines.beam import runner, shipping
 from pipelines.beam.runner import is_local, make_pipeline, one_local_worker
 from pipelines.beam.shipping import build_wheel, ensure_project_shipped
 
@@ -161,6 +163,41 @@ def test_dataflow_gets_the_wheel_unless_the_user_ships_code() -> None:
     own = PipelineOptions(["--runner", "DataflowRunner", "--setup_file", "./setup.py"])
     assert ensure_project_shipped(own) is None
     assert own.view_as(SetupOptions).extra_packages is None
+
+
+@pytest.mark.parametrize(
+    ("requires", "unmet"),
+    [
+        ('["setuptools>=77"]', []),
+        ('["setuptools>=9999"]', [f"setuptools>=9999 ({metadata.version('setuptools')})"]),
+        ('["no-such-backend-xyz>=1", "setuptools"]', ["no-such-backend-xyz>=1 (not installed)"]),
+    ],
+)
+def test_build_requirements_the_environment_lacks(tmp_path, requires, unmet) -> None:
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text(f"[build-system]\nrequires = {requires}\n", encoding="utf-8")
+    assert shipping.unmet_build_requirements(pyproject) == unmet
+
+
+def test_a_launch_without_the_setuptools_the_wheel_needs_is_one_line(
+    tmp_path, monkeypatch, capsys
+) -> None:
+    """`python3.11 -m venv` brings setuptools 65; the wheel is built with the environment's
+    own, so an old one is said before any work, with the install that fixes it."""
+    (tmp_path / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=9999"]\n', encoding="utf-8"
+    )
+    monkeypatch.setattr(shipping, "PROJECT_ROOT", tmp_path)
+    options = PipelineOptions(["--runner", "DataflowRunner"])
+    code = runner._run_and_say(lambda argv: bool(make_pipeline(options)), None, "bertkit x", ())
+    installed = metadata.version("setuptools")
+    assert capsys.readouterr().err == (
+        "bertkit x: error: building bertkit's wheel for the Dataflow workers needs "
+        f"setuptools>=9999 ({installed}): pip install 'setuptools>=9999' (the gcp extra "
+        "installs it), or pass --extra_package path/to/bertkit-*.whl\n"
+    )
+    assert code == 2
+    assert options.view_as(SetupOptions).extra_packages is None
 
 
 def test_cli_lists_commands(capsys) -> None:

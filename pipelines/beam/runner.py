@@ -426,7 +426,13 @@ def _run_and_say(
     URLs without their credentials); any other error goes on up."""
     try:
         return run(argv)
-    except (files.OutputDirectoryError, FileNotFoundError, InputsError, *refusals) as error:
+    except (
+        files.OutputDirectoryError,
+        FileNotFoundError,
+        InputsError,
+        shipping.ShippingError,
+        *refusals,
+    ) as error:
         print(f"{prog}: error: {storage.redact(str(error))}", file=sys.stderr)
         return 2
     except Exception as error:  # a failed write, or a worker's refusal; anything else goes on up
