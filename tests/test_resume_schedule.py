@@ -175,6 +175,22 @@ def test_the_command_that_goes_on_drops_the_stop_in_any_spelling(stop: list[str]
     assert train.parse_arguments([*flags, *stop]).stop_at_step == 2
 
 
+def test_the_command_that_goes_on_after_torchrun_names_the_global_batch() -> None:
+    """Under torchrun the global batch defaults to micro-batch x processes; the printed
+    `bertkit train` command runs one process, so it names the global batch the resume needs
+    (a user's own --global-batch-size, in any spelling, is kept as given)."""
+    flags = ["--shards", "s", "--output", "o", "--micro-batch-size", "8", "--stop-at-step", "3"]
+    assert train.resume_command(flags, world_size=2, global_batch=16) == (
+        "--shards s --output o --micro-batch-size 8 --global-batch-size 16 --resume"
+    )
+    assert train.resume_command([*flags, "--global_batch_size=32"], 2, 32) == (
+        "--shards s --output o --micro-batch-size 8 --global_batch_size=32 --resume"
+    )
+    assert train.resume_command(flags, world_size=1, global_batch=8) == (
+        "--shards s --output o --micro-batch-size 8 --resume"
+    )
+
+
 def test_the_closing_line_names_the_steps_a_run_trained():
     assert train.trained_steps(0, 20) == "trained 20 steps"
     assert train.trained_steps(1200, 1220) == "trained 20 steps (1201-1220, resumed at 1200)"

@@ -38,7 +38,7 @@ from schemas.batch import BatchField
 from schemas.checkpoint import CHECKPOINT_FORMAT, CheckpointKey
 from trainer import distributed
 from trainer.collate import to_device  # the trainer's compile padding
-from trainer.config import TrainConfig, parse_arguments
+from trainer.config import TrainConfig, accumulation_steps, parse_arguments
 from trainer.evaluate import (
     EvalResult,
     EvaluationStopped,
@@ -494,9 +494,18 @@ def run(argv: list[str] | None = None) -> int:
                     f"{each['mlm_accuracy']:.3f}{nsp}"
                 )
         if result["step"] < config.max_steps:  # --stop-at-step ended it
+            world_size = int(os.environ.get("WORLD_SIZE", "1"))
+            global_batch = config.micro_batch_size * world_size
+            global_batch *= accumulation_steps(config, world_size)
+            command = storage.redact(resume_command(args, world_size, global_batch))
+            launch = (
+                f" (or these flags under the same torchrun launch of {world_size} processes)"
+                if world_size > 1
+                else ""
+            )
             print(
                 f"stopped at step {result['step']} of {config.max_steps} (--stop-at-step); "
-                f"to go on: bertkit train {storage.redact(resume_command(args))}"
+                f"to go on: bertkit train {command}{launch}"
             )
     return 0
 
@@ -508,10 +517,12 @@ def _means(arg: str, flag: str) -> bool:
     return arg.startswith("--") and len(name) > 2 and flag.startswith(name)
 
 
-def resume_command(args: list[str]) -> str:
+def resume_command(args: list[str], world_size: int = 1, global_batch: int = 0) -> str:
     """The flags that go on with a run stopped by --stop-at-step: the same ones, without
     --stop-at-step (or --overwrite, which would start it over), with --resume; in whatever
-    spelling they were given (`--stop_at_step 2`, `--stop-at=2`, `--over`)."""
+    spelling they were given (`--stop_at_step 2`, `--stop-at=2`, `--over`). A run of several
+    processes that left --global-batch-size to them gets it written out: one process,
+    accumulating, then reads the same global batches (a resume needs the same one)."""
     kept: list[str] = []
     skip = False
     for arg in args:
@@ -524,6 +535,8 @@ def resume_command(args: list[str]) -> str:
         if _means(arg, "--overwrite"):
             continue
         kept.append(arg)
+    if world_size > 1 and not any(_means(arg, "--global-batch-size") for arg in kept):
+        kept += ["--global-batch-size", str(global_batch)]
     if not any(_means(arg, "--resume") for arg in kept):
         kept.append("--resume")
     return shlex.join(kept)
