@@ -3,13 +3,20 @@
 import io
 import json
 import math
+import threading
 from collections.abc import Iterator
 
 import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from trainer.metrics import MetricsLogger, ProgressLine, ThroughputMeter, peak_flops
+from trainer.metrics import (
+    MetricsLogger,
+    MetricsWriteError,
+    ProgressLine,
+    ThroughputMeter,
+    peak_flops,
+)
 
 
 def _read_jsonl(path) -> list[dict]:
@@ -216,3 +223,45 @@ def test_progress_line_disabled_and_without_total():
     unbounded.update(1, {"loss": math.inf})
     unbounded.update(2, {"loss": 0.5})
     assert stream.getvalue() == "step 1 | loss inf\nstep 2 | loss 0.5\n"
+
+
+# A full disk: one line naming the file and the way on, no thread's traceback. /dev/full
+# fails every write with ENOSPC, as a full disk does.
+FULL = "failed (No space left on device): free space there, then rerun with --resume"
+
+
+def test_a_full_disk_under_metrics_jsonl_is_one_error_naming_it(tmp_path) -> None:
+    (tmp_path / "metrics.jsonl").symlink_to("/dev/full")
+    logger = MetricsLogger(tmp_path, tensorboard=False)
+    with pytest.raises(MetricsWriteError) as raised:
+        logger.log(1, "train", {"loss": 2.5})
+    assert str(raised.value) == (
+        f"writing metrics.jsonl in {tmp_path} {FULL} (the checkpoints are written apart)"
+    )
+    assert raised.value.errno == 28
+
+
+def test_a_full_disk_under_the_event_files_is_one_error_and_no_traceback(
+    tmp_path, monkeypatch, capfd
+) -> None:
+    """TensorBoard writes in a thread of its own; its failed write is raised by the run's
+    next write, as MetricsWriteError, and the thread prints no traceback."""
+    from tensorboard.summary.writer import record_writer
+
+    def full(self, data) -> None:
+        raise OSError(28, "No space left on device")
+
+    printed: list[BaseException | None] = []  # what threading would print as a traceback
+    monkeypatch.setattr(threading, "excepthook", lambda args: printed.append(args.exc_value))
+    logger = MetricsLogger(tmp_path)
+    monkeypatch.setattr(record_writer.RecordWriter, "write", full)
+    logger.log(1, "train", {"loss": 2.5})
+    with pytest.raises(MetricsWriteError) as raised:
+        logger.flush()
+        logger.log(2, "train", {"loss": 2.4})
+    assert str(raised.value) == (
+        f"writing the TensorBoard events in {tmp_path} {FULL} (the checkpoints are written apart)"
+    )
+    assert [json.loads(line)["step"] for line in (tmp_path / "metrics.jsonl").open()] == [1]
+    assert printed == []
+    assert "Traceback" not in capfd.readouterr().err

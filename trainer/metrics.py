@@ -14,10 +14,13 @@ objects and call them unconditionally.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -200,10 +203,27 @@ class MetricsLogger:
         if not enabled:
             return
         writer_class = _summary_writer_class() if tensorboard else None
-        self.log_dir.mkdir(parents=True, exist_ok=True)
-        self._file = open(self.log_dir / METRICS_FILE, "a", encoding="utf-8")  # noqa: SIM115
+        with self._writing(METRICS_FILE):
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            self._file = open(self.log_dir / METRICS_FILE, "a", encoding="utf-8")  # noqa: SIM115
         if writer_class is not None:
-            self._writer = writer_class(log_dir=str(self.log_dir), purge_step=purge_step)
+            _quiet_event_writer_threads()
+            with self._writing("the TensorBoard events"):
+                self._writer = writer_class(log_dir=str(self.log_dir), purge_step=purge_step)
+
+    @contextmanager
+    def _writing(self, what: str) -> Iterator[None]:
+        """An OSError writing `what` (a full disk, a quota) as one MetricsWriteError naming
+        it and the way on: the checkpoints are written apart, so --resume goes on."""
+        try:
+            yield
+        except OSError as error:
+            reason = os.strerror(error.errno) if error.errno else str(error)
+            raise MetricsWriteError(
+                error.errno,
+                f"writing {what} in {self.log_dir} failed ({reason}): free space there, then "
+                "rerun with --resume (the checkpoints are written apart)",
+            ) from error
 
     def log(self, step: int, kind: str, values: Mapping[str, Value]) -> None:
         if not self.enabled:
@@ -217,26 +237,31 @@ class MetricsLogger:
         if self._file is None:
             raise RuntimeError("MetricsLogger.log after close(); create a new logger")
         record = {"step": step, "kind": kind, **values}
-        self._file.write(json.dumps(record, sort_keys=True) + "\n")
-        # Flushed per event: a crashed run keeps everything it logged. Events are rare
-        # (every few hundred steps), so the cost does not matter.
-        self._file.flush()
+        with self._writing(METRICS_FILE):
+            self._file.write(json.dumps(record, sort_keys=True) + "\n")
+            # Flushed per event: a crashed run keeps everything it logged. Events are rare
+            # (every few hundred steps), so the cost does not matter.
+            self._file.flush()
         if self._writer is not None:
-            for tag, value in scalars.items():
-                if value is not None:
-                    self._writer.add_scalar(tag, value, step)
+            with self._writing("the TensorBoard events"):
+                for tag, value in scalars.items():
+                    if value is not None:
+                        self._writer.add_scalar(tag, value, step)
 
     def flush(self) -> None:
         if self._writer is not None:
-            self._writer.flush()
+            with self._writing("the TensorBoard events"):
+                self._writer.flush()
 
     def close(self) -> None:
         if self._file is not None:
-            self._file.close()
+            with self._writing(METRICS_FILE):
+                self._file.close()
             self._file = None
         if self._writer is not None:
-            self._writer.close()
-            self._writer = None
+            writer, self._writer = self._writer, None
+            with self._writing("the TensorBoard events"):
+                writer.close()
 
     def __enter__(self) -> MetricsLogger:
         return self
@@ -259,6 +284,31 @@ def _scalars(prefix: str, values: Mapping[str, Value]) -> Iterator[tuple[str, Nu
                 f"metric {tag.split('/', 1)[1]!r} is a {type(value).__name__}; log a Python "
                 "number (tensor.item()), None or a map of them"
             )
+
+
+class MetricsWriteError(OSError):
+    """metrics.jsonl or the TensorBoard events could not be written, said in one line."""
+
+    def __str__(self) -> str:
+        return self.strerror or ""
+
+
+def _quiet_event_writer_threads() -> None:
+    """TensorBoard writes its events in a thread of its own, which on a failed write (a full
+    disk) stores the error, re-raised by the next write in the run's thread, and also lets
+    threading print it as a traceback. The traceback says nothing the run's one line does not
+    (MetricsLogger._writing), so that thread's OSErrors are not printed; anything else is."""
+    previous = threading.excepthook
+    if getattr(previous, "quiets_event_writers", False):
+        return
+
+    def hook(args: threading.ExceptHookArgs) -> None:
+        writer_thread = type(args.thread).__name__ == "_AsyncWriterThread"
+        if not (writer_thread and isinstance(args.exc_value, OSError)):
+            previous(args)
+
+    hook.quiets_event_writers = True  # type: ignore[attr-defined]
+    threading.excepthook = hook
 
 
 def _summary_writer_class() -> type:
