@@ -190,6 +190,20 @@ class EpochOrder:
         return result
 
 
+def shuffle_note(shuffle_samples: int, global_batch: int) -> str | None:
+    """What a run says when --shuffle-buffer S, though on, holds under two global batches G:
+    L is then 1, so every global batch keeps the same samples from one epoch to the next (only
+    the shards' order changes). None where S is off (0 or 1) or holds two or more."""
+    if shuffle_samples <= 1 or shuffle_samples >= 2 * global_batch:
+        return None
+    return (
+        f"--shuffle-buffer {shuffle_samples} holds under 2 global batches of {global_batch}: "
+        "each global batch keeps the same samples every epoch, only the shards' order "
+        f"changes; pass --shuffle-buffer {8 * global_batch} (8 global batches) or more to "
+        "shuffle samples across batches"
+    )
+
+
 def micro_positions(order: EpochOrder, batch: int, micro: int, micro_size: int) -> np.ndarray:
     """The positions of micro-batch `micro` (index u = a·world + r) of global batch `batch`."""
     start = batch * order.global_batch + micro * micro_size

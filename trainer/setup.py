@@ -49,6 +49,7 @@ from trainer.model import (
     without_nsp_head,
 )
 from trainer.optim import build_optimizer, warmup_decay_schedule
+from trainer.order import shuffle_note
 from trainer.precision import (
     COMPUTE_DTYPE,
     LossScaler,
@@ -530,20 +531,17 @@ def _build_loader(
 def _log_setup(run: Run) -> None:
     if run.env.is_main:
         config, env = run.config, run.env
+        global_batch = config.micro_batch_size * run.accumulation * env.world_size
         _LOG.info(
             "%s: %s, %d parameters; %d train samples, %d batches/epoch/rank; %d processes × "
             "%d micro-batches of %d = %d sequences per step; on %s",
-            config.output,
-            config.model,
-            sum(p.numel() for p in run.model.parameters()),
+            *(config.output, config.model, sum(p.numel() for p in run.model.parameters())),
             (run.mix or run.source).samples,  # a mix: all its sources'
-            run.loader.batches_per_epoch,
-            env.world_size,
-            run.accumulation,
-            config.micro_batch_size,
-            config.micro_batch_size * run.accumulation * env.world_size,
-            device_shown(env.device),
+            *(run.loader.batches_per_epoch, env.world_size, run.accumulation),
+            *(config.micro_batch_size, global_batch, device_shown(env.device)),
         )
+        if note := shuffle_note(config.shuffle_buffer, global_batch):
+            _LOG.warning(note)
 
 
 def device_shown(device: torch.device) -> str:
