@@ -25,6 +25,7 @@ import yaml
 from pipelines import dataflow
 from pipelines.dataflow import STAGES, template_argv, template_metadata
 from schemas.manifest import MANIFEST_NAME
+from trainer.config import parse_arguments
 
 ROOT = Path(__file__).resolve().parents[1]
 INFRA = ROOT / "infra" / "dataflow"
@@ -515,3 +516,54 @@ def test_the_slurm_script_exits_with_the_trainers_code(
 
 def k8s_job() -> dict:
     return list(yaml.safe_load_all(K8S.read_text()))[2]
+
+
+def parsed(flags: list[str]):
+    """The TrainConfig that `bertkit train` makes of these flags (SystemExit on a bad one)."""
+    return parse_arguments(
+        ["--shards", "s3://bucket/shards", "--output", "s3://bucket/runs/base128", *flags]
+    )
+
+
+def test_the_job_retries_each_pod_three_times():
+    """One crash fails every pod of the static rendezvous (the others time out): retries are
+    counted per index, 3 each, the Job failing with the first index past them; backoffLimit,
+    for a cluster without per-index limits, is the same 3 crashes of all NODES pods."""
+    job = k8s_job()
+    spec = job["spec"]
+    (container,) = spec["template"]["spec"]["containers"]
+    env = {item["name"]: item.get("value") for item in container["env"]}
+    nodes = int(env["NODES"])
+    assert (spec["completions"], spec["parallelism"]) == (nodes, nodes)
+    assert (spec["backoffLimitPerIndex"], spec["maxFailedIndexes"]) == (3, 0)
+    assert spec["backoffLimit"] == nodes * spec["backoffLimitPerIndex"] == 12
+
+
+def gibibytes(quantity: str) -> float:
+    number, unit = re.fullmatch(r"(\d+)(Mi|Gi)", quantity).groups()
+    return int(number) / (1024 if unit == "Mi" else 1)
+
+
+def test_the_training_pods_request_cpu_and_memory():
+    """Requests make the pod Burstable, not BestEffort (evicted first); the memory limit is
+    the request, and holds the memory-backed /dev/shm besides the processes."""
+    pod = k8s_job()["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    env = {item["name"]: item.get("value") for item in container["env"]}
+    resources = container["resources"]
+    assert resources == {
+        "requests": {"cpu": "48", "memory": "192Gi", "nvidia.com/gpu": 8},
+        "limits": {"memory": "192Gi", "nvidia.com/gpu": 8},
+    }
+    assert resources["requests"]["nvidia.com/gpu"] == int(env["GPUS_PER_NODE"])
+    (shm,) = [volume for volume in pod["volumes"] if volume["name"] == "shm"]
+    assert shm["emptyDir"] == {"medium": "Memory", "sizeLimit": "16Gi"}
+    workers = parsed(container["args"][2:]).num_workers
+    # a core for each trainer and loader worker, and 8 spare; 16 GiB a trainer, 1 a worker
+    gpus = int(env["GPUS_PER_NODE"])
+    assert int(resources["requests"]["cpu"]) == gpus * (1 + workers) + 8
+    processes = gpus * 16 + gpus * workers * 1
+    assert gibibytes(resources["limits"]["memory"]) >= processes + gibibytes(
+        shm["emptyDir"]["sizeLimit"]
+    )
+    assert "caps terminationGracePeriodSeconds (on GKE spot nodes 30 s" in K8S.read_text()
