@@ -30,6 +30,7 @@ from trainer.config import parse_arguments
 ROOT = Path(__file__).resolve().parents[1]
 INFRA = ROOT / "infra" / "dataflow"
 BIN = Path(sys.executable).parent
+DOCKERFILE = ROOT / "infra" / "docker" / "Dockerfile"
 SBATCH = ROOT / "infra" / "slurm" / "train.sbatch"
 K8S = ROOT / "infra" / "k8s" / "train.yaml"
 
@@ -567,3 +568,74 @@ def test_the_training_pods_request_cpu_and_memory():
         shm["emptyDir"]["sizeLimit"]
     )
     assert "caps terminationGracePeriodSeconds (on GKE spot nodes 30 s" in K8S.read_text()
+
+
+def dockerfile_runs() -> list[str]:
+    """The Dockerfile's RUN instructions, their lines joined as docker joins them."""
+    text = DOCKERFILE.read_text().replace("\\\n", "")
+    return [" ".join(run.split()) for run in re.findall(r"^RUN (.*)$", text, re.M)]
+
+
+def test_the_image_drops_the_pins_of_torch_and_what_torch_requires(tmp_path):
+    """The base image's CUDA torch stays, and so do the triton and nvidia-* it requires:
+    their pins (the CPU build's versions) are left out of the image's constraints, and out
+    of docs/gpu.md's, which is the same filter. Run on constraints.txt with an nvidia pin
+    added, as a later torch's would be."""
+    dependencies = dockerfile_runs()[0]
+    grep = dependencies.split(" && ")[0]
+    assert grep == (
+        "grep -v -E '^(torch|triton|nvidia-[^=]*)==' constraints.txt > constraints-image.txt"
+    )
+    gpu_md = (ROOT / "docs" / "gpu.md").read_text()
+    assert grep.replace("constraints-image.txt", "constraints-gpu.txt") + "\n" in gpu_md
+    pins = (ROOT / "constraints.txt").read_text() + "nvidia-nccl-cu12==2.27.3\n"
+    (tmp_path / "constraints.txt").write_text(pins)
+    subprocess.run(["sh", "-c", grep], cwd=tmp_path, check=True)
+    kept = (tmp_path / "constraints-image.txt").read_text().splitlines()
+    dropped = [line for line in pins.splitlines() if line not in kept]
+    assert dropped == ["torch==2.13.0", "triton==3.6.0", "nvidia-nccl-cu12==2.27.3"]
+    assert "torchao==0.18.0" in kept and len(kept) == len(pins.splitlines()) - 3
+
+
+def test_the_image_installs_the_dependencies_in_a_layer_before_the_wheel(tmp_path):
+    """bertkit's requirements and its image extras (read from pyproject.toml) install before
+    the wheel is copied in, so a code change reuses that layer; the wheel then installs with
+    the same extras and constraints, which it finds satisfied."""
+    text = DOCKERFILE.read_text()
+    assert text.index("-r requirements-image.txt") < text.index("COPY dist/bertkit-*.whl")
+    dependencies, wheel = dockerfile_runs()[:2]
+    read = dependencies.split(" && ")[1]
+    assert read.startswith('python -c "') and read.endswith(" > requirements-image.txt")
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    subprocess.run(
+        ["sh", "-c", read.replace("python", sys.executable, 1)], cwd=tmp_path, check=True
+    )
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extras = re.search(r'"\$\{wheel\}\[([a-z,]+)\]"', wheel)[1].split(",")
+    assert extras == ["train", "aws", "gcp"]
+    assert (tmp_path / "requirements-image.txt").read_text().splitlines() == [
+        *project["dependencies"],
+        *(r for extra in extras for r in project["optional-dependencies"][extra]),
+    ]
+    assert "pip install --no-cache-dir -c constraints-image.txt -r requirements-image.txt" in (
+        dependencies
+    )
+
+
+def test_the_image_refuses_more_than_one_wheel(tmp_path):
+    """dist/ with an older build's wheel beside the new one: the build stops, naming both,
+    instead of installing both in the glob's order. The docs' build command empties dist/."""
+    wheel = dockerfile_runs()[1]
+    guard = wheel.split(" && pip install")[0] + ' && echo "installing $wheel"'
+    older, newer = "bertkit-0.1.0-py3-none-any.whl", "bertkit-0.2.0-py3-none-any.whl"
+    (tmp_path / older).touch()
+    one = subprocess.run(["sh", "-c", guard], cwd=tmp_path, capture_output=True, text=True)
+    assert (one.returncode, one.stdout) == (0, f"installing {older}\n")
+    (tmp_path / newer).touch()
+    two = subprocess.run(["sh", "-c", guard], cwd=tmp_path, capture_output=True, text=True)
+    assert (two.returncode, two.stderr) == (
+        1,
+        f"dist/ holds 2 bertkit wheels ({older} {newer}): rm -f dist/bertkit-*.whl and build one\n",
+    )
+    build = "rm -f dist/bertkit-*.whl && python -m pip wheel --no-deps -w dist . && "
+    assert f"#   {build}\\\n" in DOCKERFILE.read_text()
