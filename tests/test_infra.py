@@ -33,6 +33,7 @@ BIN = Path(sys.executable).parent
 DOCKERFILE = ROOT / "infra" / "docker" / "Dockerfile"
 SBATCH = ROOT / "infra" / "slurm" / "train.sbatch"
 K8S = ROOT / "infra" / "k8s" / "train.yaml"
+TRAINING_MD = ROOT / "docs" / "training.md"
 
 
 def test_the_dockerfile_passes_hadolint():
@@ -639,3 +640,54 @@ def test_the_image_refuses_more_than_one_wheel(tmp_path):
     )
     build = "rm -f dist/bertkit-*.whl && python -m pip wheel --no-deps -w dist . && "
     assert f"#   {build}\\\n" in DOCKERFILE.read_text()
+    assert f"\n{build}\\\n" in TRAINING_MD.read_text()
+
+
+def recipe(config) -> dict:
+    names = (
+        "max_seq_length model micro_batch_size global_batch_size optimizer lr warmup_steps "
+        "max_steps decay_power compile"
+    )
+    return {name: getattr(config, name) for name in names.split()}
+
+
+PHASE_1 = {
+    "max_seq_length": 128,
+    "model": "base",
+    "micro_batch_size": 128,
+    "global_batch_size": 8192,
+    "optimizer": "lamb",
+    "lr": 6e-3,
+    "warmup_steps": 2000,
+    "max_steps": 7038,
+    "decay_power": 0.5,
+    "compile": True,
+}
+
+
+def test_every_phase_1_recipe_passes_the_same_flags_with_its_sequence_length():
+    """The examples stage writes seq128/ and seq512/ into one shards directory, and the
+    trainer refuses (exit 2) to choose without --max-seq-length: every phase-1 command on
+    s3://bucket/shards names 128, and they all train the same recipe (LAMB's decay power
+    0.5 included). Each parses as `bertkit train`'s flags."""
+    (container,) = k8s_job()["spec"]["template"]["spec"]["containers"]
+    assert recipe(parsed(container["args"][2:])) == PHASE_1
+    assert recipe(parsed(sbatch_example_flags())) == PHASE_1
+    commands = [
+        line
+        for block in re.findall(r"```bash\n(.*?)```", TRAINING_MD.read_text(), re.S)
+        for line in logical_lines(block)
+        if "s3://bucket/shards" in line
+    ]
+    seen = []
+    for command in commands:
+        words = shlex.split(command.split("#")[0])
+        if "…" in words:  # phase 2's sketch: --max-seq-length 512 and "…"
+            assert words[words.index("--max-seq-length") + 1] == "512"
+            continue
+        if "infra/slurm/train.sbatch" in words:
+            flags = words[words.index("infra/slurm/train.sbatch") + 1 :]
+        else:
+            flags = words[words.index("trainer.train") + 1 :]
+        seen.append(recipe(parsed(flags)))
+    assert seen == [PHASE_1, PHASE_1]  # torchrun's, sbatch's
