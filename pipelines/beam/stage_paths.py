@@ -8,6 +8,8 @@ system, a directory this user may not write); an output or input directory whose
 a glob character (Beam's listings would read it as one); an input directory that is a file; an input
 file that is a directory, a FIFO, unreadable, a symbolic link loop or a link to nothing;
 an input glob that reaches what the stage writes. Nothing has been read or written yet.
+A command that writes several directories below its --output (`bertkit chain`) checks each
+of them as the output is checked (`inner_output_problem`).
 """
 
 from __future__ import annotations
@@ -157,6 +159,27 @@ def _output_problem(flag: str, output: str) -> str | None:
                 "choose a directory path"
             )
     return _unwritable(flag, output, nearest)
+
+
+def inner_output_problem(flag: str, output: str, inner: str, what: str) -> str | None:
+    """A directory a command writes below its `output` (the chain's documents/<stage>,
+    vocab, shards), checked as the output itself is: a file at it, or at a directory on its
+    way there (`documents` for documents/books), would stop the job only once it first
+    writes there, after the work before it. `what` names what goes there ("the chain's
+    shards")."""
+    if _is_remote(inner):
+        return None
+    top, path = Path(output).absolute(), Path(inner).absolute()
+    on_the_way = [path, *path.parents[: len(path.parents) - len(top.parents) - 1]]
+    for place in reversed(on_the_way):  # the outermost first: the file the user made
+        if place.exists() and not place.is_dir():
+            shown = os.path.join(output, os.path.relpath(place, top))
+            return (
+                f"{flag} {output}: {shown} is a file, not a directory, and {what} go in "
+                f"{inner}: move the file or choose another {flag}"
+            )
+    nearest = next(place for place in (*on_the_way, top, *top.parents) if place.exists())
+    return _unwritable(flag, inner, nearest)
 
 
 def _unwritable(flag: str, output: str, directory: Path) -> str | None:

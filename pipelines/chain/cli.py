@@ -45,6 +45,7 @@ from pipelines.beam.runner import (
     stage_main,
     submitted_only,
 )
+from pipelines.beam.stage_paths import inner_output_problem
 from pipelines.books import cli as books_cli
 from pipelines.chain.config import (
     DOCUMENTS_STAGES,
@@ -160,6 +161,7 @@ def run(argv: list[str] | None = None) -> int:
         # With --vocab DIR no vocabulary is trained: the one given is checked now, as
         # `bertkit examples` checks it, before any work.
         trained = None if config.vocab else vocab
+        _check_written_folders(config.output, stages, trained, examples)
         if trained is None:
             load_vocab(examples.vocab, files.READER, examples.cased)
         else:
@@ -218,6 +220,22 @@ def run(argv: list[str] | None = None) -> int:
     for stage, config in stages.items():
         code |= check_documents(options, stage, config.output)
     return code | check_examples(options, manifest_path, examples.output, examples.heldout_fraction)
+
+
+def _check_written_folders(
+    output: str, stages: dict[str, Any], trained: VocabConfig | None, examples: ExamplesConfig
+) -> None:
+    """Each directory this run writes below --output, checked as --output is: a file at
+    `shards` (or `documents`) would otherwise stop the job only when it first writes there,
+    after the extraction and the vocabulary."""
+    written = {config.output: f"the {stage} documents" for stage, config in stages.items()}
+    if trained is not None:
+        written[trained.output] = "the vocabulary's files"
+    written[examples.output] = "the shards"
+    for directory, what in written.items():
+        problem = inner_output_problem("--output", output, directory, what)
+        if problem:
+            raise ChainConfigError(problem)
 
 
 def _documents_kept_none(options, stages: dict[str, Any]) -> int | None:
