@@ -5,8 +5,10 @@ Its --help is the package docstring (pipelines/chain/__init__.py).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
+import os
 import sys
 import uuid
 from typing import Any
@@ -53,6 +55,7 @@ from pipelines.chain.config import (
     ChainConfigError,
     check,
     documents_config,
+    documents_dir,
     examples_config,
     stages_run,
     vocab_config,
@@ -168,37 +171,15 @@ def run(argv: list[str] | None = None) -> int:
             trained.validate()
         examples.validate()
         extractions = _extractions(stages)
-        earlier = [
-            files.earlier_run_files(c.output, DOCUMENTS_RUN_FILES, c.overwrite, stage)
-            for stage, c in stages.items()
-        ]
-        if trained is not None:
-            earlier.append(
-                files.earlier_run_files(
-                    vocab.output,
-                    vocab_cli.VOCAB_RUN_FILES,
-                    vocab.overwrite,
-                    "vocab",
-                    remove=False,
-                    vouched=vocab_cli.VOUCHED,
-                )
-            )
-        earlier.append(
-            files.earlier_run_files(
-                examples.output,
-                examples_cli.EARLIER_RUN,
-                examples.overwrite,
-                "examples",
-                vouched=examples_cli.VOUCHED,
-            )
-        )
+        earlier, stale = _earlier_run(config, stages, vocab, examples)
     except (ValueError, OSError) as error:  # ChainConfigError, VocabError, … are ValueErrors
         print(f"bertkit chain: error: {storage.redact(str(error))}", file=sys.stderr)
         return 2
     # Every output checked: only now is anything deleted (each stage's own earlier files).
-    files.delete([path for found in earlier for path in found])
-    if trained is not None:
-        remove_work_dir(vocab.output)  # a killed run's word counts: never read again
+    files.delete(earlier)
+    remove_work_dir(vocab.output)  # a killed run's word counts: never read again
+    for directory in stale:
+        _remove_empty_folders(directory)
     input_bytes = sum(item["bytes"] for inputs, _ in extractions.values() for item in inputs)
     manifest_path = files.join(examples.output, SHARDS_MANIFEST_NAME)
     try:
@@ -236,6 +217,53 @@ def _check_written_folders(
         problem = inner_output_problem("--output", output, directory, what)
         if problem:
             raise ChainConfigError(problem)
+
+
+def _earlier_run(
+    config: Any, stages: dict[str, Any], vocab: VocabConfig, examples: ExamplesConfig
+) -> tuple[list[str], list[str]]:
+    """Every output of the chain's own steps, checked as its stage checks it (a file it
+    does not write is refused; an earlier run's needs --overwrite): the files to delete,
+    and the directories this run will not write again.
+
+    Those are checked too, and their files deleted with --overwrite: a documents stage
+    given no input this time, and the vocabulary where --vocab DIR replaces it. Left there,
+    they would lie beside outputs made without them. The vocabulary is deleted before the
+    job even where it is trained again (`bertkit vocab` alone keeps its old files until it
+    replaces them): its documents are written anew first, and a rerun stopped in between
+    would leave the old vocabulary looking complete beside documents it was not learned
+    from.
+    """
+    found = []
+    for stage in DOCUMENTS_STAGES:
+        directory = stages[stage].output if stage in stages else documents_dir(config, stage)
+        found += files.earlier_run_files(directory, DOCUMENTS_RUN_FILES, config.overwrite, stage)
+    found += files.earlier_run_files(
+        vocab.output,
+        vocab_cli.VOCAB_RUN_FILES,
+        config.overwrite,
+        "vocab",
+        vouched=vocab_cli.VOUCHED,
+    )
+    found += files.earlier_run_files(
+        examples.output,
+        examples_cli.EARLIER_RUN,
+        config.overwrite,
+        "examples",
+        vouched=examples_cli.VOUCHED,
+    )
+    stale = [documents_dir(config, stage) for stage in DOCUMENTS_STAGES if stage not in stages]
+    return found, stale + ([vocab.output] if config.vocab else [])
+
+
+def _remove_empty_folders(directory: str) -> None:
+    """A directory this run does not write again, once its earlier files are deleted: the
+    folders they leave empty go too (local disks; object stores have no folders)."""
+    if storage.is_remote(directory) or not os.path.isdir(directory):
+        return
+    for folder, _, _ in os.walk(directory, topdown=False):
+        with contextlib.suppress(OSError):  # not empty: it is left as it is
+            os.rmdir(folder)
 
 
 def _documents_kept_none(options, stages: dict[str, Any]) -> int | None:

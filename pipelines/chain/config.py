@@ -4,7 +4,8 @@ chain's flags give.
 
 - `--wikipedia`, `--books`, `--corpus`: each stage's --input (one or more, at least one
   stage); `--output DIR` holds every output, named as `bertkit demo` names them
-  (`DIR/documents/<stage>`, `DIR/vocab`, `DIR/shards`); `--overwrite` is every stage's.
+  (`DIR/documents/<stage>`, `DIR/vocab`, `DIR/shards`); `--overwrite` is every stage's, and
+  deletes those of an earlier chain this run does not write again.
 - A documents stage's other flags take its name: `--wikipedia-split-mb`, `--books-format`,
   `--corpus-text-field`, `--books-min-paragraph-words` (their defaults differ by stage).
 - The vocabulary's flags keep their names (`--vocab-size`, `--sample-mb`, …) but its
@@ -63,7 +64,15 @@ def _copied(spec: dataclasses.Field, name: str, help_prefix: str, stage: str = "
 def _chain_fields() -> list[tuple]:
     fields: list[tuple] = [
         ("output", "str", option(help="output directory: documents/, vocab/ and shards/ in it")),
-        ("overwrite", "bool", option(False, help="replace every stage's earlier run in --output")),
+        (
+            "overwrite",
+            "bool",
+            option(
+                False,
+                help="replace every stage's earlier run in --output (one this run does not "
+                "write again, such as vocab/ with --vocab DIR, is deleted)",
+            ),
+        ),
         (
             "vocab",
             "str | None",
