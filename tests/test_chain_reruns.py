@@ -2,19 +2,25 @@
 is refused before any work; `--overwrite` deletes every earlier output of its own steps that
 this run does not write again (the documents of a stage given no input now, the vocabulary
 that --vocab DIR replaces) or that was made from what it rewrites (the vocabulary, before its
-documents are written anew), and never a file of the user's."""
+documents are written anew), and never a file of the user's; with --vocab DIR and every
+document rejected it stops in one clean message."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from pipelines import chain
 from pipelines.chain import cli
+from schemas import MANIFEST_NAME, REJECTS_DIR
 
+ROOT = Path(__file__).resolve().parents[1]
 FLAGS = ["--vocab-size", "200", "--max-seq-length", "32", "--dupe-factor", "1"]
 WORDS = "the cat sat on a mat while dogs ran over green hills and birds sang in tall trees"
 
@@ -128,3 +134,49 @@ def test_overwrite_deletes_the_outputs_this_run_does_not_write_again(
     manifest = json.loads((out / "shards" / "manifest.json").read_text())
     assert [entry["path"] for entry in manifest["inputs"]] == ["../documents/books"]
     assert manifest["vocab"]["path"] == "../../v"
+
+
+def released_vocab(directory: Path) -> Path:
+    """A released BERT's vocab.txt, alone: its casing is given by --no-cased."""
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", *letters]
+    tokens += [f"##{letter}" for letter in letters]
+    directory.mkdir()
+    (directory / "vocab.txt").write_text("\n".join(tokens) + "\n")
+    return directory
+
+
+@pytest.mark.parametrize(
+    "workers",
+    [(), ("--direct_num_workers", "2", "--direct_running_mode", "multi_processing")],
+    ids=["one process", "worker processes"],
+)
+def test_with_vocab_dir_and_every_document_rejected_it_stops_in_one_clean_message(
+    tmp_path: Path, workers: tuple[str, ...]
+) -> None:
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "empty.txt").write_bytes(b"")
+    vocab = released_vocab(tmp_path / "bert")
+    argv = ["--books", "bad/*.txt", "--vocab", str(vocab), "--no-cased", "--output", "chain"]
+    done = subprocess.run(
+        [sys.executable, "-m", "pipelines.chain", *argv, "--max-seq-length", "32", *workers],
+        cwd=tmp_path,
+        env={**os.environ, "BERTKIT_PROGRESS": "0", "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    documents = "chain/documents/books"
+    # Not Beam's ERROR line and traceback of the examples' plan, which found no document;
+    # and nothing of a vocabulary to learn, since --vocab DIR gives it.
+    assert done.stderr == (
+        "WARNING pipelines.beam.documents: rejected books/empty (not_text): file is empty\n"
+        f"WARNING bertkit.books: {documents} holds 0 documents: no file read was kept (1 "
+        f"read; rejected not_text 1; the reasons are in {documents}/{REJECTS_DIR}/): fix "
+        "the input or the flags the rejects name, then rerun with --overwrite\n"
+        "WARNING bertkit.chain: the chain stopped after its documents: no document to make "
+        "examples from, so no shards were written\n"
+    )
+    assert done.returncode == 1
+    assert (tmp_path / documents / MANIFEST_NAME).exists()
+    assert not (tmp_path / "chain" / "shards").exists()

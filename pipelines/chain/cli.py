@@ -63,7 +63,7 @@ from pipelines.chain.config import (
 from pipelines.command.progress import Phase
 from pipelines.corpus import cli as corpus_cli
 from pipelines.examples import cli as examples_cli
-from pipelines.examples.config import WORK_DIR, ExamplesConfig
+from pipelines.examples.config import WORK_DIR, ExamplesConfig, ExamplesConfigError
 from pipelines.examples.stage_plan import ExamplesPlan, load_examples_plan
 from pipelines.io import storage
 from pipelines.io.vocabulary import VocabError, load_vocab
@@ -188,10 +188,11 @@ def run(argv: list[str] | None = None) -> int:
             make_pipeline(options) as pipeline,
         ):
             add_chain_steps(pipeline, stages, extractions, trained, examples)
-    except Exception:  # VocabError, or its text from a worker process
-        # The vocabulary found no text: if the documents steps kept none, their manifests
-        # (written before it) say why, on a WARNING line each, and the chain stops there.
-        code = _documents_kept_none(options, stages)
+    except Exception:  # VocabError, ExamplesConfigError, or its text from a worker process
+        # The vocabulary (with --vocab DIR, the examples' plan) found no text: if the
+        # documents steps kept none, their manifests (written before it) say why, on a
+        # WARNING line each, and the chain stops there.
+        code = _documents_kept_none(options, stages, trained is not None)
         if code is None:
             raise
         return code
@@ -266,11 +267,12 @@ def _remove_empty_folders(directory: str) -> None:
             os.rmdir(folder)
 
 
-def _documents_kept_none(options, stages: dict[str, Any]) -> int | None:
-    """After the job failed (its vocabulary found no text): the exit code once each
-    documents output has said why it holds no document (1 where records were rejected), and
-    one line that the chain stopped; None if a documents output holds some (then the error
-    is another)."""
+def _documents_kept_none(options, stages: dict[str, Any], trained: bool) -> int | None:
+    """After the job failed (its vocabulary, or with --vocab DIR its examples, found no
+    text): the exit code once each documents output has said why it holds no document (1
+    where records were rejected), and one line that the chain stopped, which `trained` says
+    (with --vocab DIR no vocabulary was to be learned); None if a documents output holds
+    some (then the error is another)."""
     manifests = {stage: files.join(c.output, MANIFEST_NAME) for stage, c in stages.items()}
     if not all(files.exists(path) for path in manifests.values()):
         return None
@@ -282,8 +284,11 @@ def _documents_kept_none(options, stages: dict[str, Any]) -> int | None:
         report_documents(config.output)
         code |= check_documents(options, stage, config.output)
     logging.getLogger("bertkit.chain").warning(
-        "the chain stopped after its documents: no document to learn a vocabulary from, "
-        "so no vocabulary and no shards were written"
+        "the chain stopped after its documents: no document to learn a vocabulary from, so "
+        "no vocabulary and no shards were written"
+        if trained
+        else "the chain stopped after its documents: no document to make examples from, so "
+        "no shards were written"
     )
     return code
 
@@ -363,4 +368,6 @@ def report(stages: dict[str, Any], vocab: VocabConfig | None, manifest_path: str
 
 
 def main(argv: list[str] | None = None) -> None:
-    stage_main(run, argv, "bertkit chain", (VocabError, ChainConfigError))
+    # ExamplesConfigError: with --vocab DIR, the examples' plan is the first step to find
+    # that no document was kept (`_documents_kept_none` says why, without Beam's traceback).
+    stage_main(run, argv, "bertkit chain", (VocabError, ChainConfigError, ExamplesConfigError))
