@@ -115,8 +115,11 @@ def test_the_notnext_note_quotes_the_shares_its_bars_show(monkeypatch) -> None:
     panel = _not_next_panel([split("seq128/train", 5, 3), split("seq128/heldout", 3, 1)])
     assert labels == ["60.0%", "33.3%", "Google 50%"]
     assert panel.meaning == (
-        "seq128/train 60.0%, seq128/heldout 33.3% NotNext: the next-sentence task is balanced, "
-        "so an NSP accuracy near 50 % means the model has learnt nothing of it."
+        "seq128/train 60.0%, seq128/heldout 33.3% NotNext: the next-sentence task is about "
+        "balanced (40%–60% NotNext in seq128/train), so an NSP accuracy near 50 % means the "
+        "model has learnt nothing of it; seq128/heldout is skewed towards IsNext (outside "
+        "40%–60% NotNext): always answering IsNext scores 66.7% there, so read its NSP "
+        "accuracy against that, not 50 %."
     )
     assert panel.figures == [("seq128/train", "3 (60.0%)"), ("seq128/heldout", "1 (33.3%)")]
 

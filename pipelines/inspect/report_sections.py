@@ -274,7 +274,9 @@ def shards_panels(data: ReportData) -> list[Panel]:
             Panel("NotNext share", None, "", missing="full-sentence sequences: no NSP label")
         )
     else:
-        panels.append(_not_next_panel(splits))
+        # The examples stage's reject of a chunk that found no partner document for NotNext.
+        no_partner = manifest is not None and bool(manifest.rejected.get("no_partner_document"))
+        panels.append(_not_next_panel(splits, no_partner))
     if unmasked:
         panels.append(
             Panel(
@@ -324,7 +326,7 @@ def _lengths_panel(splits: list[SplitSection], config: dict, full: bool) -> Pane
     )
 
 
-def _not_next_panel(splits: list[SplitSection]) -> Panel:
+def _not_next_panel(splits: list[SplitSection], no_partner: bool = False) -> Panel:
     shares = [s.not_next / s.examples if s.examples else 0.0 for s in splits]
     return Panel(
         "NotNext share",
@@ -335,12 +337,66 @@ def _not_next_panel(splits: list[SplitSection]) -> Panel:
         [(s.label, f"{_n(s.not_next)} ({_pct(s.not_next, s.examples)})") for s in splits],
         google="a 50 % coin per pair, and NotNext always for a chunk of one sentence: a little "
         "over 50 %.",
-        meaning=f"{_shown_shares(splits)} NotNext: the next-sentence task is balanced, so an "
-        "NSP accuracy near 50 % means the model has learnt nothing of it.",
+        meaning=not_next_meaning(splits, no_partner),
     )
 
 
-def _shown_shares(splits: list[SplitSection]) -> str:
+# A NotNext share in this range is "about balanced": Google's coin gives a little over 50 %.
+BALANCED_NOT_NEXT = (0.4, 0.6)
+
+
+def not_next_meaning(splits: Sequence[SplitSection], no_partner: bool = False) -> str:
+    """What the NotNext shares say of the next-sentence task, split by split: about
+    balanced (`BALANCED_NOT_NEXT`), skewed towards one class, or one class only; IsNext
+    only with `no_partner` (chunks rejected for want of a partner document) is what the
+    examples stage warned of."""
+    shown = [s for s in splits if s.examples]
+    empty = [s.label for s in splits if not s.examples]
+    low, high = BALANCED_NOT_NEXT
+    bounds = f"{low:.0%}–{high:.0%} NotNext"
+    if not shown:
+        return "no examples, so no next-sentence pairs to count."
+    said = f" ({', '.join(empty)}: no examples)" if empty else ""
+    balanced, clauses = [], []
+    for split in shown:
+        share = split.not_next / split.examples
+        if split.not_next == 0:
+            why = (
+                ", as the examples stage warned: a NotNext pair takes its second segment from "
+                "another document of the same split, and it had none"
+                if no_partner
+                else ""
+            )
+            clauses.append(
+                f"{split.label} holds IsNext pairs only{why}, so next-sentence prediction there "
+                "sees one class (give the split two or more documents, or train with "
+                "--objective mlm)"
+            )
+        elif split.not_next == split.examples:
+            clauses.append(
+                f"{split.label} holds NotNext pairs only (a chunk of one sentence always takes a "
+                "random next), so next-sentence prediction there sees one class"
+            )
+        elif low <= share <= high:
+            balanced.append(split.label)
+        else:
+            more = "NotNext" if share > high else "IsNext"
+            clauses.append(
+                f"{split.label} is skewed towards {more} (outside {bounds}): always answering "
+                f"{more} scores {plots.share_label(max(share, 1 - share))} there, so read its "
+                "NSP accuracy against that, not 50 %"
+            )
+    if balanced:
+        clauses.insert(
+            0,
+            f"the next-sentence task is about balanced ({bounds}"
+            + (f" in {', '.join(balanced)}" if clauses else "")
+            + "), so an NSP accuracy near 50 % means the model has learnt nothing of it",
+        )
+    return f"{_shown_shares(shown)} NotNext{said}: " + "; ".join(clauses) + "."
+
+
+def _shown_shares(splits: Sequence[SplitSection]) -> str:
     """The NotNext shares as the bars label them ("seq128/train 53.9%, seq128/heldout
     50.8%"), so the note says what the plot shows."""
     return ", ".join(
