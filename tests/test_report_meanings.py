@@ -1,12 +1,12 @@
 """The data report's line under a plot says what these data show: the NotNext share about
-balanced, skewed or one class."""
+balanced, skewed or one class; no held-out split when none was held out."""
 
 from __future__ import annotations
 
 import pytest
 
 from pipelines.inspect.report_data import SplitSection
-from pipelines.inspect.report_sections import not_next_meaning
+from pipelines.inspect.report_sections import heldout_meaning, not_next_meaning
 
 BALANCED = (
     "the next-sentence task is about balanced (40%–60% NotNext), so an NSP accuracy near "
@@ -71,3 +71,30 @@ def split(label: str, examples: int, not_next: int) -> SplitSection:
 )
 def test_the_notnext_line_says_balanced_skewed_or_one_class(splits, no_partner, meaning) -> None:
     assert not_next_meaning(splits, no_partner) == meaning
+
+
+def held(fraction: float, documents: int, documents_heldout: int, examples_heldout: int) -> dict:
+    return {
+        "fraction": fraction,
+        "documents": documents,
+        "documents_heldout": documents_heldout,
+        "examples": 1000,
+        "examples_heldout": examples_heldout,
+    }
+
+
+def test_the_heldout_line_says_there_is_no_heldout_split_when_none_was_held_out() -> None:
+    assert heldout_meaning(held(0.01, 121, 0, 0), [0.0, 0.0]) == (
+        "no held-out split: --heldout-fraction 0.01 held out none of the 121 documents (chosen "
+        "by a hash of their id), so bertkit train evaluates nothing on these shards; raise "
+        "--heldout-fraction or give more documents."
+    )
+    assert heldout_meaning(held(0.0, 121, 0, 0), [0.0, 0.0]) == (
+        "no held-out split: --heldout-fraction is 0, so bertkit train evaluates nothing on "
+        "these shards."
+    )
+    assert heldout_meaning(held(0.05, 100, 5, 52), [0.05, 0.052]) == (
+        "whole documents are held out (by id hash), so the held-out loss measures text the "
+        "model never trained on; 5.2% of examples against 5.0% of documents: held-out "
+        "documents are about as long as the others."
+    )

@@ -526,10 +526,29 @@ def _heldout_panel(manifest: ShardsManifest) -> Panel:
         ],
         google="none: it writes no held-out split, so a held-out loss needs text kept aside "
         "by hand.",
-        meaning="whole documents are held out (by id hash), so the held-out loss measures text "
-        f"the model never trained on; {_pct(held['examples_heldout'], held['examples'])} of "
+        meaning=heldout_meaning(held, shares),
+    )
+
+
+def heldout_meaning(held: dict, shares: Sequence[float]) -> str:
+    """The held-out panel's line: how held-out documents compare with the others, or, when
+    none was held out, that there is no held-out split (as the examples stage warned)."""
+    if not held["documents_heldout"]:
+        fraction = held["fraction"]
+        why = (
+            f"--heldout-fraction {fraction} held out none of the {_n(held['documents'])} "
+            "documents (chosen by a hash of their id)"
+            if fraction
+            else "--heldout-fraction is 0"
+        )
+        return f"no held-out split: {why}, so bertkit train evaluates nothing on these shards" + (
+            "; raise --heldout-fraction or give more documents." if fraction else "."
+        )
+    return (
+        "whole documents are held out (by id hash), so the held-out loss measures text the "
+        f"model never trained on; {_pct(held['examples_heldout'], held['examples'])} of "
         f"examples against {_pct(held['documents_heldout'], held['documents'])} of documents: "
-        + _compared(shares[1], shares[0]),
+        + _compared(shares[1], shares[0])
     )
 
 
