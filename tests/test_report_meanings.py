@@ -1,12 +1,21 @@
 """The data report's line under a plot says what these data show: the NotNext share about
-balanced, skewed or one class; no held-out split when none was held out."""
+balanced, skewed or one class; no held-out split when none was held out; and the duplicates
+a dedup manifest lists, not a stray file beside them."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pyarrow.parquet as pq
 import pytest
 
-from pipelines.inspect.report_data import SplitSection
+from pipelines.inspect import open_target
+from pipelines.inspect.report import report_html
+from pipelines.inspect.report_data import SplitSection, duplicate_files, read_duplicates
 from pipelines.inspect.report_sections import heldout_meaning, not_next_meaning
+from schemas.duplicates import DUPLICATES_DIR
+from schemas.manifest import MANIFEST_NAME, DocumentsManifest
+from tests.test_report import DOCUMENTS, duplicates_table, write_documents
 
 BALANCED = (
     "the next-sentence task is about balanced (40%–60% NotNext), so an NSP accuracy near "
@@ -98,3 +107,26 @@ def test_the_heldout_line_says_there_is_no_heldout_split_when_none_was_held_out(
         "model never trained on; 5.2% of examples against 5.0% of documents: held-out "
         "documents are about as long as the others."
     )
+
+
+def test_a_stray_file_in_duplicates_is_not_read_when_the_manifest_lists_none(
+    tmp_path: Path,
+) -> None:
+    directory = write_documents(tmp_path / "dedup", DOCUMENTS, stage="dedup")
+    (directory / DUPLICATES_DIR).mkdir()
+    stray = [("books/c", "books", "exact_duplicate", 1.0)]
+    pq.write_table(duplicates_table(stray), directory / DUPLICATES_DIR / "mine.parquet")
+    manifest = DocumentsManifest.from_json((directory / MANIFEST_NAME).read_text())
+    # An older dedup's manifest, without `duplicates_files`: its folder is listed.
+    assert duplicate_files(str(directory), manifest) == [
+        str(directory / DUPLICATES_DIR / "mine.parquet")
+    ]
+    # Today's records its files; `[]`: it removed nothing, whatever else lies there.
+    manifest.config = {"duplicates_files": []}
+    (directory / MANIFEST_NAME).write_text(manifest.to_json())
+    assert duplicate_files(str(directory), manifest) == []
+    summary = read_duplicates(str(directory), manifest)
+    assert summary is not None
+    assert (summary.files, dict(summary.rows), summary.note) == (0, {}, "")
+    page = report_html(open_target(str(directory)))
+    assert "0 of 3 removed" in page and "Note:" not in page

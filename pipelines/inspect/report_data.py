@@ -122,20 +122,30 @@ def read_documents(target: Target, verify: bool, stride: int) -> DocumentsSectio
 
 def duplicate_files(url: str, manifest: DocumentsManifest) -> list[str]:
     """The _duplicates/ files of a documents directory: those its manifest lists (in
-    `rejects_files` or `duplicates_files`), else its Parquet files there, listed (a local
-    directory, s3:// or gs://; plain HTTP cannot list)."""
-    listed = [*manifest.rejects_files, *manifest.config.get("duplicates_files", [])]
+    `rejects_files` or `duplicates_files`); only a manifest that lists none and has no
+    `duplicates_files` (an older dedup's) has its Parquet files there listed (a local
+    directory, s3:// or gs://; plain HTTP cannot list). A manifest's `duplicates_files: []`
+    says its run removed nothing: a stray file there is not read as its duplicates."""
+    recorded = manifest.config.get("duplicates_files")
+    listed = [*manifest.rejects_files, *(recorded or [])]
     names = sorted({n for n in listed if str(n).startswith(DUPLICATES_DIR + "/")})
-    if not names and not storage.is_remote(url):
+    if not names and recorded is None:
+        names = _duplicates_listed(url)
+    return [storage.join(url, name) for name in names]
+
+
+def _duplicates_listed(url: str) -> list[str]:
+    """The Parquet files in a documents directory's _duplicates/, listed."""
+    if not storage.is_remote(url):
         folder = os.path.join(url, DUPLICATES_DIR)
         found = os.listdir(folder) if os.path.isdir(folder) else []
-        names = [f"{DUPLICATES_DIR}/{n}" for n in sorted(found) if n.endswith(".parquet")]
-    elif not names and storage.scheme(url) in ("s3", "gs"):
+        return [f"{DUPLICATES_DIR}/{n}" for n in sorted(found) if n.endswith(".parquet")]
+    if storage.scheme(url) in ("s3", "gs"):
         from pipelines.io import objects
 
         found = objects.list_names(storage.join(url, DUPLICATES_DIR))
-        names = [f"{DUPLICATES_DIR}/{n}" for n in found if "/" not in n and n.endswith(".parquet")]
-    return [storage.join(url, name) for name in names]
+        return [f"{DUPLICATES_DIR}/{n}" for n in found if "/" not in n and n.endswith(".parquet")]
+    return []
 
 
 def read_duplicates(url: str, manifest: DocumentsManifest) -> DuplicatesSummary | None:
