@@ -19,6 +19,10 @@ from schemas.vocab import (
     VocabMetadata,
 )
 
+# Flags that say how to write, not what: left out of vocab.json, so that `--overwrite` does not
+# change its bytes (as the shards manifest leaves it out, and the dataset card says).
+NOT_RECORDED = ("overwrite",)
+
 
 def write_vocab(
     plan: SamplePlan, counted: SampleCounts, config: VocabConfig, trained: TrainedVocab
@@ -44,7 +48,7 @@ def write_vocab(
             "learned_tokens": trained.learned,
         },
         inputs=[i.summary(config.output) for i in plan.inputs],
-        config=json.loads(json.dumps(asdict(config))),
+        config=json.loads(json.dumps(recorded_config(config))),
         vocab_sha256=hashlib.sha256(vocab_bytes).hexdigest(),
         tokenizer_sha256=hashlib.sha256(tokenizer_bytes).hexdigest(),
     )
@@ -52,3 +56,9 @@ def write_vocab(
         files.join(config.output, VOCAB_METADATA_FILE), metadata.to_json().encode("utf-8")
     )
     return metadata
+
+
+def recorded_config(config: VocabConfig) -> dict:
+    """The flags vocab.json records: every one that shapes the vocabulary, and where it
+    read and wrote (`documents`, `output`); not `NOT_RECORDED`."""
+    return {k: v for k, v in asdict(config).items() if k not in NOT_RECORDED}
