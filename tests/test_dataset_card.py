@@ -27,6 +27,7 @@ from pipelines.examples.card import (
     documents_command,
     dump_dbname,
     examples_command,
+    folder_globs,
     run_versions,
     size_category,
     source_terms,
@@ -408,15 +409,28 @@ def test_corpus_and_dedup_commands_parse_back() -> None:
     assert source_terms("d", dedup).name == "2 documents deduplicated from wikipedia, corpus"
 
 
-def test_many_input_files_are_named_by_their_folder() -> None:
+def test_many_input_files_are_named_by_their_folder_and_shared_ending() -> None:
     paths = [f"books/part-{i:03d}.txt" for i in range(25)]
     many = documents_manifest("books", paths, BOOKS.config)
     assert documents_command("docs/books", many).startswith(
-        "bertkit books --input 'books/*' --output docs/books"
+        "bertkit books --input 'books/*.txt' --output docs/books"
     )
     assert documents_command("docs/books", many).endswith(
         "  # 25 files, each listed in docs/books/_manifest.json"
     )
+    # Each folder its own ending, from a dot (part-001.txt and part-011.txt share "1.txt");
+    # names with none in common take the whole folder.
+    assert folder_globs(
+        [
+            "dumps/a.xml.bz2",
+            "dumps/b.xml.bz2",
+            "gs://b/x/part-001.txt",
+            "gs://b/x/part-011.txt",
+            "notes/a.md",
+            "notes/b.txt",
+            "top.jsonl",
+        ]
+    ) == ["./*.jsonl", "dumps/*.xml.bz2", "gs://b/x/*.txt", "notes/*"]
 
 
 def test_full_sentences_without_masks() -> None:

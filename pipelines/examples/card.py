@@ -406,8 +406,7 @@ def documents_command(path: str, manifest: DocumentsManifest) -> str:
     inputs: list[str] = files
     comment = ""
     if len(files) > MAX_LISTED_INPUTS:
-        folders = sorted({storage.parent(f) if storage.is_remote(f) else _folder(f) for f in files})
-        inputs = [f"{folder}/*" for folder in folders]
+        inputs = folder_globs(files)
         comment = f"  # {len(files):,} files, each listed in {path}/_manifest.json"
     given = {"input": inputs, "documents": inputs, "output": path}  # files, or directories
     config_class = STAGE_CONFIGS.get(manifest.stage)
@@ -429,6 +428,30 @@ def documents_command(path: str, manifest: DocumentsManifest) -> str:
 
 def _folder(path: str) -> str:
     return path.rsplit("/", 1)[0] if "/" in path else "."
+
+
+def folder_globs(files: Sequence[str]) -> list[str]:
+    """A glob per folder of `files`, keeping the file-name ending they all share there
+    (`books/*.txt`, `dumps/*.xml.bz2`): a glob over the whole folder would take in what the
+    run did not read. An ending is a whole extension (from a dot), so `*.txt` never becomes
+    `*1.txt`; files with none in common get `folder/*`."""
+    names: dict[str, list[str]] = {}
+    for file in files:
+        folder = storage.parent(file) if storage.is_remote(file) else _folder(file)
+        names.setdefault(folder, []).append(file.rsplit("/", 1)[-1])
+    return [f"{folder}/*{_shared_ending(names[folder])}" for folder in sorted(names)]
+
+
+def _shared_ending(names: Sequence[str]) -> str:
+    """The longest ending from a dot that every name has after at least one character."""
+    first, *others = names
+    for start in range(1, len(first)):
+        ending = first[start:]
+        if ending[0] == "." and all(
+            len(name) > len(ending) and name.endswith(ending) for name in others
+        ):
+            return ending
+    return ""
 
 
 def vocab_command(vocab: VocabMetadata) -> str:
