@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import os
+import tarfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
@@ -55,7 +56,45 @@ def read_examples(
         # A local file's size bounds what a tar header may claim (iter_tar_samples).
         size = None if storage.is_remote(shard.url) else os.fstat(source.fileno()).st_size
         samples = iter_tar_samples(source, shard.url, size=size)
-        yield from _decode(samples, shard.url, limit)
+        yield from _decode(_said_if_not_tar(samples, shard.url), shard.url, limit)
+
+
+def _said_if_not_tar(samples: Iterator[tuple[str, bytes]], url: str) -> Iterator[tuple[str, bytes]]:
+    """`samples`, with a fault before the first of them said as "not a tar file" where the
+    file does not start with a tar header (a zip, a text file named .tar), rather than as a
+    shard cut short or a header's bad number, the reader's words for damage in a shard."""
+    started = False
+    try:
+        for sample in samples:
+            started = True
+            yield sample
+    except ShardReadError:
+        if started:
+            raise
+        with storage.open_binary(url) as source:
+            head = storage.read_exactly(source, tarfile.BLOCKSIZE)
+        if _starts_a_tar(head):
+            raise
+        why = (
+            f"{len(head):,} bytes, less than one tar header"
+            if len(head) < tarfile.BLOCKSIZE
+            else "its first 512 bytes are not a tar header"
+        )
+        raise ShardReadError(
+            f"{url}: not a tar file ({why}), so not a bertkit shard: pass a shard, or rebuild "
+            "it or restore it from the source"
+        ) from None
+
+
+def _starts_a_tar(head: bytes) -> bool:
+    """Whether a file's first 512 bytes are a tar header, or the zeros ending an archive."""
+    if len(head) == tarfile.BLOCKSIZE and not head.strip(b"\0"):
+        return True
+    try:
+        tarfile.TarInfo.frombuf(head, "utf-8", "surrogateescape")
+    except tarfile.HeaderError:  # short, empty, or its checksum wrong
+        return False
+    return True
 
 
 def _decode(
