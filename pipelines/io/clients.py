@@ -36,6 +36,11 @@ GCS_ENVIRONMENT = (
 )
 GCS_ENDPOINT = "https://storage.googleapis.com"
 CONNECT_SECONDS = 10.0
+# The longest an http(s):// answer may go silent before the read fails (and is retried
+# from its byte, pipelines/io/retry.py): botocore's and google-cloud-storage's default. The
+# requests library under smart_open waits forever without one: a stalled server held a
+# training run, and its SIGTERM, with it.
+READ_SECONDS = 60.0
 _S3_BUFFER_BYTES = 1 << 20  # smart_open's 128 KiB default splits each 1 MiB read in eight
 
 _CLIENTS: dict[tuple[Any, ...], Any] = {}
@@ -112,10 +117,12 @@ def gcs_client() -> Any:
 
 
 def transport_params(kind: str) -> dict[str, Any]:
-    """smart_open's transport_params for a URL scheme: the kept client, and on S3 reads of
-    1 MiB."""
+    """smart_open's transport_params for a URL scheme: the kept client, on S3 reads of 1 MiB,
+    and on http(s) the connect and read timeouts the object stores' clients have already."""
     if kind == "s3":
         return {"client": s3_client(), "buffer_size": _S3_BUFFER_BYTES}
     if kind == "gs":
         return {"client": gcs_client()}
+    if kind in ("http", "https"):
+        return {"timeout": (CONNECT_SECONDS, READ_SECONDS)}
     return {}
