@@ -646,7 +646,7 @@ def test_the_image_refuses_more_than_one_wheel(tmp_path):
 def recipe(config) -> dict:
     names = (
         "max_seq_length model micro_batch_size global_batch_size optimizer lr warmup_steps "
-        "max_steps decay_power compile"
+        "max_steps decay_power shuffle_buffer compile"
     )
     return {name: getattr(config, name) for name in names.split()}
 
@@ -661,6 +661,7 @@ PHASE_1 = {
     "warmup_steps": 2000,
     "max_steps": 7038,
     "decay_power": 0.5,
+    "shuffle_buffer": 65536,  # 8 global batches: trainer/order.py's shuffle_note says none
     "compile": True,
 }
 

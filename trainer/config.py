@@ -5,9 +5,10 @@ or many.
         --micro-batch-size 32 --max-steps 600 --lr 1e-3 --warmup-steps 60
 
     torchrun --nnodes 4 --nproc-per-node 8 --rdzv-endpoint HOST:29400 -m trainer.train \\
-        --shards s3://bucket/shards --output /ckpt/run --model base \\
+        --shards s3://bucket/shards --max-seq-length 128 --output /ckpt/run --model base \\
         --micro-batch-size 128 --global-batch-size 8192 --optimizer lamb --lr 6e-3 \\
-        --warmup-steps 2000 --max-steps 7038 --decay-power 0.5 --compile
+        --warmup-steps 2000 --max-steps 7038 --decay-power 0.5 --shuffle-buffer 65536 \\
+        --compile
 
     # phase 2: the seq-512 shards, starting from phase 1's weights
     bertkit train --shards s3://bucket/shards --max-seq-length 512 --output /ckpt/run512 \\
