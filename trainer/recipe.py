@@ -19,6 +19,7 @@ finds it.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -32,6 +33,8 @@ from trainer.collate import FixedShape
 from trainer.config import TrainConfig, dynamic_only_flag, mask_replace_shares
 from trainer.masking import DynamicMasking
 from trainer.source import DataConfigError
+
+_LOG = logging.getLogger("bertkit.train")
 
 if TYPE_CHECKING:
     from pipelines.io.shards.source import DataSource
@@ -143,7 +146,7 @@ def shards_vocab_dir(source: DataSource) -> str | None:
 
 
 def checkpoint_vocab_record(
-    source: DataSource, checkpoint_dir: str, vocab: str | None = None
+    source: DataSource, checkpoint_dir: str, vocab: str | None = None, say: bool = False
 ) -> dict[str, Any]:
     """The shards manifest's vocab record as a checkpoint in `checkpoint_dir` (the run's
     --output/checkpoints, a URL for a run on object storage) records it: the same sha256,
@@ -151,13 +154,32 @@ def checkpoint_vocab_record(
     vocabulary wherever the run's tree is copied. `vocab`: the run's --vocab, checked
     against that sha256 (`run_vocab`), recorded in place of the manifest's path; a URL's
     credentials never recorded. Made once, at set-up: finding the vocabulary may ask the
-    shards' storage, which a checkpoint must not wait on nor fail by."""
+    shards' storage, which a checkpoint must not wait on nor fail by. With `say` (rank 0), a
+    vocabulary that is not where the record points is said now, not first at export."""
     assert source.manifest is not None  # the trainer needs one
     record = dict(source.manifest.vocab)
     directory = vocab or shards_vocab_dir(source)
     if directory is not None:
         record["path"] = record_path(directory, checkpoint_dir)
+    if say and not _vocab_there(directory):
+        _LOG.warning(
+            "the vocabulary the shards were made with is not at %s: training goes on (the "
+            "shards hold token ids), but `bertkit export-hf` will need --vocab DIR, a copy of "
+            "it; or pass --vocab DIR to this run",
+            storage.redact(directory or "the place their manifest names (it names none)"),
+        )
     return storage.redact_values(record)
+
+
+def _vocab_there(directory: str | None) -> bool:
+    """Whether `directory` holds a vocab.txt; True where that cannot be told (storage that
+    does not answer): the note is for a vocabulary that is surely missing."""
+    if directory is None:
+        return False
+    try:
+        return storage.exists(storage.join(directory, VOCAB_FILE))
+    except OSError:
+        return True
 
 
 def run_vocab(config: TrainConfig, source: DataSource, masking: str = "dynamic") -> Vocabulary:

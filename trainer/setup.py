@@ -248,7 +248,9 @@ def _setup(
     run = Run(
         config=config,
         data=data,
-        vocab_record=checkpoint_vocab_record(source, directory.checkpoints_url, config.vocab),
+        vocab_record=checkpoint_vocab_record(
+            source, directory.checkpoints_url, config.vocab, say=env.is_main
+        ),
         env=env,
         source=source,
         heldout=heldout,

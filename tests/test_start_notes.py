@@ -1,9 +1,12 @@
-"""A --shuffle-buffer under two global batches shuffles no sample across batches (the order's
-L is 1: trainer/order.py): a run says so at its start, with the flag that fixes it."""
+"""What a run says at its start that would otherwise surprise later: a --shuffle-buffer
+under two global batches shuffles no sample across batches (the order's L is 1:
+trainer/order.py); a vocabulary that is not where the shards' manifest says is needed by
+`export-hf` (training itself reads token ids)."""
 
 from __future__ import annotations
 
 import logging
+import shutil
 
 import numpy as np
 import pytest
@@ -50,3 +53,23 @@ def test_a_run_says_it_at_its_start(sample_shards, tmp_path, caplog) -> None:
     with caplog.at_level(logging.INFO, logger="bertkit"):
         assert train.run(flags) == 0
     assert shuffle_note(12, 8) in [record.getMessage() for record in caplog.records]
+
+
+def test_a_run_whose_vocabulary_is_not_there_says_so(sample_shards, tmp_path, caplog) -> None:
+    """Shards copied without their vocabulary train (static masks: token ids only), and the
+    run says at once what export-hf will need, not first at the export."""
+    shards = tmp_path / "elsewhere" / "shards"
+    shutil.copytree(sample_shards, shards)
+    flags = [*common(shards, tmp_path / "run"), "--max-steps", "1", "--eval-batches", "1"]
+    with caplog.at_level(logging.INFO, logger="bertkit"):
+        assert train.run(flags) == 0
+    [said] = [r.getMessage() for r in caplog.records if "is not at" in r.getMessage()]
+    assert said.startswith("the vocabulary the shards were made with is not at ")
+    assert said.endswith(
+        ": training goes on (the shards hold token ids), but `bertkit export-hf` will need "
+        "--vocab DIR, a copy of it; or pass --vocab DIR to this run"
+    )
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="bertkit"):  # where it is: nothing said
+        assert train.run([*common(sample_shards, tmp_path / "run2"), "--max-steps", "1"]) == 0
+    assert not [r for r in caplog.records if "is not at" in r.getMessage()]
