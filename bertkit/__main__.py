@@ -2,7 +2,7 @@
 
 import sys
 
-from bertkit.cli import main
+from bertkit.entry import main
 
 sys.argv[0] = "bertkit"  # usage lines read as the console script's do
 main()

@@ -41,7 +41,9 @@ differs. A run stopped before its first checkpoint starts again, so a requeued j
 passes the same flags.
 
 Exit codes: 0 done, 1 an error during the run, 2 refused before the first step, 75
-preempted (checkpoint written) or the run lock lost (nothing more written), 130 interrupted.
+preempted (checkpoint written) or the run lock lost (nothing more written), 130 interrupted;
+a signal in its first seconds, while its modules load, ends it with 130 (SIGINT) or 143
+(SIGTERM) and nothing done.
 
 Read on: docs/training.md (torchrun, SLURM, Kubernetes, preemption, export), docs/gpu.md
 (install, precision, compiling), docs/recipes.md (dynamic masking, MLM only, full sentences,
