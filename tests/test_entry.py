@@ -1,5 +1,6 @@
-"""The console script's first import: Ctrl-C while `bertkit.cli` is imported ends the command
-with the one line and status a Ctrl-C while starting has (130), not a traceback."""
+"""The console script's first import: Ctrl-C or SIGTERM while `bertkit.cli` is imported ends
+the command with the one line and status a signal while starting has (130, 143), not a
+traceback or a silent kill."""
 
 from __future__ import annotations
 
@@ -8,34 +9,38 @@ import sys
 import tomllib
 from pathlib import Path
 
-from bertkit.entry import INTERRUPTED_WHILE_STARTING
+import pytest
+
+from bertkit.entry import stopped_while_starting
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# Ctrl-C arriving while bertkit.cli is imported, at the same point every run: a finder that
-# raises KeyboardInterrupt, as the signal's default handler does, when that import starts.
-CTRL_C_IN_THE_IMPORT = """
-import importlib.abc, sys
-class CtrlC(importlib.abc.MetaPathFinder):
+# The signal arriving while bertkit.cli is imported, at the same point every run: a finder
+# that sends it to the process itself when that import starts.
+SIGNAL_IN_THE_IMPORT = """
+import importlib.abc, os, signal, sys, time
+class Signal(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path, target=None):
         if name == "bertkit.cli":
-            raise KeyboardInterrupt
-sys.meta_path.insert(0, CtrlC())
+            os.kill(os.getpid(), getattr(signal, sys.argv[1]))
+            time.sleep(5)  # the handler runs in here
+sys.meta_path.insert(0, Signal())
 from bertkit.entry import main
 main()
 """
 
 
-def test_ctrl_c_in_the_first_import_is_one_line_and_130() -> None:
+@pytest.mark.parametrize(("name", "status"), [("SIGINT", 130), ("SIGTERM", 143)])
+def test_a_signal_in_the_first_import_is_one_line_and_its_status(name: str, status: int) -> None:
     done = subprocess.run(
-        [sys.executable, "-c", CTRL_C_IN_THE_IMPORT, "--help"],
+        [sys.executable, "-c", SIGNAL_IN_THE_IMPORT, name, "--help"],
         capture_output=True,
         text=True,
         timeout=60,
         cwd=ROOT,
     )
-    assert (done.returncode, done.stdout) == (130, "")
-    assert done.stderr == f"{INTERRUPTED_WHILE_STARTING}\n"
+    assert (done.returncode, done.stdout) == (status, "")
+    assert done.stderr == f"{stopped_while_starting(name)}\n"
 
 
 def test_the_console_script_and_python_m_start_there() -> None:
