@@ -47,6 +47,14 @@ def test_without_tokenizer_config_json_the_normalizer_says_the_casing(tmp_path):
 
 
 TOKENS = [*SPECIAL_TOKENS, "the", "cat", "##s"]
+# A tokenizer with `add_tokens`' tokens: not damaged, not supported; the ways around it.
+ADDED_UNSUPPORTED = (
+    "tokens added with `tokenizer.add_tokens` are not supported (a released tokenizer's added "
+    "tokens must be its vocabulary's tokens with their ids); use the tokenizer files as "
+    "released, before the tokens were added (the model's extra embedding rows then go "
+    "unused), or make them vocabulary tokens: write them into vocab.txt (over [unusedN] "
+    "lines, or appended in id order) and save the tokenizer again from that file"
+)
 
 
 def broken(tmp_path: Path, change) -> Path:
@@ -106,9 +114,8 @@ def _unigram(config: dict) -> None:
         ),
         (
             lambda c: c["added_tokens"].append({"id": 8, "content": "<extra>"}),
-            ": the added token '<extra>' has id 8, where the model's vocab has no token; "
-            "bertkit takes a vocabulary whose added tokens are its own (restore the released "
-            "file)",
+            f": the added token '<extra>' (id 8) is outside the model's WordPiece vocabulary "
+            f"of 8 tokens: {ADDED_UNSUPPORTED}",
         ),
         (
             lambda c: _rename(c, "cat", "c\nat"),
@@ -128,6 +135,25 @@ def test_a_tokenizer_json_bertkit_cannot_use_is_one_line_naming_it(tmp_path, cha
     with pytest.raises(VocabError) as refused:
         load_vocab(str(directory))
     assert str(refused.value) == f"{directory / 'tokenizer.json'}{problem}"
+
+
+@pytest.mark.parametrize("with_vocab_txt", [False, True], ids=["transformers-5", "transformers-4"])
+def test_tokens_added_with_add_tokens_are_unsupported_not_damaged(tmp_path, with_vocab_txt):
+    """`tokenizer.add_tokens` puts words past the vocabulary, in tokenizer.json alone (a
+    transformers 4 save keeps vocab.txt without them): said as unsupported, with the ways
+    around it, not as a file to restore."""
+    directory = saved(tmp_path / "bert", TOKENS, do_lower_case=True)
+    hf = transformers.AutoTokenizer.from_pretrained(str(directory))
+    hf.add_tokens(["wonderland", "[ENT]"])
+    hf.save_pretrained(str(directory))
+    if with_vocab_txt:
+        (directory / "vocab.txt").write_bytes(vocab_txt_bytes(TOKENS))
+    with pytest.raises(VocabError) as refused:
+        load_vocab(str(directory))
+    assert str(refused.value) == (
+        f"{directory / 'tokenizer.json'}: the added token 'wonderland' (id 8) is outside the model's WordPiece "
+        f"vocabulary of 8 tokens: {ADDED_UNSUPPORTED}"
+    )
 
 
 def test_the_released_model_check_reads_tokenizer_json(tmp_path):

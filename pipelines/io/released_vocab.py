@@ -162,6 +162,8 @@ def tokenizer_json_tokens(data: bytes, url: str) -> list[str]:
         )
     for added in added_tokens:
         content, index = added.get("content"), added.get("id")
+        if type(index) is int and index >= len(tokens) and content not in vocab:
+            raise VocabError(_added_tokens_unsupported(url, content, index, len(tokens)))
         if type(index) is not int or not 0 <= index < len(tokens) or tokens[index] != content:
             theirs = (
                 f"{tokens[index]!r}"
@@ -181,6 +183,21 @@ def tokenizer_json_tokens(data: bytes, url: str) -> list[str]:
             )
     _require_special_tokens(url, vocab, f"{len(tokens):,} tokens")
     return tokens
+
+
+def _added_tokens_unsupported(url: str, content: object, index: int, size: int) -> str:
+    """The refusal of a token added past the vocabulary (`tokenizer.add_tokens`): not damage,
+    a tokenizer bertkit does not reproduce (transformers matches added tokens before it cuts
+    words; bertkit's tokenizer is WordPiece over the vocabulary alone)."""
+    return (
+        f"{url}: the added token {content!r} (id {index}) is outside the model's WordPiece "
+        f"vocabulary of {size:,} tokens: tokens added with `tokenizer.add_tokens` are not "
+        "supported (a released tokenizer's added tokens must be its vocabulary's tokens with "
+        "their ids); use the tokenizer files as released, before the tokens were added (the "
+        "model's extra embedding rows then go unused), or make them vocabulary tokens: write "
+        "them into vocab.txt (over [unusedN] lines, or appended in id order) and save the "
+        "tokenizer again from that file"
+    )
 
 
 def vocab_txt_of(directory: str) -> tuple[str, bytes]:
@@ -341,6 +358,11 @@ def _checked_tokenizer_json(tokens: list[str], data: bytes, directory: str) -> t
                 f"{where}: its {part} is {found!r}, not BERT's {expected!r}; bertkit makes "
                 "examples with BERT's WordPiece tokenizer only"
             )
+    known = set(tokens)
+    for added in config.get("added_tokens") or []:  # a transformers 4 save: vocab.txt beside it
+        index = added.get("id") if isinstance(added, dict) else None
+        if type(index) is int and index >= len(tokens) and added.get("content") not in known:
+            raise VocabError(_added_tokens_unsupported(where, added["content"], index, len(tokens)))
     check_agreement(
         tokens,
         tokenizer,
