@@ -211,3 +211,49 @@ def test_cli_reads_latest_refuses_nonempty_output_and_takes_vocab(
         export_hf(moved, output, overwrite=True)
     export_hf(moved, output, vocab_dir=str(sample_vocab), overwrite=True)
     assert (output / "config.json").is_file()
+
+
+def test_config_json_says_float32_and_which_dropout():
+    """config.json describes the file: float32 weights, whatever the original's dtype (an fp16
+    original's "float16" loaded the export half). A bertkit model's rates are those it trained
+    with; a released model's run keeps the original's (or transformers' default, unsaid)."""
+    from trainer.export import hf_config
+    from trainer.model import BertConfig
+
+    config = BertConfig(
+        vocab_size=9,
+        hidden_size=8,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=16,
+        max_position_embeddings=12,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
+    fields = {
+        "architectures": ["BertForPreTraining"],
+        "model_type": "bert",
+        "hidden_act": "gelu",
+        "position_embedding_type": "absolute",
+        "tie_word_embeddings": True,
+        "vocab_size": 9,
+        "hidden_size": 8,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "intermediate_size": 16,
+        "max_position_embeddings": 12,
+        "type_vocab_size": 2,
+        "layer_norm_eps": 1e-12,
+        "initializer_range": 0.02,
+        "pad_token_id": 0,
+    }
+    rates = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+    assert hf_config(config) == {**fields, **rates, "dtype": "float32"}
+    original = {"dtype": "float16", "torch_dtype": "float16", "hidden_dropout_prob": 0.15}
+    assert hf_config(config, {**original, "classifier_dropout": None}) == {
+        **fields,
+        "dtype": "float32",
+        "torch_dtype": "float32",
+        "hidden_dropout_prob": 0.15,  # and no attention rate: transformers' default, as it had
+        "classifier_dropout": None,
+    }

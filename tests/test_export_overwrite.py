@@ -128,6 +128,10 @@ def test_an_export_by_an_earlier_bertkit_is_still_replaced(bertkit_run, tmp_path
         load_file(output / "model.safetensors"), output / "model.safetensors", {"format": "pt"}
     )
     (output / "special_tokens_map.json").unlink()
+    # Nor had its config.json the dtype an export now says.
+    config = json.loads((output / "config.json").read_text())
+    assert config.pop("dtype") == "float32"
+    (output / "config.json").write_text(json.dumps(config))
     assert export(capsys, str(bertkit_run), "--output", str(output)) == (
         2,
         f"bertkit export-hf: error: {output} is not empty (e.g. config.json); choose a new "

@@ -20,7 +20,7 @@ from tests.support.torchrun import torchrun_env, torchrun_trainer
 from tests.test_inspect import inspect
 from trainer import export, train
 from trainer.hf_names import from_hf
-from trainer.run.checkpoints import latest_checkpoint
+from trainer.run.checkpoints import latest_checkpoint, model_from_checkpoint
 
 SIZES = {
     "vocab_size": 8000,  # the sample's vocabulary
@@ -42,12 +42,20 @@ TOKENIZER_FILES = (
 )
 
 
-def released(tmp_path: Path, vocab: Path, cls: type = transformers.BertForPreTraining) -> Path:
+def released(
+    tmp_path: Path,
+    vocab: Path,
+    cls: type = transformers.BertForPreTraining,
+    name: str | None = None,
+    dtype: torch.dtype = torch.float32,
+    **config: object,
+) -> Path:
     """A transformers BERT directory with the sample's vocabulary, as save_pretrained writes
-    it (the tokenizer's too), vocab.txt the sample's own bytes."""
-    directory = tmp_path / f"released-{cls.__name__}"
+    it (the tokenizer's too), vocab.txt the sample's own bytes; `config` over SIZES, the
+    weights saved in `dtype`."""
+    directory = tmp_path / (name or f"released-{cls.__name__}")
     torch.manual_seed(5)
-    cls(transformers.BertConfig(**SIZES)).save_pretrained(directory)
+    cls(transformers.BertConfig(**{**SIZES, **config})).to(dtype).save_pretrained(directory)
     tokenizer = transformers.BertTokenizerFast(vocab_file=str(vocab / "vocab.txt"))
     tokenizer.save_pretrained(directory)
     shutil.copyfile(vocab / "vocab.txt", directory / "vocab.txt")
@@ -145,6 +153,39 @@ def test_heads_the_directory_lacks_are_named_and_mlm_drops_nsp(
     model = torch.load(latest_checkpoint(tmp_path / "b" / "checkpoints"), weights_only=True)
     assert model[CheckpointKey.MODEL_CONFIG]["objective"] == "mlm"
     assert "nsp.weight" not in model[CheckpointKey.MODEL]
+
+
+def test_a_half_precision_release_exports_float32_with_its_own_dropout(
+    sample_shards, sample_vocab, tmp_path
+):
+    """An fp16 original's config.json says "float16": the export's weights are float32, and
+    its config.json says so (else transformers loads them half). Trained with --dropout 0, it
+    keeps the original's rates: fine-tuning it later drops out as the original did."""
+    rates = {"hidden_dropout_prob": 0.15, "attention_probs_dropout_prob": 0.05}
+    original = released(tmp_path, sample_vocab, dtype=torch.float16, **rates)
+    assert json.loads((original / "config.json").read_text())["dtype"] == "float16"
+    run, hf = tmp_path / "run", tmp_path / "hf"
+    args = ["--shards", str(sample_shards), "--init-checkpoint", str(original), *FLAGS]
+    assert train.run([*args, "--output", str(run), "--max-steps", "2", "--dropout", "0"]) == 0
+    checkpoint = torch.load(latest_checkpoint(run / "checkpoints"), weights_only=True)
+    trained = checkpoint[CheckpointKey.MODEL_CONFIG]
+    assert (trained["hidden_dropout_prob"], trained["attention_probs_dropout_prob"]) == (0, 0)
+    assert export.run([str(run), "--output", str(hf)]) == 0
+    config = json.loads((hf / "config.json").read_text())
+    original_config = json.loads((original / "config.json").read_text())
+    assert config == {**original_config, "dtype": "float32", "position_embedding_type": "absolute"}
+    model = transformers.BertForPreTraining.from_pretrained(hf).eval()
+    assert {parameter.dtype for parameter in model.parameters()} == {torch.float32}
+    ours = model_from_checkpoint(checkpoint, "run")
+    ids = torch.tensor([[2, 1037, 2003, 3, 1996, 4937, 3, 0], [2, 1996, 3, 2003, 3, 0, 0, 0]])
+    types = torch.tensor([[0, 0, 0, 0, 1, 1, 1, 0], [0, 0, 0, 1, 1, 0, 0, 0]])
+    mask = (ids != 0).long()
+    with torch.no_grad():
+        mlm, nsp = ours.prediction_scores(ids, types, mask.bool())
+        got = model(ids, token_type_ids=types, attention_mask=mask)
+    real = mask.bool()
+    torch.testing.assert_close(got.prediction_logits[real], mlm[real], atol=1e-5, rtol=0)
+    torch.testing.assert_close(got.seq_relationship_logits, nsp, atol=1e-5, rtol=0)
 
 
 def test_refusals_before_any_work(sample_shards, sample_vocab, tmp_path, capsys):

@@ -127,9 +127,22 @@ HF_ARCHITECTURES = {"mlm+nsp": "BertForPreTraining", "mlm": "BertForMaskedLM"}
 
 def hf_config(config: BertConfig, original: dict[str, Any] | None = None) -> dict[str, Any]:
     """config.json for HF's BertConfig, naming the HF class of the model's objective; over
-    `original`'s fields, the config.json of the released model the run started from."""
+    `original`'s fields, the config.json of the released model the run started from. The
+    dtype is the file's, float32 (an fp16 original's "float16" would load it half). The
+    dropout rates are the run's, but for a released model's run: its own (transformers'
+    default where it has none), not the --dropout flags it trained with."""
+    rates = {
+        "hidden_dropout_prob": config.hidden_dropout_prob,
+        "attention_probs_dropout_prob": config.attention_probs_dropout_prob,
+    }
+    dtype = {"dtype": "float32"}  # transformers 5's name; 4's, where the original has it
+    if original is not None:
+        rates = {}  # its own, in `original` (transformers' default where it has none)
+        dtype |= {"torch_dtype": "float32"} if "torch_dtype" in original else {}
     return {
         **(original or {}),
+        **dtype,
+        **rates,
         "architectures": [HF_ARCHITECTURES[config.objective]],
         "model_type": "bert",
         "hidden_act": "gelu",  # exact erf GELU, as trainer.model
@@ -142,8 +155,6 @@ def hf_config(config: BertConfig, original: dict[str, Any] | None = None) -> dic
         "intermediate_size": config.intermediate_size,
         "max_position_embeddings": config.max_position_embeddings,
         "type_vocab_size": config.type_vocab_size,
-        "hidden_dropout_prob": config.hidden_dropout_prob,
-        "attention_probs_dropout_prob": config.attention_probs_dropout_prob,
         "layer_norm_eps": config.layer_norm_eps,
         "initializer_range": config.initializer_range,
         "pad_token_id": config.pad_token_id,
