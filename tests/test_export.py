@@ -257,3 +257,31 @@ def test_config_json_says_float32_and_which_dropout():
         "hidden_dropout_prob": 0.15,  # and no attention rate: transformers' default, as it had
         "classifier_dropout": None,
     }
+
+
+def test_the_released_tokenizer_files_are_read_where_recorded_or_from_vocab(tmp_path):
+    import hashlib
+
+    from trainer.export import released_tokenizer_files
+
+    data = b"[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n"
+    sha256 = hashlib.sha256(data).hexdigest()
+    record = {
+        "path": "../bert",
+        "config_file": "config.json",
+        "tokenizer_files": {"vocab.txt": sha256},
+    }
+    checkpoints, moved = tmp_path / "run" / "checkpoints", tmp_path / "moved"
+    checkpoints.mkdir(parents=True)
+    moved.mkdir()
+    recorded = tmp_path / "run" / "bert" / "vocab.txt"
+    with pytest.raises(ExportError) as caught:
+        released_tokenizer_files(record, str(checkpoints), str(moved))
+    assert str(caught.value) == (
+        f"cannot read {recorded} (No such file or directory) nor {moved / 'vocab.txt'} (No such "
+        "file or directory), a file of the released model the run started from: where the "
+        "model moved, pass as --vocab DIR the released model's directory, as released; or put "
+        "it back where the run found it"
+    )
+    (moved / "vocab.txt").write_bytes(data)
+    assert released_tokenizer_files(record, str(checkpoints), str(moved)) == {"vocab.txt": data}

@@ -314,3 +314,43 @@ def test_a_checkpoint_naming_another_tokenizer_file_is_refused(
     )
     assert not (tmp_path / "export").exists() and not (tree / "export").exists()
     assert payload.read_text() == "attacker content"
+
+
+def test_a_moved_released_model_is_found_through_vocab(released_run, tmp_path, capsys):
+    """The released model's directory moved after the run: the refusal's hint, --vocab DIR,
+    finds its vocabulary and its tokenizer files there (checked by their sha256s)."""
+    import hashlib
+
+    original, run = released_run
+    tree = tmp_path / "tree"  # the run beside its released model, as the run recorded them
+    shutil.copytree(run.parent, tree)
+    moved = tmp_path / "moved"
+    (tree / original.name).rename(moved)
+    output = tmp_path / "hf"
+    code, err = export(capsys, str(tree / run.name), "--output", str(output))
+    assert code == 2 and err.startswith(
+        f"bertkit export-hf: error: cannot use the vocabulary at {tree / original.name}: "
+    )
+    assert err.endswith("; if it moved, pass --vocab DIR\n")
+    assert export(capsys, str(tree / run.name), "--output", str(output), "--vocab", str(moved)) == (
+        0,
+        "",
+    )
+    assert sorted(files(output)) == RELEASED_EXPORT
+    for name in ("vocab.txt", "tokenizer_config.json"):
+        assert (output / name).read_bytes() == (original / name).read_bytes(), name
+    # A file of the moved directory changed since the run: named, with both digests.
+    config = moved / "tokenizer_config.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), "model_max_length": 64}))
+    recorded = hashlib.sha256((original / "tokenizer_config.json").read_bytes()).hexdigest()
+    changed = hashlib.sha256(config.read_bytes()).hexdigest()
+    code, err = export(
+        capsys, str(tree / run.name), "--output", str(tmp_path / "hf2"), "--vocab", str(moved)
+    )
+    assert (code, err) == (
+        2,
+        f"bertkit export-hf: error: {config} (sha256 {changed[:12]}…) is not the file the run "
+        f"started from (recorded {recorded[:12]}…), the released model's tokenizer_config.json: "
+        "restore its directory, or pass as --vocab DIR the released model's directory, as "
+        "released\n",
+    )

@@ -57,7 +57,7 @@ from trainer.export_output import (
     safetensors_header,
 )
 from trainer.model import BertConfig, hf_state_dict
-from trainer.released import START_RELEASED, ReleasedModelError, released_tokenizer_files
+from trainer.released import START_RELEASED, TOKENIZER_FILES
 from trainer.run.checkpoints import (
     CheckpointError,
     load_checkpoint,
@@ -294,10 +294,7 @@ def export_hf(
             f"the vocabulary at {directory} has {vocab.size} tokens but the model only "
             f"{config.vocab_size} embeddings: the checkpoint is damaged"
         )
-    try:
-        files = released_tokenizer_files(released, located) if released else {}
-    except ReleasedModelError as error:
-        raise ExportError(str(error)) from error
+    files = released_tokenizer_files(released, located, vocab_dir) if released else {}
     if released and _released_vocab_sha256(files) != vocab.sha256:
         raise ExportError(
             f"the released model's vocab.txt is not the vocabulary at {directory} the "
@@ -349,6 +346,53 @@ def export_hf(
         _write_atomically(output_dir / name, lambda p, data=data: p.write_bytes(data))
         written.append(str(output_dir / name))
     return written
+
+
+def released_tokenizer_files(
+    record: dict[str, Any], checkpoint_dir: str, vocab_dir: str | None = None
+) -> dict[str, bytes]:
+    """The tokenizer files of the released model a run started from (its checkpoint's start
+    `record`), by name, as the run found them: from the directory it records or, where the
+    model moved, from --vocab (`vocab_dir`), each checked against the sha256 recorded."""
+    directory = resolve_path(str(record["path"]), checkpoint_dir, str(record["config_file"]))
+    places = [directory] if vocab_dir is None else [directory, vocab_dir]
+    files = {}
+    for name, expected in dict(record.get("tokenizer_files") or {}).items():
+        # The names a run records are TOKENIZER_FILES': any other (`../x`, `/dev/zero`) is
+        # a changed checkpoint, and the export would read or write it outside its folders.
+        if name not in TOKENIZER_FILES or not isinstance(expected, str):
+            raise ExportError(
+                f"the checkpoint records {name!r} as a tokenizer file of the released model "
+                f"the run started from, which no run records (it records "
+                f"{', '.join(TOKENIZER_FILES)}): the checkpoint was changed after the run "
+                "wrote it"
+            )
+        unread, changed = [], []
+        for place in places:
+            path = storage.join(place, name)
+            try:
+                data = storage.read_bytes(path, MAX_VOCAB_FILE_BYTES)
+            except OSError as error:  # not there, or larger than any tokenizer file
+                unread.append(f"{path} ({error.strerror or error})")
+                continue
+            if (sha256 := hashlib.sha256(data).hexdigest()) == expected:
+                files[name] = data
+                break
+            changed.append(f"{path} (sha256 {sha256[:12]}…)")
+        else:
+            fix = "pass as --vocab DIR the released model's directory, as released"
+            if changed:  # there, but changed: a file of another model, or edited
+                raise ExportError(
+                    f"{' and '.join(changed)} {'is' if len(changed) == 1 else 'are'} not the "
+                    f"file the run started from (recorded {expected[:12]}…), the released "
+                    f"model's {name}: restore its directory, or {fix}"
+                )
+            raise ExportError(
+                f"cannot read {' nor '.join(unread)}, a file of the released model the run "
+                f"started from: where the model moved, {fix}; or put it back where the run "
+                "found it"
+            )
+    return files
 
 
 def _released_vocab_sha256(files: dict[str, bytes]) -> str | None:

@@ -33,11 +33,11 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file
 from torch import Tensor
 
-from pipelines.io.recorded_paths import rebase_path, record_path, resolve_path
+from pipelines.io.recorded_paths import rebase_path, record_path
 from pipelines.io.released_vocab import released_casing, vocab_txt_of
 from pipelines.io.tf_checkpoint import TFCheckpointError, find_prefix, read_tf_bert
 from pipelines.io.vocabulary import VocabError, parse_vocab_txt
-from schemas.checks import MAX_VOCAB_FILE_BYTES, load_json
+from schemas.checks import load_json
 from trainer.choices import MODEL_SIZES
 from trainer.hf_names import (
     HF_PREFIX,
@@ -540,37 +540,3 @@ def carried_start(record: dict[str, Any], from_dir: str, to_dir: str) -> dict[st
         return record
     path = rebase_path(str(record["path"]), from_dir, to_dir, str(record["config_file"]))
     return {**record, "path": path}
-
-
-def released_tokenizer_files(record: dict[str, Any], checkpoint_dir: str) -> dict[str, bytes]:
-    """The released model's tokenizer files, by name, as the run started from them: read
-    from its recorded directory and checked against the sha256s recorded."""
-    directory = resolve_path(str(record["path"]), checkpoint_dir, str(record["config_file"]))
-    files = {}
-    for name, expected in dict(record.get("tokenizer_files") or {}).items():
-        # The names a run records are TOKENIZER_FILES': any other (`../x`, `/dev/zero`) is
-        # a changed checkpoint, and the export would read or write it outside its folders.
-        if name not in TOKENIZER_FILES or not isinstance(expected, str):
-            raise ReleasedModelError(
-                f"the checkpoint records {name!r} as a tokenizer file of the released model "
-                f"the run started from, which no run records (it records "
-                f"{', '.join(TOKENIZER_FILES)}): the checkpoint was changed after the run "
-                "wrote it"
-            )
-        path = os.path.join(directory, name)
-        try:
-            with open(path, "rb") as file:
-                data = file.read(MAX_VOCAB_FILE_BYTES + 1)
-        except OSError as error:
-            raise ReleasedModelError(
-                f"cannot read {path} ({error.strerror}), a file of the released model the run "
-                "started from: put the model's directory back where the run found it"
-            ) from error
-        if len(data) > MAX_VOCAB_FILE_BYTES or hashlib.sha256(data).hexdigest() != expected:
-            raise ReleasedModelError(
-                f"{path} is not the file the run started from (sha256 "
-                f"{hashlib.sha256(data).hexdigest()[:12]}…, recorded {expected[:12]}…): "
-                "restore the released model's directory"
-            )
-        files[name] = data
-    return files
