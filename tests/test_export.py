@@ -2,6 +2,7 @@
 giving our logits and our token ids; wrong vocabularies and non-checkpoints are refused."""
 
 import json
+import os
 from dataclasses import asdict
 from pathlib import Path
 
@@ -257,6 +258,27 @@ def test_config_json_says_float32_and_which_dropout():
         "hidden_dropout_prob": 0.15,  # and no attention rate: transformers' default, as it had
         "classifier_dropout": None,
     }
+
+
+def test_a_checkpoint_holding_other_objects_is_refused_never_unpickled(tmp_path, capsys):
+    """torch's text advised loading it with weights_only=False: never said."""
+    marker = tmp_path / "ran"
+
+    class Payload:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    path = tmp_path / "step-00000001.pt"
+    torch.save({"format": CHECKPOINT_FORMAT, "extra": Payload()}, path)
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["export-hf", str(path), "--output", str(tmp_path / "hf")])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err == (
+        f"bertkit export-hf: error: {path} is not a bertkit checkpoint: it holds objects other "
+        f"than tensors and plain containers ({os.system.__module__}.system), so it is refused, "
+        "never unpickled; pass a step-NNNNNNNN.pt file written by the trainer\n"
+    )
+    assert not marker.exists()
 
 
 def test_the_released_tokenizer_files_are_read_where_recorded_or_from_vocab(tmp_path):

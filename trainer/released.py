@@ -50,6 +50,7 @@ from trainer.hf_names import (
     hf_names,
 )
 from trainer.model import BertConfig, BertForPreTraining, shape_problem
+from trainer.run.checkpoints import unpickling_refused
 
 CONFIG_FILE = "config.json"
 SAFETENSORS_FILE = "model.safetensors"
@@ -243,7 +244,20 @@ def _read_weight_file(directory: str, name: str, files: dict[str, str]) -> dict[
             return load_file(path, device="cpu")
         loaded = torch.load(path, map_location="cpu", weights_only=True)
     # What safetensors and torch.load raise on a file cut short, damaged or not theirs.
-    except (SafetensorError, pickle.UnpicklingError, RuntimeError, EOFError, ValueError) as error:
+    except (
+        SafetensorError,
+        pickle.UnpicklingError,
+        RuntimeError,
+        EOFError,
+        KeyError,
+        ValueError,
+    ) as error:
+        if (refused := unpickling_refused(error)) is not None:
+            raise ReleasedModelError(
+                f"{path} holds objects other than tensors ({refused}), so it is refused, never "
+                "unpickled: save the model as safetensors (save_pretrained writes "
+                "model.safetensors), or download the model.safetensors it was released with"
+            ) from error
         raise ReleasedModelError(
             f"{path} cannot be read ({type(error).__name__}: {str(error)[:200]}); download it "
             "again, or save the model with save_pretrained"

@@ -512,9 +512,15 @@ def load_checkpoint(path: Path, shown: str | None = None) -> dict[str, Any]:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     # What torch.load raises on a file that is not a torch.save archive, or one cut short.
     except (pickle.UnpicklingError, RuntimeError, EOFError, KeyError, ValueError) as err:
-        # torch's whole message: it says why (an unsupported global, a cut archive) and warns
-        # against loading an untrusted file any other way; only its terminal colours go.
-        reason = _ANSI_ESCAPE.sub("", str(err))
+        refused = unpickling_refused(err)
+        if refused is not None:
+            raise CheckpointError(
+                f"{where} is not a bertkit checkpoint: it holds objects other than tensors and "
+                f"plain containers ({refused}), so it is refused, never unpickled; pass a "
+                "step-NNNNNNNN.pt file written by the trainer"
+            ) from err
+        # torch's reason (a cut archive, not a torch file), on one line, without its colours.
+        reason = " ".join(_ANSI_ESCAPE.sub("", str(err)).split())
         raise CheckpointError(
             f"{where} is not a bertkit checkpoint (torch.load(weights_only=True): "
             f"{type(err).__name__}: {reason}); pass a step-NNNNNNNN.pt file written by the trainer"
@@ -530,6 +536,18 @@ def load_checkpoint(path: Path, shown: str | None = None) -> dict[str, Any]:
         if key not in checkpoint:
             raise CheckpointError(f"{where} lacks the checkpoint's {key!r} entry: it is damaged")
     return checkpoint
+
+
+def unpickling_refused(error: BaseException) -> str | None:
+    """What torch.load(weights_only=True) refused to rebuild, where the file holds more than
+    tensors and plain containers: the class or function it names (`posix.system`), or "an
+    object" where torch names none. None for any other failure (a file cut short, not
+    torch's). torch's own text is not shown: it advises loading the file another way."""
+    text = str(error)
+    if not isinstance(error, pickle.UnpicklingError) or "Weights only load failed" not in text:
+        return None
+    named = re.search(r"GLOBAL (\S+)", text)
+    return named.group(1) if named else "an object"
 
 
 def model_from_checkpoint(checkpoint: dict[str, Any], where: str | Path) -> BertForPreTraining:
