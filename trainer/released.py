@@ -489,24 +489,6 @@ def check_vocabulary(
     )
 
 
-def model_name(released: Released, flag: str | None) -> str:
-    """The run's --model for a released model: its preset's name where its shape is one
-    (trainer/choices.py MODEL_SIZES), else "custom"; a --model given must be that preset."""
-    config = released_model_config(released, "mlm")
-    name = preset_name(config)
-    if flag is not None and flag != name:
-        shape = (
-            f"{config.num_hidden_layers} layers × {config.hidden_size} "
-            f"({config.num_attention_heads} heads, intermediate {config.intermediate_size})"
-        )
-        what = f"a {name} ({shape})" if name else f"{shape}, no preset"
-        fix = f"pass --model {name} or leave it out" if name else "leave --model out"
-        raise ReleasedModelError(
-            f"--model {flag}: the released BERT at {released.directory} is {what}; {fix}"
-        )
-    return name or "custom"
-
-
 def start_line(released: Released, config: BertConfig, fresh: list[str], dropped: list[str]) -> str:
     """The set-up log's line on the released model a run starts from, naming the heads that
     start from the seed and the ones dropped."""

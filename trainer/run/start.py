@@ -12,6 +12,7 @@ already passed) is refused before any work.
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 from dataclasses import asdict, dataclass, replace
 from typing import Any
@@ -20,18 +21,28 @@ import torch
 
 from pipelines.io import storage
 from pipelines.io.hashing import stable_hash64
+from pipelines.io.places import same_place_key
 from schemas.checkpoint import CHECKPOINTS_DIR, CheckpointKey
 from trainer import distributed
 from trainer.choices import MODEL_SIZES
 from trainer.config import TrainConfig
 from trainer.data import DataPosition
 from trainer.released import (
+    CONFIG_FILE,
+    PYTORCH_FILE,
+    PYTORCH_INDEX,
+    SAFETENSORS_FILE,
+    SAFETENSORS_INDEX,
     START_RELEASED,
+    TF_CONFIG_FILE,
+    TOKENIZER_FILES,
     Released,
+    ReleasedModelError,
     carried_start,
     is_released_directory,
-    model_name,
+    preset_name,
     read_released,
+    released_model_config,
 )
 from trainer.run.checkpoints import (
     check_resumable,
@@ -95,7 +106,7 @@ def start_from(
     if start.kind == START_NOTHING and config.init_checkpoint:
         start = _init_checkpoint(config.init_checkpoint, directory)
     if start.released is not None:
-        return start, replace(config, model=model_name(start.released, config.model))
+        return start, replace(config, model=_released_model_name(start.released, config.model))
     init = start.weights
     if init is None:
         return start, replace(config, model=config.model or DEFAULT_MODEL)
@@ -138,6 +149,7 @@ def _resumed(
     check_resumable(resumed, storage.redact_values(asdict(config)), env.world_size, data)
     config = given.resolved(resumed[CheckpointKey.TRAIN_CONFIG])
     _check_resume_flags(config, resumed, shown)
+    _check_resume_start(config.init_checkpoint, resumed, shown)
     if env.is_main:
         _log_resume(config, resumed, shown)
     return Start(START_RESUME, resumed, shown), config
@@ -150,8 +162,26 @@ def _init_checkpoint(location: str, directory: RunDirectory) -> Start:
     its run started from) is rebased to this run's checkpoints folder."""
     if not storage.is_remote(location) and is_released_directory(location):
         return Start(START_RELEASED, where=location, released=read_released(location))
+    if not storage.is_remote(location) and (problem := _missing_config(location)):
+        raise ReleasedModelError(problem)
     if storage.is_remote(location):
-        path, folder, located = fetch_checkpoint(location)
+        try:
+            path, folder, located = fetch_checkpoint(location)
+        except FileNotFoundError as error:  # no `latest`: a released model's directory?
+            remote = [name for name in (CONFIG_FILE, TF_CONFIG_FILE) if _has(location, name)]
+            if remote:
+                url = storage.redact(location.rstrip("/"))
+                copy = (
+                    f"gcloud storage cp '{url}/*' DIR"
+                    if url.startswith("gs://")
+                    else f"aws s3 cp --recursive {url} DIR"
+                )
+                raise ReleasedModelError(
+                    f"--init-checkpoint {url} holds {remote[0]}: a released model's "
+                    f"directory, which must be local: download it first (`{copy}`), then "
+                    "pass --init-checkpoint DIR"
+                ) from error
+            raise
         shown = f"{storage.redact(located)}/{path.name}"
         try:
             checkpoint = load_checkpoint(path, shown)
@@ -166,6 +196,49 @@ def _init_checkpoint(location: str, directory: RunDirectory) -> Start:
         record = carried_start(record, from_dir, directory.checkpoints_url)
         checkpoint = {**checkpoint, CheckpointKey.START: record}
     return Start(START_CHECKPOINT, checkpoint, shown)
+
+
+def _has(url: str, name: str) -> bool:
+    """Whether the object storage prefix `url` holds `name` (False where it cannot be read)."""
+    try:
+        return storage.exists(storage.join(url.rstrip("/"), name))
+    except OSError:
+        return False
+
+
+def _missing_config(location: str) -> str | None:
+    """One line for a directory holding a released model's weights or tokenizer files but no
+    config.json (nor a TF checkpoint's bert_config.json): a download cut short. None else."""
+    if not os.path.isdir(location) or is_released_directory(location):
+        return None
+    names = (SAFETENSORS_FILE, SAFETENSORS_INDEX, PYTORCH_FILE, PYTORCH_INDEX, *TOKENIZER_FILES)
+    found = [n for n in sorted(os.listdir(location)) if n in names or n.endswith(".ckpt.index")]
+    if not found:
+        return None
+    more = f" and {len(found) - 1} more of a model's files" if len(found) > 1 else ""
+    return (
+        f"{location} holds {found[0]}{more} but no {CONFIG_FILE}, which a released model's "
+        f"directory needs ({TF_CONFIG_FILE} for Google's TF checkpoint): a download cut "
+        f"short? Put the model's {CONFIG_FILE} there"
+    )
+
+
+def _released_model_name(released: Released, flag: str | None) -> str:
+    """The run's --model for a released model: its preset's name where its shape is one
+    (trainer/choices.py MODEL_SIZES), else "custom"; a --model given must be that preset."""
+    config = released_model_config(released, "mlm")
+    name = preset_name(config)
+    if flag is not None and flag != name:
+        shape = (
+            f"{config.num_hidden_layers} layers × {config.hidden_size} "
+            f"({config.num_attention_heads} heads, intermediate {config.intermediate_size})"
+        )
+        what = f"a {name} ({shape})" if name else f"{shape}, no preset"
+        fix = f"pass --model {name} or leave it out" if name else "leave --model out"
+        raise ReleasedModelError(
+            f"--model {flag}: the released BERT at {released.directory} is {what}; {fix}"
+        )
+    return name or "custom"
 
 
 # The flags a resume takes from its command line, not from the checkpoint: the schedule's
@@ -199,6 +272,31 @@ def _check_resume_flags(config: TrainConfig, resumed: dict[str, Any], where: str
             f"--resume: {where} is at step {step}, past --max-steps {config.max_steps}: pass "
             f"a --max-steps above {step} to train on"
         )
+
+
+def _check_resume_start(flag: str | None, resumed: dict[str, Any], where: str) -> None:
+    """Refuse an --init-checkpoint other than the run's own: a resume goes on from the run's
+    checkpoint, so another one would be ignored without a word. The same one (as spelled,
+    or the same place) is allowed, as a requeue repeats the command line."""
+    if flag is None:
+        return
+    saved = resumed[CheckpointKey.TRAIN_CONFIG].get("init_checkpoint")
+    shown = storage.redact(flag)
+    if saved is not None and (
+        str(saved).rstrip("/") == shown.rstrip("/")
+        or same_place_key(str(saved)) == same_place_key(flag)
+    ):
+        return
+    began = (
+        f"--init-checkpoint {saved}"
+        if saved is not None
+        else "a fresh model (no --init-checkpoint)"
+    )
+    raise ValueError(
+        f"--resume: {where} is of a run that started from {began}, and --init-checkpoint is "
+        f"{shown}: a resume goes on from the run's own checkpoint; leave --init-checkpoint "
+        f"out, or start a new run (another --output) from {shown}"
+    )
 
 
 def _log_resume(config: TrainConfig, resumed: dict[str, Any], where: str) -> None:
