@@ -241,3 +241,39 @@ def test_the_vocabulary_must_be_the_shards(tmp_path):
     (directory / "vocab.txt").unlink()
     with pytest.raises(ReleasedModelError, match=r"has no vocab\.txt or tokenizer\.json, so its"):
         check_vocabulary(read_released(str(directory)), "0" * 64, None)
+
+
+def test_accent_stripping_is_compared_as_casing_is(tmp_path):
+    """The shards' accent stripping (their manifest's: None where it says none) against the
+    released tokenizer's: its tokenizer_config.json, else its tokenizer.json normalizer, else
+    its casing (an uncased tokenizer strips accents)."""
+    import hashlib
+
+    from trainer.released import check_vocabulary
+
+    directory = _save(tmp_path, transformers.BertForMaskedLM)
+    data = b"[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\n"
+    (directory / "vocab.txt").write_bytes(data)
+    normalizer = {"type": "BertNormalizer", "lowercase": True, "strip_accents": False}
+    (directory / "tokenizer.json").write_text(json.dumps({"normalizer": normalizer}))
+    released = read_released(str(directory))
+    sha256 = hashlib.sha256(data).hexdigest()
+    check_vocabulary(released, sha256, None, False, False)
+    check_vocabulary(released, sha256, None, False, None)  # not known: not compared
+    with pytest.raises(ReleasedModelError) as caught:
+        check_vocabulary(released, sha256, None, False, True)
+    assert str(caught.value) == (
+        f"{directory} keeps accents (its tokenizer.json normalizer strip_accents), the shards "
+        "were made stripping them (their manifest): its tokenizer, which an export ships, does "
+        "not cut text as the shards were cut; make the shards with `bertkit examples --vocab "
+        f"{directory}`, which takes its accent stripping"
+    )
+    # tokenizer_config.json's null wins over tokenizer.json's false: as its casing says.
+    (directory / "tokenizer_config.json").write_text(json.dumps({"strip_accents": None}))
+    check_vocabulary(released, sha256, None, False, True)
+    with pytest.raises(ReleasedModelError) as caught:
+        check_vocabulary(released, sha256, None, False, False)
+    assert str(caught.value).startswith(
+        f"{directory} strips accents (uncased, its strip_accents unset), the shards were made "
+        "keeping them (their manifest): "
+    )

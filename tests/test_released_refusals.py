@@ -1,21 +1,33 @@
 """What `bertkit train --init-checkpoint DIR` refuses of a released BERT, in one line before
-any work, and what it says instead of a traceback or a misleading line: a pickle in its
-weights, a directory without config.json, a directory on object storage (moto), and a
---resume naming another --init-checkpoint."""
+any work, and what it says instead of a traceback or a misleading line: a tokenizer that
+cuts text otherwise than the shards' (accents), sentence pairs for a model of one token
+type, a pickle in its weights, a directory without config.json, a directory on object
+storage (moto), and a --resume naming another --init-checkpoint. A mix whose sources differ
+in accent stripping is refused too."""
 
 from __future__ import annotations
 
+import json
 import os
+from dataclasses import replace
 
+import pytest
 import torch
 import transformers
 
+from pipelines.io.shards.source import open_source
+from schemas.shards import FULL_SENTENCES
 from tests.support.s3_bucket import bucket_fixture
 from tests.test_released_start import FLAGS, released
 from trainer import train
+from trainer.released import ReleasedModelError, check_shards, read_released
+from trainer.source import check_mix_sources
 
 BUCKET = "released-models"
 s3 = bucket_fixture(BUCKET)
+
+FIX = "make the shards with `bertkit examples --vocab {0}`, which takes its accent stripping"
+CUT = "its tokenizer, which an export ships, does not cut text as the shards were cut"
 
 
 def _refused(capsys, *argv: str) -> str:
@@ -25,6 +37,75 @@ def _refused(capsys, *argv: str) -> str:
     lines = capsys.readouterr().err.strip().splitlines()
     assert lines[-1].startswith("bertkit train: error: ")
     return lines[-1].removeprefix("bertkit train: error: ")
+
+
+def _with_strip_accents(source, value: bool):
+    """`source` as if its shards had been made by a released tokenizer that sets
+    strip_accents to `value` (what the manifest's vocab origin records)."""
+    assert source.manifest is not None
+    origin = {"kind": "released", "files": ["vocab.txt"], "cased_from": "--no-cased"}
+    vocab = {**source.manifest.vocab, "origin": {**origin, "strip_accents": value}}
+    return replace(source, manifest=replace(source.manifest, vocab=vocab))
+
+
+def test_accent_stripping_must_be_the_shards(sample_shards, sample_vocab, tmp_path):
+    """The sample's shards are uncased, so they strip accents; a released uncased tokenizer
+    with strip_accents false keeps them, and the other way round."""
+    source = open_source(str(sample_shards))
+    original = released(tmp_path, sample_vocab)
+    model = read_released(str(original))
+    check_shards(model, source, str(sample_vocab))  # uncased, strip_accents unset: agree
+    with pytest.raises(ReleasedModelError) as caught:
+        check_shards(model, _with_strip_accents(source, False), str(sample_vocab))
+    assert str(caught.value) == (
+        f"{original} strips accents (uncased, its strip_accents unset), the shards were made "
+        f"keeping them (their manifest): {CUT}; {FIX.format(original)}"
+    )
+    config_file = original / "tokenizer_config.json"
+    config_file.write_text(
+        json.dumps({**json.loads(config_file.read_text()), "strip_accents": False})
+    )
+    check_shards(model, _with_strip_accents(source, False), str(sample_vocab))
+    with pytest.raises(ReleasedModelError) as caught:
+        check_shards(model, source, str(sample_vocab))
+    assert str(caught.value) == (
+        f"{original} keeps accents (its tokenizer_config.json strip_accents), the shards were "
+        f"made stripping them (their manifest): {CUT}; {FIX.format(original)}"
+    )
+
+
+def test_a_mix_of_sources_stripping_accents_and_not_is_refused(sample_shards):
+    source = open_source(str(sample_shards))
+    keeping = _with_strip_accents(source, False)
+    with pytest.raises(ValueError) as caught:
+        check_mix_sources([source, keeping], ["wiki", "books"])
+    assert str(caught.value) == (
+        f"--shards source books ({sample_shards / 'manifest.json'}) differs from wiki: "
+        "vocabulary strip_accents False, wiki True. The sources of a mix share one "
+        "vocabulary, sequence length and recipe: build them with the same `bertkit examples` "
+        "flags and vocabulary"
+    )
+    check_mix_sources([keeping, _with_strip_accents(source, False)], ["wiki", "books"])
+
+
+def test_pairs_need_two_token_types(sample_shards, sample_vocab, tmp_path):
+    """Segment B of a pair is token type 1, which a type_vocab_size 1 model cannot embed
+    (it crashed at the first step), whatever the objective; full sentences are all type 0."""
+    original = released(tmp_path, sample_vocab, type_vocab_size=1)
+    model = read_released(str(original))
+    source = open_source(str(sample_shards))
+    with pytest.raises(ReleasedModelError) as caught:
+        check_shards(model, source, str(sample_vocab))
+    assert str(caught.value) == (
+        f"{original}/config.json has type_vocab_size 1, and {sample_shards / 'manifest.json'} "
+        "holds sentence pairs, whose segment B is token type 1, which a model of 1 token type "
+        "cannot embed (under --objective mlm too): make full-sentence shards for it (`bertkit "
+        "examples --sequences full-sentences`, token type 0 throughout), which train with "
+        "--objective mlm"
+    )
+    assert source.manifest is not None
+    full = replace(source, manifest=replace(source.manifest, sequences=FULL_SENTENCES))
+    check_shards(model, full, str(sample_vocab))
 
 
 def test_a_pickle_in_the_weights_is_refused_never_unpickled(

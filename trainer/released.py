@@ -5,7 +5,7 @@ saved from `BertForPreTraining`, `BertForMaskedLM` or `BertModel`.
 
     released = read_released("models/my-bert")          # config, HF-named tensors, files
     model, fresh, dropped = released_model(released, "mlm+nsp")  # as the trainer starts it
-    check_vocabulary(released, shards_sha256, shards_vocab_dir)  # the shards' vocabulary
+    check_shards(released, source, shards_vocab_dir)     # fits the shards (vocabulary…)
     record = start_record(released, checkpoints_dir)      # what its checkpoints record
 
 The architecture is the directory's config.json; the weights are renamed by
@@ -26,18 +26,25 @@ import os
 import pickle
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 from torch import Tensor
 
+from pipelines.io import storage
 from pipelines.io.recorded_paths import rebase_path, record_path
-from pipelines.io.released_vocab import released_casing, vocab_txt_of
+from pipelines.io.released_vocab import (
+    recorded_strip_accents,
+    released_casing,
+    released_strip_accents,
+    vocab_txt_of,
+)
 from pipelines.io.tf_checkpoint import TFCheckpointError, find_prefix, read_tf_bert
 from pipelines.io.vocabulary import VocabError, parse_vocab_txt
 from schemas.checks import load_json
+from schemas.shards import PAIRS
 from trainer.choices import MODEL_SIZES
 from trainer.hf_names import (
     HF_PREFIX,
@@ -51,6 +58,9 @@ from trainer.hf_names import (
 )
 from trainer.model import BertConfig, BertForPreTraining, shape_problem
 from trainer.run.checkpoints import unpickling_refused
+
+if TYPE_CHECKING:
+    from trainer.source import DataSource
 
 CONFIG_FILE = "config.json"
 SAFETENSORS_FILE = "model.safetensors"
@@ -392,18 +402,31 @@ def released_state(
     return state, fresh, dropped
 
 
-def _check_casing(where: str, shards_cased: bool | None) -> None:
+def _check_tokenizer(where: str, shards_cased: bool | None, shards_strip: bool | None) -> None:
+    """Refuse a released directory whose tokenizer, which an export ships, does not cut text
+    as the shards' did: its casing, or its accent stripping (unset: as its casing says)."""
     try:
         said, said_by = released_casing(where)
+        strip, strip_by = released_strip_accents(where)
     except VocabError as error:
         raise ReleasedModelError(str(error)) from error
-    if said is None or shards_cased is None or said == shards_cased:
+    fix = f"make the shards with `bertkit examples --vocab {where}`, which takes its"
+    cut = "its tokenizer, which an export ships, does not cut text as the shards were cut"
+    if said is not None and shards_cased is not None and said != shards_cased:
+        raise ReleasedModelError(
+            f"{where} is {_casing(said)} (its {said_by}), the shards were made "
+            f"{_casing(shards_cased)} (their manifest): {cut}; {fix} casing"
+        )
+    cased = said if said is not None else shards_cased
+    strip_by = f"its {strip_by}"
+    if strip is None and cased is not None:
+        strip, strip_by = not cased, f"{_casing(cased)}, its strip_accents unset"
+    if strip is None or shards_strip is None or strip == shards_strip:
         return
     raise ReleasedModelError(
-        f"{where} is {_casing(said)} (its {said_by}), the shards were made {_casing(shards_cased)} "
-        "(their manifest): its tokenizer, which an export ships, does not cut text as the "
-        f"shards were cut; make the shards with `bertkit examples --vocab {where}`, which "
-        "takes its casing"
+        f"{where} {'strips' if strip else 'keeps'} accents ({strip_by}), the shards were made "
+        f"{'stripping' if shards_strip else 'keeping'} them (their manifest): {cut}; {fix} "
+        "accent stripping"
     )
 
 
@@ -431,17 +454,40 @@ def released_model(
     return model, fresh, dropped
 
 
+def check_shards(released: Released, source: DataSource, vocab_dir: str | None) -> None:
+    """Refuse, in one line before any work, shards the released model cannot train on, by
+    their manifest: another vocabulary, casing or accent stripping (`check_vocabulary`;
+    `vocab_dir`: the shards' vocabulary directory, or --vocab), or sentence pairs (segment B
+    is token type 1) for a model of one token type, whatever the objective."""
+    record = source.manifest.vocab if source.manifest is not None else {}
+    sha256, cased = record.get("sha256"), record.get("cased")
+    check_vocabulary(released, sha256, vocab_dir, cased, recorded_strip_accents(record))
+    types = released_model_config(released, "mlm").type_vocab_size
+    if source.manifest is not None and source.manifest.sequences == PAIRS and types < 2:
+        config_file = CONFIG_FILE if CONFIG_FILE in released.files else TF_CONFIG_FILE
+        raise ReleasedModelError(
+            f"{released.directory}/{config_file} has type_vocab_size {types}, and "
+            f"{storage.redact(source.manifest_url or '')} holds sentence pairs, whose segment "
+            f"B is token type 1, which a model of {types} token type cannot embed (under "
+            "--objective mlm too): make full-sentence shards for it (`bertkit examples "
+            "--sequences full-sentences`, token type 0 throughout), which train with "
+            "--objective mlm"
+        )
+
+
 def check_vocabulary(
     released: Released,
     shards_sha256: str | None,
     shards_vocab: str | None,
     shards_cased: bool | None = None,
+    shards_strip_accents: bool | None = None,
 ) -> None:
     """Refuse, in one line, a released model whose vocabulary is not the shards': its
     vocab.txt must have the sha256 the shards' manifest records; where it does not, the line
     names the first id whose token differs (read from `shards_vocab`, the shards' vocabulary
-    directory, where there is one). Where the directory says its casing, it must be the
-    shards' (`shards_cased`): its tokenizer, which an export ships, cuts text so."""
+    directory, where there is one). Where the directory says its casing, and its accent
+    stripping, they must be the shards' (`shards_cased`, `shards_strip_accents`; None: not
+    known): its tokenizer, which an export ships, cuts text so."""
     where = released.directory
     if "vocab.txt" not in released.files and "tokenizer.json" not in released.files:
         raise ReleasedModelError(
@@ -456,7 +502,7 @@ def check_vocabulary(
         raise ReleasedModelError(str(error)) from error
     ours = hashlib.sha256(model_bytes).hexdigest()
     if ours == shards_sha256:
-        _check_casing(where, shards_cased)
+        _check_tokenizer(where, shards_cased, shards_strip_accents)
         return
     if shards_sha256 is None:
         raise ReleasedModelError(

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pipelines.io import storage
+from pipelines.io.released_vocab import recorded_strip_accents
 from pipelines.io.shards.source import (  # noqa: F401  (the trainer's names for them)
     DataConfigError,
     DataSource,
@@ -117,11 +118,11 @@ def _last(path: str, count: int) -> str:
 
 def check_mix_sources(sources: Sequence[DataSource], names: Sequence[str]) -> None:
     """Refuse a mix whose sources cannot train one model together, before any work: each
-    needs its manifest, and all must share the vocabulary (vocab.txt sha256 and casing:
-    token ids mean the same words), the sequence length (one --max-seq-length) and the
-    recipe the shards hold (sentence pairs or full sentences; stored masks or none), so one
-    objective and one masking fit all. One line names the source that differs from the
-    first, and in what."""
+    needs its manifest, and all must share the vocabulary (vocab.txt sha256, casing and
+    accent stripping: token ids mean the same words), the sequence length (one
+    --max-seq-length) and the recipe the shards hold (sentence pairs or full sentences;
+    stored masks or none), so one objective and one masking fit all. One line names the
+    source that differs from the first, and in what."""
     from trainer.recipe import shards_kind  # recipe.py imports this module
 
     first, first_name = sources[0], names[0]
@@ -140,6 +141,10 @@ def check_mix_sources(sources: Sequence[DataSource], names: Sequence[str]) -> No
             was, now = first.manifest.vocab.get(field), source.manifest.vocab.get(field)
             if was != now:
                 differs.append(f"vocabulary {field} {_short(now)}, {first_name} {_short(was)}")
+        # Accent stripping, where the casing agrees (a released tokenizer may set it apart).
+        was, now = map(recorded_strip_accents, (first.manifest.vocab, source.manifest.vocab))
+        if was != now and first.manifest.vocab.get("cased") == source.manifest.vocab.get("cased"):
+            differs.append(f"vocabulary strip_accents {now}, {first_name} {was}")
         if source.max_seq_length != first.max_seq_length:
             differs.append(
                 f"sequence length {source.max_seq_length}, {first_name} {first.max_seq_length}"

@@ -27,7 +27,7 @@ without one it is refused, since transformers' silent default (lower-case) would
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Container
+from collections.abc import Container, Mapping
 from typing import Any
 
 from tokenizers import Tokenizer
@@ -377,6 +377,35 @@ def _checked_tokenizer_json(tokens: list[str], data: bytes, directory: str) -> t
 def released_casing(directory: str) -> tuple[bool | None, str]:
     """Whether a released directory says it is cased (True), uncased (False) or nothing
     (None), and which file says so, as `load_vocab` reads it (`_directory_casing`)."""
+    config, normalizer, config_url = _tokenizer_settings(directory)
+    return _directory_casing(config, normalizer, config_url)
+
+
+def released_strip_accents(directory: str) -> tuple[bool | None, str]:
+    """Whether a released directory's tokenizer strips accents (True), keeps them (False) or
+    leaves it to its casing (None: lower-casing strips them), as `load_vocab` reads it
+    (`_setting`), and which file says so."""
+    config, normalizer, _ = _tokenizer_settings(directory)
+    value = _setting(config, "strip_accents", normalizer, "strip_accents", None)
+    said_by = TOKENIZER_CONFIG_FILE if "strip_accents" in config else f"{TOKENIZER_FILE} normalizer"
+    return value, f"{said_by} strip_accents" if value is not None else ""
+
+
+def recorded_strip_accents(record: Mapping[str, Any]) -> bool | None:
+    """Whether the tokenizer that made shards stripped accents, from their manifest's `vocab`
+    record: its origin's `strip_accents` where a released directory set it, else as its
+    casing says (an uncased tokenizer strips them); None where it records no casing."""
+    origin = record.get("origin")
+    said = origin.get("strip_accents") if isinstance(origin, Mapping) else None
+    if isinstance(said, bool):
+        return said
+    cased = record.get("cased")
+    return not cased if isinstance(cased, bool) else None
+
+
+def _tokenizer_settings(directory: str) -> tuple[dict[str, Any], dict[str, Any], str]:
+    """A released directory's tokenizer_config.json and tokenizer.json normalizer ({} where it
+    lacks them), and the tokenizer_config.json's URL."""
     urls = {name: storage.join(directory, name) for name in (TOKENIZER_CONFIG_FILE, TOKENIZER_FILE)}
     data = {
         name: storage.read_bytes(url, MAX_VOCAB_FILE_BYTES)
@@ -386,8 +415,7 @@ def released_casing(directory: str) -> tuple[bool | None, str]:
     normalizer = _json_object(data, TOKENIZER_FILE, urls).get("normalizer") or {}
     if not isinstance(normalizer, dict):
         raise VocabError(f"{urls[TOKENIZER_FILE]}: its normalizer is not an object")
-    config = _json_object(data, TOKENIZER_CONFIG_FILE, urls)
-    return _directory_casing(config, normalizer, urls[TOKENIZER_CONFIG_FILE])
+    return _json_object(data, TOKENIZER_CONFIG_FILE, urls), normalizer, urls[TOKENIZER_CONFIG_FILE]
 
 
 def _directory_casing(
