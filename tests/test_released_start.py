@@ -144,6 +144,18 @@ def test_heads_the_directory_lacks_are_named_and_mlm_drops_nsp(
         assert train.run([*args, "--output", str(tmp_path / "a"), "--max-steps", "1"]) == 0
     assert "; the MLM head and the NSP head start from the seed (it has none)" in caplog.text
     caplog.clear()
+    # A BertForMaskedLM under the default objective: the line says its export's class.
+    masked = released(tmp_path, sample_vocab, transformers.BertForMaskedLM)
+    args = ["--shards", str(sample_shards), "--init-checkpoint", str(masked), *FLAGS]
+    with caplog.at_level("INFO", logger="bertkit.train"):
+        assert train.run([*args, "--output", str(tmp_path / "m"), "--stop-at-step", "0"]) == 0
+    assert (
+        f"--init-checkpoint: the released BERT at {masked} (2 layers × 32, 2 heads, 160 "
+        "positions); the pooler and the NSP head start from the seed (it has none): the export "
+        "is a BertForPreTraining (--objective mlm leaves the pooler and NSP head out: a "
+        "BertForMaskedLM)\n"
+    ) in caplog.text
+    caplog.clear()
     full = released(tmp_path, sample_vocab)
     args = ["--shards", str(sample_shards), "--init-checkpoint", str(full), *FLAGS]
     with caplog.at_level("INFO", logger="bertkit.train"):

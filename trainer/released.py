@@ -546,6 +546,11 @@ def start_line(released: Released, config: BertConfig, fresh: list[str], dropped
     if fresh:
         line += f"; {' and '.join(fresh)} start{'s' if len(fresh) == 1 else ''} from the seed"
         line += " (it has none)"
+    if "the NSP head" in fresh:  # its export: a BertForPreTraining, which the original was not
+        line += (
+            ": the export is a BertForPreTraining (--objective mlm leaves the pooler and NSP "
+            "head out: a BertForMaskedLM)"
+        )
     if dropped:
         line += f"; {' and '.join(dropped)} dropped (--objective mlm)"
     if not fresh and not dropped:
