@@ -192,3 +192,24 @@ def test_resume_refuses_another_init_checkpoint(sample_shards, sample_vocab, tmp
     assert (
         train.run([*args, "--init-checkpoint", str(first), "--resume", "--stop-at-step", "1"]) == 0
     )
+
+
+def test_train_checks_the_shards_before_any_work(sample_shards, sample_vocab, tmp_path, capsys):
+    """`bertkit train` runs check_shards: the refusals above, from the command line, exit 2,
+    before any checkpoint (a type_vocab_size 1 model crashed at the first step)."""
+    single = released(tmp_path, sample_vocab, type_vocab_size=1)
+    run = tmp_path / "run"
+    args = ["--shards", str(sample_shards), *FLAGS, "--output", str(run)]
+    error = _refused(capsys, *args, "--init-checkpoint", str(single), "--objective", "mlm")
+    assert error.startswith(f"{single}/config.json has type_vocab_size 1, and ")
+    assert not (run / "checkpoints").exists()
+    keeping = released(tmp_path, sample_vocab, name="keeping")
+    config_file = keeping / "tokenizer_config.json"
+    config_file.write_text(
+        json.dumps({**json.loads(config_file.read_text()), "strip_accents": False})
+    )
+    assert _refused(capsys, *args, "--init-checkpoint", str(keeping)) == (
+        f"{keeping} keeps accents (its tokenizer_config.json strip_accents), the shards were "
+        f"made stripping them (their manifest): {CUT}; {FIX.format(keeping)}"
+    )
+    assert not (run / "checkpoints").exists()

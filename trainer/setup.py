@@ -67,7 +67,7 @@ from trainer.recipe import (
 )
 from trainer.released import (
     Released,
-    check_vocabulary,
+    check_shards,
     released_model,
     released_model_config,
     start_line,
@@ -182,12 +182,8 @@ def _setup(
     if resumed is not None:
         check_resume_precision(resumed, precision, config.precision, str(started.where))
     if started.released is not None:
-        check_vocabulary(
-            started.released,
-            source.manifest.vocab.get("sha256") if source.manifest else None,
-            config.vocab or shards_vocab_dir(source),
-            source.manifest.vocab.get("cased") if source.manifest else None,
-        )
+        # Its vocabulary, casing, accent stripping and token types against the shards'.
+        check_shards(started.released, source, config.vocab or shards_vocab_dir(source))
         model = _released_model(config, env, source, started.released, recipe.objective)
         start = start_record(started.released, directory.checkpoints_url)
     else:
