@@ -269,6 +269,18 @@ def test_a_damaged_checkpoint_or_none_yet_is_one_line(tmp_path: Path, capsys) ->
         "checkpoint (torch.load(weights_only=True): RuntimeError: "
     )
     assert err.endswith("; it was cut short or written by another tool\n")
+    # A file holding what weights_only refuses (code to run, here a date): one line, and
+    # never torch's advice to load it another way.
+    import datetime
+
+    torch.save({"when": datetime.date(2020, 1, 2)}, checkpoints / "step-00000001.pt")
+    code, _, err = inspect(capsys, str(checkpoints / "step-00000001.pt"))
+    assert (code, err) == (
+        1,
+        f"bertkit inspect: error: {checkpoints / 'step-00000001.pt'} is not a bertkit "
+        "checkpoint: it holds objects other than tensors and plain containers "
+        "(datetime.date), so it is refused, never unpickled\n",
+    )
     torch.save({"format": "other"}, checkpoints / "step-00000001.pt")
     code, _, err = inspect(capsys, str(checkpoints))
     assert code == 1 and err.endswith(

@@ -21,6 +21,7 @@ from typing import Any
 from pipelines.inspect.formatting import located, plural, shown_path
 from pipelines.inspect.targets import InspectError
 from pipelines.io import storage
+from pipelines.io.unpickling import unpickling_refused
 from schemas.checkpoint import (
     CHECKPOINT_FORMAT,
     CHECKPOINT_GLOB,
@@ -145,6 +146,11 @@ def _load(torch: Any, path: Path) -> dict[str, Any]:
     # What torch.load raises on a file that is not a torch.save archive, or one cut short
     # (trainer/run/checkpoints.py load_checkpoint catches the same).
     except (pickle.UnpicklingError, RuntimeError, EOFError, KeyError, ValueError) as error:
+        if (refused := unpickling_refused(error)) is not None:
+            raise InspectError(
+                f"{path} is not a bertkit checkpoint: it holds objects other than tensors and "
+                f"plain containers ({refused}), so it is refused, never unpickled"
+            ) from error
         reason = (str(error).splitlines() or [""])[0]
         raise InspectError(
             f"{path} is not a readable bertkit checkpoint (torch.load(weights_only=True): "
