@@ -84,3 +84,34 @@ def test_an_s3_endpoint_no_one_answers_ends_a_stage_at_once_in_one_line(
         "AWS_ENDPOINT_URL, and the network\n"
     )
     assert not (tmp_path / "out").exists()
+
+
+def test_the_trainer_s_s3_client_follows_every_credential_variable(s3_server, monkeypatch) -> None:
+    """pipelines/io/clients.py keeps one boto3 client per environment: a secret, a session
+    token, a credentials or config file or a CA bundle changed in the process gets a client
+    built with the new one, and the environment as it was gets its client back."""
+    from pipelines.io import clients
+
+    for name, value in client_environment(s3_server.endpoint).items():
+        monkeypatch.setenv(name, value)
+    changed = ["AWS_SESSION_TOKEN", "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE"]
+    for name in [*changed, "AWS_CA_BUNDLE"]:
+        monkeypatch.delenv(name, raising=False)
+    first = clients.s3_client()
+    assert clients.s3_client() is first
+    seen = [first]
+    for name, value in [
+        ("AWS_SECRET_ACCESS_KEY", "rotated"),
+        ("AWS_SESSION_TOKEN", "token"),
+        ("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/credentials"),
+        ("AWS_CONFIG_FILE", "/nonexistent/config"),
+        ("AWS_CA_BUNDLE", "/nonexistent/ca.pem"),
+    ]:
+        monkeypatch.setenv(name, value)
+        client = clients.s3_client()
+        assert all(client is not other for other in seen), name
+        seen.append(client)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+    for name in [*changed, "AWS_CA_BUNDLE"]:
+        monkeypatch.delenv(name)
+    assert clients.s3_client() is first

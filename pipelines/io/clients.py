@@ -20,11 +20,19 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
+# Every variable boto3 reads to choose the endpoint, the credentials and how it trusts the
+# endpoint: a process that changes one (a new secret, a session token refreshed) gets a new
+# client. The key holds their values, as the environment does; nothing logs it.
 S3_ENVIRONMENT = (
     "AWS_ENDPOINT_URL",
     "AWS_ENDPOINT_URL_S3",
     "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
     "AWS_PROFILE",
+    "AWS_SHARED_CREDENTIALS_FILE",
+    "AWS_CONFIG_FILE",
+    "AWS_CA_BUNDLE",
     "AWS_DEFAULT_REGION",
     "AWS_REGION",
 )
