@@ -114,18 +114,26 @@ def _end_on_unsent_batch(error: BaseException, _batch: object) -> None:
 
 
 # Errors of these packages carry a message written for the user (the shard, the sample, the
-# fix); torch re-raises a worker's error as "Caught X in DataLoader worker process N" and the
-# worker's whole traceback, which buries it.
+# fix), and an OSError says what in the world failed (a file gone, a permission, a dropped
+# connection): torch re-raises a worker's error as "Caught X in DataLoader worker process N"
+# and the worker's whole traceback, which buries it. Anything else is a bug, whose traceback
+# torch's message keeps.
 _OUR_PACKAGES = ("pipelines.", "schemas.", "trainer.")
 
 
 def _our_message(error: Exception) -> str | None:
-    """The original message of one of our errors re-raised by torch from a worker, else None."""
+    """The original message of one of our errors, or of an OSError, re-raised by torch from
+    a worker; else None."""
     kind = type(error)
-    if not kind.__module__.startswith(_OUR_PACKAGES):
+    if not (kind.__module__.startswith(_OUR_PACKAGES) or issubclass(kind, OSError)):
         return None
     text = str(error)
-    marker = f"{kind.__module__}.{kind.__qualname__}: "
+    name = (
+        kind.__qualname__
+        if kind.__module__ == "builtins"
+        else f"{kind.__module__}.{kind.__qualname__}"
+    )
+    marker = f"\n{name}: "
     if not text.startswith("Caught ") or marker not in text:
         return None
     return text[text.rindex(marker) + len(marker) :].rstrip("\n")

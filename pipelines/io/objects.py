@@ -97,14 +97,44 @@ def download(url: str, local: Path) -> None:
 
 def list_names(prefix_url: str) -> list[str]:
     """The names of every object under `prefix_url`/, relative to it, sorted."""
+    return sorted(list_sizes(prefix_url))
+
+
+def list_sizes(prefix_url: str) -> dict[str, int]:
+    """Every object under `prefix_url`/, by its name relative to it, with its size in bytes:
+    one listing request per 1,000 objects (S3's page; GCS's JSON API pages the same way)."""
     kind, bucket, key = split(prefix_url.rstrip("/") + "/")
     with _request("listing", prefix_url):
         if kind == "s3":
             pages = _s3().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=key)
-            keys = [item["Key"] for page in pages for item in page.get("Contents", [])]
+            found = [(o["Key"], o["Size"]) for page in pages for o in page.get("Contents", [])]
         else:
-            keys = [blob.name for blob in _gcs_bucket(bucket).list_blobs(prefix=key)]
-    return sorted(name[len(key) :] for name in keys)
+            found = [(b.name, b.size) for b in _gcs_bucket(bucket).list_blobs(prefix=key)]
+    return {name[len(key) :]: int(size) for name, size in found}
+
+
+def missing_bucket(url: str) -> str | None:
+    """What to say when the storage answers that the bucket of `url` (s3:// or gs://) does
+    not exist (S3's 404 to a HeadBucket, GCS's 404 to a bucket lookup); None for any other
+    answer, or none: a bucket this client may not look at, or cannot reach, is not missing.
+    One request; asked only once something was not found, to say why."""
+    kind, bucket, _ = split(url)
+    try:
+        with _request("looking for the bucket of", url):
+            if kind == "s3":
+                _s3().head_bucket(Bucket=bucket)
+                return None
+            if _gcs_bucket(bucket).exists():
+                return None
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return None
+    endpoint = "AWS_ENDPOINT_URL" if kind == "s3" else "STORAGE_EMULATOR_HOST"
+    return (
+        f"the bucket {kind}://{bucket} does not exist: check its name (and {endpoint}, where "
+        "it is set, for the storage that holds it)"
+    )
 
 
 def object_problem(url: str, flag: str) -> str | None:
@@ -175,6 +205,18 @@ def replace(url: str, data: bytes, version: str) -> str | None:
         if _is_precondition_failure(error.__cause__):
             return None
         raise
+
+
+def is_refused(error: BaseException) -> bool:
+    """Whether an error of this module is the storage refusing these credentials the request
+    (403 or 401: AccessDenied, Forbidden), rather than a fault that trying again may mend."""
+    cause = error.__cause__
+    response = getattr(cause, "response", None)
+    if isinstance(response, dict):  # botocore's ClientError
+        code = str(response.get("Error", {}).get("Code"))
+        status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        return code in ("AccessDenied", "AllAccessDisabled", "403", "401") or status in (401, 403)
+    return getattr(cause, "code", None) in (401, 403)  # google.api_core's Forbidden
 
 
 def _is_precondition_failure(error: BaseException | None) -> bool:

@@ -489,6 +489,11 @@ def locate(path_or_url: str) -> Location:
         manifest_url = join(target, manifest_name)
         if exists(manifest_url):
             return Location(kind, target, manifest_url)  # type: ignore[arg-type]
+    if scheme(target) in ("s3", "gs"):
+        from pipelines.io.objects import missing_bucket  # objects imports this module
+
+        if problem := missing_bucket(target):
+            raise FileNotFoundError(f"{redact(path_or_url)}: {problem}")
     raise FileNotFoundError(
         f"{path_or_url}: neither {SHARDS_MANIFEST_NAME} (a shards directory) nor "
         f"{MANIFEST_NAME} (a documents directory) is there. A directory without its manifest "

@@ -11,6 +11,8 @@ a block, schemas/shards.py for the manifest and the block table; 1.x shards, one
                 are used), `iter_tar_samples`, `iter_tar_blocks`, `ShardReadError`
     source.py   a shards directory, its manifest.json or shard URLs → the shard list of one
                 sequence length's split (`open_source`), what the trainer and `inspect` open
+    presence.py before any read: each shard and block table a manifest lists is on the
+                storage with its recorded size (`check_present`, which `open_source` runs)
 
 The writer (through `pipelines.beam.shards`) is atomic: it writes `NAME.tmp-<uuid>` and
 renames it, so a reader listing the directory never sees a partial shard.

@@ -3,7 +3,8 @@ block table first (its exact recorded bytes, its sha256 checked), then by byte r
 by block, each block's samples released only after its sha256 matched the table, and never a
 byte past what the manifest and table record (`read_verified_blocks` hands out the verified
 blocks as they are, a SampleBlock each: its bytes and where its samples lie in them, which
-is what the training loader holds). The plain stream reader, `iter_tar_samples`,
+is what the training loader holds). A listed shard that is not on the storage is said so
+in one line. The plain stream reader, `iter_tar_samples`,
 turns a truncated or corrupt tar into a `ShardReadError` that names the shard and the last
 good sample; it reads 2.x shards (a member per block of samples) and 1.x shards (a member
 per sample).
@@ -166,7 +167,7 @@ def read_verified_blocks(
     with open_range(spans[0].start, spans[-1].end) as stream:
         for span in spans:
             where = f"samples {span.first}–{span.stop - 1} (bytes {span.start:,}–{span.end:,})"
-            data = read_exactly(stream, span.end - span.start)  # never a byte more
+            data = _read_span(stream, span.end - span.start, name)  # never a byte more
             if len(data) != span.end - span.start:
                 raise ShardReadError(
                     f"{name}: ends inside {where}, after {span.start + len(data):,} bytes; the "
@@ -190,6 +191,17 @@ def read_verified_blocks(
                     f"{span.stop - span.first}; rebuild the shards"
                 )
             yield span.first, blocks
+
+
+def _read_span(stream: BinaryIO, size: int, name: str) -> bytes:
+    """`size` bytes of a shard the manifest lists; its absence said as such, in one line."""
+    try:
+        return read_exactly(stream, size)
+    except FileNotFoundError as error:
+        raise ShardReadError(
+            f"{name}: listed in the manifest but not on the storage: restore it or rebuild "
+            "the shards"
+        ) from error
 
 
 def iter_tar_samples(

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from pipelines.io import storage
 from pipelines.io.retry import RetryPolicy, open_with_retries, range_opener
+from pipelines.io.shards.presence import check_present
 from pipelines.io.shards.read import (
     SampleBlock,
     iter_tar_samples,
@@ -35,6 +36,8 @@ from schemas.shards import (
 from schemas.versions import read_record
 
 _LOG = logging.getLogger(__name__)
+# How a probe of the storage before any read (check_present) meets a fault: as a read does.
+_POLICY = RetryPolicy()
 
 
 class DataConfigError(ValueError):
@@ -117,9 +120,15 @@ def open_source(spec: str, split: str = "train", max_seq_length: int | None = No
     `spec` is a shards directory or its manifest.json (local path or URL: the manifest's
     counts and checksums are used), or a list of shard URLs with brace patterns
     (`s3://b/shards/seq128/train/shard-{000000..000099}.tar`, as webdataset expands them),
-    whose manifest is looked for at the usual place, three levels up; shards without one are
-    counted by reading them once, when their count is first needed (`ShardEntry`). A shard
-    URL with a query (presigned) names that object alone: no manifest is looked for beside it.
+    whose manifest is looked for at the usual place, three levels up: where one is there,
+    every URL must be a shard it lists (DataConfigError names those it does not: nothing
+    could verify their bytes). Shards with no manifest at all are counted by reading them
+    once, when their count is first needed (`ShardEntry`), unverified. A shard URL with a
+    query (presigned) names that object alone: no manifest is looked for beside it.
+
+    Every shard of the source a manifest lists, and its block table, is checked to be on the
+    storage with the size the manifest records before this returns (`check_present`, which
+    says what that costs): ShardReadError names one that is missing or of another size.
     """
     from webdataset.shardlists import expand_urls  # the brace expansion webdataset users know
 
@@ -141,10 +150,13 @@ def source_of(
     manifest: ShardsManifest, manifest_url: str, split: str, max_seq_length: int | None
 ) -> DataSource:
     """One split of a manifest already read (the held-out split beside the train one reads
-    no manifest twice)."""
+    no manifest twice), its shards checked to be there (`check_present`)."""
     output = _choose_output(manifest, manifest_url, max_seq_length)
     shards = _split_shards(manifest, manifest_url, output, split)
     entries = tuple(ShardEntry(shard_url(manifest_url, s), s.samples, s) for s in shards.shards)
+    check_present(
+        [(e.url, s) for e, s in zip(entries, shards.shards, strict=True)], manifest_url, _POLICY
+    )
     length = manifest.outputs[output].max_seq_length
     return DataSource(entries, length, split, manifest, manifest_url)
 
@@ -186,7 +198,8 @@ def _split_shards(manifest: ShardsManifest, url: str, output: str, split: str) -
 
 
 def _source_from_urls(urls: list[str], split: str, max_seq_length: int | None) -> DataSource:
-    """Shards named one by one: counts from their manifest if it is where bertkit puts it."""
+    """Shards named one by one: counts and checksums from their manifest if it is where
+    bertkit puts it; a shard it does not list is refused. Without a manifest, unverified."""
     if not urls:
         raise DataConfigError("the shard pattern expands to no URL")
     manifest_url, _ = storage.shard_manifest(urls[0])
@@ -199,6 +212,7 @@ def _source_from_urls(urls: list[str], split: str, max_seq_length: int | None) -
         manifest = None
     else:
         manifest = read_manifest(manifest_url) if storage.exists(manifest_url) else None
+        _check_one_manifest(urls, manifest_url, manifest is not None)
     listed = manifest.shards_by_path() if manifest is not None else {}
     entries = []
     length = None
@@ -210,11 +224,46 @@ def _source_from_urls(urls: list[str], split: str, max_seq_length: int | None) -
             length = manifest.outputs[output_name].max_seq_length  # type: ignore[union-attr]
         else:
             entries.append(ShardEntry(url, None))  # counted when first needed
+    if manifest is not None:
+        _refuse_unlisted([e.url for e in entries if e.info is None], manifest_url)
+        check_present(((e.url, e.info) for e in entries if e.info), manifest_url, _POLICY)
     if max_seq_length is not None and length is not None and length != max_seq_length:
         raise DataConfigError(
             f"{urls[0]}: shards of max_seq_length {length}, the run asks for {max_seq_length}"
         )
     return DataSource(tuple(entries), length, split, manifest, manifest_url if manifest else None)
+
+
+def _check_one_manifest(urls: list[str], manifest_url: str, found: bool) -> None:
+    """Refuse shard URLs that would read shards of a manifest without it: ones of another
+    shards directory whose manifest is there (a directory a source, in a mix). With no
+    manifest anywhere, say why where it is a bucket that does not exist."""
+    places = sorted({storage.shard_manifest(url)[0] for url in urls} - {manifest_url})
+    for place in places:
+        if storage.exists(place):
+            raise DataConfigError(
+                f"{urls[0]}: its pattern names shards of two shards directories, this one's "
+                f"and those {place} lists: give each directory (or its shards) as a --shards "
+                "source of its own"
+            )
+    if not found and storage.scheme(manifest_url) in ("s3", "gs"):
+        from pipelines.io.objects import missing_bucket
+
+        if problem := missing_bucket(manifest_url):
+            raise DataConfigError(f"{urls[0]}: {problem}")
+
+
+def _refuse_unlisted(unlisted: list[str], manifest_url: str) -> None:
+    """A shard its manifest does not list reaches no model: nothing could verify its bytes,
+    nor record its sha256 for a resume to compare."""
+    if not unlisted:
+        return
+    more = f" (and {len(unlisted) - 1} more)" if len(unlisted) > 1 else ""
+    raise DataConfigError(
+        f"{unlisted[0]}{more}: not listed in {manifest_url}, the manifest of the shards there, "
+        "so nothing could verify its bytes: give only shards it lists (or the shards "
+        f"directory, {storage.parent(manifest_url)}), or rebuild the shards with it"
+    )
 
 
 def listed_shard(
