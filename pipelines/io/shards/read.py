@@ -3,8 +3,10 @@ block table first (its exact recorded bytes, its sha256 checked), then by byte r
 by block, each block's samples released only after its sha256 matched the table, and never a
 byte past what the manifest and table record (`read_verified_blocks` hands out the verified
 blocks as they are, a SampleBlock each: its bytes and where its samples lie in them, which
-is what the training loader holds). A listed shard that is not on the storage is said so
-in one line. The plain stream reader, `iter_tar_samples`,
+is what the training loader holds). A remote block (or block table) whose sha256 does not
+match is read once more before it fails: a response damaged in transit is served right the
+next time, and logged; a mismatch seen twice is the stored object's. A listed shard that is
+not on the storage is said so in one line. The plain stream reader, `iter_tar_samples`,
 turns a truncated or corrupt tar into a `ShardReadError` that names the shard and the last
 good sample; it reads 2.x shards (a member per block of samples) and 1.x shards (a member
 per sample).
@@ -15,13 +17,14 @@ from __future__ import annotations
 import functools
 import hashlib
 import io
+import logging
 from collections.abc import Callable, Iterator
 from typing import BinaryIO, NamedTuple
 
 import numpy as np
 
 from pipelines.io.shards.tar import TAR_BLOCK, ZERO_BLOCK
-from pipelines.io.storage import NotAFileError, read_exactly
+from pipelines.io.storage import NotAFileError, is_remote, read_exactly, redact
 from schemas.checks import RecordError
 from schemas.examples import (
     EXAMPLE_MEMBER,
@@ -31,6 +34,8 @@ from schemas.examples import (
     sample_key,
 )
 from schemas.shards import ShardInfo, block_table_path
+
+_LOG = logging.getLogger(__name__)
 
 _READ_BYTES = 1 << 20
 _FILE_TYPES = (b"0", b"\0")
@@ -87,24 +92,30 @@ def load_blocks(open_table: RangeOpener, name: str, info: ShardInfo) -> ShardInf
     if table is None or info.blocks:
         return info
     where = f"{name}: its block table {block_table_path(name.rsplit('/', 1)[-1])}"
-    try:
-        with open_table(0, table.bytes) as stream:
-            data = read_exactly(stream, table.bytes)
-    except FileNotFoundError as error:
-        raise ShardReadError(
-            f"{where} is missing, so none of the shard's samples can be verified; restore it "
-            "with the shard or rebuild the shards"
-        ) from error
-    except NotAFileError as error:  # a FIFO or a directory in its place: never waited on
-        raise ShardReadError(f"{where}: {error}") from error
-    except ShardReadError as error:  # ResumingStream: it ended before the recorded size
-        raise ShardReadError(f"{name}: {error}") from error
+
+    def read() -> bytes:
+        try:
+            with open_table(0, table.bytes) as stream:
+                return read_exactly(stream, table.bytes)
+        except FileNotFoundError as error:
+            raise ShardReadError(
+                f"{where} is missing, so none of the shard's samples can be verified; restore "
+                "it with the shard or rebuild the shards"
+            ) from error
+        except NotAFileError as error:  # a FIFO or a directory in its place: never waited on
+            raise ShardReadError(f"{where}: {error}") from error
+        except ShardReadError as error:  # ResumingStream: it ended before the recorded size
+            raise ShardReadError(f"{name}: {error}") from error
+
+    data = read()
     if len(data) != table.bytes:
         raise ShardReadError(
             f"{where} ends after {len(data):,} bytes, the manifest records {table.bytes:,}; "
             "rebuild the shards or restore it from the source"
         )
     digest = hashlib.sha256(data).hexdigest()
+    if digest != table.sha256 and is_remote(name):
+        data, digest = _read_again(read, table.sha256, digest, where)
     if digest != table.sha256:
         raise ShardReadError(
             f"{where} does not match the manifest's sha256 ({digest[:16]}… against "
@@ -148,7 +159,8 @@ def read_verified_blocks(
 
     Reads only the blocks that hold the samples, as one byte range from `open_range(start,
     end)`, one block at a time: a block's bytes must be exactly the size and sha256 its
-    block table records, and hold exactly its samples, before any of them is handed out. The
+    block table records, and hold exactly its samples, before any of them is handed out (a
+    remote block that does not match is read once more, `_read_again`). The
     block table of a 2.1 entry is read first, through `open_table` (`load_blocks`), and only
     when there is something to read; a 1.1 or 2.0 entry lists its blocks inline. A shard
     listed without blocks (a 1.0 manifest) is one block: it is held in memory whole,
@@ -174,6 +186,9 @@ def read_verified_blocks(
                     "shard is truncated: rebuild it or restore it from the source"
                 )
             digest = hashlib.sha256(data).hexdigest()
+            if digest != span.sha256 and is_remote(name):
+                again = functools.partial(_read_range, open_range, span.start, span.end, name)
+                data, digest = _read_again(again, span.sha256, digest, f"{name}: {where}")
             if digest != span.sha256:
                 raise ShardReadError(
                     f"{name}: {where} do not match the manifest's sha256 ({digest[:16]}… "
@@ -202,6 +217,29 @@ def _read_span(stream: BinaryIO, size: int, name: str) -> bytes:
             f"{name}: listed in the manifest but not on the storage: restore it or rebuild "
             "the shards"
         ) from error
+
+
+def _read_range(open_range: RangeOpener, start: int, end: int, name: str) -> bytes:
+    with open_range(start, end) as stream:
+        return _read_span(stream, end - start, name)
+
+
+def _read_again(
+    read: Callable[[], bytes], sha256: str, digest: str, where: str
+) -> tuple[bytes, str]:
+    """Bytes of a remote file that did not match their sha256, read once more: a response
+    damaged in transit (a proxy, a faulty link) is served right the next time, while an
+    object changed or damaged on the storage fails again. (bytes, their sha256)."""
+    data = read()
+    again = hashlib.sha256(data).hexdigest()
+    if again == sha256:
+        _LOG.warning(
+            "%s did not match the manifest's sha256 (%s…) as first read, and did when read "
+            "again: a fault in transit, not in the stored object; nothing damaged was used",
+            redact(where),
+            digest[:16],
+        )
+    return data, again
 
 
 def iter_tar_samples(
