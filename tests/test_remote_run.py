@@ -115,18 +115,33 @@ def test_latest_goes_up_only_after_the_checkpoint_it_names_is_on_s3(sample_shard
     moment the bucket already holds the checkpoint whole (a reader of `latest` never finds a
     partial one), and the run's other files follow it."""
     uploads, real_upload = [], objects.upload
+    real_create, real_replace = objects.create, objects.replace
 
     def recording_upload(local: Path, url: str) -> None:
-        name = url.split("/k2/", 1)[1]
-        if name == "checkpoints/latest":
-            named = "checkpoints/" + local.read_text().strip()
-            on_bucket = s3.get_object(Bucket=BUCKET, Key=f"k2/{named}")["Body"].read()
-            assert on_bucket == (local.parent / named.split("/")[1]).read_bytes()
-            name = f"latest → {named}"
-        uploads.append(name)
+        uploads.append(url.split("/k2/", 1)[1])
         real_upload(local, url)
 
+    def latest_written(url: str, data: bytes) -> None:
+        """`latest` is written by a conditional put (`create`, then `replace`), as the run
+        lock is (which is not recorded)."""
+        if not url.endswith("/checkpoints/latest"):
+            return
+        named = "checkpoints/" + data.decode().strip()
+        on_bucket = s3.get_object(Bucket=BUCKET, Key=f"k2/{named}")["Body"].read()
+        assert on_bucket[:2] == b"PK"  # the checkpoint is whole (a zip) before `latest` names it
+        uploads.append(f"latest → {named}")
+
+    def recording_create(url: str, data: bytes) -> str | None:
+        latest_written(url, data)
+        return real_create(url, data)
+
+    def recording_replace(url: str, data: bytes, version: str) -> str | None:
+        latest_written(url, data)
+        return real_replace(url, data, version)
+
     monkeypatch.setattr(objects, "upload", recording_upload)
+    monkeypatch.setattr(objects, "create", recording_create)
+    monkeypatch.setattr(objects, "replace", recording_replace)
     assert (
         train.run([*TINY, "--shards", str(sample_shards), *STEPS, "--output", f"s3://{BUCKET}/k2"])
         == 0
@@ -138,10 +153,74 @@ def test_latest_goes_up_only_after_the_checkpoint_it_names_is_on_s3(sample_shard
         "checkpoints/step-00000006.pt",
         "latest → checkpoints/step-00000006.pt",
         "metrics.jsonl",
-        # The end of the run mirrors once more, for the last metrics: `latest` unchanged.
-        "latest → checkpoints/step-00000006.pt",
+        # The end of the run mirrors once more, for the last metrics: `latest`, unchanged
+        # since this run wrote it, is not written again.
         "metrics.jsonl",
     ]
+
+
+def test_a_stale_writer_never_moves_latest_back(s3):
+    """A trainer that passed its lock check, stalled, and uploads after another run took the
+    directory over and wrote `latest`: its write of `latest` is conditional on the version it
+    last read or wrote, so it fails (RunLockLost) and `latest` keeps the newer run's."""
+    from trainer.run.lock import RunLockLost
+    from trainer.run.remote import RemoteRun
+
+    prefix = "stale"
+    for name, data in {
+        "checkpoints/latest": b"step-00000002.pt\n",
+        "checkpoints/step-00000002.pt": b"two",
+        "metrics.jsonl": b'{"kind": "train", "step": 2}\n',
+    }.items():
+        s3.put_object(Bucket=BUCKET, Key=f"{prefix}/{name}", Body=data)
+    stale = RemoteRun.open(f"s3://{BUCKET}/{prefix}", keep=3)
+    try:
+        assert stale.prepare(resume=True, overwrite=False) == []  # reads `latest`: step 2
+        # The run that took over writes its step 4, and `latest` names it.
+        s3.put_object(Bucket=BUCKET, Key=f"{prefix}/checkpoints/step-00000004.pt", Body=b"four")
+        s3.put_object(Bucket=BUCKET, Key=f"{prefix}/checkpoints/latest", Body=b"step-00000004.pt\n")
+        staged = stale.staging / "checkpoints"
+        (staged / "step-00000003.pt").write_bytes(b"three")
+        (staged / "latest").write_bytes(b"step-00000003.pt\n")
+        with pytest.raises(RunLockLost) as lost:
+            stale.push()
+    finally:
+        stale.close()
+    assert str(lost.value) == (
+        f"s3://{BUCKET}/{prefix}/checkpoints/latest: another trainer wrote it after this run "
+        "last wrote or read it, and this run's write would have replaced what that one points "
+        "to; this run stopped before writing anything more. Two trainers may be writing this "
+        "run directory: rerun with --resume once only one runs"
+    )
+    listing = s3_listing(s3, prefix)
+    assert listing["checkpoints/latest"] == b"step-00000004.pt\n"
+    assert "metrics.jsonl" in listing and listing["metrics.jsonl"].count(b"\n") == 1
+
+
+def test_a_new_run_never_writes_over_a_latest_that_appeared_meanwhile(s3):
+    from trainer.run.lock import RunLockLost
+    from trainer.run.remote import RemoteRun
+
+    prefix = "appeared"
+    fresh = RemoteRun.open(f"s3://{BUCKET}/{prefix}", keep=3)
+    try:
+        assert fresh.prepare(resume=False, overwrite=False) == []  # nothing there
+        staged = fresh.staging / "checkpoints"
+        staged.mkdir()
+        (staged / "step-00000001.pt").write_bytes(b"one")
+        (staged / "latest").write_bytes(b"step-00000001.pt\n")
+        fresh.push()  # created: nothing was there
+        (staged / "step-00000002.pt").write_bytes(b"two")
+        (staged / "latest").write_bytes(b"step-00000002.pt\n")
+        fresh.push()  # replaced: still the version this run wrote
+        s3.put_object(Bucket=BUCKET, Key=f"{prefix}/checkpoints/latest", Body=b"step-00000009.pt\n")
+        (staged / "latest").write_bytes(b"step-00000003.pt\n")
+        (staged / "step-00000003.pt").write_bytes(b"three")
+        with pytest.raises(RunLockLost, match=r"checkpoints/latest: another trainer wrote it "):
+            fresh.push()
+    finally:
+        fresh.close()
+    assert s3_listing(s3, prefix)["checkpoints/latest"] == b"step-00000009.pt\n"
 
 
 def test_overwrite_on_s3_never_deletes_what_no_run_wrote(sample_shards, s3, capsys):

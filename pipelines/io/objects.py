@@ -11,9 +11,10 @@ an emulator).
 from __future__ import annotations
 
 import contextlib
+import datetime
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pipelines.io import clients, storage
 
@@ -166,6 +167,26 @@ def delete(url: str) -> None:
             _gcs_bucket(bucket).blob(key).delete()
 
 
+def delete_if(url: str, version: str) -> bool:
+    """Delete `url` only if the object there is still `version` (S3's If-Match on the ETag,
+    GCS's if_generation_match): True if it was deleted, or was already gone; False if it is
+    another version now, which stays."""
+    kind, bucket, key = split(url)
+    try:
+        with _request("deleting", url):
+            if kind == "s3":
+                _s3().delete_object(Bucket=bucket, Key=key, IfMatch=version)
+            else:
+                _gcs_bucket(bucket).blob(key).delete(if_generation_match=int(version))
+    except FileNotFoundError:  # gone already (or a retry after the delete landed)
+        return True
+    except storage.StorageError as error:
+        if _is_precondition_failure(error.__cause__):
+            return False
+        raise
+    return True
+
+
 def create(url: str, data: bytes) -> str | None:
     """Write `data` to `url` only if no object is there (S3's If-None-Match: *, GCS's
     if_generation_match=0): the new object's version (`replace` takes it) if this call
@@ -246,17 +267,35 @@ def get(url: str, limit: int) -> bytes:
         return _gcs_bucket(bucket).blob(key).download_as_bytes(start=0, end=limit)
 
 
-def get_versioned(url: str, limit: int) -> tuple[bytes, str]:
-    """An object's bytes (at most `limit` + 1, as `get`) and its version, for `replace`."""
+class Versioned(NamedTuple):
+    """An object as read: its bytes, its version (S3's ETag, GCS's generation: what
+    `replace` and `delete_if` name) and when the storage says it was written, in seconds
+    since the epoch by the storage's clock (None where the storage gave no time)."""
+
+    data: bytes
+    version: str
+    modified: float | None
+
+
+def get_versioned(url: str, limit: int) -> Versioned:
+    """An object's bytes (at most `limit` + 1, as `get`), its version and its time."""
     kind, bucket, key = split(url)
     with _request("reading", url):
         if kind == "s3":
             answer = _s3().get_object(Bucket=bucket, Key=key, Range=f"bytes=0-{limit}")
-            return answer["Body"].read(limit + 1), str(answer["ETag"])
+            data = answer["Body"].read(limit + 1)
+            return Versioned(data, str(answer["ETag"]), _seconds(answer.get("LastModified")))
         blob = _gcs_bucket(bucket).get_blob(key)
         if blob is None:
             raise FileNotFoundError(f"reading {storage.redact(url)}: no such object")
         # The bytes of that generation, not of a newer one written between the two requests.
         generation = blob.generation
         data = blob.download_as_bytes(start=0, end=limit, if_generation_match=generation)
-        return data, str(generation)
+        return Versioned(data, str(generation), _seconds(blob.updated))
+
+
+def _seconds(moment: object) -> float | None:
+    """A client's timezone-aware datetime as seconds since the epoch; None for anything else."""
+    if isinstance(moment, datetime.datetime) and moment.tzinfo is not None:
+        return moment.timestamp()
+    return None

@@ -12,13 +12,18 @@ told who holds it. A crashed run never leaves it held for ever:
   storage decides between two racing runs), holding who holds it and when it was last
   renewed. A thread renews it every RENEW_SECONDS; one not renewed for LEASE_SECONDS (its
   run was killed before it could delete it) is stale, and the next run takes it over,
-  saying so (a lock whose renewal time is not a number, or lies in the future, is not
-  trusted as fresh). A renewal replaces the object only if it is still the one this run
-  wrote (S3's If-Match on its ETag, GCS's if_generation_match), and a takeover replaces only
-  the stale object it read: of a holder waking from a stall and the run taking over from it,
-  exactly one wins. A run of the same scheduler job (a SLURM requeue, a restarted Kubernetes pod
-  of one Job: BERTKIT_JOB_ID, SLURM_JOB_ID or torchrun's --rdzv-id) takes over at once: the
-  job's earlier attempt has ended, or it would not have been started again.
+  saying so. Its age is the storage's: the time the storage says the object was last
+  written (S3's LastModified, GCS's `updated`) against the clock of the run that looks, so
+  a live holder whose clock runs behind is not taken for a dead one; the renewal time the
+  holder wrote in it is for people, and counts only where the storage gives no time (then
+  one that is not a number, or lies in the future, is not trusted as fresh). A renewal
+  replaces the object only if it is still the one this run wrote (S3's If-Match on its
+  ETag, GCS's if_generation_match), a takeover replaces only the stale object it read, and
+  a clean exit deletes only the object this run last wrote: of a holder waking from a stall
+  and the run taking over from it, exactly one wins. A run of the same scheduler job (a
+  SLURM requeue, a restarted Kubernetes pod of one Job: BERTKIT_JOB_ID, SLURM_JOB_ID or
+  torchrun's --rdzv-id) takes over at once: the job's earlier attempt has ended, or it
+  would not have been started again.
 
 A holder can lose its lock without dying: paused (SIGSTOP, a frozen VM) past its lease, or
 its `run.lock` deleted or replaced under it. Before each checkpoint and each upload the
@@ -200,10 +205,28 @@ def _replace(url: str, data: bytes, version: str) -> str | None:
     if written is not None:
         return written
     try:
-        now, now_version = objects.get_versioned(url, _MAX_LOCK_BYTES)
+        now = objects.get_versioned(url, _MAX_LOCK_BYTES)
     except FileNotFoundError:
         return None
-    return now_version if now == data else None
+    return now.version if now.data == data else None
+
+
+def _judged(found: objects.Versioned, holder: Holder, lease: float) -> tuple[bool, float, str]:
+    """(fresh, age in seconds, what makes it stale) of a lock object as read: its age by the
+    storage's time of its last write where the storage gives one (a write the storage timed
+    in our future is fresh: our clock is behind), else by the renewal time it records."""
+    now = time.time()
+    if found.modified is not None:
+        age = now - found.modified
+        return age <= lease, age, f"stale, last written {age:.0f} s ago by the storage's clock"
+    age = holder.age(now)
+    if math.isnan(age):
+        why = f"its renewal time {holder.renewed!r} is not a time"
+    elif age < 0:
+        why = f"renewed {-age:.0f} s in the future: not trusted"
+    else:
+        why = f"stale, renewed {age:.0f} s ago"
+    return holder.fresh(now, lease), age, why
 
 
 def _refusal(where: str, holder: Holder | None, detail: str = "") -> RunLockedError:
@@ -317,34 +340,28 @@ class _ObjectLock(RunLock):
         if version is not None:
             return cls(url, me, version, lease)
         try:
-            data, stale_version = objects.get_versioned(url, _MAX_LOCK_BYTES)
+            found = objects.get_versioned(url, _MAX_LOCK_BYTES)
         except FileNotFoundError:  # released between our two requests: try once more
             version = objects.create(url, me.to_bytes())
         else:
-            holder = Holder.parse(data)
+            holder = Holder.parse(found.data)
             if holder is None:
                 raise ValueError(
                     f"{storage.redact(url)} is not a bertkit run lock: remove it if no trainer "
                     "writes this run directory"
                 )
-            now = time.time()
-            age = holder.age(now)
+            fresh, age, reason = _judged(found, holder, lease)
             same_job = bool(me.job) and holder.job == me.job
-            if holder.fresh(now, lease) and not same_job:
+            if fresh and not same_job:
+                age = max(age, 0.0)
                 raise _refusal(
                     output,
                     holder,
-                    f" (renewed {max(age, 0):.0f} s ago; if that run is dead, its lock "
+                    f" (renewed {age:.0f} s ago; if that run is dead, its lock "
                     f"runs out {lease - age:.0f} s from now)",
                 )
             if same_job:
                 reason = "of this same job"
-            elif math.isnan(age):
-                reason = f"its renewal time {holder.renewed!r} is not a time"
-            elif age < 0:
-                reason = f"renewed {-age:.0f} s in the future: not trusted"
-            else:
-                reason = f"stale, renewed {age:.0f} s ago"
             _LOG.warning(
                 "%s: taking over the lock of %s (%s)",
                 storage.redact(url),
@@ -352,7 +369,7 @@ class _ObjectLock(RunLock):
                 reason,
             )
             # Only the stale object read above: if its holder renewed it meanwhile, it lives.
-            version = _replace(url, me.to_bytes(), stale_version)
+            version = _replace(url, me.to_bytes(), found.version)
         if version is None:
             raise _refusal(output, None, " (it took the lock a moment ago)")
         return cls(url, me, version, lease)
@@ -370,14 +387,14 @@ class _ObjectLock(RunLock):
                 return
             started = time.monotonic()
             try:
-                data, version = objects.get_versioned(self.url, _MAX_LOCK_BYTES)
-                current = Holder.parse(data)
+                found = objects.get_versioned(self.url, _MAX_LOCK_BYTES)
+                current = Holder.parse(found.data)
                 if current is None or current.token != self.holder.token:
                     who = current.describe() if current is not None else "something else"
                     self._lost = f"the lock now names {who}"
                     return
                 self.holder.renewed = time.time()
-                renewed = _replace(self.url, self.holder.to_bytes(), version)
+                renewed = _replace(self.url, self.holder.to_bytes(), found.version)
             except FileNotFoundError:
                 self._lost = "the lock was deleted"
                 return
@@ -405,11 +422,23 @@ class _ObjectLock(RunLock):
             return
         self._stop.set()
         self._renewer.join(self._renew_every / 6)  # a renewal in flight: not worth a hang
-        if self._lost is not None:
-            return  # the lock is another run's now, or nobody's: not ours to delete
+        # A renewal still in flight would change the version under the delete: wait for it
+        # a little more, then delete what this run last wrote all the same.
+        held = self._mutex.acquire(timeout=self._renew_every / 6)
         try:
-            current = Holder.parse(objects.get(self.url, _MAX_LOCK_BYTES))
-            if current is not None and current.token == self.holder.token:
-                objects.delete(self.url)
-        except OSError as error:  # FileNotFoundError too: nothing to give back
+            if self._lost is not None:
+                return  # the lock is another run's now, or nobody's: not ours to delete
+            # Only the object this run last wrote: a lock taken over since (its token or not)
+            # is another run's, and stays, however late this delete arrives.
+            if not objects.delete_if(self.url, self._version):
+                _LOG.warning(
+                    "%s: not removed: it is no longer the lock this run wrote (another trainer "
+                    "took it over, or a renewal was cut short; then it runs out after %g s)",
+                    storage.redact(self.url),
+                    self.lease,
+                )
+        except OSError as error:
             _LOG.warning("%s: could not remove the run lock: %s", storage.redact(self.url), error)
+        finally:
+            if held:
+                self._mutex.release()

@@ -23,6 +23,10 @@ cannot be unpacked is said in one line and replaced: a cache only ever saves tim
 
 Every write to the URL (an upload, a delete) is preceded by `guard`, the run lock's check
 (trainer/run/lock.py): a trainer that lost its lock while it stalled writes nothing more.
+A stall can come between the check and the write, so `latest` is also written only over
+the `latest` this run last wrote or read (S3's If-Match, GCS's if_generation_match; created
+only if absent, If-None-Match, where there was none): a trainer whose upload arrives after
+another run wrote `latest` raises RunLockLost instead of moving `latest` back.
 """
 
 from __future__ import annotations
@@ -52,7 +56,7 @@ from trainer.run.checkpoints import (
     is_run_file,
 )
 from trainer.run.leftovers import foreign_problem, leftovers_problem
-from trainer.run.lock import LOCK_FILE
+from trainer.run.lock import LOCK_FILE, RunLockLost
 
 _LOG = logging.getLogger(__name__)
 # A file of the compile cache as a mirror compares it: (path in the cache, bytes, mtime).
@@ -100,6 +104,10 @@ class RemoteRun:
     guard: Callable[[], None] | None = None  # raises if this run may no longer write
     compile_cache: Path | None = None  # staging's compile-cache/, mirrored as one archive
     _cache_files: tuple[_CacheFile, ...] = ()  # its files when last unpacked or uploaded
+    # The version of `latest` on the URL as this run last wrote or read it; None: none there
+    # (not yet, or deleted by --overwrite): the next write of `latest` replaces only that.
+    _latest_version: str | None = None
+    _latest_written: bytes | None = None  # what this run last wrote there
 
     @classmethod
     def open(cls, url: str, keep: int, guard: Callable[[], None] | None = None) -> RemoteRun:
@@ -163,8 +171,11 @@ class RemoteRun:
                 f"else says which that is. Upload a `latest` holding its name ({found[-1]}) "
                 "to resume from it, or pass --overwrite to start over"
             )
-        objects.download(self._url(latest), self.staging / latest)
+        found = objects.get_versioned(self._url(latest), LATEST_MAX_BYTES)
         pointer = self.staging / latest
+        pointer.parent.mkdir(parents=True, exist_ok=True)
+        pointer.write_bytes(found.data)
+        self._latest_version = found.version
         name = _latest_name(pointer, self._url(latest))
         checkpoint = f"{CHECKPOINTS_DIR}/{name}"
         if checkpoint not in names:
@@ -184,6 +195,8 @@ class RemoteRun:
         for name in names:
             self._may_write()
             objects.delete(self._url(name))
+            if name == f"{CHECKPOINTS_DIR}/{LATEST_FILE}":
+                self._latest_version = self._latest_written = None
 
     def push(self) -> None:
         """Mirror staging to the URL: new checkpoints, then `latest`, then the logs; then
@@ -197,7 +210,7 @@ class RemoteRun:
             self.uploaded.add(name)
         if (directory / LATEST_FILE).is_file():
             self._may_write()
-            objects.upload(directory / LATEST_FILE, self._url(f"{CHECKPOINTS_DIR}/{LATEST_FILE}"))
+            self._put_latest((directory / LATEST_FILE).read_bytes())
         for path in sorted(self.staging.iterdir()):
             if path.is_file() and _is_mirrored(path.name):  # metrics.jsonl, event files
                 self._may_write()
@@ -208,6 +221,29 @@ class RemoteRun:
             objects.delete(self._url(f"{CHECKPOINTS_DIR}/{name}"))
             self.uploaded.discard(name)
         self._push_compile_cache()
+
+    def _put_latest(self, data: bytes) -> None:
+        """Write `latest` only over the version this run last wrote or read (created only
+        if absent where it had none); RunLockLost if another trainer wrote it since."""
+        url = self._url(f"{CHECKPOINTS_DIR}/{LATEST_FILE}")
+        if data == self._latest_written and self._latest_version is not None:
+            return  # the end of a run mirrors once more: `latest` as this run wrote it
+        if self._latest_version is None:
+            version = objects.create(url, data)
+        else:
+            version = objects.replace(url, data, self._latest_version)
+        if version is None:  # a retry of a write whose answer was lost finds its own write
+            with contextlib.suppress(FileNotFoundError):
+                found = objects.get_versioned(url, LATEST_MAX_BYTES)
+                version = found.version if found.data == data else None
+        if version is None:
+            raise RunLockLost(
+                f"{storage.redact(url)}: another trainer wrote it after this run last wrote or "
+                "read it, and this run's write would have replaced what that one points to; "
+                "this run stopped before writing anything more. Two trainers may be writing "
+                "this run directory: rerun with --resume once only one runs"
+            )
+        self._latest_version, self._latest_written = version, data
 
     @property
     def compile_cache_mirror(self) -> tuple[str, Callable[[Path], None]]:
