@@ -10,6 +10,7 @@ import argparse
 import io
 import json
 import logging
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -34,6 +35,7 @@ from trainer.source import (
     check_mix_sources,
     heldout_source,
     open_source,
+    resumed_names,
     source_names,
 )
 from trainer.train import parse_arguments
@@ -163,11 +165,68 @@ def test_help_says_how_the_mix_is_weighed(capsys) -> None:
         (["a/x", "b/x/manifest.json", "c"], ("a-x", "b-x", "c")),
         (["s3://b/wiki/seq128/train/shard-{000000..000009}.tar", "dom"], ("wiki", "dom")),
         (["x/a/s", "y/a/s"], ("a-s-1", "a-s-2")),
-        (["shards", "old/shards"], ("shards", "old-shards")),
+        (["/data/shards", "/data/old/shards"], ("data-shards", "old-shards")),
+        (["s3://b/law/x/../shards", "gs://c/shards/."], ("law-shards", "c-shards")),
     ],
 )
 def test_each_source_is_named_by_its_directory_and_told_apart_by_its_parent(specs, names) -> None:
     assert source_names(specs) == names
+
+
+def test_the_same_shards_have_the_same_name_from_any_working_directory(
+    tmp_path, monkeypatch
+) -> None:
+    """A path is named as its normalised absolute path: `shards` run from w/ and `../shards`
+    from w/law are one source, w-shards (its parent's name in front, as law/shards is
+    another "shards"); `..` and `.` are never a name."""
+    work = tmp_path / "w"
+    (work / "law").mkdir(parents=True)
+    monkeypatch.chdir(work)
+    assert source_names(["law/shards", "shards"]) == ("law-shards", "w-shards")
+    assert source_names(["./law/../law/shards/manifest.json", "./shards/"]) == (
+        "law-shards",
+        "w-shards",
+    )
+    assert source_names([str(work / "law" / "shards"), str(work / "shards")]) == (
+        "law-shards",
+        "w-shards",
+    )
+    monkeypatch.chdir(work / "law")
+    assert source_names(["shards", "../shards"]) == ("law-shards", "w-shards")
+    assert source_names([".", ".."]) == ("law", "w")
+
+
+def test_a_resume_keeps_the_names_its_checkpoint_gave_the_same_shards(caplog) -> None:
+    caplog.set_level(logging.INFO, "bertkit.train")
+    saved = {
+        "sources": [
+            {"name": "law-shards", "shards_sha256": "a" * 64},
+            {"name": "shards", "shards_sha256": "b" * 64},
+        ]
+    }
+    now = {
+        "sources": [
+            {"name": "law-shards", "shards_sha256": "a" * 64},
+            {"name": "w-shards", "shards_sha256": "b" * 64},
+        ]
+    }
+    specs = ["shards", "../shards"]
+    assert resumed_names(saved, now, specs) == ("law-shards", "shards")
+    assert caplog.messages == [
+        "--resume: each source keeps the name the checkpoint gives it, the one metrics.jsonl "
+        "and TensorBoard know it by: ../shards is shards (not w-shards)"
+    ]
+    caplog.clear()
+    assert resumed_names(saved, now, specs, main=False) == ("law-shards", "shards")
+    assert resumed_names(now, now, specs) == ("law-shards", "w-shards")
+    assert caplog.messages == []  # another process, or nothing renamed: no line
+    # Other shards (a resume refuses them), a record without a mix or without names: None.
+    other = {"sources": [now["sources"][1], now["sources"][0]]}
+    assert resumed_names(saved, other, specs) is None
+    assert resumed_names({"shards_sha256": "c" * 64}, now, specs) is None
+    assert resumed_names(None, now, specs) is None
+    unnamed = {"sources": [{"shards_sha256": "a" * 64}, {"shards_sha256": "b" * 64}]}
+    assert resumed_names(unnamed, now, specs) is None
 
 
 # --------------------------------------------------------------------------- real shards
@@ -467,6 +526,42 @@ def test_a_mixed_run_resumed_gives_the_losses_and_weights_of_an_uninterrupted_on
     b = torch.load(latest_checkpoint(parts / "checkpoints"), weights_only=True)
     for name, tensor in a[CheckpointKey.MODEL].items():
         assert torch.equal(tensor, b[CheckpointKey.MODEL][name]), name
+
+
+def test_a_mix_resumed_from_moved_shards_keeps_its_sources_names(
+    sample_shards, wiki_shards, tmp_path, caplog
+) -> None:
+    """The sample's shards copied to books/ (the same shards, by their digest) resume the run
+    that knew them as `shards`: its metrics rows and its next checkpoint go on naming them
+    so, not `books`, whose series would start over under another name."""
+    run_dir, moved = tmp_path / "run", tmp_path / "elsewhere" / "books"
+    common = ["--mix", "0.7,0.3", "--output", str(run_dir), *RUN_FLAGS]
+    assert (
+        train.run(
+            ["--shards", str(sample_shards), str(wiki_shards), *common, "--stop-at-step", "2"]
+        )
+        == 0
+    )
+    shutil.copytree(sample_shards, moved)
+    caplog.set_level(logging.INFO, "bertkit.train")
+    assert train.run(["--shards", str(moved), str(wiki_shards), *common, "--resume"]) == 0
+    assert (
+        "--resume: each source keeps the name the checkpoint gives it, the one metrics.jsonl "
+        f"and TensorBoard know it by: {moved} is shards (not books)"
+    ) in caplog.messages
+    assert f"  shards: 0.7 of each global batch, 15521 train samples, {moved}" in caplog.text
+    rows = _rows(run_dir)
+    assert [
+        (row["kind"], row["step"], sorted(row.get("drawn") or row["sources"])) for row in rows
+    ] == [
+        ("train", 2, ["shards", "wiki"]),
+        ("eval", 2, ["shards", "wiki"]),
+        ("train", 4, ["shards", "wiki"]),
+        ("eval", 4, ["shards", "wiki"]),
+    ]
+    checkpoint = torch.load(latest_checkpoint(run_dir / "checkpoints"), weights_only=True)
+    assert checkpoint[CheckpointKey.STEP] == 4
+    assert [s["name"] for s in checkpoint[CheckpointKey.DATA]["sources"]] == ["shards", "wiki"]
 
 
 def test_a_checkpoint_from_before_mixes_resumes_with_its_one_source() -> None:

@@ -75,7 +75,13 @@ from trainer.released import (
 )
 from trainer.run.directory import RunDirectory
 from trainer.run.start import restore, start_from
-from trainer.source import check_mix_sources, heldout_source, source_names
+from trainer.source import (
+    check_mix_sources,
+    heldout_source,
+    log_mix,
+    resumed_names,
+    source_names,
+)
 
 _LOG = logging.getLogger("bertkit.train")
 
@@ -164,15 +170,6 @@ def _setup(
     mixed = len(sources) > 1
     if mixed:
         check_mix_sources(sources, names)
-        if env.is_main:
-            _log_mix(sources, names, config.weights)
-    heldouts = {
-        name: heldout
-        for name, each in zip(names, sources, strict=True)
-        if (heldout := heldout_source(each, name if mixed else None, env.is_main)) is not None
-    }
-    heldout = None if mixed else heldouts.get(names[0])
-    mix = MixedSource(sources, names, config.weights) if mixed else None
     recipe = resolve_recipe(config, source)  # objective and masking, refused if they can't work
     # What the run reads, and how it masks it: checked on --resume, in every checkpoint.
     weights = dict(zip(names, config.weights, strict=True))
@@ -181,6 +178,21 @@ def _setup(
     resumed, init = started.resumed, started.weights
     if resumed is not None:
         check_resume_precision(resumed, precision, config.precision, str(started.where))
+    # A resumed mix's sources keep the names its metrics know them by, however --shards
+    # spells their paths now.
+    saved_data = resumed.get(CheckpointKey.DATA) if resumed is not None else None
+    if mixed and (kept := resumed_names(saved_data, data, config.shards, env.is_main)):
+        names, weights = kept, dict(zip(kept, config.weights, strict=True))
+        data = {**data_record(source, sources, weights), "masking": recipe.masking}
+    if mixed and env.is_main:
+        log_mix(sources, names, config.weights)
+    heldouts = {
+        name: heldout
+        for name, each in zip(names, sources, strict=True)
+        if (heldout := heldout_source(each, name if mixed else None, env.is_main)) is not None
+    }
+    heldout = None if mixed else heldouts.get(names[0])
+    mix = MixedSource(sources, names, config.weights) if mixed else None
     if started.released is not None:
         # Its vocabulary, casing, accent stripping and token types against the shards'.
         check_shards(started.released, source, config.vocab or shards_vocab_dir(source))
@@ -295,22 +307,6 @@ def _fixed_shape(config: TrainConfig, source: DataSource, recipe: Recipe) -> Fix
     if recipe.dynamic is not None:
         predictions = recipe.dynamic.max_predictions_for(source.max_seq_length)
     return FixedShape.of(source.max_seq_length, predictions, buckets)
-
-
-def _log_mix(
-    sources: tuple[DataSource, ...], names: tuple[str, ...], weights: tuple[float, ...]
-) -> None:
-    """The setup log's lines for a mix: each source's name (metrics.jsonl's and
-    TensorBoard's), its share of a global batch, its samples and where it is."""
-    _LOG.info("a mix of %d sources, by the names metrics.jsonl and TensorBoard use:", len(names))
-    for name, each, weight in zip(names, sources, weights, strict=True):
-        _LOG.info(
-            "  %s: %.4g of each global batch, %d train samples, %s",
-            name,
-            weight,
-            each.samples,
-            storage.redact(each.manifest_url or each.shards[0].url),
-        )
 
 
 def _vocab_size(source: DataSource) -> int:

@@ -4,14 +4,16 @@ its manifest.json or shard URLs into shards with sample counts, and `check_sourc
 shards the model cannot take.
 
 A mix (`--shards A B --mix 0.7,0.3`) opens each source so; `source_names` gives each the
-short name metrics.jsonl and TensorBoard know it by, and `check_mix_sources` refuses sources
-that cannot train one model together, naming the source and what differs (its order and
-loader: trainer/mix.py).
+short name metrics.jsonl and TensorBoard know it by (a resume keeps the checkpoint's:
+`resumed_names`), and `check_mix_sources` refuses sources that cannot train one model
+together, naming the source and what differs (its order and loader: trainer/mix.py).
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import posixpath
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -86,7 +88,10 @@ def source_names(specs: Sequence[str]) -> tuple[str, ...]:
     (`out/wiki/shards` → "shards", a manifest.json or shard pattern → the shards directory
     above it); where two collide, each colliding name takes its parent's in front
     ("wiki-shards", "domain-shards"), and where that collides too, its place in --shards
-    ("shards-1", "shards-2")."""
+    ("shards-1", "shards-2"). A local path is made absolute and normalised first (`..` and
+    `.` resolved, links kept), so the same shards get the same name from any working
+    directory: `shards` run from `/data` and `../shards` from `/data/law` are both
+    `/data/shards`. A resume keeps its checkpoint's names (`resumed_names`)."""
     paths = [_shards_path(spec) for spec in specs]
     names = [_last(path, 1) for path in paths]
     clashing = {name for name in names if names.count(name) > 1}
@@ -99,8 +104,13 @@ def source_names(specs: Sequence[str]) -> tuple[str, ...]:
 
 
 def _shards_path(spec: str) -> str:
-    """The shards directory a --shards value names, as a path of '/'-separated parts."""
+    """The shards directory a --shards value names, as a path of '/'-separated parts: a
+    local one absolute and normalised, a URL's without its scheme, normalised."""
     path = storage.redact(spec).split("{")[0].split("?")[0].rstrip("/")
+    if storage.is_url(path):
+        path = posixpath.normpath(path.split("://", 1)[1])
+    else:
+        path = os.path.abspath(path)
     if path.endswith((".json", ".tar")) or "{" in spec:
         path = path.rsplit("/", 1)[0]  # the manifest or a shard: its directory
     parts = path.split("/")
@@ -111,9 +121,57 @@ def _shards_path(spec: str) -> str:
 
 
 def _last(path: str, count: int) -> str:
-    """The `count`-th name from the end of `path` ("" where it has none)."""
-    parts = [part for part in path.split("/") if part and part != "."]
+    """The `count`-th name from the end of `path` ("" where it has none); `.` and `..` are
+    no names."""
+    parts = [part for part in path.split("/") if part not in ("", ".", "..")]
     return parts[-count] if len(parts) >= count else ""
+
+
+def resumed_names(
+    saved: Mapping[str, Any] | None,
+    now: Mapping[str, Any],
+    specs: Sequence[str],
+    main: bool = True,
+) -> tuple[str, ...] | None:
+    """A resumed mix's source names: the ones its checkpoint's data record (`saved`) gave
+    the same shards, so that metrics.jsonl's and TensorBoard's series go on under them
+    whatever path --shards gives now (another working directory, the data moved). Matched
+    by each source's shards digest, in the resumed order (the resume's check holds them
+    equal); None where the record names none for them (one source, a checkpoint from before
+    mixes). The `main` process says which names differ from this run's own."""
+    was, is_ = (saved or {}).get("sources") or [], now.get("sources") or []
+    digests = [each.get("shards_sha256") for each in is_]
+    if not is_ or [each.get("shards_sha256") for each in was] != digests:
+        return None
+    if not all(isinstance(each.get("name"), str) and each["name"] for each in was):
+        return None
+    kept = tuple(each["name"] for each in was)
+    differ = [
+        f"{storage.redact(spec)} is {name} (not {each['name']})"
+        for spec, name, each in zip(specs, kept, is_, strict=True)
+        if name != each["name"]
+    ]
+    if differ and main:
+        _LOG.info(
+            "--resume: each source keeps the name the checkpoint gives it, the one "
+            "metrics.jsonl and TensorBoard know it by: %s",
+            ", ".join(differ),
+        )
+    return kept
+
+
+def log_mix(sources: Sequence[DataSource], names: Sequence[str], weights: Sequence[float]) -> None:
+    """The setup log's lines for a mix: each source's name (metrics.jsonl's and
+    TensorBoard's), its share of a global batch, its samples and where it is."""
+    _LOG.info("a mix of %d sources, by the names metrics.jsonl and TensorBoard use:", len(names))
+    for name, each, weight in zip(names, sources, weights, strict=True):
+        _LOG.info(
+            "  %s: %.4g of each global batch, %d train samples, %s",
+            name,
+            weight,
+            each.samples,
+            storage.redact(each.manifest_url or each.shards[0].url),
+        )
 
 
 def check_mix_sources(sources: Sequence[DataSource], names: Sequence[str]) -> None:
