@@ -149,3 +149,29 @@ def test_a_model_other_than_the_checkpoints_is_refused(tmp_path: Path) -> None:
     assert str(error.value) == (
         "the checkpoint holds a tiny model, --model is base: pass --model tiny"
     )
+
+
+def test_the_directory_says_which_checkpoints_overwrite_deletes(tmp_path: Path) -> None:
+    """`deletes` compares real paths (a link, `..`): the earlier run's checkpoints once
+    --overwrite has prepared to delete them, nothing before nor with --resume."""
+    run = tmp_path / "run"
+    step = run / "checkpoints" / "step-00000002.pt"
+    save_checkpoint(run / "checkpoints", 2, _checkpoint(2), keep=3)
+    (tmp_path / "link").symlink_to(run)
+    (tmp_path / "shards").mkdir()
+    spellings = [
+        step,
+        tmp_path / "link" / "checkpoints" / step.name,
+        run / ".." / "run" / "checkpoints" / step.name,
+    ]
+    directory = RunDirectory.open(str(run), (str(tmp_path / "shards"),), keep=3, main=True)
+    try:
+        assert [directory.deletes(path) for path in spellings] == [False, False, False]
+        directory.prepare(resume=True, overwrite=False)
+        assert [directory.deletes(path) for path in spellings] == [False, False, False]
+        directory.prepare(resume=False, overwrite=True)
+        assert [directory.deletes(path) for path in spellings] == [True, True, True]
+        assert directory.deletes(tmp_path / "elsewhere" / step.name) is False
+        assert directory.deletes(f"s3://bucket/run/checkpoints/{step.name}") is False  # local
+    finally:
+        directory.close()

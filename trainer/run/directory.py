@@ -5,11 +5,13 @@ lock (rank 0, lock.py) before anything looks at what is there and, for a URL, op
 local staging directory the trainer writes in (remote.py). `prepare` then checks whether it
 holds an earlier run (--resume goes on with it, --overwrite deletes it, else a one-line
 refusal), on the URL and in staging alike; `clear_earlier` deletes --overwrite's files once
-every other check has passed. Its checkpoints: `latest`, `mirror` after each write (to the
-bucket: checkpoint before `latest`), `push` at the end. Under --compile,
-`open_compile_cache` points torch.compile's caches at its `compile-cache/` (trainer/compiling.py):
-the run's own, kept by --overwrite, reused by a --resume. `close` removes the staging
-directory, gives the lock back and the cache's variables, whatever ended the run.
+every other check has passed (`deletes` tells whether a checkpoint is among them, as the
+one --init-checkpoint names must not be: trainer/run/start.py). Its checkpoints: `latest`,
+`mirror` after each write (to the bucket: checkpoint before `latest`), `push` at the end.
+Under --compile, `open_compile_cache` points torch.compile's caches at its
+`compile-cache/` (trainer/compiling.py): the run's own, kept by --overwrite, reused by a
+--resume. `close` removes the staging directory, gives the lock back and the cache's
+variables, whatever ended the run.
 
 The rules themselves live in checkpoints.py, lock.py and remote.py; this object is the one
 place the trainer asks, so set-up and the loop never hold a lock, a staging directory and
@@ -18,6 +20,7 @@ a URL side by side.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,6 +87,18 @@ class RunDirectory:
             path.unlink()
         if self.remote is not None:
             self.remote.delete(self._earlier_objects)
+
+    def deletes(self, checkpoint: str | Path) -> bool:
+        """Whether `clear_earlier` will delete `checkpoint` (`prepare` has looked): a local
+        file, compared by its real path (links and `..` resolved), or an object's URL on
+        s3:// or gs://, compared with the run's objects by URL."""
+        if storage.is_remote(str(checkpoint)):
+            if self.remote is None:
+                return False
+            url = str(checkpoint).rstrip("/")
+            return any(f"{self.remote.url}/{name}" == url for name in self._earlier_objects)
+        real = os.path.realpath(checkpoint)
+        return any(os.path.realpath(path) == real for path in self._earlier)
 
     @property
     def checkpoints(self) -> Path:

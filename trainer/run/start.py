@@ -6,7 +6,8 @@ moments, generators, the data position).
 A resume follows the schedule and optimizer flags it is given (`RESUME_FOLLOWS`: the
 schedule is rebuilt at the resumed step, trainer/optim.py) and logs in one line what they
 change; what cannot go on (data, model, global batch, another optimizer, a --max-steps
-already passed) is refused before any work.
+already passed) is refused before any work. --init-checkpoint is never one of the files
+--overwrite deletes.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from trainer.released import (
     released_model_config,
 )
 from trainer.run.checkpoints import (
+    CheckpointError,
     check_resumable,
     has_global_position,
     load_checkpoint,
@@ -184,18 +186,37 @@ def _init_checkpoint(location: str, directory: RunDirectory) -> Start:
             raise
         shown = f"{storage.redact(located)}/{path.name}"
         try:
+            deleted = directory.deletes(f"{located.rstrip('/')}/{path.name}")
+            _refuse_deleted(location, shown, deleted, directory)
             checkpoint = load_checkpoint(path, shown)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
         from_dir = shown.rsplit("/", 1)[0]
     else:
         path = resolve_checkpoint(location)
+        _refuse_deleted(location, str(path), directory.deletes(path), directory)
         checkpoint, shown, from_dir = load_checkpoint(path), str(path), str(path.parent)
     record = checkpoint.get(CheckpointKey.START)
     if record:
         record = carried_start(record, from_dir, directory.checkpoints_url)
         checkpoint = {**checkpoint, CheckpointKey.START: record}
     return Start(START_CHECKPOINT, checkpoint, shown)
+
+
+def _refuse_deleted(location: str, shown: str, deleted: bool, directory: RunDirectory) -> None:
+    """Refuse an --init-checkpoint that resolves (`shown`) to one of the earlier run's
+    checkpoints that --overwrite deletes once every check has passed (`deleted`): the run
+    would start from a checkpoint it then deletes. Nothing is deleted yet."""
+    if not deleted:
+        return
+    given = storage.redact(location)
+    named = " is" if given.rstrip("/") == shown else f" is {shown},"
+    raise CheckpointError(
+        f"--init-checkpoint {given}{named} one of the earlier run's checkpoints that "
+        f"--overwrite deletes from {storage.redact(directory.output)} (nothing is deleted "
+        "yet): copy it out of the run directory and pass the copy, or write this run to "
+        "another --output"
+    )
 
 
 def _has(url: str, name: str) -> bool:
