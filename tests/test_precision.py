@@ -10,9 +10,11 @@ import json
 import pytest
 import torch
 
+from schemas.checkpoint import CheckpointKey, KernelsKey
 from trainer import distributed, train
 from trainer.model import BertForPreTraining, config_for
 from trainer.optim import build_optimizer
+from trainer.precision import precision_change, recorded_precision
 
 COMMON = [
     "--model",
@@ -107,3 +109,42 @@ def test_generator_states_round_trip_and_name_their_device() -> None:
     # A checkpoint written before "device_type" (CPU: "cuda" None) restores the same way.
     distributed.restore_rng(env, {"torch": state["torch"], "cuda": None})
     torch.testing.assert_close(torch.rand(3), first, atol=0, rtol=0)
+
+
+def _checkpoint(flag: str | None, kernels_on: str | None = None, scaled: bool = False) -> dict:
+    """The fields of a checkpoint that say which precision its run trained in."""
+    return {
+        CheckpointKey.TRAIN_CONFIG: {} if flag is None else {"precision": flag},
+        **({CheckpointKey.KERNELS: {KernelsKey.DEVICE: kernels_on}} if kernels_on else {}),
+        **({CheckpointKey.GRAD_SCALER: {"scale": 65536.0}} if scaled else {}),
+    }
+
+
+@pytest.mark.parametrize(
+    ("checkpoint", "recorded"),
+    [
+        (_checkpoint("fp32"), "fp32"),
+        (_checkpoint("bf16", "NVIDIA H100 80GB HBM3"), "bf16"),
+        (_checkpoint("auto", "cpu"), "fp32"),
+        (_checkpoint("auto", "NVIDIA A100-SXM4-80GB"), "bf16"),
+        (_checkpoint("auto", "Tesla V100-SXM2-16GB", scaled=True), "fp16"),
+        (_checkpoint("fp16", scaled=True), "fp16"),
+        (_checkpoint("auto"), None),  # before the kernels record: auto took what it took
+        (_checkpoint(None), None),
+    ],
+)
+def test_a_checkpoint_says_which_precision_its_run_trained_in(checkpoint, recorded) -> None:
+    assert recorded_precision(checkpoint) == recorded
+
+
+def test_a_resume_in_another_precision_is_one_phrase_of_its_line() -> None:
+    cpu_auto = _checkpoint("auto", "cpu")
+    assert precision_change(cpu_auto, "bf16", "bf16") == "--precision fp32 → bf16"
+    assert precision_change(cpu_auto, "fp32", "auto") is None
+    assert precision_change(cpu_auto, "fp32", "fp32") is None
+    gpu_auto = _checkpoint("auto", "NVIDIA H100 80GB HBM3")
+    assert precision_change(gpu_auto, "fp32", "auto") == "--precision bf16 → fp32"  # on a CPU
+    unrecorded = _checkpoint("auto")
+    assert precision_change(unrecorded, "fp32", "auto") is None
+    assert precision_change(unrecorded, "bf16", "bf16") == "--precision auto → bf16"
+    assert precision_change(_checkpoint("fp32"), "fp16", "fp16") == "--precision fp32 → fp16"

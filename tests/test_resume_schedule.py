@@ -4,6 +4,7 @@ to go on; --warmup-steps's default follows --max-steps."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import shlex
 
@@ -13,8 +14,15 @@ import torch
 from schemas.checkpoint import CheckpointKey
 from tests.test_train import TINY, metrics
 from trainer import train
-from trainer.config import default_warmup_steps
+from trainer.config import TrainConfig, default_warmup_steps
 from trainer.run.checkpoints import latest_checkpoint
+from trainer.run.start import (
+    ONE_COMMAND,
+    RESUME_CHECKED,
+    RESUME_FOLLOWS,
+    RESUME_SAID_APART,
+    _log_resume,
+)
 
 
 def common(sample_shards, output) -> list[str]:
@@ -67,9 +75,9 @@ def test_a_resume_with_more_steps_trains_them_at_a_fresh_runs_lr(sample_shards, 
     path = latest_checkpoint(run / "checkpoints")
     messages = [record.getMessage() for record in caplog.records]
     assert f"--resume: going on from {path.parent}/step-00000010.pt (step 10)" in messages
-    changed = [message for message in messages if "follow this run's flags" in message]
+    changed = [message for message in messages if "follows this command's flags" in message]
     assert changed == [
-        "--resume: from step 11 on, the schedule and optimizer follow this run's flags: "
+        "--resume: from step 11 on, the run follows this command's flags: "
         "--max-steps 10 → 20, --warmup-steps 1 → 2"
     ]
     assert path.name == "step-00000020.pt"
@@ -104,9 +112,65 @@ def test_a_requeue_without_warmup_steps_keeps_the_checkpoints_warmup(
     assert [metrics(run)[s]["lr"] for s in range(1, 9)] == [
         metrics(whole)[s]["lr"] for s in range(1, 9)
     ]
-    assert "follow this run's flags" not in caplog.text
+    assert "follows this command's flags" not in caplog.text
     checkpoint = torch.load(latest_checkpoint(run / "checkpoints"), weights_only=True)
     assert checkpoint[CheckpointKey.TRAIN_CONFIG]["warmup_steps"] == 3
+
+
+def test_a_resume_says_every_flag_it_takes_with_a_new_value(sample_shards, tmp_path, caplog):
+    """Stopped at step 2 of an fp32 run (auto on the CPU), resumed with another clipping,
+    precision, evaluation and loader: the one line names each change, --precision as
+    resolved; the run then trains in bf16 with clipping at 0.5."""
+    run = tmp_path / "run"
+    flags = [*common(sample_shards, run), "--max-steps", "3", "--warmup-steps", "1"]
+    cheap = ["--micro-batch-size", "4", "--eval-batches", "1"]
+    assert train.run([*flags, *cheap, "--stop-at-step", "2"]) == 0
+    changed = ["--clip-grad-norm", "0.5", "--precision", "bf16", "--eval-batches", "2"]
+    more = ["--micro-batch-size", "4", "--num-workers", "1", *changed]
+    with caplog.at_level(logging.INFO, logger="bertkit.train"):
+        assert train.run([*flags, *more, "--resume"]) == 0
+    lines = [message for message in caplog.messages if "follows this command's flags" in message]
+    assert lines == [
+        "--resume: from step 3 on, the run follows this command's flags: --clip-grad-norm 1 → "
+        "0.5, --num-workers 0 → 1, --eval-batches 1 → 2, --precision fp32 → bf16"
+    ]
+    saved = torch.load(latest_checkpoint(run / "checkpoints"), weights_only=True)
+    assert (saved[CheckpointKey.STEP], saved[CheckpointKey.TRAIN_CONFIG]["clip_grad_norm"]) == (
+        3,
+        0.5,
+    )
+
+
+def test_the_line_of_changes_shows_switches_unset_flags_and_an_unresolved_precision(caplog):
+    """Switches read on and off, a flag left unset "unset"; a checkpoint whose run took
+    `auto` on a device it did not record is compared by the flags; a requeue with the
+    checkpoint's own flags says nothing."""
+    saved = TrainConfig(shards="s", output="o", warmup_steps=1, precision="auto")
+    now = dataclasses.replace(
+        saved, compile=True, compile_mode="max-autotune", tensorboard=False, peak_tflops=250.0
+    )
+    checkpoint = {
+        CheckpointKey.STEP: 7,
+        CheckpointKey.TRAIN_CONFIG: dataclasses.asdict(saved),
+    }
+    with caplog.at_level(logging.INFO, logger="bertkit.train"):
+        _log_resume(dataclasses.replace(now, precision="bf16"), checkpoint, "bf16")
+        _log_resume(saved, checkpoint, "fp32")  # auto then, auto now: nothing to say
+    assert caplog.messages == [
+        "--resume: from step 8 on, the run follows this command's flags: --compile off → on, "
+        "--compile-mode unset → max-autotune, --peak-tflops unset → 250, --tensorboard on → "
+        "off, --precision auto → bf16"
+    ]
+
+
+def test_every_flag_is_followed_said_apart_or_checked_on_resume():
+    """Each flag of `bertkit train` has one rule on --resume: followed and said when it
+    changes, compared apart (precision, dropout), checked where it is used, or one command's
+    own; a new flag must take one of them."""
+    groups = (RESUME_FOLLOWS, RESUME_SAID_APART, RESUME_CHECKED, ONE_COMMAND)
+    named = [name for group in groups for name in group]
+    assert sorted(named) == sorted(field.name for field in dataclasses.fields(TrainConfig))
+    assert len(named) == len(set(named))
 
 
 def test_a_resume_refuses_what_its_flags_cannot_go_on_with(sample_shards, tmp_path, capsys):

@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from schemas.checkpoint import CheckpointKey
+from schemas.checkpoint import CheckpointKey, KernelsKey
 
 _LOG = logging.getLogger("bertkit.train")
 
@@ -165,3 +165,34 @@ def check_resume_precision(resumed: dict[str, Any], precision: str, flag: str, w
             where,
             INITIAL_SCALE,
         )
+
+
+def recorded_precision(checkpoint: dict[str, Any]) -> str | None:
+    """The precision a checkpoint's run trained in, as resolved on its device: fp16 where the
+    checkpoint holds a loss scale; else its --precision, bf16 or fp32; for `auto`, fp32 on
+    the CPU and bf16 on a GPU (a GPU without bf16 took fp16, which holds a loss scale), by
+    the device its kernels record names. None where nothing says (a checkpoint from before
+    that record)."""
+    if CheckpointKey.GRAD_SCALER in checkpoint:
+        return "fp16"
+    flag = checkpoint[CheckpointKey.TRAIN_CONFIG].get("precision")
+    if flag != "auto":
+        return flag
+    device = (checkpoint.get(CheckpointKey.KERNELS) or {}).get(KernelsKey.DEVICE)
+    if device is None:
+        return None
+    return "fp32" if device == "cpu" else "bf16"
+
+
+def precision_change(checkpoint: dict[str, Any], precision: str, flag: str) -> str | None:
+    """--resume's phrase for a run that goes on in another precision than the checkpoint's
+    run trained in (`precision`: this run's, resolved from `flag`): `--precision fp32 →
+    bf16`; where the checkpoint does not say which `auto` took, the flags compared. None
+    where nothing changed."""
+    was = recorded_precision(checkpoint)
+    if was is None:
+        saved = checkpoint[CheckpointKey.TRAIN_CONFIG].get("precision")
+        if saved is None or saved == flag:
+            return None
+        was = saved
+    return None if was == precision else f"--precision {was} → {precision}"

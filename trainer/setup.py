@@ -54,7 +54,6 @@ from trainer.precision import (
     COMPUTE_DTYPE,
     LossScaler,
     autocast_for,
-    check_resume_precision,
     loss_scaler,
     resolve_precision,
 )
@@ -174,10 +173,8 @@ def _setup(
     # What the run reads, and how it masks it: checked on --resume, in every checkpoint.
     weights = dict(zip(names, config.weights, strict=True))
     data = {**data_record(source, sources, weights), "masking": recipe.masking}
-    started, config = start_from(config, env, directory, data)
+    started, config = start_from(config, env, directory, data, precision)
     resumed, init = started.resumed, started.weights
-    if resumed is not None:
-        check_resume_precision(resumed, precision, config.precision, str(started.where))
     # A resumed mix's sources keep the names its metrics know them by, however --shards
     # spells their paths now.
     saved_data = resumed.get(CheckpointKey.DATA) if resumed is not None else None

@@ -3,11 +3,12 @@ checkpoint (--resume), another run's checkpoint (--init-checkpoint), or a releas
 checked against the run's flags; and, on --resume, the state it restores (optimizer
 moments, generators, the data position).
 
-A resume follows the schedule and optimizer flags it is given (`RESUME_FOLLOWS`: the
-schedule is rebuilt at the resumed step, trainer/optim.py) and logs in one line what they
-change; what cannot go on (data, model, global batch, another optimizer, a --max-steps
-already passed) is refused before any work. --init-checkpoint is never one of the files
---overwrite deletes.
+A resume follows the flags it is given where they may change (`RESUME_FOLLOWS`: the
+schedule, rebuilt at the resumed step (trainer/optim.py), the optimizer's settings,
+clipping, the precision, the step's kernels, what is logged, evaluated and kept) and logs
+in one line every one that changed; what cannot go on (data, model, global batch, another
+optimizer, a --max-steps already passed, an fp16 run in another precision) is refused
+before any work. --init-checkpoint is never one of the files --overwrite deletes.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 import torch
 
+from pipelines.command.flags import flag_name
 from pipelines.io import storage
 from pipelines.io.hashing import stable_hash64
 from pipelines.io.places import same_place_key
@@ -28,6 +30,7 @@ from trainer import distributed
 from trainer.choices import MODEL_SIZES
 from trainer.config import TrainConfig
 from trainer.data import DataPosition
+from trainer.precision import check_resume_precision, precision_change
 from trainer.released import (
     CONFIG_FILE,
     PYTORCH_FILE,
@@ -95,16 +98,18 @@ def start_from(
     env: distributed.Distributed,
     directory: RunDirectory,
     data: dict[str, Any],
+    precision: str | None = None,
 ) -> tuple[Start, TrainConfig]:
     """(what the run starts from, the config resolved, --model filled in): --resume with a
-    checkpoint in the run directory resumes it; else --init-checkpoint's, a released BERT's
-    directory or a bertkit checkpoint (on s3:// or gs://, downloaded first); else nothing,
-    a fresh model."""
+    checkpoint in the run directory resumes it (`precision`: --precision as resolved on the
+    device, checked and compared with the checkpoint's); else --init-checkpoint's, a
+    released BERT's directory or a bertkit checkpoint (on s3:// or gs://, downloaded
+    first); else nothing, a fresh model."""
     given = config
     config = config.resolved()
     start = Start()
     if config.resume:
-        start, config = _resumed(given, config, env, directory, data)
+        start, config = _resumed(given, config, env, directory, data, precision)
     if start.kind == START_NOTHING and config.init_checkpoint:
         start = _init_checkpoint(config.init_checkpoint, directory)
     if start.released is not None:
@@ -130,6 +135,7 @@ def _resumed(
     env: distributed.Distributed,
     directory: RunDirectory,
     data: dict[str, Any],
+    precision: str | None,
 ) -> tuple[Start, TrainConfig]:
     """The run's own latest checkpoint, checked against the flags and the data; nothing
     (with a warning) if the run stopped before its first."""
@@ -153,7 +159,11 @@ def _resumed(
     _check_resume_flags(config, resumed, shown)
     _check_resume_start(config.init_checkpoint, resumed, shown)
     if env.is_main:
-        _log_resume(config, resumed, shown)
+        _LOG.info("--resume: going on from %s (step %d)", shown, resumed[CheckpointKey.STEP])
+    if precision is not None:
+        check_resume_precision(resumed, precision, config.precision, shown)
+    if env.is_main:
+        _log_resume(config, resumed, precision)
     return Start(START_RESUME, resumed, shown), config
 
 
@@ -262,9 +272,11 @@ def _released_model_name(released: Released, flag: str | None) -> str:
     return name or "custom"
 
 
-# The flags a resume takes from its command line, not from the checkpoint: the schedule's
-# and the optimizer's settings (trainer/optim.py). Everything else that shapes the run is
-# checked by check_resumable or refused where it is used.
+# The flags a resume takes from its command line, where the checkpoint's run had others:
+# the schedule's and the optimizer's settings (the schedule is rebuilt at the resumed step,
+# trainer/optim.py), gradient clipping, FP8, the step's kernels and compilation, the device,
+# the micro-batch (the global batch is checked) and the loader's processes, and what is
+# logged, evaluated and kept. Each one changed is said in --resume's one line, in this order.
 RESUME_FOLLOWS = (
     "max_steps",
     "warmup_steps",
@@ -274,7 +286,55 @@ RESUME_FOLLOWS = (
     "beta1",
     "beta2",
     "eps",
+    "clip_grad_norm",
+    "fp8",
+    "fp8_layers",
+    "unpad",
+    "ffn_epilogue",
+    "add_norm",
+    "compile",
+    "compile_mode",
+    "device",
+    "micro_batch_size",
+    "num_workers",
+    "log_every",
+    "eval_every",
+    "eval_batches",
+    "checkpoint_every",
+    "keep_checkpoints",
+    "peak_tflops",
+    "tensorboard",
 )
+# Said in that line too, compared otherwise: --precision as resolved on the device
+# (trainer/precision.py); the dropout flags, against the checkpoint model's rates, in a line
+# of their own (trainer/setup.py).
+RESUME_SAID_APART = ("precision", "dropout", "hidden_dropout", "attention_dropout")
+# The flags a resume takes with no other meaning than the checkpoint's: the data and its
+# order, the global batch, the masking (checkpoints.py check_resumable), the model, its
+# positions and objective, the optimizer, the start (above and trainer/setup.py); places
+# compared by what they hold (--vocab by its sha256); and those of one command.
+RESUME_CHECKED = (
+    "shards",
+    "output",
+    "mix",
+    "model",
+    "max_seq_length",
+    "global_batch_size",
+    "optimizer",
+    "max_position_embeddings",
+    "seed",
+    "shuffle_buffer",
+    "bucket_window",
+    "objective",
+    "masking",
+    "mask_rate",
+    "mask_replace",
+    "whole_word_mask",
+    "max_predictions",
+    "vocab",
+    "init_checkpoint",
+)
+ONE_COMMAND = ("stop_at_step", "resume", "overwrite")
 
 
 def _check_resume_flags(config: TrainConfig, resumed: dict[str, Any], where: str) -> None:
@@ -320,22 +380,33 @@ def _check_resume_start(flag: str | None, resumed: dict[str, Any], where: str) -
     )
 
 
-def _log_resume(config: TrainConfig, resumed: dict[str, Any], where: str) -> None:
-    """Which checkpoint the run goes on from, and in one line what its flags change."""
+def _log_resume(config: TrainConfig, resumed: dict[str, Any], precision: str | None) -> None:
+    """In one line, what this run's flags change from the checkpoint's (`RESUME_FOLLOWS`,
+    and the precision resolved, `precision`); nothing where nothing changed."""
     saved = resumed[CheckpointKey.TRAIN_CONFIG]
-    step = resumed[CheckpointKey.STEP]
-    _LOG.info("--resume: going on from %s (step %d)", where, step)
     changes = [
-        f"--{name.replace('_', '-')} {saved[name]} → {getattr(config, name)}"
+        f"{flag_name(name)} {_shown(saved[name])} → {_shown(getattr(config, name))}"
         for name in RESUME_FOLLOWS
         if name in saved and saved[name] != getattr(config, name)
     ]
+    if precision is not None and (change := precision_change(resumed, precision, config.precision)):
+        changes.append(change)
     if changes:
         _LOG.info(
-            "--resume: from step %d on, the schedule and optimizer follow this run's flags: %s",
-            step + 1,
+            "--resume: from step %d on, the run follows this command's flags: %s",
+            resumed[CheckpointKey.STEP] + 1,
             ", ".join(changes),
         )
+
+
+def _shown(value: Any) -> str:
+    """A flag's value in --resume's line: a float as --lr 0.001, a switch on or off, an
+    unset one "unset"."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return "unset" if value is None else str(value)
 
 
 # A param group's settings that come from flags: a resume keeps the optimizer's moments and
