@@ -1,9 +1,11 @@
-"""`bertkit train --init-checkpoint`: a checkpoint that --overwrite would delete (the run
-directory's own, under any spelling: its checkpoints folder, a step file, a link, `..`; on
-s3:// by URL) is refused in one line before any work, every file of the earlier run kept."""
+"""`bertkit train --init-checkpoint`: a bertkit checkpoint it starts from is named in the log
+with its step, and one that --overwrite would delete (the run directory's own, under any
+spelling: its checkpoints folder, a step file, a link, `..`; on s3:// by URL) is refused
+in one line before any work, every file of the earlier run kept."""
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 from pathlib import Path
@@ -82,6 +84,22 @@ def test_overwrite_refuses_to_start_from_a_checkpoint_it_would_delete(
     shutil.copytree("p1/checkpoints", "copy")
     args = [*common, "--output", "p1", "--init-checkpoint", "copy", "--overwrite"]
     assert train.run(args) == 0
+
+
+def test_a_bertkit_checkpoint_it_starts_from_is_named_with_its_step(
+    sample_shards, tmp_path, caplog
+) -> None:
+    common = [*TINY, "--shards", str(sample_shards), *STEPS]
+    first = tmp_path / "first"
+    assert train.run([*common, "--output", str(first)]) == 0
+    caplog.set_level(logging.INFO, "bertkit.train")
+    given = ["--output", str(tmp_path / "second"), "--init-checkpoint", str(first)]
+    assert train.run([*common, *given]) == 0
+    named = [message for message in caplog.messages if message.startswith("--init-checkpoint")]
+    assert named == [
+        f"--init-checkpoint: the model's weights from {first}/checkpoints/step-00000002.pt (its "
+        "step 2); this run's optimizer and schedule start at step 0"
+    ]
 
 
 def test_overwrite_on_s3_refuses_to_start_from_its_own_checkpoint(

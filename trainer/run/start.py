@@ -112,6 +112,14 @@ def start_from(
         start, config = _resumed(given, config, env, directory, data, precision)
     if start.kind == START_NOTHING and config.init_checkpoint:
         start = _init_checkpoint(config.init_checkpoint, directory)
+        if start.kind == START_CHECKPOINT and env.is_main:
+            assert start.checkpoint is not None
+            _LOG.info(
+                "--init-checkpoint: the model's weights from %s (its step %d); this run's "
+                "optimizer and schedule start at step 0",
+                start.where,
+                start.checkpoint[CheckpointKey.STEP],
+            )
     if start.released is not None:
         return start, replace(config, model=_released_model_name(start.released, config.model))
     init = start.weights
