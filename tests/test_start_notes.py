@@ -47,12 +47,28 @@ def test_the_note_names_the_flag_and_a_buffer_that_shuffles() -> None:
     )
 
 
+def test_a_resumed_run_is_told_what_can_change_it() -> None:
+    """A resume keeps its order, --shuffle-buffer included (it refuses another): the note
+    does not advise the flag, but a new run from the weights."""
+    assert shuffle_note(40, 32, resumed=True) == (
+        "--shuffle-buffer 40 holds under 2 global batches of 32: each global batch keeps the "
+        "same samples every epoch, only the shards' order changes; a resume keeps the run's "
+        "order, so only a new run (--init-checkpoint from this one's checkpoints) can shuffle "
+        "more, with --shuffle-buffer 256 or more"
+    )
+
+
 def test_a_run_says_it_at_its_start(sample_shards, tmp_path, caplog) -> None:
-    flags = [*common(sample_shards, tmp_path / "run"), "--max-steps", "1", "--eval-batches", "1"]
+    flags = [*common(sample_shards, tmp_path / "run"), "--eval-batches", "1"]
     flags += ["--micro-batch-size", "8", "--shuffle-buffer", "12"]
     with caplog.at_level(logging.INFO, logger="bertkit"):
-        assert train.run(flags) == 0
+        assert train.run([*flags, "--max-steps", "2", "--stop-at-step", "1"]) == 0
     assert shuffle_note(12, 8) in [record.getMessage() for record in caplog.records]
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="bertkit"):
+        assert train.run([*flags, "--max-steps", "2", "--resume"]) == 0
+    said = [record.getMessage() for record in caplog.records]
+    assert shuffle_note(12, 8, resumed=True) in said and shuffle_note(12, 8) not in said
 
 
 def test_a_run_whose_vocabulary_is_not_there_says_so(sample_shards, tmp_path, caplog) -> None:

@@ -190,17 +190,24 @@ class EpochOrder:
         return result
 
 
-def shuffle_note(shuffle_samples: int, global_batch: int) -> str | None:
+def shuffle_note(shuffle_samples: int, global_batch: int, resumed: bool = False) -> str | None:
     """What a run says when --shuffle-buffer S, though on, holds under two global batches G:
     L is then 1, so every global batch keeps the same samples from one epoch to the next (only
-    the shards' order changes). None where S is off (0 or 1) or holds two or more."""
+    the shards' order changes). None where S is off (0 or 1) or holds two or more. A resumed
+    run keeps its order, S included: only a new run (from its weights) can take more."""
     if shuffle_samples <= 1 or shuffle_samples >= 2 * global_batch:
         return None
+    fix = (
+        f"a resume keeps the run's order, so only a new run (--init-checkpoint from this one's "
+        f"checkpoints) can shuffle more, with --shuffle-buffer {8 * global_batch} or more"
+        if resumed
+        else f"pass --shuffle-buffer {8 * global_batch} (8 global batches) or more to shuffle "
+        "samples across batches"
+    )
     return (
         f"--shuffle-buffer {shuffle_samples} holds under 2 global batches of {global_batch}: "
-        "each global batch keeps the same samples every epoch, only the shards' order "
-        f"changes; pass --shuffle-buffer {8 * global_batch} (8 global batches) or more to "
-        "shuffle samples across batches"
+        f"each global batch keeps the same samples every epoch, only the shards' order changes; "
+        + fix
     )
 
 

@@ -531,7 +531,7 @@ def _log_setup(run: Run) -> None:
             *(run.loader.batches_per_epoch, env.world_size, run.accumulation),
             *(config.micro_batch_size, global_batch, device_shown(env.device)),
         )
-        if note := shuffle_note(config.shuffle_buffer, global_batch):
+        if note := shuffle_note(config.shuffle_buffer, global_batch, resumed=run.step > 0):
             _LOG.warning(note)
 
 
