@@ -134,6 +134,15 @@ def test_overwrite_deletes_the_outputs_this_run_does_not_write_again(
     manifest = json.loads((out / "shards" / "manifest.json").read_text())
     assert [entry["path"] for entry in manifest["inputs"]] == ["../documents/books"]
     assert manifest["vocab"]["path"] == "../../v"
+    # Books not given again: --overwrite would delete its documents, not replace them.
+    corpus_only = [*inputs[:2], "--vocab", str(vocab), "--output", str(out), *FLAGS[2:]]
+    capsys.readouterr()
+    assert chain.run(corpus_only) == 2
+    assert capsys.readouterr().err == (
+        f"bertkit chain: error: {out}/documents/books is not empty: it holds 2 files of an "
+        "earlier `bertkit books` run (e.g. _manifest.json); choose a new --output or pass "
+        "--overwrite to delete them\n"
+    )
 
 
 def released_vocab(directory: Path) -> Path:

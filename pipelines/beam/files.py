@@ -142,6 +142,7 @@ def earlier_run_files(
     stage: str,
     remove: bool = True,
     vouched: Vouched | None = None,
+    rewritten: bool = True,
 ) -> list[str]:
     """Check `output_dir` before any work: empty, or holding only an earlier run of `stage`
     (and, in object storage, not an object itself);
@@ -156,6 +157,8 @@ def earlier_run_files(
     of its files atomically keeps the old ones readable until then; the temporary files of
     an unfinished write, which no rerun would ever replace, are deleted all the same). A
     name in `vouched.names` is the stage's only where its record vouches for it (`Vouched`).
+    `rewritten` False: this run writes nothing there again (a chain's step it skips), so
+    --overwrite deletes the earlier files, and the refusal says so.
     """
     within = output_dir.split("://", 1)[-1].strip("/")
     if "://" in output_dir and "/" in within and exists(output_dir.rstrip("/")):  # not a bucket
@@ -187,7 +190,7 @@ def earlier_run_files(
         raise OutputDirectoryError(
             f"{output_dir} is not empty: it holds {len(present)} files of an earlier "
             f"`bertkit {stage}` run (e.g. {min(relative)}); choose a new --output or pass "
-            "--overwrite to replace them"
+            f"--overwrite to {'replace' if rewritten else 'delete'} them"
         )
     return present if remove else [p for p in present if _TEMPORARY_SUFFIX.search(p)]
 

@@ -238,13 +238,16 @@ def _earlier_run(
     found = []
     for stage in DOCUMENTS_STAGES:
         directory = stages[stage].output if stage in stages else documents_dir(config, stage)
-        found += files.earlier_run_files(directory, DOCUMENTS_RUN_FILES, config.overwrite, stage)
+        found += files.earlier_run_files(
+            directory, DOCUMENTS_RUN_FILES, config.overwrite, stage, rewritten=stage in stages
+        )
     found += files.earlier_run_files(
         vocab.output,
         vocab_cli.VOCAB_RUN_FILES,
         config.overwrite,
         "vocab",
         vouched=vocab_cli.VOUCHED,
+        rewritten=not config.vocab,
     )
     found += files.earlier_run_files(
         examples.output,
