@@ -42,8 +42,8 @@ passes the same flags.
 
 Exit codes: 0 done, 1 an error during the run, 2 refused before the first step, 75
 preempted (checkpoint written) or the run lock lost (nothing more written), 130 interrupted;
-a signal in its first seconds, while its modules load, ends it with 130 (SIGINT) or 143
-(SIGTERM) and nothing done.
+a signal in its first seconds, while its modules load, ends `bertkit train` with 130 (SIGINT)
+or 143 (SIGTERM) and nothing done.
 
 Read on: docs/training.md (torchrun, SLURM, Kubernetes, preemption, export), docs/gpu.md
 (install, precision, compiling), docs/recipes.md (dynamic masking, MLM only, full sentences,
