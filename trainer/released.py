@@ -42,6 +42,7 @@ from pipelines.io.released_vocab import (
     vocab_txt_of,
 )
 from pipelines.io.tf_checkpoint import TFCheckpointError, find_prefix, read_tf_bert
+from pipelines.io.unpickling import unpickling_refused
 from pipelines.io.vocabulary import VocabError, parse_vocab_txt
 from schemas.checks import load_json
 from schemas.shards import PAIRS
@@ -57,7 +58,6 @@ from trainer.hf_names import (
     hf_names,
 )
 from trainer.model import BertConfig, BertForPreTraining, shape_problem
-from trainer.run.checkpoints import unpickling_refused
 
 if TYPE_CHECKING:
     from trainer.source import DataSource

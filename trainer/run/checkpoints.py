@@ -22,6 +22,7 @@ from typing import Any, BinaryIO
 import torch
 
 from pipelines.io import storage
+from pipelines.io.unpickling import unpickling_refused
 from schemas.checkpoint import (
     CHECKPOINT_FORMAT,
     CHECKPOINT_GLOB,
@@ -536,18 +537,6 @@ def load_checkpoint(path: Path, shown: str | None = None) -> dict[str, Any]:
         if key not in checkpoint:
             raise CheckpointError(f"{where} lacks the checkpoint's {key!r} entry: it is damaged")
     return checkpoint
-
-
-def unpickling_refused(error: BaseException) -> str | None:
-    """What torch.load(weights_only=True) refused to rebuild, where the file holds more than
-    tensors and plain containers: the class or function it names (`posix.system`), or "an
-    object" where torch names none. None for any other failure (a file cut short, not
-    torch's). torch's own text is not shown: it advises loading the file another way."""
-    text = str(error)
-    if not isinstance(error, pickle.UnpicklingError) or "Weights only load failed" not in text:
-        return None
-    named = re.search(r"GLOBAL (\S+)", text)
-    return named.group(1) if named else "an object"
 
 
 def model_from_checkpoint(checkpoint: dict[str, Any], where: str | Path) -> BertForPreTraining:
