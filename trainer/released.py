@@ -42,7 +42,7 @@ from pipelines.io.released_vocab import (
     vocab_txt_of,
 )
 from pipelines.io.tf_checkpoint import TFCheckpointError, find_prefix, read_tf_bert
-from pipelines.io.unpickling import unpickling_refused
+from pipelines.io.unpickling import load_failure, unpickling_refused
 from pipelines.io.vocabulary import VocabError, parse_vocab_txt
 from schemas.checks import load_json
 from schemas.shards import PAIRS
@@ -269,8 +269,8 @@ def _read_weight_file(directory: str, name: str, files: dict[str, str]) -> dict[
                 "model.safetensors), or download the model.safetensors it was released with"
             ) from error
         raise ReleasedModelError(
-            f"{path} cannot be read ({type(error).__name__}: {str(error)[:200]}); download it "
-            "again, or save the model with save_pretrained"
+            f"{path} cannot be read ({load_failure(error)[:200]}); download it again, or save "
+            "the model with save_pretrained"
         ) from error
     if not isinstance(loaded, dict) or not all(isinstance(v, Tensor) for v in loaded.values()):
         raise ReleasedModelError(f"{path} is not a state_dict (names → tensors)")

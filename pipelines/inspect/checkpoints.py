@@ -21,7 +21,7 @@ from typing import Any
 from pipelines.inspect.formatting import located, plural, shown_path
 from pipelines.inspect.targets import InspectError
 from pipelines.io import storage
-from pipelines.io.unpickling import unpickling_refused
+from pipelines.io.unpickling import load_failure, unpickling_refused
 from schemas.checkpoint import (
     CHECKPOINT_FORMAT,
     CHECKPOINT_GLOB,
@@ -151,10 +151,9 @@ def _load(torch: Any, path: Path) -> dict[str, Any]:
                 f"{path} is not a bertkit checkpoint: it holds objects other than tensors and "
                 f"plain containers ({refused}), so it is refused, never unpickled"
             ) from error
-        reason = (str(error).splitlines() or [""])[0]
         raise InspectError(
             f"{path} is not a readable bertkit checkpoint (torch.load(weights_only=True): "
-            f"{type(error).__name__}: {reason}); it was cut short or written by another tool"
+            f"{load_failure(error)}); it was cut short or written by another tool"
         ) from error
     found = checkpoint.get(CheckpointKey.FORMAT) if isinstance(checkpoint, dict) else None
     if found != CHECKPOINT_FORMAT:

@@ -22,7 +22,7 @@ from typing import Any, BinaryIO
 import torch
 
 from pipelines.io import storage
-from pipelines.io.unpickling import unpickling_refused
+from pipelines.io.unpickling import load_failure, unpickling_refused
 from schemas.checkpoint import (
     CHECKPOINT_FORMAT,
     CHECKPOINT_GLOB,
@@ -41,8 +41,6 @@ from trainer.run.lock import LOCK_FILE
 from trainer.source import mix_resume_problems
 
 _LOG = logging.getLogger(__name__)
-
-_ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 
 
 # What a training run writes in its directory, and nothing else: all `--overwrite` deletes.
@@ -520,11 +518,10 @@ def load_checkpoint(path: Path, shown: str | None = None) -> dict[str, Any]:
                 f"plain containers ({refused}), so it is refused, never unpickled; pass a "
                 "step-NNNNNNNN.pt file written by the trainer"
             ) from err
-        # torch's reason (a cut archive, not a torch file), on one line, without its colours.
-        reason = " ".join(_ANSI_ESCAPE.sub("", str(err)).split())
+        # torch's reason (a cut archive, not a torch file), on one line, without its advice.
         raise CheckpointError(
             f"{where} is not a bertkit checkpoint (torch.load(weights_only=True): "
-            f"{type(err).__name__}: {reason}); pass a step-NNNNNNNN.pt file written by the trainer"
+            f"{load_failure(err)}); pass a step-NNNNNNNN.pt file written by the trainer"
         ) from err
     found = checkpoint.get(CheckpointKey.FORMAT) if isinstance(checkpoint, dict) else None
     if found != CHECKPOINT_FORMAT:
