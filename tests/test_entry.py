@@ -19,6 +19,10 @@ ROOT = Path(__file__).resolve().parents[1]
 # that sends it to the process itself when that import starts.
 SIGNAL_IN_THE_IMPORT = """
 import importlib.abc, os, signal, sys, time
+# As in a terminal: Python's own Ctrl-C handler (a test runner's worker may ignore SIGINT,
+# and its children inherit that).
+signal.signal(signal.SIGINT, signal.default_int_handler)
+signal.signal(signal.SIGTERM, signal.SIG_DFL)
 class Signal(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path, target=None):
         if name == "bertkit.cli":
