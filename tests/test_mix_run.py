@@ -1,5 +1,6 @@
 """`bertkit train --shards A B --mix 0.7,0.3`, the run's side of a mix (issue 38 item 3): the
-flags and their refusals, the sources' names and checks, metrics.jsonl's per-source rows,
+flags and their refusals, the sources' checks (their names: tests/test_mix_names.py),
+metrics.jsonl's per-source rows,
 the per-source held-out evaluation, the progress line, and --resume of a mix. The mix's
 order and loader are trainer/mix.py's (tests/test_mix.py); the torchrun runs are in
 tests/test_mix_torchrun.py."""
