@@ -53,19 +53,20 @@ def check_present(
     missing = [url for url in expected if url in found and found[url] is None]
     if missing:
         raise ShardReadError(
-            f"{missing[0]}{_more(missing)} listed in {manifest_url} but not on the storage: "
+            f"{missing[0]}{and_more(missing)} listed in {manifest_url} but not on the storage: "
             "restore it or rebuild the shards (nothing was trained on)"
         )
     wrong = [url for url in expected if found.get(url) not in (None, expected[url])]
     if wrong:
         raise ShardReadError(
             f"{wrong[0]}: {found[wrong[0]]:,} bytes on the storage, {manifest_url} records "
-            f"{expected[wrong[0]]:,}{_more(wrong, ' with another size')}: cut short or "
+            f"{expected[wrong[0]]:,}{and_more(wrong, ' with another size')}: cut short or "
             "changed after writing: restore it or rebuild the shards (nothing was trained on)"
         )
 
 
-def _more(urls: list[str], what: str = "") -> str:
+def and_more(urls: list[str], what: str = "") -> str:
+    """ " (and N more…)" after the first of `urls` is named, where there are more."""
     return f" (and {len(urls) - 1} more{what})" if len(urls) > 1 else ""
 
 

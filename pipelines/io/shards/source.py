@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from pipelines.io import storage
 from pipelines.io.retry import RetryPolicy, open_with_retries, range_opener
-from pipelines.io.shards.presence import check_present
+from pipelines.io.shards.presence import and_more, check_present
 from pipelines.io.shards.read import (
     SampleBlock,
     iter_tar_samples,
@@ -258,10 +258,10 @@ def _refuse_unlisted(unlisted: list[str], manifest_url: str) -> None:
     nor record its sha256 for a resume to compare."""
     if not unlisted:
         return
-    more = f" (and {len(unlisted) - 1} more)" if len(unlisted) > 1 else ""
     raise DataConfigError(
-        f"{unlisted[0]}{more}: not listed in {manifest_url}, the manifest of the shards there, "
-        "so nothing could verify its bytes: give only shards it lists (or the shards "
+        f"{unlisted[0]}{and_more(unlisted)}: not listed in {manifest_url}, the manifest of "
+        "the shards there, so nothing could verify its bytes: give only shards it lists (or "
+        "the shards "
         f"directory, {storage.parent(manifest_url)}), or rebuild the shards with it"
     )
 
