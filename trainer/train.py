@@ -18,12 +18,24 @@ trainer/config.py's (the flags load there without torch, so the help works in an
 
 from __future__ import annotations
 
+import sys
+
+if __name__ == "__main__":
+    # `python -m trainer.train` (torchrun's command): this module is imported again, with
+    # `bertkit train`'s start (pipelines/command/startup.py), then run. Importing torch takes
+    # seconds; a Ctrl-C or SIGTERM in them ends the process with one line and 130 or 143,
+    # as it ends `bertkit train`, not with a traceback from inside an import. `main` exits,
+    # so the rest of this copy never runs.
+    from pipelines.command.startup import exit_quietly_on_broken_pipe, import_command
+
+    with exit_quietly_on_broken_pipe():
+        import_command("trainer.train", one_blas_thread=False).main()
+
 import contextlib
 import logging
 import math
 import os
 import shlex
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict
@@ -544,7 +556,3 @@ def resume_command(args: list[str], world_size: int = 1, global_batch: int = 0) 
 
 def main(argv: list[str] | None = None) -> None:
     sys.exit(run(argv))
-
-
-if __name__ == "__main__":
-    main()
