@@ -224,3 +224,19 @@ def test_an_output_naming_an_object_is_refused_by_the_stages_and_the_trainer(gcs
     assert objects.list_names(f"gs://{BUCKET}/taken") == ["name", "name-2/x"]
     for name in ("taken/name", "taken/name-2/x"):  # the module's bucket: left as found
         objects.delete(f"gs://{BUCKET}/{name}")
+
+
+def test_overwrite_on_gcs_refuses_a_shard_its_manifest_does_not_list(
+    gcs, sample_documents, sample_vocab, sample_shards, capsys
+) -> None:
+    output = upload(gcs, sample_shards, "listed")
+    planted = "seq128/train/shard-000099.tar"
+    gcs.bucket(BUCKET).blob(f"listed/{planted}").upload_from_string(b"a user's own")
+    before = download(gcs, "listed")
+    argv = ["--documents", *map(str, sample_documents), "--vocab", str(sample_vocab)]
+    assert examples.run([*argv, "--output", output, *EXAMPLE_FLAGS, "--overwrite"]) == 2
+    assert capsys.readouterr().err.startswith(
+        f"bertkit examples: {output} holds {planted}, named as a `bertkit examples` output but not listed in "
+        "manifest.json, the earlier run's record of what it wrote there"
+    )
+    assert download(gcs, "listed") == before  # nothing was deleted

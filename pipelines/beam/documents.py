@@ -48,6 +48,7 @@ from schemas import (
     documents_table,
 )
 from schemas.checks import MAX_RECORD_BYTES
+from schemas.duplicates import DUPLICATES_DIR
 from schemas.versions import read_record
 
 _LOG = logging.getLogger(__name__)
@@ -93,13 +94,41 @@ class FileUnitSizes:
         return round(self.max_line_kb * (1 << 10))  # type: ignore[attr-defined]
 
 
+_DOCUMENTS_FILE = r"documents-[0-9]+(?:-[0-9]+)*\.parquet"
+_REJECTS_FILE = rf"{REJECTS_DIR}/rejects-[0-9]+(?:-[0-9]+)*\.jsonl"
 # Every name a documents stage writes: the manifest, files per unit, their temporary names
 # and the rejects. `--overwrite` deletes these and refuses a directory holding anything else.
 DOCUMENTS_RUN_FILES = (
-    rf"{re.escape(MANIFEST_NAME)}(?:\.tmp-[0-9a-f]{{32}})?|documents-[0-9]+(?:-[0-9]+)*\.parquet"
-    rf"|\.tmp-(?:[0-9]+(?:-[0-9]+)*\.)?[0-9a-f]{{32}}\.parquet"
-    rf"|{REJECTS_DIR}/rejects-[0-9]+(?:-[0-9]+)*\.jsonl"
+    rf"{re.escape(MANIFEST_NAME)}(?:\.tmp-[0-9a-f]{{32}})?|{_DOCUMENTS_FILE}"
+    rf"|\.tmp-(?:[0-9]+(?:-[0-9]+)*\.)?[0-9a-f]{{32}}\.parquet|{_REJECTS_FILE}"
 )
+
+
+def _documents_listed(output_dir: str) -> files.Listed | None:
+    """The documents, rejects and (a dedup's) duplicates files the `_manifest.json` in
+    `output_dir` lists; None where there is none, or it is not a documents manifest. A
+    kind of file an older manifest does not list (no `rejects_files`, no
+    `duplicates_files`) is not checked."""
+    try:
+        raw = files.read_file(files.join(output_dir, MANIFEST_NAME), MAX_RECORD_BYTES)
+        manifest = DocumentsManifest.from_json(raw.decode("utf-8"))
+        fields = json.loads(raw)
+    except (OSError, ValueError, TypeError, KeyError):  # absent, or not one: no listing
+        return None
+    kinds = [_DOCUMENTS_FILE]
+    names = {output.name for output in manifest.files}
+    recorded = manifest.config.get("duplicates_files")
+    if "rejects_files" in fields:
+        kinds.append(_REJECTS_FILE)
+        names.update(manifest.rejects_files)
+    if isinstance(recorded, list):
+        kinds.append(rf"{DUPLICATES_DIR}/duplicates-[0-9]+(?:-[0-9]+)*\.parquet")
+        names.update(str(name) for name in (*recorded, *manifest.rejects_files))
+    return files.Listed("|".join(f"(?:{kind})" for kind in kinds), frozenset(names))
+
+
+# A documents stage's record of its outputs (`files.earlier_run_files`).
+DOCUMENTS_LISTING = files.Listing(MANIFEST_NAME, _documents_listed)
 
 
 # The `--documents` flag of the stages that read documents directories (vocab, examples),
@@ -127,7 +156,9 @@ DOCUMENTS_STAGE_PATHS = StagePaths(
 
 def prepare_output_dir(output_dir: str, overwrite: bool, stage: str) -> None:
     """Refuse to mix runs or to touch files no documents stage wrote (before any work)."""
-    files.clear_earlier_run(output_dir, DOCUMENTS_RUN_FILES, overwrite, stage)
+    files.clear_earlier_run(
+        output_dir, DOCUMENTS_RUN_FILES, overwrite, stage, listing=DOCUMENTS_LISTING
+    )
 
 
 class DocumentFileWriter:

@@ -16,7 +16,7 @@ import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple
 
 from apache_beam.io.filesystems import CompressionTypes, FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
@@ -130,6 +130,25 @@ class Vouched:
     check: Callable[[str], set[str]]
 
 
+class Listed(NamedTuple):
+    """What a stage's record lists: a name below its directory that matches `kinds` (a
+    regular expression over the outputs the record lists) and is not in `names` is not one
+    the run that wrote the record wrote."""
+
+    kinds: str
+    names: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Listing:
+    """A stage's record of its outputs, written last: `read(output_dir)` gives what the
+    record there lists, or None where there is no record of the stage's (no run finished
+    there, or one was killed before its record: then the names alone decide)."""
+
+    record: str
+    read: Callable[[str], Listed | None]
+
+
 def clear_earlier_run(*args: Any, **kwargs: Any) -> None:
     """`earlier_run_files`' checks, then delete what it returns."""
     delete(earlier_run_files(*args, **kwargs))
@@ -143,6 +162,7 @@ def earlier_run_files(
     remove: bool = True,
     vouched: Vouched | None = None,
     rewritten: bool = True,
+    listing: Listing | None = None,
 ) -> list[str]:
     """Check `output_dir` before any work: empty, or holding only an earlier run of `stage`
     (and, in object storage, not an object itself);
@@ -158,7 +178,10 @@ def earlier_run_files(
     an unfinished write, which no rerun would ever replace, are deleted all the same). A
     name in `vouched.names` is the stage's only where its record vouches for it (`Vouched`).
     `rewritten` False: this run writes nothing there again (a chain's step it skips), so
-    --overwrite deletes the earlier files, and the refusal says so.
+    --overwrite deletes the earlier files, and the refusal says so. With a `listing`, an
+    output beside the stage's record that the record does not list (a `shard-000099.tar` of
+    the user's among a run's twelve shards) is refused too: only a run killed before its
+    record leaves outputs no record lists, and then there is no record.
     """
     within = output_dir.split("://", 1)[-1].strip("/")
     if "://" in output_dir and "/" in within and exists(output_dir.rstrip("/")):  # not a bucket
@@ -171,10 +194,8 @@ def earlier_run_files(
     foreign = sorted(name for name in relative if not re.fullmatch(ours, name))
     if foreign:
         raise OutputDirectoryError(
-            f"{output_dir} holds {foreign[0]}"
-            + (f" and {len(foreign) - 1} more files" if len(foreign) > 1 else "")
-            + f", which `bertkit {stage}` does not write: nothing was deleted. Choose a new "
-            "or empty --output, or move those files"
+            f"{output_dir} holds {_and_more(foreign)}, which `bertkit {stage}` does not "
+            "write: nothing was deleted. Choose a new or empty --output, or move those files"
         )
     common = {name for name in relative if vouched and name in vouched.names}
     # Beside names only the stage writes (its shards, spill files, temporary names), the
@@ -186,6 +207,14 @@ def earlier_run_files(
             "run beside it vouches for (a file of yours, or of a run killed before it "
             "finished): nothing was deleted. Choose a new or empty --output, or move it"
         )
+    listed = listing.read(output_dir) if listing and present else None
+    if listing and listed is not None and (unlisted := _unlisted(relative, listed)):
+        raise OutputDirectoryError(
+            f"{output_dir} holds {_and_more(unlisted)}, named as a `bertkit {stage}` output "
+            f"but not listed in {listing.record}, the earlier run's record of what it wrote "
+            "there (a file of yours, or of another run): nothing was deleted. Move "
+            f"{'them' if len(unlisted) > 1 else 'it'}, or choose a new or empty --output"
+        )
     if present and not overwrite:
         raise OutputDirectoryError(
             f"{output_dir} is not empty: it holds {len(present)} files of an earlier "
@@ -193,6 +222,16 @@ def earlier_run_files(
             f"--overwrite to {'replace' if rewritten else 'delete'} them"
         )
     return present if remove else [p for p in present if _TEMPORARY_SUFFIX.search(p)]
+
+
+def _unlisted(relative: list[str], listed: Listed) -> list[str]:
+    return sorted(
+        name for name in relative if re.fullmatch(listed.kinds, name) and name not in listed.names
+    )
+
+
+def _and_more(names: list[str]) -> str:
+    return names[0] + (f" and {len(names) - 1} more files" if len(names) > 1 else "")
 
 
 def _relative(directory: str, path: str) -> str:

@@ -17,6 +17,7 @@ import apache_beam as beam
 
 from pipelines.beam import files
 from pipelines.beam.documents import (
+    DOCUMENTS_LISTING,
     DOCUMENTS_RUN_FILES,
     DOCUMENTS_STAGE_PATHS,
     WriteManifest,
@@ -239,7 +240,12 @@ def _earlier_run(
     for stage in DOCUMENTS_STAGES:
         directory = stages[stage].output if stage in stages else documents_dir(config, stage)
         found += files.earlier_run_files(
-            directory, DOCUMENTS_RUN_FILES, config.overwrite, stage, rewritten=stage in stages
+            directory,
+            DOCUMENTS_RUN_FILES,
+            config.overwrite,
+            stage,
+            rewritten=stage in stages,
+            listing=DOCUMENTS_LISTING,
         )
     found += files.earlier_run_files(
         vocab.output,
@@ -255,6 +261,7 @@ def _earlier_run(
         config.overwrite,
         "examples",
         vouched=examples_cli.VOUCHED,
+        listing=examples_cli.LISTING,
     )
     stale = [documents_dir(config, stage) for stage in DOCUMENTS_STAGES if stage not in stages]
     return found, stale + ([vocab.output] if config.vocab else [])

@@ -10,6 +10,7 @@ import sys
 
 from pipelines.beam import files
 from pipelines.beam.documents import (
+    DOCUMENTS_LISTING,
     DOCUMENTS_RUN_FILES,
     DocumentsInput,
     DocumentsInputError,
@@ -98,7 +99,9 @@ def run(argv: list[str] | None = None, units_order: list[DedupUnit] | None = Non
     config, options = parse_config(argv)
     inputs = [read_documents_input(directory) for directory in config.documents]
     refuse_another_stage(config.output)
-    files.clear_earlier_run(config.output, DEDUP_RUN_FILES, config.overwrite, STAGE)
+    files.clear_earlier_run(
+        config.output, DEDUP_RUN_FILES, config.overwrite, STAGE, listing=DOCUMENTS_LISTING
+    )
     units = plan_units(inputs)
     if units_order is not None:
         if sorted(units_order) != sorted(units):

@@ -5,6 +5,7 @@ Its --help is the package docstring (pipelines/examples/__init__.py).
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import sys
@@ -52,10 +53,18 @@ from pipelines.io.vocabulary import Vocabulary, load_vocab
 from schemas import REJECTS_DIR, SHARDS_MANIFEST_NAME
 from schemas.checks import MAX_RECORD_BYTES
 from schemas.manifest import MANIFEST_NAME, DocumentsManifest
-from schemas.shards import BLOCK_TABLE_SUFFIX, DATASET_CARD_NAME, PAIRS, ShardsManifest
+from schemas.shards import (
+    BLOCK_TABLE_SUFFIX,
+    DATASET_CARD_NAME,
+    PAIRS,
+    ShardsManifest,
+    block_table_path,
+)
 
 # A shard and its block table (schemas/shards.py), as named in their directory.
 _SHARD_FILE = rf"shard-[0-9]{{6}}\.tar(?:{re.escape(BLOCK_TABLE_SUFFIX)})?"
+_SHARD_PATH = rf"seq[0-9]+/(?:train|heldout)/{_SHARD_FILE}"
+_REJECTS_FILE = rf"{REJECTS_DIR}/rejects-[A-Za-z0-9_-]+\.jsonl"
 
 # Every name this stage writes in --output: the manifest, the dataset card, shards and their
 # block tables (and their temporary names), rejects and the spill files under _work.
@@ -63,8 +72,8 @@ _SHARD_FILE = rf"shard-[0-9]{{6}}\.tar(?:{re.escape(BLOCK_TABLE_SUFFIX)})?"
 _TOP_FILE = rf"(?:{re.escape(SHARDS_MANIFEST_NAME)}|{re.escape(DATASET_CARD_NAME)})"
 EARLIER_RUN = (
     rf"{_TOP_FILE}(?:\.tmp-[0-9a-f]{{32}})?"
-    rf"|seq[0-9]+/(?:train|heldout)/{_SHARD_FILE}(?:\.tmp-[0-9a-f]{{32}})?"
-    rf"|{REJECTS_DIR}/rejects-[A-Za-z0-9_-]+\.jsonl|{WORK_DIR}/(?:documents|examples|pieces)/.+"
+    rf"|{_SHARD_PATH}(?:\.tmp-[0-9a-f]{{32}})?"
+    rf"|{_REJECTS_FILE}|{WORK_DIR}/(?:documents|examples|pieces)/.+"
 )
 
 
@@ -84,6 +93,33 @@ VOUCHED = files.Vouched(
     SHARDS_MANIFEST_NAME,
     _vouched_by_manifest,
 )
+
+
+def _shards_listed(output_dir: str) -> files.Listed | None:
+    """The shards, block tables and rejects the shards manifest in `output_dir` lists; None
+    where there is none, or it is not a shards manifest."""
+    try:
+        raw = files.read_file(files.join(output_dir, SHARDS_MANIFEST_NAME), MAX_RECORD_BYTES)
+        manifest = ShardsManifest.from_json(raw.decode("utf-8"))
+        fields = json.loads(raw)
+    except (OSError, ValueError, TypeError, KeyError):  # absent, or not one: no listing
+        return None
+    names = set()
+    for output in manifest.outputs.values():
+        for split in output.splits.values():
+            for info in split.shards:
+                names.add(info.path)
+                if info.block_table is not None:
+                    names.add(block_table_path(info.path))
+    kinds = f"(?:{_SHARD_PATH})"
+    if "rejects_files" in fields:
+        kinds += f"|(?:{_REJECTS_FILE})"
+        names.update(manifest.rejects_files)
+    return files.Listed(kinds, frozenset(names))
+
+
+# The shards manifest's record of the stage's outputs (`files.earlier_run_files`).
+LISTING = files.Listing(SHARDS_MANIFEST_NAME, _shards_listed)
 
 # The temporary names of a shard, a block table, the card and the manifest
 # (`files.write_atomically`).
@@ -110,7 +146,12 @@ def run(argv: list[str] | None = None) -> int:
         vocab = load_vocab(config.vocab, files.READER, config.cased)
         inputs = read_documents_inputs(config.documents)
         files.clear_earlier_run(
-            config.output, EARLIER_RUN, config.overwrite, "examples", vouched=VOUCHED
+            config.output,
+            EARLIER_RUN,
+            config.overwrite,
+            "examples",
+            vouched=VOUCHED,
+            listing=LISTING,
         )
     except (ValueError, OSError) as error:  # ExamplesConfigError, VocabError, … are ValueErrors
         print(f"bertkit examples: {storage.redact(str(error))}", file=sys.stderr)
