@@ -17,7 +17,7 @@ from pipelines.command.flags import AT_LEAST_1, FRACTION, POSITIVE, ZERO_OR_MORE
 from pipelines.examples import cli as examples
 from pipelines.io.vocabulary import VocabError
 from trainer import export
-from trainer.config import TrainConfig
+from trainer.config import TrainConfig, negative_values_joined
 from trainer.train import parse_arguments
 
 MUST_BE_A_SEED = "must be between 0 and 9223372036854775807"
@@ -97,6 +97,43 @@ def test_train_refuses_a_value_as_it_parses(flag, value, message, capsys) -> Non
         parse_arguments([*REQUIRED, f"{flag}={value}"])  # "-1e-4" is a value
     assert exited.value.code == 2
     assert capsys.readouterr().err == f"bertkit train: error: {message}\n"
+
+
+@pytest.mark.parametrize(("flag", "value", "message"), TRAIN_REFUSALS)
+def test_a_value_after_a_space_is_refused_alike(flag, value, message, capsys) -> None:
+    """`--lr -1e-4` as `--lr=-1e-4`: argparse alone reads -1e-4 as a flag ("expected one
+    argument"); the value's own check speaks instead (trainer/config.py)."""
+    with pytest.raises(SystemExit) as exited:
+        parse_arguments([*REQUIRED, flag, value])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err == f"bertkit train: error: {message}\n"
+
+
+@pytest.mark.parametrize(
+    ("mix", "message"),
+    [
+        ("-1,2", "--mix -1,2: -1 must be more than 0"),
+        ("-.5,1", "--mix -0.5,1: -0.5 must be more than 0"),
+        ("-1e-3,2", "--mix -0.001,2: -0.001 must be more than 0"),
+        ("1,-2", "--mix 1,-2: -2 must be more than 0"),
+        ("0,1", "--mix 0,1: 0 must be more than 0"),
+    ],
+)
+def test_a_mix_weight_must_be_positive_however_it_is_written(mix, message, capsys) -> None:
+    for spelled in (["--mix", mix], [f"--mix={mix}"]):
+        with pytest.raises(SystemExit) as exited:
+            parse_arguments(["--shards", "a", "b", "--output", "run", *spelled])
+        assert exited.value.code == 2
+        assert capsys.readouterr().err == f"bertkit train: error: {message}\n"
+
+
+def test_only_a_number_after_a_flag_is_joined_to_it() -> None:
+    assert negative_values_joined(
+        ["--mix", "-1,2", "--lr", "-INF", "--seed=-1", "--eps", "-1e-8", "--shards", "a", "-3"]
+    ) == ["--mix=-1,2", "--lr=-INF", "--seed=-1", "--eps=-1e-8", "--shards", "a", "-3"]
+    # a flag after a flag, a word that is not a number, the end of flags: as they were
+    unchanged = ["--output", "--resume", "--output", "-x", "--output", "-info", "--", "-1"]
+    assert negative_values_joined(unchanged) == unchanged
 
 
 @pytest.mark.parametrize(("flag", "value", "message"), TRAIN_REFUSALS)

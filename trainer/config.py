@@ -59,6 +59,8 @@ elastic resume).
 from __future__ import annotations
 
 import math
+import re
+import sys
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any
@@ -534,6 +536,28 @@ def mask_replace_shares(text: str) -> tuple[float, float, float]:
     return values[0] / 100, values[1] / 100, values[2] / 100
 
 
+# A value that starts with a minus and then a number: -1,2 (a --mix), -1e-4, -.5, -inf.
+_MINUS_VALUE = re.compile(r"-(\.?\d|(inf|infinity|nan)$)", re.IGNORECASE)
+
+
+def negative_values_joined(argv: list[str]) -> list[str]:
+    """`--mix -1,2` as `--mix=-1,2`: argparse reads a word that starts with `-` as a flag
+    unless it is a plain negative number (-1, -0.5), and refuses `--mix -1,2` or `--lr -1e-4`
+    with "expected one argument", where the value's own check says what is wrong with it
+    ("--mix -1,2: -1 must be more than 0"). No flag of bertkit train starts with `-` and a
+    number, so such a word after a flag is that flag's value."""
+    joined: list[str] = []
+    for arg in argv:
+        before = joined[-1] if joined else ""
+        flag = before.startswith("--") and before != "--" and "=" not in before
+        if flag and _MINUS_VALUE.match(arg):
+            joined[-1] = f"{before}={arg}"
+        else:
+            joined.append(arg)
+    return joined
+
+
 def parse_arguments(argv: list[str] | None) -> TrainConfig:
     """TrainConfig's flags (pipelines.command): `--micro-batch-size` for `micro_batch_size`."""
-    return parse_config(TrainConfig, argv, "bertkit train", __doc__)
+    args = negative_values_joined(sys.argv[1:] if argv is None else argv)
+    return parse_config(TrainConfig, args, "bertkit train", __doc__)
