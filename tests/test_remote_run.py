@@ -197,6 +197,42 @@ def test_a_stale_writer_never_moves_latest_back(s3):
     assert "metrics.jsonl" in listing and listing["metrics.jsonl"].count(b"\n") == 1
 
 
+def test_a_resume_replaces_a_checkpoint_that_latest_never_named(s3, monkeypatch):
+    """A run killed between a checkpoint's upload and `latest`'s (or a stale writer whose
+    upload landed late) leaves a step-4 that `latest` does not name. The resumed run, from
+    step 2, reaches step 4 and uploads its own over it before `latest` names it."""
+    from trainer.run.remote import RemoteRun
+
+    prefix = "orphan"
+    for name, data in {
+        "checkpoints/latest": b"step-00000002.pt\n",
+        "checkpoints/step-00000002.pt": b"two",
+        "checkpoints/step-00000004.pt": b"the killed run's four",
+    }.items():
+        s3.put_object(Bucket=BUCKET, Key=f"{prefix}/{name}", Body=data)
+    resumed = RemoteRun.open(f"s3://{BUCKET}/{prefix}", keep=3)
+    uploads: list[str] = []
+    upload = objects.upload
+    monkeypatch.setattr(
+        objects, "upload", lambda local, url: [uploads.append(url), upload(local, url)]
+    )
+    try:
+        assert resumed.prepare(resume=True, overwrite=False) == []
+        staged = resumed.staging / "checkpoints"
+        (staged / "step-00000004.pt").write_bytes(b"this run's four")
+        (staged / "latest").write_bytes(b"step-00000004.pt\n")
+        resumed.push()
+        resumed.push()  # the end of a run mirrors again: no checkpoint uploaded twice
+    finally:
+        resumed.close()
+    assert uploads == [f"s3://{BUCKET}/{prefix}/checkpoints/step-00000004.pt"]
+    assert s3_listing(s3, prefix) == {
+        "checkpoints/latest": b"step-00000004.pt\n",
+        "checkpoints/step-00000002.pt": b"two",
+        "checkpoints/step-00000004.pt": b"this run's four",
+    }
+
+
 def test_a_new_run_never_writes_over_a_latest_that_appeared_meanwhile(s3):
     from trainer.run.lock import RunLockLost
     from trainer.run.remote import RemoteRun

@@ -127,6 +127,60 @@ def test_a_renewal_loses_to_a_takeover_between_its_read_and_its_write(
     assert s3.get_object(Bucket=BUCKET, Key=key)["Body"].read() == other
 
 
+@pytest.mark.parametrize("pending", ["a new checkpoint", "a rotation alone"])
+def test_a_writer_whose_lock_was_taken_uploads_and_rotates_nothing(s3, no_job, pending):  # noqa: F811
+    """A stale writer on S3: another trainer took the lock over and wrote its own step 6 and
+    `latest`; the stale one's mirror (a new checkpoint to upload, or, resumed with a lower
+    --keep-checkpoints, only older ones to rotate away) checks the lock before each write
+    (a compare-and-swap on the lock object) and stops before the first: the new holder's
+    objects and the checkpoints it may go back to stay as they were."""
+    from trainer.run.remote import RemoteRun
+
+    prefix = f"stale-{pending.split()[1]}"
+    url = f"s3://{BUCKET}/{prefix}"
+    for name, data in {
+        "checkpoints/latest": b"step-00000004.pt\n",
+        "checkpoints/step-00000002.pt": b"two",
+        "checkpoints/step-00000004.pt": b"four",
+    }.items():
+        s3.put_object(Bucket=BUCKET, Key=f"{prefix}/{name}", Body=data)
+    lock = RunLock.acquire(url)
+    stale = RemoteRun.open(url, keep=1, guard=lock.check)
+    try:
+        assert stale.prepare(resume=True, overwrite=False) == []  # fetches step 4
+        other = Holder("node2", 7, "", time.time(), time.time(), "other").to_bytes()
+        taken = {
+            f"{prefix}/{LOCK_FILE}": other,
+            f"{prefix}/checkpoints/step-00000006.pt": b"the new holder's six",
+            f"{prefix}/checkpoints/latest": b"step-00000006.pt\n",
+        }
+        for key, data in taken.items():
+            s3.put_object(Bucket=BUCKET, Key=key, Body=data)
+        before = s3_listing(s3, prefix)
+        if pending == "a new checkpoint":
+            staged = stale.staging / "checkpoints"
+            (staged / "step-00000006.pt").write_bytes(b"the stale writer's six")
+            (staged / "latest").write_bytes(b"step-00000006.pt\n")
+        with pytest.raises(RunLockLost) as lost:
+            stale.push()
+    finally:
+        stale.close()
+        lock.release()
+    assert str(lost.value).startswith(
+        f"{url}/{LOCK_FILE}: this trainer no longer holds the run lock (the lock now names "
+        "process 7 on node2, since "
+    )
+    assert s3_listing(s3, prefix) == before
+    assert sorted(before) == [
+        "checkpoints/latest",
+        "checkpoints/step-00000002.pt",
+        "checkpoints/step-00000004.pt",
+        "checkpoints/step-00000006.pt",
+        LOCK_FILE,
+    ]
+    assert before["checkpoints/step-00000006.pt"] == b"the new holder's six"
+
+
 def test_a_lock_taken_on_gcs_stops_its_holder(no_job):
     from tests.support.gcsserver import gcs_emulator
 

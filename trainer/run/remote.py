@@ -101,6 +101,9 @@ class RemoteRun:
     staging: Path
     keep: int  # --keep-checkpoints: the URL keeps as many as a local run directory would
     uploaded: set[str] = field(default_factory=set)  # checkpoint names on the URL
+    # The staging checkpoints the URL holds as staging does: this run's uploads and the one
+    # --resume fetched. Any other the run writes is uploaded, even over a name the URL has.
+    _same_on_url: set[str] = field(default_factory=set)
     guard: Callable[[], None] | None = None  # raises if this run may no longer write
     compile_cache: Path | None = None  # staging's compile-cache/, mirrored as one archive
     _cache_files: tuple[_CacheFile, ...] = ()  # its files when last unpacked or uploaded
@@ -185,8 +188,11 @@ class RemoteRun:
             )
         objects.download(self._url(checkpoint), self.staging / checkpoint)
         # Every checkpoint already there counts against --keep-checkpoints, as in a local
-        # run directory; only the one `latest` names was downloaded.
+        # run directory; only the one `latest` names was downloaded. One newer than it was
+        # uploaded by a run that stopped before its `latest` named it (killed, or a stale
+        # writer's upload landing late): when this run reaches that step, its own replaces it.
         self.uploaded = {n.split("/", 1)[1] for n in names if _is_run_file(n) and n.endswith(".pt")}
+        self._same_on_url = {name}
         for other in names:  # the metrics and event files the run appends to
             if _is_mirrored(other) and not other.startswith(f"{CHECKPOINTS_DIR}/"):
                 objects.download(self._url(other), self.staging / other)
@@ -204,10 +210,11 @@ class RemoteRun:
         the newest of the others up to --keep-checkpoints in all."""
         directory = self.staging / CHECKPOINTS_DIR
         local = {p.name for p in directory.glob(CHECKPOINT_GLOB)} if directory.is_dir() else set()
-        for name in sorted(local - self.uploaded):
+        for name in sorted(local - self._same_on_url):
             self._may_write()
             objects.upload(directory / name, self._url(f"{CHECKPOINTS_DIR}/{name}"))
             self.uploaded.add(name)
+            self._same_on_url.add(name)
         if (directory / LATEST_FILE).is_file():
             self._may_write()
             self._put_latest((directory / LATEST_FILE).read_bytes())
@@ -220,6 +227,7 @@ class RemoteRun:
             self._may_write()
             objects.delete(self._url(f"{CHECKPOINTS_DIR}/{name}"))
             self.uploaded.discard(name)
+            self._same_on_url.discard(name)
         self._push_compile_cache()
 
     def _put_latest(self, data: bytes) -> None:
