@@ -12,11 +12,13 @@ import shutil
 from pathlib import Path
 
 import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipelines import books, chain, dedup, examples
+from pipelines import books, chain, corpus, dedup, examples, vocab
 from pipelines.beam import files
-from pipelines.beam.documents import DOCUMENTS_LISTING
+from pipelines.beam.documents import DOCUMENTS_LISTING, DOCUMENTS_RUN_FILES
 from schemas import MANIFEST_NAME
+from tests.conftest import s3_flags
 
 WORDS = "the cat sat on a mat while dogs ran over green hills and birds sang in tall trees"
 FLAGS = ["--vocab-size", "200", "--max-seq-length", "32", "--dupe-factor", "1"]
@@ -170,3 +172,71 @@ def test_a_manifest_that_lists_no_kind_of_file_leaves_that_kind_unchecked(copy) 
     assert older is not None and not re.fullmatch(older.kinds, rejects)
     (out / MANIFEST_NAME).write_text("{not json")
     assert DOCUMENTS_LISTING.read(str(out)) is None
+
+
+def stage_argv(copy: Path, stage: str) -> tuple[Path, list[str]]:
+    """A stage's output in `copy` and its flags but --output."""
+    books_documents, vocabulary = str(copy / "out/documents/books"), str(copy / "out/vocab")
+    return {
+        "examples": (
+            copy / "out/shards",
+            ["--documents", books_documents, "--vocab", vocabulary, "--max-seq-length", "32"],
+        ),
+        "vocab": (copy / "out/vocab", ["--documents", books_documents, "--vocab-size", "200"]),
+        "dedup": (copy / "dedup", ["--documents", str(copy / "out/documents/corpus")]),
+        "books": (copy / "out/documents/books", ["--input", f"{copy}/in/*.txt"]),
+    }[stage]
+
+
+RUN = {"examples": examples.run, "vocab": vocab.run, "dedup": dedup.run, "books": books.run}
+
+
+@pytest.mark.parametrize("stage", sorted(RUN))
+def test_a_symbolic_link_in_the_output_is_refused_and_nothing_through_it_is_touched(
+    copy: Path, stage: str, capsys
+) -> None:
+    precious = copy / "precious"
+    (precious / "sub").mkdir(parents=True)
+    (precious / "sub" / "x.txt").write_text("keep\n")
+    out, argv = stage_argv(copy, stage)
+    (out / "_work").symlink_to(precious)  # a scratch disk for the spill files, say
+    expected = (
+        f"{out} holds _work, a symbolic link: `bertkit {stage}` writes none, and would write "
+        "or delete through it in a directory it did not make: nothing was deleted. Choose a "
+        "new or empty --output, or remove the link"
+    )
+    for overwrite in ([], ["--overwrite"]):
+        try:
+            code = RUN[stage]([*argv, "--output", str(out), *overwrite])
+        except files.OutputDirectoryError as refused:  # the stages' runner prints it
+            assert str(refused) == expected
+        else:  # examples prints it itself
+            assert (code, capsys.readouterr().err) == (2, f"bertkit examples: {expected}\n")
+    assert (precious / "sub" / "x.txt").read_text() == "keep\n"
+
+
+def test_a_documents_stage_does_not_overwrite_another_stage_s_documents(copy: Path) -> None:
+    out = copy / "out" / "documents" / "books"
+    before = files_below(out)
+    argv = ["--input", str(copy / "in" / "a.jsonl"), "--output", str(out)]
+    for overwrite in ([], ["--overwrite"]):
+        with pytest.raises(files.OutputDirectoryError) as refused:
+            corpus.run([*argv, *overwrite])
+        assert str(refused.value) == (
+            f"{out} is a documents directory written by `bertkit books`, which `bertkit corpus` "
+            "does not overwrite: nothing was deleted. Choose a new or empty --output"
+        )
+    assert files_below(out) == before
+
+
+def test_a_folder_marker_in_a_bucket_is_no_file_of_anyone_s(s3_server) -> None:
+    bucket = s3_server.bucket("listed-markers")
+    s3_server.client.put_object(Bucket=bucket, Key="console/out/", Body=b"")
+    output = f"s3://{bucket}/console/out"
+    files.configure(PipelineOptions(s3_flags(s3_server.endpoint)))
+    assert files.earlier_run_files(output, DOCUMENTS_RUN_FILES, False, "corpus") == []
+    s3_server.client.put_object(Bucket=bucket, Key="console/out/mine.txt", Body=b"x")
+    with pytest.raises(
+        files.OutputDirectoryError, match=re.escape("holds mine.txt, which `bertkit corpus`")
+    ):
+        files.earlier_run_files(output, DOCUMENTS_RUN_FILES, True, "corpus")

@@ -106,7 +106,8 @@ DOCUMENTS_RUN_FILES = (
 
 def _documents_listed(output_dir: str) -> files.Listed | None:
     """The documents, rejects and (a dedup's) duplicates files the `_manifest.json` in
-    `output_dir` lists; None where there is none, or it is not a documents manifest. A
+    `output_dir` lists, and the stage that wrote it (a stage does not overwrite another's
+    documents); None where there is none, or it is not a documents manifest. A
     kind of file an older manifest does not list (no `rejects_files`, no
     `duplicates_files`) is not checked."""
     try:
@@ -124,7 +125,8 @@ def _documents_listed(output_dir: str) -> files.Listed | None:
     if isinstance(recorded, list):
         kinds.append(rf"{DUPLICATES_DIR}/duplicates-[0-9]+(?:-[0-9]+)*\.parquet")
         names.update(str(name) for name in (*recorded, *manifest.rejects_files))
-    return files.Listed("|".join(f"(?:{kind})" for kind in kinds), frozenset(names))
+    kinds_listed = "|".join(f"(?:{kind})" for kind in kinds)
+    return files.Listed(kinds_listed, frozenset(names), manifest.stage)
 
 
 # A documents stage's record of its outputs (`files.earlier_run_files`).

@@ -137,6 +137,7 @@ class Listed(NamedTuple):
 
     kinds: str
     names: frozenset[str]
+    stage: str | None = None  # the stage that wrote the record, where more than one writes it
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,8 +190,22 @@ def earlier_run_files(
             f"{output_dir} is an object, not a directory: the stage would write its files "
             "beside it, under the same name. Choose a new or empty --output"
         )
-    present = match(join(output_dir, "**"))
+    if links := _links(output_dir):
+        raise OutputDirectoryError(
+            f"{output_dir} holds {_and_more(links)}, a symbolic link: `bertkit {stage}` writes "
+            "none, and would write or delete through it in a directory it did not make: "
+            "nothing was deleted. Choose a new or empty --output, or remove the link"
+        )
+    # An object store's folder marker (a key ending in "/", as a console makes) is no file.
+    present = [path for path in match(join(output_dir, "**")) if not path.endswith("/")]
     relative = [_relative(output_dir, path) for path in present]
+    listed = listing.read(output_dir) if listing and present else None
+    if listed is not None and listed.stage not in (None, stage):
+        raise OutputDirectoryError(
+            f"{output_dir} is a documents directory written by `bertkit {listed.stage}`, which "
+            f"`bertkit {stage}` does not overwrite: nothing was deleted. Choose a new or empty "
+            "--output"
+        )
     foreign = sorted(name for name in relative if not re.fullmatch(ours, name))
     if foreign:
         raise OutputDirectoryError(
@@ -207,7 +222,6 @@ def earlier_run_files(
             "run beside it vouches for (a file of yours, or of a run killed before it "
             "finished): nothing was deleted. Choose a new or empty --output, or move it"
         )
-    listed = listing.read(output_dir) if listing and present else None
     if listing and listed is not None and (unlisted := _unlisted(relative, listed)):
         raise OutputDirectoryError(
             f"{output_dir} holds {_and_more(unlisted)}, named as a `bertkit {stage}` output "
@@ -222,6 +236,20 @@ def earlier_run_files(
             f"--overwrite to {'replace' if rewritten else 'delete'} them"
         )
     return present if remove else [p for p in present if _TEMPORARY_SUFFIX.search(p)]
+
+
+def _links(output_dir: str) -> list[str]:
+    """Symbolic links below a local `output_dir` (which Beam's match does not enter)."""
+    if "://" in output_dir or not os.path.isdir(output_dir):
+        return []
+    found = []
+    for root, folders, names in os.walk(output_dir):
+        found += [
+            _relative(output_dir, os.path.join(root, name))
+            for name in folders + names
+            if os.path.islink(os.path.join(root, name))
+        ]
+    return sorted(found)
 
 
 def _unlisted(relative: list[str], listed: Listed) -> list[str]:

@@ -15,7 +15,6 @@ from pipelines.beam.documents import (
     DocumentsInput,
     DocumentsInputError,
     read_documents_input,
-    read_manifest,
     report,
 )
 from pipelines.beam.empty_outputs import check_documents
@@ -79,26 +78,12 @@ def input_record(item: DocumentsInput, output: str) -> dict:
     return {**item.summary(output), "sentences": item.manifest.counts.get("sentences", 0)}
 
 
-def refuse_another_stage(output: str) -> None:
-    """A documents directory another stage wrote has names like ours: its manifest tells."""
-    path = files.join(output, MANIFEST_NAME)
-    if files.exists(path):
-        stage = read_manifest(output).stage
-        if stage != STAGE:
-            raise files.OutputDirectoryError(
-                f"{output} is a documents directory written by `bertkit {stage}`, which "
-                "`bertkit dedup` does not overwrite: nothing was deleted. Choose a new or "
-                "empty --output"
-            )
-
-
 def run(argv: list[str] | None = None, units_order: list[DedupUnit] | None = None) -> int:
     """Deduplicate; return the exit code. Raises DedupError or DocumentsInputError on bad
     input, before any work. `units_order` (tests) hands the units to the runner in another
     order: the output must not change."""
     config, options = parse_config(argv)
     inputs = [read_documents_input(directory) for directory in config.documents]
-    refuse_another_stage(config.output)
     files.clear_earlier_run(
         config.output, DEDUP_RUN_FILES, config.overwrite, STAGE, listing=DOCUMENTS_LISTING
     )
