@@ -137,3 +137,26 @@ def test_a_directory_given_twice_under_any_spelling_is_refused(tmp_path) -> None
         f"--documents {twice[1]} is the same directory as --documents {twice[0]}: its "
         "documents would make examples twice; name each directory once"
     )
+
+
+def test_a_file_s_own_name_holding_glob_characters_is_that_file(books_here) -> None:
+    (books_here / "br[1].txt").write_text(STORY)
+    (books_here / "br1.txt").write_text("Another story.\n")
+    assert expand_inputs(["br[1].txt"]) == [{"path": "br[1].txt", "bytes": len(STORY)}]
+    assert expand_inputs(["br[[]1].txt"]) == [{"path": "br[1].txt", "bytes": len(STORY)}]
+    assert expand_inputs(["br?.txt"]) == [{"path": "br1.txt", "bytes": 15}]
+    done = _command("pipelines.books", "--input", "br[[]1].txt", "--output", "o", cwd=books_here)
+    assert (done.returncode, done.stderr) == (0, "")  # and no warning about the bracket
+    assert ids(books_here / "o") == ["books/br[1]"]
+
+
+def test_a_glob_matching_a_directory_is_refused_and_double_star_reads_below(books_here) -> None:
+    (books_here / "sub.txt").mkdir()  # a Spark-style folder named as a file
+    (books_here / "sub.txt" / "part-0.txt").write_text(STORY)
+    done = _command("pipelines.books", "--input", "*.txt", "--output", "o", cwd=books_here)
+    assert (done.returncode, done.stderr) == (
+        2,
+        "bertkit books: error: --input '*.txt' matches the directory sub.txt, whose files it "
+        "does not read: pass files only (e.g. 'sub.txt/*' for its files), or narrow the glob\n",
+    )
+    assert [item["path"] for item in expand_inputs(["sub.txt/**"])] == ["sub.txt/part-0.txt"]

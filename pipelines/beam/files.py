@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 import uuid
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, BinaryIO, NamedTuple
@@ -55,14 +56,22 @@ def create(path: str) -> BinaryIO:
     return FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED)
 
 
+def _matched(pattern: str) -> list[Any]:
+    with warnings.catch_warnings():
+        # An escaped bracket (`[[]`, as glob.escape writes it) is the same regular expression
+        # in Beam's match, which Python reads right and warns about all the same.
+        warnings.filterwarnings("ignore", "Possible nested set", FutureWarning)
+        return FileSystems.match([pattern])[0].metadata_list
+
+
 def match(pattern: str) -> list[str]:
     """Paths matching a glob (`*`, `**`), sorted."""
-    return sorted(m.path for m in FileSystems.match([pattern])[0].metadata_list)
+    return sorted(m.path for m in _matched(pattern))
 
 
 def match_sizes(pattern: str) -> dict[str, int]:
     """Paths matching a glob, with their sizes in bytes."""
-    return {m.path: m.size_in_bytes for m in FileSystems.match([pattern])[0].metadata_list}
+    return {m.path: m.size_in_bytes for m in _matched(pattern)}
 
 
 def delete(paths: list[str]) -> None:

@@ -2,7 +2,8 @@
 documents directories `--documents` names.
 
 - `expand_inputs`: globs → the files they match, each once. A glob without a directory
-  (`'*.txt'`) matches in the working directory, as in a shell; a file named twice, by
+  (`'*.txt'`) matches in the working directory, as in a shell; a local file's own name is
+  that file, even where it holds a glob character (`br[1].jsonl`); a file named twice, by
   overlapping globs or by two spellings (`in.jsonl`, `./in.jsonl`, `d/../in.jsonl`, a
   symbolic link), is read once; local inputs that mix absolute and relative paths are all
   made absolute, so that they share a root their ids are taken under.
@@ -17,6 +18,7 @@ own flag (`--books` for `--input`).
 
 from __future__ import annotations
 
+import glob
 import os
 import posixpath
 from collections.abc import Callable, Sequence
@@ -42,6 +44,8 @@ class InputsError(ValueError):
 
 def _local_pattern(pattern: str, absolute: bool) -> str:
     normal = os.path.abspath(pattern) if absolute else posixpath.normpath(pattern)
+    if os.path.isfile(pattern):  # a file's own name, even one holding `[`, `*` or `?`
+        normal = glob.escape(normal)
     return normal if "/" in normal else f"./{normal}"  # Beam lists no directory for 'a*'
 
 

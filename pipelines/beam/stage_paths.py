@@ -20,6 +20,7 @@ import glob
 import os
 import re
 import stat
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -211,6 +212,14 @@ def _input_files_problem(flag: str, pattern: str) -> str | None:
         problem = _link_problem(flag, path)
         if problem:
             return problem
+    # A glob's directories (a Spark `table.parquet/` beside `other.parquet`) are not read: said
+    # rather than left out in silence; `dir/**` names the files below, not the folders.
+    folders = [path for path in links if os.path.isdir(path) and not pattern.endswith("**")]
+    if _has_wildcard(pattern) and folders and not os.path.isfile(pattern):
+        return (
+            f"{flag} {pattern!r} matches the directory {folders[0]}, whose files it does not "
+            f"read: pass files only (e.g. '{folders[0]}/*' for its files), or narrow the glob"
+        )
     if not _has_wildcard(pattern) and os.path.isdir(pattern):
         return (
             f"{flag} {pattern} is a directory: pass the files in it, "
@@ -297,7 +306,9 @@ def _glob_holds(
             f"{input_flag} {pattern!r} is inside {output_flag} {output}: choose an "
             f"{output_flag} that does not hold the inputs"
         )
-    matcher = re.compile(FileSystem.translate_pattern("/".join(names)))
+    with warnings.catch_warnings():  # an escaped bracket `[[]` (files.match says why)
+        warnings.filterwarnings("ignore", "Possible nested set", FutureWarning)
+        matcher = re.compile(FileSystem.translate_pattern("/".join(names)))
     directory = "/".join(inner)
     if any(matcher.match(path) for path in (directory, *(f"{directory}/{n}" for n in writes))):
         return (
