@@ -55,7 +55,8 @@ def test_a_glob_without_a_directory_matches_in_the_working_directory(books_here)
 
 def test_one_file_under_several_spellings_is_read_once(books_here) -> None:
     os.symlink(books_here / "a.txt", books_here / "link.txt")
-    spellings = ["a.txt", "./a.txt", "sub/../a.txt", "link.txt", "*.txt"]
+    os.link(books_here / "a.txt", books_here / "hard.txt")
+    spellings = ["a.txt", "./a.txt", "sub/../a.txt", "link.txt", "hard.txt", "*.txt"]
     assert [item["path"] for item in expand_inputs(spellings)] == ["a.txt"]
 
 

@@ -5,8 +5,8 @@ documents directories `--documents` names.
   (`'*.txt'`) matches in the working directory, as in a shell; a local file's own name is
   that file, even where it holds a glob character (`br[1].jsonl`); a file named twice, by
   overlapping globs or by two spellings (`in.jsonl`, `./in.jsonl`, `d/../in.jsonl`, a
-  symbolic link), is read once; local inputs that mix absolute and relative paths are all
-  made absolute, so that they share a root their ids are taken under.
+  symbolic link, a hard link), is read once; local inputs that mix absolute and relative
+  paths are all made absolute, so that they share a root their ids are taken under.
 - `check_names`: two files whose documents would get one id (`a.txt` and `a.txt.gz`, one
   book; files of the same name under two object stores) are refused, naming both; so is a
   file whose name is not UTF-8 (`name_not_utf8`), which no id, reject or manifest can name.
@@ -49,6 +49,18 @@ def _local_pattern(pattern: str, absolute: bool) -> str:
     return normal if "/" in normal else f"./{normal}"  # Beam lists no directory for 'a*'
 
 
+def _file_key(path: str) -> str:
+    """What every name of one file has in common: a local file's device and inode (a hard
+    link's too), a URL's `same_place_key`."""
+    if "://" in path:
+        return same_place_key(path)
+    try:
+        status = os.stat(path)
+    except OSError:  # gone since it was listed: its own reader says so
+        return same_place_key(path)
+    return f"{status.st_dev}:{status.st_ino}"
+
+
 def expand_inputs(patterns: Sequence[str]) -> list[dict[str, Any]]:
     """Glob patterns → the sorted files they match, each once (see the module docstring),
     with sizes; InputsError for a pattern that matches nothing."""
@@ -66,7 +78,7 @@ def expand_inputs(patterns: Sequence[str]) -> list[dict[str, Any]]:
             )
         for path, size in sorted(matches.items()):
             path = path.removeprefix("./") if query.startswith("./") else path
-            if (key := same_place_key(path)) not in places:
+            if (key := _file_key(path)) not in places:
                 places.add(key)
                 found[path] = size
     return [{"path": path, "bytes": found[path]} for path in sorted(found)]
