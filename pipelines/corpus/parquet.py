@@ -10,11 +10,12 @@ buffered stream (`pre_buffer=False`: pyarrow's default reads a row group's colum
 whole), so a row group's other columns never reach memory.
 
 The file is read a row group at a time. Before one is read, the page headers of each of
-its column chunks that may hold a page over `page_limit` are walked
-(pipelines/corpus/pages.py): pyarrow decompresses a page whole, so a row group with such a
-page is not read, its rows one `UnreadRows` (page_too_large). Damage pyarrow meets in a row
-group (a corrupt page, a page header that does not parse) is an `UnreadRows` too
-(corrupt_input), and the next row group is read.
+its column chunks it reads are walked (pipelines/corpus/pages.py), whatever the footer says
+of the chunk's size: pyarrow decompresses a page whole, so a row group with a page over
+`page_limit` is not read, its rows one `UnreadRows` (page_too_large). A footer that places a
+chunk outside the file's pages, or whose pages run past the chunk's end, and damage pyarrow
+meets in a row group (a corrupt page, a page header that does not parse) are an
+`UnreadRows` too (corrupt_input), and the next row group is read.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipelines.corpus.config import CorpusConfig
-from pipelines.corpus.pages import PageHeaderError, large_page
+from pipelines.corpus.pages import Page, PageHeaderError, chunk_pages
 
 _BUFFER_BYTES = 1 << 20  # read column chunks a MiB at a time, not a row group at once
 # The most bytes of strings a slice of a batch turns into Python objects at once (a row
@@ -45,6 +46,10 @@ TITLE_MAX_BYTES = 64 << 10
 # (PAGE_TEXTS values of --max-line-kb), at least 64 MiB.
 PAGE_TEXTS = 8
 MIN_PAGE_LIMIT = 64 << 20
+# How far a chunk's last page may run past the chunk's end as its footer gives it: parquet-mr
+# before 1.2.9 left the dictionary page's header (at most 100 bytes) out of the size, and
+# pyarrow reads that far on for such files (PARQUET-816). Further is damage.
+_OVERRUN_BYTES = 100
 
 
 def page_limit(config: CorpusConfig) -> int:
@@ -393,13 +398,15 @@ def open_parquet_records(
     columns = _checked_columns(parquet.schema_arrow, config)
     selection = sorted({c.selection for c in columns.values()})
     metadata = parquet.metadata
+    # The pages end where the footer starts: its length and the 8 bytes after it.
+    data_end = stored.seek(0, 2) - 8 - metadata.serialized_size
     first = 0
     for group in range(metadata.num_row_groups):
         rows = metadata.row_group(group).num_rows
         stop = first + rows
         if rows <= 0:
             continue
-        found = _large_page(stored, metadata.row_group(group), selection, config)
+        found = _large_page(stored, metadata.row_group(group), selection, config, data_end)
         if found is not None:
             yield UnreadRows(group, first, stop, first, *found)
             first = stop
@@ -421,34 +428,59 @@ def open_parquet_records(
 
 
 def _large_page(
-    stored: BinaryIO, group: pq.RowGroupMetaData, selection: list[str], config: CorpusConfig
+    stored: BinaryIO,
+    group: pq.RowGroupMetaData,
+    selection: list[str],
+    config: CorpusConfig,
+    data_end: int,
 ) -> tuple[str, str] | None:
     """(reason, error) if a column the row group is read for holds a page over the limit
-    (page_too_large) or a page header that does not parse (corrupt_input); None if neither.
-    Only a chunk over the limit in all is walked: none of its pages can be larger."""
+    (page_too_large), or its pages do not lie where its footer says (corrupt_input); None if
+    neither.
+
+    Every chunk read is walked, whatever its footer claims of its size: the footer is
+    metadata a writer (or damage) may get wrong, the page headers are what pyarrow reads.
+    The walk covers the bytes pyarrow reads as the chunk's pages (from the dictionary page
+    if it comes first, `total_compressed_size` of them); a chunk placed outside the file's
+    pages, or whose pages run past its end, is damage of the row group."""
     limit = page_limit(config)
     for index in range(group.num_columns):
         chunk = group.column(index)
         path = chunk.path_in_schema
-        if chunk.total_uncompressed_size <= limit:
-            continue
         if not any(path == name or path.startswith(f"{name}.") for name in selection):
             continue
         start = chunk.data_page_offset
         dictionary = chunk.dictionary_page_offset if chunk.has_dictionary_page else None
         if dictionary is not None and 0 < dictionary < start:
-            start = dictionary
+            start = dictionary  # as pyarrow starts the chunk
+        size = chunk.total_compressed_size
+        if start < 4 or size <= 0 or start + size > data_end:
+            return "corrupt_input", (
+                f"the footer places column {path!r}'s {size:,} bytes at byte {start:,}, "
+                f"outside the file's pages (bytes 4 to {data_end:,})"
+            )
+        end = start
         try:
-            page = large_page(stored, start, chunk.total_compressed_size, limit)
+            for page in chunk_pages(stored, start, size):
+                end = page.data_offset + page.compressed
+                if page.uncompressed > limit:
+                    return "page_too_large", _too_large(path, page, limit, group.num_rows)
         except PageHeaderError as err:
             return "corrupt_input", f"a page header of column {path!r} does not parse: {err}"
-        if page is not None:
-            return "page_too_large", (
-                f"column {path!r} holds a {page.kind} of {page.uncompressed:,} bytes once "
-                f"decompressed (at byte {page.offset}), over the {limit:,}-byte limit for a "
-                f"page ({PAGE_TEXTS} times --max-line-kb, at least 64 MiB): pyarrow "
-                f"decompresses a page whole, so the row group's {group.num_rows} rows are "
-                f"skipped unread; --max-line-kb {-(-page.uncompressed // (PAGE_TEXTS << 10))} "
-                "reads them"
+        if end > start + size + _OVERRUN_BYTES:
+            return "corrupt_input", (
+                f"the pages of column {path!r} run to byte {end:,}, past the end its footer "
+                f"gives (byte {start + size:,}): the footer does not describe them"
             )
     return None
+
+
+def _too_large(path: str, page: Page, limit: int, rows: int) -> str:
+    return (
+        f"column {path!r} holds a {page.kind} of {page.uncompressed:,} bytes once "
+        f"decompressed (at byte {page.offset}), over the {limit:,}-byte limit for a "
+        f"page ({PAGE_TEXTS} times --max-line-kb, at least 64 MiB): pyarrow "
+        f"decompresses a page whole, so the row group's {rows} rows are "
+        f"skipped unread; --max-line-kb {-(-page.uncompressed // (PAGE_TEXTS << 10))} "
+        "reads them"
+    )
