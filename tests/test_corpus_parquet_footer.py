@@ -148,3 +148,49 @@ def test_a_chunk_placed_outside_the_file_is_damage(tmp_path: Path) -> None:
             f"(bytes 4 to {data_end:,}); the file's other row groups are read",
         )
     ]
+
+
+def write_groups(path: Path, sizes: list[int]) -> Path:
+    """Row groups of the given sizes (so that each has a total_byte_size of its own)."""
+    with pq.ParquetWriter(path, SCHEMA, compression="none", use_dictionary=False) as writer:
+        row = 0
+        for size in sizes:
+            rows = range(row, row + size)
+            table = pa.table({"id": [f"r{n}" for n in rows], "text": [text(n) for n in rows]})
+            writer.write_table(table.cast(SCHEMA))
+            row += size
+    return path
+
+
+@pytest.mark.parametrize("claimed", [0, -5, 9])
+def test_a_row_group_whose_footer_miscounts_its_rows_is_one_reject(
+    tmp_path: Path, claimed: int
+) -> None:
+    # Row group 1 holds 7 rows (its chunks say 7 values); its footer's num_rows says
+    # otherwise. Before, 0 or -5 skipped it without a word (7 records lost, while pyarrow
+    # reads them); now it is damage, one reject of its 7 rows, numbered as pyarrow numbers
+    # them, and the rows after it keep their numbers.
+    path = write_groups(tmp_path / "x.parquet", [10, 7, 13])
+    size = pq.read_metadata(path).row_group(1).total_byte_size
+    # RowGroup: total_byte_size (field 2) then num_rows (field 3), each an i64 one after the last
+    rewrite_footer(
+        path,
+        i64(SIZE_FIELD, size) + i64(SIZE_FIELD, 7),
+        i64(SIZE_FIELD, size) + i64(SIZE_FIELD, claimed),
+    )
+    assert pq.read_metadata(path).row_group(1).num_rows == claimed
+    ids, tally = read(path, CorpusConfig(input=("x",), output="out", max_line_kb=2))
+    assert ids == [f"corpus/r{n}" for n in [*range(10), *range(17, 30)]]
+    assert rejects(tally) == [
+        (
+            "row group 1 (rows 10-16)",
+            "corrupt_input",
+            f"{path}: row group 1 (rows 10-16) is damaged: its footer says it holds {claimed} "
+            "rows, but its column 'text' holds 7 values: the footer is damaged, so the row "
+            "group is not read; the file's other row groups are read",
+        )
+    ]
+    assert (tally.counts["rows_unread"], tally.counts["records"]) == (7, 23)
+    assert [f["input"] for f in tally.failed_inputs] == [str(path)]  # exit 1
+    ids, tally = read(write_groups(tmp_path / "empty.parquet", [2, 0, 1]))
+    assert (ids, tally.rejects) == (["corpus/r0", "corpus/r1", "corpus/r2"], [])

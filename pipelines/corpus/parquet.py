@@ -82,6 +82,8 @@ class UnreadRows:
 
     @property
     def position(self) -> str:
+        if self.stop <= self.first:
+            return f"row group {self.group} (no rows)"
         return f"row group {self.group} (rows {self.first}-{self.stop - 1})"
 
     @property
@@ -403,9 +405,20 @@ def open_parquet_records(
     first = 0
     for group in range(metadata.num_row_groups):
         rows = metadata.row_group(group).num_rows
-        stop = first + rows
-        if rows <= 0:
+        values = _values_stored(metadata.row_group(group), columns["text"].selection)
+        if rows != values:  # the footer disagrees with itself: neither number is trusted
+            stop = first + max(values, 0)  # as pyarrow numbers the rows after it
+            error = (
+                f"its footer says it holds {rows:,} rows, but its column "
+                f"{columns['text'].selection!r} holds {values:,} values: the footer is "
+                "damaged, so the row group is not read"
+            )
+            yield UnreadRows(group, first, stop, first, "corrupt_input", error)
+            first = stop
             continue
+        stop = first + rows
+        if rows == 0:
+            continue  # an empty row group, as its column says too: nothing to read
         found = _large_page(stored, metadata.row_group(group), selection, config, data_end)
         if found is not None:
             yield UnreadRows(group, first, stop, first, *found)
@@ -425,6 +438,16 @@ def open_parquet_records(
             error = f"pyarrow cannot read rows {read}-{stop - 1}: {said(err)}"
             yield UnreadRows(group, first, stop, read, "corrupt_input", error)
         first = stop
+
+
+def _values_stored(group: pq.RowGroupMetaData, path: str) -> int:
+    """The values the row group's chunk of the column at `path` holds, by the footer: one a
+    row for a column that is not a list (nulls too), as the text column is."""
+    for index in range(group.num_columns):
+        chunk = group.column(index)
+        if chunk.path_in_schema == path:
+            return chunk.num_values
+    raise ParquetReadError(f"the footer lists no column chunk {path!r} in a row group")
 
 
 def _large_page(
