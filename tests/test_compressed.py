@@ -16,6 +16,8 @@ from pipelines.io.compressed import (
     CHUNK_BYTES,
     InputReadError,
     LongLine,
+    compression_of,
+    compression_suffix,
     decompressed_chunks,
     lines,
 )
@@ -291,3 +293,21 @@ def test_a_file_cut_inside_its_first_stream_is_truncated(tmp_path, suffix, compr
     with pytest.raises(InputReadError) as error:
         b"".join(decompressed_chunks(READER, str(path)))
     assert error.value.reason == "truncated_input"
+
+
+@pytest.mark.parametrize(("suffix", "compress"), COMPRESSORS)
+def test_the_suffix_names_the_format_in_any_case(tmp_path, suffix, compress):
+    # Before, `ok.jsonl.GZ` was read as raw bytes: every line an invalid_utf8 reject.
+    path = tmp_path / f"ok.jsonl{suffix.upper()}"
+    path.write_bytes(compress(b'{"text": "a"}\n'))
+    assert b"".join(decompressed_chunks(READER, str(path))) == b'{"text": "a"}\n'
+    assert compression_suffix(str(path)) == suffix
+    assert compression_suffix("a.jsonl") == ""
+
+
+@pytest.mark.parametrize(("suffix", "compress"), COMPRESSORS)
+def test_compressed_bytes_are_known_by_their_first_bytes(suffix, compress):
+    kind = {".bz2": "bzip2", ".gz": "gzip", ".zst": "zstd"}[suffix]
+    assert compression_of(compress(b"x")[:4]) == (kind, suffix)
+    assert compression_of(b'{"te') is None
+    assert compression_of(b"BZh!") is None  # "BZh" then no block size

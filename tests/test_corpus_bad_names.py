@@ -4,6 +4,8 @@ JSON array, however it is laid out, is the one `json_array` failure."""
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import json
 import os
 from pathlib import Path
@@ -12,6 +14,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
+import zstandard
 
 from pipelines import corpus
 from pipelines.beam.documents import read_manifest
@@ -165,3 +168,46 @@ def test_json_ids_and_titles_over_their_limits_and_titles_made_of_ids(tmp_path: 
     ]
     (title,) = [row["title"] for row in ds.dataset(out).to_table().to_pylist()]
     assert title == ("An id with spaces " + "x" * 1100)[:1000]  # the title's rules
+
+
+@pytest.mark.parametrize(
+    ("name", "compress", "kind", "suffix"),
+    [
+        ("hidden.jsonl", gzip.compress, "gzip", ".gz"),
+        ("hidden.txt.json", bz2.compress, "bzip2", ".bz2"),
+        ("hidden.ndjson", zstandard.ZstdCompressor().compress, "zstd", ".zst"),
+    ],
+)
+def test_compressed_bytes_under_a_plain_name_fail_that_file_in_one_line(
+    tmp_path: Path, name, compress, kind, suffix
+) -> None:
+    # Before, each line was an invalid_utf8 reject (hundreds for a real file) and exit 0.
+    src = tmp_path / "in"
+    src.mkdir()
+    data = compress(b"".join(json.dumps(r).encode() + b"\n" for r in RECORDS))
+    (src / name).write_bytes(data)
+    (src / "ok.JSONL.GZ").write_bytes(gzip.compress(json.dumps(RECORDS[0]).encode() + b"\n"))
+    out = tmp_path / "out"
+    assert corpus.run(["--input", f"{src}/*", "--output", str(out)]) == 1
+    ((reject),) = rejects(out)
+    shown = data[:4].hex(" ").upper()
+    assert (reject["position"], reject["reason"], reject["error"]) == (
+        "byte 0",
+        "compressed_data",
+        f"{src / name}: its bytes are {kind}-compressed (they start {shown}), but its name "
+        f"does not end in {suffix}, so it would be read as text: rename it {name}{suffix}",
+    )
+    assert read_manifest(str(out)).counts["documents"] == 1  # ok.JSONL.GZ, read as gzip
+
+
+def test_a_file_compressed_twice_says_so(tmp_path: Path) -> None:
+    src = tmp_path / "twice.jsonl.gz"
+    src.write_bytes(gzip.compress(gzip.compress(json.dumps(RECORDS[0]).encode() + b"\n")))
+    out = tmp_path / "out"
+    assert run(src, out) == 1
+    ((reject),) = rejects(out)
+    assert reject["error"] == (
+        f"{src}: once decompressed, its bytes are gzip data again (they start 1F 8B 08 00): "
+        "the file is compressed twice: decompress it one time, so that it holds what its name "
+        "says"
+    )

@@ -6,13 +6,17 @@ wikipedia` read one. A file that is UTF-32 (its mark), or UTF-16 without a mark 
 its first ASCII characters hold: 7B 00 22 00), or one JSON array (its first byte other than
 whitespace is "[") holds no JSON lines the stage reads: `checked_start` raises WideEncoding
 or JsonArray before the first record, so the file fails once (unsupported_encoding,
-json_array), saying how to convert it, rather than once a line.
+json_array), saying how to convert it, rather than once a line. So does a file whose bytes
+are gzip, bzip2 or zstd data (1F 8B, "BZh1"-"BZh9", 28 B5 2F FD) where text should be: a
+compressed file named as plain, or one compressed twice (CompressedData); every line of it
+would be an invalid_utf8 reject.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+from pipelines.io.compressed import compression_of
 from pipelines.io.utf16 import head_of, utf16_as_utf8, utf16_mark
 
 
@@ -20,14 +24,18 @@ class JsonArray(Exception):
     """The file is one JSON array, not JSON lines."""
 
 
+class CompressedData(Exception):
+    """The (decompressed) bytes are gzip, bzip2 or zstd data: (format, suffix, first bytes)."""
+
+
 class WideEncoding(Exception):
     """The file is UTF-16 or UTF-32, not UTF-8: (encoding, what shows it, iconv's name)."""
 
 
 def checked_start(chunks: Iterator[bytes], path: str) -> Iterator[bytes]:
-    """The file's chunks as UTF-8 (UTF-16 converted); WideEncoding or JsonArray before the
-    first record; where UTF-16 is damaged or cut short, the text before the damage, then
-    InputReadError (pipelines/io/utf16.py `DamagedUtf16`)."""
+    """The file's chunks as UTF-8 (UTF-16 converted); WideEncoding, CompressedData or
+    JsonArray before the first record; where UTF-16 is damaged or cut short, the text
+    before the damage, then InputReadError (pipelines/io/utf16.py `DamagedUtf16`)."""
     return _refuse_json_array(_as_utf8(chunks, path))
 
 
@@ -49,6 +57,8 @@ def _as_utf8(chunks: Iterator[bytes], path: str) -> Iterator[bytes]:
     mark dropped); WideEncoding, before the first record, for UTF-32 or UTF-16 without a
     mark (UTF-8 JSON has no NUL: a NUL is no JSON character)."""
     head, chunks = head_of(chunks, 4)  # its first four bytes, however the chunks come
+    if (compression := compression_of(head)) is not None:
+        raise CompressedData(*compression, head[:4])
     for mark, encoding in _UTF32_MARKS:
         if head.startswith(mark):
             shown = mark.hex(" ").upper()

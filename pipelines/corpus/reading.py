@@ -23,7 +23,7 @@ from pipelines.beam.documents import UnitTally
 from pipelines.beam.inputs import name_not_utf8, name_under
 from pipelines.books.reading import book_sentences
 from pipelines.corpus.config import CorpusConfig
-from pipelines.corpus.filestart import JsonArray, WideEncoding, checked_start
+from pipelines.corpus.filestart import CompressedData, JsonArray, WideEncoding, checked_start
 from pipelines.corpus.parquet import (
     ID_MAX_BYTES,
     TITLE_MAX_BYTES,
@@ -33,7 +33,13 @@ from pipelines.corpus.parquet import (
     UnreadRows,
     open_parquet_records,
 )
-from pipelines.io.compressed import InputReadError, LongLine, decompressed_chunks, lines
+from pipelines.io.compressed import (
+    InputReadError,
+    LongLine,
+    compression_suffix,
+    decompressed_chunks,
+    lines,
+)
 from pipelines.io.storage import Reader
 from pipelines.text.corpustext import ParagraphCounts, record_paragraphs, without_controls
 from schemas import Document, Reject
@@ -323,6 +329,8 @@ def jsonl_documents(
             "unsupported_encoding",
             "line 1",
         )
+    except CompressedData as err:
+        tally.fail_input(path, _compressed_error(path, *err.args), "compressed_data", "byte 0")
     except JsonArray:
         tally.fail_input(
             path,
@@ -332,6 +340,21 @@ def jsonl_documents(
             "line 1",
         )
     tally.count("input_bytes", input_bytes)
+
+
+def _compressed_error(path: str, kind: str, suffix: str, head: bytes) -> str:
+    shown = head.hex(" ").upper()
+    if compression_suffix(path):
+        return (
+            f"{path}: once decompressed, its bytes are {kind} data again (they start "
+            f"{shown}): the file is compressed twice: decompress it one time, so that it "
+            "holds what its name says"
+        )
+    return (
+        f"{path}: its bytes are {kind}-compressed (they start {shown}), but its name does not "
+        f"end in {suffix}, so it would be read as text: rename it {path.rsplit('/', 1)[-1]}"
+        f"{suffix}"
+    )
 
 
 def _line_document(

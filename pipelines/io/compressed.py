@@ -2,6 +2,9 @@
 files are opened through the `Reader` the caller passes (a Beam stage passes Beam's, so its
 filesystem flags apply; tools pass `pipelines.io.storage.READER`).
 
+The format is the name's suffix, in any case (`.gz`, `.GZ`); a caller that reads a name
+without one as text can ask `compression_of` whether its first bytes are compressed.
+
 Why not Beam's `FileSystems.open(path)` with automatic decompression: for a truncated .gz it
 returns the readable part and no error, which is silent data loss; and it cannot start at a
 byte offset inside a multistream .bz2. Here `.bz2` (any number of concatenated streams),
@@ -83,16 +86,41 @@ def decompressed_chunks(
     with reader.open(path) as handle:  # the stored bytes: we decompress them ourselves
         if start:
             handle.seek(start)
-        if path.endswith(".bz2"):
+        suffix = compression_suffix(path)
+        if suffix == ".bz2":
             yield from _bunzip(handle, path, start, end, position, bz2_chunk_bytes)
             return
         raw_chunks = _raw_chunks(handle, remaining, position)
-        if path.endswith(".gz"):
+        if suffix == ".gz":
             yield from _gunzip_members(raw_chunks, position, path)
-        elif path.endswith(".zst"):
+        elif suffix == ".zst":
             yield from _unzstd_frames(raw_chunks, position, path)
         else:
             yield from raw_chunks
+
+
+COMPRESSION_SUFFIXES = (".bz2", ".gz", ".zst")
+# The bytes each format's data starts with (RFC 1952; bzip2's "BZh" and block size; RFC 8878).
+_MAGICS = (
+    (b"\x1f\x8b", "gzip", ".gz"),
+    (b"BZh", "bzip2", ".bz2"),
+    (b"\x28\xb5\x2f\xfd", "zstd", ".zst"),
+)
+
+
+def compression_suffix(path: str) -> str:
+    """ ".bz2", ".gz" or ".zst" as the name ends (in any case: `A.JSONL.GZ` is gzip), or ""."""
+    name = path.lower()
+    return next((suffix for suffix in COMPRESSION_SUFFIXES if name.endswith(suffix)), "")
+
+
+def compression_of(head: bytes) -> tuple[str, str] | None:
+    """(format, suffix) of compressed data that starts with `head` (its first 4 bytes), or
+    None: what a file named as plain but holding gzip, bzip2 or zstd bytes shows."""
+    for magic, kind, suffix in _MAGICS:
+        if head.startswith(magic) and (kind != "bzip2" or head[3:4] in b"123456789"):
+            return kind, suffix
+    return None
 
 
 @dataclass(frozen=True)
