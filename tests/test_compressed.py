@@ -311,3 +311,34 @@ def test_compressed_bytes_are_known_by_their_first_bytes(suffix, compress):
     assert compression_of(compress(b"x")[:4]) == (kind, suffix)
     assert compression_of(b'{"te') is None
     assert compression_of(b"BZh!") is None  # "BZh" then no block size
+
+
+def _zstd_window_frame(data: bytes, window_log: int) -> bytes:
+    """A frame as `zstd --long=N` streams it: the window in its header is 2**N bytes."""
+    params = zstandard.ZstdCompressionParameters.from_level(
+        3, window_log=window_log, enable_ldm=True
+    )
+    compressor = zstandard.ZstdCompressor(compression_params=params).compressobj()
+    return compressor.compress(data) + compressor.flush()
+
+
+def test_a_zstd_window_over_the_bound_is_named_as_such_not_corrupt(tmp_path):
+    # Before: "corrupt zstd data (zstd decompressor error: Frame requires too much memory
+    # for decoding)". A window of 128 MiB (zstd's default limit) is read; 2 GiB is refused.
+    path = tmp_path / "long.jsonl.zst"
+    at_bound = _zstd_window_frame(b"first\n", 27)
+    assert zstandard.get_frame_parameters(at_bound).window_size == 128 << 20
+    path.write_bytes(at_bound + _zstd_window_frame(b"second\n", 31))
+    pieces = []
+    with pytest.raises(InputReadError) as raised:
+        for piece in decompressed_chunks(READER, str(path)):
+            pieces.append(piece)
+    assert b"".join(pieces) == b"first\n"
+    err = raised.value
+    assert (err.reason, err.offset) == ("zstd_window_too_large", len(at_bound))
+    assert str(err) == (
+        f"{path}: zstd frame 2 needs a window of 2,048 MiB (as zstd --long=31 writes), over "
+        "the 128 MiB this reader decodes with (zstd's own default limit): recompress it with "
+        "a smaller window, e.g. zstd -d --long=31 -c FILE | zstd -19 -o NEW.zst at compressed "
+        f"byte {len(at_bound)} (zstd frame 2 starts there)"
+    )

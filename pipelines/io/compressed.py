@@ -306,6 +306,11 @@ _SKIPPABLE_MAGICS = range(0x184D2A50, 0x184D2A60)
 # frames are walked here, header by header, and fed to it in bounded spans.
 _ZSTD_BLOCK_BYTES = 128 << 10
 _BLOCKS_PER_CALL = CHUNK_BYTES // _ZSTD_BLOCK_BYTES
+# The largest window (the history a frame's blocks refer back into, held while it is
+# decoded) a frame may need: 128 MiB, zstd's own default limit (`zstd -d` refuses more
+# unless given --long or --memory). `zstd --long=31` writes frames of a 2 GiB window; such a
+# frame fails its file, saying so, rather than a worker taking gigabytes.
+ZSTD_MAX_WINDOW_BYTES = 128 << 20
 
 
 class _ZstdFault(Exception):
@@ -322,6 +327,7 @@ class _ZstdWalker:
         self.remaining = 0  # bytes left of the body, checksum or skipped frame
         self.checksum = False
         self.last_block = False
+        self.window = 0  # bytes of the frame being read's window, once its header is read
 
     @property
     def between_frames(self) -> bool:
@@ -381,6 +387,7 @@ class _ZstdWalker:
         if state == "frame_header":
             if need == 5:  # the descriptor is in: read the rest of the header
                 return index, ""
+            self.window = _window_bytes(bytes(self.header))
             self.header.clear()
             self.state = "block_header"
             return index, ""
@@ -407,12 +414,25 @@ class _ZstdWalker:
         return "block"
 
 
+def _window_bytes(header: bytes) -> int:
+    """The window a frame needs, from its whole header (magic included; RFC 8878 3.1.1.1):
+    the window descriptor's, or a single-segment frame's content size."""
+    descriptor = header[4]
+    if not descriptor & 0x20:  # the window descriptor follows
+        exponent, mantissa = header[5] >> 3, header[5] & 0x07
+        base = 1 << (10 + exponent)
+        return base + (base >> 3) * mantissa
+    size_bytes = (1, 2, 4, 8)[descriptor >> 6]
+    size = int.from_bytes(header[len(header) - size_bytes :], "little")
+    return size + 256 if size_bytes == 2 else size
+
+
 def _unzstd_frames(raw_chunks: Iterator[bytes], position: Position, path: str) -> Iterator[bytes]:
     """Decompress concatenated zstd frames (`zstd -c` of several files, a writer's flushes);
     skippable frames hold no text and are passed over. A fault is placed as gzip's are: by
     the frame that holds it, numbered, with the compressed byte where that frame starts.
     """
-    factory = zstandard.ZstdDecompressor()
+    factory = zstandard.ZstdDecompressor(max_window_size=ZSTD_MAX_WINDOW_BYTES)
     walker = _ZstdWalker()
     decompressor = None
     frame_number, frame_start, next_start = 0, position.offset, position.offset
@@ -445,6 +465,8 @@ def _unzstd_frames(raw_chunks: Iterator[bytes], position: Position, path: str) -
                     decompressor.decompress(_ZSTD_MAGIC.to_bytes(4, "little")[: 4 - index])
             elif event == "skip_end":
                 fed = index
+            if walker.state == "block_header" and walker.window > ZSTD_MAX_WINDOW_BYTES:
+                raise _window_too_large(path, walker.window, frame_number, frame_start)
             elif event in ("block", "frame_end"):
                 blocks += 1
             if blocks >= _BLOCKS_PER_CALL or event == "frame_end" or index == len(chunk):
@@ -468,3 +490,15 @@ def _unzstd_frames(raw_chunks: Iterator[bytes], position: Position, path: str) -
             "truncated_input",
             position.offset,
         )
+
+
+def _window_too_large(path: str, window: int, number: int, start: int) -> InputReadError:
+    log = (window - 1).bit_length()  # the --long that decodes it: 2**log bytes at least
+    error = (
+        f"zstd frame {number} needs a window of {window / (1 << 20):,.0f} MiB (as zstd "
+        f"--long={log} writes), over the {ZSTD_MAX_WINDOW_BYTES >> 20} MiB this reader decodes "
+        "with (zstd's own default limit): recompress it with a smaller window, e.g. "
+        f"zstd -d --long={log} -c FILE | zstd -19 -o NEW.zst"
+    )
+    where = f"compressed byte {start} (zstd frame {number} starts there)"
+    return InputReadError(path, where, error, "zstd_window_too_large", start)
