@@ -342,3 +342,31 @@ def test_a_zstd_window_over_the_bound_is_named_as_such_not_corrupt(tmp_path):
         "a smaller window, e.g. zstd -d --long=31 -c FILE | zstd -19 -o NEW.zst at compressed "
         f"byte {len(at_bound)} (zstd frame 2 starts there)"
     )
+
+
+@pytest.mark.parametrize("zeros", [1, 512, CHUNK_BYTES + 7])  # the last: over a chunk's end
+def test_zeros_after_the_last_gzip_member_are_padding(tmp_path, zeros):
+    # Tape and blocked writers pad a .gz with zeros; `gzip -t` accepts it. Before, the zeros
+    # were a second member that failed: corrupt_input, exit 1.
+    path = tmp_path / "padded.jsonl.gz"
+    path.write_bytes(gzip.compress(b"one\n") + gzip.compress(b"two\n") + b"\0" * zeros)
+    assert b"".join(decompressed_chunks(READER, str(path))) == b"one\ntwo\n"
+
+
+def test_only_zeros_may_pad_a_gzip_file(tmp_path):
+    path = tmp_path / "padded.jsonl.gz"
+    member = gzip.compress(b"one\n")
+    path.write_bytes(member + b"\0" * 5 + b"x")
+    pieces = []
+    with pytest.raises(InputReadError) as raised:
+        for piece in decompressed_chunks(READER, str(path)):
+            pieces.append(piece)
+    assert (b"".join(pieces), raised.value.reason) == (b"one\n", "corrupt_input")
+    assert str(raised.value) == (
+        f"{path}: a byte other than zero in the zero padding after the last gzip stream (only "
+        f"zeros may follow it) at compressed byte {len(member) + 5}"
+    )
+    path.write_bytes(b"\0" * 16)  # zeros and no member: not padding
+    with pytest.raises(InputReadError) as raised:
+        b"".join(decompressed_chunks(READER, str(path)))
+    assert raised.value.error.startswith("corrupt gzip data (")

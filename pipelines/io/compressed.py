@@ -236,17 +236,44 @@ def _bunzip_streams(
     yield from _decompress_concatenated(chunks, position, path, bz2.BZ2Decompressor, "bz2")
 
 
+def _only_zeros(data: bytes, start: int, path: str, kind: str) -> None:
+    """Nothing if `data` (file bytes from `start`) is all zeros: padding after the last stream."""
+    stripped = data.lstrip(b"\0")
+    if stripped:
+        at = start + len(data) - len(stripped)
+        raise InputReadError(
+            path,
+            f"compressed byte {at}",
+            f"a byte other than zero in the zero padding after the last {kind} stream (only "
+            "zeros may follow it)",
+            "corrupt_input",
+            at,
+        )
+
+
 def _gunzip_members(raw_chunks: Iterator[bytes], position: Position, path: str) -> Iterator[bytes]:
     def new_decompressor():
         return zlib.decompressobj(wbits=47)  # 32 + 15: a gzip or zlib header
 
-    yield from _decompress_concatenated(raw_chunks, position, path, new_decompressor, "gzip")
+    yield from _decompress_concatenated(
+        raw_chunks, position, path, new_decompressor, "gzip", zero_padding=True
+    )
 
 
 def _decompress_concatenated(
-    raw_chunks: Iterator[bytes], position: Position, path: str, new_decompressor, kind: str
+    raw_chunks: Iterator[bytes],
+    position: Position,
+    path: str,
+    new_decompressor,
+    kind: str,
+    *,
+    zero_padding: bool = False,
 ) -> Iterator[bytes]:
     """Decompress back-to-back streams (bz2) or members (gzip); raise on corrupt or cut data.
+
+    `zero_padding`: zero bytes after a whole stream, to the file's end, are padding (tape and
+    blocked writers pad a .gz so; `gzip -t` accepts it: no member starts with a zero byte),
+    not a stream; anything but zeros after them is corrupt.
 
     No call produces more than CHUNK_BYTES: a few hundred compressed bytes can stand for
     gigabytes (a "decompression bomb"), and memory must stay bounded whatever the input.
@@ -254,12 +281,17 @@ def _decompress_concatenated(
     bytes after an ended stream are the next one's, so each start is exact).
     """
     decompressor = new_decompressor()
-    in_stream = False
+    in_stream = padded = False
     stream_number, stream_start = 1, position.offset
     for chunk in raw_chunks:
         chunk_end = position.offset + len(chunk)  # position.offset: where this chunk starts
         data = chunk
         while True:
+            if zero_padding and stream_number > 1 and not in_stream and data[:1] == b"\0":
+                padded = True  # the rest of the file must be zeros
+            if padded:
+                _only_zeros(data, chunk_end - len(data), path, kind)
+                break
             try:
                 out = decompressor.decompress(data, CHUNK_BYTES)
             except (OSError, zlib.error) as err:  # bz2: "Invalid data stream"
