@@ -3,13 +3,13 @@ its output left without a manifest, and nothing it started left running
 (pipelines/command/interruption.py).
 
 Each case is a real `bertkit wikipedia` process, in a session of its own so that the test
-sees every process it started, on an input far longer than the test waits: the real
-sample's dump under 100 names (hard links: no disk), which takes a minute or more to read.
+sees every process it started, on an input far longer than the test waits (`long_input`).
 The signal goes out when the first progress line shows the stage reading."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import threading
@@ -27,6 +27,15 @@ HANG = 30.0  # seconds: a stop takes well under one; this only catches a hang
 WORKERS = ("--direct_num_workers", "2", "--direct_running_mode", "multi_processing")
 
 
+def long_input(folder: Path) -> str:
+    """An input that takes a minute or more to read: 20 copies of the real sample's dump
+    (a hard link to an input is that input, read once), as a glob."""
+    folder.mkdir()
+    for index in range(20):
+        shutil.copyfile(DUMP, folder / f"dump-{index:02d}.xml.bz2")
+    return f"{folder}/*.xml.bz2"
+
+
 @pytest.mark.parametrize(
     ("number", "to_group", "extra"),
     [
@@ -40,12 +49,8 @@ WORKERS = ("--direct_num_workers", "2", "--direct_running_mode", "multi_processi
     ],
 )
 def test_a_signal_stops_a_stage_with_one_line(tmp_path, number, to_group, extra):
-    inputs = tmp_path / "inputs"
-    inputs.mkdir()
-    for index in range(100):
-        os.link(DUMP, inputs / f"dump-{index:03d}.xml.bz2")
     output = tmp_path / "documents"
-    command = ["-m", "bertkit", "wikipedia", "--input", f"{inputs}/*.xml.bz2"]
+    command = ["-m", "bertkit", "wikipedia", "--input", long_input(tmp_path / "inputs")]
     process = subprocess.Popen(
         python_command(*command, "--output", str(output), *extra, sigint_default=True),
         env={**os.environ, "BERTKIT_PROGRESS": "1"},

@@ -444,6 +444,11 @@ def _run_and_say(
         if refused is not None:
             print(f"{prog}: error: {storage.redact(refused)}", file=sys.stderr)
             return 2
+        died = _worker_died(error)
+        if died is not None:  # the WorkerProcessesRunner's error
+            message = f"{died}, which stopped the stage: {unfinished_output()}"
+            print(f"{prog}: error: {storage.redact(message)}", file=sys.stderr)
+            return 1
         unreachable = _found(error, StoreUnreachable)
         if unreachable is not None:
             print(f"{prog}: error: {storage.redact(str(unreachable))}", file=sys.stderr)
@@ -457,6 +462,15 @@ def _run_and_say(
             )
             return 1
         raise
+
+
+def _worker_died(error: BaseException) -> BaseException | None:
+    """The `WorkerDied` behind `error`: a local worker process ended mid-run."""
+    if "pipelines.beam.worker_processes" not in sys.modules:
+        return None  # no worker processes in this run
+    from pipelines.beam.worker_processes import WorkerDied
+
+    return _found(error, WorkerDied)
 
 
 # Where Beam's PrismRunner finds its binary, and fails to (no network, a wrong URL).
@@ -512,9 +526,19 @@ def interrupted_message(signal_name: str) -> str:
                     f"interrupted ({signal_name}) after it finished: {flag} {path} is complete "
                     f"({os.path.basename(record)} written); only its clean-up was cut short"
                 )
+    return f"interrupted ({signal_name}): {unfinished_output()}"
+
+
+def unfinished_output() -> str:
+    """What a local stage that stopped part-way left in its output."""
+    if _stage_output is None:
+        return "it wrote nothing"
+    flag, path = _stage_output
+    if not storage.is_url(path) and not Path(path).exists():
+        return f"{flag} {path} was not begun"
     return (
-        f"interrupted ({signal_name}): {flag} {path} is incomplete and has no manifest, so "
-        "no stage reads it: rerun with --overwrite"
+        f"{flag} {path} is incomplete and has no manifest, so no stage reads it: rerun with "
+        "--overwrite"
     )
 
 
