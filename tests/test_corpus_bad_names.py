@@ -140,7 +140,7 @@ def test_json_ids_and_titles_over_their_limits_and_titles_made_of_ids(tmp_path: 
         {"id": "i" * 4097, "text": text},
         {"id": "t", "text": text, "title": "w " * 40_000},
         {"id": 10**4096, "text": text},  # 4,097 digits
-        {"id": "An\tid  with\nspaces " + "x" * 1100, "text": text},
+        {"id": "An\tid  with\tspaces " + "x" * 1100, "text": text},  # a tab is kept
     ]
     src = tmp_path / "in.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in records))
@@ -211,3 +211,57 @@ def test_a_file_compressed_twice_says_so(tmp_path: Path) -> None:
         "the file is compressed twice: decompress it one time, so that it holds what its name "
         "says"
     )
+
+
+def test_an_id_with_a_control_character_is_rejected_not_logged_as_it_is(
+    tmp_path: Path, caplog
+) -> None:
+    # Before, the first id forged a log line ("rejected corpus/evil" then a line of its own
+    # "ERROR bertkit: forged line …") and the second was kept with its NUL.
+    src = tmp_path / "in.jsonl"
+    src.write_text(
+        '{"id": "evil\\nERROR bertkit: forged line", "text": 5}\n'
+        '{"id": "nul\\u0000id", "text": "A sentence that has some words."}\n'
+        '{"id": "sep\\u2028x", "text": "A sentence that has some words."}\n'
+        '{"a\\nERROR b": 1}\n' + json.dumps(RECORDS[0]) + "\n"
+    )
+    out = tmp_path / "out"
+    assert run(src, out) == 0
+    assert [(r["id"], r["reason"], r["error"]) for r in rejects(out)] == [
+        (
+            f"corpus/in.jsonl:{line}",
+            "id_control_character",
+            f"'id' holds a control character ({control}): an id names its record on one "
+            "line (logs, rejects, the documents), so it is rejected, not changed",
+        )
+        for line, control in [
+            (1, "U+000A at character 5"),
+            (2, "U+0000 at character 4"),
+            (3, "U+2028 at character 4"),
+        ]
+    ] + [
+        (
+            "corpus/in.jsonl:4",
+            "text_missing",
+            "no 'text' field (the record's keys: a\\nERROR b): name the field that holds the "
+            "text with --text-field",
+        )
+    ]
+    assert all("\n" not in record.getMessage() for record in caplog.records)
+    assert read_manifest(str(out)).counts["documents"] == 1
+
+
+def test_an_input_name_with_a_control_character_is_refused(tmp_path: Path, capsys) -> None:
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "bad\nERROR x.jsonl").write_text(json.dumps(RECORDS[0]) + "\n")
+    with pytest.raises(SystemExit) as stop:
+        corpus.main(["--input", f"{src}/*.jsonl", "--output", str(tmp_path / "out")])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert (
+        f"{src}/bad\\nERROR x.jsonl: the file's name holds a control character (U+000A at "
+        "character " in err
+    )
+    assert "rename it or leave it out of --input" in err

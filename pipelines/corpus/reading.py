@@ -33,6 +33,7 @@ from pipelines.corpus.parquet import (
     UnreadRows,
     open_parquet_records,
 )
+from pipelines.corpus.shown import first_control, shown
 from pipelines.io.compressed import (
     InputReadError,
     LongLine,
@@ -63,6 +64,12 @@ def input_kind(path: str) -> str:
     for a name that is not UTF-8 (ids, rejects and the manifest record it as text)."""
     if (refusal := name_not_utf8(path)) is not None:
         raise CorpusInputError(refusal)
+    if (control := first_control(path)) is not None:
+        raise CorpusInputError(
+            f"{shown(path)}: the file's name holds a control character ({control}), which "
+            "would break the log lines and messages that name it: rename it or leave it out "
+            "of --input"
+        )
     name = path.lower()
     if name.endswith(PARQUET_SUFFIX):
         return "parquet"
@@ -221,6 +228,14 @@ def _record_id(
         size = len(value.encode("utf-8", "surrogatepass"))
         error = f"{config.id_field!r} is {size} bytes, over the {ID_MAX_BYTES}-byte limit for ids"
         reason = "id_too_long"
+    elif isinstance(value, str) and value.strip() and (control := first_control(value, "\t")):
+        # A tab is kept (it breaks no line); a newline, NUL or other control character would
+        # forge or cut the log lines and messages that name the record.
+        error = (
+            f"{config.id_field!r} holds a control character ({control}): an id names its "
+            "record on one line (logs, rejects, the documents), so it is rejected, not changed"
+        )
+        reason = "id_control_character"
     elif isinstance(value, str) and value.strip():
         return value
     elif isinstance(value, str):
@@ -251,14 +266,10 @@ def _float_kind(value: float) -> str:
 def _keys_note(keys: tuple[str, ...]) -> str:
     if not keys:
         return ""
-    # A key may escape a lone surrogate ("\\ud800"): shown escaped, so the reject is UTF-8.
-    shown = ", ".join(_escaped(key) for key in keys[:10]) + (", …" if len(keys) > 10 else "")
-    return f" (the record's keys: {shown})"
-
-
-def _escaped(text: str) -> str:
-    """`text`, with any lone surrogate written as its escape (\\udc80), so it is UTF-8."""
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    # A key may escape a lone surrogate ("\\ud800") or a newline: shown escaped, so the
+    # reject is UTF-8 and its log line one line.
+    listed = ", ".join(shown(key) for key in keys[:10]) + (", …" if len(keys) > 10 else "")
+    return f" (the record's keys: {listed})"
 
 
 def _json_kind(value: Any) -> str:
