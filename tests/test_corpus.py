@@ -249,7 +249,15 @@ def test_every_reject_reason_with_file_and_line(tmp_path: Path) -> None:
     )
     manifest = read_manifest(str(out))
     assert manifest.dropped == {"no_text": 1}  # "Short.": one word, under 3
-    assert manifest.counts["blank_lines"] == 1 and manifest.counts["records"] == 14
+    # Every record counted once, the line over the limit too: 2 documents + 1 drop + 12
+    # rejects (before, 14: line_too_long was left out).
+    assert manifest.counts["blank_lines"] == 1 and manifest.counts["records"] == 15
+    assert (
+        manifest.counts["documents"]
+        + sum(manifest.dropped.values())
+        + sum(manifest.rejected.values())
+        == 15
+    )
     errors = {
         r["position"]: r["error"]
         for r in map(
@@ -359,7 +367,8 @@ def test_parquet_by_pyarrow(tmp_path: Path) -> None:
         ("rows.parquet", "row 3", "text_missing", "corpus/13"),
         ("rows.parquet", "row 4", "text_too_long", None),
     ]
-    assert read_manifest(str(out)).counts["records"] == 4
+    # 3 documents + 2 rejects, text_too_long too (before, 4: it was left out)
+    assert read_manifest(str(out)).counts["records"] == 5
 
 
 def test_parquet_without_an_id_column_and_with_bad_utf8(tmp_path: Path) -> None:

@@ -379,6 +379,7 @@ def _line_document(
 ) -> Document | None:
     position = f"line {number}"
     if isinstance(raw, LongLine):
+        tally.count("records")  # a record, if a long one: records = documents + drops + rejects
         error = (
             f"line {number} is {raw.length} bytes, over the {config.max_line_bytes}-byte "
             "limit (--max-line-kb): the record is skipped, the rest kept"
@@ -532,6 +533,7 @@ def _row_document(
 ) -> Document | None:
     number = batch.first_row + offset
     position = f"row {number}"
+    tally.count("records")  # every row read, over the limit too
     if batch.too_long(offset):
         error = (
             f"row {number}'s text is {batch.text_bytes(offset)} bytes, over the "
@@ -540,7 +542,6 @@ def _row_document(
         )
         tally.reject(Reject(None, path, position, "text_too_long", error))
         return None
-    tally.count("records")
     if offset in batch.bad_utf8:
         error = f"row {number}'s text is not UTF-8, as a Parquet string must be"
         tally.reject(Reject(None, path, position, "invalid_utf8", error))
