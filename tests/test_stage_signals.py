@@ -136,18 +136,17 @@ def test_a_signal_while_the_command_imports_is_one_line(number, start):
     assert process.returncode == 128 + number
 
 
-def test_a_signal_to_a_remote_launch_says_the_job_may_run_on(monkeypatch):
-    """A remote runner's job is not this process: stopping the command that waits for it
-    need not stop it, so the line says where to cancel it rather than that it stopped."""
-    from pipelines.beam import runner
+def test_a_signal_to_a_remote_launch_says_what_became_of_its_job(monkeypatch):
+    """A remote runner's job is not this process: the line is remote_job's, which cancels
+    it first (tests/test_remote_stop.py)."""
+    from pipelines.beam import remote_job, runner
 
     monkeypatch.setattr(runner, "_stage_output", ("--output", "gs://b/docs"))
     monkeypatch.setattr(runner, "_stage_local", False)
-    assert runner.interrupted_message("SIGINT") == (
-        "interrupted (SIGINT): the job may still be running on its runner, and writes its "
-        "manifest in --output gs://b/docs only if it finishes; cancel it there (gcloud "
-        "dataflow jobs cancel ID) if it should stop"
-    )
+    said: list[tuple[str, tuple[str, str]]] = []
+    monkeypatch.setattr(remote_job, "stopped", lambda *args: said.append(args) or "line")
+    assert runner.interrupted_message("SIGINT") == "line"
+    assert said == [("SIGINT", ("--output", "gs://b/docs"))]
 
 
 def test_a_stage_stopped_before_its_first_write_needs_no_overwrite(monkeypatch, tmp_path):

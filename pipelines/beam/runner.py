@@ -56,7 +56,7 @@ from apache_beam.options.pipeline_options import (
     StandardOptions,
 )
 
-from pipelines.beam import files, shipping
+from pipelines.beam import files, remote_job, shipping
 from pipelines.beam.inputs import InputsError
 from pipelines.beam.s3_clients import StoreUnreachable
 from pipelines.beam.stage_paths import StagePaths, path_problem, placed_for_workers
@@ -271,6 +271,16 @@ class ScratchPipeline(beam.Pipeline):
         self._owned: list[weakref.finalize] = []
         self.own(self.local_tempdir)
 
+    def run(self, test_runner_api="AUTO"):
+        """Beam's run; a job on a runner outside this process is noted as it is submitted,
+        so that a stop signal can cancel it (pipelines/beam/remote_job.py)."""
+        if is_local(self._options):
+            return super().run(test_runner_api)
+        remote_job.submitting(self._options)
+        result = super().run(test_runner_api)
+        remote_job.submitted(result)
+        return result
+
     def own(self, folder: str) -> None:
         """Remove `folder` when the `with` block ends, or with this object if it never does."""
         self._owned.append(weakref.finalize(self, _remove, folder))
@@ -329,8 +339,7 @@ def report_submission(
         )
         return 0
     result = getattr(pipeline, "result", None)
-    # Dataflow's result has job_id(); the portable runner's keeps the id it was given.
-    job_id = result.job_id() if hasattr(result, "job_id") else getattr(result, "_job_id", None)
+    job_id = remote_job.job_id(result) if result is not None else None
     runner = options.view_as(StandardOptions).runner
     print(
         f"{prog}: job {job_id or '(no id)'} submitted to {runner}; it runs on without this "
@@ -505,16 +514,14 @@ def _found(error: BaseException, kind: type[BaseException]) -> BaseException | N
 def interrupted_message(signal_name: str) -> str:
     """What a stage stopped by a signal says: its output, if it got as far as having one,
     is incomplete and has no manifest, so the next stage refuses it. A local output the
-    stage had not begun (its workers had written nothing yet) needs no --overwrite."""
+    stage had not begun (its workers had written nothing yet) needs no --overwrite. A job
+    on a remote runner is cancelled, and the line says what became of it
+    (`remote_job.stopped`)."""
     if _stage_output is None:
         return f"interrupted ({signal_name}) before it wrote anything"
     flag, path = _stage_output
-    if not _stage_local:
-        return (
-            f"interrupted ({signal_name}): the job may still be running on its runner, and "
-            f"writes its manifest in {flag} {path} only if it finishes; cancel it there "
-            "(gcloud dataflow jobs cancel ID) if it should stop"
-        )
+    if not _stage_local:  # its job is cancelled first, where it has one
+        return remote_job.stopped(signal_name, _stage_output)
     if not storage.is_url(path) and not Path(path).exists():  # before its first write
         return f"interrupted ({signal_name}) before it wrote anything: {flag} {path} was not begun"
     if _stage_record is not None and not storage.is_url(path):
