@@ -57,6 +57,41 @@ def test_several_in_memory_workers_is_refused_with_the_fix(tmp_path, capsys) -> 
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (
+            ["--direct_num_workers", "-1", "--direct_running_mode", "multi_processing"],
+            "--direct_num_workers -1: a number of workers is 0 or more (0: one per core)",
+        ),
+        (
+            ["--num_workers=-2"],
+            "--num_workers -2: a number of workers is 0 or more (0: Dataflow chooses)",
+        ),
+        (
+            ["--max_num_workers", "-1"],
+            "--max_num_workers -1: a number of workers is 0 or more (0: Dataflow chooses)",
+        ),
+    ],
+)
+def test_a_negative_number_of_workers_is_refused_before_overwrite(tmp_path, capsys, flags, said):
+    """-1 workers in processes was a 46-line IndexError from Beam, after --overwrite had
+    deleted the earlier output."""
+    from pipelines import books
+
+    book = tmp_path / "book.txt"
+    book.write_text("One sentence. Another.\n")
+    earlier = tmp_path / "out"
+    earlier.mkdir()
+    (earlier / "kept").write_text("an earlier run's")
+    argv = ["--input", str(book), "--output", str(earlier), "--overwrite", *flags]
+    with pytest.raises(SystemExit) as exited:
+        books.main(argv)
+    assert exited.value.code == 2
+    assert capsys.readouterr().err == f"bertkit books: error: {said}\n"
+    assert (earlier / "kept").read_text() == "an earlier run's"
+
+
 def test_prism_without_its_binary_is_one_line(tmp_path, capsys, monkeypatch) -> None:
     """Beam's PrismRunner downloads its binary at run time: offline, or from a URL where
     nothing answers, that was a traceback."""

@@ -143,14 +143,27 @@ def _gcs_unreachable(argv: Sequence[str]) -> str | None:
     return clients.gcs_unreachable()
 
 
+# Beam's flags that count workers, and what 0 means to each (Beam takes a negative count
+# as it is: the local runner failed mid-run with an IndexError, Dataflow refuses the job).
+_WORKER_COUNTS = {
+    "direct_num_workers": "0: one per core",
+    "num_workers": "0: Dataflow chooses",
+    "max_num_workers": "0: Dataflow chooses",
+}
+
+
 def beam_options_problem(options: PipelineOptions) -> str | None:
-    """A Beam flag that cannot work as given, as one line (exit 2 before any work):
-    `--direct_num_workers N` with the one-worker running mode; a flag that needs an extra
+    """A Beam flag that cannot work as given, as one line (exit 2 before any work): a
+    negative number of workers (`_WORKER_COUNTS`); `--direct_num_workers N` with the
+    one-worker running mode; a flag that needs an extra
     that is not installed (`--runner DataflowRunner` the gcp extra's Dataflow client, a URL
     in a Beam flag, `--temp_location gs://…`, the extra of its scheme). The stage's own
     flags were checked with its config (`flags.extras_problem`)."""
     given = options.get_all_options(drop_default=True, retain_unknown_options=False)
     runner = given.get("runner")
+    for name, zero in _WORKER_COUNTS.items():
+        if given.get(name) is not None and given[name] < 0:
+            return f"--{name} {given[name]}: a number of workers is 0 or more ({zero})"
     workers = given.get("direct_num_workers")
     if (
         is_local(options)
