@@ -110,12 +110,11 @@ def _documents_listed(output_dir: str) -> files.Listed | None:
     documents); None where there is none, or it is not a documents manifest. A
     kind of file an older manifest does not list (no `rejects_files`, no
     `duplicates_files`) is not checked."""
-    try:
-        raw = files.read_file(files.join(output_dir, MANIFEST_NAME), MAX_RECORD_BYTES)
-        manifest = DocumentsManifest.from_json(raw.decode("utf-8"))
-        fields = json.loads(raw)
-    except (OSError, ValueError, TypeError, KeyError):  # absent, or not one: no listing
+    if (
+        record := files.read_own_record(output_dir, MANIFEST_NAME, DocumentsManifest.from_json)
+    ) is None:
         return None
+    manifest, fields = record
     kinds = [_DOCUMENTS_FILE]
     names = {output.name for output in manifest.files}
     recorded = manifest.config.get("duplicates_files")

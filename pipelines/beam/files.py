@@ -11,6 +11,7 @@ credentials) apply to every byte a stage touches. Readers outside Beam (the trai
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import uuid
@@ -25,6 +26,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from pipelines.beam.s3_clients import share_s3_clients
 from pipelines.io import storage
 from pipelines.io.storage import Reader
+from schemas.checks import MAX_RECORD_BYTES
 
 share_s3_clients()  # every Beam stage touches files through this module
 
@@ -157,6 +159,19 @@ class Listing:
 
     record: str
     read: Callable[[str], Listed | None]
+
+
+def read_own_record(
+    output_dir: str, name: str, parse: Callable[[str], Any]
+) -> tuple[Any, dict[str, Any]] | None:
+    """The record `name` in `output_dir` as `parse` reads it, and its fields as written (to
+    tell a field an older record lacks from an empty one); None where it is absent or not
+    one (`parse` refused it): then it is not the stage's record."""
+    try:
+        raw = read_file(join(output_dir, name), MAX_RECORD_BYTES)
+        return parse(raw.decode("utf-8")), json.loads(raw)
+    except (OSError, ValueError, TypeError, KeyError):  # absent, or not one
+        return None
 
 
 def clear_earlier_run(*args: Any, **kwargs: Any) -> None:

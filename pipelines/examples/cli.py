@@ -5,7 +5,6 @@ Its --help is the package docstring (pipelines/examples/__init__.py).
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import sys
@@ -51,7 +50,6 @@ from pipelines.io import storage
 from pipelines.io.recorded_paths import resolve_path
 from pipelines.io.vocabulary import Vocabulary, load_vocab
 from schemas import REJECTS_DIR, SHARDS_MANIFEST_NAME
-from schemas.checks import MAX_RECORD_BYTES
 from schemas.manifest import MANIFEST_NAME, DocumentsManifest
 from schemas.shards import (
     BLOCK_TABLE_SUFFIX,
@@ -79,12 +77,9 @@ EARLIER_RUN = (
 
 def _vouched_by_manifest(output_dir: str) -> set[str]:
     """The card and the manifest, where manifest.json is a shards manifest."""
-    try:
-        raw = files.read_file(files.join(output_dir, SHARDS_MANIFEST_NAME), MAX_RECORD_BYTES)
-        ShardsManifest.from_json(raw.decode("utf-8"))
-    except (OSError, ValueError, TypeError, KeyError):  # absent, or not one: not ours
-        return set()
-    return {SHARDS_MANIFEST_NAME, DATASET_CARD_NAME}
+    if files.read_own_record(output_dir, SHARDS_MANIFEST_NAME, ShardsManifest.from_json):
+        return {SHARDS_MANIFEST_NAME, DATASET_CARD_NAME}
+    return set()
 
 
 # A README.md or manifest.json is this stage's only beside the shards manifest it wrote.
@@ -98,12 +93,10 @@ VOUCHED = files.Vouched(
 def _shards_listed(output_dir: str) -> files.Listed | None:
     """The shards, block tables and rejects the shards manifest in `output_dir` lists; None
     where there is none, or it is not a shards manifest."""
-    try:
-        raw = files.read_file(files.join(output_dir, SHARDS_MANIFEST_NAME), MAX_RECORD_BYTES)
-        manifest = ShardsManifest.from_json(raw.decode("utf-8"))
-        fields = json.loads(raw)
-    except (OSError, ValueError, TypeError, KeyError):  # absent, or not one: no listing
+    record = files.read_own_record(output_dir, SHARDS_MANIFEST_NAME, ShardsManifest.from_json)
+    if record is None:
         return None
+    manifest, fields = record
     names = set()
     for output in manifest.outputs.values():
         for split in output.splits.values():
