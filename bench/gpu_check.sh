@@ -34,14 +34,12 @@
 #   fp8-auto       the same, --fp8 tensorwise --fp8-layers auto (the Q/K/V and intermediate
 #                  products only, those torchao's H100 tables show faster in FP8)
 #   autotune       --compile-mode max-autotune, inductor's caches in OUT_DIR/compile-cache: the
-#                  tuning (over 4 minutes for base on an H100) is in the row's warmup s
+#                  tuning (minutes: docs/benchmarks.md, "On a GPU") is in the row's warmup s
 #   autotune-warm  the same again: the tuning loads from OUT_DIR/compile-cache (a requeued
 #                  job's start, as `bertkit train --resume` finds OUTPUT/compile-cache)
-# On fresh H200s (2026-11-28) base took 103 s, large 75 s, dropout0 54 s, fp16 52 s, unpad512
-# 21 s and pad512 105 s (an earlier run stopped it at 97 s, compiling its unpadded row: its
-# limit is 160 s since); fp8, then one stage for both recipes, was stopped at 255 s compiling
-# its rowwise row (each recipe has a stage and a limit since, and every finished row is in
-# the stage's JSON as soon as it is measured). The budget's order runs the cheap levers
+# Each stage's limit is over the time it took on an H200 (docs/benchmarks.md, "On a GPU",
+# gives the stages' times), and every finished row is in the stage's JSON as soon as it is
+# measured. The budget's order runs the cheap levers
 # before autotune's minutes. When autotune does not fit (its log line says SKIPPED, or exit
 # 124 at its limit), rerun it with the same OUT_DIR and a budget of its own:
 # STAGES="autotune autotune-warm" bench/gpu_check.sh OUT_DIR 420; when only autotune-warm did
@@ -49,6 +47,13 @@
 # not fit beside the others either: STAGES="fp8 fp8-rowwise fp8-auto" with a budget of 480 in
 # a run of their own.
 # Synthetic batches over BERT's 30,522-token vocabulary.
+# It checks first, in one python call, that torch sees a CUDA device, and stops at once
+# otherwise: exit 3, one line (unless BENCH_ARGS asks for --device cpu, as the smoke test
+# below does). A name in STAGES that is no stage: exit 2, naming the stages. It ends with a
+# line naming each stage that failed or was skipped, and exit 1, when one did; exit 0 only
+# when every requested stage ran and passed.
+# PYTHON names the interpreter (one with a CUDA torch, transformers and triton); unset, the
+# checkout's .venv/bin/python when there is one, else python3 (packages on PYTHONPATH do).
 # BENCH_ARGS is appended to every stage's flags, KERNEL_ARGS to the kernels stage's (a smoke
 # test on the CPU:
 # BENCH_ARGS="--device cpu --model tiny --modes eager --batch 4 --steps 1 --repeats 1 --threads 1"
@@ -60,16 +65,18 @@ case ${1:-} in  # its help is the comment above; any other flag is a mistaken OU
 esac
 out=${1:?usage: bench/gpu_check.sh OUT_DIR [BUDGET_S]}
 budget=${2:-560}
+known=(base large dropout0 fp16 kernels ffn ffn-large add-norm unpad512 pad512 pad512-drop
+    fp8 fp8-rowwise fp8-auto autotune autotune-warm)
+# shellcheck source-path=SCRIPTDIR source=gpu_stages.sh
+source "$(dirname "$0")/gpu_stages.sh"
+check_stages
+require_cuda "${BENCH_ARGS:-}"
 mkdir -p "$out"
 log="$out/check.log"
 cache="$(cd "$out" && pwd)/compile-cache"
-python=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1
 start=$SECONDS
-failed=0
 
-# shellcheck source-path=SCRIPTDIR source=gpu_stages.sh
-source "$(dirname "$0")/gpu_stages.sh"
 machine transformers triton torchao 2>&1 | tee "$log"
 
 stage() { # stage NAME LIMIT_S ARGS…: one bench.train_step run on synthetic batches
@@ -117,9 +124,8 @@ if wanted autotune-warm; then
     if ((cache_files > 0)); then
         TORCHINDUCTOR_CACHE_DIR=$cache stage autotune-warm 90 "${base[@]}" --compile-mode max-autotune
     else
-        echo "== autotune-warm: SKIPPED, nothing in $cache to load: run autotune first" | tee -a "$log"
+        skip autotune-warm "nothing in $cache to load: run autotune first"
     fi
 fi
 
-echo "== done after $((SECONDS - start))s" | tee -a "$log"
-exit $failed
+finish

@@ -31,6 +31,13 @@
 # on the CPU: TRAIN_ARGS="--device cpu --model tiny --micro-batch-size 4 --max-steps 3
 # --warmup-steps 1 --num-workers 0 --no-compile" BENCH_ARGS="--device cpu --model tiny --modes
 # eager --batch 4 --steps 1 --repeats 1 --threads 1" SKIP_STEPS=0).
+# It checks first, in one python call, that torch sees a CUDA device, and stops at once
+# otherwise: exit 3, one line (unless TRAIN_ARGS and BENCH_ARGS both ask for --device cpu,
+# as the smoke test does). A name in STAGES that is no stage: exit 2, naming the stages. It
+# ends with a line naming each stage that failed or was skipped, and exit 1, when one did;
+# exit 0 only when every requested stage ran and passed.
+# PYTHON names the interpreter (one with a CUDA torch, webdataset and safetensors); unset,
+# the checkout's .venv/bin/python when there is one, else python3 (packages on PYTHONPATH do).
 set -u -o pipefail
 case ${1:-} in  # its help is the comment above; any other flag is a mistaken OUT_DIR
     -h | --help) sed -n '2,/^set -u/{/^set -u/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
@@ -42,16 +49,17 @@ shards128=${2:?$usage}
 shards512=${3:?$usage}
 budget=${4:-480}
 skip=${SKIP_STEPS:-20}
-mkdir -p "$out"
-log="$out/e2e.log"
-python=${PYTHON:-python3}
-export PYTHONUNBUFFERED=1
-start=$SECONDS
-failed=0
-
+known=(e2e128 bench128 e2e512 e2e512-ad0 e2e512-unpad e2e512-unpad-2018 e2e512-nodrop)
 # shellcheck source-path=SCRIPTDIR source=gpu_stages.sh
 source "$(dirname "$0")/gpu_stages.sh"
-machine webdataset 2>&1 | tee "$log"
+check_stages
+require_cuda "${TRAIN_ARGS:-}" "${BENCH_ARGS:-}"
+mkdir -p "$out"
+log="$out/e2e.log"
+export PYTHONUNBUFFERED=1
+start=$SECONDS
+
+machine webdataset safetensors 2>&1 | tee "$log"
 
 train() { # train NAME LIMIT_S SHARDS FLAGS…: one bertkit train run and its summary line
     local name=$1 limit=$2 shards=$3
@@ -60,7 +68,7 @@ train() { # train NAME LIMIT_S SHARDS FLAGS…: one bertkit train run and its su
     # shellcheck disable=SC2086 # TRAIN_ARGS is a list of flags, split on purpose
     timed "$name" "$limit" "$python" -m trainer.train --shards "$shards" --output "$out/$name" \
         --overwrite --model base --max-steps 60 --warmup-steps 5 --log-every 5 --eval-every 0 \
-        --eval-batches 1 --no-tensorboard "$@" ${TRAIN_ARGS:-} || return 0
+        --eval-batches 1 --no-tensorboard "$@" ${TRAIN_ARGS:-} || return 1 # in finish's summary
     "$python" - "$out/$name/metrics.jsonl" "$skip" <<'EOF' 2>&1 | tee -a "$log"
 import json, statistics, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]
@@ -87,5 +95,4 @@ train e2e512-unpad 200 "$shards512" "${at512[@]}" --attention-dropout 0 --unpad 
 train e2e512-unpad-2018 200 "$shards512" "${at512[@]}" --unpad on
 train e2e512-nodrop 200 "$shards512" "${at512[@]}" --hidden-dropout 0 --attention-dropout 0
 
-echo "== done after $((SECONDS - start))s" | tee -a "$log"
-exit $failed
+finish

@@ -69,15 +69,18 @@ def test_help_is_the_header_and_another_flag_is_no_output_directory(script, tmp_
     assert list(tmp_path.iterdir()) == []
 
 
-def stages_run(tmp_path: Path, budget: str = "560", stages: str | None = None, warm=True):
+def stages_run(
+    tmp_path: Path, budget: str = "560", stages: str | None = None, warm=True, code: int = 0
+):
     """Each bench.train_step command line the script runs, with the environment's cache
     variable, by stage name: its python replaced by one that records them and exits 0.
-    `warm`: the compile cache holds a file, as after a GPU's autotune stage."""
+    `warm`: the compile cache holds a file, as after a GPU's autotune stage; `code`: the
+    script's exit code (1 when a stage was skipped)."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     if warm:
         (tmp_path / "out" / "compile-cache").mkdir(parents=True)
         (tmp_path / "out" / "compile-cache" / "entry").write_text("tuned")
-    calls, stdout = recorded_runs(SCRIPT, [str(tmp_path / "out"), budget], tmp_path, stages)
+    calls, stdout = recorded_runs(SCRIPT, [str(tmp_path / "out"), budget], tmp_path, stages, code)
     runs = {}
     for argv, cache in calls:
         if argv[:2] in (["-m", "bench.train_step"], ["-m", "bench.kernels"]):
@@ -128,7 +131,7 @@ def test_stages_and_the_budget_pick_what_runs(tmp_path):
     assert list(runs) == ["fp16", "autotune-warm"]
     # A budget too short for autotune's tuning: the warm start still runs on an earlier
     # run's cache in OUT_DIR (as a rerun with STAGES=autotune-warm would).
-    runs, log = stages_run(tmp_path / "spent", budget="85")
+    runs, log = stages_run(tmp_path / "spent", budget="85", code=1)
     over = ("fp8", "fp8-rowwise", "autotune")
     assert list(runs) == [name for name in STAGES if name not in over]
     for name, limit in (("fp8", 180), ("fp8-rowwise", 180), ("autotune", 300)):
@@ -138,9 +141,11 @@ def test_stages_and_the_budget_pick_what_runs(tmp_path):
         # What the stages before it left: their stubs take a second or less, more on a loaded
         # machine (a full suite run beside other work failed when this asked for 84 or 85).
         assert 60 <= int(found[1]) <= 85
-    runs, log = stages_run(tmp_path / "cold", stages="autotune-warm", warm=False)
+    assert log.endswith("== NOT ALL MEASURED: failed: none; skipped: fp8 fp8-rowwise autotune\n")
+    runs, log = stages_run(tmp_path / "cold", stages="autotune-warm", warm=False, code=1)
     assert runs == {}
     assert "== autotune-warm: SKIPPED, nothing in " in log
+    assert log.endswith("== NOT ALL MEASURED: failed: none; skipped: autotune-warm\n")
 
 
 @pytest.mark.slow
@@ -161,6 +166,8 @@ def test_the_smoke_run_of_every_stage_on_the_cpu(tmp_path):
     # The tiny model has no Linear that torchao's tables show faster in FP8: fp8-auto's row
     # is refused, saying so, and the script's exit says a stage failed.
     assert result.returncode == 1, result.stdout[-3000:]
+    summary = "== NOT ALL MEASURED: failed: fp8-auto; skipped: autotune-warm\n"
+    assert result.stdout.endswith(summary)
     kernels = json.loads((out / "kernels.json").read_text())["rows"]
     assert [(row["lever"], row["problem"]) for row in kernels] == [
         ("ffn-epilogue", None),

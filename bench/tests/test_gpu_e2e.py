@@ -50,11 +50,12 @@ def test_the_script_passes_shellcheck_and_its_header_holds_the_smoke():
     assert f'BENCH_ARGS="{BENCH_SMOKE}"' in header
 
 
-def recorded_run(tmp_path: Path, budget: str = "480", stages: str | None = None):
+def recorded_run(tmp_path: Path, budget: str = "480", stages: str | None = None, code=0):
     """Each command line the script runs, by stage (its python replaced by one that records
-    its arguments and exits 0), and its stdout."""
+    its arguments and exits 0), and its stdout; `code`: the script's exit code."""
     out = tmp_path / "out"
-    calls, stdout = recorded_runs(SCRIPT, [str(out), "s128", "s512", budget], tmp_path, stages)
+    args = [str(out), "s128", "s512", budget]
+    calls, stdout = recorded_runs(SCRIPT, args, tmp_path, stages, code)
     runs = {}
     for argv, _ in calls:
         if argv[:2] == ["-m", "trainer.train"]:
@@ -104,7 +105,7 @@ def test_every_stage_runs_the_row_it_is_there_for(tmp_path):
 def test_stages_and_the_budget_pick_what_runs(tmp_path):
     runs, _ = recorded_run(tmp_path / "picked", stages="e2e512-unpad bench128")
     assert list(runs) == ["bench128", "e2e512-unpad"]
-    runs, log = recorded_run(tmp_path / "spent", budget="99")
+    runs, log = recorded_run(tmp_path / "spent", budget="99", code=1)
     # e2e128 needs 120 s left, the unpadded and no-dropout runs 100 s; the others 75 s
     assert list(runs) == ["bench128", "e2e512", "e2e512-ad0"], log
     over = [("e2e128", 240)] + [(n, 200) for n in STAGES[4:]]
@@ -115,6 +116,8 @@ def test_stages_and_the_budget_pick_what_runs(tmp_path):
         # What the stages before it left: their stubs take a second or less, more on a loaded
         # machine (CI's run once took 3 s for them when this asked for 89 or 90 of 90).
         assert 75 <= int(found[1]) <= 99
+    skipped = " ".join(name for name, _ in over)
+    assert log.endswith(f"== NOT ALL MEASURED: failed: none; skipped: {skipped}\n")
 
 
 @pytest.mark.slow
