@@ -99,6 +99,43 @@ def test_a_compact_array_over_the_line_limit_is_still_an_array(tmp_path: Path) -
     assert read_manifest(str(out)).rejected == {"json_array": 1}
 
 
+@pytest.mark.parametrize(
+    "first",
+    ['["id", "text"]', '\ufeff  ["id", "text"]', "[]", "[1, 2]"],
+    ids=["header", "bom-header", "empty", "numbers"],
+)
+def test_a_whole_array_on_the_first_line_then_records_is_json_lines(tmp_path, first) -> None:
+    # Before, the whole file was refused (json_array) for its first byte. An array that
+    # ends on its line, with records after it, is a bad first record: rejected, the rest kept.
+    src = tmp_path / "in.jsonl"
+    src.write_text(first + "\n\n" + "".join(json.dumps(r) + "\n" for r in RECORDS))
+    out = tmp_path / "out"
+    assert run(src, out) == 0
+    ((reject),) = rejects(out)
+    shown = first.removeprefix("\ufeff")
+    assert (reject["position"], reject["reason"], reject["error"]) == (
+        "line 1",
+        "not_an_object",
+        f"the line is an array, not a JSON object ({shown!r})",
+    )
+    manifest = read_manifest(str(out))
+    assert (manifest.counts["documents"], manifest.counts["blank_lines"]) == (2, 1)
+    assert manifest.failed_inputs == []
+
+
+@pytest.mark.parametrize(
+    "content",
+    ['[1,\n2]\n{"id": "a", "text": "b"}\n', '[{"id": "a", "text": "b"},\n', '\n["id", "text"]\n\n'],
+    ids=["goes-on", "cut-short", "only-line"],
+)
+def test_an_array_that_goes_on_or_is_the_whole_file_is_json_array(tmp_path, content) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_text(content)
+    out = tmp_path / "out"
+    assert run(src, out) == 1
+    assert read_manifest(str(out)).rejected == {"json_array": 1}
+
+
 def _raw_strings(values: list[bytes]) -> pa.Array:
     """A string array holding these bytes as they are (pyarrow checks no UTF-8 on writing)."""
     data = b"".join(values)

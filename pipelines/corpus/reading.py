@@ -23,7 +23,13 @@ from pipelines.beam.documents import UnitTally
 from pipelines.beam.inputs import name_not_utf8, name_under
 from pipelines.books.reading import book_sentences
 from pipelines.corpus.config import CorpusConfig
-from pipelines.corpus.filestart import CompressedData, JsonArray, WideEncoding, checked_start
+from pipelines.corpus.filestart import (
+    CompressedData,
+    JsonArray,
+    WideEncoding,
+    checked_start,
+    json_lines_only,
+)
 from pipelines.corpus.parquet import (
     ID_MAX_BYTES,
     TITLE_MAX_BYTES,
@@ -323,7 +329,7 @@ def jsonl_documents(
     hints = _Hints()
     try:
         chunks = checked_start(counted(decompressed_chunks(reader, path)), path)
-        raw_lines = lines(chunks, config.max_line_bytes)
+        raw_lines = json_lines_only(lines(chunks, config.max_line_bytes))
         for number, raw in enumerate(raw_lines, start=1):
             document = _line_document(raw, number, path, name, config, tally, hints)
             if document is not None:
