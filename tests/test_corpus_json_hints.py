@@ -226,3 +226,27 @@ def test_no_control_character_reaches_a_sentence_or_a_title(tmp_path: Path) -> N
             ["Control chars NUL and ESC and BEL in the text here."],
         )
     }
+
+
+def test_a_raw_control_character_in_a_string_is_said_as_such(tmp_path: Path) -> None:
+    # Before: "not JSON: Invalid control character at column 18", which reads as damage.
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(
+        b'{"id": "a", "text": "tab\there and more words"}\n'
+        b'{"id": "b", "text": "nul\x00here"}\n'
+        b'{"id": "c", "text": "A good record of several words."}\n'
+    )
+    out = tmp_path / "out"
+    assert corpus.run(["--input", str(src), "--output", str(out)]) == 0
+    assert rejects(out) == [
+        (
+            f"line {line}",
+            "not_json",
+            None,
+            f"not JSON: a raw control character ({code}) inside a string at column {column}, "
+            "which JSON forbids unescaped (\\t, \\n, \\u0000 are the escapes): rewrite the "
+            "file with a JSON writer that escapes them; the record is skipped",
+        )
+        for line, code, column in [(1, "U+0009", 25), (2, "U+0000", 25)]
+    ]
+    assert read_manifest(str(out)).counts["documents"] == 1

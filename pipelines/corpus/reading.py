@@ -408,11 +408,7 @@ def _line_document(
     try:
         record = json.loads(line)
     except (ValueError, RecursionError) as err:
-        detail = (
-            f"{err.msg.removesuffix(' at')} at column {err.colno}"
-            if isinstance(err, json.JSONDecodeError)
-            else err
-        )
+        detail = _json_error(err, line)
         if not hints.pretty_printed and line.strip() == "{":
             hints.pretty_printed = True  # said once a file: its other lines fail as this one
             detail = (
@@ -441,6 +437,20 @@ def _line_document(
         tally.reject(Reject(None, path, position, "lone_surrogate", error))
         return None
     return record_document(fields, fallback_id, path, position, config, tally)
+
+
+def _json_error(err: ValueError | RecursionError, line: str) -> str:
+    """What json.loads said, at its column; a raw control character inside a string (a tab
+    or a CR a writer left unescaped) said as such, with what to do."""
+    if not isinstance(err, json.JSONDecodeError):
+        return str(err)
+    if err.msg.startswith("Invalid control character") and err.pos < len(line):
+        return (
+            f"a raw control character (U+{ord(line[err.pos]):04X}) inside a string at column "
+            f"{err.colno}, which JSON forbids unescaped (\\t, \\n, \\u0000 are the escapes): "
+            "rewrite the file with a JSON writer that escapes them; the record is skipped"
+        )
+    return f"{err.msg.removesuffix(' at')} at column {err.colno}"
 
 
 def _encodable(fields: RecordFields) -> bool:
