@@ -1,7 +1,8 @@
 """Benchmark `bertkit dedup` against datatrove's MinHash deduplication on planted duplicates.
 
-    python -m bench.dedup                 # 3 interleaved repeats of each tool
-    python -m bench.dedup --repeats 1
+    python -m bench.dedup --datatrove-python ENV/bin/python   # 3 interleaved repeats each
+    python -m bench.dedup --install-into bench/.work           # datatrove installed there
+    python -m bench.dedup --datatrove-python ENV/bin/python --repeats 1
 
 Run from the repository root. The corpus is built from the real sample (data/), once, in
 WORKDIR/out/dedup/corpus/: four documents directories, read in this order:
@@ -26,8 +27,9 @@ and so does bertkit on a directory of one document (its fixed cost: imports, Bea
 
   bertkit    python -m pipelines.dedup --documents wiki books planted editions (its defaults:
              threshold 0.8, word 5-grams, 128 values in 12 bands of 10 rows, FnApiRunner)
-  datatrove  bench/dedup_datatrove.py in a throwaway venv (WORKDIR/datatrove: datatrove,
-             xxhash < 4, regex, tokenizers, spacy, orjson): its four steps, signatures,
+  datatrove  bench/dedup_datatrove.py run by the python of your install of datatrove 0.10.1
+             (--datatrove-python; or --install-into DIR: a venv DIR/datatrove of datatrove,
+             xxhash < 4, regex, tokenizers, spacy, orjson, each pinned): its four steps, signatures,
              buckets, cluster, filter, at its defaults (5-grams, 14 buckets of 8 hashes), on
              the same documents as one JSONL file in the same order ({"id", "text"}: the
              sentences joined by spaces)
@@ -86,9 +88,22 @@ FLOOR = "floor"  # one Wikipedia document: bertkit dedup's fixed cost (imports, 
 DATATROVE_VENV = "datatrove"
 # datatrove 0.10 hashes str shingles with xxhash, which takes only bytes from xxhash 4 on.
 # The version docs/benchmarks.md measured (a newer one may change its defaults or its speed).
-DATATROVE_PACKAGES = ("datatrove==0.10.1", "xxhash<4", "regex", "tokenizers", "spacy", "orjson")
-DATATROVE_CHECK = (
-    "import datatrove.pipeline.dedup.minhash, spacy, orjson, xxhash; xxhash.xxh64_intdigest('a')"
+# datatrove's own pin is the measured one; the others are pinned so that --install-into
+# makes the same venv each time (regex, tokenizers and orjson at constraints.txt's versions).
+DATATROVE = venvs.Tool(
+    name=DATATROVE_VENV,
+    flag="--datatrove-python",
+    what="datatrove 0.10.1",
+    packages=(
+        "datatrove==0.10.1",
+        "xxhash==3.8.2",
+        "regex==2026.11.15",
+        "tokenizers==0.23.3",
+        "spacy==3.8.18",
+        "orjson==3.13.0",
+    ),
+    check_code="import importlib.metadata as m, datatrove.pipeline.dedup.minhash, spacy, orjson, "
+    "xxhash; xxhash.xxh64_intdigest('a'); assert m.version('datatrove') == '0.10.1'",
 )
 RECALL_TARGET = 0.95
 PRECISION_TARGET = 0.99
@@ -257,11 +272,12 @@ def quality(removed: set[str], planted: set[str]) -> tuple[float, float]:
     return found / len(planted), (found / len(removed) if removed else 1.0)
 
 
-def commands(workdir: Path, corpus: Path) -> dict[str, tuple[list[str], Path]]:
+def commands(
+    workdir: Path, corpus: Path, datatrove_python: str
+) -> dict[str, tuple[list[str], Path]]:
     out = workdir / "out" / BENCHMARK
     bertkit = [repo_python(), "-m", "pipelines.dedup", "--documents"]
     bertkit += [str(corpus / n) for n in DIRECTORIES] + ["--output", str(out / "bertkit")]
-    datatrove_python = str(venvs.venv_python(workdir, DATATROVE_VENV))
     script = str(REPO_ROOT / "bench" / "dedup_datatrove.py")
     datatrove = [datatrove_python, script, str(corpus / "documents.jsonl"), str(out / "datatrove")]
     floor = [repo_python(), "-m", "pipelines.dedup", "--documents", str(corpus / FLOOR)]
@@ -319,12 +335,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argument_parser("bench.dedup", __doc__)
     parser.add_argument("--repeats", type=int, default=3, help="runs of each tool (default 3)")
     parser.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR)
+    venvs.add_tool_arguments(parser, DATATROVE)
     args = parser.parse_args(argv)
     workdir = args.workdir.resolve()
-    problem = venvs.ensure_venv(workdir, DATATROVE_VENV, DATATROVE_PACKAGES, DATATROVE_CHECK)
-    if problem:
-        print(f"datatrove not installed: {problem}", file=sys.stderr)
-        return 1
+    command = "python -m bench.dedup"
+    datatrove_python = venvs.tool_python(
+        command, DATATROVE, args.datatrove_python, args.install_into
+    )
     corpus = workdir / "out" / BENCHMARK / "corpus"
     build_corpus(corpus)
     every, planted = corpus_truth(corpus)
@@ -333,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
         f"corpus: {len(every)} documents, {len(planted)} planted duplicates, "
         f"{megabytes:.2f} MB of text"
     )
-    tools = commands(workdir, corpus)
+    tools = commands(workdir, corpus, datatrove_python)
     measured = measure_interleaved(workdir, tools, args.repeats)
     scores = {
         "bertkit": quality(bertkit_removed(tools["bertkit"][1], corpus), planted),

@@ -4,8 +4,9 @@
            --max-seq-length 128 --dupe-factor 5          (FnApiRunner, in process)
   google   google-research/bert's create_pretraining_data.py from the user's checkout
            (--google-bert DIR), run as it is on TensorFlow 2 by bench/tf1_on_tf2.py (its TF1
-           API is tensorflow.compat.v1) with TensorFlow from a throwaway venv,
-           WORKDIR/google-bert-venv (bench.venvs: TensorFlow is never a bertkit dependency):
+           API is tensorflow.compat.v1) with the user's TensorFlow (--tf-python: a python
+           that has it; or --install-into DIR: a venv DIR/google-bert-venv, pinned; bench.venvs:
+           TensorFlow is never a bertkit dependency):
            the same documents as one sentence per line, bertkit's vocab.txt,
            --max_seq_length 128 --max_predictions_per_seq 20 --dupe_factor 5
            --masked_lm_prob 0.15 --do_lower_case
@@ -36,7 +37,8 @@ GOOGLE_SCRIPT = "create_pretraining_data.py"  # with its tokenization.py beside 
 GOOGLE_REPOSITORY = "https://github.com/google-research/bert"
 # The commit the published figures were measured at (2018-11-27). Later commits make the same
 # examples (master, eedf571, with its default --do_whole_word_mask=False) but read that flag
-# once per token, which costs master ~1.7x the CPU-seconds: compare figures at one commit.
+# once per token, which costs master more CPU-seconds (docs/benchmarks.md, "Examples"):
+# compare figures at one commit.
 GOOGLE_MEASURED_COMMIT = "d45261273d2dc27e0d25b1cf9e3adb312545a236"
 GOOGLE_HOW_TO = (
     f"add --google-bert DIR, a checkout of {GOOGLE_REPOSITORY} "
@@ -44,6 +46,14 @@ GOOGLE_HOW_TO = (
 )
 TF1_ON_TF2 = REPO_ROOT / "bench" / "tf1_on_tf2.py"
 GOOGLE_VENV = "google-bert-venv"
+# TensorFlow for Google's script: the user's, or with --install-into a venv of it, pinned.
+GOOGLE_TF = venvs.Tool(
+    name=GOOGLE_VENV,
+    flag="--tf-python",
+    what="TensorFlow (tensorflow-cpu 2.21.0 and six, for Google's script)",
+    packages=("tensorflow-cpu==2.21.0", "six==1.17.0"),
+    check_code="import six, tensorflow.compat.v1 as tf; print(tf.__version__)",
+)
 GOOGLE_WROTE_RE = re.compile(r"Wrote (\d+) total instances")
 
 MAX_SEQ_LENGTH = 128
@@ -118,11 +128,10 @@ def checkout_commit(checkout: Path) -> str | None:
     return lines[1]
 
 
-def google_command(
-    workdir: Path, checkout: Path, text: Path, vocab: Path, output: Path
-) -> list[str]:
+def google_command(python: str, checkout: Path, text: Path, vocab: Path, output: Path) -> list[str]:
+    """Google's script on `text`, run by `python` (GOOGLE_TF's, bench.venvs.tool_python)."""
     return [
-        str(venvs.venv_python(workdir, GOOGLE_VENV)),
+        python,
         str(TF1_ON_TF2),
         str(checkout / GOOGLE_SCRIPT),
         f"--input_file={text}",
@@ -134,16 +143,6 @@ def google_command(
         f"--dupe_factor={DUPE_FACTOR}",
         "--masked_lm_prob=0.15",
     ]
-
-
-def ensure_google_venv(workdir: Path) -> str | None:
-    """tensorflow-cpu and six in a throwaway venv; None if ready, else why not."""
-    return venvs.ensure_venv(
-        workdir,
-        GOOGLE_VENV,
-        ["tensorflow-cpu", "six"],
-        "import six, tensorflow.compat.v1 as tf; print(tf.__version__)",
-    )
 
 
 # --------------------------------------------------------------------------------------

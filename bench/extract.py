@@ -1,12 +1,15 @@
 """Benchmark bertkit's Wikipedia extraction against WikiExtractor 3.1.0, side by side.
 
-    python -m bench.extract                         # the headline: the sample x10, 3 repeats
-    python -m bench.extract --sizes 12,25,100       # and RSS vs size
-    python -m bench.extract --quick                 # 12 MB only, one repeat
+    python -m bench.extract --wikiextractor-python W --bertkit-core-python C   # the headline
+    python -m bench.extract --install-into bench/.work  # the same, installing both there
+    python -m bench.extract ... --sizes 12,25,100   # and RSS vs size
+    python -m bench.extract ... --quick             # 12 MB only, one repeat
     python -m bench.extract --target-mb 12 --tools bertkit,floor --repeats 1
     python -m bench.extract --tools bertkit,bertkit-python-bz2,wikiextractor --repeats 5
 
-Run from the repository root. The sample dump (206 pages, 5.75 MB of wikitext) is scaled up
+W, C: the python of your environment with WikiExtractor 3.1.0, and of one with bertkit's core
+install only (`pip install -c constraints.txt -e .`); the headline is the sample x10, 3
+repeats. Run from the repository root. The sample dump (206 pages, 5.75 MB of wikitext) is scaled up
 by repeating its pages with new ids and titles (bench.scale_dump) until it holds --target-mb
 MB of wikitext; scaled dumps are cached in --workdir. The default, 57.5 MB, is the sample
 exactly 10 times (the last page of the 10th copy crosses it; 17 MB of bz2). On each dump,
@@ -18,12 +21,15 @@ median is reported:
   bertkit        python -m pipelines.wikipedia --input DUMP --output DIR  (FnApiRunner, in process),
                  installed as a user of the stages installs it: `pip install -c constraints.txt
                  -e .` (the core install; the README's adds the trainer's `train` extra, which
-                 this stage never imports) in a venv of its own, WORKDIR/bertkit-venv
+                 this stage never imports) in an environment of its own: --bertkit-core-python
+                 names its python (or --install-into DIR makes DIR/bertkit-venv)
   bertkit-dev    the same, from the project's development venv
                  (.venv, every extra): with the `gcp` and `aws` extras installed, importing Beam
                  imports their cloud clients too (BigQuery, Pub/Sub, GCS, S3) at start-up
-  wikiextractor  WikiExtractor 3.1.0 from a throwaway venv in --workdir (never a project
-                 dependency), `--processes 1`; it still forks one extract worker and one writer
+  wikiextractor  WikiExtractor 3.1.0 from your install (never a project dependency):
+                 --wikiextractor-python names a python with `pip install wikiextractor==3.1.0`
+                 done (or --install-into DIR makes DIR/wikiextractor-venv); `--processes 1`: it
+                 still forks one extract worker and one writer
   floor          Python's bz2 decompression of the same dump: no extractor can beat it
                  with Python's decoder
   reader         bertkit's own reader of the dump (pipelines.io.compressed, indexed_bzip2's
@@ -60,7 +66,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench import measure, runs, scale_dump
+from bench import measure, runs, scale_dump, venvs
 from bench.extract_quality import (
     QualityReport,
     bertkit_output_layout,
@@ -68,14 +74,14 @@ from bench.extract_quality import (
     quality_reports,
 )
 from bench.extract_tools import (
+    BERTKIT_CORE,
     EXTRACTORS,
     FLOORS,
     OPT_IN_TOOLS,
     TOOLS,
+    WIKIEXTRACTOR,
     WIKIEXTRACTOR_VERSION,
     RunSettings,
-    ensure_bertkit,
-    ensure_wikiextractor,
     tool_command,
 )
 from bench.measure import (
@@ -87,6 +93,8 @@ from bench.measure import (
     print_table,
 )
 from bench.scale_dump import ScaledDumpInfo
+
+COMMAND = "python -m bench.extract"
 
 BENCHMARK = "extract"  # outputs and logs go to WORKDIR/{out,logs}/extract/
 TARGET_RATIO = 2.0  # bertkit must extract >= 2x WikiExtractor's MB per CPU-second
@@ -342,6 +350,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=3600.0,
         help="seconds before a single run is killed (default 3600)",
     )
+    venvs.add_tool_arguments(parser, WIKIEXTRACTOR, BERTKIT_CORE)
     args = parser.parse_args(argv)
     if args.quick:
         args.target_mb, args.sizes, args.repeats = 12.0, [12.0], 1
@@ -372,10 +381,15 @@ def prepare_scaled_dump(size_mb: float, workdir: Path) -> ScaledDumpInfo:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     sizes = sorted(set(args.sizes) | {args.target_mb})
+    wikiextractor_python = bertkit_core_python = ""
     if "wikiextractor" in args.tools:
-        ensure_wikiextractor(args.workdir)
+        wikiextractor_python = venvs.tool_python(
+            COMMAND, WIKIEXTRACTOR, args.wikiextractor_python, args.install_into
+        )
     if {"bertkit", "bertkit-python-bz2"} & set(args.tools):
-        ensure_bertkit(args.workdir)
+        bertkit_core_python = venvs.tool_python(
+            COMMAND, BERTKIT_CORE, args.bertkit_core_python, args.install_into
+        )
     measure.byte_compile_bertkit()  # WikiExtractor's venv holds its .pyc files: so must we
     dumps = {size: prepare_scaled_dump(size, args.workdir) for size in sizes}
     settings = RunSettings(
@@ -383,6 +397,8 @@ def main(argv: list[str] | None = None) -> int:
         timeout_s=args.timeout,
         bertkit_module=args.bertkit_module,
         bertkit_args=tuple(args.bertkit_args),
+        wikiextractor_python=wikiextractor_python,
+        bertkit_core_python=bertkit_core_python,
     )
     summaries: dict[float, dict[str, ToolSummary]] = {}
     for size in sizes:

@@ -1,8 +1,10 @@
 """bench.extract's tools: how each one is installed and the command each run measures.
 
-bertkit runs from its core install in a venv of its own (WORKDIR/bertkit-venv, editable, so
-the checkout's code as it is) and from the project's development venv (bertkit-dev);
-WikiExtractor from a throwaway venv; the floors decompress the dump and nothing else. The
+bertkit runs from its core install in an environment of its own (--bertkit-core-python, or
+--install-into DIR: DIR/bertkit-venv, editable, so the checkout's code as it is) and from
+the project's development venv (bertkit-dev); WikiExtractor from the user's install
+(--wikiextractor-python, or --install-into: bench.venvs); the floors decompress the dump and
+nothing else. The
 module docstring of bench.extract says what each tool stands for. Not a command of its own.
 """
 
@@ -71,37 +73,28 @@ runpy.run_module("pipelines.wikipedia", run_name="__main__", alter_sys=True)
 # The tools
 
 
-def ensure_wikiextractor(workdir: Path) -> None:
-    """WikiExtractor in a throwaway venv (it must never be a project dependency), or stop."""
-    problem = venvs.ensure_venv(
-        workdir,
-        WIKIEXTRACTOR_VENV,
-        [f"wikiextractor=={WIKIEXTRACTOR_VERSION}"],
-        "import importlib.metadata as m; "
-        f"assert m.version('wikiextractor') == {WIKIEXTRACTOR_VERSION!r}",
-    )
-    if problem is not None:
-        raise SystemExit(f"could not install WikiExtractor: {problem}")
+WIKIEXTRACTOR = venvs.Tool(
+    name=WIKIEXTRACTOR_VENV,
+    flag="--wikiextractor-python",
+    what=f"WikiExtractor {WIKIEXTRACTOR_VERSION}",
+    packages=(f"wikiextractor=={WIKIEXTRACTOR_VERSION}",),
+    check_code="import importlib.metadata as m; "
+    f"assert m.version('wikiextractor') == {WIKIEXTRACTOR_VERSION!r}",
+)
+BERTKIT_CORE = venvs.Tool(
+    name=BERTKIT_VENV,
+    flag="--bertkit-core-python",
+    what="bertkit's core install (no extras: no torch, no cloud clients)",
+    packages=("-c", str(REPO_ROOT / "constraints.txt"), "-e", str(REPO_ROOT)),
+    check_code=BERTKIT_CHECK,
+)
 
 
-def ensure_bertkit(workdir: Path) -> None:
-    """bertkit's core install, editable (the checkout's code as it is), in a venv of its own."""
-    problem = venvs.ensure_venv(
-        workdir,
-        BERTKIT_VENV,
-        ["-c", str(REPO_ROOT / "constraints.txt"), "-e", str(REPO_ROOT)],
-        BERTKIT_CHECK,
-        what="bertkit's core install, as `pip install bertkit` makes it",
-    )
-    if problem is not None:
-        raise SystemExit(f"could not install bertkit into a venv of its own: {problem}")
-
-
-def bertkit_python(tool: str, workdir: Path) -> str:
+def bertkit_python(tool: str, settings: RunSettings) -> str:
     """The interpreter a bertkit tool runs with: the core install's, or the dev venv's."""
     if tool == "bertkit-dev":
         return repo_python()
-    return str(venvs.venv_python(workdir, BERTKIT_VENV))
+    return settings.bertkit_core_python
 
 
 @dataclass(frozen=True)
@@ -112,6 +105,9 @@ class RunSettings:
     timeout_s: float
     bertkit_module: str = "pipelines.wikipedia"
     bertkit_args: tuple[str, ...] = ()
+    # The pythons of the tools that need one (bench.venvs.tool_python): "" where not run.
+    wikiextractor_python: str = ""
+    bertkit_core_python: str = ""
 
 
 @dataclass(frozen=True)
@@ -124,7 +120,7 @@ def tool_command(tool: str, dump: Path, output: Path, settings: RunSettings) -> 
     if tool in ("bertkit", "bertkit-dev"):
         return ToolCommand(
             [
-                bertkit_python(tool, settings.workdir),
+                bertkit_python(tool, settings),
                 "-m",
                 settings.bertkit_module,
                 "--input",
@@ -138,7 +134,7 @@ def tool_command(tool: str, dump: Path, output: Path, settings: RunSettings) -> 
     if tool == "bertkit-python-bz2":
         return ToolCommand(
             [
-                bertkit_python(tool, settings.workdir),
+                bertkit_python(tool, settings),
                 "-c",
                 PYTHON_BZ2_STAGE_CODE,
                 "--input",
@@ -153,7 +149,7 @@ def tool_command(tool: str, dump: Path, output: Path, settings: RunSettings) -> 
         # -q: progress logging on stderr is not part of the work being compared.
         return ToolCommand(
             [
-                str(venvs.venv_python(settings.workdir, WIKIEXTRACTOR_VENV)),
+                settings.wikiextractor_python,
                 "-m",
                 "wikiextractor.WikiExtractor",
                 str(dump),

@@ -1,13 +1,16 @@
 """Reading a Google TensorFlow BERT checkpoint: bertkit's reader against transformers'.
 
-    python -m bench.tf_checkpoint [--workdir bench/.work/tf_checkpoint] [--repeats 3]
+    python -m bench.tf_checkpoint --tf-python ENV/bin/python [--repeats 3]
+    python -m bench.tf_checkpoint --install-into bench/.work   # TensorFlow... installed there
 
 Google released BERT as TensorFlow checkpoints (bert_model.ckpt.*); transformers converts them
 with TensorFlow installed (`load_tf_weights_in_bert`, in transformers 4.x, the last to have it),
-bertkit reads them with numpy alone (pipelines/io/tf_checkpoint.py). This benchmark makes a
-throwaway venv, WORKDIR/tf-venv (tensorflow-cpu, transformers 4.x, torch: never bertkit
-dependencies), writes a checkpoint of BERT-base's shape there with the Adam slots a training
-checkpoint carries (tests/data/tf_bert_tiny/make_fixture.py --bert-base, random values), then:
+bertkit reads them with numpy alone (pipelines/io/tf_checkpoint.py). This benchmark runs
+transformers from your environment (--tf-python: a python with tensorflow-cpu, transformers
+4.x and torch, never bertkit dependencies; or --install-into DIR: a venv DIR/tf-venv of the
+versions measured, torch's CPU build), writes into WORKDIR a checkpoint of BERT-base's
+shape with the Adam slots a training checkpoint carries
+(tests/data/tf_bert_tiny/make_fixture.py --bert-base, random values), then:
 - checks that both readers give the same tensors under the same names, bit for bit;
 - measures, each in a fresh process, median of --repeats: bertkit's `read_tf_bert`, and
   transformers' `BertForPreTraining(config)` plus `load_tf_weights_in_bert` (what a user of
@@ -34,12 +37,26 @@ from bench.measure import (
     write_results,
 )
 from bench.runs import median_figures
-from bench.venvs import ensure_venv, venv_python
+from bench.venvs import Tool, add_tool_arguments, tool_python
 
-_PACKAGES = ["tensorflow-cpu", "transformers>=4.44,<5", "torch", "safetensors"]
-# transformers before tensorflow, as its own conversion imports them: tensorflow-cpu 2.21
-# imported first makes the import of transformers 4.57 crash (SIGSEGV) here.
-_CHECK = "from transformers import load_tf_weights_in_bert; import tensorflow, torch"
+# The versions measured (docs/benchmarks.md); torch's CPU build (constraints.txt's version)
+# from PyTorch's index: PyPI's Linux torch is the CUDA build, gigabytes of it.
+TF_TOOL = Tool(
+    name="tf-venv",
+    flag="--tf-python",
+    what="TensorFlow with transformers 4.x (load_tf_weights_in_bert) and torch",
+    packages=(
+        "--extra-index-url",
+        "https://download.pytorch.org/whl/cpu",
+        "tensorflow-cpu==2.21.0",
+        "transformers==4.57.6",
+        "torch==2.13.0+cpu",
+        "safetensors==0.8.0",
+    ),
+    # transformers before tensorflow, as its own conversion imports them: tensorflow-cpu 2.21
+    # imported first makes the import of transformers 4.57 crash (SIGSEGV) here.
+    check_code="from transformers import load_tf_weights_in_bert; import tensorflow, torch",
+)
 _FIXTURE_SCRIPT = REPO_ROOT / "tests" / "data" / "tf_bert_tiny" / "make_fixture.py"
 
 _BERTKIT = """
@@ -76,12 +93,11 @@ def main() -> None:
     parser = argument_parser("bench.tf_checkpoint", __doc__)
     parser.add_argument("--workdir", type=Path, default=REPO_ROOT / "bench/.work/tf_checkpoint")
     parser.add_argument("--repeats", type=int, default=3)
+    add_tool_arguments(parser, TF_TOOL)
     args = parser.parse_args()
     workdir = args.workdir.resolve()
-    failure = ensure_venv(workdir, "tf-venv", _PACKAGES, _CHECK)
-    if failure:
-        raise SystemExit(f"bench.tf_checkpoint: {failure}")
-    tf_python = str(venv_python(workdir, "tf-venv"))
+    command = "python -m bench.tf_checkpoint"
+    tf_python = tool_python(command, TF_TOOL, args.tf_python, args.install_into)
     checkpoint = workdir / "bert_base"
     if not (checkpoint / "bert_model.ckpt.index").exists():
         print(f"writing a BERT-base-shaped checkpoint into {checkpoint}", flush=True)
