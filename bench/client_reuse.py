@@ -153,7 +153,9 @@ def summary(rows: dict[str, Row], objects: int, size: int) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.client_reuse", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--objects", type=int, default=40)
     parser.add_argument("--bytes", type=int, default=4096)
     parser.add_argument("--repeats", type=int, default=5)

@@ -44,7 +44,7 @@ def peak_rss_mib(documents: Path, output: Path, log: Path, timeout_s: float = 36
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argument_parser(__name__, __doc__)
+    parser = argument_parser("bench.dedup_memory", __doc__)
     parser.add_argument("--counts", type=int, nargs="+", default=[100_000, 200_000])
     parser.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR)
     args = parser.parse_args(argv)

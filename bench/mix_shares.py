@@ -47,7 +47,9 @@ def shares(weights: list[float], samples: int, global_batch: int, seed: int) -> 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.mix_shares", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--mix", default="0.7,0.3")
     parser.add_argument("--samples", type=int, default=20_000)
     parser.add_argument("--global-batch", default="32,256")
