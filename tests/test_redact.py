@@ -2,7 +2,8 @@
 
 The rule (pipelines/io/storage.py): userinfo up to the last `@` before the host's path (or an
 `ID:SECRET@` whose secret holds `/`), and every query and fragment value except under a short
-list of harmless names.
+list of harmless names; a fragment's values only where it holds parameters (a bare fragment
+is a place in a page).
 """
 
 import pytest
@@ -43,9 +44,13 @@ from pipelines.io.storage import redact, redact_values
         ),
         ("s3://b/x.tar?versionId=3Lg&x=1", "s3://b/x.tar?versionId=3Lg&x=***"),
         ("gs://b/x?sig=zz&token=t", "gs://b/x?sig=***&token=***"),
-        # a fragment's values too, and a bare value
+        # a fragment's values too, and a bare query value; a bare fragment is a page's anchor
         ("https://h/s.tar#token=abc", "https://h/s.tar#token=***"),
-        ("https://h/s.tar?0123abcd#frag", "https://h/s.tar?***#***"),
+        ("https://h/s.tar?0123abcd#frag", "https://h/s.tar?***#frag"),
+        (
+            "see https://cloud.google.com/storage/docs/use-soft-delete#turn-off-soft-delete",
+            "see https://cloud.google.com/storage/docs/use-soft-delete#turn-off-soft-delete",
+        ),
         ("https://u:p@h/s.tar?sig=1#token=2", "https://***@h/s.tar?sig=***#token=***"),
         # quoted, and as requests names a URL in its errors: the path and query alone
         (

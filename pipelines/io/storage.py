@@ -112,6 +112,10 @@ def redact(text: str) -> str:
 
     `http://user:pa@ss@h/s.tar?versionId=3&sig=x#token=y`
     → `http://***@h/s.tar?versionId=3&sig=***#token=***`
+
+    A fragment of parameters (`#access_token=…`, as OAuth's implicit flow sends one) is
+    redacted as a query is; a bare fragment is a place in a page (`…/use-soft-delete#name`, in
+    Beam's warnings) and is kept.
     """
     text = _URL_IN_TEXT.sub(lambda found: _redact_url(found.group()), text)
     return _PATH_QUERY_IN_TEXT.sub(
@@ -129,10 +133,9 @@ def _redact_url(url: str) -> str:
         rest = f"{REDACTED}@{rest[slashed.end() :]}"
     address, hash_mark, fragment = rest.partition("#")
     address, question_mark, query = address.partition("?")
-    return (
-        f"{head}://{address}{question_mark}{_redact_parameters(query)}"
-        f"{hash_mark}{_redact_parameters(fragment)}"
-    )
+    if "=" in fragment:
+        fragment = _redact_parameters(fragment)
+    return f"{head}://{address}{question_mark}{_redact_parameters(query)}{hash_mark}{fragment}"
 
 
 def _redact_parameters(parameters: str) -> str:
