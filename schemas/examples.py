@@ -7,8 +7,9 @@ A shard is a plain tar file. Since schema 2.0 each tar member holds one *block* 
     magic b"BKB1", count (uint32), count × uint32 sample lengths, the samples back to back
 
 so a sample pays 4 bytes of framing and the tar header and padding (~1 kB) are paid once per
-block: ~1.01× the payload on disk instead of 2.9× (one member per sample, schema 1.x, whose
-`<key>.example.bin` members readers still accept). Sample i of a block has the key
+block: a little over the payload on disk, against nearly three times it for one member per
+sample (schema 1.x, whose `<key>.example.bin` members readers still accept;
+docs/benchmarks.md gives the bytes). Sample i of a block has the key
 `first key + i` (keys are positions in the split, 12 digits). `webdataset.WebDataset(url)`
 yields one record per block; `unpack_samples(record["examples.bin"])` gives its samples'
 bytes. A sample is one PretrainingExample in a packed little-endian layout (no pickle, no
