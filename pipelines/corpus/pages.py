@@ -1,8 +1,8 @@
 """A Parquet column chunk's page sizes, read from its page headers (Beam-free, no pyarrow).
 
 pyarrow decompresses a whole page (or a dictionary page) at once, however large its writer
-made it: 100 KB of zstd can hold a 1 GB page. Before a row group is read, `large_page`
-walks the headers of each of its column chunks that may hold a page over the limit: each
+made it: 100 KB of zstd can hold a 1 GB page. Before a row group is read, the headers of
+each of its column chunks read are walked (`chunk_pages`, whatever the footer says): each
 page starts with a Thrift PageHeader (compact protocol) whose field 2 is the page's
 uncompressed size and field 3 its compressed size; the next header lies that many bytes
 after the end of this one, up to the chunk's `total_compressed_size`. Only the header
