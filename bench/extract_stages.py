@@ -1,21 +1,23 @@
 """Time the two pure-Python stages of Wikipedia extraction on the sample's articles.
 
-    python -m bench.extract_stages                  # 7 repeats, the fastest reported
+    python -m bench.extract_stages                  # 7 repeats, the median reported
     python -m bench.extract_stages --repeats 15
 
 Run from the repository root. The sample dump's articles (what `bertkit wikipedia` keeps:
 main namespace, no redirects, no disambiguation pages) are read once; then, --repeats times
 each, every article's wikitext goes through `clean_wikitext` (min 5 words per paragraph, as
-the stage's default) and the paragraphs through `split_paragraphs`. It prints the CPU time of
-the fastest repeat of each (process time: what other processes on the machine do counts
-least there) and the sha256 of all the sentences, which a change that claims to keep the
-output byte-identical must leave as it was. `python -m bench.extract` measures the whole
-stage against WikiExtractor; this isolates what a change to the cleaner or the splitter wins.
+the stage's default) and the paragraphs through `split_paragraphs`. It prints the median CPU
+time of each, with the fastest and slowest repeat (process time: what other processes on the
+machine do counts least there) and the sha256 of all the sentences, which a change that
+claims to keep the output byte-identical must leave as it was. `python -m bench.extract`
+measures the whole stage against WikiExtractor; this isolates what a change to the cleaner or
+the splitter wins.
 """
 
 from __future__ import annotations
 
 import hashlib
+import statistics
 import time
 from collections.abc import Callable
 
@@ -48,14 +50,20 @@ def sample_articles() -> tuple[list[str], PageContext]:
     return articles, context
 
 
-def fastest(repeats: int, work: Callable[[], object]) -> float:
-    """CPU seconds of the fastest of `repeats` runs of `work`."""
+def cpu_times(repeats: int, work: Callable[[], object]) -> list[float]:
+    """CPU seconds of each of `repeats` runs of `work`."""
     times = []
     for _ in range(repeats):
         start = time.process_time()
         work()
         times.append(time.process_time() - start)
-    return min(times)
+    return times
+
+
+def shown(times: list[float]) -> str:
+    """The median in ms, and the range."""
+    ms = [t * 1000 for t in times]
+    return f"{statistics.median(ms):7.1f} ms CPU (range {min(ms):.1f}-{max(ms):.1f})"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -84,10 +92,10 @@ def main(argv: list[str] | None = None) -> None:
     for sentences in split_all():
         digest.update("\n".join(sentences).encode("utf-8") + b"\0")
     megabytes = sum(len(text.encode("utf-8")) for text in articles) / 1e6
-    clean_s, split_s = fastest(args.repeats, clean_all), fastest(args.repeats, split_all)
-    print(f"{len(articles)} articles, {megabytes:.2f} MB of wikitext; fastest of {args.repeats}:")
-    print(f"  clean_wikitext    {clean_s * 1000:7.1f} ms CPU")
-    print(f"  split_paragraphs  {split_s * 1000:7.1f} ms CPU")
+    clean_s, split_s = cpu_times(args.repeats, clean_all), cpu_times(args.repeats, split_all)
+    print(f"{len(articles)} articles, {megabytes:.2f} MB of wikitext; median of {args.repeats}:")
+    print(f"  clean_wikitext    {shown(clean_s)}")
+    print(f"  split_paragraphs  {shown(split_s)}")
     print(f"sentences sha256 {digest.hexdigest()}")
 
 
