@@ -28,16 +28,26 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
 from pipelines import books, chain, corpus, dedup, vocab, wikipedia
 from pipelines.examples import cli as examples
 from pipelines.examples.config import ExamplesConfig
 
 STAGE_ENV = "BERTKIT_STAGE"
+# The image the launcher runs in, set beside STAGE_ENV in each stage's tag by build.sh: the
+# workers' image too, unless the launch names another.
+IMAGE_ENV = "BERTKIT_IMAGE"
+# The flags that ship bertkit to the workers (pipelines/beam/shipping.py): without one, a
+# stage would build a wheel from a source tree the launcher image does not have.
+_SHIPPING_FLAGS = ("sdk_container_image", "worker_harness_container_image", "setup_file")
+_PACKAGE_FLAGS = ("extra_package", "extra_packages")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,6 +56,8 @@ class TemplateStage:
     flags: type  # the stage's flag dataclass (pipelines.command.flags)
     run: Callable[[list[str] | None], int]
     description: str
+    # The command's entry point (its run through stage_main: one line for a refusal).
+    main: Callable[[list[str] | None], None]
 
 
 # The Beam stages, in the chain's order, then the chain itself (all of them in one job).
@@ -57,30 +69,35 @@ STAGES = {
             wikipedia.WikipediaConfig,
             wikipedia.run,
             "bertkit wikipedia: sentence-split articles from a pages-articles dump",
+            wikipedia.main,
         ),
         TemplateStage(
             "books",
             books.BooksConfig,
             books.run,
             "bertkit books: sentence-split paragraphs from plain-text books",
+            books.main,
         ),
         TemplateStage(
             "corpus",
             corpus.CorpusConfig,
             corpus.run,
             "bertkit corpus: sentence-split documents from JSON lines or Parquet records",
+            corpus.main,
         ),
         TemplateStage(
             "dedup",
             dedup.DedupConfig,
             dedup.run,
             "bertkit dedup: documents without exact and near (MinHash) duplicates",
+            dedup.main,
         ),
         TemplateStage(
             "vocab",
             vocab.VocabConfig,
             vocab.run,
             "bertkit vocab: a WordPiece vocabulary from a sample of documents",
+            vocab.main,
         ),
         TemplateStage(
             "examples",
@@ -88,6 +105,7 @@ STAGES = {
             examples.run,
             "bertkit examples: documents to BERT pre-training shards (sentence pairs or full "
             "sentences, masked or not)",
+            examples.main,
         ),
         TemplateStage(
             "chain",
@@ -95,6 +113,7 @@ STAGES = {
             chain.run,
             "bertkit chain: dumps, books and/or JSON lines to pre-training shards in one job "
             "(documents, vocabulary, examples)",
+            chain.main,
         ),
     )
 }
@@ -178,9 +197,36 @@ def launch(stage_name: str, argv: Sequence[str]) -> int:
             "in the image of each stage's template by infra/dataflow/build.sh)"
         )
     stage = STAGES[stage_name]
+    flags = template_argv(stage, argv)
+    if not _needs_no_image(flags):
+        image = os.environ.get(IMAGE_ENV)
+        if not image:
+            print(
+                f"bertkit {stage.name}: error: the template launcher needs "
+                "--sdk_container_image=IMAGE (a template parameter), the image the template "
+                "was built from: infra/dataflow/run.sh passes it",
+                file=sys.stderr,
+            )
+            return 2
+        flags.append(f"--sdk_container_image={image}")
     # The launcher's job is to submit: the job runs on without it, and the stage returns
-    # with the job's id (pipelines.beam.runner.report_submission).
-    return stage.run([*template_argv(stage, argv), "--no_wait_until_finish"])
+    # with the job's id (pipelines.beam.runner.report_submission). Through the command's
+    # main, so that a refusal or a failure is its one line, not a traceback.
+    try:
+        stage.main([*flags, "--no_wait_until_finish"])
+    except SystemExit as exited:
+        return exited.code if isinstance(exited.code, int) else 1
+    return 0
+
+
+def _needs_no_image(flags: Sequence[str]) -> bool:
+    """Whether the flags run the job on a runner other than Dataflow, or ship bertkit to
+    Dataflow's workers themselves (an image, a setup file, a package)."""
+    options = PipelineOptions(list(flags))
+    if "dataflow" not in str(options.view_as(StandardOptions).runner).lower():
+        return True
+    given = options.get_all_options(retain_unknown_options=True)
+    return any(given.get(name) for name in (*_SHIPPING_FLAGS, *_PACKAGE_FLAGS))
 
 
 def write_metadata(directory: Path) -> list[Path]:

@@ -230,7 +230,8 @@ def test_run_sh_launches_on_the_image_build_sh_made_in_any_repository(tmp_path):
     image = f"europe-west4-docker.pkg.dev/proj/my-repo/bertkit:{version}"
     calls = log.read_text()
     assert f"docker push {image}\n" in calls
-    assert f"docker build -t {image}-books -\n  FROM {image}\n  ENV BERTKIT_STAGE=books\n" in calls
+    tag = f"  ENV BERTKIT_STAGE=books BERTKIT_IMAGE={image}-books\n"
+    assert f"docker build -t {image}-books -\n  FROM {image}\n{tag}" in calls
     assert json.loads((tmp_path / "bucket" / "books.json").read_text())["image"] == (
         f"{image}-books"
     )

@@ -224,7 +224,10 @@ def test_a_launch_without_the_setuptools_the_wheel_needs_is_one_line(
     )
     monkeypatch.setattr(shipping, "PROJECT_ROOT", tmp_path)
     options = PipelineOptions(["--runner", "DataflowRunner"])
-    code = runner._run_and_say(lambda argv: bool(make_pipeline(options)), None, "bertkit x", ())
+    # make_pipeline ships the wheel once Beam has accepted the options (which needs a
+    # project, a region and a bucket: tests/test_dataflow_refusals.py); here, the shipping.
+    ship = shipping.ensure_project_shipped
+    code = runner._run_and_say(lambda argv: bool(ship(options)), None, "bertkit x", ())
     installed = metadata.version("setuptools")
     assert capsys.readouterr().err == (
         "bertkit x: error: building bertkit's wheel for the Dataflow workers needs "

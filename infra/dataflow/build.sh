@@ -31,7 +31,9 @@ for stage in wikipedia books corpus dedup vocab examples chain; do
   # The launcher learns its stage from the image's environment. `flex-template build --env`
   # cannot set it: gcloud takes --env only for an image it builds itself and refuses it
   # beside --image. The stage's tag adds one ENV line (no layer) to the same image.
-  printf 'FROM %s\nENV BERTKIT_STAGE=%s\n' "$image" "$stage" | docker build -t "$image-$stage" -
+  # BERTKIT_IMAGE: the launcher's own image, which its workers then run on too.
+  printf 'FROM %s\nENV BERTKIT_STAGE=%s BERTKIT_IMAGE=%s\n' "$image" "$stage" "$image-$stage" |
+    docker build -t "$image-$stage" -
   docker push "$image-$stage"
   gcloud dataflow flex-template build "$bucket/templates/$stage.json" \
     --image "$image-$stage" \

@@ -57,17 +57,17 @@ from apache_beam.options.pipeline_options import (
 )
 
 from pipelines.beam import files, remote_job, shipping
+from pipelines.beam.beam_options import beam_options_problem, dataflow_problem, is_local
 from pipelines.beam.inputs import InputsError
 from pipelines.beam.s3_clients import StoreUnreachable
 from pipelines.beam.stage_paths import StagePaths, path_problem, placed_for_workers
 from pipelines.command import flags
 from pipelines.command.interruption import StageStop, exit_code
-from pipelines.io import clients, extras, storage
+from pipelines.io import clients, storage
 
 Config = TypeVar("Config")
 
 _LOG = logging.getLogger(__name__)
-_LOCAL_RUNNERS = {None, "", "directrunner", "direct", "fnapirunner"}
 # Errors that only a write gives, whoever hits them: the output's disk is full or read-only.
 WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
 # How an OSError reads once a worker process's failure reaches the driver as text.
@@ -123,6 +123,9 @@ def parse_stage(
         problem, config = placed_for_workers(config, paths, runner)
         if problem:
             flags.refuse(parser, problem)
+    problem = dataflow_problem(options)
+    if problem:
+        flags.refuse(parser, problem)
     unreachable = _gcs_unreachable(sys.argv[1:] if argv is None else argv)
     if unreachable:
         raise StoreUnreachable(unreachable)
@@ -141,49 +144,6 @@ def _gcs_unreachable(argv: Sequence[str]) -> str | None:
     if not any("gs://" in value for value in argv):
         return None
     return clients.gcs_unreachable()
-
-
-# Beam's flags that count workers, and what 0 means to each (Beam takes a negative count
-# as it is: the local runner failed mid-run with an IndexError, Dataflow refuses the job).
-_WORKER_COUNTS = {
-    "direct_num_workers": "0: one per core",
-    "num_workers": "0: Dataflow chooses",
-    "max_num_workers": "0: Dataflow chooses",
-}
-
-
-def beam_options_problem(options: PipelineOptions) -> str | None:
-    """A Beam flag that cannot work as given, as one line (exit 2 before any work): a
-    negative number of workers (`_WORKER_COUNTS`); `--direct_num_workers N` with the
-    one-worker running mode; a flag that needs an extra
-    that is not installed (`--runner DataflowRunner` the gcp extra's Dataflow client, a URL
-    in a Beam flag, `--temp_location gs://…`, the extra of its scheme). The stage's own
-    flags were checked with its config (`flags.extras_problem`)."""
-    given = options.get_all_options(drop_default=True, retain_unknown_options=False)
-    runner = given.get("runner")
-    for name, zero in _WORKER_COUNTS.items():
-        if given.get(name) is not None and given[name] < 0:
-            return f"--{name} {given[name]}: a number of workers is 0 or more ({zero})"
-    workers = given.get("direct_num_workers")
-    if (
-        is_local(options)
-        and workers
-        and workers > 1
-        and given.get("direct_running_mode")
-        in (
-            None,
-            "in_memory",
-        )
-    ):
-        return (
-            f"--direct_num_workers {workers} needs --direct_running_mode multi_processing "
-            "(or multi_threading): in_memory runs one worker"
-        )
-    if runner and "dataflow" in str(runner).lower():
-        problem = extras.extra_problem(f"--runner {runner}", "dataflow")
-        if problem:
-            return problem
-    return extras.urls_problem((f"--{name}", value) for name, value in sorted(given.items()))
 
 
 def write_failure(error: BaseException) -> OSError | None:
@@ -222,11 +182,6 @@ def write_failure_message(failure: OSError, output: tuple[str, str] | None) -> s
     return f"writing {flag} {path} failed ({reason}): {fix}, then rerun with --overwrite"
 
 
-def is_local(options: PipelineOptions) -> bool:
-    runner = options.view_as(StandardOptions).runner
-    return runner is None or str(runner).lower() in _LOCAL_RUNNERS
-
-
 def one_local_worker(options: PipelineOptions) -> bool:
     """Whether the pipeline runs locally on one worker (no --direct_num_workers, or 1)."""
     return is_local(options) and options.view_as(DirectOptions).direct_num_workers in (None, 1)
@@ -258,12 +213,25 @@ def make_pipeline(options: PipelineOptions) -> beam.Pipeline:
             runner = fn_runner.FnApiRunner()
         pipeline = ScratchPipeline(runner=runner, options=options)
     else:
+        try:
+            pipeline = ScratchPipeline(options=options)
+        except ValueError as error:  # Beam's check of the options, for this runner
+            if "validations errors" not in str(error):
+                raise
+            found = " ".join(line.strip() for line in str(error).splitlines()[1:] if line.strip())
+            runner = options.view_as(StandardOptions).runner
+            raise RunnerOptionsError(f"--runner {runner}: {found}") from None
         if "dataflow" in str(options.view_as(StandardOptions).runner).lower():
-            shipped = shipping.ensure_project_shipped(options)
-        pipeline = ScratchPipeline(options=options)
+            # Once the options are accepted, so that a refusal leaves no wheel behind; the
+            # pipeline holds its own copy of them.
+            shipped = shipping.ensure_project_shipped(pipeline.options)
     if shipped is not None:
         pipeline.own(shipped)
     return pipeline
+
+
+class RunnerOptionsError(Exception):
+    """Beam's check of the options for their runner failed: one line, exit 2 (`stage_main`)."""
 
 
 class ScratchPipeline(beam.Pipeline):
@@ -453,6 +421,7 @@ def _run_and_say(
         FileNotFoundError,
         InputsError,
         shipping.ShippingError,
+        RunnerOptionsError,
         *refusals,
     ) as error:
         print(f"{prog}: error: {storage.redact(str(error))}", file=sys.stderr)
