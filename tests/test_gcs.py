@@ -17,7 +17,8 @@ import pytest
 import torch
 
 from pipelines import books, examples, vocab, wikipedia
-from pipelines.beam.documents import read_manifest
+from pipelines.beam.documents import DOCUMENTS_LISTING, DOCUMENTS_RUN_FILES, read_manifest
+from pipelines.beam.files import OutputDirectoryError, earlier_run_files
 from pipelines.inspect import cli as inspect_cli
 from schemas import ShardsManifest
 from schemas.shards import block_table_path
@@ -240,3 +241,19 @@ def test_overwrite_on_gcs_refuses_a_shard_its_manifest_does_not_list(
         "manifest.json, the earlier run's record of what it wrote there"
     )
     assert download(gcs, "listed") == before  # nothing was deleted
+
+
+def test_a_killed_run_s_files_without_a_record_go_by_their_names_on_gcs(gcs) -> None:
+    name = "documents-00000-0000.parquet"
+    gcs.bucket(BUCKET).blob(f"killed/{name}").upload_from_string(b"a killed run's")
+    output = f"gs://{BUCKET}/killed"
+    with pytest.raises(OutputDirectoryError) as refused:
+        earlier_run_files(output, DOCUMENTS_RUN_FILES, False, "corpus", listing=DOCUMENTS_LISTING)
+    assert str(refused.value) == (
+        f"{output} is not empty: it holds 1 files of an earlier `bertkit corpus` run (e.g. "
+        f"{name}); choose a new --output or pass --overwrite to replace them"
+    )
+    found = earlier_run_files(
+        output, DOCUMENTS_RUN_FILES, True, "corpus", listing=DOCUMENTS_LISTING
+    )
+    assert found == [f"{output}/{name}"]

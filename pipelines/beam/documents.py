@@ -123,7 +123,7 @@ def _documents_listed(output_dir: str) -> files.Listed | None:
         names.update(manifest.rejects_files)
     if isinstance(recorded, list):
         kinds.append(rf"{DUPLICATES_DIR}/duplicates-[0-9]+(?:-[0-9]+)*\.parquet")
-        names.update(str(name) for name in (*recorded, *manifest.rejects_files))
+        names.update(str(name) for name in recorded)
     kinds_listed = "|".join(f"(?:{kind})" for kind in kinds)
     return files.Listed(kinds_listed, frozenset(names), manifest.stage)
 

@@ -167,10 +167,13 @@ def read_own_record(
     """The record `name` in `output_dir` as `parse` reads it, and its fields as written (to
     tell a field an older record lacks from an empty one); None where it is absent or not
     one (`parse` refused it): then it is not the stage's record."""
+    path = join(output_dir, name)
+    if not exists(path):  # asked first: gs:// says a missing object with its own error
+        return None
     try:
-        raw = read_file(join(output_dir, name), MAX_RECORD_BYTES)
+        raw = read_file(path, MAX_RECORD_BYTES)
         return parse(raw.decode("utf-8")), json.loads(raw)
-    except (OSError, ValueError, TypeError, KeyError):  # absent, or not one
+    except (OSError, ValueError, TypeError, KeyError):  # unreadable, or not one
         return None
 
 
