@@ -61,12 +61,14 @@ def test_an_invalid_project_is_one_line_and_no_wheel(tmp_path, capsys):
 
 
 def test_what_only_beam_checks_is_one_line_and_leaves_no_wheel(tmp_path, capsys):
-    """Beam checks the options once more as it makes the pipeline: that refusal, too, is one
-    line, and comes before the wheel is built."""
+    """Beam checks the options once more as it makes the pipeline: bertkit asks the same of
+    them before any work, so --overwrite has deleted nothing and no wheel is built."""
     (dump,) = (DATA_DIR / "wikipedia").glob("*.xml.bz2")
     before = wheel_folders()
     with gcs_emulator(BUCKET) as client:
         client.bucket(BUCKET).blob("in/dump.xml.bz2").upload_from_filename(str(dump))
+        earlier = "out/documents-00000-0000.parquet"  # an earlier run's, which --overwrite deletes
+        client.bucket(BUCKET).blob(earlier).upload_from_string(b"earlier")
         argv = [
             "--input",
             f"gs://{BUCKET}/in/dump.xml.bz2",
@@ -77,6 +79,7 @@ def test_what_only_beam_checks_is_one_line_and_leaves_no_wheel(tmp_path, capsys)
             "65",
             "--template_location",
             str(tmp_path / "job.json"),
+            "--overwrite",
         ]
         with pytest.raises(SystemExit) as exited:
             wikipedia.main(argv)
@@ -87,7 +90,7 @@ def test_what_only_beam_checks_is_one_line_and_leaves_no_wheel(tmp_path, capsys)
         "max_num_workers (64)"
     )
     assert wheel_folders() == before
-    assert written == []
+    assert written == [earlier]
     assert not (tmp_path / "job.json").exists()
 
 

@@ -9,6 +9,7 @@ from apache_beam.options.pipeline_options import (
     GoogleCloudOptions,
     PipelineOptions,
     StandardOptions,
+    WorkerOptions,
 )
 
 from pipelines.io import extras
@@ -67,18 +68,25 @@ def beam_options_problem(options: PipelineOptions) -> str | None:
 
 def dataflow_problem(options: PipelineOptions) -> str | None:
     """A Dataflow launch that Beam would refuse only once the pipeline is made (after
-    --overwrite, and the wheel built): a project or job name Dataflow does not take (Beam's
-    own check of them); or one with no --temp_location, where Beam makes a bucket of its own
-    in the project (docs/operations.md asks for one). Checked once the paths are (a local
-    --output is the first thing to fix); None for another runner."""
+    --overwrite, and the wheel built): a project or job name Dataflow does not take, more
+    workers than --max_num_workers, a region beside a zone of another flag, a container
+    image given two ways (Beam's own checks of them); or one with no --temp_location, where
+    Beam makes a bucket of its own in the project (docs/operations.md asks for one). Checked
+    once the paths are (a local --output is the first thing to fix); None for another runner."""
     from apache_beam.options.pipeline_options_validator import PipelineOptionsValidator
 
     runner = str(options.view_as(StandardOptions).runner)
     if "dataflow" not in runner.lower():
         return None
-    cloud = options.view_as(GoogleCloudOptions)
-    # Without a runner, the check looks nothing up (a default region would be).
-    errors = PipelineOptionsValidator(options, None).validate_cloud_options(cloud)
+    cloud, workers = options.view_as(GoogleCloudOptions), options.view_as(WorkerOptions)
+    # Without a runner, the checks look nothing up (a default region would be).
+    validator = PipelineOptionsValidator(options, None)
+    errors = [
+        *validator.validate_cloud_options(cloud),
+        *validator.validate_num_workers(workers),
+        *validator.validate_worker_region_zone(workers),
+        *validator.validate_sdk_container_image_options(workers),
+    ]
     errors = [error for error in errors if not error.startswith("Missing required option")]
     if errors:
         return f"--runner {runner}: {' '.join(error.strip() for error in errors)}"
