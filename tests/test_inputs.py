@@ -158,6 +158,12 @@ def test_a_glob_matching_a_directory_is_refused_and_double_star_reads_below(book
     assert (done.returncode, done.stderr) == (
         2,
         "bertkit books: error: --input '*.txt' matches the directory sub.txt, whose files it "
-        "does not read: pass files only (e.g. 'sub.txt/*' for its files), or narrow the glob\n",
+        "does not read: narrow the glob to files (e.g. by their suffix), or give './**' to "
+        "read every file below\n",
     )
     assert [item["path"] for item in expand_inputs(["sub.txt/**"])] == ["sub.txt/part-0.txt"]
+    (books_here / "a.txt").unlink()
+    (books_here / "sub" / "a.txt").unlink()
+    done = _command("pipelines.books", "--input", "**/*.txt", "--output", "o", cwd=books_here)
+    assert done.returncode == 0, done.stderr  # a `**` glob reads the files below its folders
+    assert ids(books_here / "o") == ["books/part-0"]  # named under their common folder

@@ -46,7 +46,9 @@ def _local_pattern(pattern: str, absolute: bool) -> str:
     normal = os.path.abspath(pattern) if absolute else posixpath.normpath(pattern)
     if os.path.isfile(pattern):  # a file's own name, even one holding `[`, `*` or `?`
         normal = glob.escape(normal)
-    return normal if "/" in normal else f"./{normal}"  # Beam lists no directory for 'a*'
+    first = normal.split("/", 1)[0]
+    # Beam lists no directory for a glob whose first name is one ('a*', '**/*.txt')
+    return f"./{normal}" if any(c in first for c in "*?[") or "/" not in normal else normal
 
 
 def _file_key(path: str) -> str:

@@ -213,12 +213,14 @@ def _input_files_problem(flag: str, pattern: str) -> str | None:
         if problem:
             return problem
     # A glob's directories (a Spark `table.parquet/` beside `other.parquet`) are not read: said
-    # rather than left out in silence; `dir/**` names the files below, not the folders.
-    folders = [path for path in links if os.path.isdir(path) and not pattern.endswith("**")]
+    # rather than left out in silence. A `**` glob reads every file below, not the folders.
+    folders = [path for path in links if os.path.isdir(path) and "**" not in pattern]
     if _has_wildcard(pattern) and folders and not os.path.isfile(pattern):
+        below = f"{os.path.dirname(pattern) or '.'}/**"
         return (
             f"{flag} {pattern!r} matches the directory {folders[0]}, whose files it does not "
-            f"read: pass files only (e.g. '{folders[0]}/*' for its files), or narrow the glob"
+            f"read: narrow the glob to files (e.g. by their suffix), or give '{below}' to "
+            "read every file below"
         )
     if not _has_wildcard(pattern) and os.path.isdir(pattern):
         return (
