@@ -167,3 +167,15 @@ def test_a_glob_matching_a_directory_is_refused_and_double_star_reads_below(book
     done = _command("pipelines.books", "--input", "**/*.txt", "--output", "o", cwd=books_here)
     assert done.returncode == 0, done.stderr  # a `**` glob reads the files below its folders
     assert ids(books_here / "o") == ["books/part-0"]  # named under their common folder
+
+
+def test_a_book_whose_name_holds_a_newline_is_refused_before_any_work(books_here) -> None:
+    (books_here / "a\nERROR forged.txt").write_text(STORY)
+    done = _command("pipelines.books", "--input", "a*.txt", "--output", "o", cwd=books_here)
+    assert (done.returncode, done.stderr) == (
+        2,
+        "bertkit books: error: a\\nERROR forged.txt: the file's name holds a control character "
+        "(U+000A at character 2), which would break the ids, log lines and messages that name "
+        "it: rename it or leave it out of --input\n",
+    )
+    assert not (books_here / "o").exists()

@@ -26,6 +26,7 @@ from typing import Any
 
 from pipelines.beam import files
 from pipelines.io.places import same_place_key
+from pipelines.io.shown import first_control, shown
 
 _FLAG = "{flag}"
 
@@ -130,7 +131,8 @@ def name_not_utf8(path: str, flag: str = "--input") -> str | None:
 
 
 def check_names(inputs: Sequence[dict[str, Any]], name_of: Callable[[str, str], str]) -> None:
-    """Refuse an input whose name is not UTF-8 (`name_not_utf8`), and two input files whose
+    """Refuse an input whose name is not UTF-8 (`name_not_utf8`) or holds a control character
+    (a newline in a book's name would forge a log line in its ids), and two input files whose
     documents would get the same ids: `name_of(path, root)` is the name a stage gives a
     file's documents (books: without its suffixes)."""
     paths = [item["path"] for item in inputs]
@@ -139,6 +141,12 @@ def check_names(inputs: Sequence[dict[str, Any]], name_of: Callable[[str, str], 
     for path in paths:
         if (refusal := name_not_utf8(path, _FLAG)) is not None:
             raise InputsError(refusal)
+        if (control := first_control(path)) is not None:
+            raise InputsError(
+                f"{shown(path)}: the file's name holds a control character ({control}), which "
+                "would break the ids, log lines and messages that name it: rename it or "
+                f"leave it out of {_FLAG}"
+            )
     root = common_root(paths)
     seen: dict[str, str] = {}
     for path in paths:

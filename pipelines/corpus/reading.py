@@ -39,7 +39,6 @@ from pipelines.corpus.parquet import (
     UnreadRows,
     open_parquet_records,
 )
-from pipelines.corpus.shown import first_control, shown
 from pipelines.io.compressed import (
     InputReadError,
     LongLine,
@@ -47,6 +46,7 @@ from pipelines.io.compressed import (
     decompressed_chunks,
     lines,
 )
+from pipelines.io.shown import first_control, shown
 from pipelines.io.storage import Reader
 from pipelines.text.corpustext import ParagraphCounts, record_paragraphs, without_controls
 from schemas import Document, Reject
@@ -67,15 +67,10 @@ class CorpusInputError(ValueError):
 
 def input_kind(path: str) -> str:
     """ "jsonl" or "parquet", by the file's suffix; CorpusInputError for any other file, or
-    for a name that is not UTF-8 (ids, rejects and the manifest record it as text)."""
+    for a name that is not UTF-8 (ids, rejects and the manifest record it as text). A name
+    holding a control character is refused with the other stages' inputs (`check_names`)."""
     if (refusal := name_not_utf8(path)) is not None:
         raise CorpusInputError(refusal)
-    if (control := first_control(path)) is not None:
-        raise CorpusInputError(
-            f"{shown(path)}: the file's name holds a control character ({control}), which "
-            "would break the log lines and messages that name it: rename it or leave it out "
-            "of --input"
-        )
     name = path.lower()
     if name.endswith(PARQUET_SUFFIX):
         return "parquet"
