@@ -83,13 +83,14 @@ def test_a_negative_number_of_workers_is_refused_before_overwrite(tmp_path, caps
     book.write_text("One sentence. Another.\n")
     earlier = tmp_path / "out"
     earlier.mkdir()
-    (earlier / "kept").write_text("an earlier run's")
+    kept = earlier / "documents-00000-0000.parquet"  # a name --overwrite deletes
+    kept.write_text("an earlier run's")
     argv = ["--input", str(book), "--output", str(earlier), "--overwrite", *flags]
     with pytest.raises(SystemExit) as exited:
         books.main(argv)
     assert exited.value.code == 2
     assert capsys.readouterr().err == f"bertkit books: error: {said}\n"
-    assert (earlier / "kept").read_text() == "an earlier run's"
+    assert kept.read_text() == "an earlier run's"
 
 
 def test_prism_without_its_binary_is_one_line(tmp_path, capsys, monkeypatch) -> None:
