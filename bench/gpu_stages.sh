@@ -35,7 +35,7 @@ require_cuda() { # require_cuda FLAGS…: exit 3 in one line, before any work, w
     # CPU, as the scripts' smoke runs do
     local flags on_cpu=1
     for flags in "$@"; do
-        [[ " $flags " == *" --device cpu "* ]] || on_cpu=0
+        [[ " $flags " == *" --device cpu "* || " $flags " == *" --device=cpu "* ]] || on_cpu=0
     done
     ((on_cpu)) && return 0
     local device
