@@ -15,12 +15,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipelines.beam.documents import UnitTally
-from pipelines.corpus import CorpusConfig, parquet_documents
+from pipelines.corpus import CorpusConfig
 from pipelines.corpus import parquet as corpus_parquet
+from tests.test_corpus_parquet_pages import SCHEMA, read, rejects
 
-SCHEMA = pa.schema([("id", pa.string()), ("text", pa.string())])
-CONFIG = CorpusConfig(input=("in/*.parquet",), output="out", max_line_kb=1)
 # ColumnMetaData's fields as the compact protocol writes them after the field before:
 # total_uncompressed_size (6) and total_compressed_size (7), each one after the last (delta
 # 1, type i64: 0x16); data_page_offset (9) two after total_compressed_size (0x26).
@@ -64,16 +62,6 @@ def write(path: Path, rows: int, **options) -> Path:
     table = pa.table({"id": [f"r{n}" for n in range(rows)], "text": [text(n) for n in range(rows)]})
     pq.write_table(table.cast(SCHEMA), path, use_dictionary=False, **options)
     return path
-
-
-def read(path: Path, config: CorpusConfig = CONFIG) -> tuple[list[str], UnitTally]:
-    tally = UnitTally("00000")
-    ids = [doc.id for doc in parquet_documents(str(path), path.name, config, tally)]
-    return ids, tally
-
-
-def rejects(tally: UnitTally) -> list[tuple[str, str, str]]:
-    return [(r.position, r.reason, r.error) for r in tally.rejects]
 
 
 @pytest.fixture
