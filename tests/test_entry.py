@@ -4,6 +4,7 @@ traceback or a silent kill."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tomllib
@@ -12,36 +13,23 @@ from pathlib import Path
 import pytest
 
 from bertkit.entry import stopped_while_starting
+from tests.support.import_signal import VARIABLE, signal_at_import
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# The signal arriving while bertkit.cli is imported, at the same point every run: a finder
-# that sends it to the process itself when that import starts.
-SIGNAL_IN_THE_IMPORT = """
-import importlib.abc, os, signal, sys, time
-# As in a terminal: Python's own Ctrl-C handler (a test runner's worker may ignore SIGINT,
-# and its children inherit that).
-signal.signal(signal.SIGINT, signal.default_int_handler)
-signal.signal(signal.SIGTERM, signal.SIG_DFL)
-class Signal(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path, target=None):
-        if name == "bertkit.cli":
-            os.kill(os.getpid(), getattr(signal, sys.argv[1]))
-            time.sleep(5)  # the handler runs in here
-sys.meta_path.insert(0, Signal())
-from bertkit.entry import main
-main()
-"""
+# The signal arriving while bertkit.cli is imported, at the same point every run.
+SIGNAL_IN_THE_IMPORT = signal_at_import("bertkit.cli", "from bertkit.entry import main\nmain()")
 
 
 @pytest.mark.parametrize(("name", "status"), [("SIGINT", 130), ("SIGTERM", 143)])
 def test_a_signal_in_the_first_import_is_one_line_and_its_status(name: str, status: int) -> None:
     done = subprocess.run(
-        [sys.executable, "-c", SIGNAL_IN_THE_IMPORT, name, "--help"],
+        [sys.executable, "-c", SIGNAL_IN_THE_IMPORT, "--help"],
         capture_output=True,
         text=True,
         timeout=60,
         cwd=ROOT,
+        env={**os.environ, VARIABLE: name},
     )
     assert (done.returncode, done.stdout) == (status, "")
     assert done.stderr == f"{stopped_while_starting(name)}\n"

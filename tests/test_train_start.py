@@ -13,34 +13,22 @@ from pathlib import Path
 import pytest
 
 from bertkit.entry import stopped_while_starting
+from tests.support.import_signal import VARIABLE, signal_at_import
 
 ROOT = Path(__file__).resolve().parents[1]
 
 # Python imports sitecustomize before it runs `-m`'s module, so the real `python -m
 # trainer.train` gets the signal at the same point every run: a finder sends it to the
 # process itself when torch's import starts (trainer/train.py's first heavy import).
-SIGNAL_IN_THE_IMPORT = """
-import importlib.abc, os, signal, sys, time
-# As in a terminal: Python's own Ctrl-C handler (a test runner's worker may ignore SIGINT,
-# and its children inherit that).
-signal.signal(signal.SIGINT, signal.default_int_handler)
-signal.signal(signal.SIGTERM, signal.SIG_DFL)
-class Signal(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path, target=None):
-        sent = os.environ.get("SIGNAL_IN_THE_IMPORT")
-        if name == "torch" and sent:
-            os.kill(os.getpid(), getattr(signal, sent))
-            time.sleep(5)  # the handler runs in here
-sys.meta_path.insert(0, Signal())
-"""
+SIGNAL_IN_THE_IMPORT = signal_at_import("torch")
 
 
 def _python_m_trainer(tmp_path: Path, signal_name: str | None, *flags: str):
     (tmp_path / "sitecustomize.py").write_text(SIGNAL_IN_THE_IMPORT, encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
-    env.pop("SIGNAL_IN_THE_IMPORT", None)
+    env.pop(VARIABLE, None)
     if signal_name:
-        env["SIGNAL_IN_THE_IMPORT"] = signal_name
+        env[VARIABLE] = signal_name
     return subprocess.run(
         [sys.executable, "-m", "trainer.train", *flags],
         capture_output=True,
