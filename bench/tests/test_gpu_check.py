@@ -41,7 +41,9 @@ STAGES = (
     "autotune",
     "autotune-warm",
 )
-SMOKE = "--device cpu --model tiny --modes eager --batch 4 --steps 1 --repeats 1 --threads 1 --warmup 1"
+SMOKE = (
+    "--device cpu --model tiny --modes eager --batch 4 --steps 1 --repeats 1 --threads 1 --warmup 1"
+)
 KERNEL_SMOKE = "--device cpu --model tiny --rows 40"  # bench.kernels in Triton's interpreter
 
 
