@@ -56,7 +56,7 @@
 # checkout's .venv/bin/python when there is one, else python3 (packages on PYTHONPATH do).
 # BENCH_ARGS is appended to every stage's flags, KERNEL_ARGS to the kernels stage's (a smoke
 # test on the CPU:
-# BENCH_ARGS="--device cpu --model tiny --modes eager --batch 4 --steps 1 --repeats 1 --threads 1"
+# BENCH_ARGS="--device cpu --model tiny --modes eager --batch 4 --steps 1 --repeats 1 --threads 1 --warmup 1"
 # KERNEL_ARGS="--device cpu --model tiny --rows 40", Triton's interpreter).
 set -u -o pipefail
 case ${1:-} in  # its help is the comment above; any other flag is a mistaken OUT_DIR
