@@ -81,13 +81,18 @@ def session_alive(process: subprocess.Popen) -> bool:
     return False
 
 
+def _piped(stdout: str | None, stderr: str | None) -> str:
+    return stdout if stdout is not None else stderr or ""
+
+
 def wait_for_exit(process: subprocess.Popen, since: float) -> tuple[int, str, float]:
-    """(exit code, output, seconds from `since` until nothing of the session is left)."""
+    """(exit code, output, seconds from `since` until nothing of the session is left); the
+    output is what the one pipe it was started with gave (stdout, or stderr alone)."""
     try:
-        output, _ = process.communicate(timeout=HANG)
+        output = _piped(*process.communicate(timeout=HANG))
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
-        output, _ = process.communicate()
+        output = _piped(*process.communicate())
         raise AssertionError(f"still running {HANG:.0f} s later:\n{output[-3000:]}") from None
     while session_alive(process):
         if time.monotonic() - since > HANG:
