@@ -56,11 +56,10 @@ VOCAB_RUN_FILES = (
 
 def _vouched_by_metadata(output_dir: str) -> set[str]:
     """vocab.json where it is a vocabulary's record, and each file whose sha256 it records."""
-    try:
-        raw = files.read_file(files.join(output_dir, VOCAB_METADATA_FILE), MAX_RECORD_BYTES)
-        metadata = VocabMetadata.from_json(raw.decode("utf-8"))
-    except (OSError, ValueError, TypeError, KeyError):  # absent, or not one: not ours
+    record = files.read_own_record(output_dir, VOCAB_METADATA_FILE, VocabMetadata.from_json)
+    if record is None:  # absent, or not one: not ours
         return set()
+    metadata = record[0]
     vouched = {VOCAB_METADATA_FILE}
     for name, sha256 in (
         (VOCAB_FILE, metadata.vocab_sha256),
